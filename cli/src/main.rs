@@ -1,0 +1,2 @@
+//! `geopriv`: command-line front end of the geopriv SDK.
+fn main() {}

@@ -1,0 +1,172 @@
+//! The one error type of the crate. Every fallible public function returns
+//! [`Result<T>`]; each variant names what was wrong so a caller (or a user
+//! reading a log line) can fix it.
+
+use core::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// What went wrong. Variants carry the parameter name and the offending
+/// value; the `Display` text is meant for end users and log lines.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A parameter is NaN, infinite or outside its allowed range.
+    InvalidParameter {
+        /// Name of the parameter, e.g. `"width"` or `"epsilon"`.
+        name: &'static str,
+        /// The value that was passed.
+        value: f64,
+        /// What the parameter must satisfy, e.g. `"finite and > 0"`.
+        requirement: &'static str,
+    },
+    /// A coordinate of a point is NaN or infinite.
+    NonFinitePoint {
+        /// Index of the offending coordinate.
+        coordinate: usize,
+        /// The value found there.
+        value: f64,
+    },
+    /// A point has the wrong number of coordinates for the query.
+    DimensionMismatch {
+        /// Dimension the query works in.
+        expected: usize,
+        /// Number of coordinates supplied.
+        found: usize,
+    },
+    /// A release was refused because it would exceed the privacy budget.
+    BudgetExceeded {
+        /// ε that the release needs.
+        requested_epsilon: f64,
+        /// ε still available.
+        remaining_epsilon: f64,
+        /// δ that the release needs.
+        requested_delta: f64,
+        /// δ still available.
+        remaining_delta: f64,
+    },
+    /// A report or other encoded record could not be decoded or is invalid.
+    InvalidReport {
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A numerical routine could not certify its result (never expected;
+    /// reported instead of returning an unverified number).
+    Numerical {
+        /// Which routine failed.
+        routine: &'static str,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidParameter {
+                name,
+                value,
+                requirement,
+            } => write!(
+                f,
+                "invalid parameter `{name}` = {value}: must be {requirement}"
+            ),
+            Error::NonFinitePoint { coordinate, value } => write!(
+                f,
+                "point coordinate {coordinate} is {value}: coordinates must be finite"
+            ),
+            Error::DimensionMismatch { expected, found } => write!(
+                f,
+                "point has {found} coordinate(s) but the query needs {expected}"
+            ),
+            Error::BudgetExceeded {
+                requested_epsilon,
+                remaining_epsilon,
+                requested_delta,
+                remaining_delta,
+            } => write!(
+                f,
+                "privacy budget exceeded: release needs epsilon {requested_epsilon} and delta {requested_delta}, \
+                 but only epsilon {remaining_epsilon} and delta {remaining_delta} remain"
+            ),
+            Error::InvalidReport { reason } => write!(f, "invalid report: {reason}"),
+            Error::Numerical { routine } => {
+                write!(f, "numerical routine `{routine}` could not certify its result")
+            }
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Check that `value` is finite and strictly positive.
+pub(crate) fn positive_finite(name: &'static str, value: f64) -> Result<f64> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            requirement: "finite and > 0",
+        })
+    }
+}
+
+/// Check that `value` is finite.
+pub(crate) fn finite(name: &'static str, value: f64) -> Result<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            requirement: "finite",
+        })
+    }
+}
+
+/// Check that a point has `dim` finite coordinates.
+pub(crate) fn check_point(x: &[f64], dim: usize) -> Result<()> {
+    if x.len() != dim {
+        return Err(Error::DimensionMismatch {
+            expected: dim,
+            found: x.len(),
+        });
+    }
+    for (coordinate, &value) in x.iter().enumerate() {
+        if !value.is_finite() {
+            return Err(Error::NonFinitePoint { coordinate, value });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validators_name_the_parameter() {
+        let e = positive_finite("width", 0.0).unwrap_err();
+        assert!(matches!(e, Error::InvalidParameter { name: "width", .. }));
+        assert!(positive_finite("width", f64::NAN).is_err());
+        assert!(positive_finite("width", f64::INFINITY).is_err());
+        assert!(finite("threshold", f64::NEG_INFINITY).is_err());
+        assert_eq!(positive_finite("width", 2.0), Ok(2.0));
+    }
+
+    #[test]
+    fn points_are_checked() {
+        assert_eq!(
+            check_point(&[1.0], 2),
+            Err(Error::DimensionMismatch {
+                expected: 2,
+                found: 1
+            })
+        );
+        assert!(matches!(
+            check_point(&[1.0, f64::NAN], 2),
+            Err(Error::NonFinitePoint { coordinate: 1, .. })
+        ));
+        assert!(check_point(&[1.0, 2.0], 2).is_ok());
+    }
+}

@@ -1,0 +1,49 @@
+//! # geopriv: local geo-privacy with smooth sensitivity
+//!
+//! A device holds a private value x (a location in metres, an income in
+//! dollars). It releases f(x) plus noise scaled to a *smooth sensitivity*
+//! S(x); the server only sums the releases. Geo-privacy (GP) protects in
+//! proportion to distance: with budget ε per unit distance, two inputs x, x'
+//! give output distributions within a factor exp(ε · d(x, x')).
+//!
+//! Data flows one way, one module per arrow:
+//!
+//! ```text
+//! point -> query -> smooth sensitivity -> mechanism -> report -> aggregate -> estimate
+//!          query::*   Query::smooth_...    mechanism   report    aggregate
+//! ```
+//!
+//! ```
+//! use geopriv::{Growth, Query, SoftThreshold};
+//!
+//! // "Share of households with income above $100k", ramp 20k wide.
+//! let q = SoftThreshold::new(100_000.0, 20_000.0)?;
+//! let x = [42_000.0];
+//! let value = q.value(&x)?;                                   // 0.0
+//! let s = q.smooth_sensitivity(&x, Growth::exponential(1e-4)?)?;
+//! assert_eq!(value, 0.0);
+//! assert!(s < q.global_lipschitz());                            // far from the ramp: less noise
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+//!
+//! The mathematical contract is `SPEC.md` (shipped with the project); each
+//! query and mechanism states its formula and why it is private next to
+//! the code.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod error;
+pub mod growth;
+pub mod noise;
+pub mod query;
+
+mod math;
+mod roots;
+
+pub use error::{Error, Result};
+pub use growth::{Growth, GrowthKind};
+pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};

@@ -1,0 +1,1 @@
+//! Noise distributions, one per file (SPEC §4).
