@@ -48,7 +48,7 @@ impl SoftInterval {
         let lower = finite("lower", lower)?;
         let upper = finite("upper", upper)?;
         let width = positive_finite("width", width)?;
-        if !(upper - lower >= width) {
+        if upper - lower < width {
             return Err(Error::InvalidParameter {
                 name: "upper",
                 value: upper,
