@@ -492,6 +492,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // 20-digit references, rounded by the compiler
     fn ell_near_one_to_full_precision() {
         // 40-digit references (mpmath bisection on the tangency equation).
         // Near ρ = 1 the double root of V at r = ρ would cost a third of the
