@@ -3,6 +3,15 @@
 //! closed-form density, CDF and variance, and an exact sampler through
 //! [`rand::distr::Distribution`].
 //!
+//! | type | density | used by |
+//! |---|---|---|
+//! | [`Laplace`] | exp(-\|x\|/b) / (2b) | linear-growth Laplace mechanism, baselines |
+//! | [`GeneralizedCauchy`] | ∝ 1 / (1 + \|x/σ\|^k), k > 2 | pure-GP smooth sensitivity |
+//! | [`StudentT`] | ∝ (1 + (x/σ)²/ν)^(-(ν+1)/2) | pure-GP smooth sensitivity |
+//! | [`PolyPlace`] | polynomial core, power-law tail (see the type) | pure-GP smooth sensitivity |
+//! | [`PlanarLaplace`] | (ε²/2π) exp(-ε\|\|z\|\|) on R² | noise a priori on locations |
+//! | [`SphericalLaplace`] | ∝ exp(-ε\|\|z\|\|) on R^d | noise a priori in d dimensions |
+//!
 //! The one-dimensional distributions are centred at 0 and symmetric; each
 //! has `pdf`, `ln_pdf`, `cdf` and `variance` (`None` when infinite). The
 //! multi-dimensional ones expose the density and the CDF of the radius
@@ -10,8 +19,14 @@
 //! representations (ratios of gammas, Jöhnk's beta construction, normalised
 //! Gaussians); none uses an approximate root finder.
 
+mod gen_cauchy;
+mod laplace;
 mod special;
+mod student_t;
 
+pub use gen_cauchy::GeneralizedCauchy;
+pub use laplace::Laplace;
+pub use student_t::StudentT;
 
 use crate::error::{Error, Result};
 use rand::Rng;
