@@ -21,11 +21,13 @@
 
 mod gen_cauchy;
 mod laplace;
+mod polyplace;
 mod special;
 mod student_t;
 
 pub use gen_cauchy::GeneralizedCauchy;
 pub use laplace::Laplace;
+pub use polyplace::PolyPlace;
 pub use student_t::StudentT;
 
 use crate::error::{Error, Result};
