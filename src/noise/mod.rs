@@ -21,13 +21,17 @@
 
 mod gen_cauchy;
 mod laplace;
+mod planar_laplace;
 mod polyplace;
 mod special;
+mod spherical_laplace;
 mod student_t;
 
 pub use gen_cauchy::GeneralizedCauchy;
 pub use laplace::Laplace;
+pub use planar_laplace::PlanarLaplace;
 pub use polyplace::PolyPlace;
+pub use spherical_laplace::SphericalLaplace;
 pub use student_t::StudentT;
 
 use crate::error::{Error, Result};
