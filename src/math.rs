@@ -21,3 +21,36 @@ pub(crate) fn sqrt(x: f64) -> f64 {
 pub(crate) fn hypot(x: f64, y: f64) -> f64 {
     libm::hypot(x, y)
 }
+
+#[inline]
+pub(crate) fn pow(x: f64, y: f64) -> f64 {
+    libm::pow(x, y)
+}
+
+/// ln(1 + x), accurate for small |x|.
+#[inline]
+pub(crate) fn log1p(x: f64) -> f64 {
+    libm::log1p(x)
+}
+
+/// e^x - 1, accurate for small |x|.
+#[inline]
+pub(crate) fn expm1(x: f64) -> f64 {
+    libm::expm1(x)
+}
+
+#[inline]
+pub(crate) fn sin(x: f64) -> f64 {
+    libm::sin(x)
+}
+
+#[inline]
+pub(crate) fn cos(x: f64) -> f64 {
+    libm::cos(x)
+}
+
+/// ln Γ(x) for x > 0.
+#[inline]
+pub(crate) fn ln_gamma(x: f64) -> f64 {
+    libm::lgamma(x)
+}
