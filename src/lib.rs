@@ -39,12 +39,18 @@ extern crate std;
 
 pub mod error;
 pub mod growth;
+pub mod mechanism;
 pub mod noise;
 pub mod query;
+#[cfg(feature = "std")]
+mod secure_rng;
 
 mod math;
 mod roots;
 
 pub use error::{Error, Result};
 pub use growth::{Growth, GrowthKind};
+pub use mechanism::{Mechanism, NoiseShape, OutputDensity};
+#[cfg(feature = "std")]
+pub use secure_rng::SecureRng;
 pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};

@@ -51,6 +51,13 @@ pub trait Query {
 
     /// S*(x) = sup_y L_f(y) / g(d(x, y)) for the growth function `growth`.
     fn smooth_sensitivity(&self, x: &[f64], growth: Growth) -> Result<f64>;
+
+    /// The interval [lo, hi] that f takes values in. All bundled queries
+    /// are shares, so the default is (0, 1). Used by the local-DP
+    /// reference mechanism, whose noise scales with hi - lo.
+    fn value_bounds(&self) -> (f64, f64) {
+        (0.0, 1.0)
+    }
 }
 
 /// The smooth sensitivity of a query that is a soft step of width `width`

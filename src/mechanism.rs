@@ -1,0 +1,717 @@
+//! Geo-private mechanisms: release f(x) + scale(x) · Z (SPEC §4).
+//!
+//! A [`Mechanism`] bundles a noise family, the budget ε (per unit distance)
+//! and the split of ε into a smoothness part γ (growth rate of the smooth
+//! bound) and a shift part η. It chooses the growth function its
+//! calibration needs, so a user cannot pair them wrongly:
+//!
+//! | constructor | growth g(t) | noise Z | calibration | guarantee |
+//! |---|---|---|---|---|
+//! | [`Mechanism::polyplace`] | exp(γt), γ < ε | PolyPlace(s = S/γ, α = ε/γ) | no split | ε-GP |
+//! | [`Mechanism::student_t`] | exp(γt) | Student's t, ν dof | ε = νγ + ((ν+1)/(2√ν)) η, scale S/η | ε-GP |
+//! | [`Mechanism::cauchy`] | exp(γt) | ∝ 1/(1+\|z\|^k), ν = k-1 | ε = νγ + ν^{ν/(ν+1)} η, scale S/η | ε-GP |
+//! | [`Mechanism::laplace`] | 1 + γt | Laplace(1) | ε = η + γ max(1, ln(1/δ)), scale S/η | (ε, δ)-GP |
+//! | [`Mechanism::global_laplace`] | none | Laplace(1) | scale L_global/ε | ε-GP |
+//! | [`Mechanism::noise_a_priori`] | none | Laplace on x itself | x̃ = x + ε-GP noise, release f(x̃) | ε-GP, biased |
+//! | [`Mechanism::local_dp`] | none | Laplace(1) | scale range(f)/ε_LDP | ε_LDP-LDP |
+//!
+//! # Why the smooth-sensitivity releases are geo-private
+//!
+//! Write the release density for input x as p_x(y) = p((y - f(x))/σ(x))/σ(x)
+//! with σ(x) = S(x)/η. For two inputs at distance d, the smooth bound and
+//! the Lipschitz property give |ln(S(x')/S(x))| <= γd (exponential growth)
+//! and |f(x) - f(x')| <= min(S(x), S(x')) d. The log density ratio splits
+//! into a *dilation* part (same centre, scale changed by a factor e^{±γd})
+//! and a *shift* part (same scale, centre moved by at most d · S, i.e. by at
+//! most η d in units of the scale):
+//!
+//! * Generalized Cauchy, density ∝ 1/(1+|z|^k): a dilation by λ changes
+//!   ln(λ p(λz)/p(z)) by at most (k - 1)|ln λ| = ν γ d, because
+//!   (1 + |z|^k)/(1 + λ^k |z|^k) lies between λ^{-k} and 1. The shift costs
+//!   sup |d/dz ln p| · η d = ν^{ν/(ν+1)} η d (attained at |z|^k = k - 1).
+//!   Sum: (νγ + ν^{ν/(ν+1)} η) d = ε d.
+//! * Student's t with ν dof: tail exponent ν + 1, so dilation costs ν γ d;
+//!   sup |d/dz ln p| = (ν+1)/(2√ν) (at z² = ν). Sum: ε d.
+//! * PolyPlace(s = S/γ, α = ε/γ) (Hladík and Tětek, Lemma 9, moved to GP):
+//!   interpolate from (f(x), S(x)) to (f(x'), S(x')), the log-scale and the
+//!   centre linearly, and integrate the derivative of ln p along the path.
+//!   The log-scale moves by λ_r = ln(S'/S)/γ in units of γ, with |λ_r| <= d
+//!   because S is exp(γt)-smooth; the centre moves by |f(x) - f(x')|/S_t in
+//!   units of the current scale S_t, which lies between S and S', so by at
+//!   most |f(x) - f(x')|/min(S, S') <= d. Their Lemma 12 shows that the
+//!   absolute derivatives of ln p in these two units add to exactly ε at
+//!   every output. Both rates being at most d, the loss is at most ε d:
+//!   the budget is not split between shift and scale, which is why
+//!   PolyPlace has about a third of the variance of Student's t at the same
+//!   ε and γ (SPEC §4).
+//! * Laplace with g = 1 + γt (approximate): with z the Laplace draw under x,
+//!   ln(p_x/p_x') <= ln(S'/S) + (S/S' - 1)|z| + η d. If S' >= S this is at
+//!   most (γ + η) d; if S' < S it is at most (γ|z| + η) d, which is <= ε d
+//!   whenever |z| <= ln(1/δ), an event of probability 1 - δ.
+//!
+//! [`crate::audit`] is the executable form of these arguments: it
+//! evaluates the log density ratio on pairs of inputs and dense output
+//! grids and checks it against ε d.
+//!
+//! # Floating-point safety
+//!
+//! A released float can betray x through its low-order bits (Mironov, CCS
+//! 2012): y = f(x) + σ(x) Z computed in floating point only takes values on
+//! a set that depends on f(x) and σ(x). Every release is therefore snapped
+//! to the nearest multiple of a power of two Λ that depends only on public
+//! parameters (ε, the split and the query's global Lipschitz constant),
+//! never on S(x): Λ = 2^⌊log2(σ_max)⌋ · 2^-32 with σ_max = L_global/η the
+//! largest possible noise scale. Snapping is post-processing of the ideal
+//! continuous release, so the guarantee is that of the ideal mechanism up to
+//! the rare event that floating-point error moves y across a cell boundary
+//! (probability about ulp(y)/σ per release). Cost: at most Λ/2 per report
+//! (about 1e-10 σ_max), far below any standard error the aggregate can
+//! reach. The test `tests/floating_point.rs` shows a naive release leaking
+//! through its low bits and this one not.
+
+use crate::error::{positive_finite, Error, Result};
+use crate::growth::Growth;
+use crate::noise::{GeneralizedCauchy, Laplace, PolyPlace, SphericalLaplace, StudentT};
+use crate::query::Query;
+use alloc::vec::Vec;
+use rand::distr::Distribution;
+use rand::Rng;
+
+/// Default share of ε spent on smoothness for Student's t (γ = ε/(3ν)).
+pub const STUDENT_T_SMOOTHNESS_SHARE: f64 = 1.0 / 3.0;
+/// Default share of ε spent on smoothness for the generalized Cauchy
+/// (γ = 0.2 ε/ν).
+pub const CAUCHY_SMOOTHNESS_SHARE: f64 = 0.2;
+/// Default γ/ε for PolyPlace (γ = ε/9).
+pub const POLYPLACE_GAMMA_SHARE: f64 = 1.0 / 9.0;
+/// Default share of ε spent on smoothness (γ max(1, ln 1/δ)) for the
+/// approximate-GP Laplace mechanism.
+pub const LAPLACE_SMOOTHNESS_SHARE: f64 = 0.5;
+/// The release grid is 2^-32 of the largest possible noise scale.
+const GRID_BITS: i32 = 32;
+
+/// The shape of the standardised noise of a location–scale release.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NoiseShape {
+    /// PolyPlace(1, α).
+    PolyPlace {
+        /// Shape α = ε/γ > 1.
+        alpha: f64,
+    },
+    /// Student's t with ν degrees of freedom.
+    StudentT {
+        /// Degrees of freedom ν > 0.
+        dof: f64,
+    },
+    /// Density ∝ 1/(1 + |z|^k), k > 2.
+    GeneralizedCauchy {
+        /// Exponent k = ν + 1 > 2.
+        k: f64,
+    },
+    /// Laplace(1): density exp(-|z|)/2.
+    Laplace,
+}
+
+/// A standardised (unit-scale) noise distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UnitNoise {
+    PolyPlace(PolyPlace),
+    StudentT(StudentT),
+    Cauchy(GeneralizedCauchy),
+    Laplace(Laplace),
+}
+
+impl UnitNoise {
+    fn new(shape: NoiseShape) -> Result<Self> {
+        Ok(match shape {
+            NoiseShape::PolyPlace { alpha } => UnitNoise::PolyPlace(PolyPlace::new(1.0, alpha)?),
+            NoiseShape::StudentT { dof } => UnitNoise::StudentT(StudentT::new(dof, 1.0)?),
+            NoiseShape::GeneralizedCauchy { k } => {
+                UnitNoise::Cauchy(GeneralizedCauchy::new(k, 1.0)?)
+            }
+            NoiseShape::Laplace => UnitNoise::Laplace(Laplace::new(1.0)?),
+        })
+    }
+
+    #[inline]
+    fn ln_pdf(&self, z: f64) -> f64 {
+        match self {
+            UnitNoise::PolyPlace(n) => n.ln_pdf(z),
+            UnitNoise::StudentT(n) => n.ln_pdf(z),
+            UnitNoise::Cauchy(n) => n.ln_pdf(z),
+            UnitNoise::Laplace(n) => n.ln_pdf(z),
+        }
+    }
+
+    #[inline]
+    fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match self {
+            UnitNoise::PolyPlace(n) => n.sample(rng),
+            UnitNoise::StudentT(n) => n.sample(rng),
+            UnitNoise::Cauchy(n) => n.sample(rng),
+            UnitNoise::Laplace(n) => n.sample(rng),
+        }
+    }
+
+    fn variance(&self) -> Option<f64> {
+        match self {
+            UnitNoise::PolyPlace(n) => n.variance(),
+            UnitNoise::StudentT(n) => n.variance(),
+            UnitNoise::Cauchy(n) => n.variance(),
+            UnitNoise::Laplace(n) => n.variance(),
+        }
+    }
+}
+
+/// The density of a location–scale release y = location + scale · Z.
+/// Used by the privacy audit; also lets a caller compute likelihoods.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutputDensity {
+    location: f64,
+    scale: f64,
+    noise: UnitNoise,
+}
+
+impl OutputDensity {
+    /// y = `location` + `scale` · Z with Z of the given shape.
+    pub fn new(location: f64, scale: f64, shape: NoiseShape) -> Result<Self> {
+        Ok(Self {
+            location: crate::error::finite("location", location)?,
+            scale: positive_finite("scale", scale)?,
+            noise: UnitNoise::new(shape)?,
+        })
+    }
+
+    /// The centre f(x).
+    pub fn location(&self) -> f64 {
+        self.location
+    }
+
+    /// The scale σ(x).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// ln p(y) = ln p_Z((y - location)/scale) - ln scale.
+    #[inline]
+    pub fn ln_pdf(&self, y: f64) -> f64 {
+        self.noise.ln_pdf((y - self.location) / self.scale) - crate::math::ln(self.scale)
+    }
+
+    /// The variance of the release (None if infinite).
+    pub fn variance(&self) -> Option<f64> {
+        self.noise.variance().map(|v| v * self.scale * self.scale)
+    }
+}
+
+/// Which release a [`Mechanism`] performs.
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    /// f(x) + S(x)/η · Z (or PolyPlace(S/γ, α)).
+    Smooth {
+        growth: Growth,
+        /// σ(x) = S(x) · scale_per_sensitivity.
+        scale_per_sensitivity: f64,
+        noise: UnitNoise,
+        shape: NoiseShape,
+    },
+    /// f(x) + L_global/ε · Laplace(1).
+    GlobalLaplace,
+    /// f(x + ε-GP noise).
+    APriori,
+    /// f(x) + range/ε · Laplace(1).
+    LocalDp,
+}
+
+/// A geo-private (or baseline) release mechanism. See the module docs for
+/// the calibration table and the privacy argument of each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mechanism {
+    kind: Kind,
+    epsilon: f64,
+    delta: f64,
+    /// The share of ε spent on smoothness (γ/ε for PolyPlace), if any.
+    smoothness_share: Option<f64>,
+}
+
+fn share(name: &'static str, value: f64) -> Result<f64> {
+    if value > 0.0 && value < 1.0 {
+        Ok(value)
+    } else {
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            requirement: "strictly between 0 and 1",
+        })
+    }
+}
+
+impl Mechanism {
+    fn smooth(
+        epsilon: f64,
+        delta: f64,
+        share: f64,
+        growth: Growth,
+        scale_per_sensitivity: f64,
+        shape: NoiseShape,
+    ) -> Result<Self> {
+        Ok(Self {
+            kind: Kind::Smooth {
+                growth,
+                scale_per_sensitivity,
+                noise: UnitNoise::new(shape)?,
+                shape,
+            },
+            epsilon,
+            delta,
+            smoothness_share: Some(share),
+        })
+    }
+
+    /// PolyPlace with the default γ = ε/9.
+    pub fn polyplace(epsilon: f64) -> Result<Self> {
+        Self::polyplace_with(epsilon, POLYPLACE_GAMMA_SHARE)
+    }
+
+    /// PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (the
+    /// variance is finite only for gamma_share < 1/2). Growth exp(γt);
+    /// release f(x) + PolyPlace(s = S(x)/γ, α = ε/γ).
+    pub fn polyplace_with(epsilon: f64, gamma_share: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        let gamma_share = share("gamma_share", gamma_share)?;
+        let gamma = gamma_share * epsilon;
+        Self::smooth(
+            epsilon,
+            0.0,
+            gamma_share,
+            Growth::exponential(gamma)?,
+            1.0 / gamma,
+            NoiseShape::PolyPlace {
+                alpha: 1.0 / gamma_share,
+            },
+        )
+    }
+
+    /// Student's t with the paper's defaults: ν = 3, γ = ε/(3ν).
+    pub fn student_t(epsilon: f64) -> Result<Self> {
+        Self::student_t_with(epsilon, 3.0, STUDENT_T_SMOOTHNESS_SHARE)
+    }
+
+    /// Student's t with ν = `dof` > 0 and νγ = `smoothness_share` · ε:
+    /// ε = νγ + ((ν+1)/(2√ν)) η, release f(x) + S(x)/η · T_ν.
+    pub fn student_t_with(epsilon: f64, dof: f64, smoothness_share: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        let dof = positive_finite("dof", dof)?;
+        let s = share("smoothness_share", smoothness_share)?;
+        let gamma = s * epsilon / dof;
+        let eta = (1.0 - s) * epsilon * 2.0 * crate::math::sqrt(dof) / (dof + 1.0);
+        Self::smooth(
+            epsilon,
+            0.0,
+            s,
+            Growth::exponential(gamma)?,
+            1.0 / eta,
+            NoiseShape::StudentT { dof },
+        )
+    }
+
+    /// Generalized Cauchy with the paper's defaults: k = 4 (ν = 3),
+    /// γ = 0.2 ε/ν.
+    pub fn cauchy(epsilon: f64) -> Result<Self> {
+        Self::cauchy_with(epsilon, 4.0, CAUCHY_SMOOTHNESS_SHARE)
+    }
+
+    /// Generalized Cauchy with exponent k > 2 (ν = k - 1) and
+    /// νγ = `smoothness_share` · ε: ε = νγ + ν^{ν/(ν+1)} η, release
+    /// f(x) + S(x)/η · Z with density ∝ 1/(1 + |z|^k). k <= 2 is refused: the
+    /// noise would have no mean and reports would not be unbiased.
+    pub fn cauchy_with(epsilon: f64, k: f64, smoothness_share: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        if !(k.is_finite() && k > 2.0) {
+            return Err(Error::InvalidParameter {
+                name: "k",
+                value: k,
+                requirement: "finite and > 2 (the noise needs a mean)",
+            });
+        }
+        let s = share("smoothness_share", smoothness_share)?;
+        let nu = k - 1.0;
+        let gamma = s * epsilon / nu;
+        let eta = (1.0 - s) * epsilon / crate::math::pow(nu, nu / (nu + 1.0));
+        Self::smooth(
+            epsilon,
+            0.0,
+            s,
+            Growth::exponential(gamma)?,
+            1.0 / eta,
+            NoiseShape::GeneralizedCauchy { k },
+        )
+    }
+
+    /// Approximate-GP Laplace with the default split (half of ε on
+    /// smoothness).
+    pub fn laplace(epsilon: f64, delta: f64) -> Result<Self> {
+        Self::laplace_with(epsilon, delta, LAPLACE_SMOOTHNESS_SHARE)
+    }
+
+    /// Approximate-GP Laplace: growth 1 + γt with
+    /// γ max(1, ln(1/δ)) = `smoothness_share` · ε, η = ε - that, release
+    /// f(x) + S(x)/η · Laplace(1). (ε, δ)-GP with 0 < δ < 1.
+    pub fn laplace_with(epsilon: f64, delta: f64, smoothness_share: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        if !(delta > 0.0 && delta < 1.0) {
+            return Err(Error::InvalidParameter {
+                name: "delta",
+                value: delta,
+                requirement: "strictly between 0 and 1",
+            });
+        }
+        let s = share("smoothness_share", smoothness_share)?;
+        let tail = crate::math::ln(1.0 / delta).max(1.0);
+        let gamma = s * epsilon / tail;
+        let eta = (1.0 - s) * epsilon;
+        Self::smooth(
+            epsilon,
+            delta,
+            s,
+            Growth::linear(gamma)?,
+            1.0 / eta,
+            NoiseShape::Laplace,
+        )
+    }
+
+    /// Baseline: f(x) + Laplace(L_global/ε). ε-GP because
+    /// |f(x) - f(x')| <= L_global d(x, x'); adds the worst-case noise to
+    /// every user.
+    pub fn global_laplace(epsilon: f64) -> Result<Self> {
+        Ok(Self {
+            kind: Kind::GlobalLaplace,
+            epsilon: positive_finite("epsilon", epsilon)?,
+            delta: 0.0,
+            smoothness_share: None,
+        })
+    }
+
+    /// Baseline "noise a priori": privatize x itself with the ε-GP Laplace
+    /// mechanism of its dimension (Laplace(1/ε) in 1-D, planar Laplace in
+    /// 2-D, Gamma(d, 1/ε) radius with a uniform direction in d-D), then
+    /// release f(x̃). ε-GP by post-processing; biased for nonlinear f.
+    pub fn noise_a_priori(epsilon: f64) -> Result<Self> {
+        Ok(Self {
+            kind: Kind::APriori,
+            epsilon: positive_finite("epsilon", epsilon)?,
+            delta: 0.0,
+            smoothness_share: None,
+        })
+    }
+
+    /// Reference: local differential privacy, f(x) + Laplace(range(f)/ε_LDP).
+    /// `epsilon` here is an LDP ε (all inputs protected equally), not a
+    /// budget per unit distance.
+    pub fn local_dp(epsilon: f64) -> Result<Self> {
+        Ok(Self {
+            kind: Kind::LocalDp,
+            epsilon: positive_finite("epsilon", epsilon)?,
+            delta: 0.0,
+            smoothness_share: None,
+        })
+    }
+
+    /// Short stable name: `polyplace`, `student-t`, `cauchy`, `laplace`,
+    /// `global-laplace`, `a-priori` or `ldp`.
+    pub fn name(&self) -> &'static str {
+        match &self.kind {
+            Kind::Smooth { shape, .. } => match shape {
+                NoiseShape::PolyPlace { .. } => "polyplace",
+                NoiseShape::StudentT { .. } => "student-t",
+                NoiseShape::GeneralizedCauchy { .. } => "cauchy",
+                NoiseShape::Laplace => "laplace",
+            },
+            Kind::GlobalLaplace => "global-laplace",
+            Kind::APriori => "a-priori",
+            Kind::LocalDp => "ldp",
+        }
+    }
+
+    /// The budget ε (per unit distance; an LDP ε for [`Mechanism::local_dp`]).
+    pub fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+
+    /// δ (0 for the pure mechanisms).
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+
+    /// The share of ε spent on smoothness, for the smooth-sensitivity
+    /// mechanisms (γ/ε for PolyPlace).
+    pub fn smoothness_share(&self) -> Option<f64> {
+        self.smoothness_share
+    }
+
+    /// The growth function the calibration uses (smooth-sensitivity
+    /// mechanisms only).
+    pub fn growth(&self) -> Option<Growth> {
+        match &self.kind {
+            Kind::Smooth { growth, .. } => Some(*growth),
+            _ => None,
+        }
+    }
+
+    /// The noise shape of a location–scale release (None for noise a priori).
+    pub fn noise_shape(&self) -> Option<NoiseShape> {
+        match &self.kind {
+            Kind::Smooth { shape, .. } => Some(*shape),
+            Kind::GlobalLaplace | Kind::LocalDp => Some(NoiseShape::Laplace),
+            Kind::APriori => None,
+        }
+    }
+
+    /// The noise scale σ for a release whose sensitivity (S(x) for the
+    /// smooth mechanisms, L_global or the range for the baselines) is
+    /// `sensitivity`. None for noise a priori.
+    pub fn scale_for(&self, sensitivity: f64) -> Option<f64> {
+        match &self.kind {
+            Kind::Smooth {
+                scale_per_sensitivity,
+                ..
+            } => Some(sensitivity * scale_per_sensitivity),
+            Kind::GlobalLaplace | Kind::LocalDp => Some(sensitivity / self.epsilon),
+            Kind::APriori => None,
+        }
+    }
+
+    /// The sensitivity this mechanism scales its noise to at x: S(x) for
+    /// the smooth mechanisms, the global Lipschitz constant for
+    /// global-Laplace, the range of f (1 for the bundled queries) for LDP.
+    fn sensitivity<Q: Query + ?Sized>(&self, query: &Q, x: &[f64]) -> Result<Option<f64>> {
+        Ok(match &self.kind {
+            Kind::Smooth { growth, .. } => Some(query.smooth_sensitivity(x, *growth)?),
+            Kind::GlobalLaplace => Some(query.global_lipschitz()),
+            Kind::LocalDp => {
+                let (lo, hi) = query.value_bounds();
+                Some(hi - lo)
+            }
+            Kind::APriori => None,
+        })
+    }
+
+    /// The density of the release at input x (None for noise a priori,
+    /// whose release is f of a noisy point).
+    pub fn output_density<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        x: &[f64],
+    ) -> Result<Option<OutputDensity>> {
+        let value = query.value(x)?;
+        let Some(sensitivity) = self.sensitivity(query, x)? else {
+            return Ok(None);
+        };
+        let scale = self.scale_for(sensitivity).unwrap_or(0.0);
+        let shape = self.noise_shape().unwrap_or(NoiseShape::Laplace);
+        if scale > 0.0 {
+            Ok(Some(OutputDensity::new(value, scale, shape)?))
+        } else {
+            Err(Error::Numerical {
+                routine: "noise scale underflowed to zero",
+            })
+        }
+    }
+
+    /// The release grid Λ: a power of two set by public parameters only
+    /// (module docs, "Floating-point safety").
+    pub fn release_grid<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
+        let largest_scale = match &self.kind {
+            Kind::Smooth {
+                scale_per_sensitivity,
+                ..
+            } => query.global_lipschitz() * scale_per_sensitivity,
+            Kind::GlobalLaplace => query.global_lipschitz() / self.epsilon,
+            Kind::LocalDp | Kind::APriori => {
+                let (lo, hi) = query.value_bounds();
+                (hi - lo) / self.epsilon
+            }
+        };
+        power_of_two_below(largest_scale) * libm::exp2(-(GRID_BITS as f64))
+    }
+
+    /// Privatize f(x): draw the noise with `rng` and return the released
+    /// value, snapped to the public release grid. Use a cryptographically
+    /// secure generator (e.g. [`crate::SecureRng`]) in production; a seeded
+    /// one only for reproducible experiments.
+    pub fn privatize<Q: Query + ?Sized, R: Rng + ?Sized>(
+        &self,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<f64> {
+        let raw = self.privatize_unsnapped(query, x, rng)?;
+        Ok(snap(raw, self.release_grid(query)))
+    }
+
+    /// The release before snapping to the grid. Exposed for the
+    /// floating-point test and for research; never upload its output.
+    #[doc(hidden)]
+    pub fn privatize_unsnapped<Q: Query + ?Sized, R: Rng + ?Sized>(
+        &self,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<f64> {
+        match &self.kind {
+            Kind::Smooth {
+                growth,
+                scale_per_sensitivity,
+                noise,
+                ..
+            } => {
+                let value = query.value(x)?;
+                let s = query.smooth_sensitivity(x, *growth)?;
+                Ok(value + s * scale_per_sensitivity * noise.sample(rng))
+            }
+            Kind::GlobalLaplace => {
+                let value = query.value(x)?;
+                let b = query.global_lipschitz() / self.epsilon;
+                Ok(value + b * Laplace::new(1.0)?.sample(rng))
+            }
+            Kind::LocalDp => {
+                let value = query.value(x)?;
+                let (lo, hi) = query.value_bounds();
+                Ok(value + (hi - lo) / self.epsilon * Laplace::new(1.0)?.sample(rng))
+            }
+            Kind::APriori => {
+                crate::error::check_point(x, query.dimension())?;
+                let noise = SphericalLaplace::new(query.dimension(), self.epsilon)?;
+                let mut noisy: Vec<f64> = alloc::vec![0.0; x.len()];
+                noise.sample_into(rng, &mut noisy)?;
+                for (n, xi) in noisy.iter_mut().zip(x) {
+                    *n += xi;
+                }
+                query.value(&noisy)
+            }
+        }
+    }
+
+    /// Privatize f(x) with a fresh generator seeded from the operating
+    /// system (the secure default).
+    #[cfg(feature = "std")]
+    pub fn privatize_secure<Q: Query + ?Sized>(&self, query: &Q, x: &[f64]) -> Result<f64> {
+        self.privatize(query, x, &mut crate::SecureRng::new())
+    }
+
+    /// Variance of one report at sensitivity `sensitivity` (smooth and
+    /// global/LDP mechanisms), from the closed-form noise variance.
+    pub fn report_variance(&self, sensitivity: f64) -> Option<f64> {
+        let scale = self.scale_for(sensitivity)?;
+        let unit = match &self.kind {
+            Kind::Smooth { noise, .. } => noise.variance()?,
+            _ => 2.0,
+        };
+        Some(unit * scale * scale)
+    }
+}
+
+/// The largest power of two <= v (v > 0 finite), or 1 otherwise.
+fn power_of_two_below(v: f64) -> f64 {
+    if v.is_finite() && v > 0.0 {
+        libm::exp2(libm::floor(libm::log2(v)))
+    } else {
+        1.0
+    }
+}
+
+/// Round y to the nearest multiple of the power of two `grid`.
+#[inline]
+fn snap(y: f64, grid: f64) -> f64 {
+    libm::round(y / grid) * grid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::SoftThreshold;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn calibrations_match_the_spec() {
+        let eps = 0.01;
+        let m = Mechanism::student_t(eps).unwrap();
+        let g = m.growth().unwrap();
+        // ε = νγ + ((ν+1)/(2√ν)) η with ν = 3, γ = ε/9.
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        assert!((3.0 * g.rate() + 4.0 / (2.0 * 3f64.sqrt()) * eta - eps).abs() < 1e-15);
+        assert!((g.rate() - eps / 9.0).abs() < 1e-18);
+        let m = Mechanism::cauchy(eps).unwrap();
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        let g = m.growth().unwrap();
+        assert!((3.0 * g.rate() + 3f64.powf(0.75) * eta - eps).abs() < 1e-15);
+        let m = Mechanism::laplace(eps, 1e-6).unwrap();
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        let g = m.growth().unwrap();
+        assert!((eta + g.rate() * (1e6f64).ln() - eps).abs() < 1e-15);
+        let m = Mechanism::polyplace(eps).unwrap();
+        assert!((m.growth().unwrap().rate() - eps / 9.0).abs() < 1e-18);
+        assert!((m.scale_for(2.0).unwrap() - 2.0 / (eps / 9.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        assert!(Mechanism::polyplace_with(1.0, 1.0).is_err());
+        assert!(Mechanism::polyplace_with(1.0, 0.0).is_err());
+        assert!(Mechanism::student_t_with(1.0, 0.0, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 3.0, 1.0).is_err());
+        assert!(Mechanism::cauchy_with(1.0, 2.0, 0.2).is_err());
+        assert!(Mechanism::cauchy_with(1.0, f64::NAN, 0.2).is_err());
+        assert!(Mechanism::laplace(1.0, 0.0).is_err());
+        assert!(Mechanism::laplace(1.0, 1.0).is_err());
+        assert!(Mechanism::laplace_with(1.0, 1e-6, -0.1).is_err());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Mechanism::polyplace(bad).is_err());
+            assert!(Mechanism::global_laplace(bad).is_err());
+            assert!(Mechanism::local_dp(bad).is_err());
+            assert!(Mechanism::noise_a_priori(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        for m in [
+            Mechanism::polyplace(0.05).unwrap(),
+            Mechanism::student_t(0.05).unwrap(),
+            Mechanism::cauchy(0.05).unwrap(),
+            Mechanism::laplace(0.05, 1e-6).unwrap(),
+            Mechanism::global_laplace(0.05).unwrap(),
+            Mechanism::local_dp(1.0).unwrap(),
+        ] {
+            let grid = m.release_grid(&q);
+            let n = 200_000;
+            let mut sum = 0.0;
+            for i in 0..n {
+                let x = [80.0 + (i % 40) as f64];
+                let y = m.privatize(&q, &x, &mut rng).unwrap();
+                assert_eq!(y, (y / grid).round() * grid);
+                sum += y - q.value(&x).unwrap();
+            }
+            let mean = sum / n as f64;
+            // S <= L_global bounds the smooth mechanisms' spread; LDP scales
+            // with the range of f instead.
+            let sensitivity = if m.name() == "ldp" { 1.0 } else { q.global_lipschitz() };
+            let sd = m.report_variance(sensitivity).unwrap().sqrt();
+            assert!(mean.abs() < 6.0 * sd / (n as f64).sqrt(), "{}: {mean}", m.name());
+        }
+    }
+
+    #[test]
+    fn bad_points_are_errors_not_panics() {
+        let q = SoftThreshold::new(0.0, 1.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(2);
+        for m in [Mechanism::polyplace(1.0).unwrap(), Mechanism::noise_a_priori(1.0).unwrap()] {
+            assert!(m.privatize(&q, &[f64::NAN], &mut rng).is_err());
+            assert!(m.privatize(&q, &[1.0, 2.0], &mut rng).is_err());
+            assert!(m.privatize(&q, &[], &mut rng).is_err());
+        }
+    }
+}
