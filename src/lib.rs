@@ -37,6 +37,8 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "std")]
+pub mod audit;
 pub mod error;
 pub mod growth;
 pub mod mechanism;
@@ -51,6 +53,6 @@ mod roots;
 pub use error::{Error, Result};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, NoiseShape, OutputDensity};
+pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
-pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};

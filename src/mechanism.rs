@@ -198,6 +198,16 @@ impl OutputDensity {
         self.noise.ln_pdf((y - self.location) / self.scale) - crate::math::ln(self.scale)
     }
 
+    /// The shape of the standardised noise.
+    pub fn shape(&self) -> NoiseShape {
+        match self.noise {
+            UnitNoise::PolyPlace(n) => NoiseShape::PolyPlace { alpha: n.alpha() },
+            UnitNoise::StudentT(n) => NoiseShape::StudentT { dof: n.dof() },
+            UnitNoise::Cauchy(n) => NoiseShape::GeneralizedCauchy { k: n.k() },
+            UnitNoise::Laplace(_) => NoiseShape::Laplace,
+        }
+    }
+
     /// The variance of the release (None if infinite).
     pub fn variance(&self) -> Option<f64> {
         self.noise.variance().map(|v| v * self.scale * self.scale)
@@ -698,9 +708,17 @@ mod tests {
             let mean = sum / n as f64;
             // S <= L_global bounds the smooth mechanisms' spread; LDP scales
             // with the range of f instead.
-            let sensitivity = if m.name() == "ldp" { 1.0 } else { q.global_lipschitz() };
+            let sensitivity = if m.name() == "ldp" {
+                1.0
+            } else {
+                q.global_lipschitz()
+            };
             let sd = m.report_variance(sensitivity).unwrap().sqrt();
-            assert!(mean.abs() < 6.0 * sd / (n as f64).sqrt(), "{}: {mean}", m.name());
+            assert!(
+                mean.abs() < 6.0 * sd / (n as f64).sqrt(),
+                "{}: {mean}",
+                m.name()
+            );
         }
     }
 
@@ -708,7 +726,10 @@ mod tests {
     fn bad_points_are_errors_not_panics() {
         let q = SoftThreshold::new(0.0, 1.0).unwrap();
         let mut rng = StdRng::seed_from_u64(2);
-        for m in [Mechanism::polyplace(1.0).unwrap(), Mechanism::noise_a_priori(1.0).unwrap()] {
+        for m in [
+            Mechanism::polyplace(1.0).unwrap(),
+            Mechanism::noise_a_priori(1.0).unwrap(),
+        ] {
             assert!(m.privatize(&q, &[f64::NAN], &mut rng).is_err());
             assert!(m.privatize(&q, &[1.0, 2.0], &mut rng).is_err());
             assert!(m.privatize(&q, &[], &mut rng).is_err());
