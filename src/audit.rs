@@ -343,7 +343,7 @@ pub fn laplace_excess_mass(a: f64, b1: f64, m: f64, b2: f64, c: f64) -> f64 {
     let pieces = [(f64::NEG_INFINITY, p1), (p1, p2), (p2, f64::INFINITY)];
     let mut total = 0.0;
     for (lo, hi) in pieces {
-        if !(hi > lo) {
+        if hi <= lo {
             continue;
         }
         let probe = if lo.is_finite() && hi.is_finite() {
