@@ -88,7 +88,7 @@ pub const POLYPLACE_GAMMA_SHARE: f64 = 1.0 / 9.0;
 /// approximate-GP Laplace mechanism.
 pub const LAPLACE_SMOOTHNESS_SHARE: f64 = 0.5;
 /// The release grid is 2^-32 of the largest possible noise scale.
-const GRID_BITS: i32 = 32;
+const GRID_FRACTION: f64 = 1.0 / 4_294_967_296.0;
 
 /// The shape of the standardised noise of a location–scale release.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -542,7 +542,7 @@ impl Mechanism {
                 (hi - lo) / self.epsilon
             }
         };
-        power_of_two_below(largest_scale) * libm::exp2(-(GRID_BITS as f64))
+        power_of_two_below(largest_scale) * GRID_FRACTION
     }
 
     /// Privatize f(x): draw the noise with `rng` and return the released
@@ -621,10 +621,12 @@ impl Mechanism {
     }
 }
 
-/// The largest power of two <= v (v > 0 finite), or 1 otherwise.
+/// The largest power of two <= v (v > 0 finite and normal), or 1
+/// otherwise: v with its mantissa bits cleared.
+#[inline]
 fn power_of_two_below(v: f64) -> f64 {
-    if v.is_finite() && v > 0.0 {
-        libm::exp2(libm::floor(libm::log2(v)))
+    if v.is_normal() && v > 0.0 {
+        f64::from_bits(v.to_bits() & 0xFFF0_0000_0000_0000)
     } else {
         1.0
     }
@@ -720,6 +722,16 @@ mod tests {
                 m.name()
             );
         }
+    }
+
+    #[test]
+    fn power_of_two_below_is_exact() {
+        assert_eq!(power_of_two_below(1.0), 1.0);
+        assert_eq!(power_of_two_below(1.999), 1.0);
+        assert_eq!(power_of_two_below(1000.0), 512.0);
+        assert_eq!(power_of_two_below(3e-5), 2f64.powi(-16));
+        assert_eq!(power_of_two_below(0.0), 1.0);
+        assert_eq!(power_of_two_below(f64::INFINITY), 1.0);
     }
 
     #[test]
