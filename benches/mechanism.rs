@@ -1,6 +1,6 @@
-//! Criterion benchmarks of whole releases (smooth sensitivity + noise draw
-//! + snapping). Targets: one KDE release in 2-D <= 1.5 µs, one threshold
-//! release <= 150 ns.
+//! Criterion benchmarks of whole releases: smooth sensitivity, noise draw
+//! and snapping. Targets: one KDE release in 2-D at most 1.5 µs, one
+//! threshold release at most 150 ns.
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use geopriv::{GaussianKde, Mechanism, SecureRng, SoftThreshold};
 use rand::rngs::SmallRng;
