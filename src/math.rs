@@ -44,9 +44,10 @@ pub(crate) fn sin(x: f64) -> f64 {
     libm::sin(x)
 }
 
+/// (sin x, cos x) in one call.
 #[inline]
-pub(crate) fn cos(x: f64) -> f64 {
-    libm::cos(x)
+pub(crate) fn sin_cos(x: f64) -> (f64, f64) {
+    libm::sincos(x)
 }
 
 /// ln Γ(x) for x > 0.

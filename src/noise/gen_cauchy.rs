@@ -2,12 +2,12 @@
 //! noise of Nissim, Raskhodnikova and Smith.
 
 use super::special::beta_reg;
-use super::unit_and_sign;
 use crate::error::{positive_finite, Error, Result};
-use crate::math::{ln, log1p, pow, sin};
+use crate::math::{exp, ln, log1p, pow, sin};
 use core::f64::consts::PI;
-use rand::distr::{Distribution, OpenClosed01};
+use rand::distr::Distribution;
 use rand::Rng;
+use rand_distr::Exp1;
 
 /// Generalized Cauchy distribution with tail exponent k > 2 and scale σ > 0,
 /// centred at 0:
@@ -28,11 +28,14 @@ use rand::Rng;
 /// Sampling (exact): if B ~ Beta(1/k, 1 - 1/k) then (B/(1-B))^{1/k} with a
 /// random sign has density ∝ 1/(1+|z|^k). B is drawn with Jöhnk's
 /// rejection method, which yields the ratio B/(1-B) directly: with U, V
-/// uniform in (0, 1] and W = V^{1/(k-1)}, accept when U^k + W^k <= 1 and
+/// uniform in (0, 1) and W = V^{1/(k-1)}, accept when U^k + W^k <= 1 and
 /// return U/W (then (U/W)^k = X/Y with X = U^k, Y = V^{k/(k-1)} as in
-/// Jöhnk's theorem). The acceptance probability is
-/// (1/k)(1 - 1/k) π / sin(π/k) >= π/4 (0.83 for k = 4), and no 1 - B is
-/// ever formed, so the far tail keeps full precision.
+/// Jöhnk's theorem). It runs in logarithms (E = -ln U, -ln V are Exp(1)
+/// ziggurat draws) with exact polynomial squeezes, so a draw costs about
+/// one `exp`. The acceptance probability (1/k)(1 - 1/k) π / sin(π/k) is
+/// at least π/4 (0.83 for k = 4), and no 1 - B is ever formed, so the far tail
+/// keeps full precision. (About 2.5x faster than `rand_distr::Beta`
+/// followed by (B/(1-B))^{1/k}, see `benches/noise.rs`.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GeneralizedCauchy {
     k: f64,
@@ -129,17 +132,43 @@ impl GeneralizedCauchy {
     }
 }
 
+impl GeneralizedCauchy {
+    /// Jöhnk's acceptance test U^k + W^k <= 1 written as
+    /// e^{-a} + e^{-b} <= 1 (a = k E₁, b = k E₂/(k-1)), with exact
+    /// polynomial squeezes so that ~95% of the decisions need no `exp`:
+    /// e^{-x} <= 1/P(x) with P(x) = 1 + x + x²/2 + x³/6 (accept when
+    /// 1/P(a) + 1/P(b) <= 1, i.e. P(a) + P(b) <= P(a)P(b)), and
+    /// e^{-x} >= 1 - x + x²/2 - x³/6 (reject when those sum above 1).
+    #[inline]
+    fn johnk_accepts(a: f64, b: f64) -> bool {
+        let upper = |x: f64| 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6.0)));
+        let (pa, pb) = (upper(a), upper(b));
+        if pa + pb <= pa * pb {
+            return true;
+        }
+        let lower = |x: f64| 1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)));
+        if lower(a) + lower(b) > 1.0 {
+            return false;
+        }
+        exp(-a) + exp(-b) <= 1.0
+    }
+}
+
 impl Distribution<f64> for GeneralizedCauchy {
     #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        // Jöhnk in logarithms: E₁ = -ln U and E₂ = -ln V are Exp(1)
+        // (ziggurat), U^k = e^{-k E₁}, W^k = V^{k/(k-1)} = e^{-k E₂/(k-1)},
+        // and U/W = e^{E₂/(k-1) - E₁}. No pow, and the far tail is not
+        // limited by the 53-bit grid of a uniform V.
+        let k = self.k;
         loop {
-            let (u, negative) = unit_and_sign(rng);
-            let v: f64 = rng.sample(OpenClosed01);
-            let w = pow(v, self.inv_k_minus_1);
-            // W^k = V · W since W^(k-1) = V.
-            if pow(u, self.k) + v * w <= 1.0 {
-                let z = self.scale * (u / w);
-                return if negative { -z } else { z };
+            let e1: f64 = rng.sample(Exp1);
+            let e2: f64 = rng.sample(Exp1);
+            let shifted = e2 * self.inv_k_minus_1;
+            if Self::johnk_accepts(k * e1, k * shifted) {
+                let z = self.scale * exp(shifted - e1);
+                return if rng.random::<bool>() { -z } else { z };
             }
         }
     }
@@ -149,6 +178,19 @@ impl Distribution<f64> for GeneralizedCauchy {
 mod tests {
     use super::*;
     use crate::noise::quad::{integrate, integrate_to_inf};
+
+    #[test]
+    fn johnk_squeezes_agree_with_the_exact_test() {
+        let grid: Vec<f64> = (0..400).map(|i| 0.0125 * i as f64).collect();
+        for &a in &grid {
+            for &b in &grid {
+                let exact = libm::exp(-a) + libm::exp(-b) <= 1.0;
+                assert_eq!(GeneralizedCauchy::johnk_accepts(a, b), exact, "a={a} b={b}");
+            }
+        }
+        assert!(GeneralizedCauchy::johnk_accepts(800.0, 1e-3));
+        assert!(!GeneralizedCauchy::johnk_accepts(1e-3, 3.0));
+    }
 
     #[test]
     fn constructor_refuses_bad_parameters() {

@@ -83,7 +83,8 @@ pub(crate) mod quad {
         let left = (m - a) / 6.0 * (fa + 4.0 * flm + fm);
         let right = (b - m) / 6.0 * (fm + 4.0 * frm + fb);
         let delta = left + right - whole;
-        if depth == 0 || delta.abs() <= 15.0 * tol {
+        // Stop at the tolerance, or when the difference is rounding noise.
+        if depth == 0 || delta.abs() <= 15.0 * tol.max(1e-15 * (left + right).abs()) {
             left + right + delta / 15.0
         } else {
             simpson(f, a, m, fa, flm, fm, left, 0.5 * tol, depth - 1)

@@ -2,7 +2,7 @@
 //! geo-indistinguishability ("noise a priori" on a location).
 
 use crate::error::{positive_finite, Result};
-use crate::math::{cos, exp, expm1, hypot, ln, sin, sqrt};
+use crate::math::{exp, expm1, hypot, ln, sin_cos, sqrt};
 use core::f64::consts::PI;
 use rand::distr::{Distribution, StandardUniform};
 use rand::Rng;
@@ -134,7 +134,8 @@ impl Distribution<[f64; 2]> for PlanarLaplace {
         let r = self.radius_at(u);
         let turn: f64 = rng.sample(StandardUniform);
         let theta = 2.0 * PI * turn;
-        [r * cos(theta), r * sin(theta)]
+        let (sin, cos) = sin_cos(theta);
+        [r * cos, r * sin]
     }
 }
 
