@@ -8,7 +8,7 @@
 //! | constructor | growth g(t) | noise Z | calibration | guarantee |
 //! |---|---|---|---|---|
 //! | [`Mechanism::polyplace`] | exp(γt), γ < ε | PolyPlace(s = S/γ, α = ε/γ) | no split | ε-GP |
-//! | [`Mechanism::student_t`] | exp(γt) | Student's t, ν dof | ε = νγ + ((ν+1)/(2√ν)) η, scale S/η | ε-GP |
+//! | [`Mechanism::student_t`] | exp(γt) | Student's t, ν > 1 dof | ε = νγ + ((ν+1)/(2√ν)) η, scale S/η | ε-GP |
 //! | [`Mechanism::cauchy`] | exp(γt) | ∝ 1/(1+\|z\|^k), ν = k-1 | ε = νγ + ν^{ν/(ν+1)} η, scale S/η | ε-GP |
 //! | [`Mechanism::laplace`] | 1 + γt | Laplace(1) | ε = η + γ max(1, ln(1/δ)), scale S/η | (ε, δ)-GP |
 //! | [`Mechanism::global_laplace`] | none | Laplace(1) | scale L_global/ε | ε-GP |
@@ -307,11 +307,21 @@ impl Mechanism {
         Self::student_t_with(epsilon, 3.0, STUDENT_T_SMOOTHNESS_SHARE)
     }
 
-    /// Student's t with ν = `dof` > 0 and νγ = `smoothness_share` · ε:
+    /// Student's t with ν = `dof` > 1 and νγ = `smoothness_share` · ε:
     /// ε = νγ + ((ν+1)/(2√ν)) η, release f(x) + S(x)/η · T_ν.
+    ///
+    /// ν <= 1 is refused: the noise would have no mean (reports would not
+    /// be unbiased), and the dilation cost of the t density is
+    /// max(1, ν) γ d, so the calibration's νγ would undercharge for ν < 1.
     pub fn student_t_with(epsilon: f64, dof: f64, smoothness_share: f64) -> Result<Self> {
         let epsilon = positive_finite("epsilon", epsilon)?;
-        let dof = positive_finite("dof", dof)?;
+        if !(dof.is_finite() && dof > 1.0) {
+            return Err(Error::InvalidParameter {
+                name: "dof",
+                value: dof,
+                requirement: "finite and > 1 (the noise needs a mean)",
+            });
+        }
         let s = share("smoothness_share", smoothness_share)?;
         let gamma = s * epsilon / dof;
         let eta = (1.0 - s) * epsilon * 2.0 * crate::math::sqrt(dof) / (dof + 1.0);
@@ -672,6 +682,8 @@ mod tests {
         assert!(Mechanism::polyplace_with(1.0, 1.0).is_err());
         assert!(Mechanism::polyplace_with(1.0, 0.0).is_err());
         assert!(Mechanism::student_t_with(1.0, 0.0, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 0.9, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 1.0, 0.3).is_err());
         assert!(Mechanism::student_t_with(1.0, 3.0, 1.0).is_err());
         assert!(Mechanism::cauchy_with(1.0, 2.0, 0.2).is_err());
         assert!(Mechanism::cauchy_with(1.0, f64::NAN, 0.2).is_err());
