@@ -41,6 +41,7 @@ pub mod error;
 pub mod growth;
 pub mod noise;
 pub mod query;
+pub mod report;
 
 mod math;
 mod roots;
@@ -48,3 +49,5 @@ mod roots;
 pub use error::{Error, Result};
 pub use growth::{Growth, GrowthKind};
 pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+
+pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
