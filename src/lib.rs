@@ -37,12 +37,14 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod aggregate;
 pub mod error;
 pub mod growth;
 pub mod noise;
 pub mod query;
 pub mod report;
 
+mod exact;
 mod math;
 mod roots;
 
@@ -50,4 +52,5 @@ pub use error::{Error, Result};
 pub use growth::{Growth, GrowthKind};
 pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 
+pub use aggregate::{Aggregator, Estimate, GridAggregator};
 pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
