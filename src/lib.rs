@@ -38,6 +38,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod aggregate;
+pub mod budget;
 pub mod error;
 pub mod growth;
 pub mod noise;
@@ -53,4 +54,5 @@ pub use growth::{Growth, GrowthKind};
 pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 
 pub use aggregate::{Aggregator, Estimate, GridAggregator};
+pub use budget::PrivacyBudget;
 pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
