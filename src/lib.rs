@@ -40,6 +40,7 @@ extern crate std;
 pub mod aggregate;
 pub mod budget;
 pub mod error;
+pub mod geo;
 pub mod growth;
 pub mod noise;
 pub mod query;
@@ -55,4 +56,5 @@ pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold
 
 pub use aggregate::{Aggregator, Estimate, GridAggregator};
 pub use budget::PrivacyBudget;
+pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
