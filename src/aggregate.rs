@@ -201,10 +201,7 @@ impl Aggregator {
                 d_m *= 2.0;
                 d_e -= 1;
             }
-            let se = libm::scalbn(
-                libm::sqrt(d_m / (n * n * (n - 1.0))),
-                d_e / 2 + SQ_EXP / 2,
-            );
+            let se = libm::scalbn(libm::sqrt(d_m / (n * n * (n - 1.0))), d_e / 2 + SQ_EXP / 2);
             (
                 Some(var),
                 Some(se),
@@ -593,7 +590,13 @@ mod tests {
         let mut g = GridAggregator::kde_grid(&[0.0, 100.0], &[0.0, 50.0, 100.0], 70.0).unwrap();
         assert_eq!(g.len(), 6);
         let q = g.queries()[4].clone();
-        assert_eq!(q, QueryDescriptor::Kde { center: alloc::vec![0.0, 100.0], bandwidth: 70.0 });
+        assert_eq!(
+            q,
+            QueryDescriptor::Kde {
+                center: alloc::vec![0.0, 100.0],
+                bandwidth: 70.0
+            }
+        );
         assert_eq!(g.index_of(&q), Some(4));
         assert_eq!(g.index_of_id("kde:t=0,100;h=70"), Some(4));
         let r = Report::new(q, crate::report::MechanismName::Polyplace, 1e-3, 0.0, 0.25);
@@ -605,13 +608,19 @@ mod tests {
         assert_eq!(est[4].1.unwrap().n, 3);
         assert_eq!(est[0].1, None);
         let stranger = Report::new(
-            QueryDescriptor::Threshold { threshold: 1.0, width: 1.0 },
+            QueryDescriptor::Threshold {
+                threshold: 1.0,
+                width: 1.0,
+            },
             crate::report::MechanismName::Polyplace,
             1e-3,
             0.0,
             0.5,
         );
-        assert!(matches!(g.add_report(&stranger), Err(Rejection::UnknownQuery { .. })));
+        assert!(matches!(
+            g.add_report(&stranger),
+            Err(Rejection::UnknownQuery { .. })
+        ));
         let other = GridAggregator::two_way_grid(&[1.0], &[2.0], 1.0).unwrap();
         assert!(g.merge(&other).is_err());
         let json = serde_json::to_string(&g).unwrap();

@@ -294,7 +294,7 @@ impl PrivacyBudget {
         for _ in 0..16 {
             let e = re / n * (1.0 - shrink);
             let d = rd / n * (1.0 - shrink);
-            if !(e > 0.0) {
+            if e.is_nan() || e <= 0.0 {
                 return None;
             }
             let mut probe = self.clone();

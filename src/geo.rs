@@ -363,7 +363,10 @@ mod tests {
     #[test]
     fn mercator_known_values() {
         let m = WebMercator;
-        assert_eq!(m.forward(LatLon::new(0.0, 0.0).unwrap()).unwrap(), [0.0, 0.0]);
+        assert_eq!(
+            m.forward(LatLon::new(0.0, 0.0).unwrap()).unwrap(),
+            [0.0, 0.0]
+        );
         let [x, _] = m.forward(LatLon::new(0.0, 180.0).unwrap()).unwrap();
         assert!((x - PI * WGS84_A).abs() < 1e-6);
         let [_, y] = m

@@ -39,8 +39,18 @@ fn sample_reports() -> Vec<Report> {
     for q in queries() {
         for m in MechanismName::ALL {
             let delta = if m.is_pure() { 0.0 } else { 1e-6 };
-            let eps = if m.is_geo_private() { 1.0 / 1000.0 } else { 4.0 };
-            out.push(Report::new(q.clone(), m, eps, delta, -0.123_456_789_012_345_67));
+            let eps = if m.is_geo_private() {
+                1.0 / 1000.0
+            } else {
+                4.0
+            };
+            out.push(Report::new(
+                q.clone(),
+                m,
+                eps,
+                delta,
+                -0.123_456_789_012_345_67,
+            ));
         }
     }
     out
@@ -80,8 +90,17 @@ fn floats_survive_exactly() {
             continue;
         }
         let r = Report::new(q.clone(), MechanismName::StudentT, 1e-3, 0.0, v);
-        assert_eq!(Report::from_json(&r.to_json_line()).unwrap().value.to_bits(), v.to_bits());
-        assert_eq!(Report::from_bytes(&r.to_bytes()).unwrap().value.to_bits(), v.to_bits());
+        assert_eq!(
+            Report::from_json(&r.to_json_line())
+                .unwrap()
+                .value
+                .to_bits(),
+            v.to_bits()
+        );
+        assert_eq!(
+            Report::from_bytes(&r.to_bytes()).unwrap().value.to_bits(),
+            v.to_bits()
+        );
     }
 }
 
@@ -113,7 +132,10 @@ fn streams_of_frames_and_lines() {
     bad[first_len - 2] = 0; // split the first frame in two broken halves
     let items: Vec<_> = report::frames(&bad).collect();
     assert!(items.len() >= reports.len());
-    assert_eq!(items[items.len() - 1].as_ref().unwrap(), reports.last().unwrap());
+    assert_eq!(
+        items[items.len() - 1].as_ref().unwrap(),
+        reports.last().unwrap()
+    );
     assert!(items[0].is_err());
     // A stream cut in the middle of a frame: the tail is refused as truncated.
     let cut = &stream[..stream.len() - 3];
@@ -145,8 +167,14 @@ fn report_never_carries_sensitivity_or_scale() {
 
 #[test]
 fn malformed_json_is_rejected_with_reasons() {
-    let good = Report::new(queries()[0].clone(), MechanismName::Polyplace, 1e-3, 0.0, 0.7315)
-        .to_json_line();
+    let good = Report::new(
+        queries()[0].clone(),
+        MechanismName::Polyplace,
+        1e-3,
+        0.0,
+        0.7315,
+    )
+    .to_json_line();
     assert!(good.ends_with(",\"value\":0.7315}"));
     let cases: Vec<(String, &str)> = vec![
         (String::new(), "empty"),
@@ -154,8 +182,14 @@ fn malformed_json_is_rejected_with_reasons() {
         ("garbage".into(), "malformed"),
         ("[1,2,3]".into(), "malformed"),
         (good[..good.len() / 2].to_string(), "truncated"),
-        (good.replace("\"version\":1", "\"version\":2"), "unsupported-version"),
-        (good.replace("\"version\":1", "\"version\":70000"), "malformed"),
+        (
+            good.replace("\"version\":1", "\"version\":2"),
+            "unsupported-version",
+        ),
+        (
+            good.replace("\"version\":1", "\"version\":70000"),
+            "malformed",
+        ),
         (good.replace("0.7315", "NaN"), "malformed"),
         (good.replace("0.7315", "null"), "malformed"),
         (good.replace("0.7315", "1e999"), "malformed"),
@@ -197,21 +231,33 @@ fn malformed_binary_is_rejected_with_reasons() {
     );
     let mut bad_family = good.clone();
     bad_family[1] = 9;
-    assert_eq!(Report::from_bytes(&bad_family).unwrap_err().code(), "malformed");
+    assert_eq!(
+        Report::from_bytes(&bad_family).unwrap_err().code(),
+        "malformed"
+    );
     assert_eq!(Report::from_frame(&[0]).unwrap_err(), Rejection::Empty);
-    assert_eq!(Report::from_frame(&[5, 1, 0]).unwrap_err().code(), "truncated");
+    assert_eq!(
+        Report::from_frame(&[5, 1, 0]).unwrap_err().code(),
+        "truncated"
+    );
 
     // NaN survives the binary encoding but not validation.
     let mut nan = r.clone();
     nan.value = f64::NAN;
     let decoded = Report::from_bytes(&nan.to_bytes()).unwrap();
-    assert_eq!(policy().validate(&decoded).unwrap_err().code(), "non-finite-value");
+    assert_eq!(
+        policy().validate(&decoded).unwrap_err().code(),
+        "non-finite-value"
+    );
     assert_eq!(
         policy().accept_bytes(&nan.to_bytes()).unwrap_err().code(),
         "non-finite-value"
     );
     // NaN in JSON is written as null and refused on decoding.
-    assert_eq!(Report::from_json(&nan.to_json_line()).unwrap_err().code(), "malformed");
+    assert_eq!(
+        Report::from_json(&nan.to_json_line()).unwrap_err().code(),
+        "malformed"
+    );
 }
 
 proptest! {
@@ -240,7 +286,13 @@ proptest! {
 
 #[test]
 fn every_rejection_has_its_reason() {
-    let base = Report::new(queries()[0].clone(), MechanismName::Polyplace, 1e-3, 0.0, 0.4);
+    let base = Report::new(
+        queries()[0].clone(),
+        MechanismName::Polyplace,
+        1e-3,
+        0.0,
+        0.4,
+    );
     let p = policy();
     p.validate(&base).unwrap();
     let with = |f: &dyn Fn(&mut Report)| {
@@ -250,7 +302,11 @@ fn every_rejection_has_its_reason() {
     };
     let cases: Vec<(Report, ValidationPolicy, &str)> = vec![
         (with(&|r| r.version = 9), p.clone(), "unsupported-version"),
-        (with(&|r| r.value = f64::INFINITY), p.clone(), "non-finite-value"),
+        (
+            with(&|r| r.value = f64::INFINITY),
+            p.clone(),
+            "non-finite-value",
+        ),
         (with(&|r| r.value = f64::NAN), p.clone(), "non-finite-value"),
         (
             with(&|r| {
@@ -301,10 +357,26 @@ fn every_rejection_has_its_reason() {
             ValidationPolicy::new(0.01, 0.0).unwrap(),
             "mechanism-not-allowed",
         ),
-        (with(&|r| r.epsilon = 0.5), p.clone(), "epsilon-out-of-policy"),
-        (with(&|r| r.epsilon = 0.0), p.clone(), "epsilon-out-of-policy"),
-        (with(&|r| r.epsilon = -1e-3), p.clone(), "epsilon-out-of-policy"),
-        (with(&|r| r.epsilon = f64::NAN), p.clone(), "epsilon-out-of-policy"),
+        (
+            with(&|r| r.epsilon = 0.5),
+            p.clone(),
+            "epsilon-out-of-policy",
+        ),
+        (
+            with(&|r| r.epsilon = 0.0),
+            p.clone(),
+            "epsilon-out-of-policy",
+        ),
+        (
+            with(&|r| r.epsilon = -1e-3),
+            p.clone(),
+            "epsilon-out-of-policy",
+        ),
+        (
+            with(&|r| r.epsilon = f64::NAN),
+            p.clone(),
+            "epsilon-out-of-policy",
+        ),
         (
             with(&|r| {
                 r.mechanism = MechanismName::Ldp;
@@ -322,7 +394,11 @@ fn every_rejection_has_its_reason() {
             "delta-out-of-policy",
         ),
         (with(&|r| r.delta = -1e-9), p.clone(), "delta-out-of-policy"),
-        (with(&|r| r.delta = f64::NAN), p.clone(), "delta-out-of-policy"),
+        (
+            with(&|r| r.delta = f64::NAN),
+            p.clone(),
+            "delta-out-of-policy",
+        ),
         (with(&|r| r.delta = 1e-7), p.clone(), "delta-mismatch"),
         (
             with(&|r| r.mechanism = MechanismName::Laplace),
@@ -373,10 +449,20 @@ fn descriptors_match_queries() {
     assert_eq!(d.to_string(), d.canonical_id());
     for d in queries() {
         let query = d.to_query().unwrap();
-        assert_eq!(query.dimension(), if d.family() == "threshold" || d.family() == "interval" { 1 } else { 2 });
+        assert_eq!(
+            query.dimension(),
+            if d.family() == "threshold" || d.family() == "interval" {
+                1
+            } else {
+                2
+            }
+        );
         assert_eq!(d.canonical_id().parse::<QueryDescriptor>().unwrap(), d);
     }
-    assert_eq!("student-t".parse::<MechanismName>().unwrap(), MechanismName::StudentT);
+    assert_eq!(
+        "student-t".parse::<MechanismName>().unwrap(),
+        MechanismName::StudentT
+    );
     assert!("gauss".parse::<MechanismName>().is_err());
 }
 
@@ -531,9 +617,17 @@ fn grid_of_two_way_thresholds_aggregates_reports_by_query() {
         let cell = rng.random_range(0..25);
         let v = rng.random::<f64>() * 2.0 - 0.5;
         per_cell[cell].push(v);
-        let r = Report::new(queries[cell].clone(), MechanismName::Cauchy, 1.0 / 12_000.0, 0.0, v);
+        let r = Report::new(
+            queries[cell].clone(),
+            MechanismName::Cauchy,
+            1.0 / 12_000.0,
+            0.0,
+            v,
+        );
         let r = Report::from_bytes(&r.to_bytes()).unwrap();
-        if i % 2 == 0 { &mut grid } else { &mut shard_b }.add_report(&r).unwrap();
+        if i % 2 == 0 { &mut grid } else { &mut shard_b }
+            .add_report(&r)
+            .unwrap();
     }
     grid.merge(&shard_b).unwrap();
     let json = serde_json::to_string(&grid).unwrap();
@@ -571,11 +665,23 @@ fn budget_refuses_overspending_and_leaves_state_unchanged() {
     }
     assert_eq!(b, before);
     // δ alone can be exhausted too.
-    assert!(matches!(b.try_charge(1e-4, 6e-7), Err(Error::BudgetExceeded { .. })));
+    assert!(matches!(
+        b.try_charge(1e-4, 6e-7),
+        Err(Error::BudgetExceeded { .. })
+    ));
     assert_eq!(b, before);
     // Invalid charges are refused without touching the ledger.
-    for (e, d) in [(0.0, 0.0), (-1.0, 0.0), (f64::NAN, 0.0), (1e-4, f64::NAN), (1e-4, -1.0)] {
-        assert!(matches!(b.try_charge(e, d), Err(Error::InvalidParameter { .. })));
+    for (e, d) in [
+        (0.0, 0.0),
+        (-1.0, 0.0),
+        (f64::NAN, 0.0),
+        (1e-4, f64::NAN),
+        (1e-4, -1.0),
+    ] {
+        assert!(matches!(
+            b.try_charge(e, d),
+            Err(Error::InvalidParameter { .. })
+        ));
     }
     assert_eq!(b, before);
     assert_eq!(b.releases(), 2);
@@ -625,7 +731,10 @@ fn budget_persists_across_restarts() {
         json.replace("\"spent_delta\":1e-7", "\"spent_delta\":1e-5"),
     ] {
         assert_ne!(bad, json, "test case did not apply");
-        assert!(serde_json::from_str::<PrivacyBudget>(&bad).is_err(), "{bad}");
+        assert!(
+            serde_json::from_str::<PrivacyBudget>(&bad).is_err(),
+            "{bad}"
+        );
     }
 }
 
@@ -636,7 +745,10 @@ fn budget_persists_across_restarts() {
 fn web_mercator_known_values_and_round_trips() {
     let m = WebMercator;
     let r = geo::WGS84_A;
-    assert_eq!(m.forward(LatLon::new(0.0, 0.0).unwrap()).unwrap(), [0.0, 0.0]);
+    assert_eq!(
+        m.forward(LatLon::new(0.0, 0.0).unwrap()).unwrap(),
+        [0.0, 0.0]
+    );
     let [x, y] = m.forward(LatLon::new(0.0, 180.0).unwrap()).unwrap();
     assert!((x - core::f64::consts::PI * r).abs() < 1e-6 && y == 0.0);
     let [x, _] = m.forward(LatLon::new(0.0, -180.0).unwrap()).unwrap();
@@ -646,7 +758,11 @@ fn web_mercator_known_values_and_round_trips() {
     assert!((y / r - 0.881_373_587_019_543).abs() < 1e-12);
     let mut rng = SmallRng::seed_from_u64(11);
     for _ in 0..10_000 {
-        let p = LatLon::new(rng.random_range(-85.0..85.0), rng.random_range(-180.0..180.0)).unwrap();
+        let p = LatLon::new(
+            rng.random_range(-85.0..85.0),
+            rng.random_range(-180.0..180.0),
+        )
+        .unwrap();
         let back = m.inverse(m.forward(p).unwrap()).unwrap();
         assert!((back.lat() - p.lat()).abs() < 1e-9 && (back.lon() - p.lon()).abs() < 1e-9);
     }
@@ -664,14 +780,23 @@ fn web_mercator_known_values_and_round_trips() {
 #[test]
 fn local_equirectangular_is_true_metres_near_its_reference() {
     let mut rng = SmallRng::seed_from_u64(5);
-    for &(lat0, lon0) in &[(0.0, 0.0), (45.0, 7.0), (-33.9, 18.4), (60.0, 179.99), (51.5, -0.12)] {
+    for &(lat0, lon0) in &[
+        (0.0, 0.0),
+        (45.0, 7.0),
+        (-33.9, 18.4),
+        (60.0, 179.99),
+        (51.5, -0.12),
+    ] {
         let reference = LatLon::new(lat0, lon0).unwrap();
         let sphere = LocalEquirectangular::spherical(reference, geo::MEAN_EARTH_RADIUS).unwrap();
         let ellipsoid = LocalEquirectangular::new(reference).unwrap();
         for _ in 0..200 {
             // Two points within ~3 km of the reference.
             let mut pick = || {
-                let [x, y] = [rng.random_range(-3000.0..3000.0), rng.random_range(-3000.0..3000.0)];
+                let [x, y] = [
+                    rng.random_range(-3000.0..3000.0),
+                    rng.random_range(-3000.0..3000.0),
+                ];
                 sphere.inverse([x, y]).unwrap()
             };
             let (p, q) = (pick(), pick());
