@@ -38,7 +38,11 @@ pub(crate) const SQ_EXP: i32 = -2148;
 /// Additions allowed between carry passes. Each addition adds less than
 /// 2^33 to any one limb; starting from balanced limbs (< 2^31) this keeps
 /// every limb below 2^31 + 2^28 · 2^33 < 2^62, far from i64 overflow.
+#[cfg(not(test))]
 pub(crate) const MAX_PENDING: u32 = 1 << 28;
+/// Unit tests carry every few additions so the carry pass is exercised.
+#[cfg(test)]
+pub(crate) const MAX_PENDING: u32 = 5;
 
 /// The integer mantissa and bit position of |x| in units of 2^-1074:
 /// |x| = m · 2^(pos - 1074), m < 2^53. `x` must be finite.

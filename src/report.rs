@@ -51,6 +51,26 @@
 //! allowed mechanism, ε and δ within the policy. Every refusal is a
 //! [`Rejection`] that says why (with a stable [`code`](Rejection::code) for
 //! counters), and no input, however malformed, makes the decoders panic.
+//!
+//! ```
+//! use geopriv::{Aggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy};
+//!
+//! // Device side (normally done by a mechanism): one JSON line.
+//! let q = QueryDescriptor::Threshold { threshold: 100_000.0, width: 20_000.0 };
+//! let line = Report::new(q, MechanismName::Polyplace, 1.0 / 20_000.0, 0.0, 0.83).to_json_line();
+//!
+//! // Server side: decode, validate, aggregate.
+//! let policy = ValidationPolicy::new(1.0 / 800.0, 0.0)?;
+//! let mut agg = Aggregator::new();
+//! for line in [line.as_str(), "not a report"] {
+//!     match policy.accept_json(line) {
+//!         Ok(report) => agg.add(report.value)?,
+//!         Err(why) => eprintln!("rejected ({}): {why}", why.code()),
+//!     }
+//! }
+//! assert_eq!(agg.estimate().unwrap().n, 1);
+//! # Ok::<(), geopriv::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
