@@ -51,6 +51,14 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A textual name or id (a query's canonical id, a mechanism name)
+    /// could not be parsed.
+    Parse {
+        /// What was being parsed, e.g. `"query id"`.
+        what: &'static str,
+        /// What was expected.
+        reason: &'static str,
+    },
     /// A numerical routine could not certify its result (never expected;
     /// reported instead of returning an unverified number).
     Numerical {
@@ -89,6 +97,7 @@ impl fmt::Display for Error {
                  but only epsilon {remaining_epsilon} and delta {remaining_delta} remain"
             ),
             Error::InvalidReport { reason } => write!(f, "invalid report: {reason}"),
+            Error::Parse { what, reason } => write!(f, "cannot parse {what}: {reason}"),
             Error::Numerical { routine } => {
                 write!(f, "numerical routine `{routine}` could not certify its result")
             }

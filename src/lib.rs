@@ -37,22 +37,31 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod aggregate;
 #[cfg(feature = "std")]
 pub mod audit;
+pub mod budget;
 pub mod error;
+pub mod geo;
 pub mod growth;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod report;
+
+mod exact;
+mod math;
+mod roots;
 #[cfg(feature = "std")]
 mod secure_rng;
 
-mod math;
-mod roots;
-
+pub use aggregate::{Aggregator, Estimate, GridAggregator};
+pub use budget::PrivacyBudget;
 pub use error::{Error, Result};
+pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, NoiseShape, OutputDensity};
 pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
