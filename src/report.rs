@@ -72,7 +72,9 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
+use crate::budget::PrivacyBudget;
 use crate::error::{Error, Result};
+use crate::mechanism::Mechanism;
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
@@ -452,6 +454,20 @@ impl MechanismName {
     }
 }
 
+impl From<&Mechanism> for MechanismName {
+    fn from(mechanism: &Mechanism) -> Self {
+        match mechanism.name() {
+            "polyplace" => MechanismName::Polyplace,
+            "student-t" => MechanismName::StudentT,
+            "cauchy" => MechanismName::Cauchy,
+            "laplace" => MechanismName::Laplace,
+            "global-laplace" => MechanismName::GlobalLaplace,
+            "a-priori" => MechanismName::APriori,
+            _ => MechanismName::Ldp,
+        }
+    }
+}
+
 impl fmt::Display for MechanismName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -520,6 +536,49 @@ impl Report {
             delta,
             value,
         }
+    }
+
+    /// What a device uploads: privatize f(x) with `mechanism` and wrap the
+    /// released value with the query's public parameters and the
+    /// mechanism's name, ε and δ. Nothing derived from x other than the
+    /// release enters the report.
+    pub fn release<Q, R>(mechanism: &Mechanism, query: &Q, x: &[f64], rng: &mut R) -> Result<Self>
+    where
+        Q: Query,
+        for<'q> QueryDescriptor: From<&'q Q>,
+        R: rand::Rng + ?Sized,
+    {
+        let value = mechanism.privatize(query, x, rng)?;
+        Ok(Report::new(
+            QueryDescriptor::from(query),
+            MechanismName::from(mechanism),
+            mechanism.epsilon(),
+            mechanism.delta(),
+            value,
+        ))
+    }
+
+    /// [`Report::release`] charged to a device's privacy budget by
+    /// sequential composition: if the budget cannot afford the mechanism's
+    /// ε and δ, the release is refused with [`crate::Error::BudgetExceeded`]
+    /// and nothing is computed; if the release fails nothing is charged.
+    /// (Local-DP releases are charged in their own ε, which is on a
+    /// different scale; keep a separate ledger for them.)
+    pub fn release_within_budget<Q, R>(
+        budget: &mut PrivacyBudget,
+        mechanism: &Mechanism,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<Self>
+    where
+        Q: Query,
+        for<'q> QueryDescriptor: From<&'q Q>,
+        R: rand::Rng + ?Sized,
+    {
+        budget.spend(mechanism.epsilon(), mechanism.delta(), || {
+            Report::release(mechanism, query, x, rng)
+        })
     }
 
     /// One line of JSON, without the trailing newline. Non-finite numbers

@@ -852,3 +852,76 @@ fn geo_types_interop() {
     assert_eq!((c.x, c.y), (0.0, 0.0));
     assert!(LatLon::try_from(coord! { x: 0.0, y: 95.0 }).is_err());
 }
+
+mod device_to_server {
+    use geopriv::{
+        Aggregator, GaussianKde, Mechanism, MechanismName, PrivacyBudget, Report, SoftThreshold,
+        ValidationPolicy,
+    };
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn every_mechanism_names_itself_on_the_wire() {
+        for m in [
+            Mechanism::polyplace(1.0).unwrap(),
+            Mechanism::student_t(1.0).unwrap(),
+            Mechanism::cauchy(1.0).unwrap(),
+            Mechanism::laplace(1.0, 1e-6).unwrap(),
+            Mechanism::global_laplace(1.0).unwrap(),
+            Mechanism::noise_a_priori(1.0).unwrap(),
+            Mechanism::local_dp(1.0).unwrap(),
+        ] {
+            assert_eq!(MechanismName::from(&m).as_str(), m.name());
+        }
+    }
+
+    #[test]
+    fn devices_release_reports_and_the_server_estimates_the_share() {
+        // 20,000 households, incomes spread evenly over [0, 200k]; the share
+        // above 100k (soft ramp 20k wide) is 1/2.
+        let q = SoftThreshold::new(100_000.0, 20_000.0).unwrap();
+        let m = Mechanism::polyplace(1.0 / 5_000.0).unwrap();
+        let policy = ValidationPolicy::new(1e-3, 0.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut agg = Aggregator::new();
+        let n = 20_000;
+        for i in 0..n {
+            let x = [200_000.0 * (i as f64 + 0.5) / n as f64];
+            let line = Report::release(&m, &q, &x, &mut rng)
+                .unwrap()
+                .to_json_line();
+            assert!(!line.contains("scale"));
+            let report = policy.accept_json(&line).unwrap();
+            agg.add_report(&report).unwrap();
+        }
+        let e = agg.estimate().unwrap();
+        let [lo, hi] = e.ci95.unwrap();
+        assert!(lo <= 0.5 && 0.5 <= hi, "{e:?}");
+    }
+
+    #[test]
+    fn the_budget_refuses_and_releases_nothing() {
+        let q = GaussianKde::new(&[0.0, 0.0], 100.0).unwrap();
+        let m = Mechanism::polyplace(1e-3).unwrap();
+        let mut budget = PrivacyBudget::new(2.5e-3, 0.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(6);
+        for _ in 0..2 {
+            Report::release_within_budget(&mut budget, &m, &q, &[10.0, 20.0], &mut rng).unwrap();
+        }
+        let before = budget.clone();
+        let refused = Report::release_within_budget(&mut budget, &m, &q, &[10.0, 20.0], &mut rng);
+        assert!(matches!(
+            refused,
+            Err(geopriv::Error::BudgetExceeded { .. })
+        ));
+        assert_eq!(budget, before);
+        // A failing release (bad point) is not charged either.
+        let mut fresh = PrivacyBudget::new(1e-2, 0.0).unwrap();
+        let snapshot = fresh.clone();
+        assert!(
+            Report::release_within_budget(&mut fresh, &m, &q, &[f64::NAN, 0.0], &mut rng).is_err()
+        );
+        assert_eq!(fresh, snapshot);
+    }
+}
