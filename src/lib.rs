@@ -65,3 +65,8 @@ pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold
 pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
