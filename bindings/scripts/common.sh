@@ -11,6 +11,7 @@
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$REPO/$TARGET_DIR" ;; esac
+# shellcheck disable=SC2034 # used by the scripts that source this file
 CACHE_DIR="${GEOPRIV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/geopriv}"
 
 case "$(uname -s)" in
