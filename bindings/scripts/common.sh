@@ -1,0 +1,53 @@
+# Shared by the bindings scripts (sourced, not run). Builds the FFI library
+# and the bindgen once, with the same features, so every script reuses one
+# artifact, and sets:
+#   REPO        the workspace root
+#   TARGET_DIR  cargo's target directory (respects CARGO_TARGET_DIR)
+#   FFI_LIB     the built cdylib (libgeopriv_ffi.so / .dylib)
+#   BINDGEN     the uniffi-bindgen binary built from this crate
+#   CACHE_DIR   where downloaded tools are kept between runs
+# shellcheck shell=bash
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$REPO/$TARGET_DIR" ;; esac
+# shellcheck disable=SC2034 # used by the scripts that source this file
+CACHE_DIR="${GEOPRIV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/geopriv}"
+
+case "$(uname -s)" in
+  Darwin) FFI_LIB_NAME=libgeopriv_ffi.dylib ;;
+  *) FFI_LIB_NAME=libgeopriv_ffi.so ;;
+esac
+
+# Debug build: fast to compile, and the tests only call a few functions.
+# `--features cli` builds the bindgen in the same cargo invocation, so the
+# library and the generator come from one feature set (no rebuild between
+# scripts; cargo is a no-op on the second call).
+build_ffi() {
+  local log
+  log="$(mktemp)"
+  # Quiet unless it fails (warnings of crates under construction are noise here).
+  if ! (cd "$REPO" && cargo build --quiet -p geopriv-ffi --features cli --lib --bin uniffi-bindgen) 2>"$log"; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "error: building geopriv-ffi failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  FFI_LIB="$TARGET_DIR/debug/$FFI_LIB_NAME"
+  BINDGEN="$TARGET_DIR/debug/uniffi-bindgen"
+  [ -f "$FFI_LIB" ] || { echo "error: $FFI_LIB was not built" >&2; exit 1; }
+  [ -x "$BINDGEN" ] || { echo "error: $BINDGEN was not built" >&2; exit 1; }
+}
+
+# apt-get install, running `apt-get update` first only if the package is
+# not found (a fresh machine has no package lists). Uses sudo when not root.
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq "$@" >/dev/null 2>&1 || {
+    $sudo apt-get update -qq >/dev/null
+    $sudo apt-get install -y -qq "$@" >/dev/null
+  }
+}

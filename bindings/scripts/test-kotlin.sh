@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Kotlin/JVM test of the bindings: compiles bindings/tests/kotlin/Main.kt with
+# the generated bindings/kotlin sources against JNA, and runs it on the JVM
+# with the cdylib built from this checkout. Installs what it needs on a fresh
+# Debian machine (Java 17 must be present):
+#   * JNA from Debian (libjna-java, /usr/share/java/jna.jar),
+#   * the Kotlin compiler from the npm package `kotlin-compiler`, which ships
+#     kotlinc and kotlin-stdlib, cached in $GEOPRIV_CACHE_DIR (default
+#     ~/.cache/geopriv) so the second run does not reinstall it.
+# The compiled test jar is cached by a hash of its sources, so an unchanged
+# second run skips kotlinc. Prints "kotlin: N passed, M failed" last.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+KOTLIN_COMPILER_VERSION=2.4.20
+JNA_JAR="${JNA_JAR:-/usr/share/java/jna.jar}"
+
+command -v java >/dev/null || { echo "error: java not found (the JVM tests need Java 17+)" >&2; exit 1; }
+
+if [ ! -f "$JNA_JAR" ]; then
+  echo "installing JNA (Debian libjna-java)"
+  apt_install libjna-java
+fi
+
+KOTLIN_HOME="$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION/node_modules/kotlin-compiler"
+if [ ! -x "$KOTLIN_HOME/bin/kotlinc" ]; then
+  command -v npm >/dev/null || apt_install npm
+  echo "installing kotlin-compiler $KOTLIN_COMPILER_VERSION from npm into $CACHE_DIR"
+  mkdir -p "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION"
+  npm install --silent --no-audit --no-fund --no-save \
+    --prefix "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION" \
+    "kotlin-compiler@$KOTLIN_COMPILER_VERSION" >/dev/null 2>&1
+fi
+KOTLINC="$KOTLIN_HOME/bin/kotlinc"
+STDLIB="$KOTLIN_HOME/lib/kotlin-stdlib.jar"
+[ -f "$STDLIB" ] || { echo "error: $STDLIB missing from the kotlin-compiler package" >&2; exit 1; }
+
+build_ffi
+
+SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/kotlin/Main.kt")
+OUT="$TARGET_DIR/geopriv-ffi-tests/kotlin"
+mkdir -p "$OUT"
+hash="$( { echo "$KOTLIN_COMPILER_VERSION"; sha256sum "$JNA_JAR" "${SOURCES[@]}"; } | sha256sum | cut -c1-16)"
+JAR="$OUT/tests-$hash.jar"
+if [ ! -f "$JAR" ]; then
+  rm -f "$OUT"/tests-*.jar
+  "$KOTLINC" -nowarn -cp "$JNA_JAR" -d "$JAR.tmp.jar" "${SOURCES[@]}" 2>&1 \
+    | grep -v '^info: \|^warning: ' >&2 || true
+  [ -f "$JAR.tmp.jar" ] || { echo "error: kotlinc failed" >&2; exit 1; }
+  mv "$JAR.tmp.jar" "$JAR"
+fi
+
+# jna.library.path: where JNA finds libgeopriv_ffi.so (uniffi loads it by
+# the name "geopriv_ffi").
+java -Djna.library.path="$(dirname "$FFI_LIB")" \
+  -cp "$JAR:$JNA_JAR:$STDLIB" MainKt

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Python test of the bindings: the committed, uniffi-generated module
+# bindings/python/geopriv_ffi.py loads libgeopriv_ffi.so from its own
+# directory (ctypes), so the module is copied and the library linked into
+# one directory under the target dir, and
+# bindings/tests/python/test_bindings.py runs there with plain python3
+# (standard library only; no pytest). Prints "python: N passed, M failed"
+# last.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+command -v python3 >/dev/null || apt_install python3
+
+build_ffi
+
+OUT="$TARGET_DIR/geopriv-ffi-tests/python"
+mkdir -p "$OUT"
+cp "$REPO/bindings/python/geopriv_ffi.py" "$OUT/"
+ln -sf "$FFI_LIB" "$OUT/"
+
+cd "$OUT"
+PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_bindings.py"

@@ -1,0 +1,85 @@
+//! The one error type of the bindings: an exception in every foreign
+//! language, whose message is the core crate's `Display` text.
+
+use std::fmt;
+
+/// Why a call failed. In Kotlin this is `GeoprivException` with one
+/// subclass per variant, in Swift `GeoprivError`, in Python `GeoprivError`
+/// with nested subclasses; the message says what to fix.
+///
+/// Flat on purpose: the variant says which kind of failure, the message
+/// explains it; foreign code matches on the kind and logs the message.
+#[derive(Debug, Clone, PartialEq, uniffi::Error)]
+#[uniffi(flat_error)]
+pub enum GeoprivError {
+    /// A parameter (width, bandwidth, γ, ε, δ, ...) is NaN, infinite or out
+    /// of range.
+    InvalidParameter(String),
+    /// A point is unusable: wrong number of coordinates, empty, or a NaN or
+    /// infinite coordinate.
+    InvalidInput(String),
+    /// A release was refused because it would exceed the privacy budget.
+    BudgetExceeded(String),
+    /// A report could not be decoded or failed validation.
+    InvalidReport(String),
+    /// A bug or an uncertified numerical result; the message says where.
+    Internal(String),
+}
+
+impl fmt::Display for GeoprivError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let msg = match self {
+            GeoprivError::InvalidParameter(m)
+            | GeoprivError::InvalidInput(m)
+            | GeoprivError::BudgetExceeded(m)
+            | GeoprivError::InvalidReport(m)
+            | GeoprivError::Internal(m) => m,
+        };
+        f.write_str(msg)
+    }
+}
+
+impl std::error::Error for GeoprivError {}
+
+impl From<geopriv::Error> for GeoprivError {
+    fn from(e: geopriv::Error) -> Self {
+        use geopriv::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::InvalidParameter { .. } => GeoprivError::InvalidParameter(msg),
+            E::NonFinitePoint { .. } | E::DimensionMismatch { .. } => {
+                GeoprivError::InvalidInput(msg)
+            }
+            E::BudgetExceeded { .. } => GeoprivError::BudgetExceeded(msg),
+            E::InvalidReport { .. } => GeoprivError::InvalidReport(msg),
+            E::Numerical { .. } => GeoprivError::Internal(msg),
+            // `geopriv::Error` is non-exhaustive: a new variant still
+            // surfaces, with its own message, until it gets a mapping here.
+            _ => GeoprivError::Internal(msg),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_errors_keep_their_message_and_kind() {
+        let core = geopriv::SoftThreshold::new(0.0, -1.0).unwrap_err();
+        let ffi = GeoprivError::from(core.clone());
+        assert!(matches!(ffi, GeoprivError::InvalidParameter(_)));
+        assert_eq!(ffi.to_string(), core.to_string());
+
+        let dim = geopriv::Error::DimensionMismatch {
+            expected: 2,
+            found: 0,
+        };
+        assert!(matches!(
+            GeoprivError::from(dim),
+            GeoprivError::InvalidInput(_)
+        ));
+        let num = geopriv::Error::Numerical { routine: "x" };
+        assert!(matches!(GeoprivError::from(num), GeoprivError::Internal(_)));
+    }
+}

@@ -1,0 +1,129 @@
+//! # geopriv-ffi: geopriv for Kotlin/JVM (Android), Swift (iOS) and Python
+//!
+//! A thin [uniffi](https://mozilla.github.io/uniffi-rs) layer over the core
+//! crate `geopriv`. It adds no mathematics: every object here wraps a core
+//! type, validates what crosses the boundary and turns every failure into a
+//! [`GeoprivError`] (an exception in the foreign language, with the core
+//! crate's `Display` text as its message).
+//!
+//! The generated Kotlin, Swift and Python sources are committed under
+//! `bindings/kotlin`, `bindings/swift` and `bindings/python`;
+//! `bindings/scripts/generate.sh` regenerates them from the built library.
+//!
+//! ## Nothing panics across the boundary
+//!
+//! * Inputs are validated before any arithmetic: parameters by the core
+//!   constructors, points (length and finiteness) here in [`query`], so a
+//!   NaN, an infinity, a negative width or an empty list is an
+//!   `InvalidParameter`/`InvalidInput` exception, not a number.
+//! * Every exported function runs inside [`guard`], which catches a panic
+//!   (a bug) and reports it as `GeoprivError::Internal`. uniffi's own
+//!   scaffolding catches panics too (as a generic internal exception);
+//!   `guard` makes the failure typed and its message clear.
+//! * Both rely on unwinding, so building this crate with `panic = "abort"`
+//!   is refused at compile time.
+//!
+//! ## Thread safety
+//!
+//! Query objects are immutable, so `Send + Sync` holds by construction and
+//! is asserted at compile time. Objects with state (the budget ledger and
+//! the aggregator, see the roadmap in `bindings/README.md`) will keep it
+//! behind a `Mutex` so foreign threads can share them.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(panic = "abort")]
+compile_error!(
+    "geopriv-ffi must be built with panic = \"unwind\": panics are caught and \
+     reported as exceptions, which `abort` would turn into a crash of the host app"
+);
+
+uniffi::setup_scaffolding!();
+
+mod error;
+mod growth;
+mod query;
+
+pub use error::GeoprivError;
+pub use growth::Growth;
+pub use query::{GeoQuery, QueryFamily};
+
+// Roadmap, one module each as the core lands (see bindings/README.md):
+//   mechanism.rs  `Mechanism` object: cauchy/student_t/polyplace/laplace
+//                 constructors, `privatize(query, x) -> Report`
+//   report.rs     `Report` object: to_json/to_bytes, from_json/from_bytes
+//   budget.rs     `PrivacyBudget` object (Mutex inside): spend/remaining
+//   aggregate.rs  `Aggregator` object (Mutex inside): add/merge/estimate
+//   geo.rs        `Projection` enum and the lat/lon query constructors
+
+/// The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
+/// check at run time that the loaded native library matches its bindings.
+#[uniffi::export]
+pub fn library_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// Run `f`, turning a panic into [`GeoprivError::Internal`].
+///
+/// Every exported function goes through here. A panic means a bug in
+/// geopriv (inputs are validated first); it must surface as an exception
+/// with a message, never unwind into foreign frames or abort the app.
+pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T, GeoprivError> {
+    // AssertUnwindSafe: the closures only read immutable objects. Stateful
+    // objects must not leave a broken invariant behind a panic (a poisoned
+    // Mutex is reported as Internal by their own code).
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(GeoprivError::Internal(format!(
+                "internal error in geopriv (please report it): {what}"
+            )))
+        }
+    }
+}
+
+/// Compile-time check that every exported object can be shared between
+/// threads (uniffi requires it too; this names the types in one place).
+#[allow(dead_code)]
+fn assert_thread_safe() {
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<GeoQuery>();
+    is_send_sync::<GeoprivError>();
+    is_send_sync::<Growth>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_turns_a_panic_into_an_internal_error() {
+        let r: Result<f64, _> = guard(|| panic!("boom"));
+        match r {
+            Err(GeoprivError::Internal(msg)) => assert!(msg.contains("boom"), "{msg}"),
+            other => panic!("expected Internal, got {other:?}"),
+        }
+        let formatted: Result<f64, _> = guard(|| panic!("x = {}", 3));
+        assert!(formatted.unwrap_err().to_string().contains("x = 3"));
+    }
+
+    #[test]
+    fn guard_passes_results_through() {
+        assert_eq!(guard(|| Ok(2.0)).unwrap(), 2.0);
+        assert!(matches!(
+            guard::<f64>(|| Err(GeoprivError::InvalidInput("bad".into()))),
+            Err(GeoprivError::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn version_is_the_crate_version() {
+        assert_eq!(library_version(), env!("CARGO_PKG_VERSION"));
+    }
+}

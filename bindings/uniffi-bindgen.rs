@@ -1,0 +1,5 @@
+//! The uniffi code generator, pinned to the same uniffi version as the
+//! library so the generated Kotlin/Swift/Python match its scaffolding.
+fn main() {
+    uniffi::uniffi_bindgen_main()
+}
