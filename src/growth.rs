@@ -93,7 +93,10 @@ mod tests {
 
     #[test]
     fn growth_is_submultiplicative() {
-        for g in [Growth::exponential(0.7).unwrap(), Growth::linear(0.7).unwrap()] {
+        for g in [
+            Growth::exponential(0.7).unwrap(),
+            Growth::linear(0.7).unwrap(),
+        ] {
             for &(a, b) in &[(0.0, 1.0), (0.3, 2.0), (5.0, 7.0), (1e-3, 1e3)] {
                 assert!(g.eval(a + b) <= g.eval(a) * g.eval(b) * (1.0 + 1e-15));
             }

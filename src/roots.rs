@@ -74,11 +74,7 @@ where
             && newton < b
             && (2.0 * f).abs() <= (step_before_last * df).abs();
         step_before_last = last_step;
-        let next = if newton_ok {
-            newton
-        } else {
-            0.5 * (neg + pos)
-        };
+        let next = if newton_ok { newton } else { 0.5 * (neg + pos) };
         last_step = (next - x).abs();
         if last_step <= tolerance(next) || (b - a) <= tolerance(b.abs().max(a.abs())) {
             return Ok(next);
