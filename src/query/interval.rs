@@ -48,7 +48,8 @@ impl SoftInterval {
         let lower = finite("lower", lower)?;
         let upper = finite("upper", upper)?;
         let width = positive_finite("width", width)?;
-        if !(upper - lower >= width) {
+        // All three are finite here, so the difference is never NaN.
+        if upper - lower < width {
             return Err(Error::InvalidParameter {
                 name: "upper",
                 value: upper,
