@@ -211,3 +211,38 @@ proptest! {
         check_rejects_bad_points(&q, &points[0])?;
     }
 }
+
+/// The γ -> 0 limit spelled out: with γ = 1e-12/θ at a point 3 widths from
+/// the ramp, the formula gives S = 1/(θ g(3θ)), i.e. 1/θ up to a relative
+/// 3e-12 (far inside the 1e-6 asked of every family above), and L stays
+/// 1/(4θ).
+#[test]
+fn gamma_to_zero_gives_the_global_constant() {
+    let w = 2.5;
+    let gamma = 1e-12 / w;
+    let threshold = SoftThreshold::new(10.0, w).unwrap();
+    let interval = SoftInterval::new(10.0, 30.0, w).unwrap();
+    let two_way = TwoWayThreshold::new(10.0, 20.0, w).unwrap();
+    let c0 = two_way.corner();
+    let cases: [(&dyn Query, Vec<f64>); 4] = [
+        (&threshold, vec![10.0 + 0.5 * w + 3.0 * w]),
+        (&interval, vec![10.0 - 0.5 * w - 3.0 * w]),
+        // Plateau, 3 widths from the nearer ramp.
+        (&interval, vec![10.0 + 0.5 * w + 3.0 * w]),
+        // Below the right arm, 3 widths from the band.
+        (&two_way, vec![c0[0] + 10.0 * w, 20.0 - 0.5 * w - 3.0 * w]),
+    ];
+    for (q, x) in cases {
+        let l = q.pointwise_lipschitz(&x).unwrap();
+        assert!((l * 4.0 * w - 1.0).abs() < 1e-14, "L = {l} at {x:?}");
+        for g in growths(gamma) {
+            let s = q.smooth_sensitivity(&x, g).unwrap();
+            let expected = 1.0 / (w * g.eval(3.0 * w));
+            assert!(
+                (s - expected).abs() <= 1e-15 * expected,
+                "{s} vs {expected}"
+            );
+            assert!((s * w - 1.0).abs() < 4e-12, "S·θ = {} at {x:?}", s * w);
+        }
+    }
+}
