@@ -7,7 +7,6 @@ pub(crate) fn exp(x: f64) -> f64 {
 }
 
 #[inline]
-#[allow(dead_code)]
 pub(crate) fn ln(x: f64) -> f64 {
     libm::log(x)
 }
