@@ -1,5 +1,9 @@
 //! `geopriv`: command-line front end of the geopriv SDK.
 
+mod aggregate;
+mod audit;
+mod mechanism_args;
+mod privatize;
 mod query_args;
 mod sensitivity;
 
@@ -52,11 +56,123 @@ enum Command {
     /// `0.25,0.00005,0.00005`.
     #[command(subcommand)]
     Sensitivity(QueryCommand<GrowthArgs>),
+
+    /// Privatize f(x) for points read from stdin: one report per point.
+    ///
+    /// Input: one point per line as for `sensitivity`, or with --latlon
+    /// `lat,lon` in WGS84 degrees (2-D queries), projected to metres.
+    ///
+    /// Output: one report per good line, as a JSON object per line
+    /// (default) or binary frames (--format binary). A report holds the
+    /// format version, the query's public parameters, the mechanism, its ε
+    /// and δ, and the released value; never S(x) or the noise scale.
+    /// Releases use a cryptographically secure generator unless --seed is
+    /// given. Malformed lines get `line N: <reason>` on stderr, the rest are
+    /// still released, and the exit status is then 1.
+    ///
+    /// Example: `echo 95000 | geopriv privatize threshold --threshold
+    /// 100000 --width 20000 --mechanism polyplace --epsilon 1e-4`.
+    #[command(subcommand)]
+    Privatize(QueryCommand<privatize::PrivatizeArgs>),
+
+    /// Aggregate reports from stdin (JSON lines or binary frames) into one
+    /// JSON estimate per query id: n, mean, sum, standard error, 95% CI.
+    ///
+    /// Each report is validated against the server's policy (known
+    /// version, finite value, valid query, ε and δ within the limits).
+    /// Rejected records get `line N: <reason>` (or `record N` for binary)
+    /// on stderr and are not counted; the exit status is then 1. Memory
+    /// grows with the number of distinct queries, not of reports.
+    Aggregate(aggregate::AggregateArgs),
+
+    /// Numerical privacy audit of a mechanism on a query (SPEC §6).
+    ///
+    /// Prints one JSON object: mechanism, query, epsilon, delta, pairs,
+    /// max_loss_ratio (max of |ln p_x(y) - ln p_x'(y)| / (ε d) over input
+    /// pairs and outputs), the worst pair, and excess_mass for the
+    /// approximate-GP `laplace`. Exit status 1 if max_loss_ratio > 1 + 1e-9
+    /// or the excess mass exceeds δ.
+    #[command(subcommand)]
+    Audit(QueryCommand<audit::AuditArgs>),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Sensitivity(cmd) => sensitivity_main(&cmd),
+        Command::Privatize(cmd) => privatize_main(&cmd),
+        Command::Aggregate(args) => aggregate_main(&args),
+        Command::Audit(cmd) => audit_main(&cmd),
+    }
+}
+
+fn exit_for(malformed: u64, result: io::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) if malformed == 0 => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(1),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
+    let args = cmd.common();
+    let query = cmd.build().unwrap_or_else(|e| flag_error(e));
+    let plan = privatize::Plan {
+        query: query.as_ref(),
+        descriptor: cmd.descriptor().unwrap_or_else(|e| flag_error(e)),
+        mechanism: args.mechanism.build().unwrap_or_else(|e| flag_error(e)),
+        format: args.format,
+        projection: args
+            .projection(query.dimension())
+            .unwrap_or_else(|e| flag_error(e)),
+    };
+    let mut rng: Box<dyn rand::RngCore> = match args.seed {
+        Some(seed) => Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
+            seed,
+        )),
+        None => Box::new(geopriv::SecureRng::new()),
+    };
+    let input = BufReader::with_capacity(1 << 16, io::stdin().lock());
+    let output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let errors = BufWriter::new(io::stderr().lock());
+    let result = privatize::run(&plan, rng.as_mut(), input, output, errors);
+    let malformed = result.as_ref().map_or(0, |s| s.malformed);
+    exit_for(malformed, result.map(|_| ()))
+}
+
+fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
+    let policy = args.policy().unwrap_or_else(|e| flag_error(e));
+    let input = BufReader::with_capacity(1 << 16, io::stdin().lock());
+    let output = BufWriter::new(io::stdout().lock());
+    let errors = BufWriter::new(io::stderr().lock());
+    let result = aggregate::run(&policy, args.format, input, output, errors);
+    let rejected = result.as_ref().map_or(0, |s| s.rejected);
+    exit_for(rejected, result.map(|_| ()))
+}
+
+fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
+    let args = cmd.common();
+    let query = cmd.audit_target().unwrap_or_else(|e| flag_error(e));
+    let mechanism = args.mechanism.build().unwrap_or_else(|e| flag_error(e));
+    if args.pairs == 0 {
+        flag_error("--pairs must be at least 1");
+    }
+    match geopriv::audit::audit_mechanism(&mechanism, query.as_ref(), args.pairs, args.seed) {
+        Ok(report) => {
+            println!(
+                "{}",
+                serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
+            );
+            if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => flag_error(e),
     }
 }
 

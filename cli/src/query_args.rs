@@ -1,5 +1,5 @@
 //! Query and growth flags, shared by every subcommand that works with one
-//! query (`sensitivity` now; `privatize` and `audit` will reuse them).
+//! query (`sensitivity`, `privatize` and `audit`).
 //!
 //! `QueryCommand<A>` is the list of query families, one clap subcommand
 //! each (`threshold`, `interval`, `two-way`, `kde`). Every family gets its
@@ -9,8 +9,10 @@
 //! `--epsilon`.
 
 use clap::{Args, Subcommand, ValueEnum};
+use geopriv::audit::AuditTarget;
 use geopriv::{
-    Error, GaussianKde, Growth, GrowthKind, Query, SoftInterval, SoftThreshold, TwoWayThreshold,
+    Error, GaussianKde, Growth, GrowthKind, Query, QueryDescriptor, SoftInterval, SoftThreshold,
+    TwoWayThreshold,
 };
 
 /// The query families. `A` holds the flags the calling command adds to
@@ -82,6 +84,51 @@ impl<A: Args> QueryCommand<A> {
                 Box::new(GaussianKde::new(&query.center.0, query.bandwidth)?)
             }
         })
+    }
+
+    /// The query as an audit target (a query that knows where it changes).
+    pub fn audit_target(&self) -> Result<Box<dyn AuditTarget>, Error> {
+        Ok(match self {
+            QueryCommand::Threshold { query, .. } => {
+                Box::new(SoftThreshold::new(query.threshold, query.width)?)
+            }
+            QueryCommand::Interval { query, .. } => {
+                Box::new(SoftInterval::new(query.lower, query.upper, query.width)?)
+            }
+            QueryCommand::TwoWay { query, .. } => Box::new(TwoWayThreshold::new(
+                query.threshold.0[0],
+                query.threshold.0[1],
+                query.width,
+            )?),
+            QueryCommand::Kde { query, .. } => {
+                Box::new(GaussianKde::new(&query.center.0, query.bandwidth)?)
+            }
+        })
+    }
+
+    /// The public description of the query that goes into reports.
+    pub fn descriptor(&self) -> Result<QueryDescriptor, Error> {
+        let d = match self {
+            QueryCommand::Threshold { query, .. } => QueryDescriptor::Threshold {
+                threshold: query.threshold,
+                width: query.width,
+            },
+            QueryCommand::Interval { query, .. } => QueryDescriptor::Interval {
+                lower: query.lower,
+                upper: query.upper,
+                width: query.width,
+            },
+            QueryCommand::TwoWay { query, .. } => QueryDescriptor::TwoWay {
+                thresholds: query.threshold.0,
+                width: query.width,
+            },
+            QueryCommand::Kde { query, .. } => QueryDescriptor::Kde {
+                center: query.center.0.clone(),
+                bandwidth: query.bandwidth,
+            },
+        };
+        d.check()?;
+        Ok(d)
     }
 
     /// The flags the calling command added.

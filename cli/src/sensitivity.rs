@@ -72,7 +72,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
 }
 
 /// Parses one input line (without its newline) into `point`.
-fn parse_point(line: &[u8], dim: usize, point: &mut Vec<f64>) -> Result<(), String> {
+pub(crate) fn parse_point(line: &[u8], dim: usize, point: &mut Vec<f64>) -> Result<(), String> {
     let text = std::str::from_utf8(line).map_err(|_| "not valid UTF-8".to_string())?;
     if text.trim().is_empty() {
         return Err(format!(
