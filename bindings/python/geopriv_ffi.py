@@ -526,6 +526,74 @@ def _uniffi_check_contract_api_version(lib):
 def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_func_library_version() != 60138:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_project() != 34708:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes() != 15295:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json() != 10415:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_value() != 26049:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_values() != 39276:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_count() != 62243:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_estimate() != 15162:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_merge() != 8799:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_aggregator_to_json() != 19700:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json() != 53219:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_aggregator_new() != 47421:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta() != 37879:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon() != 53133:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_growth() != 38806:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded() != 4966:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_name() != 41294:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 12043:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 26250:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() != 36539:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() != 59436:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 4701:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() != 62341:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with() != 39312:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace() != 18597:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace() != 10146:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with() != 20270:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp() != 61438:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori() != 35260:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace() != 24130:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with() != 10203:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t() != 21231:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with() != 30172:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension() != 18456:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geoquery_family() != 60242:
@@ -534,17 +602,81 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz() != 23123:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geoquery_query_id() != 25714:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity() != 36741:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geoquery_value() != 19239:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() != 44507:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_interval() != 63063:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde() != 54583:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() != 50110:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() != 18030:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way() != 24993:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon() != 50055:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report() != 33678:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes() != 29082:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json() != 5714:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates() != 49133:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of() != 27861:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() != 40009:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() != 22363:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_size() != 8568:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() != 52518:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json() != 30893:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid() != 54864:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() != 64686:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() != 8635:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() != 35967:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() != 21634:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() != 16652:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_status() != 38288:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() != 43112:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() != 15582:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() != 19437:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes() != 12708:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() != 8281:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() != 16188:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta() != 14890:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon() != 56739:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms() != 50719:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
 
 # A ctypes library to expose the extern-C FFI definitions.
@@ -578,6 +710,108 @@ _UniffiLib.ffi_geopriv_ffi_uniffi_contract_version.restype = ctypes.c_uint32
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_project.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_value.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_value.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_values.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_values.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_count.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_count.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_estimate.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_estimate.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_merge.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_merge.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_to_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_aggregator_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_aggregator_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_growth.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_growth.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_name.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_name.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension.restype = ctypes.c_uint16
@@ -590,28 +824,329 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_global_lipschitz.restype 
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_query_id.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_query_id.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_value.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geoquery_value.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_interval.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_interval.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_size.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_size.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_status.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_status.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_fn_func_library_version.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_library_version.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_project.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_project.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_value.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_value.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_values.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_values.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_count.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_count.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_estimate.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_estimate.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_merge.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_merge.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_to_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_from_json.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_from_json.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_new.argtypes = (
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_delta.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_delta.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_growth.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_growth.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_name.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_name.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_seeded.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_seeded.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_dimension.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -633,6 +1168,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_pointwise_lipschitz.argtypes = 
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_pointwise_lipschitz.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_query_id.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_query_id.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_smooth_sensitivity.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -651,6 +1191,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_uniffi_trait_display.argtypes =
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_uniffi_trait_display.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_from_id.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_from_id.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_interval.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -664,6 +1209,14 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_threshold.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -677,6 +1230,190 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_estimates.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_estimates.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_index_of.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_index_of.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_size.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_size.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_to_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_aggregator.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_aggregator.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_aggregator.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_aggregator.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_geomechanism.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_geomechanism.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_geomechanism.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_geomechanism.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_geoquery.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -687,6 +1424,36 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_geoquery.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_geoquery.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_gridaggregator.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_gridaggregator.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.restype = None
 
 _uniffi_check_contract_api_version(_UniffiLib)
 # _uniffi_check_api_checksums(_UniffiLib)
@@ -695,6 +1462,664 @@ _uniffi_check_contract_api_version(_UniffiLib)
 
 # Public interface members begin here.
 
+
+class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
+    @staticmethod
+    def read(buf):
+        return buf.read_double()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_double(value)
+
+@dataclass
+class BudgetShare:
+    """
+    An (ε, δ) pair: one release's share of a budget.
+"""
+    def __init__(self, *, epsilon:float, delta:float):
+        self.epsilon = epsilon
+        self.delta = delta
+        
+        
+
+    
+    def __str__(self):
+        return "BudgetShare(epsilon={}, delta={})".format(self.epsilon, self.delta)
+    def __eq__(self, other):
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeBudgetShare(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return BudgetShare(
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
+
+class _UniffiFfiConverterUInt64(_UniffiConverterPrimitiveInt):
+    CLASS_NAME = "u64"
+    VALUE_MIN = 0
+    VALUE_MAX = 2**64
+
+    @staticmethod
+    def read(buf):
+        return buf.read_u64()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_u64(value)
+
+@dataclass
+class BudgetStatus:
+    """
+    A snapshot of a ledger, read under one lock (so its fields agree even
+    while other threads spend).
+"""
+    def __init__(self, *, total_epsilon:float, total_delta:float, spent_epsilon:float, spent_delta:float, remaining_epsilon:float, remaining_delta:float, releases:int):
+        self.total_epsilon = total_epsilon
+        self.total_delta = total_delta
+        self.spent_epsilon = spent_epsilon
+        self.spent_delta = spent_delta
+        self.remaining_epsilon = remaining_epsilon
+        self.remaining_delta = remaining_delta
+        self.releases = releases
+        
+        
+
+    
+    def __str__(self):
+        return "BudgetStatus(total_epsilon={}, total_delta={}, spent_epsilon={}, spent_delta={}, remaining_epsilon={}, remaining_delta={}, releases={})".format(self.total_epsilon, self.total_delta, self.spent_epsilon, self.spent_delta, self.remaining_epsilon, self.remaining_delta, self.releases)
+    def __eq__(self, other):
+        if self.total_epsilon != other.total_epsilon:
+            return False
+        if self.total_delta != other.total_delta:
+            return False
+        if self.spent_epsilon != other.spent_epsilon:
+            return False
+        if self.spent_delta != other.spent_delta:
+            return False
+        if self.remaining_epsilon != other.remaining_epsilon:
+            return False
+        if self.remaining_delta != other.remaining_delta:
+            return False
+        if self.releases != other.releases:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return BudgetStatus(
+            total_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            total_delta=_UniffiFfiConverterFloat64.read(buf),
+            spent_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            spent_delta=_UniffiFfiConverterFloat64.read(buf),
+            remaining_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            remaining_delta=_UniffiFfiConverterFloat64.read(buf),
+            releases=_UniffiFfiConverterUInt64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.total_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.total_delta)
+        _UniffiFfiConverterFloat64.check_lower(value.spent_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.spent_delta)
+        _UniffiFfiConverterFloat64.check_lower(value.remaining_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.remaining_delta)
+        _UniffiFfiConverterUInt64.check_lower(value.releases)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.total_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.total_delta, buf)
+        _UniffiFfiConverterFloat64.write(value.spent_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.spent_delta, buf)
+        _UniffiFfiConverterFloat64.write(value.remaining_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.remaining_delta, buf)
+        _UniffiFfiConverterUInt64.write(value.releases, buf)
+
+class _UniffiFfiConverterString:
+    @staticmethod
+    def check_lower(value):
+        if not isinstance(value, str):
+            raise TypeError("argument must be str, not {}".format(type(value).__name__))
+        return value
+
+    @staticmethod
+    def read(buf):
+        size = buf.read_i32()
+        if size < 0:
+            raise InternalError("Unexpected negative string length")
+        utf8_bytes = buf.read(size)
+        return utf8_bytes.decode("utf-8")
+
+    @staticmethod
+    def write(value, buf):
+        utf8_bytes = value.encode("utf-8")
+        buf.write_i32(len(utf8_bytes))
+        buf.write(utf8_bytes)
+
+    @staticmethod
+    def lift(buf):
+        with buf.consume_with_stream() as stream:
+            return stream.read(stream.remaining()).decode("utf-8")
+
+    @staticmethod
+    def lower(value):
+        with _UniffiRustBuffer.alloc_with_builder() as builder:
+            builder.write(value.encode("utf-8"))
+            return builder.finalize()
+
+class _UniffiFfiConverterOptionalFloat64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterFloat64.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterFloat64.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterFloat64.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+@dataclass
+class Estimate:
+    """
+    The estimate of the population mean of f(x) from the reports so far.
+"""
+    def __init__(self, *, n:int, sum:float, mean:float, sample_variance:typing.Optional[float], standard_error:typing.Optional[float], ci95_low:typing.Optional[float], ci95_high:typing.Optional[float]):
+        self.n = n
+        self.sum = sum
+        self.mean = mean
+        self.sample_variance = sample_variance
+        self.standard_error = standard_error
+        self.ci95_low = ci95_low
+        self.ci95_high = ci95_high
+        
+        
+
+    
+    def __str__(self):
+        return "Estimate(n={}, sum={}, mean={}, sample_variance={}, standard_error={}, ci95_low={}, ci95_high={})".format(self.n, self.sum, self.mean, self.sample_variance, self.standard_error, self.ci95_low, self.ci95_high)
+    def __eq__(self, other):
+        if self.n != other.n:
+            return False
+        if self.sum != other.sum:
+            return False
+        if self.mean != other.mean:
+            return False
+        if self.sample_variance != other.sample_variance:
+            return False
+        if self.standard_error != other.standard_error:
+            return False
+        if self.ci95_low != other.ci95_low:
+            return False
+        if self.ci95_high != other.ci95_high:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeEstimate(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return Estimate(
+            n=_UniffiFfiConverterUInt64.read(buf),
+            sum=_UniffiFfiConverterFloat64.read(buf),
+            mean=_UniffiFfiConverterFloat64.read(buf),
+            sample_variance=_UniffiFfiConverterOptionalFloat64.read(buf),
+            standard_error=_UniffiFfiConverterOptionalFloat64.read(buf),
+            ci95_low=_UniffiFfiConverterOptionalFloat64.read(buf),
+            ci95_high=_UniffiFfiConverterOptionalFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.n)
+        _UniffiFfiConverterFloat64.check_lower(value.sum)
+        _UniffiFfiConverterFloat64.check_lower(value.mean)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.sample_variance)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.standard_error)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.ci95_low)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.ci95_high)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.n, buf)
+        _UniffiFfiConverterFloat64.write(value.sum, buf)
+        _UniffiFfiConverterFloat64.write(value.mean, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.sample_variance, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.standard_error, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.ci95_low, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.ci95_high, buf)
+
+class _UniffiFfiConverterOptionalTypeEstimate(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeEstimate.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeEstimate.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeEstimate.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+@dataclass
+class CellEstimate:
+    """
+    The estimate of one cell of a [`GridAggregator`].
+"""
+    def __init__(self, *, query_id:str, estimate:typing.Optional[Estimate]):
+        self.query_id = query_id
+        self.estimate = estimate
+        
+        
+
+    
+    def __str__(self):
+        return "CellEstimate(query_id={}, estimate={})".format(self.query_id, self.estimate)
+    def __eq__(self, other):
+        if self.query_id != other.query_id:
+            return False
+        if self.estimate != other.estimate:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeCellEstimate(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return CellEstimate(
+            query_id=_UniffiFfiConverterString.read(buf),
+            estimate=_UniffiFfiConverterOptionalTypeEstimate.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.query_id)
+        _UniffiFfiConverterOptionalTypeEstimate.check_lower(value.estimate)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.query_id, buf)
+        _UniffiFfiConverterOptionalTypeEstimate.write(value.estimate, buf)
+
+class _UniffiFfiConverterBytes(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        size = buf.read_i32()
+        if size < 0:
+            raise InternalError("Unexpected negative byte string length")
+        return buf.read(size)
+
+    @staticmethod
+    def check_lower(value):
+        try:
+            memoryview(value)
+        except TypeError:
+            raise TypeError("a bytes-like object is required, not {!r}".format(type(value).__name__))
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_i32(len(value))
+        buf.write(value)
+
+
+
+
+
+
+class MechanismName(enum.Enum):
+    """
+    Which mechanism produced a report (the `mechanism` field of the wire
+    format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
+    `MechanismName.STUDENT_T`.
+"""
+    
+    POLYPLACE = 0
+    """
+    PolyPlace noise scaled to the smooth sensitivity; pure GP.
+"""
+    
+    STUDENT_T = 1
+    """
+    Student's t noise scaled to the smooth sensitivity; pure GP.
+"""
+    
+    CAUCHY = 2
+    """
+    Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
+"""
+    
+    LAPLACE = 3
+    """
+    Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
+"""
+    
+    GLOBAL_LAPLACE = 4
+    """
+    Baseline: Laplace noise scaled to the global Lipschitz constant.
+"""
+    
+    A_PRIORI = 5
+    """
+    Baseline: noise added to the point itself (biased).
+"""
+    
+    LDP = 6
+    """
+    Reference: local differential privacy (ε is a local-DP ε, not per
+    unit distance).
+"""
+    
+
+
+class _UniffiFfiConverterTypeMechanismName(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return MechanismName.POLYPLACE
+        if variant == 2:
+            return MechanismName.STUDENT_T
+        if variant == 3:
+            return MechanismName.CAUCHY
+        if variant == 4:
+            return MechanismName.LAPLACE
+        if variant == 5:
+            return MechanismName.GLOBAL_LAPLACE
+        if variant == 6:
+            return MechanismName.A_PRIORI
+        if variant == 7:
+            return MechanismName.LDP
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value == MechanismName.POLYPLACE:
+            return
+        if value == MechanismName.STUDENT_T:
+            return
+        if value == MechanismName.CAUCHY:
+            return
+        if value == MechanismName.LAPLACE:
+            return
+        if value == MechanismName.GLOBAL_LAPLACE:
+            return
+        if value == MechanismName.A_PRIORI:
+            return
+        if value == MechanismName.LDP:
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value == MechanismName.POLYPLACE:
+            buf.write_i32(1)
+        if value == MechanismName.STUDENT_T:
+            buf.write_i32(2)
+        if value == MechanismName.CAUCHY:
+            buf.write_i32(3)
+        if value == MechanismName.LAPLACE:
+            buf.write_i32(4)
+        if value == MechanismName.GLOBAL_LAPLACE:
+            buf.write_i32(5)
+        if value == MechanismName.A_PRIORI:
+            buf.write_i32(6)
+        if value == MechanismName.LDP:
+            buf.write_i32(7)
+
+
+
+@dataclass
+class PrivateReport:
+    """
+    What a device uploads after privatizing: the same report in two
+    encodings, plus its fields for the app's own bookkeeping.
+
+    Upload `json` (one line, no newline) or `bytes` (compact binary,
+    43 bytes for a threshold query); the server decodes either with
+    `ReportPolicy.accept_json` / `accept_bytes`. Every field is public
+    information once uploaded; the smooth sensitivity and the noise scale
+    are deliberately absent (they would reveal x).
+"""
+    def __init__(self, *, json:str, bytes:bytes, value:float, query_id:str, mechanism:MechanismName, epsilon:float, delta:float):
+        self.json = json
+        self.bytes = bytes
+        self.value = value
+        self.query_id = query_id
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        
+        
+
+    
+    def __str__(self):
+        return "PrivateReport(json={}, bytes={}, value={}, query_id={}, mechanism={}, epsilon={}, delta={})".format(self.json, self.bytes, self.value, self.query_id, self.mechanism, self.epsilon, self.delta)
+    def __eq__(self, other):
+        if self.json != other.json:
+            return False
+        if self.bytes != other.bytes:
+            return False
+        if self.value != other.value:
+            return False
+        if self.query_id != other.query_id:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        return True
+
+class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return PrivateReport(
+            json=_UniffiFfiConverterString.read(buf),
+            bytes=_UniffiFfiConverterBytes.read(buf),
+            value=_UniffiFfiConverterFloat64.read(buf),
+            query_id=_UniffiFfiConverterString.read(buf),
+            mechanism=_UniffiFfiConverterTypeMechanismName.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.json)
+        _UniffiFfiConverterBytes.check_lower(value.bytes)
+        _UniffiFfiConverterFloat64.check_lower(value.value)
+        _UniffiFfiConverterString.check_lower(value.query_id)
+        _UniffiFfiConverterTypeMechanismName.check_lower(value.mechanism)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.json, buf)
+        _UniffiFfiConverterBytes.write(value.bytes, buf)
+        _UniffiFfiConverterFloat64.write(value.value, buf)
+        _UniffiFfiConverterString.write(value.query_id, buf)
+        _UniffiFfiConverterTypeMechanismName.write(value.mechanism, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
+
+
+
+
+
+
+class QueryFamily(enum.Enum):
+    """
+    Which family a [`GeoQuery`] belongs to.
+"""
+    
+    THRESHOLD = 0
+    """
+    1-D soft threshold, "share with x > T".
+"""
+    
+    INTERVAL = 1
+    """
+    1-D soft interval, "share with a <= x <= b".
+"""
+    
+    TWO_WAY = 2
+    """
+    2-D two-way threshold, "share with x1 > T1 and x2 > T2".
+"""
+    
+    KDE = 3
+    """
+    Gaussian kernel density at a query point, any dimension.
+"""
+    
+
+
+class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return QueryFamily.THRESHOLD
+        if variant == 2:
+            return QueryFamily.INTERVAL
+        if variant == 3:
+            return QueryFamily.TWO_WAY
+        if variant == 4:
+            return QueryFamily.KDE
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value == QueryFamily.THRESHOLD:
+            return
+        if value == QueryFamily.INTERVAL:
+            return
+        if value == QueryFamily.TWO_WAY:
+            return
+        if value == QueryFamily.KDE:
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value == QueryFamily.THRESHOLD:
+            buf.write_i32(1)
+        if value == QueryFamily.INTERVAL:
+            buf.write_i32(2)
+        if value == QueryFamily.TWO_WAY:
+            buf.write_i32(3)
+        if value == QueryFamily.KDE:
+            buf.write_i32(4)
+
+
+
+@dataclass
+class ReceivedReport:
+    """
+    A decoded, validated report, as the server sees it.
+"""
+    def __init__(self, *, query_id:str, family:QueryFamily, mechanism:MechanismName, epsilon:float, delta:float, value:float):
+        self.query_id = query_id
+        self.family = family
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.value = value
+        
+        
+
+    
+    def __str__(self):
+        return "ReceivedReport(query_id={}, family={}, mechanism={}, epsilon={}, delta={}, value={})".format(self.query_id, self.family, self.mechanism, self.epsilon, self.delta, self.value)
+    def __eq__(self, other):
+        if self.query_id != other.query_id:
+            return False
+        if self.family != other.family:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        if self.value != other.value:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return ReceivedReport(
+            query_id=_UniffiFfiConverterString.read(buf),
+            family=_UniffiFfiConverterTypeQueryFamily.read(buf),
+            mechanism=_UniffiFfiConverterTypeMechanismName.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+            value=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.query_id)
+        _UniffiFfiConverterTypeQueryFamily.check_lower(value.family)
+        _UniffiFfiConverterTypeMechanismName.check_lower(value.mechanism)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+        _UniffiFfiConverterFloat64.check_lower(value.value)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.query_id, buf)
+        _UniffiFfiConverterTypeQueryFamily.write(value.family, buf)
+        _UniffiFfiConverterTypeMechanismName.write(value.mechanism, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
+        _UniffiFfiConverterFloat64.write(value.value, buf)
 
 
 
@@ -820,15 +2245,6 @@ class _UniffiFfiConverterTypeGeoprivError(_UniffiConverterRustBuffer):
             buf.write_i32(4)
         if isinstance(value, GeoprivError.Internal):
             buf.write_i32(5)
-
-class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
-    @staticmethod
-    def read(buf):
-        return buf.read_double()
-
-    @staticmethod
-    def write(value, buf):
-        buf.write_double(value)
 
 
 
@@ -970,84 +2386,141 @@ class _UniffiFfiConverterTypeGrowth(_UniffiConverterRustBuffer):
 
 
 
-class QueryFamily(enum.Enum):
+class Projection:
     """
-    Which family a [`GeoQuery`] belongs to.
+    How latitude/longitude (WGS84 degrees) become plane coordinates
+    `[x east, y north]` in metres.
+
+    Kotlin: `Projection.WebMercator`, `Projection.LocalEquirectangular(refLat, refLon)`;
+    Swift: `.webMercator`, `.localEquirectangular(refLat:refLon:)`;
+    Python: `Projection.WEB_MERCATOR()`, `Projection.LOCAL_EQUIRECTANGULAR(ref_lat, ref_lon)`.
 """
+    def __init__(self):
+        raise RuntimeError("Projection cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class WEB_MERCATOR:
+        """
+        Spherical Web Mercator (EPSG:3857), |latitude| <= 85.0511°. Distances
+        are stretched by 1/cos(latitude): ε per projected metre is
+        ε/cos(latitude) per ground metre.
+"""
+        
+        def __init__(self, ):
+            pass
+
     
-    THRESHOLD = 0
-    """
-    1-D soft threshold, "share with x > T".
-"""
+            
+            
     
-    INTERVAL = 1
-    """
-    1-D soft interval, "share with a <= x <= b".
+        def __str__(self):
+            return "Projection.WEB_MERCATOR()".format()
+        def __eq__(self, other):
+            if not isinstance(other, Projection):
+                return NotImplemented
+            if not other.is_WEB_MERCATOR():
+                return False
+            return True
+
+    @dataclass
+    class LOCAL_EQUIRECTANGULAR:
+        """
+        Local equirectangular projection around a reference point (WGS84
+        radii at its latitude): projected metres are ground metres within a
+        few kilometres of it (0.05% off at 3 km at 45°N). The reference is
+        projected to (0, 0); it must not be a pole.
 """
+        
+        def __init__(self, ref_lat:float, ref_lon:float):
+            self.ref_lat = ref_lat
+            
+            """
+        Latitude of the reference point, degrees in (-90, 90).
+"""
+        
+            self.ref_lon = ref_lon
+            
+            """
+        Longitude of the reference point, degrees in [-180, 180].
+"""
+        
+            pass
+
     
-    TWO_WAY = 2
-    """
-    2-D two-way threshold, "share with x1 > T1 and x2 > T2".
-"""
+            
+            
     
-    KDE = 3
-    """
-    Gaussian kernel density at a query point, any dimension.
-"""
+        def __str__(self):
+            return "Projection.LOCAL_EQUIRECTANGULAR(ref_lat={}, ref_lon={})".format(self.ref_lat, self.ref_lon)
+        def __eq__(self, other):
+            if not isinstance(other, Projection):
+                return NotImplemented
+            if not other.is_LOCAL_EQUIRECTANGULAR():
+                return False
+            if self.ref_lat != other.ref_lat:
+                return False
+            if self.ref_lon != other.ref_lon:
+                return False
+            return True
+
     
 
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_WEB_MERCATOR(self) -> bool:
+        return isinstance(self, Projection.WEB_MERCATOR)
+    def is_web_mercator(self) -> bool:
+        return isinstance(self, Projection.WEB_MERCATOR)
+    def is_LOCAL_EQUIRECTANGULAR(self) -> bool:
+        return isinstance(self, Projection.LOCAL_EQUIRECTANGULAR)
+    def is_local_equirectangular(self) -> bool:
+        return isinstance(self, Projection.LOCAL_EQUIRECTANGULAR)
+    
 
-class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+Projection.WEB_MERCATOR = type("Projection.WEB_MERCATOR", (Projection.WEB_MERCATOR, Projection,), {})  # type: ignore
+Projection.LOCAL_EQUIRECTANGULAR = type("Projection.LOCAL_EQUIRECTANGULAR", (Projection.LOCAL_EQUIRECTANGULAR, Projection,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeProjection(_UniffiConverterRustBuffer):
     @staticmethod
     def read(buf):
         variant = buf.read_i32()
         if variant == 1:
-            return QueryFamily.THRESHOLD
+            return Projection.WEB_MERCATOR(
+            )
         if variant == 2:
-            return QueryFamily.INTERVAL
-        if variant == 3:
-            return QueryFamily.TWO_WAY
-        if variant == 4:
-            return QueryFamily.KDE
+            return Projection.LOCAL_EQUIRECTANGULAR(
+                _UniffiFfiConverterFloat64.read(buf),
+                _UniffiFfiConverterFloat64.read(buf),
+            )
         raise InternalError("Raw enum value doesn't match any cases")
 
     @staticmethod
     def check_lower(value):
-        if value == QueryFamily.THRESHOLD:
+        if value.is_WEB_MERCATOR():
             return
-        if value == QueryFamily.INTERVAL:
-            return
-        if value == QueryFamily.TWO_WAY:
-            return
-        if value == QueryFamily.KDE:
+        if value.is_LOCAL_EQUIRECTANGULAR():
+            _UniffiFfiConverterFloat64.check_lower(value.ref_lat)
+            _UniffiFfiConverterFloat64.check_lower(value.ref_lon)
             return
         raise ValueError(value)
 
     @staticmethod
     def write(value, buf):
-        if value == QueryFamily.THRESHOLD:
+        if value.is_WEB_MERCATOR():
             buf.write_i32(1)
-        if value == QueryFamily.INTERVAL:
+        if value.is_LOCAL_EQUIRECTANGULAR():
             buf.write_i32(2)
-        if value == QueryFamily.TWO_WAY:
-            buf.write_i32(3)
-        if value == QueryFamily.KDE:
-            buf.write_i32(4)
+            _UniffiFfiConverterFloat64.write(value.ref_lat, buf)
+            _UniffiFfiConverterFloat64.write(value.ref_lon, buf)
 
 
-
-class _UniffiFfiConverterUInt32(_UniffiConverterPrimitiveInt):
-    CLASS_NAME = "u32"
-    VALUE_MIN = 0
-    VALUE_MAX = 2**32
-
-    @staticmethod
-    def read(buf):
-        return buf.read_u32()
-
-    @staticmethod
-    def write(value, buf):
-        buf.write_u32(value)
 
 class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
     @classmethod
@@ -1071,6 +2544,392 @@ class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
         return [
             _UniffiFfiConverterFloat64.read(buf) for i in range(count)
         ]
+
+
+class AggregatorProtocol(typing.Protocol):
+    """
+    Exact, mergeable aggregate of the reports for **one** query: count, sum
+    and sum of squares held as exact integers, so any split into shards
+    merged in any order gives bit-for-bit the same estimate.
+
+    Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+    check a report's structure (version, finite value, valid query, ε and δ
+    well-formed) but neither its ε against a limit nor which query it
+    answers: for untrusted input run `ReportPolicy.accept_*` first and
+    `add_report` its result, route reports by `query_id`, or use a
+    `GridAggregator` (which refuses queries it does not hold).
+"""
+    
+    def add_report(self, report: ReceivedReport) -> None:
+        """
+        Add a report returned by `ReportPolicy.accept_*`.
+"""
+        raise NotImplementedError
+    def add_report_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode a binary report, check its structure and add its value.
+"""
+        raise NotImplementedError
+    def add_report_json(self, line: str) -> ReceivedReport:
+        """
+        Decode a JSON report, check its structure and add its value; returns
+        what was added. `InvalidReport` (with the reason) leaves the state
+        unchanged.
+"""
+        raise NotImplementedError
+    def add_value(self, value: float) -> None:
+        """
+        Add one released value (finite; else `InvalidParameter` and the
+        state is unchanged).
+"""
+        raise NotImplementedError
+    def add_values(self, values: typing.List[float]) -> None:
+        """
+        Add many values at once (one call across the boundary). All or
+        nothing: if any value is NaN or infinite, none is added.
+"""
+        raise NotImplementedError
+    def count(self, ) -> int:
+        """
+        Number of values added.
+"""
+        raise NotImplementedError
+    def estimate(self, ) -> typing.Optional[Estimate]:
+        """
+        The estimate of the mean with its error bar; `null` before the
+        first value.
+"""
+        raise NotImplementedError
+    def merge(self, other: Aggregator) -> None:
+        """
+        Fold another aggregate into this one (exact; `other` is unchanged).
+        Merging an aggregate into itself doubles it.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The exact state as compact, canonical JSON, to ship a partial
+        aggregate to a reducer (`from_json` then `merge`). Equal states give
+        equal strings.
+"""
+        raise NotImplementedError
+
+class Aggregator(AggregatorProtocol):
+    """
+    Exact, mergeable aggregate of the reports for **one** query: count, sum
+    and sum of squares held as exact integers, so any split into shards
+    merged in any order gives bit-for-bit the same estimate.
+
+    Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+    check a report's structure (version, finite value, valid query, ε and δ
+    well-formed) but neither its ε against a limit nor which query it
+    answers: for untrusted input run `ReportPolicy.accept_*` first and
+    `add_report` its result, route reports by `query_id`, or use a
+    `GridAggregator` (which refuses queries it does not hold).
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def from_json(cls, state: str) -> Aggregator:
+        """
+        Restore a state written by `to_json` (e.g. a partial aggregate from
+        another shard). Refuses (`InvalidReport`) malformed or inconsistent
+        states.
+"""
+        
+        _UniffiFfiConverterString.check_lower(state)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(state),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeAggregator.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_from_json,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    def __init__(self, ):
+        """
+        An empty aggregate.
+"""
+        _uniffi_lowered_args = (
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeAggregator.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_aggregator, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_aggregator, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def add_report(self, report: ReceivedReport) -> None:
+        """
+        Add a report returned by `ReportPolicy.accept_*`.
+"""
+        
+        _UniffiFfiConverterTypeReceivedReport.check_lower(report)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeReceivedReport.lower(report),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_report_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode a binary report, check its structure and add its value.
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(bytes),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_report_json(self, line: str) -> ReceivedReport:
+        """
+        Decode a JSON report, check its structure and add its value; returns
+        what was added. `InvalidReport` (with the reason) leaves the state
+        unchanged.
+"""
+        
+        _UniffiFfiConverterString.check_lower(line)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(line),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_value(self, value: float) -> None:
+        """
+        Add one released value (finite; else `InvalidParameter` and the
+        state is unchanged).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(value)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterFloat64.lower(value),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_value,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_values(self, values: typing.List[float]) -> None:
+        """
+        Add many values at once (one call across the boundary). All or
+        nothing: if any value is NaN or infinite, none is added.
+"""
+        
+        _UniffiFfiConverterSequenceFloat64.check_lower(values)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceFloat64.lower(values),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_values,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def count(self, ) -> int:
+        """
+        Number of values added.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_count,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def estimate(self, ) -> typing.Optional[Estimate]:
+        """
+        The estimate of the mean with its error bar; `null` before the
+        first value.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeEstimate.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_estimate,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def merge(self, other: Aggregator) -> None:
+        """
+        Fold another aggregate into this one (exact; `other` is unchanged).
+        Merging an aggregate into itself doubles it.
+"""
+        
+        _UniffiFfiConverterTypeAggregator.check_lower(other)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeAggregator.lower(other),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_merge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The exact state as compact, canonical JSON, to ship a partial
+        aggregate to a reducer (`from_json` then `merge`). Equal states give
+        equal strings.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeAggregator:
+    @staticmethod
+    def lift(value: int) -> Aggregator:
+        return Aggregator._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: Aggregator):
+        if not isinstance(value, Aggregator):
+            raise TypeError("Expected Aggregator instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: Aggregator) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> Aggregator:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: Aggregator, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterOptionalTypeGrowth(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeGrowth.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeGrowth.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeGrowth.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+class _UniffiFfiConverterBoolean:
+    @classmethod
+    def check_lower(cls, value):
+        return not not value
+
+    @classmethod
+    def lower(cls, value):
+        return 1 if value else 0
+
+    @staticmethod
+    def lift(value):
+        return value != 0
+
+    @classmethod
+    def read(cls, buf):
+        return cls.lift(buf.read_u8())
+
+    @classmethod
+    def write(cls, value, buf):
+        buf.write_u8(value)
+
+class _UniffiFfiConverterUInt32(_UniffiConverterPrimitiveInt):
+    CLASS_NAME = "u32"
+    VALUE_MIN = 0
+    VALUE_MAX = 2**32
+
+    @staticmethod
+    def read(buf):
+        return buf.read_u32()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_u32(value)
 
 
 class GeoQueryProtocol(typing.Protocol):
@@ -1101,6 +2960,14 @@ class GeoQueryProtocol(typing.Protocol):
         L_f(x) = sup over y != x of |f(x) - f(y)| / d(x, y).
 """
         raise NotImplementedError
+    def query_id(self, ) -> str:
+        """
+        The stable canonical id of the query, equal for equal queries, e.g.
+        `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+        the `query_id` of the reports this query produces; a server groups
+        reports by it.
+"""
+        raise NotImplementedError
     def smooth_sensitivity(self, x: typing.List[float],growth: Growth) -> float:
         """
         The smooth sensitivity S*(x) = sup_y L_f(y) / g(d(x, y)).
@@ -1124,6 +2991,26 @@ class GeoQuery(GeoQueryProtocol):
 """
     
     _handle: ctypes.c_uint64
+    @classmethod
+    def from_id(cls, id: str) -> GeoQuery:
+        """
+        The query named by a canonical id (see `query_id`), e.g.
+        `"threshold:T=100000;w=20000"`: lets a server rebuild the queries it
+        collects from their ids. The parameters are checked.
+"""
+        
+        _UniffiFfiConverterString.check_lower(id)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(id),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoQuery.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_from_id,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
     @classmethod
     def interval(cls, lower: float,upper: float,width: float) -> GeoQuery:
         """
@@ -1172,6 +3059,39 @@ class GeoQuery(GeoQueryProtocol):
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
     @classmethod
+    def kde_latlon(cls, lat: float,lon: float,bandwidth_metres: float,projection: Projection) -> GeoQuery:
+        """
+        Gaussian kernel centred at a location (WGS84 degrees), with
+        `bandwidth_metres` in projected metres: f(x) = exp(-d²/(2 h²)) where d is
+        the distance in metres between the projected centre and the
+        projected location x. Used for density maps: the mean of f over the
+        users is the kernel density at the centre (times 2πh²). Points are
+        `[x east, y north]` metres (see `project`) or lat/lon through
+        `GeoMechanism.privatize_latlon` with the same projection.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(lat)
+
+        _UniffiFfiConverterFloat64.check_lower(lon)
+
+        _UniffiFfiConverterFloat64.check_lower(bandwidth_metres)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(lat),
+            _UniffiFfiConverterFloat64.lower(lon),
+            _UniffiFfiConverterFloat64.lower(bandwidth_metres),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoQuery.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
     def threshold(cls, threshold: float,width: float) -> GeoQuery:
         """
         Soft threshold "x > threshold" (1-D) with a linear ramp of `width`
@@ -1215,6 +3135,40 @@ class GeoQuery(GeoQueryProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def two_way_latlon(cls, corner_lat: float,corner_lon: float,width_metres: float,projection: Projection) -> GeoQuery:
+        """
+        Two-way threshold from a corner location: "share of users east *and*
+        north of (lat, lon)", i.e. projected x > x_corner and y > y_corner,
+        with a ramp band `width_metres` wide. The quadrant is taken in the
+        projected plane: with `LocalEquirectangular` it is bounded by the
+        meridian and the parallel through the corner; with `WebMercator`,
+        by the same lines (the projection keeps meridians and parallels
+        straight). For other boxes (south-west, ...) build `two_way` on
+        negated coordinates yourself.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(corner_lat)
+
+        _UniffiFfiConverterFloat64.check_lower(corner_lon)
+
+        _UniffiFfiConverterFloat64.check_lower(width_metres)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(corner_lat),
+            _UniffiFfiConverterFloat64.lower(corner_lon),
+            _UniffiFfiConverterFloat64.lower(width_metres),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoQuery.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
@@ -1299,6 +3253,24 @@ class GeoQuery(GeoQueryProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_pointwise_lipschitz,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def query_id(self, ) -> str:
+        """
+        The stable canonical id of the query, equal for equal queries, e.g.
+        `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+        the `query_id` of the reports this query produces; a server groups
+        reports by it.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_query_id,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -1387,37 +3359,1614 @@ class _UniffiFfiConverterTypeGeoQuery:
     def write(cls, value: GeoQuery, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
-class _UniffiFfiConverterString:
+class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeBudgetShare.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeBudgetShare.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeBudgetShare.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+
+class PrivacyBudgetProtocol(typing.Protocol):
+    """
+    The privacy spent by one device about one secret (its location, its
+    income): a total ε (per unit distance) and δ, and what has been spent
+    by sequential composition. `GeoMechanism.privatize_with_budget` charges
+    it before releasing and refuses (`BudgetExceeded`) a release that would
+    exceed it, leaving the ledger unchanged.
+
+    Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+    release and restore it with `from_json` at start-up, or a restart would
+    reset the budget.
+"""
+    
+    def can_afford(self, mechanism: GeoMechanism) -> bool:
+        """
+        Whether one release with `mechanism` fits the remaining budget now
+        (another thread may spend before you release; the release itself
+        checks again).
+"""
+        raise NotImplementedError
+    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
+        """
+        The largest (ε, δ) such that `releases` releases of it fit the
+        remaining budget (checked with the ledger's own rounding: ten
+        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+"""
+        raise NotImplementedError
+    def remaining_delta(self, ) -> float:
+        """
+        δ still available (rounded down).
+"""
+        raise NotImplementedError
+    def remaining_epsilon(self, ) -> float:
+        """
+        ε still available (rounded down).
+"""
+        raise NotImplementedError
+    def status(self, ) -> BudgetStatus:
+        """
+        Totals, spent and remaining amounts and the number of releases, as
+        one consistent snapshot.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The ledger as JSON (totals, amounts spent, number of releases).
+"""
+        raise NotImplementedError
+
+class PrivacyBudget(PrivacyBudgetProtocol):
+    """
+    The privacy spent by one device about one secret (its location, its
+    income): a total ε (per unit distance) and δ, and what has been spent
+    by sequential composition. `GeoMechanism.privatize_with_budget` charges
+    it before releasing and refuses (`BudgetExceeded`) a release that would
+    exceed it, leaving the ledger unchanged.
+
+    Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+    release and restore it with `from_json` at start-up, or a restart would
+    reset the budget.
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def from_json(cls, json: str) -> PrivacyBudget:
+        """
+        Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
+        kind for every encoded record) anything else: empty or malformed
+        JSON, unknown fields, totals out of range, or more spent than the
+        totals.
+"""
+        
+        _UniffiFfiConverterString.check_lower(json)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(json),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyBudget.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    def __init__(self, total_epsilon: float,total_delta: float):
+        """
+        A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
+        distance, in the unit of the queries it will pay for) and
+        `total_delta` (finite, in [0, 1)) in all.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(total_epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(total_delta)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(total_epsilon),
+            _UniffiFfiConverterFloat64.lower(total_delta),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyBudget.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def can_afford(self, mechanism: GeoMechanism) -> bool:
+        """
+        Whether one release with `mechanism` fits the remaining budget now
+        (another thread may spend before you release; the release itself
+        checks again).
+"""
+        
+        _UniffiFfiConverterTypeGeoMechanism.check_lower(mechanism)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGeoMechanism.lower(mechanism),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
+        """
+        The largest (ε, δ) such that `releases` releases of it fit the
+        remaining budget (checked with the ledger's own rounding: ten
+        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(releases)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(releases),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeBudgetShare.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def remaining_delta(self, ) -> float:
+        """
+        δ still available (rounded down).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def remaining_epsilon(self, ) -> float:
+        """
+        ε still available (rounded down).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def status(self, ) -> BudgetStatus:
+        """
+        Totals, spent and remaining amounts and the number of releases, as
+        one consistent snapshot.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBudgetStatus.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The ledger as JSON (totals, amounts spent, number of releases).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypePrivacyBudget:
     @staticmethod
-    def check_lower(value):
-        if not isinstance(value, str):
-            raise TypeError("argument must be str, not {}".format(type(value).__name__))
-        return value
+    def lift(value: int) -> PrivacyBudget:
+        return PrivacyBudget._uniffi_make_instance(value)
 
     @staticmethod
-    def read(buf):
-        size = buf.read_i32()
-        if size < 0:
-            raise InternalError("Unexpected negative string length")
-        utf8_bytes = buf.read(size)
-        return utf8_bytes.decode("utf-8")
+    def check_lower(value: PrivacyBudget):
+        if not isinstance(value, PrivacyBudget):
+            raise TypeError("Expected PrivacyBudget instance, {} found".format(type(value).__name__))
 
     @staticmethod
-    def write(value, buf):
-        utf8_bytes = value.encode("utf-8")
-        buf.write_i32(len(utf8_bytes))
-        buf.write(utf8_bytes)
+    def lower(value: PrivacyBudget) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> PrivacyBudget:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: PrivacyBudget, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+
+class GeoMechanismProtocol(typing.Protocol):
+    """
+    A release mechanism with its budget ε (per unit distance of the query's
+    coordinates: per metre for projected locations, per dollar for incomes)
+    and, for the Laplace mechanism, δ. Immutable and thread-safe.
+
+    Noise comes from the operating system's secure generator, drawn afresh
+    for every release. `seeded(seed)` gives a copy with a reproducible
+    generator for tests and experiments only.
+"""
+    
+    def delta(self, ) -> float:
+        """
+        δ (0 for the pure mechanisms).
+"""
+        raise NotImplementedError
+    def epsilon(self, ) -> float:
+        """
+        ε, per unit distance (a local-DP ε for `local_dp`).
+"""
+        raise NotImplementedError
+    def growth(self, ) -> typing.Optional[Growth]:
+        """
+        The growth function of the smooth-sensitivity calibration; `null`
+        for the baselines.
+"""
+        raise NotImplementedError
+    def is_seeded(self, ) -> bool:
+        """
+        Whether this is a `seeded` (insecure, reproducible) copy.
+"""
+        raise NotImplementedError
+    def name(self, ) -> MechanismName:
+        """
+        Which mechanism this is.
+"""
+        raise NotImplementedError
+    def privatize(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        Privatize f(x) for `query` and return the report to upload. `x` has
+        `query.dimension()` finite coordinates (else `InvalidInput`).
+"""
+        raise NotImplementedError
+    def privatize_latlon(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+        """
+        Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+        or KDE, in metres): the location is projected with `projection`
+        (which must be the one a `*_latlon` constructor of the query used)
+        and privatized. Bad coordinates are `InvalidInput`.
+"""
+        raise NotImplementedError
+    def privatize_latlon_with_budget(self, budget: PrivacyBudget,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+        """
+        `privatize_latlon`, charged to `budget` (see
+        `privatize_with_budget`).
+"""
+        raise NotImplementedError
+    def privatize_with_budget(self, budget: PrivacyBudget,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        `privatize`, charged to `budget` (sequential composition): if the
+        budget cannot afford this mechanism's ε and δ, nothing is computed,
+        `BudgetExceeded` is raised and the budget is unchanged; if the
+        release fails (bad input), nothing is charged.
+"""
+        raise NotImplementedError
+    def seeded(self, seed: int) -> GeoMechanism:
+        """
+        A copy drawing its noise from a generator seeded with `seed`, so a
+        run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+        the seed can subtract the noise. For tests and simulations only,
+        never for real users' data.
+"""
+        raise NotImplementedError
+    def smoothness_share(self, ) -> typing.Optional[float]:
+        """
+        The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+        the baselines.
+"""
+        raise NotImplementedError
+
+class GeoMechanism(GeoMechanismProtocol):
+    """
+    A release mechanism with its budget ε (per unit distance of the query's
+    coordinates: per metre for projected locations, per dollar for incomes)
+    and, for the Laplace mechanism, δ. Immutable and thread-safe.
+
+    Noise comes from the operating system's secure generator, drawn afresh
+    for every release. `seeded(seed)` gives a copy with a reproducible
+    generator for tests and experiments only.
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def cauchy(cls, epsilon: float) -> GeoMechanism:
+        """
+        Generalized Cauchy, density ∝ 1/(1 + |z|⁴), 20% of ε on smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def cauchy_with(cls, epsilon: float,k: float,smoothness_share: float) -> GeoMechanism:
+        """
+        Generalized Cauchy with exponent `k` > 2 and `smoothness_share`
+        (in (0, 1)) of ε spent on smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(k)
+
+        _UniffiFfiConverterFloat64.check_lower(smoothness_share)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterFloat64.lower(k),
+            _UniffiFfiConverterFloat64.lower(smoothness_share),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def global_laplace(cls, epsilon: float) -> GeoMechanism:
+        """
+        Baseline: Laplace noise scaled to the query's global Lipschitz
+        constant (the worst case for every user).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def laplace(cls, epsilon: float,delta: float) -> GeoMechanism:
+        """
+        Approximate-GP Laplace: (ε, δ)-GP with 0 < δ < 1, half of ε on
+        smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(delta)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterFloat64.lower(delta),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def laplace_with(cls, epsilon: float,delta: float,smoothness_share: float) -> GeoMechanism:
+        """
+        Approximate-GP Laplace with `smoothness_share` (in (0, 1)) of ε on
+        smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(delta)
+
+        _UniffiFfiConverterFloat64.check_lower(smoothness_share)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterFloat64.lower(delta),
+            _UniffiFfiConverterFloat64.lower(smoothness_share),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def local_dp(cls, epsilon: float) -> GeoMechanism:
+        """
+        Reference: local differential privacy with a local-DP `epsilon`
+        (every pair of inputs protected alike, e.g. 1.0), not a budget per
+        unit distance. Keep its budget in a separate `PrivacyBudget`.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def noise_a_priori(cls, epsilon: float) -> GeoMechanism:
+        """
+        Baseline: ε-GP noise on the point itself, then f of the noisy point.
+        Biased for nonlinear queries; for comparisons only.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def polyplace(cls, epsilon: float) -> GeoMechanism:
+        """
+        PolyPlace, the recommended mechanism (least variance for pure GP),
+        with γ = ε/9. `epsilon` finite and > 0.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def polyplace_with(cls, epsilon: float,gamma_share: float) -> GeoMechanism:
+        """
+        PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (finite
+        variance only below 1/2).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(gamma_share)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterFloat64.lower(gamma_share),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def student_t(cls, epsilon: float) -> GeoMechanism:
+        """
+        Student's t with ν = 3 degrees of freedom and a third of ε spent on
+        smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def student_t_with(cls, epsilon: float,dof: float,smoothness_share: float) -> GeoMechanism:
+        """
+        Student's t with `dof` > 1 degrees of freedom and `smoothness_share`
+        (in (0, 1)) of ε spent on smoothness.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(dof)
+
+        _UniffiFfiConverterFloat64.check_lower(smoothness_share)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterFloat64.lower(dof),
+            _UniffiFfiConverterFloat64.lower(smoothness_share),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    
+    def __init__(self, *args, **kwargs):
+        raise ValueError("This class has no default constructor")
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_geomechanism, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_geomechanism, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def delta(self, ) -> float:
+        """
+        δ (0 for the pure mechanisms).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_delta,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def epsilon(self, ) -> float:
+        """
+        ε, per unit distance (a local-DP ε for `local_dp`).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def growth(self, ) -> typing.Optional[Growth]:
+        """
+        The growth function of the smooth-sensitivity calibration; `null`
+        for the baselines.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeGrowth.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_growth,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def is_seeded(self, ) -> bool:
+        """
+        Whether this is a `seeded` (insecure, reproducible) copy.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def name(self, ) -> MechanismName:
+        """
+        Which mechanism this is.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMechanismName.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_name,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        Privatize f(x) for `query` and return the report to upload. `x` has
+        `query.dimension()` finite coordinates (else `InvalidInput`).
+"""
+        
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(x)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterSequenceFloat64.lower(x),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivateReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_latlon(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+        """
+        Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+        or KDE, in metres): the location is projected with `projection`
+        (which must be the one a `*_latlon` constructor of the query used)
+        and privatized. Bad coordinates are `InvalidInput`.
+"""
+        
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterFloat64.check_lower(lat)
+
+        _UniffiFfiConverterFloat64.check_lower(lon)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterFloat64.lower(lat),
+            _UniffiFfiConverterFloat64.lower(lon),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivateReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_latlon_with_budget(self, budget: PrivacyBudget,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+        """
+        `privatize_latlon`, charged to `budget` (see
+        `privatize_with_budget`).
+"""
+        
+        _UniffiFfiConverterTypePrivacyBudget.check_lower(budget)
+
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterFloat64.check_lower(lat)
+
+        _UniffiFfiConverterFloat64.check_lower(lon)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyBudget.lower(budget),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterFloat64.lower(lat),
+            _UniffiFfiConverterFloat64.lower(lon),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivateReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_with_budget(self, budget: PrivacyBudget,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        `privatize`, charged to `budget` (sequential composition): if the
+        budget cannot afford this mechanism's ε and δ, nothing is computed,
+        `BudgetExceeded` is raised and the budget is unchanged; if the
+        release fails (bad input), nothing is charged.
+"""
+        
+        _UniffiFfiConverterTypePrivacyBudget.check_lower(budget)
+
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(x)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyBudget.lower(budget),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterSequenceFloat64.lower(x),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivateReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def seeded(self, seed: int) -> GeoMechanism:
+        """
+        A copy drawing its noise from a generator seeded with `seed`, so a
+        run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+        the seed can subtract the noise. For tests and simulations only,
+        never for real users' data.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(seed)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(seed),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_seeded,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def smoothness_share(self, ) -> typing.Optional[float]:
+        """
+        The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+        the baselines.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+    # The Rust `Display::fmt` implementation.
+    def __str__(self) -> str:
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+class _UniffiFfiConverterTypeGeoMechanism:
+    @staticmethod
+    def lift(value: int) -> GeoMechanism:
+        return GeoMechanism._uniffi_make_instance(value)
 
     @staticmethod
-    def lift(buf):
-        with buf.consume_with_stream() as stream:
-            return stream.read(stream.remaining()).decode("utf-8")
+    def check_lower(value: GeoMechanism):
+        if not isinstance(value, GeoMechanism):
+            raise TypeError("Expected GeoMechanism instance, {} found".format(type(value).__name__))
 
     @staticmethod
-    def lower(value):
-        with _UniffiRustBuffer.alloc_with_builder() as builder:
-            builder.write(value.encode("utf-8"))
-            return builder.finalize()
+    def lower(value: GeoMechanism) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> GeoMechanism:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: GeoMechanism, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterSequenceTypeCellEstimate(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeCellEstimate.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeCellEstimate.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeCellEstimate.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterOptionalUInt64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterUInt64.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterUInt64.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterUInt64.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+class _UniffiFfiConverterSequenceString(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterString.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterString.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterString.read(buf) for i in range(count)
+        ]
+
+
+class GridAggregatorProtocol(typing.Protocol):
+    """
+    Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+    grid centre): a report is routed to its query's cell, and a report for
+    a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+    Exact and mergeable like `Aggregator`; thread-safe.
+"""
+    
+    def add_report(self, report: ReceivedReport) -> None:
+        """
+        Add a report returned by `ReportPolicy.accept_*` to its cell.
+"""
+        raise NotImplementedError
+    def add_report_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode a binary report, check its structure and add it to its cell.
+"""
+        raise NotImplementedError
+    def add_report_json(self, line: str) -> ReceivedReport:
+        """
+        Decode a JSON report, check its structure and add it to its query's
+        cell; `InvalidReport` (state unchanged) if malformed or for a query
+        not in the grid.
+"""
+        raise NotImplementedError
+    def estimates(self, ) -> typing.List[CellEstimate]:
+        """
+        The estimate of every cell, in cell order.
+"""
+        raise NotImplementedError
+    def index_of(self, query_id: str) -> typing.Optional[int]:
+        """
+        Index of the cell of the query with this canonical id, or `null`.
+"""
+        raise NotImplementedError
+    def merge(self, other: GridAggregator) -> None:
+        """
+        Fold another grid over the same queries (same order) into this one.
+"""
+        raise NotImplementedError
+    def query_ids(self, ) -> typing.List[str]:
+        """
+        The canonical ids of the queries, in cell order.
+"""
+        raise NotImplementedError
+    def size(self, ) -> int:
+        """
+        Number of cells.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The state (queries and exact cells) as JSON.
+"""
+        raise NotImplementedError
+
+class GridAggregator(GridAggregatorProtocol):
+    """
+    Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+    grid centre): a report is routed to its query's cell, and a report for
+    a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+    Exact and mergeable like `Aggregator`; thread-safe.
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def from_json(cls, state: str) -> GridAggregator:
+        """
+        Restore a state written by `to_json`; `InvalidReport` if invalid.
+"""
+        
+        _UniffiFfiConverterString.check_lower(state)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(state),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGridAggregator.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def kde_grid(cls, xs: typing.List[float],ys: typing.List[float],bandwidth: float) -> GridAggregator:
+        """
+        A density map: a 2-D KDE of `bandwidth` centred at every (x, y) with
+        x in `xs` and y in `ys` (metres), row-major: cell index =
+        i_y · xs.len() + i_x.
+"""
+        
+        _UniffiFfiConverterSequenceFloat64.check_lower(xs)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(ys)
+
+        _UniffiFfiConverterFloat64.check_lower(bandwidth)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterSequenceFloat64.lower(xs),
+            _UniffiFfiConverterSequenceFloat64.lower(ys),
+            _UniffiFfiConverterFloat64.lower(bandwidth),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGridAggregator.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    def __init__(self, queries: typing.List[GeoQuery]):
+        """
+        A grid over `queries`, in this order (at least one; no duplicates).
+"""
+        
+        _UniffiFfiConverterSequenceTypeGeoQuery.check_lower(queries)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterSequenceTypeGeoQuery.lower(queries),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGridAggregator.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_gridaggregator, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def add_report(self, report: ReceivedReport) -> None:
+        """
+        Add a report returned by `ReportPolicy.accept_*` to its cell.
+"""
+        
+        _UniffiFfiConverterTypeReceivedReport.check_lower(report)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeReceivedReport.lower(report),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_report_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode a binary report, check its structure and add it to its cell.
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(bytes),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_report_json(self, line: str) -> ReceivedReport:
+        """
+        Decode a JSON report, check its structure and add it to its query's
+        cell; `InvalidReport` (state unchanged) if malformed or for a query
+        not in the grid.
+"""
+        
+        _UniffiFfiConverterString.check_lower(line)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(line),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def estimates(self, ) -> typing.List[CellEstimate]:
+        """
+        The estimate of every cell, in cell order.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterSequenceTypeCellEstimate.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_estimates,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def index_of(self, query_id: str) -> typing.Optional[int]:
+        """
+        Index of the cell of the query with this canonical id, or `null`.
+"""
+        
+        _UniffiFfiConverterString.check_lower(query_id)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(query_id),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalUInt64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_index_of,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def merge(self, other: GridAggregator) -> None:
+        """
+        Fold another grid over the same queries (same order) into this one.
+"""
+        
+        _UniffiFfiConverterTypeGridAggregator.check_lower(other)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGridAggregator.lower(other),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def query_ids(self, ) -> typing.List[str]:
+        """
+        The canonical ids of the queries, in cell order.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterSequenceString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def size(self, ) -> int:
+        """
+        Number of cells.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_size,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The state (queries and exact cells) as JSON.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeGridAggregator:
+    @staticmethod
+    def lift(value: int) -> GridAggregator:
+        return GridAggregator._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: GridAggregator):
+        if not isinstance(value, GridAggregator):
+            raise TypeError("Expected GridAggregator instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: GridAggregator) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> GridAggregator:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: GridAggregator, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterSequenceTypeMechanismName(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeMechanismName.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeMechanismName.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeMechanismName.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterSequenceTypeGeoQuery(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeGeoQuery.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeGeoQuery.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeGeoQuery.read(buf) for i in range(count)
+        ]
+
+
+class ReportPolicyProtocol(typing.Protocol):
+    """
+    What a server accepts: reports with ε (per unit distance) at most
+    `max_epsilon` and δ at most `max_delta`, of a known format version, with
+    a finite value and valid query parameters; optionally only some
+    mechanisms and some queries. Local-DP reports are refused unless
+    `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+    `allow_*`/`only_*` methods return a narrowed copy.
+
+    A refused report raises `InvalidReport`; its message gives the reason
+    and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+    `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+    `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+    `[delta-out-of-policy]`, `[delta-mismatch]`).
+"""
+    
+    def accept_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode one binary report (every byte must be used) and validate it;
+        `InvalidReport` with the reason otherwise.
+"""
+        raise NotImplementedError
+    def accept_json(self, line: str) -> ReceivedReport:
+        """
+        Decode one JSON report (surrounding whitespace and the newline are
+        ignored) and validate it; `InvalidReport` with the reason otherwise.
+"""
+        raise NotImplementedError
+    def allow_ldp(self, max_ldp_epsilon: float) -> ReportPolicy:
+        """
+        A copy that also accepts local-DP reports with local-DP ε at most
+        `max_ldp_epsilon` (finite, > 0).
+"""
+        raise NotImplementedError
+    def max_delta(self, ) -> float:
+        """
+        The largest δ accepted.
+"""
+        raise NotImplementedError
+    def max_epsilon(self, ) -> float:
+        """
+        The largest ε per unit distance accepted.
+"""
+        raise NotImplementedError
+    def only_mechanisms(self, mechanisms: typing.List[MechanismName]) -> ReportPolicy:
+        """
+        A copy that accepts only these mechanisms.
+"""
+        raise NotImplementedError
+    def only_queries(self, queries: typing.List[GeoQuery]) -> ReportPolicy:
+        """
+        A copy that accepts only reports for these queries (matched exactly
+        on their parameters); others raise `InvalidReport` `[unknown-query]`.
+"""
+        raise NotImplementedError
+
+class ReportPolicy(ReportPolicyProtocol):
+    """
+    What a server accepts: reports with ε (per unit distance) at most
+    `max_epsilon` and δ at most `max_delta`, of a known format version, with
+    a finite value and valid query parameters; optionally only some
+    mechanisms and some queries. Local-DP reports are refused unless
+    `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+    `allow_*`/`only_*` methods return a narrowed copy.
+
+    A refused report raises `InvalidReport`; its message gives the reason
+    and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+    `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+    `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+    `[delta-out-of-policy]`, `[delta-mismatch]`).
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, max_epsilon: float,max_delta: float):
+        """
+        Accept any valid query from any geo-private mechanism with
+        ε <= `max_epsilon` (finite, > 0) and δ <= `max_delta` (in [0, 1)).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(max_epsilon)
+
+        _UniffiFfiConverterFloat64.check_lower(max_delta)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(max_epsilon),
+            _UniffiFfiConverterFloat64.lower(max_delta),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def accept_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode one binary report (every byte must be used) and validate it;
+        `InvalidReport` with the reason otherwise.
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(bytes),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def accept_json(self, line: str) -> ReceivedReport:
+        """
+        Decode one JSON report (surrounding whitespace and the newline are
+        ignored) and validate it; `InvalidReport` with the reason otherwise.
+"""
+        
+        _UniffiFfiConverterString.check_lower(line)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(line),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def allow_ldp(self, max_ldp_epsilon: float) -> ReportPolicy:
+        """
+        A copy that also accepts local-DP reports with local-DP ε at most
+        `max_ldp_epsilon` (finite, > 0).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(max_ldp_epsilon)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterFloat64.lower(max_ldp_epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_delta(self, ) -> float:
+        """
+        The largest δ accepted.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_epsilon(self, ) -> float:
+        """
+        The largest ε per unit distance accepted.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def only_mechanisms(self, mechanisms: typing.List[MechanismName]) -> ReportPolicy:
+        """
+        A copy that accepts only these mechanisms.
+"""
+        
+        _UniffiFfiConverterSequenceTypeMechanismName.check_lower(mechanisms)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceTypeMechanismName.lower(mechanisms),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def only_queries(self, queries: typing.List[GeoQuery]) -> ReportPolicy:
+        """
+        A copy that accepts only reports for these queries (matched exactly
+        on their parameters); others raise `InvalidReport` `[unknown-query]`.
+"""
+        
+        _UniffiFfiConverterSequenceTypeGeoQuery.check_lower(queries)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceTypeGeoQuery.lower(queries),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeReportPolicy:
+    @staticmethod
+    def lift(value: int) -> ReportPolicy:
+        return ReportPolicy._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: ReportPolicy):
+        if not isinstance(value, ReportPolicy):
+            raise TypeError("Expected ReportPolicy instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: ReportPolicy) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> ReportPolicy:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: ReportPolicy, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
 def library_version() -> str:
     """
     The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
@@ -1433,13 +4982,59 @@ def library_version() -> str:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def project(lat: float,lon: float,projection: Projection) -> typing.List[float]:
+    """
+    Project a location (WGS84 degrees) to `[x east, y north]` metres, the
+    2-D point the two-way and KDE queries take. Latitude must be in
+    [-90, 90] (±85.05 for Web Mercator) and longitude in [-180, 180]; NaN or
+    infinite coordinates are `InvalidInput`, a bad projection reference is
+    `InvalidParameter`.
+"""
+    
+    _UniffiFfiConverterFloat64.check_lower(lat)
+
+    _UniffiFfiConverterFloat64.check_lower(lon)
+
+    _UniffiFfiConverterTypeProjection.check_lower(projection)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterFloat64.lower(lat),
+        _UniffiFfiConverterFloat64.lower(lon),
+        _UniffiFfiConverterTypeProjection.lower(projection),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterSequenceFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_project,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 
 __all__ = [
     "InternalError",
+    "MechanismName",
+    "QueryFamily",
     "GeoprivError",
     "Growth",
-    "QueryFamily",
+    "Projection",
+    "BudgetShare",
+    "BudgetStatus",
+    "Estimate",
+    "CellEstimate",
+    "PrivateReport",
+    "ReceivedReport",
     "library_version",
+    "project",
+    "Aggregator",
+    "AggregatorProtocol",
     "GeoQuery",
     "GeoQueryProtocol",
+    "PrivacyBudget",
+    "PrivacyBudgetProtocol",
+    "GeoMechanism",
+    "GeoMechanismProtocol",
+    "GridAggregator",
+    "GridAggregatorProtocol",
+    "ReportPolicy",
+    "ReportPolicyProtocol",
 ]

@@ -51,3 +51,25 @@ apt_install() {
     $sudo apt-get install -y -qq "$@" >/dev/null
   }
 }
+
+# check_readme_example PATH: the code block that follows the line
+# `<!-- tested: PATH -->` in bindings/README.md must appear verbatim in
+# PATH (a test source), its `import`/`from` lines aside, so the README
+# shows exactly the code the tests compile and run.
+check_readme_example() {
+  local path="$1" block content
+  block="$(awk -v marker="<!-- tested: $path -->" '
+      $0 == marker { found = 1; next }
+      found && /^```/ { if (inside) exit; inside = 1; next }
+      inside { print }' "$REPO/bindings/README.md" \
+    | grep -v -E '^(import|from) ' | sed '/./,$!d')"
+  if [ -z "$block" ]; then
+    echo "error: bindings/README.md has no code block marked <!-- tested: $path -->" >&2
+    exit 1
+  fi
+  content="$(cat "$REPO/$path")"
+  if [[ "$content" != *"$block"* ]]; then
+    echo "error: the bindings/README.md example marked <!-- tested: $path --> differs from its copy in $path; keep them identical" >&2
+    exit 1
+  fi
+}

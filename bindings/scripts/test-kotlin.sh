@@ -7,6 +7,7 @@
 #   * the Kotlin compiler from the npm package `kotlin-compiler`, which ships
 #     kotlinc and kotlin-stdlib, cached in $GEOPRIV_CACHE_DIR (default
 #     ~/.cache/geopriv) so the second run does not reinstall it.
+# The README's Android example must be the copy in Main.kt (checked first).
 # The compiled test jar is cached by a hash of its sources, so an unchanged
 # second run skips kotlinc. Prints "kotlin: N passed, M failed" last.
 set -euo pipefail
@@ -35,6 +36,7 @@ KOTLINC="$KOTLIN_HOME/bin/kotlinc"
 STDLIB="$KOTLIN_HOME/lib/kotlin-stdlib.jar"
 [ -f "$STDLIB" ] || { echo "error: $STDLIB missing from the kotlin-compiler package" >&2; exit 1; }
 
+check_readme_example bindings/tests/kotlin/Main.kt
 build_ffi
 
 SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/kotlin/Main.kt")

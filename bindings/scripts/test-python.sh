@@ -4,13 +4,15 @@
 # directory (ctypes), so the module is copied and the library linked into
 # one directory under the target dir, and
 # bindings/tests/python/test_bindings.py runs there with plain python3
-# (standard library only; no pytest). Prints "python: N passed, M failed"
+# (standard library only; no pytest). The README's server example must be
+# the copy in the test (checked first). Prints "python: N passed, M failed"
 # last.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 command -v python3 >/dev/null || apt_install python3
 
+check_readme_example bindings/tests/python/test_bindings.py
 build_ffi
 
 OUT="$TARGET_DIR/geopriv-ffi-tests/python"

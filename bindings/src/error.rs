@@ -52,11 +52,24 @@ impl From<geopriv::Error> for GeoprivError {
             }
             E::BudgetExceeded { .. } => GeoprivError::BudgetExceeded(msg),
             E::InvalidReport { .. } => GeoprivError::InvalidReport(msg),
+            // A canonical id or mechanism name that does not parse: a bad
+            // argument.
+            E::Parse { .. } => GeoprivError::InvalidParameter(msg),
             E::Numerical { .. } => GeoprivError::Internal(msg),
             // `geopriv::Error` is non-exhaustive: a new variant still
             // surfaces, with its own message, until it gets a mapping here.
             _ => GeoprivError::Internal(msg),
         }
+    }
+}
+
+impl From<geopriv::Rejection> for GeoprivError {
+    /// A report refused by a decoder or a validation policy. The message is
+    /// the reason followed by the stable rejection code in brackets, e.g.
+    /// `report format version 2 is not supported (...) [unsupported-version]`,
+    /// so a server can count refusals by kind.
+    fn from(r: geopriv::Rejection) -> Self {
+        GeoprivError::InvalidReport(format!("{r} [{}]", r.code()))
     }
 }
 
@@ -79,6 +92,18 @@ mod tests {
             GeoprivError::from(dim),
             GeoprivError::InvalidInput(_)
         ));
+        let parse = geopriv::Error::Parse {
+            what: "query id",
+            reason: "x",
+        };
+        assert!(matches!(
+            GeoprivError::from(parse),
+            GeoprivError::InvalidParameter(_)
+        ));
+        let rejection = geopriv::Report::from_json("").unwrap_err();
+        let ffi = GeoprivError::from(rejection);
+        assert!(matches!(ffi, GeoprivError::InvalidReport(_)));
+        assert_eq!(ffi.to_string(), "empty report [empty]");
         let num = geopriv::Error::Numerical { routine: "x" };
         assert!(matches!(GeoprivError::from(num), GeoprivError::Internal(_)));
     }

@@ -25,10 +25,15 @@
 //!
 //! ## Thread safety
 //!
-//! Query objects are immutable, so `Send + Sync` holds by construction and
-//! is asserted at compile time. Objects with state (the budget ledger and
-//! the aggregator, see the roadmap in `bindings/README.md`) will keep it
-//! behind a `Mutex` so foreign threads can share them.
+//! Queries, mechanisms and policies are immutable. Objects with state (the
+//! budget ledger, the aggregators, a seeded mechanism's generator) keep it
+//! behind a `Mutex`, so foreign threads can share them; a method never
+//! holds two of these locks except budget-then-generator in
+//! `privatize_with_budget`, and `merge` copies its argument before locking
+//! itself, so there is no lock-order deadlock. A lock poisoned by an
+//! earlier internal error makes later calls on that object raise
+//! `Internal` rather than use a possibly half-updated state. `Send + Sync`
+//! of every exported type is asserted at compile time.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -39,23 +44,27 @@ compile_error!(
      reported as exceptions, which `abort` would turn into a crash of the host app"
 );
 
+use std::sync::{Mutex, MutexGuard};
+
 uniffi::setup_scaffolding!();
 
+mod aggregate;
+mod budget;
 mod error;
+mod geo;
 mod growth;
+mod mechanism;
 mod query;
+mod report;
 
+pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
+pub use budget::{BudgetShare, BudgetStatus, PrivacyBudget};
 pub use error::GeoprivError;
+pub use geo::{project, Projection};
 pub use growth::Growth;
+pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
 pub use query::{GeoQuery, QueryFamily};
-
-// Roadmap, one module each as the core lands (see bindings/README.md):
-//   mechanism.rs  `Mechanism` object: cauchy/student_t/polyplace/laplace
-//                 constructors, `privatize(query, x) -> Report`
-//   report.rs     `Report` object: to_json/to_bytes, from_json/from_bytes
-//   budget.rs     `PrivacyBudget` object (Mutex inside): spend/remaining
-//   aggregate.rs  `Aggregator` object (Mutex inside): add/merge/estimate
-//   geo.rs        `Projection` enum and the lat/lon query constructors
+pub use report::{ReceivedReport, ReportPolicy};
 
 /// The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
 /// check at run time that the loaded native library matches its bindings.
@@ -70,9 +79,9 @@ pub fn library_version() -> String {
 /// geopriv (inputs are validated first); it must surface as an exception
 /// with a message, never unwind into foreign frames or abort the app.
 pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T, GeoprivError> {
-    // AssertUnwindSafe: the closures only read immutable objects. Stateful
-    // objects must not leave a broken invariant behind a panic (a poisoned
-    // Mutex is reported as Internal by their own code).
+    // AssertUnwindSafe: immutable objects cannot be broken by a panic, and
+    // stateful ones keep their state in a Mutex, which a panic poisons;
+    // `lock` then reports Internal instead of reading it.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
@@ -88,14 +97,31 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T,
     }
 }
 
+/// Lock `m`, reporting a poisoned lock (a panic, i.e. a bug, happened while
+/// it was held, caught by [`guard`]) as [`GeoprivError::Internal`] instead
+/// of using a state that may be half-updated.
+pub(crate) fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>, GeoprivError> {
+    m.lock().map_err(|_| {
+        GeoprivError::Internal(format!(
+            "the {what} is unusable after an earlier internal error (please report it)"
+        ))
+    })
+}
+
 /// Compile-time check that every exported object can be shared between
 /// threads (uniffi requires it too; this names the types in one place).
 #[allow(dead_code)]
 fn assert_thread_safe() {
     fn is_send_sync<T: Send + Sync>() {}
     is_send_sync::<GeoQuery>();
+    is_send_sync::<GeoMechanism>();
+    is_send_sync::<PrivacyBudget>();
+    is_send_sync::<Aggregator>();
+    is_send_sync::<GridAggregator>();
+    is_send_sync::<ReportPolicy>();
     is_send_sync::<GeoprivError>();
     is_send_sync::<Growth>();
+    is_send_sync::<Projection>();
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
 //! The four query families behind one foreign object, [`GeoQuery`].
 //!
-//! One object rather than four keeps the foreign API small and lets the
-//! coming `Mechanism.privatize(query, x)` take any family. Points cross the
+//! One object rather than four keeps the foreign API small and lets
+//! `GeoMechanism.privatize(query, x)` take any family. Points cross the
 //! boundary as lists of coordinates and are checked here (length and
 //! finiteness) before the core sees them.
 
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
-use geopriv::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+use geopriv::{
+    GaussianKde, Query, QueryDescriptor, Report, SoftInterval, SoftThreshold, TwoWayThreshold,
+};
+use rand::RngCore;
 
-use crate::{guard, GeoprivError, Growth};
+use crate::geo::PointRole;
+use crate::{guard, GeoprivError, Growth, Projection};
 
 /// Which family a [`GeoQuery`] belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
@@ -41,11 +46,86 @@ enum Family {
 #[uniffi::export(Display)]
 pub struct GeoQuery {
     family: Family,
+    /// The projection a lat/lon constructor used, so that
+    /// `privatize_latlon` can refuse a point projected differently.
+    projection: Option<Projection>,
 }
 
 impl GeoQuery {
     fn new(family: Family) -> Arc<Self> {
-        Arc::new(Self { family })
+        Arc::new(Self {
+            family,
+            projection: None,
+        })
+    }
+
+    fn with_projection(family: Family, projection: Projection) -> Arc<Self> {
+        Arc::new(Self {
+            family,
+            projection: Some(projection),
+        })
+    }
+
+    fn from_descriptor(d: &QueryDescriptor) -> Result<Family, GeoprivError> {
+        Ok(match d {
+            QueryDescriptor::Threshold { threshold, width } => {
+                Family::Threshold(SoftThreshold::new(*threshold, *width)?)
+            }
+            QueryDescriptor::Interval {
+                lower,
+                upper,
+                width,
+            } => Family::Interval(SoftInterval::new(*lower, *upper, *width)?),
+            QueryDescriptor::TwoWay { thresholds, width } => {
+                Family::TwoWay(TwoWayThreshold::new(thresholds[0], thresholds[1], *width)?)
+            }
+            QueryDescriptor::Kde { center, bandwidth } => {
+                Family::Kde(GaussianKde::new(center, *bandwidth)?)
+            }
+        })
+    }
+
+    /// The public description a report carries (family and parameters).
+    pub(crate) fn descriptor(&self) -> QueryDescriptor {
+        match &self.family {
+            Family::Threshold(q) => q.into(),
+            Family::Interval(q) => q.into(),
+            Family::TwoWay(q) => q.into(),
+            Family::Kde(q) => q.into(),
+        }
+    }
+
+    /// The projection this query was built with, if any.
+    pub(crate) fn projection(&self) -> Option<Projection> {
+        self.projection
+    }
+
+    /// The core's device-side release: privatize f(x) with `mechanism` and
+    /// wrap it in a report, charged to `budget` when given (refused with
+    /// `BudgetExceeded` before anything is computed if it cannot afford it;
+    /// nothing charged if the release fails). `x` is checked first.
+    pub(crate) fn release(
+        &self,
+        mechanism: &geopriv::Mechanism,
+        x: &[f64],
+        rng: &mut dyn RngCore,
+        budget: Option<&mut geopriv::PrivacyBudget>,
+    ) -> Result<Report, GeoprivError> {
+        self.check_point(x)?;
+        macro_rules! release {
+            ($q:expr) => {
+                match budget {
+                    Some(b) => Report::release_within_budget(b, mechanism, $q, x, rng),
+                    None => Report::release(mechanism, $q, x, rng),
+                }
+            };
+        }
+        Ok(match &self.family {
+            Family::Threshold(q) => release!(q),
+            Family::Interval(q) => release!(q),
+            Family::TwoWay(q) => release!(q),
+            Family::Kde(q) => release!(q),
+        }?)
     }
 
     /// The core query, for the modules that build on it (mechanisms).
@@ -126,6 +206,76 @@ impl GeoQuery {
         })
     }
 
+    /// Gaussian kernel centred at a location (WGS84 degrees), with
+    /// `bandwidth_metres` in projected metres: f(x) = exp(-d²/(2 h²)) where d is
+    /// the distance in metres between the projected centre and the
+    /// projected location x. Used for density maps: the mean of f over the
+    /// users is the kernel density at the centre (times 2πh²). Points are
+    /// `[x east, y north]` metres (see `project`) or lat/lon through
+    /// `GeoMechanism.privatize_latlon` with the same projection.
+    #[uniffi::constructor]
+    pub fn kde_latlon(
+        lat: f64,
+        lon: f64,
+        bandwidth_metres: f64,
+        projection: Projection,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let center = projection.forward(lat, lon, PointRole::Parameter("kde centre"))?;
+            Ok(Self::with_projection(
+                Family::Kde(GaussianKde::new(&center, bandwidth_metres)?),
+                projection,
+            ))
+        })
+    }
+
+    /// Two-way threshold from a corner location: "share of users east *and*
+    /// north of (lat, lon)", i.e. projected x > x_corner and y > y_corner,
+    /// with a ramp band `width_metres` wide. The quadrant is taken in the
+    /// projected plane: with `LocalEquirectangular` it is bounded by the
+    /// meridian and the parallel through the corner; with `WebMercator`,
+    /// by the same lines (the projection keeps meridians and parallels
+    /// straight). For other boxes (south-west, ...) build `two_way` on
+    /// negated coordinates yourself.
+    #[uniffi::constructor]
+    pub fn two_way_latlon(
+        corner_lat: f64,
+        corner_lon: f64,
+        width_metres: f64,
+        projection: Projection,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let [x, y] = projection.forward(
+                corner_lat,
+                corner_lon,
+                PointRole::Parameter("two-way corner"),
+            )?;
+            Ok(Self::with_projection(
+                Family::TwoWay(TwoWayThreshold::new(x, y, width_metres)?),
+                projection,
+            ))
+        })
+    }
+
+    /// The query named by a canonical id (see `query_id`), e.g.
+    /// `"threshold:T=100000;w=20000"`: lets a server rebuild the queries it
+    /// collects from their ids. The parameters are checked.
+    #[uniffi::constructor]
+    pub fn from_id(id: String) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let d = QueryDescriptor::from_str(&id)?;
+            Ok(Self::new(Self::from_descriptor(&d)?))
+        })
+    }
+
+    /// The stable canonical id of the query, equal for equal queries, e.g.
+    /// `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+    /// the `query_id` of the reports this query produces; a server groups
+    /// reports by it.
+    pub fn query_id(&self) -> String {
+        self.descriptor().canonical_id()
+    }
+
     /// Which family this query is.
     pub fn family(&self) -> QueryFamily {
         match self.family {
@@ -179,6 +329,20 @@ impl GeoQuery {
 
 impl fmt::Display for GeoQuery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_family(f)?;
+        match self.projection {
+            None => Ok(()),
+            Some(Projection::WebMercator) => write!(f, " in WebMercator metres"),
+            Some(Projection::LocalEquirectangular { ref_lat, ref_lon }) => write!(
+                f,
+                " in LocalEquirectangular(ref_lat={ref_lat}, ref_lon={ref_lon}) metres"
+            ),
+        }
+    }
+}
+
+impl GeoQuery {
+    fn fmt_family(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.family {
             Family::Threshold(q) => write!(
                 f,
@@ -304,6 +468,133 @@ mod tests {
         );
     }
 
+    /// KDE reference values (the exact smooth sensitivity of the core), also
+    /// checked by the Kotlin and Python tests: with c = ||x - t||/h,
+    /// f = exp(-c²/2); L(t) = ℓ(0)/h = r* exp(-u)/h where r*² = 2u and
+    /// 1 + 2u = e^u (the tangency partner of the centre); L = S* = e^{-1/2}/h
+    /// (the global constant) at c = 1; and S*(t) = L(t) when the growth is
+    /// so steep (γh = 1000) that no other point can raise it (the core adds
+    /// a relative 2^-40 safety margin).
+    #[test]
+    fn kde_reference_values() {
+        let close =
+            |a: f64, b: f64, tol: f64| assert!((a - b).abs() <= tol * b.abs(), "{a} vs {b}");
+        let h = 250.0;
+        let k = GeoQuery::kde(vec![100.0, -50.0], h).unwrap();
+        let global = (-0.5f64).exp() / h;
+        close(k.global_lipschitz(), global, 1e-15);
+        close(k.value(vec![100.0, -50.0]).unwrap(), 1.0, 0.0);
+        close(
+            k.value(vec![100.0 + 0.6 * h, -50.0 + 0.8 * h]).unwrap(),
+            (-0.5f64).exp(),
+            1e-15,
+        );
+        close(
+            k.value(vec![100.0 + 3.0 * h, -50.0]).unwrap(),
+            (-4.5f64).exp(),
+            1e-14,
+        );
+        let mut u = 1.5f64;
+        for _ in 0..60 {
+            u -= (u.exp() - 1.0 - 2.0 * u) / (u.exp() - 2.0);
+        }
+        let ell0 = (2.0 * u).sqrt() * (-u).exp();
+        assert!((ell0 - 0.451_256_234_078_308).abs() < 1e-14, "{ell0}");
+        close(
+            k.pointwise_lipschitz(vec![100.0, -50.0]).unwrap(),
+            ell0 / h,
+            1e-12,
+        );
+        let on_ring = vec![100.0, -50.0 + h];
+        close(
+            k.pointwise_lipschitz(on_ring.clone()).unwrap(),
+            global,
+            1e-12,
+        );
+        close(
+            k.smooth_sensitivity(on_ring, exp(0.01)).unwrap(),
+            global,
+            1e-12,
+        );
+        close(
+            k.smooth_sensitivity(vec![100.0, -50.0], exp(1000.0 / h))
+                .unwrap(),
+            ell0 / h,
+            1e-11,
+        );
+        let s = k
+            .smooth_sensitivity(vec![100.0, -50.0], exp(0.1 / h))
+            .unwrap();
+        assert!(s > ell0 / h && s <= global * (1.0 + 1e-12), "{s}");
+        // Far away L decays only like 1/c (the tangency partner stays near
+        // the centre's ring): L = ℓ(40)/h ≈ 1/(40 h), and L <= S* <= global.
+        let far_x = vec![100.0 + 40.0 * h, -50.0];
+        let far_l = k.pointwise_lipschitz(far_x.clone()).unwrap();
+        close(far_l * 40.0 * h, 1.0, 1e-3);
+        let far = k.smooth_sensitivity(far_x, exp(1.0 / h)).unwrap();
+        assert!(far >= far_l && far < global, "{far}");
+    }
+
+    #[test]
+    fn latlon_constructors_and_ids() {
+        let paris = Projection::LocalEquirectangular {
+            ref_lat: 48.85,
+            ref_lon: 2.35,
+        };
+        let k = GeoQuery::kde_latlon(48.85, 2.35, 250.0, paris).unwrap();
+        assert_eq!(k.query_id(), "kde:t=0,0;h=250");
+        assert!(k.to_string().contains("LocalEquirectangular"), "{k}");
+        let w = GeoQuery::two_way_latlon(48.86, 2.35, 100.0, paris).unwrap();
+        assert_eq!(w.family(), QueryFamily::TwoWay);
+        let [_, t2] = match &w.family {
+            Family::TwoWay(q) => q.thresholds(),
+            _ => unreachable!(),
+        };
+        assert!((t2 - 1112.0).abs() < 5.0, "{t2}"); // 0.01° of latitude
+        let m = GeoQuery::kde_latlon(0.0, 0.0, 100.0, Projection::WebMercator).unwrap();
+        assert_eq!(m.query_id(), "kde:t=0,0;h=100");
+        for (lat, lon) in [(f64::NAN, 0.0), (91.0, 0.0), (0.0, f64::INFINITY)] {
+            for r in [
+                GeoQuery::kde_latlon(lat, lon, 100.0, paris),
+                GeoQuery::two_way_latlon(lat, lon, 100.0, paris),
+            ] {
+                assert!(
+                    matches!(r, Err(GeoprivError::InvalidParameter(_))),
+                    "{lat} {lon}"
+                );
+            }
+        }
+        for bad in [0.0, -1.0, f64::NAN] {
+            assert!(matches!(
+                GeoQuery::kde_latlon(48.85, 2.35, bad, paris),
+                Err(GeoprivError::InvalidParameter(_))
+            ));
+        }
+        for id in [
+            "threshold:T=100000;w=20000",
+            "interval:a=0;b=10;w=1",
+            "two-way:T1=1;T2=2;w=3",
+            "kde:t=1200.5,-300;h=150",
+        ] {
+            assert_eq!(GeoQuery::from_id(id.into()).unwrap().query_id(), id);
+        }
+        for bad in [
+            "",
+            "threshold",
+            "threshold:T=1;w=0",
+            "circle:r=1",
+            "kde:t=;h=1",
+        ] {
+            assert!(
+                matches!(
+                    GeoQuery::from_id(bad.into()),
+                    Err(GeoprivError::InvalidParameter(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn bad_points_are_invalid_input() {
         let w = GeoQuery::two_way(0.0, 0.0, 1.0).unwrap();
@@ -326,7 +617,6 @@ mod tests {
                 );
             }
         }
-        // The placeholder KDE must still refuse bad points.
         let k = GeoQuery::kde(vec![0.0, 0.0], 1.0).unwrap();
         assert!(matches!(
             k.value(vec![0.0]),

@@ -481,6 +481,22 @@ fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterUInt64: FfiConverterPrimitive {
+    typealias FfiType = UInt64
+    typealias SwiftType = UInt64
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UInt64 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterDouble: FfiConverterPrimitive {
     typealias FfiType = Double
     typealias SwiftType = Double
@@ -491,6 +507,30 @@ fileprivate struct FfiConverterDouble: FfiConverterPrimitive {
 
     public static func write(_ value: Double, into buf: inout [UInt8]) {
         writeDouble(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterBool : FfiConverter {
+    typealias FfiType = Int8
+    typealias SwiftType = Bool
+
+    public static func lift(_ value: Int8) throws -> Bool {
+        return value != 0
+    }
+
+    public static func lower(_ value: Bool) -> Int8 {
+        return value ? 1 : 0
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Bool {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: Bool, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
     }
 }
 
@@ -540,6 +580,864 @@ fileprivate struct FfiConverterString: FfiConverter {
     }
 }
 
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterData: FfiConverterRustBuffer {
+    typealias SwiftType = Data
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Data {
+        let len: Int32 = try readInt(&buf)
+        return Data(try readBytes(&buf, count: Int(len)))
+    }
+
+    public static func write(_ value: Data, into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        writeBytes(&buf, value)
+    }
+}
+
+
+
+
+/**
+ * Exact, mergeable aggregate of the reports for **one** query: count, sum
+ * and sum of squares held as exact integers, so any split into shards
+ * merged in any order gives bit-for-bit the same estimate.
+ *
+ * Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+ * check a report's structure (version, finite value, valid query, ε and δ
+ * well-formed) but neither its ε against a limit nor which query it
+ * answers: for untrusted input run `ReportPolicy.accept_*` first and
+ * `add_report` its result, route reports by `query_id`, or use a
+ * `GridAggregator` (which refuses queries it does not hold).
+ */
+public protocol AggregatorProtocol: AnyObject, Sendable {
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*`.
+     */
+    func addReport(report: ReceivedReport) throws 
+    
+    /**
+     * Decode a binary report, check its structure and add its value.
+     */
+    func addReportBytes(bytes: Data) throws  -> ReceivedReport
+    
+    /**
+     * Decode a JSON report, check its structure and add its value; returns
+     * what was added. `InvalidReport` (with the reason) leaves the state
+     * unchanged.
+     */
+    func addReportJson(line: String) throws  -> ReceivedReport
+    
+    /**
+     * Add one released value (finite; else `InvalidParameter` and the
+     * state is unchanged).
+     */
+    func addValue(value: Double) throws 
+    
+    /**
+     * Add many values at once (one call across the boundary). All or
+     * nothing: if any value is NaN or infinite, none is added.
+     */
+    func addValues(values: [Double]) throws 
+    
+    /**
+     * Number of values added.
+     */
+    func count() throws  -> UInt64
+    
+    /**
+     * The estimate of the mean with its error bar; `null` before the
+     * first value.
+     */
+    func estimate() throws  -> Estimate?
+    
+    /**
+     * Fold another aggregate into this one (exact; `other` is unchanged).
+     * Merging an aggregate into itself doubles it.
+     */
+    func merge(other: Aggregator) throws 
+    
+    /**
+     * The exact state as compact, canonical JSON, to ship a partial
+     * aggregate to a reducer (`from_json` then `merge`). Equal states give
+     * equal strings.
+     */
+    func toJson() throws  -> String
+    
+}
+/**
+ * Exact, mergeable aggregate of the reports for **one** query: count, sum
+ * and sum of squares held as exact integers, so any split into shards
+ * merged in any order gives bit-for-bit the same estimate.
+ *
+ * Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+ * check a report's structure (version, finite value, valid query, ε and δ
+ * well-formed) but neither its ε against a limit nor which query it
+ * answers: for untrusted input run `ReportPolicy.accept_*` first and
+ * `add_report` its result, route reports by `query_id`, or use a
+ * `GridAggregator` (which refuses queries it does not hold).
+ */
+open class Aggregator: AggregatorProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_aggregator(self.handle, $0) }
+    }
+    /**
+     * An empty aggregate.
+     */
+public convenience init() {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_aggregator_new(uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_aggregator(handle, $0) }
+    }
+
+    
+    /**
+     * Restore a state written by `to_json` (e.g. a partial aggregate from
+     * another shard). Refuses (`InvalidReport`) malformed or inconsistent
+     * states.
+     */
+public static func fromJson(state: String)throws  -> Aggregator  {
+    return try  FfiConverterTypeAggregator_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_aggregator_from_json(
+        FfiConverterString.lower(state),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*`.
+     */
+open func addReport(report: ReceivedReport)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_add_report(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeReceivedReport_lower(report),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Decode a binary report, check its structure and add its value.
+     */
+open func addReportBytes(bytes: Data)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Decode a JSON report, check its structure and add its value; returns
+     * what was added. `InvalidReport` (with the reason) leaves the state
+     * unchanged.
+     */
+open func addReportJson(line: String)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_add_report_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(line),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Add one released value (finite; else `InvalidParameter` and the
+     * state is unchanged).
+     */
+open func addValue(value: Double)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_add_value(
+            self.uniffiCloneHandle(),
+        FfiConverterDouble.lower(value),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Add many values at once (one call across the boundary). All or
+     * nothing: if any value is NaN or infinite, none is added.
+     */
+open func addValues(values: [Double])throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_add_values(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceDouble.lower(values),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Number of values added.
+     */
+open func count()throws  -> UInt64  {
+    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_count(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The estimate of the mean with its error bar; `null` before the
+     * first value.
+     */
+open func estimate()throws  -> Estimate?  {
+    return try  FfiConverterOptionTypeEstimate.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_estimate(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Fold another aggregate into this one (exact; `other` is unchanged).
+     * Merging an aggregate into itself doubles it.
+     */
+open func merge(other: Aggregator)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_merge(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeAggregator_lower(other),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The exact state as compact, canonical JSON, to ship a partial
+     * aggregate to a reducer (`from_json` then `merge`). Equal states give
+     * equal strings.
+     */
+open func toJson()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_aggregator_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeAggregator: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Aggregator
+
+    public static func lift(_ handle: UInt64) throws -> Aggregator {
+        return Aggregator(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Aggregator) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Aggregator {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Aggregator, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAggregator_lift(_ handle: UInt64) throws -> Aggregator {
+    return try FfiConverterTypeAggregator.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAggregator_lower(_ value: Aggregator) -> UInt64 {
+    return FfiConverterTypeAggregator.lower(value)
+}
+
+
+
+
+
+
+/**
+ * A release mechanism with its budget ε (per unit distance of the query's
+ * coordinates: per metre for projected locations, per dollar for incomes)
+ * and, for the Laplace mechanism, δ. Immutable and thread-safe.
+ *
+ * Noise comes from the operating system's secure generator, drawn afresh
+ * for every release. `seeded(seed)` gives a copy with a reproducible
+ * generator for tests and experiments only.
+ */
+public protocol GeoMechanismProtocol: AnyObject, Sendable {
+    
+    /**
+     * δ (0 for the pure mechanisms).
+     */
+    func delta()  -> Double
+    
+    /**
+     * ε, per unit distance (a local-DP ε for `local_dp`).
+     */
+    func epsilon()  -> Double
+    
+    /**
+     * The growth function of the smooth-sensitivity calibration; `null`
+     * for the baselines.
+     */
+    func growth()  -> Growth?
+    
+    /**
+     * Whether this is a `seeded` (insecure, reproducible) copy.
+     */
+    func isSeeded()  -> Bool
+    
+    /**
+     * Which mechanism this is.
+     */
+    func name()  -> MechanismName
+    
+    /**
+     * Privatize f(x) for `query` and return the report to upload. `x` has
+     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     */
+    func privatize(query: GeoQuery, x: [Double]) throws  -> PrivateReport
+    
+    /**
+     * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+     * or KDE, in metres): the location is projected with `projection`
+     * (which must be the one a `*_latlon` constructor of the query used)
+     * and privatized. Bad coordinates are `InvalidInput`.
+     */
+    func privatizeLatlon(query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
+    
+    /**
+     * `privatize_latlon`, charged to `budget` (see
+     * `privatize_with_budget`).
+     */
+    func privatizeLatlonWithBudget(budget: PrivacyBudget, query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
+    
+    /**
+     * `privatize`, charged to `budget` (sequential composition): if the
+     * budget cannot afford this mechanism's ε and δ, nothing is computed,
+     * `BudgetExceeded` is raised and the budget is unchanged; if the
+     * release fails (bad input), nothing is charged.
+     */
+    func privatizeWithBudget(budget: PrivacyBudget, query: GeoQuery, x: [Double]) throws  -> PrivateReport
+    
+    /**
+     * A copy drawing its noise from a generator seeded with `seed`, so a
+     * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+     * the seed can subtract the noise. For tests and simulations only,
+     * never for real users' data.
+     */
+    func seeded(seed: UInt64)  -> GeoMechanism
+    
+    /**
+     * The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+     * the baselines.
+     */
+    func smoothnessShare()  -> Double?
+    
+}
+/**
+ * A release mechanism with its budget ε (per unit distance of the query's
+ * coordinates: per metre for projected locations, per dollar for incomes)
+ * and, for the Laplace mechanism, δ. Immutable and thread-safe.
+ *
+ * Noise comes from the operating system's secure generator, drawn afresh
+ * for every release. `seeded(seed)` gives a copy with a reproducible
+ * generator for tests and experiments only.
+ */
+open class GeoMechanism: GeoMechanismProtocol, @unchecked Sendable, CustomStringConvertible {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_geomechanism(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_geomechanism(handle, $0) }
+    }
+
+    
+    /**
+     * Generalized Cauchy, density ∝ 1/(1 + |z|⁴), 20% of ε on smoothness.
+     */
+public static func cauchy(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Generalized Cauchy with exponent `k` > 2 and `smoothness_share`
+     * (in (0, 1)) of ε spent on smoothness.
+     */
+public static func cauchyWith(epsilon: Double, k: Double, smoothnessShare: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(k),
+        FfiConverterDouble.lower(smoothnessShare),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Baseline: Laplace noise scaled to the query's global Lipschitz
+     * constant (the worst case for every user).
+     */
+public static func globalLaplace(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Approximate-GP Laplace: (ε, δ)-GP with 0 < δ < 1, half of ε on
+     * smoothness.
+     */
+public static func laplace(epsilon: Double, delta: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(delta),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Approximate-GP Laplace with `smoothness_share` (in (0, 1)) of ε on
+     * smoothness.
+     */
+public static func laplaceWith(epsilon: Double, delta: Double, smoothnessShare: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(delta),
+        FfiConverterDouble.lower(smoothnessShare),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Reference: local differential privacy with a local-DP `epsilon`
+     * (every pair of inputs protected alike, e.g. 1.0), not a budget per
+     * unit distance. Keep its budget in a separate `PrivacyBudget`.
+     */
+public static func localDp(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Baseline: ε-GP noise on the point itself, then f of the noisy point.
+     * Biased for nonlinear queries; for comparisons only.
+     */
+public static func noiseAPriori(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * PolyPlace, the recommended mechanism (least variance for pure GP),
+     * with γ = ε/9. `epsilon` finite and > 0.
+     */
+public static func polyplace(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (finite
+     * variance only below 1/2).
+     */
+public static func polyplaceWith(epsilon: Double, gammaShare: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(gammaShare),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Student's t with ν = 3 degrees of freedom and a third of ε spent on
+     * smoothness.
+     */
+public static func studentT(epsilon: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t(
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Student's t with `dof` > 1 degrees of freedom and `smoothness_share`
+     * (in (0, 1)) of ε spent on smoothness.
+     */
+public static func studentTWith(epsilon: Double, dof: Double, smoothnessShare: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(dof),
+        FfiConverterDouble.lower(smoothnessShare),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * δ (0 for the pure mechanisms).
+     */
+open func delta() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_delta(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * ε, per unit distance (a local-DP ε for `local_dp`).
+     */
+open func epsilon() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The growth function of the smooth-sensitivity calibration; `null`
+     * for the baselines.
+     */
+open func growth() -> Growth?  {
+    return try!  FfiConverterOptionTypeGrowth.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_growth(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether this is a `seeded` (insecure, reproducible) copy.
+     */
+open func isSeeded() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Which mechanism this is.
+     */
+open func name() -> MechanismName  {
+    return try!  FfiConverterTypeMechanismName_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_name(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Privatize f(x) for `query` and return the report to upload. `x` has
+     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     */
+open func privatize(query: GeoQuery, x: [Double])throws  -> PrivateReport  {
+    return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterSequenceDouble.lower(x),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+     * or KDE, in metres): the location is projected with `projection`
+     * (which must be the one a `*_latlon` constructor of the query used)
+     * and privatized. Bad coordinates are `InvalidInput`.
+     */
+open func privatizeLatlon(query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
+    return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterDouble.lower(lat),
+        FfiConverterDouble.lower(lon),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `privatize_latlon`, charged to `budget` (see
+     * `privatize_with_budget`).
+     */
+open func privatizeLatlonWithBudget(budget: PrivacyBudget, query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
+    return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyBudget_lower(budget),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterDouble.lower(lat),
+        FfiConverterDouble.lower(lon),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `privatize`, charged to `budget` (sequential composition): if the
+     * budget cannot afford this mechanism's ε and δ, nothing is computed,
+     * `BudgetExceeded` is raised and the budget is unchanged; if the
+     * release fails (bad input), nothing is charged.
+     */
+open func privatizeWithBudget(budget: PrivacyBudget, query: GeoQuery, x: [Double])throws  -> PrivateReport  {
+    return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyBudget_lower(budget),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterSequenceDouble.lower(x),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy drawing its noise from a generator seeded with `seed`, so a
+     * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+     * the seed can subtract the noise. For tests and simulations only,
+     * never for real users' data.
+     */
+open func seeded(seed: UInt64) -> GeoMechanism  {
+    return try!  FfiConverterTypeGeoMechanism_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_seeded(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(seed),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+     * the baselines.
+     */
+open func smoothnessShare() -> Double?  {
+    return try!  FfiConverterOptionDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+// The local Rust `Display` implementation.
+public var description: String {
+    return try!  FfiConverterString.lift(
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+    )
+}
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGeoMechanism: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = GeoMechanism
+
+    public static func lift(_ handle: UInt64) throws -> GeoMechanism {
+        return GeoMechanism(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: GeoMechanism) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GeoMechanism {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: GeoMechanism, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGeoMechanism_lift(_ handle: UInt64) throws -> GeoMechanism {
+    return try FfiConverterTypeGeoMechanism.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGeoMechanism_lower(_ value: GeoMechanism) -> UInt64 {
+    return FfiConverterTypeGeoMechanism.lower(value)
+}
+
+
+
 
 
 
@@ -570,6 +1468,14 @@ public protocol GeoQueryProtocol: AnyObject, Sendable {
      * L_f(x) = sup over y != x of |f(x) - f(y)| / d(x, y).
      */
     func pointwiseLipschitz(x: [Double]) throws  -> Double
+    
+    /**
+     * The stable canonical id of the query, equal for equal queries, e.g.
+     * `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+     * the `query_id` of the reports this query produces; a server groups
+     * reports by it.
+     */
+    func queryId()  -> String
     
     /**
      * The smooth sensitivity S*(x) = sup_y L_f(y) / g(d(x, y)).
@@ -643,6 +1549,20 @@ open class GeoQuery: GeoQueryProtocol, @unchecked Sendable, CustomStringConverti
 
     
     /**
+     * The query named by a canonical id (see `query_id`), e.g.
+     * `"threshold:T=100000;w=20000"`: lets a server rebuild the queries it
+     * collects from their ids. The parameters are checked.
+     */
+public static func fromId(id: String)throws  -> GeoQuery  {
+    return try  FfiConverterTypeGeoQuery_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geoquery_from_id(
+        FfiConverterString.lower(id),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Soft interval "lower <= x <= upper" (1-D), ramps of `width` centred
      * on both ends; needs upper - lower >= width.
      */
@@ -672,6 +1592,27 @@ public static func kde(center: [Double], bandwidth: Double)throws  -> GeoQuery  
 }
     
     /**
+     * Gaussian kernel centred at a location (WGS84 degrees), with
+     * `bandwidth_metres` in projected metres: f(x) = exp(-d²/(2 h²)) where d is
+     * the distance in metres between the projected centre and the
+     * projected location x. Used for density maps: the mean of f over the
+     * users is the kernel density at the centre (times 2πh²). Points are
+     * `[x east, y north]` metres (see `project`) or lat/lon through
+     * `GeoMechanism.privatize_latlon` with the same projection.
+     */
+public static func kdeLatlon(lat: Double, lon: Double, bandwidthMetres: Double, projection: Projection)throws  -> GeoQuery  {
+    return try  FfiConverterTypeGeoQuery_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon(
+        FfiConverterDouble.lower(lat),
+        FfiConverterDouble.lower(lon),
+        FfiConverterDouble.lower(bandwidthMetres),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Soft threshold "x > threshold" (1-D) with a linear ramp of `width`
      * (finite, > 0) centred on the threshold.
      */
@@ -696,6 +1637,28 @@ public static func twoWay(threshold1: Double, threshold2: Double, width: Double)
         FfiConverterDouble.lower(threshold1),
         FfiConverterDouble.lower(threshold2),
         FfiConverterDouble.lower(width),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Two-way threshold from a corner location: "share of users east *and*
+     * north of (lat, lon)", i.e. projected x > x_corner and y > y_corner,
+     * with a ramp band `width_metres` wide. The quadrant is taken in the
+     * projected plane: with `LocalEquirectangular` it is bounded by the
+     * meridian and the parallel through the corner; with `WebMercator`,
+     * by the same lines (the projection keeps meridians and parallels
+     * straight). For other boxes (south-west, ...) build `two_way` on
+     * negated coordinates yourself.
+     */
+public static func twoWayLatlon(cornerLat: Double, cornerLon: Double, widthMetres: Double, projection: Projection)throws  -> GeoQuery  {
+    return try  FfiConverterTypeGeoQuery_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon(
+        FfiConverterDouble.lower(cornerLat),
+        FfiConverterDouble.lower(cornerLon),
+        FfiConverterDouble.lower(widthMetres),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
     )
 })
 }
@@ -747,6 +1710,21 @@ open func pointwiseLipschitz(x: [Double])throws  -> Double  {
     uniffi_geopriv_ffi_fn_method_geoquery_pointwise_lipschitz(
             self.uniffiCloneHandle(),
         FfiConverterSequenceDouble.lower(x),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The stable canonical id of the query, equal for equal queries, e.g.
+     * `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+     * the `query_id` of the reports this query produces; a server groups
+     * reports by it.
+     */
+open func queryId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geoquery_query_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -838,6 +1816,1498 @@ public func FfiConverterTypeGeoQuery_lower(_ value: GeoQuery) -> UInt64 {
 }
 
 
+
+
+
+
+/**
+ * Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+ * grid centre): a report is routed to its query's cell, and a report for
+ * a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+ * Exact and mergeable like `Aggregator`; thread-safe.
+ */
+public protocol GridAggregatorProtocol: AnyObject, Sendable {
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*` to its cell.
+     */
+    func addReport(report: ReceivedReport) throws 
+    
+    /**
+     * Decode a binary report, check its structure and add it to its cell.
+     */
+    func addReportBytes(bytes: Data) throws  -> ReceivedReport
+    
+    /**
+     * Decode a JSON report, check its structure and add it to its query's
+     * cell; `InvalidReport` (state unchanged) if malformed or for a query
+     * not in the grid.
+     */
+    func addReportJson(line: String) throws  -> ReceivedReport
+    
+    /**
+     * The estimate of every cell, in cell order.
+     */
+    func estimates() throws  -> [CellEstimate]
+    
+    /**
+     * Index of the cell of the query with this canonical id, or `null`.
+     */
+    func indexOf(queryId: String) throws  -> UInt64?
+    
+    /**
+     * Fold another grid over the same queries (same order) into this one.
+     */
+    func merge(other: GridAggregator) throws 
+    
+    /**
+     * The canonical ids of the queries, in cell order.
+     */
+    func queryIds() throws  -> [String]
+    
+    /**
+     * Number of cells.
+     */
+    func size() throws  -> UInt64
+    
+    /**
+     * The state (queries and exact cells) as JSON.
+     */
+    func toJson() throws  -> String
+    
+}
+/**
+ * Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+ * grid centre): a report is routed to its query's cell, and a report for
+ * a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+ * Exact and mergeable like `Aggregator`; thread-safe.
+ */
+open class GridAggregator: GridAggregatorProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_gridaggregator(self.handle, $0) }
+    }
+    /**
+     * A grid over `queries`, in this order (at least one; no duplicates).
+     */
+public convenience init(queries: [GeoQuery])throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_gridaggregator_new(
+        FfiConverterSequenceTypeGeoQuery.lower(queries),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_gridaggregator(handle, $0) }
+    }
+
+    
+    /**
+     * Restore a state written by `to_json`; `InvalidReport` if invalid.
+     */
+public static func fromJson(state: String)throws  -> GridAggregator  {
+    return try  FfiConverterTypeGridAggregator_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json(
+        FfiConverterString.lower(state),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A density map: a 2-D KDE of `bandwidth` centred at every (x, y) with
+     * x in `xs` and y in `ys` (metres), row-major: cell index =
+     * i_y · xs.len() + i_x.
+     */
+public static func kdeGrid(xs: [Double], ys: [Double], bandwidth: Double)throws  -> GridAggregator  {
+    return try  FfiConverterTypeGridAggregator_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid(
+        FfiConverterSequenceDouble.lower(xs),
+        FfiConverterSequenceDouble.lower(ys),
+        FfiConverterDouble.lower(bandwidth),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*` to its cell.
+     */
+open func addReport(report: ReceivedReport)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_add_report(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeReceivedReport_lower(report),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Decode a binary report, check its structure and add it to its cell.
+     */
+open func addReportBytes(bytes: Data)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Decode a JSON report, check its structure and add it to its query's
+     * cell; `InvalidReport` (state unchanged) if malformed or for a query
+     * not in the grid.
+     */
+open func addReportJson(line: String)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(line),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The estimate of every cell, in cell order.
+     */
+open func estimates()throws  -> [CellEstimate]  {
+    return try  FfiConverterSequenceTypeCellEstimate.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_estimates(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Index of the cell of the query with this canonical id, or `null`.
+     */
+open func indexOf(queryId: String)throws  -> UInt64?  {
+    return try  FfiConverterOptionUInt64.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_index_of(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(queryId),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Fold another grid over the same queries (same order) into this one.
+     */
+open func merge(other: GridAggregator)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_merge(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGridAggregator_lower(other),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The canonical ids of the queries, in cell order.
+     */
+open func queryIds()throws  -> [String]  {
+    return try  FfiConverterSequenceString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Number of cells.
+     */
+open func size()throws  -> UInt64  {
+    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_size(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The state (queries and exact cells) as JSON.
+     */
+open func toJson()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGridAggregator: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = GridAggregator
+
+    public static func lift(_ handle: UInt64) throws -> GridAggregator {
+        return GridAggregator(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: GridAggregator) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GridAggregator {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: GridAggregator, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGridAggregator_lift(_ handle: UInt64) throws -> GridAggregator {
+    return try FfiConverterTypeGridAggregator.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGridAggregator_lower(_ value: GridAggregator) -> UInt64 {
+    return FfiConverterTypeGridAggregator.lower(value)
+}
+
+
+
+
+
+
+/**
+ * The privacy spent by one device about one secret (its location, its
+ * income): a total ε (per unit distance) and δ, and what has been spent
+ * by sequential composition. `GeoMechanism.privatize_with_budget` charges
+ * it before releasing and refuses (`BudgetExceeded`) a release that would
+ * exceed it, leaving the ledger unchanged.
+ *
+ * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+ * release and restore it with `from_json` at start-up, or a restart would
+ * reset the budget.
+ */
+public protocol PrivacyBudgetProtocol: AnyObject, Sendable {
+    
+    /**
+     * Whether one release with `mechanism` fits the remaining budget now
+     * (another thread may spend before you release; the release itself
+     * checks again).
+     */
+    func canAfford(mechanism: GeoMechanism) throws  -> Bool
+    
+    /**
+     * The largest (ε, δ) such that `releases` releases of it fit the
+     * remaining budget (checked with the ledger's own rounding: ten
+     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     */
+    func evenSplit(releases: UInt64) throws  -> BudgetShare?
+    
+    /**
+     * δ still available (rounded down).
+     */
+    func remainingDelta() throws  -> Double
+    
+    /**
+     * ε still available (rounded down).
+     */
+    func remainingEpsilon() throws  -> Double
+    
+    /**
+     * Totals, spent and remaining amounts and the number of releases, as
+     * one consistent snapshot.
+     */
+    func status() throws  -> BudgetStatus
+    
+    /**
+     * The ledger as JSON (totals, amounts spent, number of releases).
+     */
+    func toJson() throws  -> String
+    
+}
+/**
+ * The privacy spent by one device about one secret (its location, its
+ * income): a total ε (per unit distance) and δ, and what has been spent
+ * by sequential composition. `GeoMechanism.privatize_with_budget` charges
+ * it before releasing and refuses (`BudgetExceeded`) a release that would
+ * exceed it, leaving the ledger unchanged.
+ *
+ * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+ * release and restore it with `from_json` at start-up, or a restart would
+ * reset the budget.
+ */
+open class PrivacyBudget: PrivacyBudgetProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_privacybudget(self.handle, $0) }
+    }
+    /**
+     * A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
+     * distance, in the unit of the queries it will pay for) and
+     * `total_delta` (finite, in [0, 1)) in all.
+     */
+public convenience init(totalEpsilon: Double, totalDelta: Double)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacybudget_new(
+        FfiConverterDouble.lower(totalEpsilon),
+        FfiConverterDouble.lower(totalDelta),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_privacybudget(handle, $0) }
+    }
+
+    
+    /**
+     * Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
+     * kind for every encoded record) anything else: empty or malformed
+     * JSON, unknown fields, totals out of range, or more spent than the
+     * totals.
+     */
+public static func fromJson(json: String)throws  -> PrivacyBudget  {
+    return try  FfiConverterTypePrivacyBudget_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(
+        FfiConverterString.lower(json),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * Whether one release with `mechanism` fits the remaining budget now
+     * (another thread may spend before you release; the release itself
+     * checks again).
+     */
+open func canAfford(mechanism: GeoMechanism)throws  -> Bool  {
+    return try  FfiConverterBool.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGeoMechanism_lower(mechanism),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The largest (ε, δ) such that `releases` releases of it fit the
+     * remaining budget (checked with the ledger's own rounding: ten
+     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     */
+open func evenSplit(releases: UInt64)throws  -> BudgetShare?  {
+    return try  FfiConverterOptionTypeBudgetShare.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_even_split(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(releases),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * δ still available (rounded down).
+     */
+open func remainingDelta()throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * ε still available (rounded down).
+     */
+open func remainingEpsilon()throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Totals, spent and remaining amounts and the number of releases, as
+     * one consistent snapshot.
+     */
+open func status()throws  -> BudgetStatus  {
+    return try  FfiConverterTypeBudgetStatus_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_status(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The ledger as JSON (totals, amounts spent, number of releases).
+     */
+open func toJson()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacybudget_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePrivacyBudget: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = PrivacyBudget
+
+    public static func lift(_ handle: UInt64) throws -> PrivacyBudget {
+        return PrivacyBudget(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: PrivacyBudget) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PrivacyBudget {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: PrivacyBudget, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivacyBudget_lift(_ handle: UInt64) throws -> PrivacyBudget {
+    return try FfiConverterTypePrivacyBudget.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivacyBudget_lower(_ value: PrivacyBudget) -> UInt64 {
+    return FfiConverterTypePrivacyBudget.lower(value)
+}
+
+
+
+
+
+
+/**
+ * What a server accepts: reports with ε (per unit distance) at most
+ * `max_epsilon` and δ at most `max_delta`, of a known format version, with
+ * a finite value and valid query parameters; optionally only some
+ * mechanisms and some queries. Local-DP reports are refused unless
+ * `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+ * `allow_*`/`only_*` methods return a narrowed copy.
+ *
+ * A refused report raises `InvalidReport`; its message gives the reason
+ * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+ * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+ * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[delta-out-of-policy]`, `[delta-mismatch]`).
+ */
+public protocol ReportPolicyProtocol: AnyObject, Sendable {
+    
+    /**
+     * Decode one binary report (every byte must be used) and validate it;
+     * `InvalidReport` with the reason otherwise.
+     */
+    func acceptBytes(bytes: Data) throws  -> ReceivedReport
+    
+    /**
+     * Decode one JSON report (surrounding whitespace and the newline are
+     * ignored) and validate it; `InvalidReport` with the reason otherwise.
+     */
+    func acceptJson(line: String) throws  -> ReceivedReport
+    
+    /**
+     * A copy that also accepts local-DP reports with local-DP ε at most
+     * `max_ldp_epsilon` (finite, > 0).
+     */
+    func allowLdp(maxLdpEpsilon: Double) throws  -> ReportPolicy
+    
+    /**
+     * The largest δ accepted.
+     */
+    func maxDelta()  -> Double
+    
+    /**
+     * The largest ε per unit distance accepted.
+     */
+    func maxEpsilon()  -> Double
+    
+    /**
+     * A copy that accepts only these mechanisms.
+     */
+    func onlyMechanisms(mechanisms: [MechanismName])  -> ReportPolicy
+    
+    /**
+     * A copy that accepts only reports for these queries (matched exactly
+     * on their parameters); others raise `InvalidReport` `[unknown-query]`.
+     */
+    func onlyQueries(queries: [GeoQuery])  -> ReportPolicy
+    
+}
+/**
+ * What a server accepts: reports with ε (per unit distance) at most
+ * `max_epsilon` and δ at most `max_delta`, of a known format version, with
+ * a finite value and valid query parameters; optionally only some
+ * mechanisms and some queries. Local-DP reports are refused unless
+ * `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+ * `allow_*`/`only_*` methods return a narrowed copy.
+ *
+ * A refused report raises `InvalidReport`; its message gives the reason
+ * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+ * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+ * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[delta-out-of-policy]`, `[delta-mismatch]`).
+ */
+open class ReportPolicy: ReportPolicyProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_reportpolicy(self.handle, $0) }
+    }
+    /**
+     * Accept any valid query from any geo-private mechanism with
+     * ε <= `max_epsilon` (finite, > 0) and δ <= `max_delta` (in [0, 1)).
+     */
+public convenience init(maxEpsilon: Double, maxDelta: Double)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_reportpolicy_new(
+        FfiConverterDouble.lower(maxEpsilon),
+        FfiConverterDouble.lower(maxDelta),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_reportpolicy(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Decode one binary report (every byte must be used) and validate it;
+     * `InvalidReport` with the reason otherwise.
+     */
+open func acceptBytes(bytes: Data)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Decode one JSON report (surrounding whitespace and the newline are
+     * ignored) and validate it; `InvalidReport` with the reason otherwise.
+     */
+open func acceptJson(line: String)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(line),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy that also accepts local-DP reports with local-DP ε at most
+     * `max_ldp_epsilon` (finite, > 0).
+     */
+open func allowLdp(maxLdpEpsilon: Double)throws  -> ReportPolicy  {
+    return try  FfiConverterTypeReportPolicy_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp(
+            self.uniffiCloneHandle(),
+        FfiConverterDouble.lower(maxLdpEpsilon),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The largest δ accepted.
+     */
+open func maxDelta() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The largest ε per unit distance accepted.
+     */
+open func maxEpsilon() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy that accepts only these mechanisms.
+     */
+open func onlyMechanisms(mechanisms: [MechanismName]) -> ReportPolicy  {
+    return try!  FfiConverterTypeReportPolicy_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeMechanismName.lower(mechanisms),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy that accepts only reports for these queries (matched exactly
+     * on their parameters); others raise `InvalidReport` `[unknown-query]`.
+     */
+open func onlyQueries(queries: [GeoQuery]) -> ReportPolicy  {
+    return try!  FfiConverterTypeReportPolicy_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeGeoQuery.lower(queries),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeReportPolicy: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ReportPolicy
+
+    public static func lift(_ handle: UInt64) throws -> ReportPolicy {
+        return ReportPolicy(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ReportPolicy) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ReportPolicy {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ReportPolicy, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportPolicy_lift(_ handle: UInt64) throws -> ReportPolicy {
+    return try FfiConverterTypeReportPolicy.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportPolicy_lower(_ value: ReportPolicy) -> UInt64 {
+    return FfiConverterTypeReportPolicy.lower(value)
+}
+
+
+
+
+/**
+ * An (ε, δ) pair: one release's share of a budget.
+ */
+public struct BudgetShare: Equatable, Hashable {
+    /**
+     * ε per release.
+     */
+    public var epsilon: Double
+    /**
+     * δ per release.
+     */
+    public var delta: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * ε per release.
+         */epsilon: Double, 
+        /**
+         * δ per release.
+         */delta: Double) {
+        self.epsilon = epsilon
+        self.delta = delta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BudgetShare: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBudgetShare: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetShare {
+        return
+            try BudgetShare(
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BudgetShare, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetShare_lift(_ buf: RustBuffer) throws -> BudgetShare {
+    return try FfiConverterTypeBudgetShare.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetShare_lower(_ value: BudgetShare) -> RustBuffer {
+    return FfiConverterTypeBudgetShare.lower(value)
+}
+
+
+/**
+ * A snapshot of a ledger, read under one lock (so its fields agree even
+ * while other threads spend).
+ */
+public struct BudgetStatus: Equatable, Hashable {
+    /**
+     * The total ε allowed (per unit distance).
+     */
+    public var totalEpsilon: Double
+    /**
+     * The total δ allowed.
+     */
+    public var totalDelta: Double
+    /**
+     * ε charged so far (an upper bound of the exact sum of the charges).
+     */
+    public var spentEpsilon: Double
+    /**
+     * δ charged so far.
+     */
+    public var spentDelta: Double
+    /**
+     * ε still available (rounded down).
+     */
+    public var remainingEpsilon: Double
+    /**
+     * δ still available (rounded down).
+     */
+    public var remainingDelta: Double
+    /**
+     * Number of releases charged.
+     */
+    public var releases: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The total ε allowed (per unit distance).
+         */totalEpsilon: Double, 
+        /**
+         * The total δ allowed.
+         */totalDelta: Double, 
+        /**
+         * ε charged so far (an upper bound of the exact sum of the charges).
+         */spentEpsilon: Double, 
+        /**
+         * δ charged so far.
+         */spentDelta: Double, 
+        /**
+         * ε still available (rounded down).
+         */remainingEpsilon: Double, 
+        /**
+         * δ still available (rounded down).
+         */remainingDelta: Double, 
+        /**
+         * Number of releases charged.
+         */releases: UInt64) {
+        self.totalEpsilon = totalEpsilon
+        self.totalDelta = totalDelta
+        self.spentEpsilon = spentEpsilon
+        self.spentDelta = spentDelta
+        self.remainingEpsilon = remainingEpsilon
+        self.remainingDelta = remainingDelta
+        self.releases = releases
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BudgetStatus: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBudgetStatus: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetStatus {
+        return
+            try BudgetStatus(
+                totalEpsilon: FfiConverterDouble.read(from: &buf), 
+                totalDelta: FfiConverterDouble.read(from: &buf), 
+                spentEpsilon: FfiConverterDouble.read(from: &buf), 
+                spentDelta: FfiConverterDouble.read(from: &buf), 
+                remainingEpsilon: FfiConverterDouble.read(from: &buf), 
+                remainingDelta: FfiConverterDouble.read(from: &buf), 
+                releases: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BudgetStatus, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.totalEpsilon, into: &buf)
+        FfiConverterDouble.write(value.totalDelta, into: &buf)
+        FfiConverterDouble.write(value.spentEpsilon, into: &buf)
+        FfiConverterDouble.write(value.spentDelta, into: &buf)
+        FfiConverterDouble.write(value.remainingEpsilon, into: &buf)
+        FfiConverterDouble.write(value.remainingDelta, into: &buf)
+        FfiConverterUInt64.write(value.releases, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetStatus_lift(_ buf: RustBuffer) throws -> BudgetStatus {
+    return try FfiConverterTypeBudgetStatus.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetStatus_lower(_ value: BudgetStatus) -> RustBuffer {
+    return FfiConverterTypeBudgetStatus.lower(value)
+}
+
+
+/**
+ * The estimate of one cell of a [`GridAggregator`].
+ */
+public struct CellEstimate: Equatable, Hashable {
+    /**
+     * Canonical id of the cell's query.
+     */
+    public var queryId: String
+    /**
+     * Its estimate; `null` for a cell without reports.
+     */
+    public var estimate: Estimate?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Canonical id of the cell's query.
+         */queryId: String, 
+        /**
+         * Its estimate; `null` for a cell without reports.
+         */estimate: Estimate?) {
+        self.queryId = queryId
+        self.estimate = estimate
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension CellEstimate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCellEstimate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CellEstimate {
+        return
+            try CellEstimate(
+                queryId: FfiConverterString.read(from: &buf), 
+                estimate: FfiConverterOptionTypeEstimate.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: CellEstimate, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.queryId, into: &buf)
+        FfiConverterOptionTypeEstimate.write(value.estimate, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCellEstimate_lift(_ buf: RustBuffer) throws -> CellEstimate {
+    return try FfiConverterTypeCellEstimate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCellEstimate_lower(_ value: CellEstimate) -> RustBuffer {
+    return FfiConverterTypeCellEstimate.lower(value)
+}
+
+
+/**
+ * The estimate of the population mean of f(x) from the reports so far.
+ */
+public struct Estimate: Equatable, Hashable {
+    /**
+     * Number of reports.
+     */
+    public var n: UInt64
+    /**
+     * Sum of the reports (correctly rounded from the exact sum).
+     */
+    public var sum: Double
+    /**
+     * Mean of the reports: the unbiased estimate of the mean of f(x).
+     */
+    public var mean: Double
+    /**
+     * Sample variance of the reports; `null` when n < 2.
+     */
+    public var sampleVariance: Double?
+    /**
+     * Standard error of the mean; `null` when n < 2.
+     */
+    public var standardError: Double?
+    /**
+     * Lower end of the normal-approximation 95% confidence interval,
+     * mean − 1.96 standard errors; `null` when n < 2.
+     */
+    public var ci95Low: Double?
+    /**
+     * Upper end of the 95% confidence interval; `null` when n < 2.
+     */
+    public var ci95High: Double?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Number of reports.
+         */n: UInt64, 
+        /**
+         * Sum of the reports (correctly rounded from the exact sum).
+         */sum: Double, 
+        /**
+         * Mean of the reports: the unbiased estimate of the mean of f(x).
+         */mean: Double, 
+        /**
+         * Sample variance of the reports; `null` when n < 2.
+         */sampleVariance: Double?, 
+        /**
+         * Standard error of the mean; `null` when n < 2.
+         */standardError: Double?, 
+        /**
+         * Lower end of the normal-approximation 95% confidence interval,
+         * mean − 1.96 standard errors; `null` when n < 2.
+         */ci95Low: Double?, 
+        /**
+         * Upper end of the 95% confidence interval; `null` when n < 2.
+         */ci95High: Double?) {
+        self.n = n
+        self.sum = sum
+        self.mean = mean
+        self.sampleVariance = sampleVariance
+        self.standardError = standardError
+        self.ci95Low = ci95Low
+        self.ci95High = ci95High
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension Estimate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeEstimate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Estimate {
+        return
+            try Estimate(
+                n: FfiConverterUInt64.read(from: &buf), 
+                sum: FfiConverterDouble.read(from: &buf), 
+                mean: FfiConverterDouble.read(from: &buf), 
+                sampleVariance: FfiConverterOptionDouble.read(from: &buf), 
+                standardError: FfiConverterOptionDouble.read(from: &buf), 
+                ci95Low: FfiConverterOptionDouble.read(from: &buf), 
+                ci95High: FfiConverterOptionDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: Estimate, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.n, into: &buf)
+        FfiConverterDouble.write(value.sum, into: &buf)
+        FfiConverterDouble.write(value.mean, into: &buf)
+        FfiConverterOptionDouble.write(value.sampleVariance, into: &buf)
+        FfiConverterOptionDouble.write(value.standardError, into: &buf)
+        FfiConverterOptionDouble.write(value.ci95Low, into: &buf)
+        FfiConverterOptionDouble.write(value.ci95High, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEstimate_lift(_ buf: RustBuffer) throws -> Estimate {
+    return try FfiConverterTypeEstimate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEstimate_lower(_ value: Estimate) -> RustBuffer {
+    return FfiConverterTypeEstimate.lower(value)
+}
+
+
+/**
+ * What a device uploads after privatizing: the same report in two
+ * encodings, plus its fields for the app's own bookkeeping.
+ *
+ * Upload `json` (one line, no newline) or `bytes` (compact binary,
+ * 43 bytes for a threshold query); the server decodes either with
+ * `ReportPolicy.accept_json` / `accept_bytes`. Every field is public
+ * information once uploaded; the smooth sensitivity and the noise scale
+ * are deliberately absent (they would reveal x).
+ */
+public struct PrivateReport: Equatable, Hashable {
+    /**
+     * The report as one JSON line (without the trailing newline).
+     */
+    public var json: String
+    /**
+     * The report in the binary wire format.
+     */
+    public var bytes: Data
+    /**
+     * The released value f(x) + noise: unbiased for f(x), often outside
+     * [0, 1]. Do not clamp or round it (that biases the server's mean).
+     */
+    public var value: Double
+    /**
+     * The canonical id of the query answered (`GeoQuery.query_id()`).
+     */
+    public var queryId: String
+    /**
+     * The mechanism used.
+     */
+    public var mechanism: MechanismName
+    /**
+     * ε of the release (per unit distance of the query's coordinates).
+     */
+    public var epsilon: Double
+    /**
+     * δ of the release (0 for pure mechanisms).
+     */
+    public var delta: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The report as one JSON line (without the trailing newline).
+         */json: String, 
+        /**
+         * The report in the binary wire format.
+         */bytes: Data, 
+        /**
+         * The released value f(x) + noise: unbiased for f(x), often outside
+         * [0, 1]. Do not clamp or round it (that biases the server's mean).
+         */value: Double, 
+        /**
+         * The canonical id of the query answered (`GeoQuery.query_id()`).
+         */queryId: String, 
+        /**
+         * The mechanism used.
+         */mechanism: MechanismName, 
+        /**
+         * ε of the release (per unit distance of the query's coordinates).
+         */epsilon: Double, 
+        /**
+         * δ of the release (0 for pure mechanisms).
+         */delta: Double) {
+        self.json = json
+        self.bytes = bytes
+        self.value = value
+        self.queryId = queryId
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PrivateReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePrivateReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PrivateReport {
+        return
+            try PrivateReport(
+                json: FfiConverterString.read(from: &buf), 
+                bytes: FfiConverterData.read(from: &buf), 
+                value: FfiConverterDouble.read(from: &buf), 
+                queryId: FfiConverterString.read(from: &buf), 
+                mechanism: FfiConverterTypeMechanismName.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PrivateReport, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.json, into: &buf)
+        FfiConverterData.write(value.bytes, into: &buf)
+        FfiConverterDouble.write(value.value, into: &buf)
+        FfiConverterString.write(value.queryId, into: &buf)
+        FfiConverterTypeMechanismName.write(value.mechanism, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivateReport_lift(_ buf: RustBuffer) throws -> PrivateReport {
+    return try FfiConverterTypePrivateReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivateReport_lower(_ value: PrivateReport) -> RustBuffer {
+    return FfiConverterTypePrivateReport.lower(value)
+}
+
+
+/**
+ * A decoded, validated report, as the server sees it.
+ */
+public struct ReceivedReport: Equatable, Hashable {
+    /**
+     * Canonical id of the query answered; group reports by it (one
+     * `Aggregator` per id, or a `GridAggregator`).
+     */
+    public var queryId: String
+    /**
+     * The query's family.
+     */
+    public var family: QueryFamily
+    /**
+     * The mechanism that produced the value.
+     */
+    public var mechanism: MechanismName
+    /**
+     * ε of the release.
+     */
+    public var epsilon: Double
+    /**
+     * δ of the release.
+     */
+    public var delta: Double
+    /**
+     * The released value (finite; unbiased for the user's f(x)).
+     */
+    public var value: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Canonical id of the query answered; group reports by it (one
+         * `Aggregator` per id, or a `GridAggregator`).
+         */queryId: String, 
+        /**
+         * The query's family.
+         */family: QueryFamily, 
+        /**
+         * The mechanism that produced the value.
+         */mechanism: MechanismName, 
+        /**
+         * ε of the release.
+         */epsilon: Double, 
+        /**
+         * δ of the release.
+         */delta: Double, 
+        /**
+         * The released value (finite; unbiased for the user's f(x)).
+         */value: Double) {
+        self.queryId = queryId
+        self.family = family
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.value = value
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ReceivedReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeReceivedReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ReceivedReport {
+        return
+            try ReceivedReport(
+                queryId: FfiConverterString.read(from: &buf), 
+                family: FfiConverterTypeQueryFamily.read(from: &buf), 
+                mechanism: FfiConverterTypeMechanismName.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf), 
+                value: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ReceivedReport, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.queryId, into: &buf)
+        FfiConverterTypeQueryFamily.write(value.family, into: &buf)
+        FfiConverterTypeMechanismName.write(value.mechanism, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+        FfiConverterDouble.write(value.value, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReceivedReport_lift(_ buf: RustBuffer) throws -> ReceivedReport {
+    return try FfiConverterTypeReceivedReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReceivedReport_lower(_ value: ReceivedReport) -> RustBuffer {
+    return FfiConverterTypeReceivedReport.lower(value)
+}
 
 
 /**
@@ -1064,6 +3534,229 @@ public func FfiConverterTypeGrowth_lower(_ value: Growth) -> RustBuffer {
 
 
 /**
+ * Which mechanism produced a report (the `mechanism` field of the wire
+ * format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
+ * `MechanismName.STUDENT_T`.
+ */
+
+public enum MechanismName: Equatable, Hashable {
+    
+    /**
+     * PolyPlace noise scaled to the smooth sensitivity; pure GP.
+     */
+    case polyplace
+    /**
+     * Student's t noise scaled to the smooth sensitivity; pure GP.
+     */
+    case studentT
+    /**
+     * Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
+     */
+    case cauchy
+    /**
+     * Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
+     */
+    case laplace
+    /**
+     * Baseline: Laplace noise scaled to the global Lipschitz constant.
+     */
+    case globalLaplace
+    /**
+     * Baseline: noise added to the point itself (biased).
+     */
+    case aPriori
+    /**
+     * Reference: local differential privacy (ε is a local-DP ε, not per
+     * unit distance).
+     */
+    case ldp
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension MechanismName: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMechanismName: FfiConverterRustBuffer {
+    typealias SwiftType = MechanismName
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MechanismName {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .polyplace
+        
+        case 2: return .studentT
+        
+        case 3: return .cauchy
+        
+        case 4: return .laplace
+        
+        case 5: return .globalLaplace
+        
+        case 6: return .aPriori
+        
+        case 7: return .ldp
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: MechanismName, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .polyplace:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .studentT:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .cauchy:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .laplace:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .globalLaplace:
+            writeInt(&buf, Int32(5))
+        
+        
+        case .aPriori:
+            writeInt(&buf, Int32(6))
+        
+        
+        case .ldp:
+            writeInt(&buf, Int32(7))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMechanismName_lift(_ buf: RustBuffer) throws -> MechanismName {
+    return try FfiConverterTypeMechanismName.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMechanismName_lower(_ value: MechanismName) -> RustBuffer {
+    return FfiConverterTypeMechanismName.lower(value)
+}
+
+
+
+/**
+ * How latitude/longitude (WGS84 degrees) become plane coordinates
+ * `[x east, y north]` in metres.
+ *
+ * Kotlin: `Projection.WebMercator`, `Projection.LocalEquirectangular(refLat, refLon)`;
+ * Swift: `.webMercator`, `.localEquirectangular(refLat:refLon:)`;
+ * Python: `Projection.WEB_MERCATOR()`, `Projection.LOCAL_EQUIRECTANGULAR(ref_lat, ref_lon)`.
+ */
+
+public enum Projection: Equatable, Hashable {
+    
+    /**
+     * Spherical Web Mercator (EPSG:3857), |latitude| <= 85.0511°. Distances
+     * are stretched by 1/cos(latitude): ε per projected metre is
+     * ε/cos(latitude) per ground metre.
+     */
+    case webMercator
+    /**
+     * Local equirectangular projection around a reference point (WGS84
+     * radii at its latitude): projected metres are ground metres within a
+     * few kilometres of it (0.05% off at 3 km at 45°N). The reference is
+     * projected to (0, 0); it must not be a pole.
+     */
+    case localEquirectangular(
+        /**
+         * Latitude of the reference point, degrees in (-90, 90).
+         */refLat: Double, 
+        /**
+         * Longitude of the reference point, degrees in [-180, 180].
+         */refLon: Double
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension Projection: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeProjection: FfiConverterRustBuffer {
+    typealias SwiftType = Projection
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Projection {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .webMercator
+        
+        case 2: return .localEquirectangular(refLat: try FfiConverterDouble.read(from: &buf), refLon: try FfiConverterDouble.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: Projection, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .webMercator:
+            writeInt(&buf, Int32(1))
+        
+        
+        case let .localEquirectangular(refLat,refLon):
+            writeInt(&buf, Int32(2))
+            FfiConverterDouble.write(refLat, into: &buf)
+            FfiConverterDouble.write(refLon, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeProjection_lift(_ buf: RustBuffer) throws -> Projection {
+    return try FfiConverterTypeProjection.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeProjection_lower(_ value: Projection) -> RustBuffer {
+    return FfiConverterTypeProjection.lower(value)
+}
+
+
+
+/**
  * Which family a [`GeoQuery`] belongs to.
  */
 
@@ -1160,6 +3853,126 @@ public func FfiConverterTypeQueryFamily_lower(_ value: QueryFamily) -> RustBuffe
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
+    typealias SwiftType = UInt64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterUInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterUInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionDouble: FfiConverterRustBuffer {
+    typealias SwiftType = Double?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterDouble.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterDouble.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeBudgetShare: FfiConverterRustBuffer {
+    typealias SwiftType = BudgetShare?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeBudgetShare.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeBudgetShare.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeEstimate: FfiConverterRustBuffer {
+    typealias SwiftType = Estimate?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeEstimate.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeEstimate.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeGrowth: FfiConverterRustBuffer {
+    typealias SwiftType = Growth?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeGrowth.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeGrowth.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceDouble: FfiConverterRustBuffer {
     typealias SwiftType = [Double]
 
@@ -1181,6 +3994,106 @@ fileprivate struct FfiConverterSequenceDouble: FfiConverterRustBuffer {
         return seq
     }
 }
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
+    typealias SwiftType = [String]
+
+    public static func write(_ value: [String], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterString.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [String]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeGeoQuery: FfiConverterRustBuffer {
+    typealias SwiftType = [GeoQuery]
+
+    public static func write(_ value: [GeoQuery], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeGeoQuery.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [GeoQuery] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [GeoQuery]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeGeoQuery.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeCellEstimate: FfiConverterRustBuffer {
+    typealias SwiftType = [CellEstimate]
+
+    public static func write(_ value: [CellEstimate], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeCellEstimate.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [CellEstimate] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [CellEstimate]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeCellEstimate.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer {
+    typealias SwiftType = [MechanismName]
+
+    public static func write(_ value: [MechanismName], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMechanismName.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MechanismName] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MechanismName]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMechanismName.read(from: &buf))
+        }
+        return seq
+    }
+}
 /**
  * The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
  * check at run time that the loaded native library matches its bindings.
@@ -1189,6 +4102,23 @@ public func libraryVersion() -> String  {
     return try!  FfiConverterString.lift(try! rustCall() {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_func_library_version(uniffiCallStatus
+    )
+})
+}
+/**
+ * Project a location (WGS84 degrees) to `[x east, y north]` metres, the
+ * 2-D point the two-way and KDE queries take. Latitude must be in
+ * [-90, 90] (±85.05 for Web Mercator) and longitude in [-180, 180]; NaN or
+ * infinite coordinates are `InvalidInput`, a bad projection reference is
+ * `InvalidParameter`.
+ */
+public func project(lat: Double, lon: Double, projection: Projection)throws  -> [Double]  {
+    return try  FfiConverterSequenceDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_project(
+        FfiConverterDouble.lower(lat),
+        FfiConverterDouble.lower(lon),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
     )
 })
 }
@@ -1211,6 +4141,114 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_func_library_version() != 60138) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_func_project() != 34708) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes() != 15295) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json() != 10415) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_add_value() != 26049) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_add_values() != 39276) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_count() != 62243) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_estimate() != 15162) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_merge() != 8799) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_aggregator_to_json() != 19700) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report() != 33678) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes() != 29082) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json() != 5714) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates() != 49133) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of() != 27861) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() != 40009) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() != 22363) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_size() != 8568) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() != 52518) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() != 8635) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() != 35967) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() != 21634) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() != 16652) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_status() != 38288) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() != 43112) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_delta() != 37879) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon() != 53133) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_growth() != 38806) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded() != 4966) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_name() != 41294) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 12043) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 26250) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() != 36539) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() != 59436) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 4701) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() != 62341) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_dimension() != 18456) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -1223,10 +4261,91 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz() != 23123) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_geoquery_query_id() != 25714) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity() != 36741) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_value() != 19239) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes() != 12708) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() != 8281) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() != 16188) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta() != 14890) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon() != 56739) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms() != 50719) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json() != 53219) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_aggregator_new() != 47421) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json() != 30893) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid() != 54864) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() != 64686) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() != 15582) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() != 19437) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with() != 39312) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace() != 18597) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace() != 10146) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with() != 20270) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp() != 61438) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori() != 35260) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace() != 24130) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with() != 10203) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t() != 21231) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with() != 30172) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() != 44507) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_interval() != 63063) {
@@ -1235,10 +4354,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_kde() != 54583) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() != 50110) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() != 18030) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way() != 24993) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon() != 50055) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990) {
         return InitializationResult.apiChecksumMismatch
     }
 

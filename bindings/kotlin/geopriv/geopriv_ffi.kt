@@ -677,6 +677,78 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_geopriv_ffi_checksum_func_library_version(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_project(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_value(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_values(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_count(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_estimate(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_merge(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_aggregator_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_merge(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_size(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_even_split(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_status(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_delta(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_growth(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_name(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_seeded(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_dimension(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_family(
@@ -685,17 +757,77 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geoquery_query_id(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_value(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_aggregator_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacybudget_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_interval(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_kde(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new(
     ): Int
     external fun ffi_geopriv_ffi_uniffi_contract_version(
     ): Int
@@ -717,17 +849,147 @@ internal object UniffiLib {
     }
 
     internal fun ensureInitialized() = Unit
+    external fun uniffi_geopriv_ffi_fn_clone_aggregator(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_aggregator(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_aggregator_from_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_aggregator_new(uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_add_report(`ptr`: Long,`report`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_add_report_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_add_value(`ptr`: Long,`value`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_add_values(`ptr`: Long,`values`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_count(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_estimate(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_aggregator_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_gridaggregator(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_gridaggregator(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid(`xs`: RustBuffer.ByValue,`ys`: RustBuffer.ByValue,`bandwidth`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_gridaggregator_new(`queries`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_add_report(`ptr`: Long,`report`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_estimates(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_index_of(`ptr`: Long,`queryId`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_size(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_privacybudget(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_privacybudget(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacybudget_new(`totalEpsilon`: Double,`totalDelta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(`ptr`: Long,`mechanism`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_even_split(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_privacybudget_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_geomechanism(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_geomechanism(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with(`epsilon`: Double,`k`: Double,`smoothnessShare`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace(`epsilon`: Double,`delta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with(`epsilon`: Double,`delta`: Double,`smoothnessShare`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with(`epsilon`: Double,`gammaShare`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t(`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with(`epsilon`: Double,`dof`: Double,`smoothnessShare`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_growth(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_name(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize(`ptr`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(`ptr`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(`ptr`: Long,`budget`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(`ptr`: Long,`budget`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_seeded(`ptr`: Long,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_geoquery_from_id(`id`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_interval(`lower`: Double,`upper`: Double,`width`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_kde(`center`: RustBuffer.ByValue,`bandwidth`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon(`lat`: Double,`lon`: Double,`bandwidthMetres`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_threshold(`threshold`: Double,`width`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_two_way(`threshold1`: Double,`threshold2`: Double,`width`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon(`cornerLat`: Double,`cornerLon`: Double,`widthMetres`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_geoquery_dimension(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Int
@@ -737,13 +999,37 @@ internal object UniffiLib {
     ): Double
     external fun uniffi_geopriv_ffi_fn_method_geoquery_pointwise_lipschitz(`ptr`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
+    external fun uniffi_geopriv_ffi_fn_method_geoquery_query_id(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geoquery_smooth_sensitivity(`ptr`: Long,`x`: RustBuffer.ByValue,`growth`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
     external fun uniffi_geopriv_ffi_fn_method_geoquery_value(`ptr`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
     external fun uniffi_geopriv_ffi_fn_method_geoquery_uniffi_trait_display(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_reportpolicy(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_reportpolicy(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_reportpolicy_new(`maxEpsilon`: Double,`maxDelta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp(`ptr`: Long,`maxLdpEpsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms(`ptr`: Long,`mechanisms`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(`ptr`: Long,`queries`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -867,6 +1153,114 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_library_version() and 0xFFFF) != 60138) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_project() and 0xFFFF) != 34708) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() and 0xFFFF) != 28354) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes() and 0xFFFF) != 15295) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report_json() and 0xFFFF) != 10415) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_value() and 0xFFFF) != 26049) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_values() and 0xFFFF) != 39276) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_count() and 0xFFFF) != 62243) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_estimate() and 0xFFFF) != 15162) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_merge() and 0xFFFF) != 8799) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_to_json() and 0xFFFF) != 19700) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report() and 0xFFFF) != 33678) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_bytes() and 0xFFFF) != 29082) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_add_report_json() and 0xFFFF) != 5714) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_estimates() and 0xFFFF) != 49133) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of() and 0xFFFF) != 27861) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() and 0xFFFF) != 40009) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() and 0xFFFF) != 22363) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_size() and 0xFFFF) != 8568) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() and 0xFFFF) != 52518) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() and 0xFFFF) != 8635) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() and 0xFFFF) != 35967) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() and 0xFFFF) != 21634) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() and 0xFFFF) != 16652) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_status() and 0xFFFF) != 38288) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() and 0xFFFF) != 43112) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta() and 0xFFFF) != 37879) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon() and 0xFFFF) != 53133) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_growth() and 0xFFFF) != 38806) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_is_seeded() and 0xFFFF) != 4966) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_name() and 0xFFFF) != 41294) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() and 0xFFFF) != 12043) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() and 0xFFFF) != 26250) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() and 0xFFFF) != 36539) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() and 0xFFFF) != 59436) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() and 0xFFFF) != 4701) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() and 0xFFFF) != 62341) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension() and 0xFFFF) != 18456) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -879,10 +1273,91 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_pointwise_lipschitz() and 0xFFFF) != 23123) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_query_id() and 0xFFFF) != 25714) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_smooth_sensitivity() and 0xFFFF) != 36741) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_value() and 0xFFFF) != 19239) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes() and 0xFFFF) != 12708) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() and 0xFFFF) != 8281) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() and 0xFFFF) != 16188) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_delta() and 0xFFFF) != 14890) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_max_epsilon() and 0xFFFF) != 56739) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms() and 0xFFFF) != 50719) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() and 0xFFFF) != 63190) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json() and 0xFFFF) != 53219) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_aggregator_new() and 0xFFFF) != 47421) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_from_json() and 0xFFFF) != 30893) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid() and 0xFFFF) != 54864) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() and 0xFFFF) != 64686) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() and 0xFFFF) != 15582) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() and 0xFFFF) != 19437) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() and 0xFFFF) != 26466) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy_with() and 0xFFFF) != 39312) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_global_laplace() and 0xFFFF) != 18597) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace() and 0xFFFF) != 10146) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_laplace_with() and 0xFFFF) != 20270) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_local_dp() and 0xFFFF) != 61438) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_noise_a_priori() and 0xFFFF) != 35260) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace() and 0xFFFF) != 24130) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with() and 0xFFFF) != 10203) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t() and 0xFFFF) != 21231) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with() and 0xFFFF) != 30172) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() and 0xFFFF) != 44507) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_interval() and 0xFFFF) != 63063) {
@@ -891,10 +1366,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde() and 0xFFFF) != 54583) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() and 0xFFFF) != 50110) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() and 0xFFFF) != 18030) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way() and 0xFFFF) != 24993) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon() and 0xFFFF) != 50055) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() and 0xFFFF) != 48990) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -1080,6 +1564,29 @@ public object FfiConverterUInt: FfiConverter<UInt, Int> {
 /**
  * @suppress
  */
+public object FfiConverterULong: FfiConverter<ULong, Long> {
+    override fun lift(value: Long): ULong {
+        return value.toULong()
+    }
+
+    override fun read(buf: ByteBuffer): ULong {
+        return lift(buf.getLong())
+    }
+
+    override fun lower(value: ULong): Long {
+        return value.toLong()
+    }
+
+    override fun allocationSize(value: ULong) = 8UL
+
+    override fun write(value: ULong, buf: ByteBuffer) {
+        buf.putLong(value.toLong())
+    }
+}
+
+/**
+ * @suppress
+ */
 public object FfiConverterDouble: FfiConverter<Double, Double> {
     override fun lift(value: Double): Double {
         return value
@@ -1097,6 +1604,29 @@ public object FfiConverterDouble: FfiConverter<Double, Double> {
 
     override fun write(value: Double, buf: ByteBuffer) {
         buf.putDouble(value)
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterBoolean: FfiConverter<Boolean, Byte> {
+    override fun lift(value: Byte): Boolean {
+        return value.toInt() != 0
+    }
+
+    override fun read(buf: ByteBuffer): Boolean {
+        return lift(buf.get())
+    }
+
+    override fun lower(value: Boolean): Byte {
+        return if (value) 1.toByte() else 0.toByte()
+    }
+
+    override fun allocationSize(value: Boolean) = 1UL
+
+    override fun write(value: Boolean, buf: ByteBuffer) {
+        buf.put(lower(value))
     }
 }
 
@@ -1154,6 +1684,1271 @@ public object FfiConverterString: FfiConverter<String, RustBuffer.ByValue> {
         val byteBuf = toUtf8(value)
         buf.putInt(byteBuf.limit())
         buf.put(byteBuf)
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterByteArray: FfiConverterRustBuffer<ByteArray> {
+    override fun read(buf: ByteBuffer): ByteArray {
+        val len = buf.getInt()
+        val byteArr = ByteArray(len)
+        buf.get(byteArr)
+        return byteArr
+    }
+    override fun allocationSize(value: ByteArray): ULong {
+        return 4UL + value.size.toULong()
+    }
+    override fun write(value: ByteArray, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        buf.put(value)
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * Exact, mergeable aggregate of the reports for **one** query: count, sum
+ * and sum of squares held as exact integers, so any split into shards
+ * merged in any order gives bit-for-bit the same estimate.
+ *
+ * Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+ * check a report's structure (version, finite value, valid query, ε and δ
+ * well-formed) but neither its ε against a limit nor which query it
+ * answers: for untrusted input run `ReportPolicy.accept_*` first and
+ * `add_report` its result, route reports by `query_id`, or use a
+ * `GridAggregator` (which refuses queries it does not hold).
+ */
+public interface AggregatorInterface {
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*`.
+     */
+    fun `addReport`(`report`: ReceivedReport)
+    
+    /**
+     * Decode a binary report, check its structure and add its value.
+     */
+    fun `addReportBytes`(`bytes`: kotlin.ByteArray): ReceivedReport
+    
+    /**
+     * Decode a JSON report, check its structure and add its value; returns
+     * what was added. `InvalidReport` (with the reason) leaves the state
+     * unchanged.
+     */
+    fun `addReportJson`(`line`: kotlin.String): ReceivedReport
+    
+    /**
+     * Add one released value (finite; else `InvalidParameter` and the
+     * state is unchanged).
+     */
+    fun `addValue`(`value`: kotlin.Double)
+    
+    /**
+     * Add many values at once (one call across the boundary). All or
+     * nothing: if any value is NaN or infinite, none is added.
+     */
+    fun `addValues`(`values`: List<kotlin.Double>)
+    
+    /**
+     * Number of values added.
+     */
+    fun `count`(): kotlin.ULong
+    
+    /**
+     * The estimate of the mean with its error bar; `null` before the
+     * first value.
+     */
+    fun `estimate`(): Estimate?
+    
+    /**
+     * Fold another aggregate into this one (exact; `other` is unchanged).
+     * Merging an aggregate into itself doubles it.
+     */
+    fun `merge`(`other`: Aggregator)
+    
+    /**
+     * The exact state as compact, canonical JSON, to ship a partial
+     * aggregate to a reducer (`from_json` then `merge`). Equal states give
+     * equal strings.
+     */
+    fun `toJson`(): kotlin.String
+    
+    companion object
+}
+
+/**
+ * Exact, mergeable aggregate of the reports for **one** query: count, sum
+ * and sum of squares held as exact integers, so any split into shards
+ * merged in any order gives bit-for-bit the same estimate.
+ *
+ * Thread-safe (a `Mutex` inside). `add_report_json`/`add_report_bytes`
+ * check a report's structure (version, finite value, valid query, ε and δ
+ * well-formed) but neither its ε against a limit nor which query it
+ * answers: for untrusted input run `ReportPolicy.accept_*` first and
+ * `add_report` its result, route reports by `query_id`, or use a
+ * `GridAggregator` (which refuses queries it does not hold).
+ */
+open class Aggregator: Disposable, AutoCloseable, AggregatorInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * An empty aggregate.
+     */
+    constructor() :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_new(
+    
+        _status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_aggregator(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_aggregator(handle, status)
+        }
+    }
+
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*`.
+     */
+    @Throws(GeoprivException::class)override fun `addReport`(`report`: ReceivedReport)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report(
+        it,
+        
+        FfiConverterTypeReceivedReport.lower(`report`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Decode a binary report, check its structure and add its value.
+     */
+    @Throws(GeoprivException::class)override fun `addReportBytes`(`bytes`: kotlin.ByteArray): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_bytes(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Decode a JSON report, check its structure and add its value; returns
+     * what was added. `InvalidReport` (with the reason) leaves the state
+     * unchanged.
+     */
+    @Throws(GeoprivException::class)override fun `addReportJson`(`line`: kotlin.String): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report_json(
+        it,
+        
+        FfiConverterString.lower(`line`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Add one released value (finite; else `InvalidParameter` and the
+     * state is unchanged).
+     */
+    @Throws(GeoprivException::class)override fun `addValue`(`value`: kotlin.Double)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_value(
+        it,
+        
+        FfiConverterDouble.lower(`value`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Add many values at once (one call across the boundary). All or
+     * nothing: if any value is NaN or infinite, none is added.
+     */
+    @Throws(GeoprivException::class)override fun `addValues`(`values`: List<kotlin.Double>)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_values(
+        it,
+        
+        FfiConverterSequenceDouble.lower(`values`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Number of values added.
+     */
+    @Throws(GeoprivException::class)override fun `count`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_count(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The estimate of the mean with its error bar; `null` before the
+     * first value.
+     */
+    @Throws(GeoprivException::class)override fun `estimate`(): Estimate? {
+            return FfiConverterOptionalTypeEstimate.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_estimate(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Fold another aggregate into this one (exact; `other` is unchanged).
+     * Merging an aggregate into itself doubles it.
+     */
+    @Throws(GeoprivException::class)override fun `merge`(`other`: Aggregator)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_merge(
+        it,
+        
+        FfiConverterTypeAggregator.lower(`other`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The exact state as compact, canonical JSON, to ship a partial
+     * aggregate to a reducer (`from_json` then `merge`). Equal states give
+     * equal strings.
+     */
+    @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * Restore a state written by `to_json` (e.g. a partial aggregate from
+     * another shard). Refuses (`InvalidReport`) malformed or inconsistent
+     * states.
+     */
+    @Throws(GeoprivException::class) fun `fromJson`(`state`: kotlin.String): Aggregator {
+            return FfiConverterTypeAggregator.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_aggregator_from_json(
+    
+        
+        FfiConverterString.lower(`state`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeAggregator: FfiConverter<Aggregator, Long> {
+    override fun lower(value: Aggregator): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Aggregator {
+        return Aggregator(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Aggregator {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Aggregator) = 8UL
+
+    override fun write(value: Aggregator, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * A release mechanism with its budget ε (per unit distance of the query's
+ * coordinates: per metre for projected locations, per dollar for incomes)
+ * and, for the Laplace mechanism, δ. Immutable and thread-safe.
+ *
+ * Noise comes from the operating system's secure generator, drawn afresh
+ * for every release. `seeded(seed)` gives a copy with a reproducible
+ * generator for tests and experiments only.
+ */
+public interface GeoMechanismInterface {
+    
+    /**
+     * δ (0 for the pure mechanisms).
+     */
+    fun `delta`(): kotlin.Double
+    
+    /**
+     * ε, per unit distance (a local-DP ε for `local_dp`).
+     */
+    fun `epsilon`(): kotlin.Double
+    
+    /**
+     * The growth function of the smooth-sensitivity calibration; `null`
+     * for the baselines.
+     */
+    fun `growth`(): Growth?
+    
+    /**
+     * Whether this is a `seeded` (insecure, reproducible) copy.
+     */
+    fun `isSeeded`(): kotlin.Boolean
+    
+    /**
+     * Which mechanism this is.
+     */
+    fun `name`(): MechanismName
+    
+    /**
+     * Privatize f(x) for `query` and return the report to upload. `x` has
+     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     */
+    fun `privatize`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
+    
+    /**
+     * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+     * or KDE, in metres): the location is projected with `projection`
+     * (which must be the one a `*_latlon` constructor of the query used)
+     * and privatized. Bad coordinates are `InvalidInput`.
+     */
+    fun `privatizeLatlon`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
+    
+    /**
+     * `privatize_latlon`, charged to `budget` (see
+     * `privatize_with_budget`).
+     */
+    fun `privatizeLatlonWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
+    
+    /**
+     * `privatize`, charged to `budget` (sequential composition): if the
+     * budget cannot afford this mechanism's ε and δ, nothing is computed,
+     * `BudgetExceeded` is raised and the budget is unchanged; if the
+     * release fails (bad input), nothing is charged.
+     */
+    fun `privatizeWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
+    
+    /**
+     * A copy drawing its noise from a generator seeded with `seed`, so a
+     * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+     * the seed can subtract the noise. For tests and simulations only,
+     * never for real users' data.
+     */
+    fun `seeded`(`seed`: kotlin.ULong): GeoMechanism
+    
+    /**
+     * The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+     * the baselines.
+     */
+    fun `smoothnessShare`(): kotlin.Double?
+    
+    companion object
+}
+
+/**
+ * A release mechanism with its budget ε (per unit distance of the query's
+ * coordinates: per metre for projected locations, per dollar for incomes)
+ * and, for the Laplace mechanism, δ. Immutable and thread-safe.
+ *
+ * Noise comes from the operating system's secure generator, drawn afresh
+ * for every release. `seeded(seed)` gives a copy with a reproducible
+ * generator for tests and experiments only.
+ */
+open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_geomechanism(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_geomechanism(handle, status)
+        }
+    }
+
+    
+    /**
+     * δ (0 for the pure mechanisms).
+     */override fun `delta`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_delta(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * ε, per unit distance (a local-DP ε for `local_dp`).
+     */override fun `epsilon`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The growth function of the smooth-sensitivity calibration; `null`
+     * for the baselines.
+     */override fun `growth`(): Growth? {
+            return FfiConverterOptionalTypeGrowth.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_growth(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether this is a `seeded` (insecure, reproducible) copy.
+     */override fun `isSeeded`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_is_seeded(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Which mechanism this is.
+     */override fun `name`(): MechanismName {
+            return FfiConverterTypeMechanismName.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_name(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Privatize f(x) for `query` and return the report to upload. `x` has
+     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     */
+    @Throws(GeoprivException::class)override fun `privatize`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
+            return FfiConverterTypePrivateReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize(
+        it,
+        
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterSequenceDouble.lower(`x`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
+     * or KDE, in metres): the location is projected with `projection`
+     * (which must be the one a `*_latlon` constructor of the query used)
+     * and privatized. Bad coordinates are `InvalidInput`.
+     */
+    @Throws(GeoprivException::class)override fun `privatizeLatlon`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
+            return FfiConverterTypePrivateReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(
+        it,
+        
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterDouble.lower(`lat`),
+        FfiConverterDouble.lower(`lon`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `privatize_latlon`, charged to `budget` (see
+     * `privatize_with_budget`).
+     */
+    @Throws(GeoprivException::class)override fun `privatizeLatlonWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
+            return FfiConverterTypePrivateReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(
+        it,
+        
+        FfiConverterTypePrivacyBudget.lower(`budget`),
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterDouble.lower(`lat`),
+        FfiConverterDouble.lower(`lon`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `privatize`, charged to `budget` (sequential composition): if the
+     * budget cannot afford this mechanism's ε and δ, nothing is computed,
+     * `BudgetExceeded` is raised and the budget is unchanged; if the
+     * release fails (bad input), nothing is charged.
+     */
+    @Throws(GeoprivException::class)override fun `privatizeWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
+            return FfiConverterTypePrivateReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(
+        it,
+        
+        FfiConverterTypePrivacyBudget.lower(`budget`),
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterSequenceDouble.lower(`x`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy drawing its noise from a generator seeded with `seed`, so a
+     * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
+     * the seed can subtract the noise. For tests and simulations only,
+     * never for real users' data.
+     */override fun `seeded`(`seed`: kotlin.ULong): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_seeded(
+        it,
+        
+        FfiConverterULong.lower(`seed`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
+     * the baselines.
+     */override fun `smoothnessShare`(): kotlin.Double? {
+            return FfiConverterOptionalDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+    // The local Rust `Display`/`Debug` implementation.
+    override fun toString(): String {
+        return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(
+        it,
+        _status)
+}
+    }
+    )
+    }
+
+    
+    companion object {
+        
+    /**
+     * Generalized Cauchy, density ∝ 1/(1 + |z|⁴), 20% of ε on smoothness.
+     */
+    @Throws(GeoprivException::class) fun `cauchy`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Generalized Cauchy with exponent `k` > 2 and `smoothness_share`
+     * (in (0, 1)) of ε spent on smoothness.
+     */
+    @Throws(GeoprivException::class) fun `cauchyWith`(`epsilon`: kotlin.Double, `k`: kotlin.Double, `smoothnessShare`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_cauchy_with(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`k`),
+        FfiConverterDouble.lower(`smoothnessShare`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Baseline: Laplace noise scaled to the query's global Lipschitz
+     * constant (the worst case for every user).
+     */
+    @Throws(GeoprivException::class) fun `globalLaplace`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_global_laplace(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Approximate-GP Laplace: (ε, δ)-GP with 0 < δ < 1, half of ε on
+     * smoothness.
+     */
+    @Throws(GeoprivException::class) fun `laplace`(`epsilon`: kotlin.Double, `delta`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`delta`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Approximate-GP Laplace with `smoothness_share` (in (0, 1)) of ε on
+     * smoothness.
+     */
+    @Throws(GeoprivException::class) fun `laplaceWith`(`epsilon`: kotlin.Double, `delta`: kotlin.Double, `smoothnessShare`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_laplace_with(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`delta`),
+        FfiConverterDouble.lower(`smoothnessShare`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Reference: local differential privacy with a local-DP `epsilon`
+     * (every pair of inputs protected alike, e.g. 1.0), not a budget per
+     * unit distance. Keep its budget in a separate `PrivacyBudget`.
+     */
+    @Throws(GeoprivException::class) fun `localDp`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_local_dp(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Baseline: ε-GP noise on the point itself, then f of the noisy point.
+     * Biased for nonlinear queries; for comparisons only.
+     */
+    @Throws(GeoprivException::class) fun `noiseAPriori`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_noise_a_priori(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * PolyPlace, the recommended mechanism (least variance for pure GP),
+     * with γ = ε/9. `epsilon` finite and > 0.
+     */
+    @Throws(GeoprivException::class) fun `polyplace`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (finite
+     * variance only below 1/2).
+     */
+    @Throws(GeoprivException::class) fun `polyplaceWith`(`epsilon`: kotlin.Double, `gammaShare`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`gammaShare`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Student's t with ν = 3 degrees of freedom and a third of ε spent on
+     * smoothness.
+     */
+    @Throws(GeoprivException::class) fun `studentT`(`epsilon`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Student's t with `dof` > 1 degrees of freedom and `smoothness_share`
+     * (in (0, 1)) of ε spent on smoothness.
+     */
+    @Throws(GeoprivException::class) fun `studentTWith`(`epsilon`: kotlin.Double, `dof`: kotlin.Double, `smoothnessShare`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`dof`),
+        FfiConverterDouble.lower(`smoothnessShare`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGeoMechanism: FfiConverter<GeoMechanism, Long> {
+    override fun lower(value: GeoMechanism): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): GeoMechanism {
+        return GeoMechanism(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): GeoMechanism {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: GeoMechanism) = 8UL
+
+    override fun write(value: GeoMechanism, buf: ByteBuffer) {
+        buf.putLong(lower(value))
     }
 }
 
@@ -1280,6 +3075,14 @@ public interface GeoQueryInterface {
      * L_f(x) = sup over y != x of |f(x) - f(y)| / d(x, y).
      */
     fun `pointwiseLipschitz`(`x`: List<kotlin.Double>): kotlin.Double
+    
+    /**
+     * The stable canonical id of the query, equal for equal queries, e.g.
+     * `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+     * the `query_id` of the reports this query produces; a server groups
+     * reports by it.
+     */
+    fun `queryId`(): kotlin.String
     
     /**
      * The smooth sensitivity S*(x) = sup_y L_f(y) / g(d(x, y)).
@@ -1472,6 +3275,25 @@ open class GeoQuery: Disposable, AutoCloseable, GeoQueryInterface
 
     
     /**
+     * The stable canonical id of the query, equal for equal queries, e.g.
+     * `"threshold:T=100000;w=20000"` or `"kde:t=1200.5,-300;h=150"`. It is
+     * the `query_id` of the reports this query produces; a server groups
+     * reports by it.
+     */override fun `queryId`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geoquery_query_id(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * The smooth sensitivity S*(x) = sup_y L_f(y) / g(d(x, y)).
      *
      * For probing and tests: a device must never release it, since S(x)
@@ -1531,6 +3353,24 @@ open class GeoQuery: Disposable, AutoCloseable, GeoQueryInterface
     companion object {
         
     /**
+     * The query named by a canonical id (see `query_id`), e.g.
+     * `"threshold:T=100000;w=20000"`: lets a server rebuild the queries it
+     * collects from their ids. The parameters are checked.
+     */
+    @Throws(GeoprivException::class) fun `fromId`(`id`: kotlin.String): GeoQuery {
+            return FfiConverterTypeGeoQuery.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_from_id(
+    
+        
+        FfiConverterString.lower(`id`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
      * Soft interval "lower <= x <= upper" (1-D), ramps of `width` centred
      * on both ends; needs upper - lower >= width.
      */
@@ -1561,6 +3401,31 @@ open class GeoQuery: Disposable, AutoCloseable, GeoQueryInterface
         
         FfiConverterSequenceDouble.lower(`center`),
         FfiConverterDouble.lower(`bandwidth`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Gaussian kernel centred at a location (WGS84 degrees), with
+     * `bandwidth_metres` in projected metres: f(x) = exp(-d²/(2 h²)) where d is
+     * the distance in metres between the projected centre and the
+     * projected location x. Used for density maps: the mean of f over the
+     * users is the kernel density at the centre (times 2πh²). Points are
+     * `[x east, y north]` metres (see `project`) or lat/lon through
+     * `GeoMechanism.privatize_latlon` with the same projection.
+     */
+    @Throws(GeoprivException::class) fun `kdeLatlon`(`lat`: kotlin.Double, `lon`: kotlin.Double, `bandwidthMetres`: kotlin.Double, `projection`: Projection): GeoQuery {
+            return FfiConverterTypeGeoQuery.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon(
+    
+        
+        FfiConverterDouble.lower(`lat`),
+        FfiConverterDouble.lower(`lon`),
+        FfiConverterDouble.lower(`bandwidthMetres`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
 }
     )
     }
@@ -1604,6 +3469,32 @@ open class GeoQuery: Disposable, AutoCloseable, GeoQueryInterface
     
 
         
+    /**
+     * Two-way threshold from a corner location: "share of users east *and*
+     * north of (lat, lon)", i.e. projected x > x_corner and y > y_corner,
+     * with a ramp band `width_metres` wide. The quadrant is taken in the
+     * projected plane: with `LocalEquirectangular` it is bounded by the
+     * meridian and the parallel through the corner; with `WebMercator`,
+     * by the same lines (the projection keeps meridians and parallels
+     * straight). For other boxes (south-west, ...) build `two_way` on
+     * negated coordinates yourself.
+     */
+    @Throws(GeoprivException::class) fun `twoWayLatlon`(`cornerLat`: kotlin.Double, `cornerLon`: kotlin.Double, `widthMetres`: kotlin.Double, `projection`: Projection): GeoQuery {
+            return FfiConverterTypeGeoQuery.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_two_way_latlon(
+    
+        
+        FfiConverterDouble.lower(`cornerLat`),
+        FfiConverterDouble.lower(`cornerLon`),
+        FfiConverterDouble.lower(`widthMetres`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    )
+    }
+    
+
+        
     }
     
 }
@@ -1629,6 +3520,1841 @@ public object FfiConverterTypeGeoQuery: FfiConverter<GeoQuery, Long> {
 
     override fun write(value: GeoQuery, buf: ByteBuffer) {
         buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+ * grid centre): a report is routed to its query's cell, and a report for
+ * a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+ * Exact and mergeable like `Aggregator`; thread-safe.
+ */
+public interface GridAggregatorInterface {
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*` to its cell.
+     */
+    fun `addReport`(`report`: ReceivedReport)
+    
+    /**
+     * Decode a binary report, check its structure and add it to its cell.
+     */
+    fun `addReportBytes`(`bytes`: kotlin.ByteArray): ReceivedReport
+    
+    /**
+     * Decode a JSON report, check its structure and add it to its query's
+     * cell; `InvalidReport` (state unchanged) if malformed or for a query
+     * not in the grid.
+     */
+    fun `addReportJson`(`line`: kotlin.String): ReceivedReport
+    
+    /**
+     * The estimate of every cell, in cell order.
+     */
+    fun `estimates`(): List<CellEstimate>
+    
+    /**
+     * Index of the cell of the query with this canonical id, or `null`.
+     */
+    fun `indexOf`(`queryId`: kotlin.String): kotlin.ULong?
+    
+    /**
+     * Fold another grid over the same queries (same order) into this one.
+     */
+    fun `merge`(`other`: GridAggregator)
+    
+    /**
+     * The canonical ids of the queries, in cell order.
+     */
+    fun `queryIds`(): List<kotlin.String>
+    
+    /**
+     * Number of cells.
+     */
+    fun `size`(): kotlin.ULong
+    
+    /**
+     * The state (queries and exact cells) as JSON.
+     */
+    fun `toJson`(): kotlin.String
+    
+    companion object
+}
+
+/**
+ * Aggregates for a fixed list of queries, e.g. a density map (one KDE per
+ * grid centre): a report is routed to its query's cell, and a report for
+ * a query not in the list is refused (`InvalidReport` `[unknown-query]`).
+ * Exact and mergeable like `Aggregator`; thread-safe.
+ */
+open class GridAggregator: Disposable, AutoCloseable, GridAggregatorInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A grid over `queries`, in this order (at least one; no duplicates).
+     */
+    constructor(`queries`: List<GeoQuery>) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new(
+    
+        
+        FfiConverterSequenceTypeGeoQuery.lower(`queries`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_gridaggregator(handle, status)
+        }
+    }
+
+    
+    /**
+     * Add a report returned by `ReportPolicy.accept_*` to its cell.
+     */
+    @Throws(GeoprivException::class)override fun `addReport`(`report`: ReceivedReport)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report(
+        it,
+        
+        FfiConverterTypeReceivedReport.lower(`report`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Decode a binary report, check its structure and add it to its cell.
+     */
+    @Throws(GeoprivException::class)override fun `addReportBytes`(`bytes`: kotlin.ByteArray): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_bytes(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Decode a JSON report, check its structure and add it to its query's
+     * cell; `InvalidReport` (state unchanged) if malformed or for a query
+     * not in the grid.
+     */
+    @Throws(GeoprivException::class)override fun `addReportJson`(`line`: kotlin.String): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_add_report_json(
+        it,
+        
+        FfiConverterString.lower(`line`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The estimate of every cell, in cell order.
+     */
+    @Throws(GeoprivException::class)override fun `estimates`(): List<CellEstimate> {
+            return FfiConverterSequenceTypeCellEstimate.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_estimates(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Index of the cell of the query with this canonical id, or `null`.
+     */
+    @Throws(GeoprivException::class)override fun `indexOf`(`queryId`: kotlin.String): kotlin.ULong? {
+            return FfiConverterOptionalULong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_index_of(
+        it,
+        
+        FfiConverterString.lower(`queryId`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Fold another grid over the same queries (same order) into this one.
+     */
+    @Throws(GeoprivException::class)override fun `merge`(`other`: GridAggregator)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge(
+        it,
+        
+        FfiConverterTypeGridAggregator.lower(`other`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The canonical ids of the queries, in cell order.
+     */
+    @Throws(GeoprivException::class)override fun `queryIds`(): List<kotlin.String> {
+            return FfiConverterSequenceString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Number of cells.
+     */
+    @Throws(GeoprivException::class)override fun `size`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_size(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The state (queries and exact cells) as JSON.
+     */
+    @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * Restore a state written by `to_json`; `InvalidReport` if invalid.
+     */
+    @Throws(GeoprivException::class) fun `fromJson`(`state`: kotlin.String): GridAggregator {
+            return FfiConverterTypeGridAggregator.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_from_json(
+    
+        
+        FfiConverterString.lower(`state`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * A density map: a 2-D KDE of `bandwidth` centred at every (x, y) with
+     * x in `xs` and y in `ys` (metres), row-major: cell index =
+     * i_y · xs.len() + i_x.
+     */
+    @Throws(GeoprivException::class) fun `kdeGrid`(`xs`: List<kotlin.Double>, `ys`: List<kotlin.Double>, `bandwidth`: kotlin.Double): GridAggregator {
+            return FfiConverterTypeGridAggregator.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_kde_grid(
+    
+        
+        FfiConverterSequenceDouble.lower(`xs`),
+        FfiConverterSequenceDouble.lower(`ys`),
+        FfiConverterDouble.lower(`bandwidth`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGridAggregator: FfiConverter<GridAggregator, Long> {
+    override fun lower(value: GridAggregator): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): GridAggregator {
+        return GridAggregator(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): GridAggregator {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: GridAggregator) = 8UL
+
+    override fun write(value: GridAggregator, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The privacy spent by one device about one secret (its location, its
+ * income): a total ε (per unit distance) and δ, and what has been spent
+ * by sequential composition. `GeoMechanism.privatize_with_budget` charges
+ * it before releasing and refuses (`BudgetExceeded`) a release that would
+ * exceed it, leaving the ledger unchanged.
+ *
+ * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+ * release and restore it with `from_json` at start-up, or a restart would
+ * reset the budget.
+ */
+public interface PrivacyBudgetInterface {
+    
+    /**
+     * Whether one release with `mechanism` fits the remaining budget now
+     * (another thread may spend before you release; the release itself
+     * checks again).
+     */
+    fun `canAfford`(`mechanism`: GeoMechanism): kotlin.Boolean
+    
+    /**
+     * The largest (ε, δ) such that `releases` releases of it fit the
+     * remaining budget (checked with the ledger's own rounding: ten
+     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     */
+    fun `evenSplit`(`releases`: kotlin.ULong): BudgetShare?
+    
+    /**
+     * δ still available (rounded down).
+     */
+    fun `remainingDelta`(): kotlin.Double
+    
+    /**
+     * ε still available (rounded down).
+     */
+    fun `remainingEpsilon`(): kotlin.Double
+    
+    /**
+     * Totals, spent and remaining amounts and the number of releases, as
+     * one consistent snapshot.
+     */
+    fun `status`(): BudgetStatus
+    
+    /**
+     * The ledger as JSON (totals, amounts spent, number of releases).
+     */
+    fun `toJson`(): kotlin.String
+    
+    companion object
+}
+
+/**
+ * The privacy spent by one device about one secret (its location, its
+ * income): a total ε (per unit distance) and δ, and what has been spent
+ * by sequential composition. `GeoMechanism.privatize_with_budget` charges
+ * it before releasing and refuses (`BudgetExceeded`) a release that would
+ * exceed it, leaving the ledger unchanged.
+ *
+ * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
+ * release and restore it with `from_json` at start-up, or a restart would
+ * reset the budget.
+ */
+open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
+     * distance, in the unit of the queries it will pay for) and
+     * `total_delta` (finite, in [0, 1)) in all.
+     */
+    constructor(`totalEpsilon`: kotlin.Double, `totalDelta`: kotlin.Double) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new(
+    
+        
+        FfiConverterDouble.lower(`totalEpsilon`),
+        FfiConverterDouble.lower(`totalDelta`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget(handle, status)
+        }
+    }
+
+    
+    /**
+     * Whether one release with `mechanism` fits the remaining budget now
+     * (another thread may spend before you release; the release itself
+     * checks again).
+     */
+    @Throws(GeoprivException::class)override fun `canAfford`(`mechanism`: GeoMechanism): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(
+        it,
+        
+        FfiConverterTypeGeoMechanism.lower(`mechanism`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The largest (ε, δ) such that `releases` releases of it fit the
+     * remaining budget (checked with the ledger's own rounding: ten
+     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     */
+    @Throws(GeoprivException::class)override fun `evenSplit`(`releases`: kotlin.ULong): BudgetShare? {
+            return FfiConverterOptionalTypeBudgetShare.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split(
+        it,
+        
+        FfiConverterULong.lower(`releases`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * δ still available (rounded down).
+     */
+    @Throws(GeoprivException::class)override fun `remainingDelta`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * ε still available (rounded down).
+     */
+    @Throws(GeoprivException::class)override fun `remainingEpsilon`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Totals, spent and remaining amounts and the number of releases, as
+     * one consistent snapshot.
+     */
+    @Throws(GeoprivException::class)override fun `status`(): BudgetStatus {
+            return FfiConverterTypeBudgetStatus.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The ledger as JSON (totals, amounts spent, number of releases).
+     */
+    @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
+     * kind for every encoded record) anything else: empty or malformed
+     * JSON, unknown fields, totals out of range, or more spent than the
+     * totals.
+     */
+    @Throws(GeoprivException::class) fun `fromJson`(`json`: kotlin.String): PrivacyBudget {
+            return FfiConverterTypePrivacyBudget.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(
+    
+        
+        FfiConverterString.lower(`json`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypePrivacyBudget: FfiConverter<PrivacyBudget, Long> {
+    override fun lower(value: PrivacyBudget): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): PrivacyBudget {
+        return PrivacyBudget(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): PrivacyBudget {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: PrivacyBudget) = 8UL
+
+    override fun write(value: PrivacyBudget, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * What a server accepts: reports with ε (per unit distance) at most
+ * `max_epsilon` and δ at most `max_delta`, of a known format version, with
+ * a finite value and valid query parameters; optionally only some
+ * mechanisms and some queries. Local-DP reports are refused unless
+ * `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+ * `allow_*`/`only_*` methods return a narrowed copy.
+ *
+ * A refused report raises `InvalidReport`; its message gives the reason
+ * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+ * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+ * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[delta-out-of-policy]`, `[delta-mismatch]`).
+ */
+public interface ReportPolicyInterface {
+    
+    /**
+     * Decode one binary report (every byte must be used) and validate it;
+     * `InvalidReport` with the reason otherwise.
+     */
+    fun `acceptBytes`(`bytes`: kotlin.ByteArray): ReceivedReport
+    
+    /**
+     * Decode one JSON report (surrounding whitespace and the newline are
+     * ignored) and validate it; `InvalidReport` with the reason otherwise.
+     */
+    fun `acceptJson`(`line`: kotlin.String): ReceivedReport
+    
+    /**
+     * A copy that also accepts local-DP reports with local-DP ε at most
+     * `max_ldp_epsilon` (finite, > 0).
+     */
+    fun `allowLdp`(`maxLdpEpsilon`: kotlin.Double): ReportPolicy
+    
+    /**
+     * The largest δ accepted.
+     */
+    fun `maxDelta`(): kotlin.Double
+    
+    /**
+     * The largest ε per unit distance accepted.
+     */
+    fun `maxEpsilon`(): kotlin.Double
+    
+    /**
+     * A copy that accepts only these mechanisms.
+     */
+    fun `onlyMechanisms`(`mechanisms`: List<MechanismName>): ReportPolicy
+    
+    /**
+     * A copy that accepts only reports for these queries (matched exactly
+     * on their parameters); others raise `InvalidReport` `[unknown-query]`.
+     */
+    fun `onlyQueries`(`queries`: List<GeoQuery>): ReportPolicy
+    
+    companion object
+}
+
+/**
+ * What a server accepts: reports with ε (per unit distance) at most
+ * `max_epsilon` and δ at most `max_delta`, of a known format version, with
+ * a finite value and valid query parameters; optionally only some
+ * mechanisms and some queries. Local-DP reports are refused unless
+ * `allow_ldp` gives their own maximum. Immutable and thread-safe; the
+ * `allow_*`/`only_*` methods return a narrowed copy.
+ *
+ * A refused report raises `InvalidReport`; its message gives the reason
+ * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
+ * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
+ * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[delta-out-of-policy]`, `[delta-mismatch]`).
+ */
+open class ReportPolicy: Disposable, AutoCloseable, ReportPolicyInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * Accept any valid query from any geo-private mechanism with
+     * ε <= `max_epsilon` (finite, > 0) and δ <= `max_delta` (in [0, 1)).
+     */
+    constructor(`maxEpsilon`: kotlin.Double, `maxDelta`: kotlin.Double) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new(
+    
+        
+        FfiConverterDouble.lower(`maxEpsilon`),
+        FfiConverterDouble.lower(`maxDelta`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy(handle, status)
+        }
+    }
+
+    
+    /**
+     * Decode one binary report (every byte must be used) and validate it;
+     * `InvalidReport` with the reason otherwise.
+     */
+    @Throws(GeoprivException::class)override fun `acceptBytes`(`bytes`: kotlin.ByteArray): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Decode one JSON report (surrounding whitespace and the newline are
+     * ignored) and validate it; `InvalidReport` with the reason otherwise.
+     */
+    @Throws(GeoprivException::class)override fun `acceptJson`(`line`: kotlin.String): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json(
+        it,
+        
+        FfiConverterString.lower(`line`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy that also accepts local-DP reports with local-DP ε at most
+     * `max_ldp_epsilon` (finite, > 0).
+     */
+    @Throws(GeoprivException::class)override fun `allowLdp`(`maxLdpEpsilon`: kotlin.Double): ReportPolicy {
+            return FfiConverterTypeReportPolicy.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp(
+        it,
+        
+        FfiConverterDouble.lower(`maxLdpEpsilon`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The largest δ accepted.
+     */override fun `maxDelta`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The largest ε per unit distance accepted.
+     */override fun `maxEpsilon`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_max_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy that accepts only these mechanisms.
+     */override fun `onlyMechanisms`(`mechanisms`: List<MechanismName>): ReportPolicy {
+            return FfiConverterTypeReportPolicy.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms(
+        it,
+        
+        FfiConverterSequenceTypeMechanismName.lower(`mechanisms`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy that accepts only reports for these queries (matched exactly
+     * on their parameters); others raise `InvalidReport` `[unknown-query]`.
+     */override fun `onlyQueries`(`queries`: List<GeoQuery>): ReportPolicy {
+            return FfiConverterTypeReportPolicy.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(
+        it,
+        
+        FfiConverterSequenceTypeGeoQuery.lower(`queries`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReportPolicy: FfiConverter<ReportPolicy, Long> {
+    override fun lower(value: ReportPolicy): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ReportPolicy {
+        return ReportPolicy(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ReportPolicy {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ReportPolicy) = 8UL
+
+    override fun write(value: ReportPolicy, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+
+/**
+ * An (ε, δ) pair: one release's share of a budget.
+ */
+data class BudgetShare (
+    /**
+     * ε per release.
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * δ per release.
+     */
+    var `delta`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeBudgetShare: FfiConverterRustBuffer<BudgetShare> {
+    override fun read(buf: ByteBuffer): BudgetShare {
+        return BudgetShare(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: BudgetShare) = (
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`)
+    )
+
+    override fun write(value: BudgetShare, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+    }
+}
+
+
+
+/**
+ * A snapshot of a ledger, read under one lock (so its fields agree even
+ * while other threads spend).
+ */
+data class BudgetStatus (
+    /**
+     * The total ε allowed (per unit distance).
+     */
+    var `totalEpsilon`: kotlin.Double
+    , 
+    /**
+     * The total δ allowed.
+     */
+    var `totalDelta`: kotlin.Double
+    , 
+    /**
+     * ε charged so far (an upper bound of the exact sum of the charges).
+     */
+    var `spentEpsilon`: kotlin.Double
+    , 
+    /**
+     * δ charged so far.
+     */
+    var `spentDelta`: kotlin.Double
+    , 
+    /**
+     * ε still available (rounded down).
+     */
+    var `remainingEpsilon`: kotlin.Double
+    , 
+    /**
+     * δ still available (rounded down).
+     */
+    var `remainingDelta`: kotlin.Double
+    , 
+    /**
+     * Number of releases charged.
+     */
+    var `releases`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus> {
+    override fun read(buf: ByteBuffer): BudgetStatus {
+        return BudgetStatus(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: BudgetStatus) = (
+            FfiConverterDouble.allocationSize(value.`totalEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`totalDelta`) +
+            FfiConverterDouble.allocationSize(value.`spentEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`spentDelta`) +
+            FfiConverterDouble.allocationSize(value.`remainingEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`remainingDelta`) +
+            FfiConverterULong.allocationSize(value.`releases`)
+    )
+
+    override fun write(value: BudgetStatus, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`totalEpsilon`, buf)
+            FfiConverterDouble.write(value.`totalDelta`, buf)
+            FfiConverterDouble.write(value.`spentEpsilon`, buf)
+            FfiConverterDouble.write(value.`spentDelta`, buf)
+            FfiConverterDouble.write(value.`remainingEpsilon`, buf)
+            FfiConverterDouble.write(value.`remainingDelta`, buf)
+            FfiConverterULong.write(value.`releases`, buf)
+    }
+}
+
+
+
+/**
+ * The estimate of one cell of a [`GridAggregator`].
+ */
+data class CellEstimate (
+    /**
+     * Canonical id of the cell's query.
+     */
+    var `queryId`: kotlin.String
+    , 
+    /**
+     * Its estimate; `null` for a cell without reports.
+     */
+    var `estimate`: Estimate?
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeCellEstimate: FfiConverterRustBuffer<CellEstimate> {
+    override fun read(buf: ByteBuffer): CellEstimate {
+        return CellEstimate(
+            FfiConverterString.read(buf),
+            FfiConverterOptionalTypeEstimate.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: CellEstimate) = (
+            FfiConverterString.allocationSize(value.`queryId`) +
+            FfiConverterOptionalTypeEstimate.allocationSize(value.`estimate`)
+    )
+
+    override fun write(value: CellEstimate, buf: ByteBuffer) {
+            FfiConverterString.write(value.`queryId`, buf)
+            FfiConverterOptionalTypeEstimate.write(value.`estimate`, buf)
+    }
+}
+
+
+
+/**
+ * The estimate of the population mean of f(x) from the reports so far.
+ */
+data class Estimate (
+    /**
+     * Number of reports.
+     */
+    var `n`: kotlin.ULong
+    , 
+    /**
+     * Sum of the reports (correctly rounded from the exact sum).
+     */
+    var `sum`: kotlin.Double
+    , 
+    /**
+     * Mean of the reports: the unbiased estimate of the mean of f(x).
+     */
+    var `mean`: kotlin.Double
+    , 
+    /**
+     * Sample variance of the reports; `null` when n < 2.
+     */
+    var `sampleVariance`: kotlin.Double?
+    , 
+    /**
+     * Standard error of the mean; `null` when n < 2.
+     */
+    var `standardError`: kotlin.Double?
+    , 
+    /**
+     * Lower end of the normal-approximation 95% confidence interval,
+     * mean − 1.96 standard errors; `null` when n < 2.
+     */
+    var `ci95Low`: kotlin.Double?
+    , 
+    /**
+     * Upper end of the 95% confidence interval; `null` when n < 2.
+     */
+    var `ci95High`: kotlin.Double?
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeEstimate: FfiConverterRustBuffer<Estimate> {
+    override fun read(buf: ByteBuffer): Estimate {
+        return Estimate(
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: Estimate) = (
+            FfiConverterULong.allocationSize(value.`n`) +
+            FfiConverterDouble.allocationSize(value.`sum`) +
+            FfiConverterDouble.allocationSize(value.`mean`) +
+            FfiConverterOptionalDouble.allocationSize(value.`sampleVariance`) +
+            FfiConverterOptionalDouble.allocationSize(value.`standardError`) +
+            FfiConverterOptionalDouble.allocationSize(value.`ci95Low`) +
+            FfiConverterOptionalDouble.allocationSize(value.`ci95High`)
+    )
+
+    override fun write(value: Estimate, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`n`, buf)
+            FfiConverterDouble.write(value.`sum`, buf)
+            FfiConverterDouble.write(value.`mean`, buf)
+            FfiConverterOptionalDouble.write(value.`sampleVariance`, buf)
+            FfiConverterOptionalDouble.write(value.`standardError`, buf)
+            FfiConverterOptionalDouble.write(value.`ci95Low`, buf)
+            FfiConverterOptionalDouble.write(value.`ci95High`, buf)
+    }
+}
+
+
+
+/**
+ * What a device uploads after privatizing: the same report in two
+ * encodings, plus its fields for the app's own bookkeeping.
+ *
+ * Upload `json` (one line, no newline) or `bytes` (compact binary,
+ * 43 bytes for a threshold query); the server decodes either with
+ * `ReportPolicy.accept_json` / `accept_bytes`. Every field is public
+ * information once uploaded; the smooth sensitivity and the noise scale
+ * are deliberately absent (they would reveal x).
+ */
+data class PrivateReport (
+    /**
+     * The report as one JSON line (without the trailing newline).
+     */
+    var `json`: kotlin.String
+    , 
+    /**
+     * The report in the binary wire format.
+     */
+    var `bytes`: kotlin.ByteArray
+    , 
+    /**
+     * The released value f(x) + noise: unbiased for f(x), often outside
+     * [0, 1]. Do not clamp or round it (that biases the server's mean).
+     */
+    var `value`: kotlin.Double
+    , 
+    /**
+     * The canonical id of the query answered (`GeoQuery.query_id()`).
+     */
+    var `queryId`: kotlin.String
+    , 
+    /**
+     * The mechanism used.
+     */
+    var `mechanism`: MechanismName
+    , 
+    /**
+     * ε of the release (per unit distance of the query's coordinates).
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * δ of the release (0 for pure mechanisms).
+     */
+    var `delta`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypePrivateReport: FfiConverterRustBuffer<PrivateReport> {
+    override fun read(buf: ByteBuffer): PrivateReport {
+        return PrivateReport(
+            FfiConverterString.read(buf),
+            FfiConverterByteArray.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterTypeMechanismName.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: PrivateReport) = (
+            FfiConverterString.allocationSize(value.`json`) +
+            FfiConverterByteArray.allocationSize(value.`bytes`) +
+            FfiConverterDouble.allocationSize(value.`value`) +
+            FfiConverterString.allocationSize(value.`queryId`) +
+            FfiConverterTypeMechanismName.allocationSize(value.`mechanism`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`)
+    )
+
+    override fun write(value: PrivateReport, buf: ByteBuffer) {
+            FfiConverterString.write(value.`json`, buf)
+            FfiConverterByteArray.write(value.`bytes`, buf)
+            FfiConverterDouble.write(value.`value`, buf)
+            FfiConverterString.write(value.`queryId`, buf)
+            FfiConverterTypeMechanismName.write(value.`mechanism`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+    }
+}
+
+
+
+/**
+ * A decoded, validated report, as the server sees it.
+ */
+data class ReceivedReport (
+    /**
+     * Canonical id of the query answered; group reports by it (one
+     * `Aggregator` per id, or a `GridAggregator`).
+     */
+    var `queryId`: kotlin.String
+    , 
+    /**
+     * The query's family.
+     */
+    var `family`: QueryFamily
+    , 
+    /**
+     * The mechanism that produced the value.
+     */
+    var `mechanism`: MechanismName
+    , 
+    /**
+     * ε of the release.
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * δ of the release.
+     */
+    var `delta`: kotlin.Double
+    , 
+    /**
+     * The released value (finite; unbiased for the user's f(x)).
+     */
+    var `value`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReceivedReport: FfiConverterRustBuffer<ReceivedReport> {
+    override fun read(buf: ByteBuffer): ReceivedReport {
+        return ReceivedReport(
+            FfiConverterString.read(buf),
+            FfiConverterTypeQueryFamily.read(buf),
+            FfiConverterTypeMechanismName.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ReceivedReport) = (
+            FfiConverterString.allocationSize(value.`queryId`) +
+            FfiConverterTypeQueryFamily.allocationSize(value.`family`) +
+            FfiConverterTypeMechanismName.allocationSize(value.`mechanism`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`) +
+            FfiConverterDouble.allocationSize(value.`value`)
+    )
+
+    override fun write(value: ReceivedReport, buf: ByteBuffer) {
+            FfiConverterString.write(value.`queryId`, buf)
+            FfiConverterTypeQueryFamily.write(value.`family`, buf)
+            FfiConverterTypeMechanismName.write(value.`mechanism`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+            FfiConverterDouble.write(value.`value`, buf)
     }
 }
 
@@ -1832,6 +5558,174 @@ public object FfiConverterTypeGrowth : FfiConverterRustBuffer<Growth>{
 
 
 /**
+ * Which mechanism produced a report (the `mechanism` field of the wire
+ * format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
+ * `MechanismName.STUDENT_T`.
+ */
+
+enum class MechanismName {
+    
+    /**
+     * PolyPlace noise scaled to the smooth sensitivity; pure GP.
+     */
+    POLYPLACE,
+    /**
+     * Student's t noise scaled to the smooth sensitivity; pure GP.
+     */
+    STUDENT_T,
+    /**
+     * Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
+     */
+    CAUCHY,
+    /**
+     * Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
+     */
+    LAPLACE,
+    /**
+     * Baseline: Laplace noise scaled to the global Lipschitz constant.
+     */
+    GLOBAL_LAPLACE,
+    /**
+     * Baseline: noise added to the point itself (biased).
+     */
+    A_PRIORI,
+    /**
+     * Reference: local differential privacy (ε is a local-DP ε, not per
+     * unit distance).
+     */
+    LDP;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMechanismName: FfiConverterRustBuffer<MechanismName> {
+    override fun read(buf: ByteBuffer) = try {
+        MechanismName.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: MechanismName) = 4UL
+
+    override fun write(value: MechanismName, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * How latitude/longitude (WGS84 degrees) become plane coordinates
+ * `[x east, y north]` in metres.
+ *
+ * Kotlin: `Projection.WebMercator`, `Projection.LocalEquirectangular(refLat, refLon)`;
+ * Swift: `.webMercator`, `.localEquirectangular(refLat:refLon:)`;
+ * Python: `Projection.WEB_MERCATOR()`, `Projection.LOCAL_EQUIRECTANGULAR(ref_lat, ref_lon)`.
+ */
+sealed class Projection {
+    
+    /**
+     * Spherical Web Mercator (EPSG:3857), |latitude| <= 85.0511°. Distances
+     * are stretched by 1/cos(latitude): ε per projected metre is
+     * ε/cos(latitude) per ground metre.
+     */
+    object WebMercator : Projection()
+    
+    
+    /**
+     * Local equirectangular projection around a reference point (WGS84
+     * radii at its latitude): projected metres are ground metres within a
+     * few kilometres of it (0.05% off at 3 km at 45°N). The reference is
+     * projected to (0, 0); it must not be a pole.
+     */
+    data class LocalEquirectangular(
+        /**
+         * Latitude of the reference point, degrees in (-90, 90).
+         */
+        val `refLat`: kotlin.Double, 
+        /**
+         * Longitude of the reference point, degrees in [-180, 180].
+         */
+        val `refLon`: kotlin.Double) : Projection()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeProjection : FfiConverterRustBuffer<Projection>{
+    override fun read(buf: ByteBuffer): Projection {
+        return when(buf.getInt()) {
+            1 -> Projection.WebMercator
+            2 -> Projection.LocalEquirectangular(
+                FfiConverterDouble.read(buf),
+                FfiConverterDouble.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: Projection): ULong = when(value) {
+        is Projection.WebMercator -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is Projection.LocalEquirectangular -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterDouble.allocationSize(value.`refLat`)
+                + FfiConverterDouble.allocationSize(value.`refLon`)
+            )
+        }
+    }
+
+    override fun write(value: Projection, buf: ByteBuffer) {
+        when(value) {
+            is Projection.WebMercator -> {
+                buf.putInt(1)
+                Unit
+            }
+            is Projection.LocalEquirectangular -> {
+                buf.putInt(2)
+                FfiConverterDouble.write(value.`refLat`, buf)
+                FfiConverterDouble.write(value.`refLon`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
  * Which family a [`GeoQuery`] belongs to.
  */
 
@@ -1886,6 +5780,166 @@ public object FfiConverterTypeQueryFamily: FfiConverterRustBuffer<QueryFamily> {
 /**
  * @suppress
  */
+public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
+    override fun read(buf: ByteBuffer): kotlin.ULong? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterULong.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.ULong?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterULong.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.ULong?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterULong.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalDouble: FfiConverterRustBuffer<kotlin.Double?> {
+    override fun read(buf: ByteBuffer): kotlin.Double? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterDouble.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.Double?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterDouble.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.Double?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterDouble.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeBudgetShare: FfiConverterRustBuffer<BudgetShare?> {
+    override fun read(buf: ByteBuffer): BudgetShare? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeBudgetShare.read(buf)
+    }
+
+    override fun allocationSize(value: BudgetShare?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeBudgetShare.allocationSize(value)
+        }
+    }
+
+    override fun write(value: BudgetShare?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeBudgetShare.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeEstimate: FfiConverterRustBuffer<Estimate?> {
+    override fun read(buf: ByteBuffer): Estimate? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeEstimate.read(buf)
+    }
+
+    override fun allocationSize(value: Estimate?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeEstimate.allocationSize(value)
+        }
+    }
+
+    override fun write(value: Estimate?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeEstimate.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeGrowth: FfiConverterRustBuffer<Growth?> {
+    override fun read(buf: ByteBuffer): Growth? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeGrowth.read(buf)
+    }
+
+    override fun allocationSize(value: Growth?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeGrowth.allocationSize(value)
+        }
+    }
+
+    override fun write(value: Growth?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeGrowth.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceDouble: FfiConverterRustBuffer<List<kotlin.Double>> {
     override fun read(buf: ByteBuffer): List<kotlin.Double> {
         val len = buf.getInt()
@@ -1907,6 +5961,118 @@ public object FfiConverterSequenceDouble: FfiConverterRustBuffer<List<kotlin.Dou
         }
     }
 }
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.String>> {
+    override fun read(buf: ByteBuffer): List<kotlin.String> {
+        val len = buf.getInt()
+        return List<kotlin.String>(len) {
+            FfiConverterString.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.String>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterString.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.String>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterString.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeGeoQuery: FfiConverterRustBuffer<List<GeoQuery>> {
+    override fun read(buf: ByteBuffer): List<GeoQuery> {
+        val len = buf.getInt()
+        return List<GeoQuery>(len) {
+            FfiConverterTypeGeoQuery.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<GeoQuery>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeGeoQuery.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<GeoQuery>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeGeoQuery.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeCellEstimate: FfiConverterRustBuffer<List<CellEstimate>> {
+    override fun read(buf: ByteBuffer): List<CellEstimate> {
+        val len = buf.getInt()
+        return List<CellEstimate>(len) {
+            FfiConverterTypeCellEstimate.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<CellEstimate>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeCellEstimate.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<CellEstimate>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeCellEstimate.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer<List<MechanismName>> {
+    override fun read(buf: ByteBuffer): List<MechanismName> {
+        val len = buf.getInt()
+        return List<MechanismName>(len) {
+            FfiConverterTypeMechanismName.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<MechanismName>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeMechanismName.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<MechanismName>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeMechanismName.write(it, buf)
+        }
+    }
+}
         /**
          * The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
          * check at run time that the loaded native library matches its bindings.
@@ -1916,6 +6082,27 @@ public object FfiConverterSequenceDouble: FfiConverterRustBuffer<List<kotlin.Dou
     UniffiLib.uniffi_geopriv_ffi_fn_func_library_version(
     
         _status)
+}
+    )
+    }
+    
+
+        /**
+         * Project a location (WGS84 degrees) to `[x east, y north]` metres, the
+         * 2-D point the two-way and KDE queries take. Latitude must be in
+         * [-90, 90] (±85.05 for Web Mercator) and longitude in [-180, 180]; NaN or
+         * infinite coordinates are `InvalidInput`, a bad projection reference is
+         * `InvalidParameter`.
+         */
+    @Throws(GeoprivException::class) fun `project`(`lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): List<kotlin.Double> {
+            return FfiConverterSequenceDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_project(
+    
+        
+        FfiConverterDouble.lower(`lat`),
+        FfiConverterDouble.lower(`lon`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
 }
     )
     }

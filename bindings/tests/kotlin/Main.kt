@@ -6,17 +6,18 @@
 //
 // Run it with bindings/scripts/test-kotlin.sh (builds, compiles, runs).
 
-import geopriv.GeoQuery
-import geopriv.GeoprivException
-import geopriv.Growth
-import geopriv.QueryFamily
-import geopriv.libraryVersion
+import geopriv.*
+import java.util.Random
 import java.util.concurrent.Callable
 import java.util.concurrent.Executors
 import java.util.concurrent.TimeUnit
 import kotlin.math.abs
+import kotlin.math.cos
 import kotlin.math.exp
+import kotlin.math.hypot
 import kotlin.math.max
+import kotlin.math.min
+import kotlin.math.sqrt
 import kotlin.system.exitProcess
 
 private var passed = 0
@@ -119,17 +120,43 @@ fun main() {
         }
     }
 
-    test("kde: wired (numbers are checked in Rust)") {
-        GeoQuery.kde(listOf(0.0, 0.0), 1.0).use { q ->
+    test("kde: values and sensitivities (exact smooth sensitivity)") {
+        val h = 250.0
+        GeoQuery.kde(listOf(100.0, -50.0), h).use { q ->
             expect(q.family() == QueryFamily.KDE) { "family ${q.family()}" }
             expect(q.dimension() == 2u) { "dimension ${q.dimension()}" }
-            val v = q.value(listOf(0.5, -0.5))
-            expect(v.isFinite() && v >= 0.0 && v <= 1.0) { "value $v" }
-            val s = q.smoothSensitivity(listOf(0.5, -0.5), Growth.Exponential(1.0))
-            expect(s.isFinite() && s >= 0.0) { "S* $s" }
-            expect(q.pointwiseLipschitz(listOf(3.0, 4.0)).isFinite()) { "L" }
+            val global = exp(-0.5) / h
+            assertClose(q.globalLipschitz(), global, "global Lipschitz")
+            assertClose(q.value(listOf(100.0, -50.0)), 1.0, "f(centre)")
+            assertClose(q.value(listOf(100.0 + 0.6 * h, -50.0 + 0.8 * h)), exp(-0.5), "f at distance h")
+            assertClose(q.value(listOf(100.0 + 3 * h, -50.0)), exp(-4.5), "f at distance 3h")
+            // L(centre) = ℓ(0)/h = r* exp(-u)/h with r*² = 2u, 1 + 2u = e^u
+            // (the tangency partner of the centre); solved here by Newton.
+            var u = 1.5
+            repeat(60) { u -= (exp(u) - 1 - 2 * u) / (exp(u) - 2) }
+            val ell0 = sqrt(2 * u) * exp(-u)
+            assertClose(q.pointwiseLipschitz(listOf(100.0, -50.0)), ell0 / h, "L(centre)")
+            // On the ring at distance h, L and S* are the global constant.
+            assertClose(q.pointwiseLipschitz(listOf(100.0, -50.0 + h)), global, "L(ring)")
+            assertClose(q.smoothSensitivity(listOf(100.0, -50.0 + h), Growth.Exponential(0.01)), global, "S*(ring)")
+            // Growth so steep (γh = 1000) that S*(centre) = L(centre), up to
+            // the core's relative 2^-40 safety margin.
+            val steep = q.smoothSensitivity(listOf(100.0, -50.0), Growth.Exponential(1000.0 / h))
+            expect(abs(steep - ell0 / h) <= 1e-11 * ell0 / h) { "S* steep $steep vs ${ell0 / h}" }
+            val s = q.smoothSensitivity(listOf(100.0, -50.0), Growth.Exponential(0.1 / h))
+            expect(s > ell0 / h && s <= global * (1 + 1e-12)) { "L <= S* <= global: $s" }
         }
         GeoQuery.kde(listOf(1.0, 2.0, 3.0), 0.5).use { q -> expect(q.dimension() == 3u) { "3-D" } }
+    }
+
+    test("query ids round-trip") {
+        for (id in listOf("threshold:T=100000;w=20000", "interval:a=0;b=10;w=1", "two-way:T1=1;T2=2;w=3", "kde:t=1200.5,-300;h=150")) {
+            GeoQuery.fromId(id).use { q -> expect(q.queryId() == id) { "${q.queryId()} vs $id" } }
+        }
+        expect(GeoQuery.threshold(100_000.0, 20_000.0).queryId() == "threshold:T=100000;w=20000") { "threshold id" }
+        for (bad in listOf("", "threshold", "threshold:T=1;w=0", "circle:r=1", "kde:t=;h=1")) {
+            assertThrows<GeoprivException.InvalidParameter>("fromId '$bad'") { GeoQuery.fromId(bad) }
+        }
     }
 
     // ---- bad parameters: InvalidParameter with a message naming them ----
@@ -256,21 +283,580 @@ fun main() {
         repeat(2000) { i -> GeoQuery.kde(listOf(i.toDouble(), 0.0), 1.0).use { it.dimension() } }
     }
 
-    // ---- TODO when the core lands (see bindings/README.md, "Roadmap") ----
-    // mechanisms: Mechanism.cauchy/studentT/polyPlace/laplace refuse NaN,
-    //   ±Inf, negative or zero epsilon (InvalidParameter), delta outside
-    //   (0, 1); privatize(query, x) returns a Report whose value is finite.
-    // reports: Report.toJson()/toBytes() round-trip through fromJson/
-    //   fromBytes; fromJson("") / fromJson("{") / fromBytes(empty) /
-    //   fromBytes(truncated) / a wrong version throw InvalidReport.
-    // budget: PrivacyBudget(total epsilon, delta) spends, refuses the release
-    //   that would exceed it with BudgetExceeded, shared across threads.
-    // aggregate: Aggregator.add/merge/estimate gives the mean, standard error
-    //   and CI of known reports; merge of split halves equals the whole;
-    //   adding a malformed report throws InvalidReport and leaves it intact.
-    // geo: kde/twoWay from lat/lon with a projection; lat outside [-90, 90]
-    //   or NaN throws InvalidInput.
+    mechanismTests()
+    locationTests()
+    reportTests()
+    budgetTests()
+    aggregateTests()
+    unbiasednessTests()
+    concurrencyTests()
+    readmeExampleTests()
 
     println("kotlin: $passed passed, $failed failed")
     if (failed != 0) exitProcess(1)
+}
+
+// ---- mechanisms ----
+
+private fun allMechanisms(eps: Double): List<Pair<String, () -> GeoMechanism>> = listOf(
+    "polyplace" to { GeoMechanism.polyplace(eps) },
+    "polyplaceWith" to { GeoMechanism.polyplaceWith(eps, 0.2) },
+    "studentT" to { GeoMechanism.studentT(eps) },
+    "studentTWith" to { GeoMechanism.studentTWith(eps, 4.0, 0.3) },
+    "cauchy" to { GeoMechanism.cauchy(eps) },
+    "cauchyWith" to { GeoMechanism.cauchyWith(eps, 5.0, 0.3) },
+    "laplace" to { GeoMechanism.laplace(eps, 1e-6) },
+    "laplaceWith" to { GeoMechanism.laplaceWith(eps, 1e-6, 0.4) },
+    "globalLaplace" to { GeoMechanism.globalLaplace(eps) },
+    "noiseAPriori" to { GeoMechanism.noiseAPriori(eps) },
+    "localDp" to { GeoMechanism.localDp(eps) },
+)
+
+private fun mechanismTests() {
+    test("every mechanism refuses NaN, infinite, zero and negative epsilon") {
+        for (eps in badPositive) {
+            for ((name, make) in allMechanisms(eps)) {
+                assertThrows<GeoprivException.InvalidParameter>("$name($eps)", "epsilon") { make() }
+            }
+        }
+    }
+
+    test("mechanism parameters are checked") {
+        for (d in listOf(0.0, 1.0, -1e-9, Double.NaN, Double.POSITIVE_INFINITY)) {
+            assertThrows<GeoprivException.InvalidParameter>("laplace delta $d", "delta") { GeoMechanism.laplace(1.0, d) }
+        }
+        for (share in listOf(0.0, 1.0, -0.5, 1.5, Double.NaN)) {
+            assertThrows<GeoprivException.InvalidParameter>("polyplace share $share", "share") { GeoMechanism.polyplaceWith(1.0, share) }
+            assertThrows<GeoprivException.InvalidParameter>("student-t share $share", "share") { GeoMechanism.studentTWith(1.0, 3.0, share) }
+            assertThrows<GeoprivException.InvalidParameter>("cauchy share $share", "share") { GeoMechanism.cauchyWith(1.0, 4.0, share) }
+        }
+        for (dof in listOf(1.0, 0.5, -1.0, Double.NaN, Double.POSITIVE_INFINITY)) {
+            assertThrows<GeoprivException.InvalidParameter>("dof $dof", "dof") { GeoMechanism.studentTWith(1.0, dof, 0.3) }
+        }
+        for (k in listOf(2.0, 1.0, Double.NaN, Double.POSITIVE_INFINITY)) {
+            assertThrows<GeoprivException.InvalidParameter>("k $k", "k") { GeoMechanism.cauchyWith(1.0, k, 0.3) }
+        }
+    }
+
+    test("every mechanism releases a report without S or the scale") {
+        val q = GeoQuery.threshold(100.0, 10.0)
+        for ((name, make) in allMechanisms(0.05)) {
+            make().use { m ->
+                val r = m.privatize(q, listOf(42.0))
+                expect(r.value.isFinite()) { "$name value ${r.value}" }
+                expect(r.queryId == "threshold:T=100;w=10") { "$name id ${r.queryId}" }
+                expect(r.mechanism == m.name()) { "$name: ${r.mechanism} vs ${m.name()}" }
+                expect(r.epsilon == 0.05 && r.delta == m.delta()) { "$name eps/delta" }
+                expect(r.json.startsWith("{\"version\":1,") && '\n' !in r.json) { "$name json ${r.json}" }
+                for (leak in listOf("scale", "sensitivity", "sigma")) expect(leak !in r.json) { "$name leaks $leak: ${r.json}" }
+                expect(r.bytes.size in 30..64) { "$name bytes ${r.bytes.size}" }
+            }
+        }
+        GeoMechanism.polyplace(0.001).use { m ->
+            expect(m.name() == MechanismName.POLYPLACE && m.epsilon() == 0.001 && m.delta() == 0.0) { "$m" }
+            expect(abs(m.smoothnessShare()!! - 1.0 / 9) < 1e-15) { "share ${m.smoothnessShare()}" }
+            val g = m.growth()
+            expect(g is Growth.Exponential && abs(g.rate - 0.001 / 9) < 1e-18) { "growth $g" }
+            expect(!m.isSeeded() && "polyplace" in m.toString()) { "$m" }
+        }
+        expect(GeoMechanism.laplace(1.0, 1e-6).growth() is Growth.Linear) { "laplace growth" }
+        expect(GeoMechanism.globalLaplace(1.0).growth() == null) { "baseline growth" }
+    }
+
+    test("bad points are refused by privatize") {
+        val m = GeoMechanism.cauchy(0.1)
+        for (q in listOf(GeoQuery.threshold(0.0, 1.0), GeoQuery.twoWay(0.0, 0.0, 1.0), GeoQuery.kde(listOf(0.0, 0.0, 0.0), 1.0))) {
+            val d = q.dimension().toInt()
+            val bad = mutableListOf(emptyList<Double>(), List(d + 1) { 0.5 })
+            if (d > 1) bad += List(d - 1) { 0.5 }
+            for (nf in nonFinite) bad += List(d - 1) { 0.5 } + nf
+            for (x in bad) assertThrows<GeoprivException.InvalidInput>("privatize $q at $x") { m.privatize(q, x) }
+        }
+    }
+
+    test("a seeded mechanism is reproducible and says it is not secure") {
+        val q = GeoQuery.kde(listOf(0.0, 0.0), 100.0)
+        val m = GeoMechanism.polyplace(0.01)
+        fun run(seed: ULong) = m.seeded(seed).let { s -> List(5) { i -> s.privatize(q, listOf(i.toDouble(), 30.0)).value } }
+        expect(run(7uL) == run(7uL)) { "same seed, same values" }
+        expect(run(7uL) != run(8uL)) { "different seeds" }
+        val s = m.seeded(1uL)
+        expect(s.isSeeded() && "NOT SECURE" in s.toString()) { "$s" }
+        // The secure default never repeats.
+        expect(m.privatize(q, listOf(1.0, 1.0)).value != m.privatize(q, listOf(1.0, 1.0)).value) { "secure draws repeat" }
+    }
+}
+
+// ---- lat/lon ----
+
+private val paris = Projection.LocalEquirectangular(refLat = 48.8566, refLon = 2.3522)
+
+private fun locationTests() {
+    test("project: metres around the reference, Web Mercator") {
+        val o = project(48.8566, 2.3522, paris)
+        expect(o == listOf(0.0, 0.0)) { "reference -> $o" }
+        val louvre = project(48.8606, 2.3376, paris)
+        expect(abs(hypot(louvre[0], louvre[1]) - 1170.0) < 10.0 && louvre[0] < 0 && louvre[1] > 0) { "louvre $louvre" }
+        val m = project(0.0, 180.0, Projection.WebMercator)
+        expect(abs(m[0] - Math.PI * 6_378_137.0) < 1e-6 && m[1] == 0.0) { "mercator $m" }
+    }
+
+    test("bad locations are InvalidInput, bad projections and query points InvalidParameter") {
+        val badLocations = listOf(Double.NaN to 2.0, 48.0 to Double.NaN, Double.POSITIVE_INFINITY to 2.0, 48.0 to Double.NEGATIVE_INFINITY, 90.5 to 0.0, -91.0 to 0.0, 0.0 to 180.5)
+        val q = GeoQuery.kdeLatlon(48.86, 2.34, 250.0, paris)
+        val m = GeoMechanism.polyplace(1e-3)
+        for ((lat, lon) in badLocations) {
+            assertThrows<GeoprivException.InvalidInput>("project $lat,$lon", "location") { project(lat, lon, paris) }
+            assertThrows<GeoprivException.InvalidInput>("privatizeLatlon $lat,$lon", "location") { m.privatizeLatlon(q, lat, lon, paris) }
+            assertThrows<GeoprivException.InvalidParameter>("kdeLatlon centre $lat,$lon") { GeoQuery.kdeLatlon(lat, lon, 250.0, paris) }
+            assertThrows<GeoprivException.InvalidParameter>("twoWayLatlon corner $lat,$lon") { GeoQuery.twoWayLatlon(lat, lon, 100.0, paris) }
+        }
+        assertThrows<GeoprivException.InvalidInput>("mercator beyond 85.05", "latitude") { project(86.0, 0.0, Projection.WebMercator) }
+        for ((rlat, rlon) in listOf(90.0 to 0.0, -90.0 to 0.0, Double.NaN to 0.0, 0.0 to 200.0)) {
+            assertThrows<GeoprivException.InvalidParameter>("reference $rlat,$rlon", "reference") {
+                project(0.0, 0.0, Projection.LocalEquirectangular(rlat, rlon))
+            }
+        }
+        for (h in badPositive) {
+            assertThrows<GeoprivException.InvalidParameter>("kdeLatlon bandwidth $h", "bandwidth") { GeoQuery.kdeLatlon(48.86, 2.34, h, paris) }
+            assertThrows<GeoprivException.InvalidParameter>("twoWayLatlon width $h", "width") { GeoQuery.twoWayLatlon(48.86, 2.34, h, paris) }
+        }
+        assertThrows<GeoprivException.InvalidParameter>("projection mismatch", "projection") {
+            m.privatizeLatlon(q, 48.86, 2.34, Projection.WebMercator)
+        }
+        assertThrows<GeoprivException.InvalidParameter>("1-D query from lat/lon", "2-D") {
+            m.privatizeLatlon(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, paris)
+        }
+    }
+
+    test("lat/lon queries: ids, values and the two-way quadrant") {
+        val k = GeoQuery.kdeLatlon(48.8566, 2.3522, 250.0, paris)
+        expect(k.queryId() == "kde:t=0,0;h=250") { k.queryId() }
+        expect("LocalEquirectangular" in k.toString()) { "$k" }
+        // 250 m north of the centre: f = exp(-1/2).
+        val north = project(48.8566 + 250.0 / 111_200.0, 2.3522, paris)
+        expect(abs(k.value(north) - exp(-0.5)) < 0.01) { "f(250 m) ${k.value(north)}" }
+        val w = GeoQuery.twoWayLatlon(48.8566, 2.3522, 100.0, paris)
+        expect(w.value(project(48.87, 2.37, paris)) == 1.0) { "north-east is in" }
+        expect(w.value(project(48.84, 2.37, paris)) == 0.0) { "south-east is out" }
+        expect(w.value(project(48.87, 2.33, paris)) == 0.0) { "north-west is out" }
+        val r = GeoMechanism.polyplace(1e-3).privatizeLatlon(w, 48.87, 2.37, paris)
+        expect(r.queryId == w.queryId() && r.value.isFinite()) { "$r" }
+    }
+}
+
+// ---- reports and the server's policy ----
+
+private fun reportCode(e: GeoprivException): String = (e.message ?: "").substringAfterLast('[').substringBefore(']')
+
+private fun reportTests() {
+    val q = GeoQuery.threshold(100_000.0, 20_000.0)
+    val m = GeoMechanism.polyplace(1.0 / 8000)
+    val policy = ReportPolicy(1.0 / 4000, 0.0)
+
+    test("a device report is accepted from JSON and from bytes") {
+        val r = m.privatize(q, listOf(42_000.0))
+        val got = policy.acceptJson(r.json)
+        expect(got.value == r.value && got.queryId == q.queryId() && got.family == QueryFamily.THRESHOLD) { "$got" }
+        expect(got.mechanism == MechanismName.POLYPLACE && got.epsilon == 1.0 / 8000 && got.delta == 0.0) { "$got" }
+        expect(policy.acceptBytes(r.bytes) == got) { "bytes decode to the same report" }
+        expect(policy.acceptJson("  ${r.json}\n") == got) { "surrounding whitespace" }
+        expect(policy.maxEpsilon() == 1.0 / 4000 && policy.maxDelta() == 0.0) { "policy getters" }
+    }
+
+    test("bad reports raise InvalidReport with the reason") {
+        val r = m.privatize(q, listOf(42_000.0))
+        val badJson = listOf(
+            "" to "empty", "   \n" to "empty", "{" to "truncated", "not a report" to "malformed", "{}" to "malformed",
+            "[1,2,3]" to "malformed", "null" to "malformed",
+            r.json.replace("\"value\"", "\"scale\":0.5,\"value\"") to "malformed",
+            r.json.replace("\"version\":1", "\"version\":2") to "unsupported-version",
+            r.json.replace("\"threshold\":100000.0", "\"threshold\":\"x\"") to "malformed",
+            r.json.replace("\"width\":20000.0", "\"width\":0.0") to "invalid-query",
+            r.json.replace(Regex("\"value\":[^}]*"), "\"value\":1e999") to "malformed",
+            r.json.replace("\"epsilon\":0.000125", "\"epsilon\":-1.0") to "epsilon-out-of-policy",
+            r.json.replace("\"delta\":0.0", "\"delta\":0.5") to "delta-out-of-policy",
+        )
+        for ((json, code) in badJson) {
+            try {
+                policy.acceptJson(json)
+                throw AssertionError("accepted '$json'")
+            } catch (e: GeoprivException.InvalidReport) {
+                expect(reportCode(e) == code) { "'$json': code ${reportCode(e)}, expected $code (${e.message})" }
+            }
+        }
+        val v2 = r.bytes.copyOf().also { it[0] = 2 }
+        val badBytes = listOf(
+            ByteArray(0) to "empty", ByteArray(7) { 0xff.toByte() } to "malformed",
+            r.bytes.copyOf(r.bytes.size - 1) to "truncated", r.bytes + byteArrayOf(0) to "trailing-bytes",
+            v2 to "unsupported-version", "garbage!".toByteArray() to "",
+            r.json.toByteArray() to "",
+        )
+        for ((bytes, code) in badBytes) {
+            try {
+                policy.acceptBytes(bytes)
+                throw AssertionError("accepted ${bytes.toList()}")
+            } catch (e: GeoprivException.InvalidReport) {
+                expect(code == "" || reportCode(e) == code) { "${bytes.size} bytes: code ${reportCode(e)}, expected $code" }
+            }
+        }
+    }
+
+    test("the policy's limits: epsilon, queries, mechanisms, local DP") {
+        val r = m.privatize(q, listOf(42_000.0))
+        fun refusedWith(code: String, p: ReportPolicy, json: String) =
+            assertThrows<GeoprivException.InvalidReport>("refused $code", code) { p.acceptJson(json) }
+        refusedWith("epsilon-out-of-policy", ReportPolicy(1.0 / 10_000, 0.0), r.json)
+        refusedWith("unknown-query", policy.onlyQueries(listOf(GeoQuery.threshold(50_000.0, 20_000.0))), r.json)
+        policy.onlyQueries(listOf(q)).acceptJson(r.json)
+        refusedWith("mechanism-not-allowed", policy.onlyMechanisms(listOf(MechanismName.STUDENT_T)), r.json)
+        val ldp = GeoMechanism.localDp(1.0).privatize(q, listOf(1.0))
+        refusedWith("mechanism-not-allowed", policy, ldp.json)
+        policy.allowLdp(2.0).acceptJson(ldp.json)
+        val lap = GeoMechanism.laplace(1.0 / 8000, 1e-6).privatize(q, listOf(1.0))
+        refusedWith("delta-out-of-policy", policy, lap.json)
+        ReportPolicy(1.0 / 4000, 1e-5).acceptJson(lap.json)
+        for (bad in badPositive) {
+            assertThrows<GeoprivException.InvalidParameter>("policy max epsilon $bad") { ReportPolicy(bad, 0.0) }
+            assertThrows<GeoprivException.InvalidParameter>("allowLdp $bad") { policy.allowLdp(bad) }
+        }
+        for (bad in listOf(-0.1, 1.0, Double.NaN)) {
+            assertThrows<GeoprivException.InvalidParameter>("policy max delta $bad") { ReportPolicy(1.0, bad) }
+        }
+    }
+}
+
+// ---- privacy budget ----
+
+private fun budgetTests() {
+    val q = GeoQuery.threshold(0.0, 1.0)
+
+    test("budget: a refused release raises BudgetExceeded and leaves the budget unchanged") {
+        val m = GeoMechanism.polyplace(0.1)
+        val budget = PrivacyBudget(0.25, 0.0)
+        repeat(2) { m.privatizeWithBudget(budget, q, listOf(0.3)) }
+        val before = budget.status()
+        expect(before.releases == 2uL && abs(before.remainingEpsilon - 0.05) < 1e-12 && before.totalEpsilon == 0.25) { "$before" }
+        expect(budget.remainingEpsilon() == before.remainingEpsilon && budget.remainingDelta() == 0.0) { "remaining" }
+        expect(!budget.canAfford(m)) { "canAfford" }
+        assertThrows<GeoprivException.BudgetExceeded>("third release", "budget") { m.privatizeWithBudget(budget, q, listOf(0.3)) }
+        expect(budget.status() == before) { "changed by a refusal: ${budget.status()} vs $before" }
+        // δ counts too: an approximate release on a pure budget.
+        assertThrows<GeoprivException.BudgetExceeded>("delta on a pure budget", "delta") {
+            GeoMechanism.laplace(0.01, 1e-6).privatizeWithBudget(budget, q, listOf(0.3))
+        }
+        assertThrows<GeoprivException.BudgetExceeded>("lat/lon release", "budget") {
+            GeoMechanism.polyplace(0.1).privatizeLatlonWithBudget(budget, GeoQuery.kdeLatlon(48.86, 2.35, 100.0, paris), 48.86, 2.35, paris)
+        }
+        expect(budget.status() == before) { "changed by refusals" }
+    }
+
+    test("budget: a failed release is not charged") {
+        val budget = PrivacyBudget(1.0, 0.0)
+        val m = GeoMechanism.polyplace(0.1)
+        for (x in listOf(listOf(Double.NaN), emptyList(), listOf(1.0, 2.0))) {
+            assertThrows<GeoprivException.InvalidInput>("bad point $x") { m.privatizeWithBudget(budget, q, x) }
+        }
+        assertThrows<GeoprivException.InvalidInput>("bad location") {
+            m.privatizeLatlonWithBudget(budget, GeoQuery.kdeLatlon(48.86, 2.35, 100.0, paris), Double.NaN, 2.35, paris)
+        }
+        expect(budget.status().releases == 0uL && budget.remainingEpsilon() == 1.0) { "${budget.status()}" }
+    }
+
+    test("budget: evenSplit, persistence and bad states") {
+        val budget = PrivacyBudget(1.0, 1e-6)
+        val share = budget.evenSplit(10uL)!!
+        expect(share.epsilon > 0.1 * (1 - 1e-12) && share.delta > 1e-7 * (1 - 1e-12)) { "$share" }
+        expect(budget.evenSplit(0uL) == null) { "evenSplit(0)" }
+        val m = GeoMechanism.laplace(share.epsilon, share.delta)
+        repeat(10) { m.privatizeWithBudget(budget, q, listOf(0.5)) }
+        assertThrows<GeoprivException.BudgetExceeded>("11th of 10") { m.privatizeWithBudget(budget, q, listOf(0.5)) }
+        val json = budget.toJson()
+        val restored = PrivacyBudget.fromJson(json)
+        expect(restored.status() == budget.status() && restored.toJson() == json) { "round trip $json" }
+        assertThrows<GeoprivException.BudgetExceeded>("restored is spent too") { m.privatizeWithBudget(restored, q, listOf(0.5)) }
+        val bad = listOf(
+            "", "{", "null", "[]", "{\"total_epsilon\":1.0}",
+            json.replace("\"releases\":10", "\"releases\":10,\"extra\":1"),
+            "{\"total_epsilon\":1.0,\"total_delta\":0.0,\"spent_epsilon\":2.0,\"spent_delta\":0.0,\"releases\":1}",
+            "{\"total_epsilon\":-1.0,\"total_delta\":0.0,\"spent_epsilon\":0.0,\"spent_delta\":0.0,\"releases\":0}",
+        )
+        for (b in bad) assertThrows<GeoprivException.InvalidReport>("budget state '$b'", "budget state") { PrivacyBudget.fromJson(b) }
+        for ((e, d) in listOf(0.0 to 0.0, -1.0 to 0.0, Double.NaN to 0.0, Double.POSITIVE_INFINITY to 0.0, 1.0 to -0.1, 1.0 to 1.0, 1.0 to Double.NaN)) {
+            assertThrows<GeoprivException.InvalidParameter>("PrivacyBudget($e, $d)") { PrivacyBudget(e, d) }
+        }
+    }
+}
+
+// ---- aggregation ----
+
+private fun aggregateTests() {
+    test("aggregator: textbook estimate, exact merge, state round trip") {
+        val all = Aggregator()
+        expect(all.estimate() == null && all.count() == 0uL) { "empty" }
+        all.addValues(listOf(1.0, 2.0, 3.0, 4.0, 10.0))
+        val e = all.estimate()!!
+        expect(e.n == 5uL && e.sum == 20.0 && e.mean == 4.0 && e.sampleVariance == 12.5) { "$e" }
+        val se = sqrt(12.5 / 5)
+        expect(abs(e.standardError!! - se) < 1e-15 && abs(e.ci95Low!! - (4 - 1.959963984540054 * se)) < 1e-12 && abs(e.ci95High!! - (4 + 1.959963984540054 * se)) < 1e-12) { "$e" }
+        val single = Aggregator().also { it.addValue(2.5) }.estimate()!!
+        expect(single.standardError == null && single.ci95Low == null && single.sampleVariance == null) { "n = 1: $single" }
+        val a = Aggregator().also { it.addValues(listOf(1.0, 2.0)) }
+        val b = Aggregator().also { it.addValue(3.0); it.addValue(4.0); it.addValue(10.0) }
+        a.merge(b)
+        expect(a.toJson() == all.toJson()) { "merge of halves != whole: ${a.toJson()} vs ${all.toJson()}" }
+        expect(b.count() == 3uL) { "merge changed its argument" }
+        val back = Aggregator.fromJson(all.toJson())
+        expect(back.estimate() == e) { "from_json" }
+        a.merge(a)
+        expect(a.count() == 10uL && a.estimate()!!.mean == 4.0) { "self-merge" }
+    }
+
+    test("aggregator: bad values, reports and states leave it unchanged") {
+        val a = Aggregator().also { it.addValue(1.0) }
+        val before = a.toJson()
+        for (v in nonFinite) {
+            assertThrows<GeoprivException.InvalidParameter>("addValue $v", "value") { a.addValue(v) }
+            assertThrows<GeoprivException.InvalidParameter>("addValues with $v", "nothing was added") { a.addValues(listOf(2.0, v)) }
+        }
+        for (s in listOf("", "   ", "{", "garbage", "{\"n\":1}", "{\"n\":0,\"sum\":{\"offset\":0,\"limbs\":[5]},\"sum_sq\":{\"offset\":0,\"limbs\":[]}}")) {
+            assertThrows<GeoprivException.InvalidReport>("addReportJson '$s'") { a.addReportJson(s) }
+            assertThrows<GeoprivException.InvalidReport>("Aggregator.fromJson '$s'") { Aggregator.fromJson(s) }
+        }
+        for (bytes in listOf(ByteArray(0), byteArrayOf(1), byteArrayOf(0xde.toByte(), 0xad.toByte(), 0xbe.toByte(), 0xef.toByte()))) {
+            assertThrows<GeoprivException.InvalidReport>("addReportBytes ${bytes.size}") { a.addReportBytes(bytes) }
+        }
+        expect(a.toJson() == before) { "state changed" }
+    }
+
+    test("grid aggregator: routes reports to cells and refuses other queries") {
+        val g = GridAggregator.kdeGrid(listOf(0.0, 100.0), listOf(0.0), 50.0)
+        expect(g.size() == 2uL) { "size" }
+        val ids = g.queryIds()
+        val m = GeoMechanism.polyplace(0.01)
+        val r = m.privatize(GeoQuery.fromId(ids[1]), listOf(90.0, 5.0))
+        expect(g.addReportBytes(r.bytes).queryId == ids[1]) { "routed" }
+        g.addReport(ReportPolicy(1.0, 0.0).acceptJson(r.json))
+        expect(g.indexOf(ids[1]) == 1uL && g.indexOf("kde:t=5,5;h=50") == null) { "indexOf" }
+        val est = g.estimates()
+        expect(est[0].estimate == null && est[1].estimate!!.n == 2uL && est[1].queryId == ids[1]) { "$est" }
+        val stranger = m.privatize(GeoQuery.kde(listOf(5.0, 5.0), 50.0), listOf(0.0, 0.0))
+        assertThrows<GeoprivException.InvalidReport>("report for another query", "unknown-query") { g.addReportJson(stranger.json) }
+        val back = GridAggregator.fromJson(g.toJson())
+        back.merge(g)
+        expect(back.estimates()[1].estimate!!.n == 4uL) { "merge" }
+        assertThrows<GeoprivException.InvalidParameter>("merge other grid") { back.merge(GridAggregator.kdeGrid(listOf(0.0), listOf(0.0), 50.0)) }
+        assertThrows<GeoprivException.InvalidParameter>("duplicate queries") { GridAggregator(listOf(GeoQuery.threshold(0.0, 1.0), GeoQuery.threshold(0.0, 1.0))) }
+        assertThrows<GeoprivException.InvalidParameter>("empty grid") { GridAggregator(emptyList()) }
+        assertThrows<GeoprivException.InvalidParameter>("kde grid bandwidth 0") { GridAggregator.kdeGrid(listOf(0.0), listOf(0.0), 0.0) }
+        assertThrows<GeoprivException.InvalidReport>("grid state") { GridAggregator.fromJson("{}") }
+    }
+}
+
+// ---- end to end: many devices, one server, estimates within their error bars ----
+
+private const val Z95 = 1.959963984540054
+
+/** f for the soft threshold, interval and two-way threshold, and the KDE, written out here
+ *  (SPEC §3) so the aggregate is checked against an independent truth. */
+private fun ramp(t: Double) = min(1.0, max(0.0, t + 0.5))
+private fun thresholdF(t: Double, w: Double, x: Double) = ramp((x - t) / w)
+private fun intervalF(a: Double, b: Double, w: Double, x: Double) = ramp(min((x - a) / w, (b - x) / w))
+private fun twoWayF(t1: Double, t2: Double, tau: Double, x: List<Double>): Double {
+    val r1 = tau / sqrt(2.0)
+    val d = hypot(max(0.0, t1 + tau / 2 + r1 - x[0]), max(0.0, t2 + tau / 2 + r1 - x[1]))
+    return min(1.0, max(0.0, (r1 + tau - d) / tau))
+}
+
+/**
+ * [users] simulated devices draw x, privatize it with [release] and upload JSON (even
+ * users) or bytes (odd users); the server checks each report with [policy] and
+ * aggregates. The estimate must cover the true mean of f(x): with a seeded mechanism
+ * and seeded users the run is deterministic, so the 95% interval is checked; with the
+ * secure generator, 5 standard errors (false alarm rate 6e-7).
+ */
+private fun checkUnbiased(
+    name: String, users: Int, seed: Long, policy: ReportPolicy, maxSe: Double, seeded: Boolean,
+    draw: (Random) -> List<Double>, truthOf: (List<Double>) -> Double, release: (List<Double>) -> PrivateReport,
+) {
+    val agg = Aggregator()
+    val rnd = Random(seed)
+    var truth = 0.0
+    for (i in 0 until users) {
+        val x = draw(rnd)
+        truth += truthOf(x)
+        val r = release(x)
+        agg.addReport(if (i % 2 == 0) policy.acceptJson(r.json) else policy.acceptBytes(r.bytes))
+    }
+    truth /= users
+    val e = agg.estimate()!!
+    val se = e.standardError!!
+    expect(e.n == users.toULong()) { "$name: n ${e.n}" }
+    expect(abs(e.ci95Low!! - (e.mean - Z95 * se)) <= 1e-12 && abs(e.ci95High!! - (e.mean + Z95 * se)) <= 1e-12) { "$name: CI $e" }
+    expect(se > 0 && se < maxSe) { "$name: standard error $se too large for a meaningful check (max $maxSe)" }
+    if (seeded) {
+        expect(truth >= e.ci95Low!! && truth <= e.ci95High!!) { "$name: truth $truth outside the 95% CI [${e.ci95Low}, ${e.ci95High}]" }
+    } else {
+        expect(abs(e.mean - truth) <= 5 * se) { "$name: |mean ${e.mean} - truth $truth| > 5 se ($se)" }
+    }
+    if (System.getenv("GEOPRIV_TIMING") != null) {
+        println("     $name: n=$users truth=${"%.4f".format(truth)} mean=${"%.4f".format(e.mean)} se=${"%.4f".format(se)} z=${"%+.2f".format((e.mean - truth) / se)}")
+    }
+}
+
+/** Users per family: JNA calls cost 50-300 µs each here (debug build), 2-3 per user. */
+private val USERS = (System.getenv("GEOPRIV_KOTLIN_USERS") ?: "5000").toInt()
+
+private fun unbiasednessTests() {
+    test("end to end: threshold, PolyPlace, incomes") {
+        val q = GeoQuery.threshold(100_000.0, 20_000.0)
+        val m = GeoMechanism.polyplace(1.0 / 2000).seeded(11uL)
+        checkUnbiased("threshold/polyplace", USERS, 11, ReportPolicy(1.0 / 1000, 0.0), 0.02, true,
+            { r -> listOf(exp(kotlin.math.ln(60_000.0) + 0.6 * r.nextGaussian())) },
+            { x -> thresholdF(100_000.0, 20_000.0, x[0]) }, { x -> m.privatize(q, x) })
+    }
+    test("end to end: interval, Student's t, ages") {
+        val q = GeoQuery.interval(20.0, 40.0, 5.0)
+        val m = GeoMechanism.studentT(0.5).seeded(12uL)
+        checkUnbiased("interval/student-t", USERS, 12, ReportPolicy(1.0, 0.0), 0.03, true,
+            { r -> listOf(80 * r.nextDouble()) }, { x -> intervalF(20.0, 40.0, 5.0, x[0]) }, { x -> m.privatize(q, x) })
+    }
+    test("end to end: two-way threshold, generalized Cauchy, 2-D metres") {
+        val q = GeoQuery.twoWay(0.0, 0.0, 500.0)
+        val m = GeoMechanism.cauchy(1.0 / 200).seeded(13uL)
+        checkUnbiased("two-way/cauchy", USERS, 13, ReportPolicy(1.0 / 100, 0.0), 0.03, true,
+            { r -> listOf(2000 * r.nextGaussian(), 500 + 2000 * r.nextGaussian()) },
+            { x -> twoWayF(0.0, 0.0, 500.0, x) }, { x -> m.privatize(q, x) })
+    }
+    test("end to end: KDE from GPS fixes, Laplace (epsilon, delta)") {
+        val h = 250.0
+        val q = GeoQuery.kdeLatlon(48.8606, 2.3376, h, paris)
+        val c = project(48.8606, 2.3376, paris)
+        val m = GeoMechanism.laplace(1.0 / 100, 1e-6).seeded(14uL)
+        val degLat = 1.0 / 111_200.0
+        val degLon = 1.0 / (111_320.0 * cos(Math.toRadians(48.86)))
+        checkUnbiased("kde-latlon/laplace", USERS, 14, ReportPolicy(1.0 / 50, 1e-5), 0.02, true,
+            { r -> listOf(48.8606 + 400 * r.nextGaussian() * degLat, 2.3376 + 400 * r.nextGaussian() * degLon) },
+            { ll -> project(ll[0], ll[1], paris).let { p -> exp(-((p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1])) / (2 * h * h)) } },
+            { ll -> m.privatizeLatlon(q, ll[0], ll[1], paris) })
+    }
+    test("end to end: secure generator (unseeded) and the baselines") {
+        val q = GeoQuery.threshold(50.0, 10.0)
+        val policy = ReportPolicy(1.0, 0.0).allowLdp(2.0)
+        val draw = { r: Random -> listOf(100 * r.nextDouble()) }
+        val truth = { x: List<Double> -> thresholdF(50.0, 10.0, x[0]) }
+        val secure = GeoMechanism.polyplace(0.5)
+        checkUnbiased("threshold/polyplace secure", USERS / 4, 15, policy, 0.05, false, draw, truth) { x -> secure.privatize(q, x) }
+        val global = GeoMechanism.globalLaplace(0.5).seeded(16uL)
+        checkUnbiased("threshold/global-laplace", USERS / 4, 16, policy, 0.05, true, draw, truth) { x -> global.privatize(q, x) }
+        val ldp = GeoMechanism.localDp(2.0).seeded(17uL)
+        checkUnbiased("threshold/ldp", USERS / 4, 17, policy, 0.05, true, draw, truth) { x -> ldp.privatize(q, x) }
+    }
+}
+
+// ---- objects shared across threads ----
+
+private fun concurrencyTests() {
+    test("threads share one Aggregator, one GeoMechanism and one PrivacyBudget") {
+        val threads = 4
+        val pool = Executors.newFixedThreadPool(threads)
+        try {
+            val q = GeoQuery.twoWay(0.0, 0.0, 100.0)
+            val m = GeoMechanism.polyplace(0.01) // secure generator, shared
+            val agg = Aggregator()
+            val per = 150
+            val tasks = (0 until threads).map { t ->
+                Callable {
+                    List(per) { i ->
+                        val r = m.privatize(q, listOf(i - 75.0, 10.0 * t))
+                        if (i % 2 == 0) agg.addReportJson(r.json) else agg.addReportBytes(r.bytes)
+                        r.value
+                    }
+                }
+            }
+            val values = pool.invokeAll(tasks).flatMap { it.get(60, TimeUnit.SECONDS) }
+            expect(agg.count() == (threads * per).toULong()) { "count ${agg.count()}" }
+            // The state is exact, so the interleaving cannot matter: the shared
+            // aggregate equals a serial one bit for bit.
+            val serial = Aggregator().also { it.addValues(values) }
+            expect(agg.toJson() == serial.toJson()) { "shared aggregate differs from the serial one" }
+
+            // One budget for exactly 40 releases; 80 attempts from 4 threads.
+            val budget = PrivacyBudget(1.0, 0.0)
+            val bm = GeoMechanism.polyplace(budget.evenSplit(40uL)!!.epsilon)
+            val outcomes = pool.invokeAll((0 until threads).map {
+                Callable {
+                    var ok = 0
+                    var refused = 0
+                    repeat(20) {
+                        try { bm.privatizeWithBudget(budget, q, listOf(1.0, 1.0)); ok++ }
+                        catch (e: GeoprivException.BudgetExceeded) { refused++ }
+                    }
+                    ok to refused
+                }
+            }).map { it.get(60, TimeUnit.SECONDS) }
+            expect(outcomes.sumOf { it.first } == 40 && outcomes.sumOf { it.second } == 40) { "budget outcomes $outcomes" }
+            expect(budget.status().releases == 40uL) { "${budget.status()}" }
+
+            // Crossed merges (a into b while b into a) must not deadlock.
+            val a = Aggregator().also { it.addValues(listOf(1.0, 2.0)) }
+            val b = Aggregator().also { it.addValues(listOf(3.0)) }
+            val merges = pool.invokeAll(List(threads) { k -> Callable { repeat(50) { if (k % 2 == 0) a.merge(b) else b.merge(a) } } })
+            merges.forEach { it.get(30, TimeUnit.SECONDS) }
+            expect(a.count() > 2uL && b.count() > 1uL) { "merges ran" }
+        } finally {
+            pool.shutdown()
+            pool.awaitTermination(10, TimeUnit.SECONDS)
+        }
+    }
+}
+
+// ---- the Android example of bindings/README.md, verbatim (test-kotlin.sh checks it) ----
+
+/** Privatizes a GPS fix for one density-map cell (assigned by the server) and uploads it. */
+fun reportForDensityMap(lat: Double, lon: Double, cellLat: Double, cellLon: Double,
+                        budget: PrivacyBudget, upload: (String) -> Unit): Boolean {
+    val city = Projection.LocalEquirectangular(refLat = 48.8566, refLon = 2.3522) // metres around Paris
+    GeoQuery.kdeLatlon(cellLat, cellLon, bandwidthMetres = 250.0, projection = city).use { query ->
+        GeoMechanism.polyplace(epsilon = 1.0 / 1000).use { mechanism ->          // ε per metre
+            try {
+                val report = mechanism.privatizeLatlonWithBudget(budget, query, lat, lon, city)
+                upload(report.json)          // or report.bytes; also persist budget.toJson()
+                return true
+            } catch (e: GeoprivException) {  // BudgetExceeded, or InvalidInput for a bad GPS fix
+                return false
+            }
+        }
+    }
+}
+
+private fun readmeExampleTests() {
+    test("README Android example: privatize GPS fixes for a density map, aggregate on the server") {
+        val uploads = mutableListOf<String>()
+        val budget = PrivacyBudget(1.0 / 1000, 0.0) // one report per device
+        expect(reportForDensityMap(48.8610, 2.3380, 48.8606, 2.3376, budget) { uploads += it }) { "first report" }
+        expect(!reportForDensityMap(48.8610, 2.3380, 48.8606, 2.3376, budget) { uploads += it }) { "over budget" }
+        val fresh = PrivacyBudget(1.0 / 1000, 0.0)
+        expect(!reportForDensityMap(Double.NaN, 2.3380, 48.8606, 2.3376, fresh) { uploads += it }) { "bad fix" }
+        expect(fresh.status().releases == 0uL && uploads.size == 1) { "nothing charged or uploaded" }
+        // Many devices around the cell; the server's estimate covers the truth.
+        val rnd = Random(21)
+        val city = Projection.LocalEquirectangular(48.8566, 2.3522)
+        val c = project(48.8606, 2.3376, city)
+        var truth = 0.0
+        val n = USERS / 5
+        repeat(n) {
+            val lat = 48.8606 + 300 * rnd.nextGaussian() / 111_200.0
+            val lon = 2.3376 + 300 * rnd.nextGaussian() / 73_300.0
+            val p = project(lat, lon, city)
+            truth += exp(-((p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1])) / (2 * 250.0 * 250.0))
+            expect(reportForDensityMap(lat, lon, 48.8606, 2.3376, PrivacyBudget(1.0 / 1000, 0.0)) { uploads += it }) { "device $it" }
+        }
+        truth /= n
+        val policy = ReportPolicy(1.0 / 1000, 0.0).onlyQueries(listOf(GeoQuery.kdeLatlon(48.8606, 2.3376, 250.0, city)))
+        val agg = Aggregator()
+        for (line in uploads.drop(1)) agg.addReport(policy.acceptJson(line))
+        val e = agg.estimate()!!
+        expect(e.n == n.toULong() && abs(e.mean - truth) <= 5 * e.standardError!!) { "truth $truth, estimate $e" }
+    }
 }

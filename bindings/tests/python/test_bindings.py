@@ -11,18 +11,29 @@ The checks mirror bindings/tests/kotlin/Main.kt.
 
 import math
 import os
+import random
 import re
 import sys
 import threading
 import time
 import traceback
 
+from concurrent.futures import ThreadPoolExecutor
+
 from geopriv_ffi import (
+    Aggregator,
+    GeoMechanism,
     GeoprivError,
     GeoQuery,
+    GridAggregator,
     Growth,
+    MechanismName,
+    PrivacyBudget,
+    Projection,
     QueryFamily,
+    ReportPolicy,
     library_version,
+    project,
 )
 
 PASSED = 0
@@ -77,6 +88,8 @@ def assert_raises(kind, what, fn, needle=""):
 
 InvalidParameter = GeoprivError.InvalidParameter
 InvalidInput = GeoprivError.InvalidInput
+InvalidReport = GeoprivError.InvalidReport
+BudgetExceeded = GeoprivError.BudgetExceeded
 
 
 @test("library version")
@@ -130,17 +143,43 @@ def _():
     assert_close(q.smooth_sensitivity([-10.0, 10.0], Growth.EXPONENTIAL(0.1)), 1.0 / math.exp(0.95), "S*")
 
 
-@test("kde: wired (numbers are checked in Rust)")
+@test("kde: values and sensitivities (exact smooth sensitivity)")
 def _():
-    q = GeoQuery.kde([0.0, 0.0], 1.0)
+    h = 250.0
+    q = GeoQuery.kde([100.0, -50.0], h)
     expect(q.family() == QueryFamily.KDE, f"family {q.family()}")
     expect(q.dimension() == 2, f"dimension {q.dimension()}")
-    v = q.value([0.5, -0.5])
-    expect(math.isfinite(v) and 0.0 <= v <= 1.0, f"value {v}")
-    s = q.smooth_sensitivity([0.5, -0.5], Growth.EXPONENTIAL(1.0))
-    expect(math.isfinite(s) and s >= 0.0, f"S* {s}")
-    expect(math.isfinite(q.pointwise_lipschitz([3.0, 4.0])), "L")
+    glob = math.exp(-0.5) / h
+    assert_close(q.global_lipschitz(), glob, "global Lipschitz")
+    assert_close(q.value([100.0, -50.0]), 1.0, "f(centre)")
+    assert_close(q.value([100.0 + 0.6 * h, -50.0 + 0.8 * h]), math.exp(-0.5), "f at distance h")
+    assert_close(q.value([100.0 + 3 * h, -50.0]), math.exp(-4.5), "f at distance 3h")
+    # L(centre) = ℓ(0)/h = r* exp(-u)/h with r*² = 2u, 1 + 2u = e^u (the
+    # tangency partner of the centre); solved here by Newton.
+    u = 1.5
+    for _ in range(60):
+        u -= (math.exp(u) - 1 - 2 * u) / (math.exp(u) - 2)
+    ell0 = math.sqrt(2 * u) * math.exp(-u)
+    assert_close(q.pointwise_lipschitz([100.0, -50.0]), ell0 / h, "L(centre)")
+    # On the ring at distance h, L and S* are the global constant.
+    assert_close(q.pointwise_lipschitz([100.0, -50.0 + h]), glob, "L(ring)")
+    assert_close(q.smooth_sensitivity([100.0, -50.0 + h], Growth.EXPONENTIAL(0.01)), glob, "S*(ring)")
+    # Growth so steep (γh = 1000) that S*(centre) = L(centre), up to the
+    # core's relative 2^-40 safety margin.
+    steep = q.smooth_sensitivity([100.0, -50.0], Growth.EXPONENTIAL(1000.0 / h))
+    expect(abs(steep - ell0 / h) <= 1e-11 * ell0 / h, f"S* steep {steep} vs {ell0 / h}")
+    s = q.smooth_sensitivity([100.0, -50.0], Growth.EXPONENTIAL(0.1 / h))
+    expect(ell0 / h < s <= glob * (1 + 1e-12), f"L <= S* <= global: {s}")
     expect(GeoQuery.kde([1.0, 2.0, 3.0], 0.5).dimension() == 3, "3-D")
+
+
+@test("query ids round-trip")
+def _():
+    for qid in ["threshold:T=100000;w=20000", "interval:a=0;b=10;w=1", "two-way:T1=1;T2=2;w=3", "kde:t=1200.5,-300;h=150"]:
+        expect(GeoQuery.from_id(qid).query_id() == qid, qid)
+    expect(GeoQuery.threshold(100_000.0, 20_000.0).query_id() == "threshold:T=100000;w=20000", "threshold id")
+    for bad in ["", "threshold", "threshold:T=1;w=0", "circle:r=1", "kde:t=;h=1"]:
+        assert_raises(InvalidParameter, f"from_id {bad!r}", lambda: GeoQuery.from_id(bad))
 
 
 # ---- bad parameters: InvalidParameter with a message naming them ----
@@ -260,20 +299,617 @@ def _():
         GeoQuery.kde([float(i), 0.0], 1.0).dimension()
 
 
-# ---- TODO when the core lands (see bindings/README.md, "Roadmap") ----
-# mechanisms: Mechanism.cauchy/student_t/polyplace/laplace refuse NaN, ±inf,
-#   negative or zero epsilon (InvalidParameter), delta outside (0, 1);
-#   privatize(query, x) returns a Report whose value is finite.
-# reports: Report.to_json()/to_bytes() round-trip through from_json/
-#   from_bytes; from_json("") / from_json("{") / from_bytes(b"") /
-#   truncated bytes / a wrong version raise InvalidReport.
-# budget: PrivacyBudget(total epsilon, delta) spends, refuses the release that
-#   would exceed it with BudgetExceeded, shared across threads.
-# aggregate: Aggregator.add/merge/estimate gives the mean, standard error and
-#   CI of known reports; merge of split halves equals the whole; adding a
-#   malformed report raises InvalidReport and leaves it intact.
-# geo: kde/two_way from lat/lon with a projection; lat outside [-90, 90] or
-#   NaN raises InvalidInput.
+# ---- mechanisms ----
+
+
+def all_mechanisms(eps):
+    return [
+        ("polyplace", lambda: GeoMechanism.polyplace(eps)),
+        ("polyplace_with", lambda: GeoMechanism.polyplace_with(eps, 0.2)),
+        ("student_t", lambda: GeoMechanism.student_t(eps)),
+        ("student_t_with", lambda: GeoMechanism.student_t_with(eps, 4.0, 0.3)),
+        ("cauchy", lambda: GeoMechanism.cauchy(eps)),
+        ("cauchy_with", lambda: GeoMechanism.cauchy_with(eps, 5.0, 0.3)),
+        ("laplace", lambda: GeoMechanism.laplace(eps, 1e-6)),
+        ("laplace_with", lambda: GeoMechanism.laplace_with(eps, 1e-6, 0.4)),
+        ("global_laplace", lambda: GeoMechanism.global_laplace(eps)),
+        ("noise_a_priori", lambda: GeoMechanism.noise_a_priori(eps)),
+        ("local_dp", lambda: GeoMechanism.local_dp(eps)),
+    ]
+
+
+@test("every mechanism refuses NaN, infinite, zero and negative epsilon")
+def _():
+    for eps in BAD_POSITIVE:
+        for name, make in all_mechanisms(eps):
+            assert_raises(InvalidParameter, f"{name}({eps})", make, "epsilon")
+
+
+@test("mechanism parameters are checked")
+def _():
+    for d in [0.0, 1.0, -1e-9, math.nan, math.inf]:
+        assert_raises(InvalidParameter, f"laplace delta {d}", lambda: GeoMechanism.laplace(1.0, d), "delta")
+    for share in [0.0, 1.0, -0.5, 1.5, math.nan]:
+        assert_raises(InvalidParameter, f"polyplace share {share}", lambda: GeoMechanism.polyplace_with(1.0, share), "share")
+        assert_raises(InvalidParameter, f"t share {share}", lambda: GeoMechanism.student_t_with(1.0, 3.0, share), "share")
+        assert_raises(InvalidParameter, f"cauchy share {share}", lambda: GeoMechanism.cauchy_with(1.0, 4.0, share), "share")
+    for dof in [1.0, 0.5, -1.0, math.nan, math.inf]:
+        assert_raises(InvalidParameter, f"dof {dof}", lambda: GeoMechanism.student_t_with(1.0, dof, 0.3), "dof")
+    for k in [2.0, 1.0, math.nan, math.inf]:
+        assert_raises(InvalidParameter, f"k {k}", lambda: GeoMechanism.cauchy_with(1.0, k, 0.3), "k")
+
+
+@test("every mechanism releases a report without S or the scale")
+def _():
+    q = GeoQuery.threshold(100.0, 10.0)
+    for name, make in all_mechanisms(0.05):
+        m = make()
+        r = m.privatize(q, [42.0])
+        expect(math.isfinite(r.value), f"{name} value {r.value}")
+        expect(r.query_id == "threshold:T=100;w=10", f"{name} id {r.query_id}")
+        expect(r.mechanism == m.name(), f"{name}: {r.mechanism} vs {m.name()}")
+        expect(r.epsilon == 0.05 and r.delta == m.delta(), f"{name} eps/delta")
+        expect(r.json.startswith('{"version":1,') and "\n" not in r.json, f"{name} json {r.json}")
+        for leak in ["scale", "sensitivity", "sigma"]:
+            expect(leak not in r.json, f"{name} leaks {leak}: {r.json}")
+        expect(isinstance(r.bytes, bytes) and 30 <= len(r.bytes) <= 64, f"{name} bytes {r.bytes!r}")
+    m = GeoMechanism.polyplace(0.001)
+    expect(m.name() == MechanismName.POLYPLACE and m.epsilon() == 0.001 and m.delta() == 0.0, str(m))
+    expect(abs(m.smoothness_share() - 1 / 9) < 1e-15, f"share {m.smoothness_share()}")
+    g = m.growth()
+    expect(g.is_EXPONENTIAL() and abs(g.rate - 0.001 / 9) < 1e-18, f"growth {g}")
+    expect(not m.is_seeded() and "polyplace" in str(m), str(m))
+    expect(GeoMechanism.laplace(1.0, 1e-6).growth().is_LINEAR(), "laplace growth")
+    expect(GeoMechanism.global_laplace(1.0).growth() is None, "baseline growth")
+
+
+@test("bad points are refused by privatize")
+def _():
+    m = GeoMechanism.cauchy(0.1)
+    for q in [GeoQuery.threshold(0.0, 1.0), GeoQuery.two_way(0.0, 0.0, 1.0), GeoQuery.kde([0.0, 0.0, 0.0], 1.0)]:
+        d = q.dimension()
+        bad = [[], [0.5] * (d + 1)] + ([[0.5] * (d - 1)] if d > 1 else [])
+        bad += [[0.5] * (d - 1) + [nf] for nf in NON_FINITE]
+        for x in bad:
+            assert_raises(InvalidInput, f"privatize {q} at {x}", lambda: m.privatize(q, x))
+
+
+@test("a seeded mechanism is reproducible and says it is not secure")
+def _():
+    q = GeoQuery.kde([0.0, 0.0], 100.0)
+    m = GeoMechanism.polyplace(0.01)
+
+    def run(seed):
+        s = m.seeded(seed)
+        return [s.privatize(q, [float(i), 30.0]).value for i in range(5)]
+
+    expect(run(7) == run(7), "same seed, same values")
+    expect(run(7) != run(8), "different seeds")
+    s = m.seeded(1)
+    expect(s.is_seeded() and "NOT SECURE" in str(s), str(s))
+    expect(m.privatize(q, [1.0, 1.0]).value != m.privatize(q, [1.0, 1.0]).value, "secure draws repeat")
+    try:
+        m.seeded(-1)
+        raise AssertionError("a negative seed was accepted")
+    except (TypeError, ValueError, OverflowError):
+        pass
+
+
+# ---- lat/lon ----
+
+PARIS = Projection.LOCAL_EQUIRECTANGULAR(48.8566, 2.3522)
+
+
+@test("project: metres around the reference, Web Mercator")
+def _():
+    expect(project(48.8566, 2.3522, PARIS) == [0.0, 0.0], "reference")
+    louvre = project(48.8606, 2.3376, PARIS)
+    expect(abs(math.hypot(*louvre) - 1170.0) < 10.0 and louvre[0] < 0 < louvre[1], f"louvre {louvre}")
+    m = project(0.0, 180.0, Projection.WEB_MERCATOR())
+    expect(abs(m[0] - math.pi * 6_378_137.0) < 1e-6 and m[1] == 0.0, f"mercator {m}")
+
+
+@test("bad locations are InvalidInput, bad projections and query points InvalidParameter")
+def _():
+    bad_locations = [(math.nan, 2.0), (48.0, math.nan), (math.inf, 2.0), (48.0, -math.inf), (90.5, 0.0), (-91.0, 0.0), (0.0, 180.5)]
+    q = GeoQuery.kde_latlon(48.86, 2.34, 250.0, PARIS)
+    m = GeoMechanism.polyplace(1e-3)
+    for lat, lon in bad_locations:
+        assert_raises(InvalidInput, f"project {lat},{lon}", lambda: project(lat, lon, PARIS), "location")
+        assert_raises(InvalidInput, f"privatize_latlon {lat},{lon}", lambda: m.privatize_latlon(q, lat, lon, PARIS), "location")
+        assert_raises(InvalidParameter, f"kde_latlon {lat},{lon}", lambda: GeoQuery.kde_latlon(lat, lon, 250.0, PARIS))
+        assert_raises(InvalidParameter, f"two_way_latlon {lat},{lon}", lambda: GeoQuery.two_way_latlon(lat, lon, 100.0, PARIS))
+    assert_raises(InvalidInput, "mercator beyond 85.05", lambda: project(86.0, 0.0, Projection.WEB_MERCATOR()), "latitude")
+    for rlat, rlon in [(90.0, 0.0), (-90.0, 0.0), (math.nan, 0.0), (0.0, 200.0)]:
+        p = Projection.LOCAL_EQUIRECTANGULAR(rlat, rlon)
+        assert_raises(InvalidParameter, f"reference {rlat},{rlon}", lambda: project(0.0, 0.0, p), "reference")
+    for h in BAD_POSITIVE:
+        assert_raises(InvalidParameter, f"kde_latlon h {h}", lambda: GeoQuery.kde_latlon(48.86, 2.34, h, PARIS), "bandwidth")
+        assert_raises(InvalidParameter, f"two_way_latlon w {h}", lambda: GeoQuery.two_way_latlon(48.86, 2.34, h, PARIS), "width")
+    assert_raises(
+        InvalidParameter, "projection mismatch", lambda: m.privatize_latlon(q, 48.86, 2.34, Projection.WEB_MERCATOR()), "projection"
+    )
+    assert_raises(
+        InvalidParameter, "1-D query from lat/lon", lambda: m.privatize_latlon(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, PARIS), "2-D"
+    )
+
+
+@test("lat/lon queries: ids, values and the two-way quadrant")
+def _():
+    k = GeoQuery.kde_latlon(48.8566, 2.3522, 250.0, PARIS)
+    expect(k.query_id() == "kde:t=0,0;h=250", k.query_id())
+    expect("LocalEquirectangular" in str(k), str(k))
+    north = project(48.8566 + 250.0 / 111_200.0, 2.3522, PARIS)
+    expect(abs(k.value(north) - math.exp(-0.5)) < 0.01, f"f(250 m) {k.value(north)}")
+    w = GeoQuery.two_way_latlon(48.8566, 2.3522, 100.0, PARIS)
+    expect(w.value(project(48.87, 2.37, PARIS)) == 1.0, "north-east is in")
+    expect(w.value(project(48.84, 2.37, PARIS)) == 0.0, "south-east is out")
+    expect(w.value(project(48.87, 2.33, PARIS)) == 0.0, "north-west is out")
+    r = GeoMechanism.polyplace(1e-3).privatize_latlon(w, 48.87, 2.37, PARIS)
+    expect(r.query_id == w.query_id() and math.isfinite(r.value), str(r))
+
+
+# ---- reports and the server's policy ----
+
+
+def report_code(e):
+    return str(e).rsplit("[", 1)[-1].rstrip("]")
+
+
+REPORT_Q = GeoQuery.threshold(100_000.0, 20_000.0)
+REPORT_M = GeoMechanism.polyplace(1 / 8000)
+POLICY = ReportPolicy(1 / 4000, 0.0)
+
+
+@test("a device report is accepted from JSON and from bytes")
+def _():
+    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+    got = POLICY.accept_json(r.json)
+    expect(got.value == r.value and got.query_id == REPORT_Q.query_id() and got.family == QueryFamily.THRESHOLD, str(got))
+    expect(got.mechanism == MechanismName.POLYPLACE and got.epsilon == 1 / 8000 and got.delta == 0.0, str(got))
+    expect(POLICY.accept_bytes(r.bytes) == got, "bytes decode to the same report")
+    expect(POLICY.accept_json(f"  {r.json}\n") == got, "surrounding whitespace")
+    expect(POLICY.max_epsilon() == 1 / 4000 and POLICY.max_delta() == 0.0, "policy getters")
+
+
+@test("bad reports raise InvalidReport with the reason")
+def _():
+    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+    bad_json = [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("{", "truncated"),
+        ("not a report", "malformed"),
+        ("{}", "malformed"),
+        ("[1,2,3]", "malformed"),
+        ("null", "malformed"),
+        (r.json.replace('"value"', '"scale":0.5,"value"'), "malformed"),
+        (r.json.replace('"version":1', '"version":2'), "unsupported-version"),
+        (r.json.replace('"threshold":100000.0', '"threshold":"x"'), "malformed"),
+        (r.json.replace('"width":20000.0', '"width":0.0'), "invalid-query"),
+        (re.sub(r'"value":[^}]*', '"value":1e999', r.json), "malformed"),
+        (r.json.replace('"epsilon":0.000125', '"epsilon":-1.0'), "epsilon-out-of-policy"),
+        (r.json.replace('"delta":0.0', '"delta":0.5'), "delta-out-of-policy"),
+    ]
+    for line, code in bad_json:
+        try:
+            POLICY.accept_json(line)
+            raise AssertionError(f"accepted {line!r}")
+        except InvalidReport as e:
+            expect(report_code(e) == code, f"{line!r}: code {report_code(e)}, expected {code} ({e})")
+    v2 = bytes([2]) + r.bytes[1:]
+    bad_bytes = [
+        (b"", "empty"),
+        (b"\xff" * 7, "malformed"),
+        (r.bytes[:-1], "truncated"),
+        (r.bytes + b"\x00", "trailing-bytes"),
+        (v2, "unsupported-version"),
+        (b"garbage!", ""),
+        (r.json.encode(), ""),
+    ]
+    for blob, code in bad_bytes:
+        try:
+            POLICY.accept_bytes(blob)
+            raise AssertionError(f"accepted {blob!r}")
+        except InvalidReport as e:
+            expect(code == "" or report_code(e) == code, f"{blob!r}: code {report_code(e)}, expected {code}")
+    for wrong in [None, 3, ["{}"]]:
+        try:
+            POLICY.accept_json(wrong)
+            raise AssertionError(f"accept_json({wrong!r}) was accepted")
+        except (TypeError, ValueError):
+            pass
+
+
+@test("the policy's limits: epsilon, queries, mechanisms, local DP")
+def _():
+    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+
+    def refused_with(code, policy, line):
+        assert_raises(InvalidReport, f"refused {code}", lambda: policy.accept_json(line), code)
+
+    refused_with("epsilon-out-of-policy", ReportPolicy(1 / 10_000, 0.0), r.json)
+    refused_with("unknown-query", POLICY.only_queries([GeoQuery.threshold(50_000.0, 20_000.0)]), r.json)
+    POLICY.only_queries([REPORT_Q]).accept_json(r.json)
+    refused_with("mechanism-not-allowed", POLICY.only_mechanisms([MechanismName.STUDENT_T]), r.json)
+    ldp = GeoMechanism.local_dp(1.0).privatize(REPORT_Q, [1.0])
+    refused_with("mechanism-not-allowed", POLICY, ldp.json)
+    POLICY.allow_ldp(2.0).accept_json(ldp.json)
+    lap = GeoMechanism.laplace(1 / 8000, 1e-6).privatize(REPORT_Q, [1.0])
+    refused_with("delta-out-of-policy", POLICY, lap.json)
+    ReportPolicy(1 / 4000, 1e-5).accept_json(lap.json)
+    for bad in BAD_POSITIVE:
+        assert_raises(InvalidParameter, f"policy max epsilon {bad}", lambda: ReportPolicy(bad, 0.0))
+        assert_raises(InvalidParameter, f"allow_ldp {bad}", lambda: POLICY.allow_ldp(bad))
+    for bad in [-0.1, 1.0, math.nan]:
+        assert_raises(InvalidParameter, f"policy max delta {bad}", lambda: ReportPolicy(1.0, bad))
+
+
+# ---- privacy budget ----
+
+Q01 = GeoQuery.threshold(0.0, 1.0)
+
+
+@test("budget: a refused release raises BudgetExceeded and leaves the budget unchanged")
+def _():
+    m = GeoMechanism.polyplace(0.1)
+    budget = PrivacyBudget(0.25, 0.0)
+    for _ in range(2):
+        m.privatize_with_budget(budget, Q01, [0.3])
+    before = budget.status()
+    expect(before.releases == 2 and abs(before.remaining_epsilon - 0.05) < 1e-12 and before.total_epsilon == 0.25, str(before))
+    expect(budget.remaining_epsilon() == before.remaining_epsilon and budget.remaining_delta() == 0.0, "remaining")
+    expect(not budget.can_afford(m), "can_afford")
+    assert_raises(BudgetExceeded, "third release", lambda: m.privatize_with_budget(budget, Q01, [0.3]), "budget")
+    expect(budget.status() == before, f"changed by a refusal: {budget.status()} vs {before}")
+    assert_raises(
+        BudgetExceeded, "delta on a pure budget", lambda: GeoMechanism.laplace(0.01, 1e-6).privatize_with_budget(budget, Q01, [0.3]), "delta"
+    )
+    kq = GeoQuery.kde_latlon(48.86, 2.35, 100.0, PARIS)
+    assert_raises(BudgetExceeded, "lat/lon release", lambda: m.privatize_latlon_with_budget(budget, kq, 48.86, 2.35, PARIS), "budget")
+    expect(budget.status() == before, "changed by refusals")
+
+
+@test("budget: a failed release is not charged")
+def _():
+    budget = PrivacyBudget(1.0, 0.0)
+    m = GeoMechanism.polyplace(0.1)
+    for x in [[math.nan], [], [1.0, 2.0]]:
+        assert_raises(InvalidInput, f"bad point {x}", lambda: m.privatize_with_budget(budget, Q01, x))
+    kq = GeoQuery.kde_latlon(48.86, 2.35, 100.0, PARIS)
+    assert_raises(InvalidInput, "bad location", lambda: m.privatize_latlon_with_budget(budget, kq, math.nan, 2.35, PARIS))
+    expect(budget.status().releases == 0 and budget.remaining_epsilon() == 1.0, str(budget.status()))
+
+
+@test("budget: even_split, persistence and bad states")
+def _():
+    budget = PrivacyBudget(1.0, 1e-6)
+    share = budget.even_split(10)
+    expect(share.epsilon > 0.1 * (1 - 1e-12) and share.delta > 1e-7 * (1 - 1e-12), str(share))
+    expect(budget.even_split(0) is None, "even_split(0)")
+    m = GeoMechanism.laplace(share.epsilon, share.delta)
+    for _ in range(10):
+        m.privatize_with_budget(budget, Q01, [0.5])
+    assert_raises(BudgetExceeded, "11th of 10", lambda: m.privatize_with_budget(budget, Q01, [0.5]))
+    state = budget.to_json()
+    restored = PrivacyBudget.from_json(state)
+    expect(restored.status() == budget.status() and restored.to_json() == state, f"round trip {state}")
+    assert_raises(BudgetExceeded, "restored is spent too", lambda: m.privatize_with_budget(restored, Q01, [0.5]))
+    bad = [
+        "",
+        "{",
+        "null",
+        "[]",
+        '{"total_epsilon":1.0}',
+        state.replace('"releases":10', '"releases":10,"extra":1'),
+        '{"total_epsilon":1.0,"total_delta":0.0,"spent_epsilon":2.0,"spent_delta":0.0,"releases":1}',
+        '{"total_epsilon":-1.0,"total_delta":0.0,"spent_epsilon":0.0,"spent_delta":0.0,"releases":0}',
+    ]
+    for b in bad:
+        assert_raises(InvalidReport, f"budget state {b!r}", lambda: PrivacyBudget.from_json(b), "budget state")
+    for e, d in [(0.0, 0.0), (-1.0, 0.0), (math.nan, 0.0), (math.inf, 0.0), (1.0, -0.1), (1.0, 1.0), (1.0, math.nan)]:
+        assert_raises(InvalidParameter, f"PrivacyBudget({e}, {d})", lambda: PrivacyBudget(e, d))
+
+
+# ---- aggregation ----
+
+Z95 = 1.959963984540054
+
+
+@test("aggregator: textbook estimate, exact merge, state round trip")
+def _():
+    whole = Aggregator()
+    expect(whole.estimate() is None and whole.count() == 0, "empty")
+    whole.add_values([1.0, 2.0, 3.0, 4.0, 10.0])
+    e = whole.estimate()
+    expect((e.n, e.sum, e.mean, e.sample_variance) == (5, 20.0, 4.0, 12.5), str(e))
+    se = math.sqrt(12.5 / 5)
+    expect(abs(e.standard_error - se) < 1e-15, str(e))
+    expect(abs(e.ci95_low - (4 - Z95 * se)) < 1e-12 and abs(e.ci95_high - (4 + Z95 * se)) < 1e-12, str(e))
+    one = Aggregator()
+    one.add_value(2.5)
+    single = one.estimate()
+    expect(single.standard_error is None and single.ci95_low is None and single.sample_variance is None, str(single))
+    a, b = Aggregator(), Aggregator()
+    a.add_values([1.0, 2.0])
+    for v in [3.0, 4.0, 10.0]:
+        b.add_value(v)
+    a.merge(b)
+    expect(a.to_json() == whole.to_json(), "merge of halves != whole")
+    expect(b.count() == 3, "merge changed its argument")
+    expect(Aggregator.from_json(whole.to_json()).estimate() == e, "from_json")
+    a.merge(a)
+    expect(a.count() == 10 and a.estimate().mean == 4.0, "self-merge")
+
+
+@test("aggregator: bad values, reports and states leave it unchanged")
+def _():
+    a = Aggregator()
+    a.add_value(1.0)
+    before = a.to_json()
+    for v in NON_FINITE:
+        assert_raises(InvalidParameter, f"add_value {v}", lambda: a.add_value(v), "value")
+        assert_raises(InvalidParameter, f"add_values with {v}", lambda: a.add_values([2.0, v]), "nothing was added")
+    states = ["", "   ", "{", "garbage", '{"n":1}', '{"n":0,"sum":{"offset":0,"limbs":[5]},"sum_sq":{"offset":0,"limbs":[]}}']
+    for s in states:
+        assert_raises(InvalidReport, f"add_report_json {s!r}", lambda: a.add_report_json(s))
+        assert_raises(InvalidReport, f"Aggregator.from_json {s!r}", lambda: Aggregator.from_json(s))
+    for blob in [b"", b"\x01", b"\xde\xad\xbe\xef"]:
+        assert_raises(InvalidReport, f"add_report_bytes {blob!r}", lambda: a.add_report_bytes(blob))
+    expect(a.to_json() == before, "state changed")
+
+
+@test("grid aggregator: routes reports to cells and refuses other queries")
+def _():
+    g = GridAggregator.kde_grid([0.0, 100.0], [0.0], 50.0)
+    expect(g.size() == 2, "size")
+    ids = g.query_ids()
+    m = GeoMechanism.polyplace(0.01)
+    r = m.privatize(GeoQuery.from_id(ids[1]), [90.0, 5.0])
+    expect(g.add_report_bytes(r.bytes).query_id == ids[1], "routed")
+    g.add_report(ReportPolicy(1.0, 0.0).accept_json(r.json))
+    expect(g.index_of(ids[1]) == 1 and g.index_of("kde:t=5,5;h=50") is None, "index_of")
+    est = g.estimates()
+    expect(est[0].estimate is None and est[1].estimate.n == 2 and est[1].query_id == ids[1], str(est))
+    stranger = m.privatize(GeoQuery.kde([5.0, 5.0], 50.0), [0.0, 0.0])
+    assert_raises(InvalidReport, "report for another query", lambda: g.add_report_json(stranger.json), "unknown-query")
+    back = GridAggregator.from_json(g.to_json())
+    back.merge(g)
+    expect(back.estimates()[1].estimate.n == 4, "merge")
+    assert_raises(InvalidParameter, "merge other grid", lambda: back.merge(GridAggregator.kde_grid([0.0], [0.0], 50.0)))
+    dup = GeoQuery.threshold(0.0, 1.0)
+    assert_raises(InvalidParameter, "duplicate queries", lambda: GridAggregator([dup, GeoQuery.threshold(0.0, 1.0)]))
+    assert_raises(InvalidParameter, "empty grid", lambda: GridAggregator([]))
+    assert_raises(InvalidParameter, "kde grid bandwidth 0", lambda: GridAggregator.kde_grid([0.0], [0.0], 0.0))
+    assert_raises(InvalidReport, "grid state", lambda: GridAggregator.from_json("{}"))
+
+
+# ---- end to end: many devices, one server, estimates within their error bars ----
+
+
+def ramp(t):
+    return min(1.0, max(0.0, t + 0.5))
+
+
+def threshold_f(t, w, x):
+    return ramp((x - t) / w)
+
+
+def interval_f(a, b, w, x):
+    return ramp(min((x - a) / w, (b - x) / w))
+
+
+def two_way_f(t1, t2, tau, x):
+    r1 = tau / math.sqrt(2.0)
+    d = math.hypot(max(0.0, t1 + tau / 2 + r1 - x[0]), max(0.0, t2 + tau / 2 + r1 - x[1]))
+    return min(1.0, max(0.0, (r1 + tau - d) / tau))
+
+
+USERS = int(os.environ.get("GEOPRIV_PYTHON_USERS", "5000"))
+
+
+def check_unbiased(name, users, seed, policy, max_se, seeded, draw, truth_of, release):
+    """users simulated devices draw x, privatize it and upload JSON (even) or
+    bytes (odd); the server checks each report with the policy and aggregates.
+    The true mean of f(x) (written out above, independent of the library) must
+    lie in the 95% CI (seeded runs are deterministic) or, with the secure
+    generator, within 5 standard errors (false alarm rate 6e-7)."""
+    agg = Aggregator()
+    rnd = random.Random(seed)
+    truth = 0.0
+    for i in range(users):
+        x = draw(rnd)
+        truth += truth_of(x)
+        r = release(x)
+        agg.add_report(policy.accept_json(r.json) if i % 2 == 0 else policy.accept_bytes(r.bytes))
+    truth /= users
+    e = agg.estimate()
+    se = e.standard_error
+    expect(e.n == users, f"{name}: n {e.n}")
+    expect(abs(e.ci95_low - (e.mean - Z95 * se)) <= 1e-12 and abs(e.ci95_high - (e.mean + Z95 * se)) <= 1e-12, f"{name}: CI {e}")
+    expect(0 < se < max_se, f"{name}: standard error {se} too large for a meaningful check (max {max_se})")
+    if seeded:
+        expect(e.ci95_low <= truth <= e.ci95_high, f"{name}: truth {truth} outside the 95% CI [{e.ci95_low}, {e.ci95_high}]")
+    else:
+        expect(abs(e.mean - truth) <= 5 * se, f"{name}: |mean {e.mean} - truth {truth}| > 5 se ({se})")
+    if TIMING:
+        print(f"     {name}: n={users} truth={truth:.4f} mean={e.mean:.4f} se={se:.4f} z={(e.mean - truth) / se:+.2f}")
+
+
+@test("end to end: threshold, PolyPlace, incomes")
+def _():
+    q = GeoQuery.threshold(100_000.0, 20_000.0)
+    m = GeoMechanism.polyplace(1 / 2000).seeded(11)
+    check_unbiased(
+        "threshold/polyplace", USERS, 11, ReportPolicy(1 / 1000, 0.0), 0.02, True,
+        lambda r: [math.exp(math.log(60_000.0) + 0.6 * r.gauss(0.0, 1.0))],
+        lambda x: threshold_f(100_000.0, 20_000.0, x[0]),
+        lambda x: m.privatize(q, x),
+    )
+
+
+@test("end to end: interval, Student's t, ages")
+def _():
+    q = GeoQuery.interval(20.0, 40.0, 5.0)
+    m = GeoMechanism.student_t(0.5).seeded(12)
+    check_unbiased(
+        "interval/student-t", USERS, 12, ReportPolicy(1.0, 0.0), 0.03, True,
+        lambda r: [80 * r.random()],
+        lambda x: interval_f(20.0, 40.0, 5.0, x[0]),
+        lambda x: m.privatize(q, x),
+    )
+
+
+@test("end to end: two-way threshold, generalized Cauchy, 2-D metres")
+def _():
+    q = GeoQuery.two_way(0.0, 0.0, 500.0)
+    m = GeoMechanism.cauchy(1 / 200).seeded(13)
+    check_unbiased(
+        "two-way/cauchy", USERS, 13, ReportPolicy(1 / 100, 0.0), 0.03, True,
+        lambda r: [r.gauss(0.0, 2000.0), r.gauss(500.0, 2000.0)],
+        lambda x: two_way_f(0.0, 0.0, 500.0, x),
+        lambda x: m.privatize(q, x),
+    )
+
+
+@test("end to end: KDE from GPS fixes, Laplace (epsilon, delta)")
+def _():
+    h = 250.0
+    q = GeoQuery.kde_latlon(48.8606, 2.3376, h, PARIS)
+    cx, cy = project(48.8606, 2.3376, PARIS)
+    m = GeoMechanism.laplace(1 / 100, 1e-6).seeded(14)
+    deg_lat = 1 / 111_200.0
+    deg_lon = 1 / (111_320.0 * math.cos(math.radians(48.86)))
+
+    def truth(ll):
+        x, y = project(ll[0], ll[1], PARIS)
+        return math.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * h * h))
+
+    check_unbiased(
+        "kde-latlon/laplace", USERS, 14, ReportPolicy(1 / 50, 1e-5), 0.02, True,
+        lambda r: [48.8606 + r.gauss(0.0, 400.0) * deg_lat, 2.3376 + r.gauss(0.0, 400.0) * deg_lon],
+        truth,
+        lambda ll: m.privatize_latlon(q, ll[0], ll[1], PARIS),
+    )
+
+
+@test("end to end: secure generator (unseeded) and the baselines")
+def _():
+    q = GeoQuery.threshold(50.0, 10.0)
+    policy = ReportPolicy(1.0, 0.0).allow_ldp(2.0)
+
+    def draw(r):
+        return [100 * r.random()]
+
+    def truth(x):
+        return threshold_f(50.0, 10.0, x[0])
+
+    secure = GeoMechanism.polyplace(0.5)
+    check_unbiased("threshold/polyplace secure", USERS // 4, 15, policy, 0.05, False, draw, truth, lambda x: secure.privatize(q, x))
+    glob = GeoMechanism.global_laplace(0.5).seeded(16)
+    check_unbiased("threshold/global-laplace", USERS // 4, 16, policy, 0.05, True, draw, truth, lambda x: glob.privatize(q, x))
+    ldp = GeoMechanism.local_dp(2.0).seeded(17)
+    check_unbiased("threshold/ldp", USERS // 4, 17, policy, 0.05, True, draw, truth, lambda x: ldp.privatize(q, x))
+
+
+# ---- objects shared across threads ----
+
+
+@test("threads share one Aggregator, one GeoMechanism and one PrivacyBudget")
+def _():
+    threads, per = 4, 150
+    q = GeoQuery.two_way(0.0, 0.0, 100.0)
+    m = GeoMechanism.polyplace(0.01)  # secure generator, shared
+    agg = Aggregator()
+
+    def work(t):
+        values = []
+        for i in range(per):
+            r = m.privatize(q, [i - 75.0, 10.0 * t])
+            if i % 2 == 0:
+                agg.add_report_json(r.json)
+            else:
+                agg.add_report_bytes(r.bytes)
+            values.append(r.value)
+        return values
+
+    with ThreadPoolExecutor(threads) as pool:
+        values = [v for vs in pool.map(work, range(threads), timeout=60) for v in vs]
+    expect(agg.count() == threads * per, f"count {agg.count()}")
+    serial = Aggregator()
+    serial.add_values(values)
+    # The state is exact, so the interleaving cannot matter.
+    expect(agg.to_json() == serial.to_json(), "shared aggregate differs from the serial one")
+
+    budget = PrivacyBudget(1.0, 0.0)
+    bm = GeoMechanism.polyplace(budget.even_split(40).epsilon)
+
+    def spend(_):
+        ok = refused = 0
+        for _ in range(20):
+            try:
+                bm.privatize_with_budget(budget, q, [1.0, 1.0])
+                ok += 1
+            except BudgetExceeded:
+                refused += 1
+        return ok, refused
+
+    with ThreadPoolExecutor(threads) as pool:
+        outcomes = list(pool.map(spend, range(threads), timeout=60))
+    expect(sum(o for o, _ in outcomes) == 40 and sum(r for _, r in outcomes) == 40, f"budget outcomes {outcomes}")
+    expect(budget.status().releases == 40, str(budget.status()))
+
+    a, b = Aggregator(), Aggregator()
+    a.add_values([1.0, 2.0])
+    b.add_value(3.0)
+
+    def cross(k):
+        for _ in range(50):
+            (a.merge(b) if k % 2 == 0 else b.merge(a))
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(cross, range(threads), timeout=30))
+    expect(a.count() > 2 and b.count() > 1, "merges ran")
+
+
+# ---- the server example of bindings/README.md, verbatim (test-python.sh checks it) ----
+
+def density_map(lines, cells, bandwidth_metres=250.0, max_epsilon=1 / 1000):
+    """Aggregates uploaded JSON lines into one estimate per density-map cell."""
+    city = Projection.LOCAL_EQUIRECTANGULAR(48.8566, 2.3522)  # the devices' projection
+    queries = [GeoQuery.kde_latlon(lat, lon, bandwidth_metres, city) for lat, lon in cells]
+    policy = ReportPolicy(max_epsilon, 0.0).only_queries(queries)
+    grid, rejected = GridAggregator(queries), {}
+    for line in lines:
+        try:
+            grid.add_report(policy.accept_json(line))
+        except GeoprivError.InvalidReport as e:  # the message ends with "[code]"
+            code = str(e).rsplit("[", 1)[-1].rstrip("]")
+            rejected[code] = rejected.get(code, 0) + 1
+    return grid.estimates(), rejected  # per cell: query_id, estimate (n, mean, ci95_low, ...)
+
+
+@test("README server example: a density map from uploaded JSON lines")
+def _():
+    cells = [(48.8606, 2.3376), (48.8530, 2.3499)]  # the Louvre, Notre-Dame
+    rnd = random.Random(31)
+    mechanism = GeoMechanism.polyplace(1 / 1000)
+    lines, truths = [], [[] for _ in cells]
+    for i in range(USERS // 5):
+        k = i % len(cells)  # the server assigns each device one cell
+        lat = cells[k][0] + rnd.gauss(0.0, 300.0) / 111_200.0
+        lon = cells[k][1] + rnd.gauss(0.0, 300.0) / 73_300.0
+        query = GeoQuery.kde_latlon(cells[k][0], cells[k][1], 250.0, PARIS)
+        lines.append(mechanism.privatize_latlon_with_budget(PrivacyBudget(1 / 1000, 0.0), query, lat, lon, PARIS).json)
+        truths[k].append(query.value(project(lat, lon, PARIS)))
+    stranger = mechanism.privatize_latlon(GeoQuery.kde_latlon(48.80, 2.30, 250.0, PARIS), 48.8, 2.3, PARIS).json
+    greedy = GeoMechanism.polyplace(1 / 100).privatize_latlon(GeoQuery.kde_latlon(*cells[0], 250.0, PARIS), 48.86, 2.34, PARIS).json
+    estimates, rejected = density_map(lines + ["", "{not json", stranger, greedy], cells)
+    expect(rejected == {"empty": 1, "malformed": 1, "unknown-query": 1, "epsilon-out-of-policy": 1}, str(rejected))
+    for k, cell in enumerate(estimates):
+        e, truth = cell.estimate, sum(truths[k]) / len(truths[k])
+        expect(e.n == len(truths[k]) and abs(e.mean - truth) <= 5 * e.standard_error, f"cell {k}: truth {truth}, {e}")
+
 
 print(f"python: {PASSED} passed, {FAILED} failed")
 sys.exit(1 if FAILED else 0)
