@@ -155,7 +155,7 @@ fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
 
 fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
     let args = cmd.common();
-    let query = cmd.audit_target().unwrap_or_else(|e| flag_error(e));
+    let query = cmd.build().unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism.build().unwrap_or_else(|e| flag_error(e));
     if args.pairs == 0 {
         flag_error("--pairs must be at least 1");

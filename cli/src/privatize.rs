@@ -1,10 +1,11 @@
 //! `geopriv privatize <family>`: one report per input point.
 
 use crate::mechanism_args::MechanismArgs;
-use crate::sensitivity::parse_point;
+use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
+use geopriv::audit::AuditTarget;
 use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
-use geopriv::{Mechanism, MechanismName, Query, QueryDescriptor, Report};
+use geopriv::{Mechanism, MechanismName, QueryDescriptor, Report};
 use rand::RngCore;
 use std::io::{self, BufRead, Write};
 
@@ -69,7 +70,7 @@ pub struct Summary {
 
 /// Everything a run needs besides the streams.
 pub struct Plan<'a> {
-    pub query: &'a dyn Query,
+    pub query: &'a dyn AuditTarget,
     pub descriptor: QueryDescriptor,
     pub mechanism: Mechanism,
     pub format: Format,
@@ -102,9 +103,9 @@ impl PrivatizeArgs {
 pub fn run<R: BufRead, W: Write, E: Write>(
     plan: &Plan<'_>,
     rng: &mut dyn RngCore,
-    mut input: R,
+    input: R,
     mut out: W,
-    mut err: E,
+    err: E,
 ) -> io::Result<Summary> {
     let dim = if plan.projection.is_some() {
         2
@@ -113,20 +114,8 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     };
     let name = MechanismName::from(&plan.mechanism);
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
-    let mut summary = Summary::default();
-    let mut line = Vec::with_capacity(256);
-    let mut point = Vec::with_capacity(dim);
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        number += 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        let released = parse_point(&line, dim, &mut point).and_then(|()| {
+    let (released, malformed) = for_each_point(input, dim, err, |point| {
+        let value = (|| {
             if let Some(p) = &plan.projection {
                 let ll = LatLon::new(point[0], point[1]).map_err(|e| e.to_string())?;
                 let xy = p.forward(ll).map_err(|e| e.to_string())?;
@@ -134,25 +123,24 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 point.extend_from_slice(&xy);
             }
             plan.mechanism
-                .privatize(plan.query, &point, rng)
+                .privatize(plan.query, point, rng)
                 .map_err(|e| e.to_string())
-        });
-        match released {
+        })();
+        Ok(match value {
             Ok(value) => {
                 let report = Report::new(plan.descriptor.clone(), name, epsilon, delta, value);
                 match plan.format {
                     Format::Json => report.write_json_line(&mut out)?,
                     Format::Binary => report.write_frame(&mut out)?,
                 }
-                summary.released += 1;
+                Ok(())
             }
-            Err(reason) => {
-                writeln!(err, "line {number}: {reason}")?;
-                summary.malformed += 1;
-            }
-        }
-    }
+            Err(reason) => Err(reason),
+        })
+    })?;
     out.flush()?;
-    err.flush()?;
-    Ok(summary)
+    Ok(Summary {
+        released,
+        malformed,
+    })
 }

@@ -11,7 +11,7 @@
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::audit::AuditTarget;
 use geopriv::{
-    Error, GaussianKde, Growth, GrowthKind, Query, QueryDescriptor, SoftInterval, SoftThreshold,
+    Error, GaussianKde, Growth, GrowthKind, QueryDescriptor, SoftInterval, SoftThreshold,
     TwoWayThreshold,
 };
 
@@ -67,27 +67,9 @@ impl<A: Args> QueryCommand<A> {
     /// The query described by the flags. Each flag was already checked
     /// on its own (finite, positive where needed); this reports the
     /// remaining constraints, e.g. an interval narrower than its ramps.
-    pub fn build(&self) -> Result<Box<dyn Query>, Error> {
-        Ok(match self {
-            QueryCommand::Threshold { query, .. } => {
-                Box::new(SoftThreshold::new(query.threshold, query.width)?)
-            }
-            QueryCommand::Interval { query, .. } => {
-                Box::new(SoftInterval::new(query.lower, query.upper, query.width)?)
-            }
-            QueryCommand::TwoWay { query, .. } => Box::new(TwoWayThreshold::new(
-                query.threshold.0[0],
-                query.threshold.0[1],
-                query.width,
-            )?),
-            QueryCommand::Kde { query, .. } => {
-                Box::new(GaussianKde::new(&query.center.0, query.bandwidth)?)
-            }
-        })
-    }
-
-    /// The query as an audit target (a query that knows where it changes).
-    pub fn audit_target(&self) -> Result<Box<dyn AuditTarget>, Error> {
+    /// The query comes as an audit target (a query that also knows where it
+    /// changes), which every command can use as a plain query.
+    pub fn build(&self) -> Result<Box<dyn AuditTarget>, Error> {
         Ok(match self {
             QueryCommand::Threshold { query, .. } => {
                 Box::new(SoftThreshold::new(query.threshold, query.width)?)

@@ -24,15 +24,56 @@ pub struct Summary {
 ///
 /// Returns early with the error if reading or writing fails (e.g.
 /// `BrokenPipe` when the reader of `out` went away).
-pub fn run<R: BufRead, W: Write, E: Write>(
-    query: &dyn Query,
+pub fn run<Q: Query + ?Sized, R: BufRead, W: Write, E: Write>(
+    query: &Q,
     growth: Growth,
-    mut input: R,
+    input: R,
     mut out: W,
-    mut err: E,
+    err: E,
 ) -> io::Result<Summary> {
-    let dim = query.dimension();
-    let mut summary = Summary::default();
+    let (answered, malformed) = for_each_point(input, query.dimension(), err, |point| {
+        let answer = (|| {
+            let value = query.value(point).map_err(|e| e.to_string())?;
+            let lipschitz = query
+                .pointwise_lipschitz(point)
+                .map_err(|e| e.to_string())?;
+            let smooth = query
+                .smooth_sensitivity(point, growth)
+                .map_err(|e| e.to_string())?;
+            Ok((value, lipschitz, smooth))
+        })();
+        Ok(match answer {
+            Ok((value, lipschitz, smooth)) => {
+                writeln!(out, "{value},{lipschitz},{smooth}")?;
+                Ok(())
+            }
+            Err(reason) => Err(reason),
+        })
+    })?;
+    out.flush()?;
+    Ok(Summary {
+        answered,
+        malformed,
+    })
+}
+
+/// The line loop shared by the commands that read points: for each input
+/// line, parse `dim` comma-separated coordinates and call `handle`, which
+/// returns `Ok(Err(reason))` to reject the point. Each parse failure or
+/// rejection is written as `line N: <reason>` to `err` and the loop goes
+/// on. Returns (handled, malformed); an I/O error ends the loop.
+pub(crate) fn for_each_point<R, E, H>(
+    mut input: R,
+    dim: usize,
+    mut err: E,
+    mut handle: H,
+) -> io::Result<(u64, u64)>
+where
+    R: BufRead,
+    E: Write,
+    H: FnMut(&mut Vec<f64>) -> io::Result<Result<(), String>>,
+{
+    let (mut handled, mut malformed) = (0u64, 0u64);
     let mut line = Vec::with_capacity(256);
     let mut point = Vec::with_capacity(dim);
     let mut number = 0u64;
@@ -45,34 +86,24 @@ pub fn run<R: BufRead, W: Write, E: Write>(
         if line.last() == Some(&b'\n') {
             line.pop();
         }
-        let answer = parse_point(&line, dim, &mut point).and_then(|()| {
-            let value = query.value(&point).map_err(|e| e.to_string())?;
-            let lipschitz = query
-                .pointwise_lipschitz(&point)
-                .map_err(|e| e.to_string())?;
-            let smooth = query
-                .smooth_sensitivity(&point, growth)
-                .map_err(|e| e.to_string())?;
-            Ok((value, lipschitz, smooth))
-        });
-        match answer {
-            Ok((value, lipschitz, smooth)) => {
-                writeln!(out, "{value},{lipschitz},{smooth}")?;
-                summary.answered += 1;
-            }
+        let outcome = match parse_point(&line, dim, &mut point) {
+            Ok(()) => handle(&mut point)?,
+            Err(reason) => Err(reason),
+        };
+        match outcome {
+            Ok(()) => handled += 1,
             Err(reason) => {
                 writeln!(err, "line {number}: {reason}")?;
-                summary.malformed += 1;
+                malformed += 1;
             }
         }
     }
-    out.flush()?;
     err.flush()?;
-    Ok(summary)
+    Ok((handled, malformed))
 }
 
 /// Parses one input line (without its newline) into `point`.
-pub(crate) fn parse_point(line: &[u8], dim: usize, point: &mut Vec<f64>) -> Result<(), String> {
+fn parse_point(line: &[u8], dim: usize, point: &mut Vec<f64>) -> Result<(), String> {
     let text = std::str::from_utf8(line).map_err(|_| "not valid UTF-8".to_string())?;
     if text.trim().is_empty() {
         return Err(format!(
