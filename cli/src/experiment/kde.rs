@@ -447,6 +447,7 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 mech: r.kind,
                 error: ase,
                 noise_error: ase,
+                expected_noise: None,
             });
             ests.push((r.kind, est, ase));
         }

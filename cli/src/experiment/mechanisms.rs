@@ -136,6 +136,25 @@ impl Release {
     }
 }
 
+impl Release {
+    /// The variance of this device's report around f(x), from the noise's
+    /// closed-form variance at the device's own scale: 0 for the
+    /// non-private value, `None` for noise a priori (no closed form).
+    pub fn report_variance<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        x: &[f64],
+    ) -> Result<Option<f64>, String> {
+        match &self.mechanism {
+            None => Ok(Some(0.0)),
+            Some(m) => Ok(m
+                .output_density(query, x)
+                .map_err(|e| format!("{}: {e}", self.kind.name()))?
+                .and_then(|d| d.variance())),
+        }
+    }
+}
+
 /// Build every mechanism in `kinds` at `epsilon`.
 pub fn build_all(
     kinds: &[MechKind],

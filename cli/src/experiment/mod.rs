@@ -287,6 +287,12 @@ pub struct Record {
     /// The same against the non-private value of the (soft) query: the
     /// error due to privacy alone.
     pub noise_error: f64,
+    /// The expectation of `noise_error` given the first repetition's
+    /// population, from the closed-form report variances:
+    /// (1/n²) Σ_i Var(report_i), averaged over the queries. Free of
+    /// sampling noise; `None` where there is no closed form (noise a priori)
+    /// or it was not computed (KDE).
+    pub expected_noise: Option<f64>,
 }
 
 /// Everything a run measured, ready for the table and the plots.

@@ -23,19 +23,29 @@ pub fn markdown(o: &Outcome) -> String {
     }
     let _ = writeln!(s, "- computed in {:.1} s\n", o.seconds);
     let ratio = o.mechs.contains(&MechKind::Polyplace) && o.mechs.contains(&MechKind::StudentT);
-    for (title, pick) in [
-        (
-            format!("{} against the true answer", o.metric),
-            (|r: &super::Record| r.error) as fn(&super::Record) -> f64,
-        ),
+    type Pick = fn(&super::Record) -> Option<f64>;
+    let mut sections: Vec<(String, Pick)> = vec![
+        (format!("{} against the true answer", o.metric), |r| {
+            Some(r.error)
+        }),
         (
             format!(
                 "{} against the non-private soft query (privacy noise only)",
                 o.metric
             ),
-            |r: &super::Record| r.noise_error,
+            |r| Some(r.noise_error),
         ),
-    ] {
+    ];
+    if o.records.iter().any(|r| r.expected_noise.is_some()) {
+        sections.push((
+            format!(
+                "Expected privacy-noise {} (closed form): (1/n²) Σ Var(report_i) over the first repetition's population; no sampling noise, '–' where no closed form exists",
+                o.metric
+            ),
+            |r| r.expected_noise,
+        ));
+    }
+    for (title, pick) in sections {
         let _ = writeln!(s, "## {title}\n");
         for g in &o.groups {
             if o.groups.len() > 1 || !g.is_empty() {
@@ -60,12 +70,12 @@ pub fn markdown(o: &Outcome) -> String {
             for (n, eps) in o.sweep.cells() {
                 let _ = write!(s, "| {} | {} |", fmt_count(n as f64), fmt_eps(eps));
                 for &m in &o.mechs {
-                    let v = o.get(g, n, eps, m).map(pick);
+                    let v = o.get(g, n, eps, m).and_then(pick);
                     let _ = write!(s, " {} |", v.map(sci).unwrap_or_else(|| "–".into()));
                 }
                 if ratio {
-                    let p = o.get(g, n, eps, MechKind::Polyplace).map(pick);
-                    let t = o.get(g, n, eps, MechKind::StudentT).map(pick);
+                    let p = o.get(g, n, eps, MechKind::Polyplace).and_then(pick);
+                    let t = o.get(g, n, eps, MechKind::StudentT).and_then(pick);
                     let r = match (p, t) {
                         (Some(p), Some(t)) if t > 0.0 => format!("{:.3}", p / t),
                         _ => "–".into(),

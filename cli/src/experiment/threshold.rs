@@ -126,6 +126,7 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
         // Per (T, mechanism): Σ (estimate - hard)² and Σ (estimate - soft)².
         let mut sq = vec![0.0; nt * nm];
         let mut sq_noise = vec![0.0; nt * nm];
+        let mut expected = vec![f64::NAN; nt * nm];
         for rep in 0..reps {
             let n_chunks = n.div_ceil(CHUNK);
             let parts: Vec<Vec<f64>> = (0..n_chunks)
@@ -135,8 +136,14 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
                     chunk_sums(&model, &queries, &releases, seed, n, rep, c, eps, len)
                 })
                 .collect::<Result<_, String>>()?;
-            // Layout: [hard counts (nt), soft sums (nt), release sums (nt × nm)].
-            let total = add_in_order(parts, 2 * nt + nt * nm);
+            // Layout: [hard counts (nt), soft sums (nt), release sums
+            // (nt × nm), report variance sums (nt × nm, first repetition)].
+            let total = add_in_order(parts, 2 * nt + 2 * nt * nm);
+            if rep == 0 {
+                for (e, v) in expected.iter_mut().zip(&total[2 * nt + nt * nm..]) {
+                    *e = v / (n as f64 * n as f64);
+                }
+            }
             for ti in 0..nt {
                 let hard = total[ti] / n as f64;
                 let soft = total[nt + ti] / n as f64;
@@ -156,6 +163,7 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
                     mech: m,
                     error: sq[ti * nm + mi] / reps as f64,
                     noise_error: sq_noise[ti * nm + mi] / reps as f64,
+                    expected_noise: Some(expected[ti * nm + mi]).filter(|v| v.is_finite()),
                 });
             }
         }
@@ -225,7 +233,7 @@ fn chunk_sums(
     // the same households.
     let mut pop_rng = rng_for(seed, &[1, n as u64, rep as u64, chunk as u64]);
     let incomes: Vec<f64> = (0..len).map(|_| model.sample(&mut pop_rng)).collect();
-    let mut out = vec![0.0; 2 * nt + nt * nm];
+    let mut out = vec![0.0; 2 * nt + 2 * nt * nm];
     for (ti, q) in queries.iter().enumerate() {
         let t = q.threshold();
         for &x in &incomes {
@@ -252,6 +260,13 @@ fn chunk_sums(
                 s += r.release(q, &[x], &mut rng)?;
             }
             out[2 * nt + ti * nm + mi] = s;
+            if rep == 0 {
+                let mut v = 0.0;
+                for &x in &incomes {
+                    v += r.report_variance(q, &[x])?.unwrap_or(f64::NAN);
+                }
+                out[2 * nt + nt * nm + ti * nm + mi] = v;
+            }
         }
     }
     Ok(out)

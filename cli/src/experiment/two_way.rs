@@ -23,8 +23,8 @@ const CHUNK: usize = 4096;
 
 /// Options of `geopriv experiment two-way`.
 ///
-/// Defaults (well under a minute on 2 cores): a 12 × 12 grid
-/// T = 10k + 90k j, n ∈ {10k, 20k, 40k} at ε = 1/12000, ε ∈ {1/3000,
+/// Defaults (about half a minute on 2 free cores): a 10 × 10 grid
+/// T = 10k + 110k j, n ∈ {10k, 20k, 40k} at ε = 1/12000, ε ∈ {1/3000,
 /// 1/12000, 1/48000} at n = 40k, 2 repetitions. `--full` (SPEC §7; hours):
 /// the 34 × 34 grid T = 10k + 30k j, n ∈ {0.4M, 0.8M, 1.6M} at ε = 1/12000,
 /// ε ∈ {1/3000, 1/6000, 1/12000, 1/24000, 1/48000} at n = 1.6M, 1 repetition.
@@ -48,7 +48,7 @@ pub struct TwoWayArgs {
     #[arg(long)]
     pub reps: Option<usize>,
     /// Grid points per axis: T = 10k + (990k/(K-1)) j, j = 0..K-1
-    /// (K = 34 is the paper's step of 30k) [default: 12, full: 34].
+    /// (K = 34 is the paper's step of 30k) [default: 10, full: 34].
     #[arg(long)]
     pub grid: Option<usize>,
     /// LDP reference: ε_LDP = ε × this many dollars.
@@ -103,7 +103,7 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
         1.0 / 12000.0,
     );
     let reps = args.reps.unwrap_or(if full { 1 } else { 2 }).max(1);
-    let k = args.grid.unwrap_or(if full { 34 } else { 12 }).max(1);
+    let k = args.grid.unwrap_or(if full { 34 } else { 10 }).max(1);
     let axis = threshold_axis(k);
     let grid: Vec<[f64; 2]> = axis
         .iter()
@@ -129,6 +129,7 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
         let (nq, nm) = (queries.len(), mechs.len());
         let mut ase = vec![0.0; nm];
         let mut ase_noise = vec![0.0; nm];
+        let mut expected = vec![0.0; nm];
         for rep in 0..reps {
             let parts: Vec<Vec<f64>> = (0..n.div_ceil(CHUNK))
                 .into_par_iter()
@@ -137,7 +138,18 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
                     chunk_sums(&model, &queries, &releases, seed, n, rep, c, eps, len)
                 })
                 .collect::<Result<_, String>>()?;
-            let total = add_in_order(parts, 2 * nq + nq * nm);
+            // Layout: [hard counts, soft sums, release sums (nq × nm),
+            // report variance sums (nq × nm, first repetition)].
+            let total = add_in_order(parts, 2 * nq + 2 * nq * nm);
+            if rep == 0 {
+                for qi in 0..nq {
+                    for mi in 0..nm {
+                        expected[mi] += total[2 * nq + nq * nm + qi * nm + mi]
+                            / (n as f64 * n as f64)
+                            / nq as f64;
+                    }
+                }
+            }
             for qi in 0..nq {
                 let hard = total[qi] / n as f64;
                 let soft = total[nq + qi] / n as f64;
@@ -156,6 +168,7 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
                 mech: m,
                 error: ase[mi] / reps as f64,
                 noise_error: ase_noise[mi] / reps as f64,
+                expected_noise: Some(expected[mi]).filter(|v| v.is_finite()),
             });
         }
         eprintln!(
@@ -220,7 +233,7 @@ fn chunk_sums(
     let (nq, nm) = (queries.len(), releases.len());
     let mut pop_rng = rng_for(seed, &[11, n as u64, rep as u64, chunk as u64]);
     let people: Vec<[f64; 2]> = (0..len).map(|_| model.sample(&mut pop_rng)).collect();
-    let mut out = vec![0.0; 2 * nq + nq * nm];
+    let mut out = vec![0.0; 2 * nq + 2 * nq * nm];
     let mut rngs: Vec<_> = releases
         .iter()
         .map(|r| {
@@ -252,6 +265,13 @@ fn chunk_sums(
                 s += r.release(q, x, rng)?;
             }
             out[2 * nq + qi * nm + mi] = s;
+            if rep == 0 {
+                let mut v = 0.0;
+                for x in &people {
+                    v += r.report_variance(q, x)?.unwrap_or(f64::NAN);
+                }
+                out[2 * nq + nq * nm + qi * nm + mi] = v;
+            }
         }
     }
     Ok(out)
