@@ -132,6 +132,15 @@ impl Grid {
     }
 }
 
+/// `471 m` or `242.6 km`.
+fn fmt_metres(m: f64) -> String {
+    if m >= 10_000.0 {
+        format!("{:.1} km", m / 1000.0)
+    } else {
+        format!("{m:.0} m")
+    }
+}
+
 fn bounding_box(points: &[[f64; 2]]) -> [f64; 4] {
     let mut b = [
         f64::INFINITY,
@@ -262,6 +271,8 @@ pub struct KdeRun {
     pub grid: Grid,
     /// Per ε of the ε sweep, at the reference n.
     pub maps: Vec<Maps>,
+    /// The kernel bandwidth h, metres.
+    pub bandwidth: f64,
 }
 
 /// Run the KDE experiment, write outputs, print paths.
@@ -298,10 +309,10 @@ fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, E
             plot::heatmaps(
                 &path,
                 &format!(
-                    "KDE, n = {}, ε = {} per metre, h = {:.0} m, {} × {} grid",
+                    "KDE, n = {}, ε = {} per metre, h = {}, {} × {} grid",
                     fmt_count(result.outcome.sweep.ref_n as f64),
                     fmt_eps(*eps),
-                    result.grid.diagonal(),
+                    fmt_metres(result.bandwidth),
                     result.grid.k,
                     result.grid.k
                 ),
@@ -503,6 +514,7 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
         },
         grid,
         maps,
+        bandwidth: h,
     })
 }
 
