@@ -136,27 +136,26 @@ fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<(), Error> {
             continue;
         };
         let (x0, x1) = (x0 * 1.4, x1 / 1.4);
+        // Label the x axis at the measured points.
+        let mut ticks: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.0))
+            .collect();
+        ticks.sort_by(f64::total_cmp);
+        ticks.dedup();
         let mut chart = ChartBuilder::on(area)
             .caption(if g.is_empty() { o.metric } else { g.as_str() }, (SANS, 18))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(80)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(ticks),
+                (y0..y1).log_scale(),
+            )
             .map_err(err)?;
         let xfmt = |v: &f64| match axis {
-            Axis::N => fmt_count(
-                // Round to 2 significant digits for tick labels.
-                {
-                    let p = 10f64.powf(v.log10().floor() - 1.0);
-                    ((v / p).round() * p).round()
-                },
-            ),
-            Axis::Epsilon => {
-                // 1/ε to two significant digits: 1/800, 1/3300, 1/48000.
-                let inv = 1.0 / v;
-                let p = 10f64.powf(inv.log10().floor() - 1.0);
-                format!("1/{:.0}", (inv / p).round() * p)
-            }
+            Axis::N => fmt_count(v.round()),
+            Axis::Epsilon => fmt_eps(*v),
         };
         chart
             .configure_mesh()
@@ -165,7 +164,6 @@ fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<(), Error> {
                 Axis::Epsilon => format!("ε ({})", o.eps_unit),
             })
             .y_desc(o.metric)
-            .x_labels(8)
             .x_label_formatter(&xfmt)
             .y_label_formatter(&|v| format!("{v:.0e}"))
             .label_style((SANS, 13))
