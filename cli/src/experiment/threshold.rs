@@ -24,7 +24,7 @@ const CHUNK: usize = 8192;
 
 /// Options of `geopriv experiment threshold`.
 ///
-/// Defaults (about 30 s on 2 cores): n ∈ {10k, 20k, 40k} at ε = 1/12000,
+/// Defaults (10 s on 2 idle cores, 40 s on busy ones): n ∈ {10k, 20k, 40k} at ε = 1/12000,
 /// ε ∈ {1/800, 1/3000, 1/12000, 1/48000} at n = 40k, 30 repetitions.
 /// `--full` (SPEC §7; hours): n ∈ {0.4M, 0.8M, 1.6M, 3.2M, 6.4M},
 /// ε ∈ {1/800, 1/1500, 1/3000, 1/6000, 1/12000, 1/24000, 1/48000}, n = 6.4M
