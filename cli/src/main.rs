@@ -2,6 +2,7 @@
 
 mod aggregate;
 mod audit;
+mod experiment;
 mod mechanism_args;
 mod privatize;
 mod query_args;
@@ -94,6 +95,13 @@ enum Command {
     /// or the excess mass exceeds δ.
     #[command(subcommand)]
     Audit(QueryCommand<audit::AuditArgs>),
+
+    /// Reproduce the paper's experiments (tables and PNG plots under out/).
+    #[command(subcommand)]
+    Experiment(experiment::ExperimentCommand),
+
+    /// End-to-end demo: a geo-private KDE of the bundled airports.
+    Demo(experiment::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +110,18 @@ fn main() -> ExitCode {
         Command::Privatize(cmd) => privatize_main(&cmd),
         Command::Aggregate(args) => aggregate_main(&args),
         Command::Audit(cmd) => audit_main(&cmd),
+        Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
+        Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
+    }
+}
+
+fn experiment_exit(result: Result<(), Box<dyn std::error::Error + Send + Sync>>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

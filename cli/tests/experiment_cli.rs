@@ -1,0 +1,129 @@
+//! End-to-end: `geopriv experiment ...` with tiny settings writes its table
+//! and plots.
+use std::process::Command;
+
+fn geopriv(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_geopriv"))
+        .args(args)
+        .output()
+        .expect("run geopriv");
+    assert!(
+        out.status.success(),
+        "geopriv {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn is_png(path: &std::path::Path) -> bool {
+    let bytes = std::fs::read(path).unwrap();
+    bytes.len() > 1000 && bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+}
+
+#[test]
+fn threshold_writes_table_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("threshold");
+    let stdout = geopriv(&[
+        "experiment",
+        "threshold",
+        "--n",
+        "500,1000",
+        "--epsilon",
+        "1/800,1/12000",
+        "--reps",
+        "2",
+        "--thresholds",
+        "100k,1M",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let table = std::fs::read_to_string(out.join("results.md")).unwrap();
+    for label in [
+        "PolyPlace",
+        "Student's t (ν=3)",
+        "Gen Cauchy (k=4)",
+        "Laplace (ε,δ)-GP",
+        "Global Laplace",
+        "Noise a priori",
+        "Local DP",
+        "Non-private",
+        "PolyPlace / t",
+        "T = $100k",
+        "T = $1M",
+        "| 1000 | 1/800 |",
+    ] {
+        assert!(table.contains(label), "{label} missing from\n{table}");
+    }
+    for png in ["error_vs_n.png", "error_vs_epsilon.png"] {
+        let p = out.join(png);
+        assert!(is_png(&p), "{}", p.display());
+        assert!(stdout.contains(png), "{stdout}");
+    }
+}
+
+#[test]
+fn same_seed_same_table_whatever_the_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |threads: &str, name: &str| {
+        let out = dir.path().join(name);
+        geopriv(&[
+            "experiment",
+            "two-way",
+            "--n",
+            "300",
+            "--epsilon",
+            "1/12000",
+            "--grid",
+            "3",
+            "--reps",
+            "1",
+            "--mechanisms",
+            "polyplace,a-priori",
+            "--threads",
+            threads,
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let t = std::fs::read_to_string(out.join("results.md")).unwrap();
+        // Drop the timing line.
+        t.lines()
+            .filter(|l| !l.contains("computed in"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // Each test binary process sets its pool once, so compare two processes.
+    assert_eq!(run("1", "a"), run("2", "b"));
+}
+
+#[test]
+fn kde_on_the_bundled_airports_writes_heat_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kde");
+    geopriv(&[
+        "experiment",
+        "kde",
+        "--n",
+        "300",
+        "--epsilon",
+        "1e-5,1e-4",
+        "--grid",
+        "6",
+        "--mechanisms",
+        "polyplace,global-laplace,a-priori",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let table = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(table.contains("airports") && table.contains("PolyPlace"));
+    for png in [
+        "error_vs_epsilon.png",
+        "heatmap_eps_1_100000.png",
+        "heatmap_eps_1_10000.png",
+    ] {
+        assert!(is_png(&out.join(png)), "{png}");
+    }
+}
