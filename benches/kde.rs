@@ -28,6 +28,35 @@ fn bench_kde(c: &mut Criterion) {
             })
         });
     }
+    // The regimes with an interior maximiser (the slowest branch): γh = 0.5
+    // with x at the centre or between the turning points (exponential), and
+    // far away (linear).
+    let h = 50.0;
+    let interior = |cs: &[f64]| -> Vec<[f64; 2]> {
+        cs.iter()
+            .map(|&c| [100.0 + 0.6 * c * h, 200.0 + 0.8 * c * h])
+            .collect()
+    };
+    for (name, growth, pts) in [
+        (
+            "exp",
+            Growth::exponential(0.5 / h).unwrap(),
+            interior(&[0.0, 1.5, 2.0, 4.0]),
+        ),
+        (
+            "linear",
+            Growth::linear(0.5 / h).unwrap(),
+            interior(&[4.0, 8.0, 20.0, 50.0]),
+        ),
+    ] {
+        c.bench_function(&format!("kde_2d_smooth_sensitivity_interior_{name}"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % pts.len();
+                black_box(q.smooth_sensitivity(black_box(&pts[i]), growth).unwrap())
+            })
+        });
+    }
     c.bench_function("kde_2d_pointwise_lipschitz", |b| {
         let mut i = 0;
         b.iter(|| {
