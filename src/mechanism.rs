@@ -133,6 +133,15 @@ impl UnitNoise {
         })
     }
 
+    fn shape(&self) -> NoiseShape {
+        match self {
+            UnitNoise::PolyPlace(n) => NoiseShape::PolyPlace { alpha: n.alpha() },
+            UnitNoise::StudentT(n) => NoiseShape::StudentT { dof: n.dof() },
+            UnitNoise::Cauchy(n) => NoiseShape::GeneralizedCauchy { k: n.k() },
+            UnitNoise::Laplace(_) => NoiseShape::Laplace,
+        }
+    }
+
     #[inline]
     fn ln_pdf(&self, z: f64) -> f64 {
         match self {
@@ -200,12 +209,7 @@ impl OutputDensity {
 
     /// The shape of the standardised noise.
     pub fn shape(&self) -> NoiseShape {
-        match self.noise {
-            UnitNoise::PolyPlace(n) => NoiseShape::PolyPlace { alpha: n.alpha() },
-            UnitNoise::StudentT(n) => NoiseShape::StudentT { dof: n.dof() },
-            UnitNoise::Cauchy(n) => NoiseShape::GeneralizedCauchy { k: n.k() },
-            UnitNoise::Laplace(_) => NoiseShape::Laplace,
-        }
+        self.noise.shape()
     }
 
     /// The variance of the release (None if infinite).
@@ -222,8 +226,6 @@ enum Kind {
         growth: Growth,
         /// σ(x) = S(x) · scale_per_sensitivity.
         scale_per_sensitivity: f64,
-        noise: UnitNoise,
-        shape: NoiseShape,
     },
     /// f(x) + L_global/ε · Laplace(1).
     GlobalLaplace,
@@ -242,6 +244,9 @@ pub struct Mechanism {
     delta: f64,
     /// The share of ε spent on smoothness (γ/ε for PolyPlace), if any.
     smoothness_share: Option<f64>,
+    /// The standardised noise Z of the location–scale release (Laplace(1)
+    /// for the baselines; noise a priori perturbs x instead).
+    noise: UnitNoise,
 }
 
 fn share(name: &'static str, value: f64) -> Result<f64> {
@@ -269,12 +274,22 @@ impl Mechanism {
             kind: Kind::Smooth {
                 growth,
                 scale_per_sensitivity,
-                noise: UnitNoise::new(shape)?,
-                shape,
             },
             epsilon,
             delta,
             smoothness_share: Some(share),
+            noise: UnitNoise::new(shape)?,
+        })
+    }
+
+    /// A baseline with budget `epsilon` and Laplace(1) noise.
+    fn baseline(kind: Kind, epsilon: f64) -> Result<Self> {
+        Ok(Self {
+            kind,
+            epsilon: positive_finite("epsilon", epsilon)?,
+            delta: 0.0,
+            smoothness_share: None,
+            noise: UnitNoise::new(NoiseShape::Laplace)?,
         })
     }
 
@@ -404,12 +419,7 @@ impl Mechanism {
     /// |f(x) - f(x')| <= L_global d(x, x'); adds the worst-case noise to
     /// every user.
     pub fn global_laplace(epsilon: f64) -> Result<Self> {
-        Ok(Self {
-            kind: Kind::GlobalLaplace,
-            epsilon: positive_finite("epsilon", epsilon)?,
-            delta: 0.0,
-            smoothness_share: None,
-        })
+        Self::baseline(Kind::GlobalLaplace, epsilon)
     }
 
     /// Baseline "noise a priori": privatize x itself with the ε-GP Laplace
@@ -417,31 +427,21 @@ impl Mechanism {
     /// 2-D, Gamma(d, 1/ε) radius with a uniform direction in d-D), then
     /// release f(x̃). ε-GP by post-processing; biased for nonlinear f.
     pub fn noise_a_priori(epsilon: f64) -> Result<Self> {
-        Ok(Self {
-            kind: Kind::APriori,
-            epsilon: positive_finite("epsilon", epsilon)?,
-            delta: 0.0,
-            smoothness_share: None,
-        })
+        Self::baseline(Kind::APriori, epsilon)
     }
 
     /// Reference: local differential privacy, f(x) + Laplace(range(f)/ε_LDP).
     /// `epsilon` here is an LDP ε (all inputs protected equally), not a
     /// budget per unit distance.
     pub fn local_dp(epsilon: f64) -> Result<Self> {
-        Ok(Self {
-            kind: Kind::LocalDp,
-            epsilon: positive_finite("epsilon", epsilon)?,
-            delta: 0.0,
-            smoothness_share: None,
-        })
+        Self::baseline(Kind::LocalDp, epsilon)
     }
 
     /// Short stable name: `polyplace`, `student-t`, `cauchy`, `laplace`,
     /// `global-laplace`, `a-priori` or `ldp`.
     pub fn name(&self) -> &'static str {
         match &self.kind {
-            Kind::Smooth { shape, .. } => match shape {
+            Kind::Smooth { .. } => match self.noise.shape() {
                 NoiseShape::PolyPlace { .. } => "polyplace",
                 NoiseShape::StudentT { .. } => "student-t",
                 NoiseShape::GeneralizedCauchy { .. } => "cauchy",
@@ -481,9 +481,8 @@ impl Mechanism {
     /// The noise shape of a location–scale release (None for noise a priori).
     pub fn noise_shape(&self) -> Option<NoiseShape> {
         match &self.kind {
-            Kind::Smooth { shape, .. } => Some(*shape),
-            Kind::GlobalLaplace | Kind::LocalDp => Some(NoiseShape::Laplace),
             Kind::APriori => None,
+            _ => Some(self.noise.shape()),
         }
     }
 
@@ -492,12 +491,22 @@ impl Mechanism {
     /// `sensitivity`. None for noise a priori.
     pub fn scale_for(&self, sensitivity: f64) -> Option<f64> {
         match &self.kind {
+            Kind::APriori => None,
+            _ => Some(self.raw_scale(sensitivity)),
+        }
+    }
+
+    /// σ for a sensitivity: S/η (S/γ for PolyPlace) for the smooth
+    /// mechanisms, sensitivity/ε for the baselines (for noise a priori the
+    /// scale of the 1-D Laplace on x, range/ε, which sets its release grid).
+    #[inline]
+    fn raw_scale(&self, sensitivity: f64) -> f64 {
+        match &self.kind {
             Kind::Smooth {
                 scale_per_sensitivity,
                 ..
-            } => Some(sensitivity * scale_per_sensitivity),
-            Kind::GlobalLaplace | Kind::LocalDp => Some(sensitivity / self.epsilon),
-            Kind::APriori => None,
+            } => sensitivity * scale_per_sensitivity,
+            _ => sensitivity / self.epsilon,
         }
     }
 
@@ -541,18 +550,14 @@ impl Mechanism {
     /// The release grid Λ: a power of two set by public parameters only
     /// (module docs, "Floating-point safety").
     pub fn release_grid<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
-        let largest_scale = match &self.kind {
-            Kind::Smooth {
-                scale_per_sensitivity,
-                ..
-            } => query.global_lipschitz() * scale_per_sensitivity,
-            Kind::GlobalLaplace => query.global_lipschitz() / self.epsilon,
+        let largest_sensitivity = match &self.kind {
+            Kind::Smooth { .. } | Kind::GlobalLaplace => query.global_lipschitz(),
             Kind::LocalDp | Kind::APriori => {
                 let (lo, hi) = query.value_bounds();
-                (hi - lo) / self.epsilon
+                hi - lo
             }
         };
-        power_of_two_below(largest_scale) * GRID_FRACTION
+        power_of_two_below(self.raw_scale(largest_sensitivity)) * GRID_FRACTION
     }
 
     /// Privatize f(x): draw the noise with `rng` and return the released
@@ -578,28 +583,12 @@ impl Mechanism {
         x: &[f64],
         rng: &mut R,
     ) -> Result<f64> {
-        match &self.kind {
-            Kind::Smooth {
-                growth,
-                scale_per_sensitivity,
-                noise,
-                ..
-            } => {
+        match self.sensitivity(query, x)? {
+            Some(sensitivity) => {
                 let value = query.value(x)?;
-                let s = query.smooth_sensitivity(x, *growth)?;
-                Ok(value + s * scale_per_sensitivity * noise.sample(rng))
+                Ok(value + self.raw_scale(sensitivity) * self.noise.sample(rng))
             }
-            Kind::GlobalLaplace => {
-                let value = query.value(x)?;
-                let b = query.global_lipschitz() / self.epsilon;
-                Ok(value + b * Laplace::new(1.0)?.sample(rng))
-            }
-            Kind::LocalDp => {
-                let value = query.value(x)?;
-                let (lo, hi) = query.value_bounds();
-                Ok(value + (hi - lo) / self.epsilon * Laplace::new(1.0)?.sample(rng))
-            }
-            Kind::APriori => {
+            None => {
                 crate::error::check_point(x, query.dimension())?;
                 let noise = SphericalLaplace::new(query.dimension(), self.epsilon)?;
                 let mut noisy: Vec<f64> = alloc::vec![0.0; x.len()];
@@ -623,11 +612,7 @@ impl Mechanism {
     /// global/LDP mechanisms), from the closed-form noise variance.
     pub fn report_variance(&self, sensitivity: f64) -> Option<f64> {
         let scale = self.scale_for(sensitivity)?;
-        let unit = match &self.kind {
-            Kind::Smooth { noise, .. } => noise.variance()?,
-            _ => 2.0,
-        };
-        Some(unit * scale * scale)
+        Some(self.noise.variance()? * scale * scale)
     }
 }
 
