@@ -3,7 +3,7 @@
 //! with the number of reports.
 
 use clap::{Args, ValueEnum};
-use geopriv::report::frames;
+use geopriv::report::read_frames;
 use geopriv::{Aggregator, Report, ValidationPolicy};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -117,23 +117,12 @@ pub fn run<R: BufRead, W: Write, E: Write>(
             }
         }
         InputFormat::Binary => {
-            // Frames are small; read the stream frame by frame.
-            let mut buf = Vec::new();
-            let mut number = 0u64;
-            loop {
-                buf.clear();
-                if input.read_until(0, &mut buf)? == 0 {
-                    break;
-                }
-                number += 1;
-                let decoded = match frames(&buf).next() {
-                    Some(item) => item,
-                    None => continue,
-                };
-                match decoded.and_then(|r| policy.validate(&r).map(|()| r)) {
+            // Empty frames (repeated zeros) are skipped, so N counts reports.
+            for (index, item) in read_frames(input).enumerate() {
+                match item?.and_then(|r| policy.validate(&r).map(|()| r)) {
                     Ok(report) => add(report, &mut summary),
                     Err(reason) => {
-                        writeln!(err, "record {number}: {reason}")?;
+                        writeln!(err, "record {}: {reason}", index + 1)?;
                         summary.rejected += 1;
                     }
                 }
