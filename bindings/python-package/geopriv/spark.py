@@ -14,7 +14,7 @@ query id (:func:`aggregate`) or one estimate per cell of a map
         print(e.query, e.n, e.mean, e.ci95)
     print(result.rejections)  # {"malformed": 3, "epsilon-out-of-policy": 1}
 
-How it runs (docs/MATH.md §6 for the exact sums):
+How it runs (docs/MATH.md §5 for the exact sums):
 
 1. ``mapPartitionsWithIndex``: every partition validates its rows with a
    ``ReportPolicy`` built on the executor, routes the accepted values by
