@@ -30,6 +30,6 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cp "$REPO/bindings/tests/python/test_spark.py" "$WORK/"
 cd "$WORK"
-env -u PYTHONPATH -u SPARK_HOME GEOPRIV_CLI="$TARGET_DIR/release/geopriv" GEOPRIV_SPARK_WORK="$WORK" \
+env -u PYTHONPATH -u SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 GEOPRIV_CLI="$TARGET_DIR/release/geopriv" GEOPRIV_SPARK_WORK="$WORK" \
   PYSPARK_PYTHON="$VENV/bin/python" PYTHONDONTWRITEBYTECODE=1 \
   "$VENV/bin/python" -I test_spark.py
