@@ -336,10 +336,13 @@ def _():
             while executors() < 2 and time.time() < deadline:
                 time.sleep(1)
             expect(executors() == 2, f"{executors()} executors registered within 120 s")
+            t0 = time.perf_counter()
             r = aggregate(cluster.read.text(BIG_PATH), **LIMITS)
+            seconds = time.perf_counter() - t0
             same_as_cli(r, BIG_CLI, BIG_REASONS, "cluster")
             expect(r.partitions >= 2, f"{r.partitions} partitions")
-            print(f"  cluster: {r.partitions} partitions on {executors()} executors", flush=True)
+            print(f"  cluster: {N + BIG_BAD} reports in {seconds:.1f} s = {(N + BIG_BAD) / seconds:,.0f} reports/s "
+                  f"({r.partitions} partitions on {executors()} executors)", flush=True)
         finally:
             cluster.stop()
     finally:
