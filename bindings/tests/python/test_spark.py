@@ -219,7 +219,10 @@ def _():
         expect(r.accepted == 20_000 and r.rejected == SMALL_BAD, (r.accepted, r.rejected))
         expect(states is None or r.states == states, "exact states differ between partitionings")
         states = r.states
-    expect(aggregate(df, **LIMITS).to_json_lines().count("\n") == 4, "json lines")
+    r = aggregate(df, **LIMITS)
+    expect(r.to_json_lines().count("\n") == 4, "json lines")
+    rows = {row["query"]: row for row in r.to_dataframe(spark).collect()}
+    expect(all(bits(rows[e.query]["mean"]) == bits(e.mean) and rows[e.query]["n"] == e.n for e in r.estimates), rows)
 
 
 @test("binary reports: the same estimates as their JSON form; null and garbage rows rejected")
