@@ -258,6 +258,7 @@ impl InstanceBasedLaplace {
     pub fn scale_with_fault(&self, k: usize, fault: Fault) -> f64 {
         match fault {
             Fault::HalveSensitivity => 0.5 * self.scale(k),
+            Fault::ShrinkSensitivity(f) => f * self.scale(k),
             _ => self.scale(k),
         }
     }

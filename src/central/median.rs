@@ -521,6 +521,7 @@ impl MedianMechanism {
         let (beta, factor) = match self.fault {
             Fault::None => (self.beta, 1.0),
             Fault::HalveSensitivity => (self.beta, 0.5),
+            Fault::ShrinkSensitivity(f) => (self.beta, positive_finite("fault factor", f)?),
             Fault::WrongBeta(f) => (self.beta * positive_finite("fault factor", f)?, 1.0),
         };
         Ok(ReleaseDensity {

@@ -121,6 +121,8 @@ pub enum Fault {
     None,
     /// Scale the noise to half the smooth sensitivity.
     HalveSensitivity,
+    /// Scale the noise to `factor` × the smooth sensitivity.
+    ShrinkSensitivity(f64),
     /// Compute the smooth sensitivity at `factor` × the β the calibration
     /// assumes (a less smooth bound than the noise can absorb).
     WrongBeta(f64),

@@ -185,7 +185,7 @@ impl SmoothNoisyMax {
                     0.0
                 }
             };
-            out.push(super::integrate(&integrand, -1.0, 1.0, 1e-13));
+            out.push(super::integrate(&integrand, -1.0, 1.0, 1e-11));
         }
         Ok(out)
     }
