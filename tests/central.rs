@@ -100,23 +100,36 @@ fn median_kinds() -> Vec<CentralNoise> {
 fn median_audit_passes_and_catches_faults() {
     let lambda = 10.0;
     for q in [0.5, 0.9] {
-        let pairs: Vec<_> = neighbouring_pairs(lambda, q, 11).into_iter().step_by(4).collect();
+        let pairs: Vec<_> = neighbouring_pairs(lambda, q, 11)
+            .into_iter()
+            .step_by(4)
+            .collect();
         for kind in median_kinds() {
             let eps = 1.0;
             let mech = MedianMechanism::new(kind, eps, lambda).unwrap();
             let ok = audit_median(&mech, q, &pairs).unwrap();
-            println!("{q} {}: max ln ratio {:.4}, excess mass {:.3e}", ok.mechanism, ok.max_log_ratio, ok.max_excess_mass);
+            println!(
+                "{q} {}: max ln ratio {:.4}, excess mass {:.3e}",
+                ok.mechanism, ok.max_log_ratio, ok.max_excess_mass
+            );
             assert!(ok.passed, "{ok:?}");
             let half = audit_median(&mech.with_fault(Fault::HalveSensitivity), q, &pairs).unwrap();
-            println!("   halved: max ln ratio {:.4}, excess mass {:.3e}", half.max_log_ratio, half.max_excess_mass);
+            println!(
+                "   halved: max ln ratio {:.4}, excess mass {:.3e}",
+                half.max_log_ratio, half.max_excess_mass
+            );
             if kind == (CentralNoise::LectureCauchy { k: 4.0 }) {
                 // The lecture constants use under half of ε on these pairs
                 // (max ln ratio 0.46 ε): with S/2 the release is still
                 // ε-DP, so the exact audit rightly passes it; S/4 is not.
                 assert!(half.passed, "{half:?}");
                 let quarter =
-                    audit_median(&mech.with_fault(Fault::ShrinkSensitivity(0.25)), q, &pairs).unwrap();
-                assert!(!quarter.passed, "quartered sensitivity not caught: {quarter:?}");
+                    audit_median(&mech.with_fault(Fault::ShrinkSensitivity(0.25)), q, &pairs)
+                        .unwrap();
+                assert!(
+                    !quarter.passed,
+                    "quartered sensitivity not caught: {quarter:?}"
+                );
             } else {
                 assert!(!half.passed, "halved sensitivity not caught: {half:?}");
             }
@@ -136,16 +149,29 @@ fn smooth_noisy_max_audit_passes_and_catches_faults() {
     for variant in [SnmNoise::Laplace { delta: 1e-6 }, SnmNoise::StudentT] {
         let snm = SmoothNoisyMax::new(variant, 1.0).unwrap();
         let ok = audit_noisy_max(&snm, Fault::None, lambda, 9, 0.5, &pairs).unwrap();
-        println!("{variant:?}: max ln ratio {:.4}, excess mass {:.3e}", ok.max_log_ratio, ok.max_excess_mass);
+        println!(
+            "{variant:?}: max ln ratio {:.4}, excess mass {:.3e}",
+            ok.max_log_ratio, ok.max_excess_mass
+        );
         assert!(ok.passed, "{ok:?}");
         let half = audit_noisy_max(&snm, Fault::HalveSensitivity, lambda, 9, 0.5, &pairs).unwrap();
-        println!("   halved: max ln ratio {:.4}, excess mass {:.3e}", half.max_log_ratio, half.max_excess_mass);
+        println!(
+            "   halved: max ln ratio {:.4}, excess mass {:.3e}",
+            half.max_log_ratio, half.max_excess_mass
+        );
         if variant == SnmNoise::StudentT {
             // The paper's t constants use a quarter of ε on these instances
             // (max ln ratio 0.25 ε): S/2 is still ε-DP, S/8 is not.
             assert!(half.passed, "{half:?}");
-            let deep =
-                audit_noisy_max(&snm, Fault::ShrinkSensitivity(0.125), lambda, 9, 0.5, &pairs).unwrap();
+            let deep = audit_noisy_max(
+                &snm,
+                Fault::ShrinkSensitivity(0.125),
+                lambda,
+                9,
+                0.5,
+                &pairs,
+            )
+            .unwrap();
             assert!(!deep.passed, "{deep:?}");
         } else {
             assert!(!half.passed, "{half:?}");

@@ -75,7 +75,13 @@ pub fn neighbouring_pairs(lambda: f64, q: f64, seed: u64) -> Vec<(Vec<f64>, Vec<
         ); // a tight cluster
         bases.push(
             (0..n)
-                .map(|i| if i < n / 2 { 0.1 * lambda } else { 0.9 * lambda })
+                .map(|i| {
+                    if i < n / 2 {
+                        0.1 * lambda
+                    } else {
+                        0.9 * lambda
+                    }
+                })
                 .collect(),
         ); // a gap at the median
     }
@@ -414,7 +420,9 @@ where
     let mut pool: Vec<f64> = (0..half).map(|_| sample_x()).collect();
     pool.extend((0..half).map(|_| sample_xp()));
     pool.sort_by(f64::total_cmp);
-    let qs = [0.001, 0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995, 0.999];
+    let qs = [
+        0.001, 0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995, 0.999,
+    ];
     let at = |p: f64| pool[((p * pool.len() as f64) as usize).min(pool.len() - 1)];
     let mut sets: Vec<(f64, f64)> = Vec::new();
     for &p in &qs {
@@ -466,7 +474,10 @@ mod tests {
     #[test]
     fn clopper_pearson_brackets_the_proportion() {
         let (lo, hi) = clopper_pearson(50, 100, 0.025);
-        assert!((lo - 0.398).abs() < 0.002 && (hi - 0.602).abs() < 0.002, "{lo} {hi}");
+        assert!(
+            (lo - 0.398).abs() < 0.002 && (hi - 0.602).abs() < 0.002,
+            "{lo} {hi}"
+        );
         assert_eq!(clopper_pearson(0, 10, 0.05).0, 0.0);
         assert_eq!(clopper_pearson(10, 10, 0.05).1, 1.0);
     }
