@@ -222,6 +222,11 @@ fn audit() -> BoxResult<()> {
             let mech = MedianMechanism::new(kind, 1.0, lambda)?;
             for (fault, expect) in faults {
                 let r = audit_median(&mech.with_fault(fault), q, &pairs)?;
+                // The lecture Cauchy constants use under half of ε: with S/2
+                // the release is still ε-DP and the audit rightly passes it.
+                let expect = expect
+                    || (kind == CentralNoise::LectureCauchy { k: 4.0 }
+                        && fault == Fault::HalveSensitivity);
                 println!(
                     "{}\t{q}\t{fault:?}\t{:.4}\t{:.3e}\t{}\t{}\t{}\t{}",
                     kind.name(),
@@ -232,7 +237,7 @@ fn audit() -> BoxResult<()> {
                     r.passed,
                     expect
                 );
-                all_ok &= r.passed == expect || kind == CentralNoise::LectureCauchy { k: 4.0 };
+                all_ok &= r.passed == expect;
             }
         }
     }
@@ -240,15 +245,24 @@ fn audit() -> BoxResult<()> {
         .into_iter()
         .step_by(8)
         .collect();
+    let snm_faults = [
+        (Fault::None, true),
+        (Fault::HalveSensitivity, false),
+        (Fault::ShrinkSensitivity(0.125), false),
+        (Fault::WrongBeta(20.0), false),
+    ];
     for variant in [SnmNoise::Laplace { delta: 1e-6 }, SnmNoise::StudentT] {
         let snm = SmoothNoisyMax::new(variant, 1.0)?;
-        for (fault, expect) in faults {
+        for (fault, expect) in snm_faults {
             let r = audit_noisy_max(&snm, fault, lambda, 9, 0.5, &pairs)?;
+            // SNM-t uses a quarter of ε on these instances: S/2 stays private.
+            let expect =
+                expect || (variant == SnmNoise::StudentT && fault == Fault::HalveSensitivity);
             println!(
                 "snm-{variant:?}\t0.5\t{fault:?}\t{:.4}\t{:.3e}\t{}\t{}\t{}\t{}",
                 r.max_log_ratio, r.max_excess_mass, r.epsilon, r.delta, r.passed, expect
             );
-            all_ok &= r.passed == expect || variant == SnmNoise::StudentT;
+            all_ok &= r.passed == expect;
         }
     }
     let ls: Vec<f64> = (0..30).map(|k| 1.3f64.powi(k)).collect();
