@@ -74,15 +74,6 @@ impl LevelStructure {
                 reason: "there must be at least one level",
             });
         }
-        for (index, w) in ls.windows(2).enumerate() {
-            if !(w[1] >= w[0]) {
-                return Err(Error::InvalidData {
-                    index: index + 1,
-                    value: w[1],
-                    reason: "local sensitivities must be sorted non-decreasing",
-                });
-            }
-        }
         for (index, &v) in ls.iter().enumerate() {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(Error::InvalidData {
@@ -92,8 +83,17 @@ impl LevelStructure {
                 });
             }
         }
+        for (index, w) in ls.windows(2).enumerate() {
+            if w[1] < w[0] {
+                return Err(Error::InvalidData {
+                    index: index + 1,
+                    value: w[1],
+                    reason: "local sensitivities must be sorted non-decreasing",
+                });
+            }
+        }
         let r = ls.len();
-        if !(ls[r - 1] > 0.0) {
+        if ls[r - 1] <= 0.0 {
             return Err(Error::InvalidData {
                 index: r - 1,
                 value: ls[r - 1],
@@ -415,8 +415,8 @@ mod tests {
             let (x, y) = (m.rates()[a], m.rates()[b]);
             assert!(x.max(y) <= rho * x.min(y) * (1.0 + 1e-12), "{a} {b}");
         }
-        for k in 0..ls.len() {
-            assert!(m.rates()[k] * ls[k] <= ea / 2.0 * (1.0 + 1e-12));
+        for (rate, l) in m.rates().iter().zip(&ls) {
+            assert!(rate * l <= ea / 2.0 * (1.0 + 1e-12));
         }
         for w in m.rates().windows(2) {
             assert!(w[0] >= w[1]);
@@ -427,7 +427,7 @@ mod tests {
     fn chain_beats_laplace_when_levels_are_many() {
         // Example 22 shape: geometric LS, t = 1/ln r.
         let r = 1000;
-        let ls: Vec<f64> = (0..r).map(|k| 1.1f64.powi(k as i32).min(1e300)).collect();
+        let ls: Vec<f64> = (0..r).map(|k| 1.1f64.powi(k).min(1e300)).collect();
         let (alg, lap) =
             chain_mean_errors(ls, 1.0, 1.0 / r as f64, Calibration::AsPublished).unwrap();
         assert!(alg < 0.05 * lap, "{alg} {lap}");
