@@ -42,6 +42,7 @@ pub mod aggregate;
 #[cfg(feature = "std")]
 pub mod audit;
 pub mod budget;
+pub mod central;
 pub mod error;
 pub mod geo;
 pub mod growth;

@@ -4,6 +4,7 @@
 
 mod aggregate;
 mod audit;
+mod central;
 mod experiment;
 mod mechanism_args;
 mod privatize;
@@ -105,6 +106,11 @@ enum Command {
 
     /// End-to-end demo: a geo-private KDE of the bundled airports.
     Demo(experiment::DemoArgs),
+
+    /// The central model: private medians/quantiles of a whole dataset,
+    /// Smooth Noisy Max, instance-based noise, their audits and experiments.
+    #[command(subcommand)]
+    Central(central::CentralCommand),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_main(&cmd),
         Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
         Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
+        Command::Central(cmd) => experiment_exit(central::run(cmd)),
     }
 }
 
