@@ -87,8 +87,6 @@ pub const POLYPLACE_GAMMA_SHARE: f64 = 1.0 / 9.0;
 /// Default share of ε spent on smoothness (γ max(1, ln 1/δ)) for the
 /// approximate-GP Laplace mechanism.
 pub const LAPLACE_SMOOTHNESS_SHARE: f64 = 0.5;
-/// The release grid is 2^-32 of the largest possible noise scale.
-const GRID_FRACTION: f64 = 1.0 / 4_294_967_296.0;
 
 /// The shape of the standardised noise of a location–scale release.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -247,6 +245,8 @@ pub struct Mechanism {
     /// The standardised noise Z of the location–scale release (Laplace(1)
     /// for the baselines; noise a priori perturbs x instead).
     noise: UnitNoise,
+    /// Release grid and (η, δ_fp), docs/MATH.md §8.1.
+    fp: crate::release_grid::FloatingPointGuarantee,
 }
 
 fn share(name: &'static str, value: f64) -> Result<f64> {
@@ -279,6 +279,7 @@ impl Mechanism {
             delta,
             smoothness_share: Some(share),
             noise: UnitNoise::new(shape)?,
+            fp: crate::release_grid::FloatingPointGuarantee::for_shape(Some(shape)),
         })
     }
 
@@ -290,6 +291,7 @@ impl Mechanism {
             delta: 0.0,
             smoothness_share: None,
             noise: UnitNoise::new(NoiseShape::Laplace)?,
+            fp: crate::release_grid::FloatingPointGuarantee::for_shape(None),
         })
     }
 
@@ -557,7 +559,13 @@ impl Mechanism {
                 hi - lo
             }
         };
-        power_of_two_below(self.raw_scale(largest_sensitivity)) * GRID_FRACTION
+        power_of_two_below(self.raw_scale(largest_sensitivity)) * self.fp.grid_fraction()
+    }
+
+    /// The floating-point guarantee of the implemented release: grid
+    /// exponent k, z_max, η and δ_fp (docs/MATH.md §8.1).
+    pub fn floating_point_guarantee(&self) -> crate::release_grid::FloatingPointGuarantee {
+        self.fp
     }
 
     /// Privatize f(x): draw the noise with `rng` and return the released
@@ -627,9 +635,10 @@ fn power_of_two_below(v: f64) -> f64 {
     }
 }
 
-/// Round y to the nearest multiple of the power of two `grid`.
+/// Round y to the nearest multiple of the power of two `grid` (ties away
+/// from zero, so snap(-y) = -snap(y)).
 #[inline]
-fn snap(y: f64, grid: f64) -> f64 {
+pub(crate) fn snap(y: f64, grid: f64) -> f64 {
     libm::round(y / grid) * grid
 }
 

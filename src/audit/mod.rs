@@ -22,6 +22,8 @@
 //! The audit evaluates the ideal (continuous) release densities; the
 //! snapping of releases to the public grid is post-processing.
 
+pub mod enumeration;
+
 use crate::error::Result;
 use crate::mechanism::{Mechanism, NoiseShape, OutputDensity};
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
