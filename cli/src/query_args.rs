@@ -69,7 +69,7 @@ impl<A: Args> QueryCommand<A> {
     /// remaining constraints, e.g. an interval narrower than its ramps.
     /// The query comes as an audit target (a query that also knows where it
     /// changes), which every command can use as a plain query.
-    pub fn build(&self) -> Result<Box<dyn AuditTarget>, Error> {
+    pub fn build(&self) -> Result<Box<dyn AuditTarget + Send + Sync>, Error> {
         Ok(match self {
             QueryCommand::Threshold { query, .. } => {
                 Box::new(SoftThreshold::new(query.threshold, query.width)?)

@@ -23,6 +23,7 @@
 //! snapping of releases to the public grid is post-processing.
 
 pub mod enumeration;
+pub mod sampling;
 
 use crate::error::Result;
 use crate::mechanism::{Mechanism, NoiseShape, OutputDensity};
