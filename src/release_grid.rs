@@ -48,7 +48,7 @@ pub const ETA_TARGET: f64 = 1e-8;
 /// The δ_fp goal: mass of the outputs that may exceed ε d + η.
 pub const DELTA_FP_TARGET: f64 = 1e-15;
 /// Assumed bound F on |f(x)| / σ_max in the η formula (the bundled queries
-/// have |f| <= 1; σ_max >= 1/64 holds at every setting of SPEC §7).
+/// have |f| <= 1; σ_max >= 1/64 holds at every setting of docs/MATH.md §7).
 pub const VALUE_SPAN_BOUND: f64 = 64.0;
 /// The finest grid used (k <= 32, round 1's grid).
 const MAX_GRID_BITS: i32 = 32;
