@@ -3,7 +3,7 @@
 
 use super::special::beta_reg;
 use crate::error::{positive_finite, Error, Result};
-use crate::math::{exp, ln, log1p, pow, sin};
+use crate::math::{cbrt, exp, ln, log1p, pow, sin};
 use core::f64::consts::PI;
 use rand::distr::Distribution;
 use rand::Rng;
@@ -152,7 +152,14 @@ impl GeneralizedCauchy {
         if Self::johnk_accepts(self.k * e1, self.k * shifted) {
             // u · v^{-1/(k-1)} with `pow` (about an ulp; exp(shifted - e1)
             // would carry the rounding error of its argument, |ln v|·2^-52).
-            Some(self.scale * u * pow(v, -self.inv_k_minus_1))
+            let root = if self.k == 4.0 {
+                // The default k = 4: v^{-1/3} with `cbrt` (within an ulp,
+                // several times cheaper than `pow`).
+                1.0 / cbrt(v)
+            } else {
+                pow(v, -self.inv_k_minus_1)
+            };
+            Some(self.scale * u * root)
         } else {
             None
         }

@@ -2,7 +2,7 @@
 
 use super::special::beta_reg;
 use crate::error::{positive_finite, Result};
-use crate::math::{cos, exp, expm1, ln, ln_gamma, log1p, pow, sqrt};
+use crate::math::{cbrt, cos, exp, expm1, ln, ln_gamma, log1p, pow, sqrt};
 use core::f64::consts::{FRAC_PI_2, PI};
 use rand::distr::Distribution;
 use rand::Rng;
@@ -128,6 +128,11 @@ impl StudentT {
         // carry the rounding error of its large argument, |ln w|·2^-52).
         let inner = if w > 0.5 {
             expm1(-2.0 * ln(w) / self.dof)
+        } else if self.dof == 3.0 {
+            // The default ν = 3: w^{-2/3} with `cbrt` (within an ulp, and
+            // several times cheaper than `pow`).
+            let c = cbrt(w);
+            1.0 / (c * c) - 1.0
         } else {
             pow(w, -2.0 / self.dof) - 1.0
         };
