@@ -63,8 +63,9 @@ fn round1_effective_delta(m: &Mechanism, samples: usize) -> f64 {
         grid,
         epsilon_d: m.epsilon() * 0.5,
         eta: 1e-8,
-        // The largest magnitude the 53-bit uniform reaches, in units of σ.
-        z_max: 2.0 * 53.0 * 2f64.ln() * (if m.name() == "polyplace" { 1.0 } else { 1.0 }),
+        // Twice the largest magnitude the 53-bit uniform reaches (53 ln 2
+        // for Laplace, less for PolyPlace), in units of σ.
+        z_max: 2.0 * 53.0 * 2f64.ln(),
         tail_beyond_z_max: 0.0,
         exact_cells: 16,
         samples,

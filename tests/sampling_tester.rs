@@ -82,7 +82,6 @@ fn every_mechanism_passes_on_threshold_two_way_and_kde_pairs() {
 enum Fault {
     Scale(f64),
     AlphaFactor(f64),
-    ExtraDof(f64),
 }
 
 fn broken<'a>(
@@ -93,16 +92,14 @@ fn broken<'a>(
     let grid = m.release_grid(q);
     move |x: &[f64], rng: &mut StdRng| {
         let d = m.output_density(q, x)?.expect("location-scale mechanism");
-        let (mut scale, mut alpha_f, mut dof_add) = (1.0, 1.0, 0.0);
-        match fault {
-            Fault::Scale(s) => scale = s,
-            Fault::AlphaFactor(a) => alpha_f = a,
-            Fault::ExtraDof(k) => dof_add = k,
-        }
+        let (scale, alpha_f) = match fault {
+            Fault::Scale(s) => (s, 1.0),
+            Fault::AlphaFactor(a) => (1.0, a),
+        };
         let z = match d.shape() {
             NoiseShape::Laplace => Laplace::new(1.0)?.sample(rng),
             NoiseShape::PolyPlace { alpha } => PolyPlace::new(1.0, alpha * alpha_f)?.sample(rng),
-            NoiseShape::StudentT { dof } => StudentT::new(dof + dof_add, 1.0)?.sample(rng),
+            NoiseShape::StudentT { dof } => StudentT::new(dof, 1.0)?.sample(rng),
             NoiseShape::GeneralizedCauchy { k } => GeneralizedCauchy::new(k, 1.0)?.sample(rng),
         };
         Ok(((d.location() + scale * d.scale() * z) / grid).round() * grid)
