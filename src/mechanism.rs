@@ -76,7 +76,7 @@
 //! | [`Mechanism::global_laplace`], [`Mechanism::noise_a_priori`], [`Mechanism::local_dp`] | ε | 0 | 5.9e-9 | 1e-15 | 15 |
 //!
 //! (η bounds the arithmetic; the exact enumeration of
-//! `audit::enumeration` measures at most 8.7e-10.) Cost: at most Λ/2 per
+//! `audit::enumeration` measures at most 9.8e-10.) Cost: at most Λ/2 per
 //! report, variance Λ²/12; symmetric noise and odd rounding keep reports
 //! unbiased. The test `tests/floating_point.rs` shows a naive release
 //! leaking through its low bits and this one not;

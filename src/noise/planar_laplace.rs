@@ -84,6 +84,13 @@ impl PlanarLaplace {
         }
     }
 
+    /// The radius at CDF value `u` (tests; the sampler passes 1 - u too).
+    #[cfg(test)]
+    #[inline]
+    fn radius_at(&self, u: f64) -> f64 {
+        self.radius_from(u, 1.0 - u)
+    }
+
     /// The radius r with P(||Z|| <= r) = u, for u in [0, 1) (u = 0 gives
     /// r = 0): r = -(W₋₁((u - 1)/e) + 1)/ε.
     ///
@@ -97,15 +104,10 @@ impl PlanarLaplace {
     /// -(W₋₁ + 1) = P + P²/3 + 11P³/72 + 43P⁴/540 + 769P⁵/17280
     ///              + 221P⁶/8505 + 680863P⁷/43545600 + 1963P⁸/204120 + O(P⁹)
     /// ```
-    #[cfg(test)]
-    #[inline]
-    fn radius_at(&self, u: f64) -> f64 {
-        self.radius_from(u, 1.0 - u)
-    }
-
-    /// The radius at CDF value `u`, given also `tail` = 1 - u (each branch
-    /// uses the one that is accurate: the far tail needs `tail` resolved
-    /// near 0, docs/MATH.md §8.1).
+    ///
+    /// `tail` = 1 - u is passed separately: the W₋₁ branch uses it, and the
+    /// sampler draws it from the full-resolution uniform so that the far
+    /// tail is resolved (docs/MATH.md §8.1); the series branch uses u.
     #[inline]
     fn radius_from(&self, u: f64, tail: f64) -> f64 {
         let x = if u < 1e-4 {
