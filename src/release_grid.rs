@@ -37,7 +37,7 @@
 //! The grid costs utility only through rounding: at most Λ/2 per report,
 //! variance about Λ²/12, and a bias bounded by the Fourier coefficients of
 //! the noise at 2π/Λ (negligible once σ(x) is a few Λ; symmetric noise and
-//! the symmetric rounding `round` keep E[y] = f(x) whenever f(x) is on the
+//! the symmetric rounding `round` keep E\[y\] = f(x) whenever f(x) is on the
 //! grid or σ(x) >> Λ).
 
 use crate::mechanism::NoiseShape;

@@ -185,7 +185,7 @@ fn releases_stay_unbiased() {
             let var = ys.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
             let se = (var / n as f64).sqrt();
             // Noise a priori is biased for nonlinear f by design (SPEC §4).
-            if m.name() != "a-priori" {
+            if m.name().as_str() != "a-priori" {
                 assert!(
                     mean.abs() < 5.0 * se,
                     "{} at {x:?}: {mean} ± {se}",

@@ -492,7 +492,7 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
     let epsilon_d = mechanism.epsilon() * d;
     let law = FullResolution;
     let mut report = EnumerationReport {
-        mechanism: String::from(mechanism.name()),
+        mechanism: String::from(mechanism.name().as_str()),
         x: x.to_vec(),
         x_prime: x_prime.to_vec(),
         method: "pair",
