@@ -49,6 +49,7 @@ pub mod growth;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod release_grid;
 pub mod report;
 
 mod exact;

@@ -96,7 +96,8 @@ enum Command {
     /// max_loss_ratio (max of |ln p_x(y) - ln p_x'(y)| / (ε d) over input
     /// pairs and outputs), the worst pair, and excess_mass for the
     /// approximate-GP `laplace`. Exit status 1 if max_loss_ratio > 1 + 1e-9
-    /// or the excess mass exceeds δ.
+    /// or the excess mass exceeds δ. With `--sampling`, the black-box
+    /// tester of actual releases instead (docs/MATH.md §8.2).
     #[command(subcommand)]
     Audit(QueryCommand<audit::AuditArgs>),
 
@@ -189,6 +190,35 @@ fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
     let mechanism = args.mechanism.build().unwrap_or_else(|e| flag_error(e));
     if args.pairs == 0 {
         flag_error("--pairs must be at least 1");
+    }
+    if args.sampling {
+        if args.samples == 0 || args.pilot == 0 {
+            flag_error("--samples and --pilot must be at least 1");
+        }
+        if !(args.alpha > 0.0 && args.alpha < 1.0) {
+            flag_error("--alpha must be strictly between 0 and 1");
+        }
+        let options = geopriv::audit::sampling::SamplingOptions {
+            samples: args.samples,
+            pilot: args.pilot,
+            alpha: args.alpha,
+            seed: args.seed,
+            ..Default::default()
+        };
+        return match geopriv::audit::sampling::sampling_audit(&mechanism, &query, &options) {
+            Ok(report) => {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
+                );
+                if report.passed {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(e) => flag_error(e),
+        };
     }
     match geopriv::audit::audit_mechanism(&mechanism, &query, args.pairs, args.seed) {
         Ok(report) => {
