@@ -44,6 +44,7 @@ pub mod budget;
 pub mod error;
 pub mod geo;
 pub mod growth;
+pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
