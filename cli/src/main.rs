@@ -3,6 +3,7 @@
 mod aggregate;
 mod audit;
 mod experiment;
+mod map;
 mod mechanism_args;
 mod privatize;
 mod query_args;
@@ -102,6 +103,12 @@ enum Command {
 
     /// End-to-end demo: a geo-private KDE of the bundled airports.
     Demo(experiment::DemoArgs),
+
+    /// Density maps under one per-device budget: device release, server
+    /// aggregation (map and per-cell standard errors), the planner, and a
+    /// measurement sweep on the synthetic city (docs/MATH.md §9).
+    #[command(subcommand)]
+    Map(map::MapCommand),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +119,14 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_main(&cmd),
         Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
         Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
+        Command::Map(cmd) => match map::run(cmd) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

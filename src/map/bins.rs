@@ -267,10 +267,10 @@ impl BinSpec {
         }
         let step = grid.step()[0].max(if grid.dim() == 2 { grid.step()[1] } else { 0.0 });
         let pts = grid.points()[0].max(grid.points()[1]);
-        let mut refine = ((8.0 * step / h).ceil() as usize).clamp(1, 64);
+        let mut refine = (libm::ceil(8.0 * step / h) as usize).clamp(1, 64);
         loop {
             let delta = step / refine as f64;
-            let margin = (radius / delta).ceil() as usize;
+            let margin = libm::ceil(radius / delta) as usize;
             let bins = (pts - 1) * refine + 1 + 2 * margin;
             if bins <= max_bins || refine == 1 {
                 let margin = if bins <= max_bins {

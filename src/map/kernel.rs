@@ -76,7 +76,7 @@ impl DebiasKernel {
             libm::ceil(a)
         };
         let s = (p - a).max(0.0);
-        let c = 1.0 / (epsilon * bandwidth).powi(2);
+        let c = 1.0 / libm::pow(epsilon * bandwidth, (2) as f64);
         let mut poly = vec![1.0];
         for _ in 0..p as usize {
             poly = apply_one_minus_laplacian(&poly, c, dim);
@@ -118,7 +118,7 @@ impl DebiasKernel {
         let d = self.dim as i32;
         let w2 = w * w;
         pow(2.0 * PI, d as f64 / 2.0)
-            * h.powi(d)
+            * libm::pow(h, (d) as f64)
             * exp(-0.5 * h * h * w2
                 + self.exponent() * crate::math::log1p(w2 / (self.epsilon * self.epsilon)))
     }
@@ -147,8 +147,11 @@ impl DebiasKernel {
             2 => 2.0 * PI,
             _ => 4.0 * PI,
         };
-        let f = |w: f64| w.powi(k + self.dim as i32 - 1) * self.fourier(w).powi(q);
-        simpson(f, 0.0, w_max, QUAD_PANELS) * surface / (2.0 * PI).powi(self.dim as i32)
+        let f = |w: f64| {
+            libm::pow(w, (k + self.dim as i32 - 1) as f64) * libm::pow(self.fourier(w), q as f64)
+        };
+        simpson(f, 0.0, w_max, QUAD_PANELS) * surface
+            / libm::pow(2.0 * PI, (self.dim as i32) as f64)
     }
 
     /// An upper bound of sup_z |K_λ(z)|: (2π)^{-d} ∫ |F[K_λ]|.
@@ -171,13 +174,13 @@ impl DebiasKernel {
     /// sup over r >= r0 of |Q(r²/h²)| e^{-r²/(2h²)} (termwise: each
     /// v^k e^{-v/2} is decreasing for v >= 2k).
     fn poly_tail(&self, r0: f64) -> f64 {
-        let v0 = (r0 / self.bandwidth).powi(2);
+        let v0 = libm::pow(r0 / self.bandwidth, (2) as f64);
         self.poly
             .iter()
             .enumerate()
             .map(|(k, q)| {
                 let v = v0.max(2.0 * k as f64);
-                q.abs() * v.powi(k as i32) * exp(-0.5 * v)
+                q.abs() * libm::pow(v, (k as i32) as f64) * exp(-0.5 * v)
             })
             .sum()
     }
@@ -216,7 +219,7 @@ impl DebiasKernel {
     pub fn value(&self, r: f64) -> Result<f64> {
         let r = crate::error::finite("radius", r)?.abs();
         if self.s == 0.0 {
-            let v = (r / self.bandwidth).powi(2);
+            let v = libm::pow(r / self.bandwidth, (2) as f64);
             let mut q = 0.0;
             for c in self.poly.iter().rev() {
                 q = q * v + c;

@@ -8,12 +8,13 @@
 //! * composition at ε/m with PolyPlace: PolyPlace's variance at the
 //!   global sensitivity (an upper bound: S(x) <= L_global) over n;
 //! * sampled k: each cell answered by n k/m devices: (m/(nk) - 1/n)·σ_f²
-//!   + v_k m/(n k), σ_f² <= mean f_j (f ∈ [0, 1]), v_k PolyPlace's
+//!   plus v_k m/(n k), σ_f² <= mean f_j (f ∈ [0, 1]), v_k PolyPlace's
 //!   variance at ε/k at the global sensitivity (an upper bound);
 //! * noise a priori with kernel K_λ: variance from the reports (the
 //!   per-device spread of K_λ(t_j - x̃), scaled to the planned n), bias
 //!   estimated by b̂_j = map_λ - map_1 (unbiased for the bias, since map_1
-//!   is unbiased) with its own variance subtracted: max(0, b̂² - Var b̂).
+//!   is unbiased) with its own variance subtracted, averaged over the
+//!   cells, less two standard errors of that average, clipped at 0.
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -62,7 +63,7 @@ impl Plan {
 }
 
 /// λ values the planner considers.
-pub const LAMBDAS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
 
 /// Predict and pick, for `set` at per-device ε with `n` devices expected;
 /// `reports` (the FFT of noise-a-priori bin counts at this ε, e.g. from
@@ -144,16 +145,24 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             } else {
                 let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
                 let d2 = mapper.apply_spatial(&diff);
-                mean.iter()
+                // Per cell, b̂² - Var b̂ is unbiased for b²; average over the
+                // cells first, then subtract two standard errors of that
+                // average (a bias that the reports cannot resolve is not
+                // charged) and clip at 0.
+                let terms: Vec<f64> = mean
+                    .iter()
                     .zip(&mean1)
                     .zip(&d2)
                     .map(|((a, b), q)| {
                         let bh = a - b;
                         let vb = (q - bh * bh).max(0.0) / n_rep;
-                        (bh * bh - vb).max(0.0)
+                        bh * bh - vb
                     })
-                    .sum::<f64>()
-                    / m
+                    .collect();
+                let avg = terms.iter().sum::<f64>() / m;
+                let spread =
+                    terms.iter().map(|t| (t - avg) * (t - avg)).sum::<f64>() / (m - 1.0).max(1.0);
+                (avg - 2.0 * (spread / m).sqrt()).max(0.0)
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),

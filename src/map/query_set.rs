@@ -465,7 +465,7 @@ fn mid3(l: &[f64; 3], h: &[f64; 3]) -> [f64; 3] {
 /// on [√2, √3], decreasing after.
 fn hessian_sup(a: f64, b: f64) -> f64 {
     let hf = |r: f64| (r * r - 1.0).abs().max(1.0) * exp(-0.5 * r * r);
-    hf(a).max(hf(3.0f64.sqrt().clamp(a, b)))
+    hf(a).max(hf(libm::sqrt(3.0).clamp(a, b)))
 }
 
 /// G(x) = sup_{|u|=1} Σ_j |g_j·u| for vectors g_j in the plane, exactly:
@@ -509,7 +509,7 @@ fn sup_abs_projection(g: &mut [[f64; 2]]) -> f64 {
 /// (units of h): branch-and-bound over x with the first-order bound
 /// G(c) + (half-width)·Σ_j sup|f_j''| on each interval.
 fn lattice_l1_1d(step: f64) -> f64 {
-    let reach = ((R0 + step) / step).ceil() as i64 + 1;
+    let reach = libm::ceil((R0 + step) / step) as i64 + 1;
     let pts: Vec<f64> = (-reach..=reach).map(|a| a as f64 * step).collect();
     let tail = lattice_tail(step, step, 1);
     let point = |x: &[f64; 3]| pts.iter().map(|&t| psi((x[0] - t).abs())).sum::<f64>();
@@ -540,8 +540,8 @@ fn lattice_l1_1d(step: f64) -> f64 {
 /// ||Hess f_j||, so each box is bounded by G(c) + (half-diagonal)·Σ_j.
 fn lattice_l1_2d(sx: f64, sy: f64) -> f64 {
     let diag = libm::hypot(sx, sy);
-    let rx = ((R0 + diag) / sx).ceil() as i64 + 1;
-    let ry = ((R0 + diag) / sy).ceil() as i64 + 1;
+    let rx = libm::ceil((R0 + diag) / sx) as i64 + 1;
+    let ry = libm::ceil((R0 + diag) / sy) as i64 + 1;
     let mut pts = Vec::new();
     for a in -rx..=rx {
         for b in -ry..=ry {
