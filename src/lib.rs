@@ -26,7 +26,8 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 //!
-//! The mathematical contract is `SPEC.md` (shipped with the project); each
+//! The mathematics the code relies on is `docs/MATH.md` (cited as
+//! `docs/MATH.md §N`); each
 //! query and mechanism states its formula and why it is private next to
 //! the code.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -61,9 +62,9 @@ pub use budget::PrivacyBudget;
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
-pub use mechanism::{Mechanism, NoiseShape, OutputDensity};
-pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
+pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
+pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+pub use report::{QueryDescriptor, Rejection, Report, ValidationPolicy};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
 

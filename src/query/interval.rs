@@ -1,4 +1,4 @@
-//! `SoftInterval`: "share of users with a <= x <= b" (SPEC §3.2).
+//! `SoftInterval`: "share of users with a <= x <= b" (docs/MATH.md §3.2).
 
 use super::{ramp_smooth_sensitivity, Query};
 use crate::error::{check_point, finite, positive_finite, Error, Result};
@@ -90,6 +90,10 @@ impl SoftInterval {
 }
 
 impl Query for SoftInterval {
+    fn descriptor(&self) -> crate::report::QueryDescriptor {
+        self.into()
+    }
+
     fn dimension(&self) -> usize {
         1
     }

@@ -1,4 +1,4 @@
-//! Queries f : R^d -> R and their sensitivities (SPEC §2, §3).
+//! Queries f : R^d -> R and their sensitivities (docs/MATH.md §2, §3).
 //!
 //! Every query reports its value f(x), its global Lipschitz constant, the
 //! pointwise Lipschitz constant
@@ -20,12 +20,15 @@
 
 use crate::error::Result;
 use crate::growth::Growth;
+use crate::report::QueryDescriptor;
 
+mod any;
 mod interval;
 pub mod kde;
 mod threshold;
 mod two_way;
 
+pub use any::AnyQuery;
 pub use interval::SoftInterval;
 pub use kde::GaussianKde;
 pub use threshold::SoftThreshold;
@@ -37,6 +40,11 @@ pub use two_way::TwoWayThreshold;
 /// Points are slices of `dimension()` finite coordinates; a wrong length or
 /// a NaN/infinite coordinate gives an error rather than a number.
 pub trait Query {
+    /// The public description of the query (family and parameters): what
+    /// a report says it answered. [`QueryDescriptor::to_query`] builds the
+    /// query back from it.
+    fn descriptor(&self) -> QueryDescriptor;
+
     /// Number of coordinates a point must have.
     fn dimension(&self) -> usize;
 
@@ -52,6 +60,14 @@ pub trait Query {
     /// S*(x) = sup_y L_f(y) / g(d(x, y)) for the growth function `growth`.
     fn smooth_sensitivity(&self, x: &[f64], growth: Growth) -> Result<f64>;
 
+    /// Check that `x` is a point this query accepts: exactly
+    /// [`dimension`](Query::dimension) coordinates, all finite
+    /// ([`Error::DimensionMismatch`](crate::Error::DimensionMismatch),
+    /// [`Error::NonFinitePoint`](crate::Error::NonFinitePoint) otherwise).
+    fn check_point(&self, x: &[f64]) -> Result<()> {
+        crate::error::check_point(x, self.dimension())
+    }
+
     /// The interval [lo, hi] that f takes values in. All bundled queries
     /// are shares, so the default is (0, 1). Used by the local-DP
     /// reference mechanism, whose noise scales with hi - lo.
@@ -61,7 +77,7 @@ pub trait Query {
 }
 
 /// The smooth sensitivity of a query that is a soft step of width `width`
-/// in the distance `e >= 0` to its ramp (SPEC §3.1): off the ramp
+/// in the distance `e >= 0` to its ramp (docs/MATH.md §3.1): off the ramp
 /// L = 1/(e + width) and
 ///
 /// ```text

@@ -1,5 +1,5 @@
 //! `geopriv experiment two-way`: the share of households with income > T1
-//! and debt > T2 (SPEC §7), on a grid of (T1, T2).
+//! and debt > T2 (docs/MATH.md §7), on a grid of (T1, T2).
 //!
 //! Every household answers every grid query with a privatized two-way soft
 //! threshold of width τ = min(0.2 ||T||, 2/ε); the estimate at each (T1, T2)
@@ -10,8 +10,8 @@
 use super::data::IncomeDebtModel;
 use super::mechanisms::{build_all, MechParams, Release};
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_count, parse_epsilon, print_paths, rng_for,
-    write_outcome, CommonArgs, Error, Outcome, Record, Sweep,
+    add_in_order, fmt_count, fmt_eps, print_paths, rng_for, write_outcome, CommonArgs, Error,
+    Outcome, Record, SweepArgs, SweepDefaults,
 };
 use clap::Args;
 use geopriv::TwoWayThreshold;
@@ -26,25 +26,15 @@ const CHUNK: usize = 4096;
 /// Defaults (about half a minute on 2 free cores): a 10 × 10 grid
 /// T = 10k + 110k j, n ∈ {2.5k, 5k, 10k} at ε = 1/12000, ε ∈ {1/3000,
 /// 1/12000, 1/48000} at n = 10k, 8 repetitions (one small-width query can
-/// dominate the ASE, so repetitions beat users here). `--full` (SPEC §7; hours):
+/// dominate the ASE, so repetitions beat users here). `--full` (docs/MATH.md §7; hours):
 /// the 34 × 34 grid T = 10k + 30k j, n ∈ {0.4M, 0.8M, 1.6M} at ε = 1/12000,
 /// ε ∈ {1/3000, 1/6000, 1/12000, 1/24000, 1/48000} at n = 1.6M, 1 repetition.
 #[derive(Args, Debug, Clone)]
 pub struct TwoWayArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Population sizes of the n sweep.
-    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
-    pub n: Option<Vec<usize>>,
-    /// Budgets per dollar of the ε sweep.
-    #[arg(long, value_delimiter = ',', value_parser = parse_epsilon)]
-    pub epsilon: Option<Vec<f64>>,
-    /// n of the ε sweep [default: the largest n].
-    #[arg(long, value_parser = parse_count)]
-    pub ref_n: Option<usize>,
-    /// ε of the n sweep [default: 1/12000 if listed, else the first ε].
-    #[arg(long, value_parser = parse_epsilon)]
-    pub ref_epsilon: Option<f64>,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     /// Repetitions.
     #[arg(long)]
     pub reps: Option<usize>,
@@ -84,24 +74,22 @@ pub fn run(args: TwoWayArgs) -> Result<(), Error> {
 pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
     args.common.init_threads();
     let full = args.common.full;
-    let sweep = Sweep::resolve(
+    let sweep = args.sweep.resolve(
         full,
-        args.n.clone(),
-        args.epsilon.clone(),
-        args.ref_n,
-        args.ref_epsilon,
-        (&[2_500, 5_000, 10_000], &[400_000, 800_000, 1_600_000]),
-        (
-            &[1.0 / 3000.0, 1.0 / 12000.0, 1.0 / 48000.0],
-            &[
-                1.0 / 3000.0,
-                1.0 / 6000.0,
-                1.0 / 12000.0,
-                1.0 / 24000.0,
-                1.0 / 48000.0,
-            ],
-        ),
-        1.0 / 12000.0,
+        SweepDefaults {
+            ns: (&[2_500, 5_000, 10_000], &[400_000, 800_000, 1_600_000]),
+            epsilons: (
+                &[1.0 / 3000.0, 1.0 / 12000.0, 1.0 / 48000.0],
+                &[
+                    1.0 / 3000.0,
+                    1.0 / 6000.0,
+                    1.0 / 12000.0,
+                    1.0 / 24000.0,
+                    1.0 / 48000.0,
+                ],
+            ),
+            ref_eps: 1.0 / 12000.0,
+        },
     );
     let reps = args.reps.unwrap_or(if full { 1 } else { 8 }).max(1);
     let k = args.grid.unwrap_or(if full { 34 } else { 10 }).max(1);
