@@ -14,7 +14,8 @@
 //!   per-device spread of K_λ(t_j - x̃), scaled to the planned n), bias
 //!   estimated by b̂_j = map_λ - map_1 (unbiased for the bias, since map_1
 //!   is unbiased) with its own variance subtracted, averaged over the
-//!   cells, less two standard errors of that average, clipped at 0.
+//!   cells, less the larger of two standard errors of that average and
+//!   twice the mean Var b̂ (cells are correlated), clipped at 0.
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -162,7 +163,17 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 let avg = terms.iter().sum::<f64>() / m;
                 let spread =
                     terms.iter().map(|t| (t - avg) * (t - avg)).sum::<f64>() / (m - 1.0).max(1.0);
-                (avg - 2.0 * (spread / m).sqrt()).max(0.0)
+                // Cells share devices, so their errors are correlated (over
+                // about 1/ε): the average's noise can be as large as the
+                // per-cell Var b̂ itself. Charge only what exceeds both.
+                let mean_vb = mean
+                    .iter()
+                    .zip(&mean1)
+                    .zip(&d2)
+                    .map(|((a, b), q)| (q - (a - b) * (a - b)).max(0.0) / n_rep)
+                    .sum::<f64>()
+                    / m;
+                (avg - (2.0 * (spread / m).sqrt()).max(2.0 * mean_vb)).max(0.0)
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),
