@@ -46,6 +46,7 @@ pub mod central;
 pub mod error;
 pub mod geo;
 pub mod growth;
+pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;

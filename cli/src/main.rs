@@ -6,6 +6,7 @@ mod aggregate;
 mod audit;
 mod central;
 mod experiment;
+mod map;
 mod mechanism_args;
 mod privatize;
 mod query_args;
@@ -112,6 +113,11 @@ enum Command {
     /// Smooth Noisy Max, instance-based noise, their audits and experiments.
     #[command(subcommand)]
     Central(central::CentralCommand),
+    /// Density maps under one per-device budget: device release, server
+    /// aggregation (map and per-cell standard errors), the planner, and a
+    /// measurement sweep on the synthetic city (docs/MATH.md §9).
+    #[command(subcommand)]
+    Map(map::MapCommand),
 }
 
 fn main() -> ExitCode {
@@ -123,6 +129,14 @@ fn main() -> ExitCode {
         Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
         Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
         Command::Central(cmd) => experiment_exit(central::run(cmd)),
+        Command::Map(cmd) => match map::run(cmd) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

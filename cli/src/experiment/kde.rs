@@ -415,6 +415,13 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 t0.elapsed().as_secs_f64()
             );
         }
+        if narrate {
+            println!(
+                "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
+                queries.len(),
+                queries.len()
+            );
+        }
         let releases = build_all(&mechs, eps, params)?;
         let mut ests = Vec::new();
         for r in &releases {
@@ -449,6 +456,18 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 expected_noise: None,
             });
             ests.push((r.kind, est, ase));
+        }
+        match crate::map::equal_budget_lines(grid.bbox, k, h, eps, &users, &truth, seed) {
+            Ok(lines) => {
+                for line in lines {
+                    if narrate {
+                        println!("{line}");
+                    } else {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+            Err(e) => eprintln!("  (equal per-device budget maps unavailable: {e})"),
         }
         if n == sweep.ref_n && sweep.epsilons.contains(&eps) {
             maps.push(Maps {

@@ -1,0 +1,525 @@
+//! `geopriv map release|aggregate|plan|sweep`: density maps under one
+//! per-device budget (docs/MATH.md §9).
+
+use crate::experiment::data::SyntheticCity;
+use clap::{Args, Subcommand, ValueEnum};
+use geopriv::map::{
+    plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet,
+};
+use geopriv::PrivacyBudget;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rayon::prelude::*;
+use std::io::{self, BufRead, Write};
+
+/// The map's query set: a K × K kernel grid over a box.
+#[derive(Args, Debug, Clone)]
+pub struct SetArgs {
+    /// Map box xmin,xmax,ymin,ymax in metres [default: the synthetic
+    /// city's 20 km square].
+    #[arg(long, value_delimiter = ',', num_args = 4)]
+    pub bbox: Option<Vec<f64>>,
+    /// Grid points per axis.
+    #[arg(long, default_value_t = 61)]
+    pub grid: usize,
+    /// Bandwidth h in metres [default: one grid-cell diagonal].
+    #[arg(long)]
+    pub bandwidth: Option<f64>,
+    /// Per-device total ε (per metre).
+    #[arg(long)]
+    pub epsilon: f64,
+    /// Mechanism.
+    #[arg(long, value_enum, default_value = "a-priori")]
+    pub mechanism: MechArg,
+    /// Queries per device for `sampled`.
+    #[arg(long, default_value_t = 1)]
+    pub k: usize,
+}
+
+/// Map mechanisms on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MechArg {
+    /// One noisy location per device.
+    APriori,
+    /// Every cell + Laplace(L1/ε).
+    VectorLaplace,
+    /// k cells chosen independently of x, each at ε/k (PolyPlace).
+    Sampled,
+    /// Every cell at ε/m (PolyPlace), sequential composition.
+    Composition,
+}
+
+impl SetArgs {
+    fn set(&self) -> Result<QuerySet, String> {
+        let b = match &self.bbox {
+            Some(v) => [v[0], v[1], v[2], v[3]],
+            None => [0.0, SyntheticCity::SIDE, 0.0, SyntheticCity::SIDE],
+        };
+        let k = self.grid.max(2);
+        let diag = ((b[1] - b[0]) / (k - 1) as f64).hypot((b[3] - b[2]) / (k - 1) as f64);
+        let g = KdeGrid::new_2d(b, [k, k], self.bandwidth.unwrap_or(diag))
+            .map_err(|e| e.to_string())?;
+        Ok(QuerySet::Kde(g))
+    }
+    fn mechanism(&self) -> MapMechanism {
+        match self.mechanism {
+            MechArg::APriori => MapMechanism::APriori,
+            MechArg::VectorLaplace => MapMechanism::VectorLaplace,
+            MechArg::Sampled => MapMechanism::Sampled { k: self.k },
+            MechArg::Composition => MapMechanism::Composition,
+        }
+    }
+}
+
+/// `geopriv map ...`.
+#[derive(Subcommand, Debug)]
+pub enum MapCommand {
+    /// Devices: read one location `x,y` (metres) per line from stdin and
+    /// write one JSON report line each. Every device has its own ledger of
+    /// the per-device total ε, charged once before its report is written
+    /// (the total and how it is accounted go to stderr). A location that is
+    /// not finite or outside the map's box is refused (`line N: reason`,
+    /// exit status 1) and charges nothing.
+    Release {
+        #[command(flatten)]
+        set: SetArgs,
+        /// Seed (default: the secure generator).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Server: read JSON report lines from stdin, print the map as one JSON
+    /// object (values and per-cell standard errors, row-major, x index
+    /// major). Bad records are rejected one by one (`line N: reason` on
+    /// stderr, exit status 1).
+    Aggregate {
+        #[command(flatten)]
+        set: SetArgs,
+        /// λ of the noise-a-priori kernel (0 plain, 1 debiased) [default:
+        /// the planner's choice from the reports].
+        #[arg(long)]
+        lambda: Option<f64>,
+    },
+    /// Planner: predict each mechanism's map error at the per-device ε and
+    /// n, pick one and explain it in one line (with --reports, noise-a-priori
+    /// reports at this ε give the bias of plain and partial debiasing).
+    Plan {
+        #[command(flatten)]
+        set: SetArgs,
+        /// Expected number of devices.
+        #[arg(long)]
+        n: u64,
+        /// A file of noise-a-priori reports (JSON lines).
+        #[arg(long)]
+        reports: Option<std::path::PathBuf>,
+        /// Print every prediction, not only the line.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Measure: noise a priori on the synthetic city for a sweep of n and
+    /// εh; prints ASE of plain, debiased and the planner's map against the
+    /// true map of the same devices, beside the predicted errors of the
+    /// other mechanisms, all at the same per-device ε.
+    Sweep {
+        /// Grid points per axis.
+        #[arg(long, default_value_t = 31)]
+        grid: usize,
+        /// Numbers of devices.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1000,10000,100000,1000000"
+        )]
+        n: Vec<usize>,
+        /// Values of εh.
+        #[arg(long, value_delimiter = ',', default_value = "0.1,0.3,1,3,10,100")]
+        eps_h: Vec<f64>,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also write the city's reports at this (n, εh) to this file
+        /// (`n:eps_h:path`).
+        #[arg(long)]
+        dump: Option<String>,
+    },
+}
+
+type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// Run a map subcommand; Ok(false) if some records were rejected.
+pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    match cmd {
+        MapCommand::Release { set, seed } => release(&set, seed),
+        MapCommand::Aggregate { set, lambda } => aggregate(&set, lambda),
+        MapCommand::Plan {
+            set,
+            n,
+            reports,
+            verbose,
+        } => plan_cmd(&set, n, reports, verbose).map(|_| true),
+        MapCommand::Sweep {
+            grid,
+            n,
+            eps_h,
+            seed,
+            dump,
+        } => sweep(grid, &n, &eps_h, seed, dump).map(|_| true),
+    }
+}
+
+fn release(
+    args: &SetArgs,
+    seed: Option<u64>,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    let set = args.set()?;
+    let rel = MapRelease::new(set, args.mechanism(), args.epsilon)?;
+    eprintln!("{}", rel.per_device_total());
+    let mut rng: Box<dyn rand::RngCore> = match seed {
+        Some(s) => Box::new(StdRng::seed_from_u64(s)),
+        None => Box::new(geopriv::SecureRng::new()),
+    };
+    let stdin = io::stdin().lock();
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut ok = true;
+    for (i, line) in stdin.lines().enumerate() {
+        let line = line?;
+        let parsed: Result<Vec<f64>, _> =
+            line.split(',').map(|t| t.trim().parse::<f64>()).collect();
+        let res = parsed.map_err(|e| e.to_string()).and_then(|x| {
+            let mut ledger = PrivacyBudget::new(args.epsilon, 0.0).map_err(|e| e.to_string())?;
+            rel.release(&mut ledger, &x, rng.as_mut())
+                .map_err(|e| e.to_string())
+        });
+        match res {
+            Ok(r) => writeln!(out, "{}", serde_json::to_string(&r)?)?,
+            Err(e) => {
+                eprintln!("line {}: {e}", i + 1);
+                ok = false;
+            }
+        }
+    }
+    Ok(ok)
+}
+
+/// Read reports into an aggregator; returns (aggregator, all accepted).
+fn read_reports<R: BufRead>(agg: &mut MapAggregator, input: R) -> io::Result<bool> {
+    let mut ok = true;
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        let res = serde_json::from_str::<MapReport>(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|r| agg.add(&r).map_err(|e| e.to_string()));
+        if let Err(e) = res {
+            eprintln!("line {}: {e}", i + 1);
+            ok = false;
+        }
+    }
+    Ok(ok)
+}
+
+fn aggregate(
+    args: &SetArgs,
+    lambda: Option<f64>,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    let set = args.set()?;
+    let total = MapRelease::new(set.clone(), args.mechanism(), args.epsilon)?.per_device_total();
+    let mut agg = MapAggregator::new(set.clone(), args.mechanism(), args.epsilon)?;
+    let ok = read_reports(
+        &mut agg,
+        io::BufReader::with_capacity(1 << 20, io::stdin().lock()),
+    )?;
+    let mut parts = None;
+    let (est, line) = match (agg.mapper()?, lambda) {
+        (Some(m), l) => {
+            let (lam, line) = match l {
+                Some(l) => (l, None),
+                None => {
+                    let p = plan(&set, args.epsilon, agg.accepted(), Some(&m))?;
+                    (p.pick().lambda.unwrap_or(1.0), Some(p.line))
+                }
+            };
+            let k = agg.kernel(lam)?;
+            let d = m.discretisation(&k);
+            parts = Some(serde_json::json!({
+                "binning": d.binning, "sinc_correction": d.sinc_correction,
+                "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
+                "fft": m.fft_len(), "bins": m.counts().spec().bins(),
+                "outside": m.counts().outside(),
+            }));
+            (m.estimate(&k)?, line)
+        }
+        (None, _) => (agg.estimate(None)?, None),
+    };
+    eprintln!("{total}");
+    if let Some(l) = line {
+        eprintln!("{l}");
+    }
+    let out = serde_json::json!({
+        "per_device_epsilon": args.epsilon,
+        "accounting": total.accounting,
+        "mechanism": args.mechanism().name(),
+        "n": est.n,
+        "lambda": est.lambda,
+        "grid": args.grid,
+        "discretisation_bound": est.discretisation_bound,
+        "discretisation_parts": parts,
+        "values": est.values,
+        "standard_errors": est.standard_errors,
+    });
+    println!("{out}");
+    Ok(ok)
+}
+
+fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose: bool) -> Res {
+    let set = args.set()?;
+    let mapper = match reports {
+        Some(p) => {
+            let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, args.epsilon)?;
+            read_reports(&mut agg, io::BufReader::new(std::fs::File::open(p)?))?;
+            agg.mapper()?
+        }
+        None => None,
+    };
+    let p = plan(&set, args.epsilon, n, mapper.as_ref())?;
+    println!("{}", p.line);
+    if verbose {
+        for q in &p.predictions {
+            println!(
+                "  {:<18} ASE {}{:.3e}  (variance {:.3e}, bias² {:.3e})",
+                q.name,
+                if q.upper_bound { "<= " } else { "" },
+                q.ase,
+                q.variance,
+                q.bias2
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The true map of the devices: separable Gaussian, exact.
+fn true_map(grid: &KdeGrid, xs: &[[f64; 2]]) -> Vec<f64> {
+    let m = grid.points();
+    let h = grid.bandwidth();
+    let o = grid.origin();
+    let st = grid.step();
+    let sums = xs
+        .par_chunks(4096)
+        .map(|chunk| {
+            let mut acc = vec![0.0; m[0] * m[1]];
+            let mut fx = vec![0.0; m[0]];
+            let mut fy = vec![0.0; m[1]];
+            for x in chunk {
+                for (i, f) in fx.iter_mut().enumerate() {
+                    let d = (x[0] - o[0] - i as f64 * st[0]) / h;
+                    *f = (-0.5 * d * d).exp();
+                }
+                for (k, f) in fy.iter_mut().enumerate() {
+                    let d = (x[1] - o[1] - k as f64 * st[1]) / h;
+                    *f = (-0.5 * d * d).exp();
+                }
+                for i in 0..m[0] {
+                    for k in 0..m[1] {
+                        acc[i * m[1] + k] += fx[i] * fy[k];
+                    }
+                }
+            }
+            acc
+        })
+        .collect::<Vec<_>>();
+    let mut total = vec![0.0; m[0] * m[1]];
+    for s in sums {
+        for (t, v) in total.iter_mut().zip(s) {
+            *t += v;
+        }
+    }
+    let n = xs.len() as f64;
+    total.iter().map(|v| v / n).collect()
+}
+
+fn ase(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64
+}
+
+fn city_devices(n: usize, seed: u64) -> Vec<[f64; 2]> {
+    let city = SyntheticCity::standard();
+    (0..n.div_ceil(65_536))
+        .into_par_iter()
+        .flat_map_iter(|c| {
+            let mut rng =
+                StdRng::seed_from_u64(seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let len = 65_536.min(n - c * 65_536);
+            (0..len).map(|_| city.sample(&mut rng)).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn sweep(grid_k: usize, ns: &[usize], eps_h: &[f64], seed: u64, dump: Option<String>) -> Res {
+    let side = SyntheticCity::SIDE;
+    let args = SetArgs {
+        bbox: None,
+        grid: grid_k,
+        bandwidth: None,
+        epsilon: 1.0,
+        mechanism: MechArg::APriori,
+        k: 1,
+    };
+    let grid = match args.set()? {
+        QuerySet::Kde(g) => g,
+        QuerySet::Ramps(_) => unreachable!("the sweep builds a kernel grid"),
+    };
+    let set = QuerySet::Kde(grid.clone());
+    let h = grid.bandwidth();
+    println!(
+        "# synthetic city {} km, {}x{} grid, h = {:.0} m; ASE against the true map of the same devices; every mechanism at the same per-device ε",
+        side / 1000.0,
+        grid_k,
+        grid_k,
+        h
+    );
+    println!("| n | εh | ε per metre | plain | debiased | planner (measured) | planner pick | best other (predicted) | planner/plain | planner/best | seconds |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for &n in ns {
+        let xs = city_devices(n, seed);
+        let truth = true_map(&grid, &xs);
+        for &eh in eps_h {
+            let t0 = std::time::Instant::now();
+            let eps = eh / h;
+            let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps)?;
+            let reports: Vec<MapReport> = xs
+                .par_chunks(8192)
+                .enumerate()
+                .flat_map_iter(|(c, chunk)| {
+                    let mut rng = StdRng::seed_from_u64(
+                        seed.wrapping_mul(31).wrapping_add(c as u64) ^ eps.to_bits(),
+                    );
+                    chunk
+                        .iter()
+                        .map(|x| {
+                            rel.release_unmetered(x, &mut rng)
+                                .expect("city points are inside the map")
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            if let Some(d) = &dump {
+                let parts: Vec<&str> = d.splitn(3, ':').collect();
+                if parts.len() == 3
+                    && parts[0].parse::<usize>().ok() == Some(n)
+                    && parts[1].parse::<f64>().ok() == Some(eh)
+                {
+                    let mut f = io::BufWriter::new(std::fs::File::create(parts[2])?);
+                    for r in &reports {
+                        writeln!(f, "{}", serde_json::to_string(r)?)?;
+                    }
+                }
+            }
+            // 1024 bins per axis keep the sweep's FFTs small; the
+            // discretisation bound says what that costs.
+            let mut agg =
+                MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
+            for r in &reports {
+                agg.add(r)?;
+            }
+            let mapper: FftMapper = agg.mapper()?.ok_or("no counts")?;
+            let plain = mapper.estimate(&agg.kernel(0.0)?)?;
+            let deb = mapper.estimate(&agg.kernel(1.0)?)?;
+            let p = plan(&set, eps, n as u64, Some(&mapper))?;
+            let pick = p.pick().clone();
+            let planner_ase = match pick.lambda {
+                Some(l) => ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth),
+                None => pick.ase, // a non-a-priori pick: its predicted (expected) ASE
+            };
+            let plain_ase = ase(&plain.values, &truth);
+            let deb_ase = ase(&deb.values, &truth);
+            let other = p
+                .predictions
+                .iter()
+                .filter(|q| q.lambda.is_none())
+                .min_by(|a, b| a.ase.total_cmp(&b.ase))
+                .cloned();
+            let (other_name, other_ase) = other.map(|o| (o.name, o.ase)).unwrap_or_default();
+            let best = plain_ase.min(deb_ase).min(other_ase);
+            println!(
+                "| {n} | {eh} | {eps:.3e} | {plain_ase:.3e} | {deb_ase:.3e} | {planner_ase:.3e} | {} | {other_name} {other_ase:.3e} | {:.3} | {:.2} | {:.1} |",
+                pick.name,
+                planner_ase / plain_ase,
+                planner_ase / best,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Lines for the demo and `experiment kde`: the true per-device cost of the
+/// paper's per-query runs, and the maps every mechanism gives at the SAME
+/// per-device ε (noise a priori measured: plain, debiased and the
+/// planner's pick, marked; vector Laplace and the per-query mechanisms
+/// at ε/m predicted).
+pub fn equal_budget_lines(
+    bbox: [f64; 4],
+    k: usize,
+    h: f64,
+    eps: f64,
+    users: &[[f64; 2]],
+    truth: &[f64],
+    seed: u64,
+) -> Result<Vec<String>, Box<dyn std::error::Error + Send + Sync>> {
+    let grid = KdeGrid::new_2d(bbox, [k, k], h)?;
+    let set = QuerySet::Kde(grid.clone());
+    let m = grid.len();
+    let l1 = grid.l1();
+    let mut lines = vec![format!(
+        "  per-device total of the per-query runs above: {m} releases at ε each = {:.3e} per metre by sequential composition (global Laplace, counted tightly: L1/L_single·ε = {:.1}ε with certified L1·h = {:.2}, gap {:.1e})",
+        m as f64 * eps,
+        l1.bound * h / (-0.5f64).exp(),
+        l1.bound * h,
+        l1.gap
+    )];
+    lines.push(format!(
+        "  the same per-device ε = {eps:.3e} per metre for the whole map:"
+    ));
+    let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps)?;
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6D61_7073);
+    let mut agg = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
+    for x in users {
+        let x = [x[0].clamp(bbox[0], bbox[1]), x[1].clamp(bbox[2], bbox[3])];
+        agg.add(&rel.release_unmetered(&x, &mut rng)?)?;
+    }
+    let mapper = agg.mapper()?.ok_or("no reports")?;
+    let p = plan(&set, eps, users.len() as u64, Some(&mapper))?;
+    let pick = p.pick().lambda;
+    for (name, lam) in [("a priori, plain", 0.0), ("a priori, debiased", 1.0)] {
+        let est = mapper.estimate(&agg.kernel(lam)?)?;
+        let mark = if pick == Some(lam) {
+            "   <- planner's pick"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "    {name:<26} ASE {:.3e}{mark}",
+            ase(&est.values, truth)
+        ));
+    }
+    if let Some(l) = pick.filter(|l| *l != 0.0 && *l != 1.0) {
+        let est = mapper.estimate(&agg.kernel(l)?)?;
+        lines.push(format!(
+            "    {:<26} ASE {:.3e}   <- planner's pick",
+            format!("a priori, partial λ={l:.1}"),
+            ase(&est.values, truth)
+        ));
+    }
+    for q in p.predictions.iter().filter(|q| q.lambda.is_none()) {
+        if q.name == "vector-laplace" || q.name == "composition" || q.name == "sampled-1" {
+            lines.push(format!(
+                "    {:<26} ASE {}{:.3e} (predicted{})",
+                q.name,
+                if q.upper_bound { "<= " } else { "" },
+                q.ase,
+                if q.upper_bound { ", upper bound" } else { "" }
+            ));
+        }
+    }
+    lines.push(format!("  planner: {}", p.line));
+    Ok(lines)
+}

@@ -1,0 +1,286 @@
+//! Exact integer bin counts of noisy locations (docs/MATH.md §9.2 (e)).
+//!
+//! The server never keeps the n noisy locations: it adds one to the count
+//! of the fine-grid bin nearest to each. Counts are integers, so partial
+//! counts from any number of shards merge by addition into exactly the same
+//! state in any order (bit-identical maps under any sharding).
+
+use super::query_set::KdeGrid;
+use crate::error::{Error, Result};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The fine binning grid of a map: bin spacing Δ = step / `refine` per
+/// axis, bin centres aligned with the map's query points, and `margin`
+/// bins beyond the map on every side (noisy locations fall outside the
+/// map; those beyond the margin are only counted, see
+/// [`BinnedCounts::outside`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinSpec {
+    dim: usize,
+    /// Centre of bin (0, 0).
+    first: [f64; 2],
+    delta: [f64; 2],
+    bins: [usize; 2],
+    refine: usize,
+    margin: usize,
+    map_points: [usize; 2],
+    grid_id: String,
+}
+
+impl BinSpec {
+    /// Bins for `grid` with `refine` bins per map step and `margin` bins on
+    /// each side of the map.
+    pub fn new(grid: &KdeGrid, refine: usize, margin: usize) -> Result<Self> {
+        if refine == 0 || refine > 64 {
+            return Err(Error::InvalidParameter {
+                name: "refine",
+                value: refine as f64,
+                requirement: "between 1 and 64",
+            });
+        }
+        let pts = grid.points();
+        let step = grid.step();
+        let o = grid.origin();
+        let mut first = [0.0; 2];
+        let mut delta = [1.0; 2];
+        let mut bins = [1usize; 2];
+        for a in 0..grid.dim() {
+            delta[a] = step[a] / refine as f64;
+            first[a] = o[a] - margin as f64 * delta[a];
+            bins[a] = (pts[a] - 1) * refine + 1 + 2 * margin;
+        }
+        if bins[0].saturating_mul(bins[1]) > 1 << 26 {
+            return Err(Error::InvalidParameter {
+                name: "margin",
+                value: margin as f64,
+                requirement: "small enough for at most 2^26 bins",
+            });
+        }
+        Ok(Self {
+            dim: grid.dim(),
+            first,
+            delta,
+            bins,
+            refine,
+            margin,
+            map_points: pts,
+            grid_id: grid.id(),
+        })
+    }
+
+    /// Dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Bins per axis (1 on the unused axis in 1-D).
+    pub fn bins(&self) -> [usize; 2] {
+        self.bins
+    }
+    /// Bin spacing Δ per axis.
+    pub fn delta(&self) -> [f64; 2] {
+        self.delta
+    }
+    /// Bins per map step.
+    pub fn refine(&self) -> usize {
+        self.refine
+    }
+    /// Bins beyond the map on each side.
+    pub fn margin(&self) -> usize {
+        self.margin
+    }
+    /// Map points per axis.
+    pub fn map_points(&self) -> [usize; 2] {
+        self.map_points
+    }
+    /// Total number of bins.
+    pub fn len(&self) -> usize {
+        self.bins[0] * self.bins[1]
+    }
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// Identity of the binning (grid id, refine, margin): counts with
+    /// another identity refuse to merge.
+    pub fn id(&self) -> String {
+        format!("{}|bins:{}:{}", self.grid_id, self.refine, self.margin)
+    }
+    /// The id of the map grid these bins belong to.
+    pub fn grid_id(&self) -> &str {
+        &self.grid_id
+    }
+    /// Flat index (i0·bins1 + i1) of the bin holding map point j.
+    pub fn map_bin(&self, j: usize) -> usize {
+        let (i, k) = (j / self.map_points[1], j % self.map_points[1]);
+        let b0 = self.margin + i * self.refine;
+        let b1 = if self.dim == 1 {
+            0
+        } else {
+            self.margin + k * self.refine
+        };
+        b0 * self.bins[1] + b1
+    }
+    /// Flat index of the bin nearest to x, or `None` beyond the bins.
+    /// x must be finite with `dim` coordinates (checked by the caller).
+    pub fn bin_of(&self, x: &[f64]) -> Option<usize> {
+        let mut idx = [0usize; 2];
+        for a in 0..self.dim {
+            let f = libm::floor((x[a] - self.first[a]) / self.delta[a] + 0.5);
+            if !(f >= 0.0 && f < self.bins[a] as f64) {
+                return None;
+            }
+            idx[a] = f as usize;
+        }
+        Some(idx[0] * self.bins[1] + idx[1])
+    }
+    /// Centre of bin `flat`.
+    pub fn bin_centre(&self, flat: usize) -> [f64; 2] {
+        let (i, k) = (flat / self.bins[1], flat % self.bins[1]);
+        [
+            self.first[0] + i as f64 * self.delta[0],
+            if self.dim == 1 {
+                0.0
+            } else {
+                self.first[1] + k as f64 * self.delta[1]
+            },
+        ]
+    }
+    /// Distance from the map's bounding box to the nearest point that is
+    /// not in any bin: (margin + 1/2)·Δ (smallest axis).
+    pub fn truncation_radius(&self) -> f64 {
+        let mut r = f64::INFINITY;
+        for a in 0..self.dim {
+            r = r.min((self.margin as f64 + 0.5) * self.delta[a]);
+        }
+        r
+    }
+}
+
+/// Exact integer counts of noisy locations per bin; mergeable.
+///
+/// ```
+/// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+/// let grid = KdeGrid::square(1000.0, 5)?;
+/// let spec = BinSpec::new(&grid, 4, 8)?;
+/// let mut a = BinnedCounts::new(spec.clone());
+/// let mut b = BinnedCounts::new(spec);
+/// a.add(&[100.0, 200.0])?;
+/// b.add(&[5e6, 0.0])?;           // far outside: counted as outside
+/// a.merge(&b)?;
+/// assert_eq!((a.total(), a.outside()), (2, 1));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinnedCounts {
+    spec: BinSpec,
+    counts: Vec<u64>,
+    outside: u64,
+    total: u64,
+}
+
+impl BinnedCounts {
+    /// Empty counts for `spec`.
+    pub fn new(spec: BinSpec) -> Self {
+        let counts = vec![0; spec.len()];
+        Self {
+            spec,
+            counts,
+            outside: 0,
+            total: 0,
+        }
+    }
+    /// The binning.
+    pub fn spec(&self) -> &BinSpec {
+        &self.spec
+    }
+    /// Count one noisy location (finite, `dim` coordinates; otherwise a
+    /// typed error and nothing is counted).
+    pub fn add(&mut self, x: &[f64]) -> Result<()> {
+        crate::error::check_point(x, self.spec.dim)?;
+        match self.spec.bin_of(x) {
+            Some(b) => self.counts[b] += 1,
+            None => self.outside += 1,
+        }
+        self.total += 1;
+        Ok(())
+    }
+    /// Add another shard's counts (same binning, else an error and no change).
+    pub fn merge(&mut self, other: &BinnedCounts) -> Result<()> {
+        if other.spec != self.spec {
+            return Err(Error::InvalidReport {
+                reason: "counts for another map grid or binning",
+            });
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.outside += other.outside;
+        self.total += other.total;
+        Ok(())
+    }
+    /// Count per bin (row-major, index i0·bins1 + i1).
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+    /// Locations beyond the bins.
+    pub fn outside(&self) -> u64 {
+        self.outside
+    }
+    /// All locations counted.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+impl BinSpec {
+    /// The binning a server uses for noise-a-priori maps of `grid` at
+    /// per-device ε: bins of at most h/8 (so the binning error is small
+    /// next to the statistical one), and a margin wide enough that every
+    /// kernel K_λ, λ ∈ [0, 1], is below `1e-7` beyond it (certified tail
+    /// bound); both capped so that the bins stay below `max_bins` per axis
+    /// (the discretisation bound of the estimate then says what was lost).
+    /// Public parameters only, so every shard derives the same binning.
+    pub fn for_estimation(grid: &KdeGrid, epsilon: f64, max_bins: usize) -> Result<Self> {
+        let epsilon = crate::error::positive_finite("epsilon", epsilon)?;
+        let h = grid.bandwidth();
+        let mut radius: f64 = 0.0;
+        for i in 0..=4 {
+            let k = super::kernel::DebiasKernel::new(grid.dim(), h, epsilon, i as f64 / 4.0)?;
+            // Smallest R (on a doubling-then-bisection search) with T(R) <= 1e-7.
+            let mut hi = h;
+            while k.tail_bound(hi) > 1e-7 && hi < 1e4 * h.max(1.0 / epsilon) {
+                hi *= 2.0;
+            }
+            let mut lo = 0.0;
+            for _ in 0..40 {
+                let mid = 0.5 * (lo + hi);
+                if k.tail_bound(mid) > 1e-7 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            radius = radius.max(hi);
+        }
+        let step = grid.step()[0].max(if grid.dim() == 2 { grid.step()[1] } else { 0.0 });
+        let pts = grid.points()[0].max(grid.points()[1]);
+        let mut refine = (libm::ceil(8.0 * step / h) as usize).clamp(1, 64);
+        loop {
+            let delta = step / refine as f64;
+            let margin = libm::ceil(radius / delta) as usize;
+            let bins = (pts - 1) * refine + 1 + 2 * margin;
+            if bins <= max_bins || refine == 1 {
+                let margin = if bins <= max_bins {
+                    margin
+                } else {
+                    max_bins.saturating_sub((pts - 1) * refine + 1) / 2
+                };
+                return Self::new(grid, refine, margin);
+            }
+            refine -= 1;
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Maps and query sets under one per-device budget (docs/MATH.md §9).
+//!
+//! A device that answers a whole map (m kernel cells, a ladder of
+//! thresholds) spends a *per-device total* ε, charged once to its ledger.
+//! The module offers four ways to spend it ([`MapMechanism`]): per-query
+//! composition at ε/m, vector global Laplace (scale L1/ε with a certified
+//! ℓ1 constant), k sampled queries at ε/k, and one noisy location (noise a
+//! priori) from which the server computes plain, partially or fully
+//! debiased maps ([`DebiasKernel`]) by FFT over exact integer bin counts.
+//! The [planner](plan) predicts each one's error and picks one.
+//!
+//! Device, three lines:
+//!
+//! ```
+//! use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
+//! # let mut budget = geopriv::PrivacyBudget::new(1e-3, 0.0)?;
+//! let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 61)?), MapMechanism::APriori, 1e-3)?;
+//! let report = map.release_secure(&mut budget, &[5_000.0, 7_500.0])?;   // charges 1e-3 once
+//! let line = serde_json::to_string(&report).unwrap();                   // one JSON line to upload
+//! # let _ = line;
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+
+mod bins;
+#[cfg(feature = "std")]
+mod fft;
+mod kernel;
+#[cfg(feature = "std")]
+mod planner;
+mod query_set;
+mod release;
+#[cfg(feature = "std")]
+mod server;
+
+pub use bins::{BinSpec, BinnedCounts};
+#[cfg(feature = "std")]
+pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
+pub use kernel::DebiasKernel;
+#[cfg(feature = "std")]
+pub use planner::{plan, Plan, Prediction, LAMBDAS};
+pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};
+pub use release::{set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal};
+#[cfg(feature = "std")]
+pub use server::{MapAggregator, DEFAULT_MAX_BINS};

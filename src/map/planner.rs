@@ -1,0 +1,257 @@
+//! The planner (std only): predicts each mechanism's map error at a
+//! per-device ε and picks one, explained in one line (docs/MATH.md §9.3).
+//!
+//! Error measure: ASE = mean over the m cells of E(estimate_j - F_j)²,
+//! with F_j = (1/n) Σ_i f_j(x_i) the map of the same devices.
+//!
+//! * vector Laplace: 2 (L1/ε)² / n (exact);
+//! * composition at ε/m with PolyPlace: PolyPlace's variance at the
+//!   global sensitivity (an upper bound: S(x) <= L_global) over n;
+//! * sampled k: each cell answered by n k/m devices: (m/(nk) - 1/n)·σ_f²
+//!   plus v_k m/(n k), σ_f² <= mean f_j (f ∈ [0, 1]), v_k PolyPlace's
+//!   variance at ε/k at the global sensitivity (an upper bound);
+//! * noise a priori with kernel K_λ: variance from the reports (the
+//!   per-device spread of K_λ(t_j - x̃), scaled to the planned n), bias
+//!   estimated by b̂_j = map_λ - map_1 (unbiased for the bias, since map_1
+//!   is unbiased) with its own variance subtracted, averaged over the
+//!   cells, less the larger of two standard errors of that average and
+//!   twice the mean Var b̂ (cells are correlated), clipped at 0.
+//!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
+//!   (devices spread over the map's area |D|).
+
+use super::fft::FftMapper;
+use super::kernel::DebiasKernel;
+use super::query_set::QuerySet;
+use crate::error::{positive_finite, Result};
+use crate::mechanism::Mechanism;
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+/// One mechanism's predicted error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prediction {
+    /// Mechanism name (`a-priori λ=0.6`, `vector-laplace`, `sampled-4`, ...).
+    pub name: String,
+    /// Predicted ASE.
+    pub ase: f64,
+    /// Its variance part.
+    pub variance: f64,
+    /// Its squared-bias part (0 for unbiased mechanisms).
+    pub bias2: f64,
+    /// Whether `ase` is an upper bound rather than an estimate.
+    pub upper_bound: bool,
+    /// λ for noise a priori.
+    pub lambda: Option<f64>,
+    /// k for sampled queries.
+    pub k: Option<usize>,
+}
+
+/// The planner's predictions and its pick.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Every prediction, best first.
+    pub predictions: Vec<Prediction>,
+    /// The one-line explanation.
+    pub line: String,
+}
+
+impl Plan {
+    /// The chosen mechanism (the first prediction).
+    pub fn pick(&self) -> &Prediction {
+        &self.predictions[0]
+    }
+}
+
+/// λ values the planner considers.
+pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
+
+/// Predict and pick, for `set` at per-device ε with `n` devices expected;
+/// `reports` (the FFT of noise-a-priori bin counts at this ε, e.g. from
+/// [`MapAggregator::mapper`](super::MapAggregator::mapper)) enable the bias
+/// estimates of plain and partial debiasing.
+///
+/// ```
+/// use geopriv::map::{plan, KdeGrid, QuerySet};
+/// let set = QuerySet::Kde(KdeGrid::square(20_000.0, 31)?);
+/// let p = plan(&set, 1e-3, 1_000_000, None)?;
+/// assert!(p.pick().name.starts_with("a-priori"));
+/// println!("{}", p.line);
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -> Result<Plan> {
+    let epsilon = positive_finite("epsilon", epsilon)?;
+    let nf = positive_finite("n", n as f64)?;
+    let m = set.len() as f64;
+    let lg = set.max_global_lipschitz();
+    let mut preds = Vec::new();
+
+    // (b) vector Laplace.
+    let b = set.l1().bound / epsilon;
+    let v = 2.0 * b * b / nf;
+    preds.push(Prediction {
+        name: "vector-laplace".into(),
+        ase: v,
+        variance: v,
+        bias2: 0.0,
+        upper_bound: false,
+        lambda: None,
+        k: None,
+    });
+    // (a) composition.
+    if let Some(rv) = Mechanism::polyplace(epsilon / m)?.report_variance(lg) {
+        preds.push(Prediction {
+            name: "composition".into(),
+            ase: rv / nf,
+            variance: rv / nf,
+            bias2: 0.0,
+            upper_bound: true,
+            lambda: None,
+            k: None,
+        });
+    }
+
+    // Mean cell value (for the sampling variance of sampled queries).
+    let mut mean_f = 1.0;
+    let mut a_priori: Vec<Prediction> = Vec::new();
+    if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
+        let n_rep = mapper.counts().total() as f64;
+        let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
+        let s1 = mapper.spatial_kernel(&k1);
+        let mean1 = mapper.apply_spatial(&s1);
+        mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
+        for &lam in &LAMBDAS {
+            let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
+            let s = if lam == 1.0 {
+                s1.clone()
+            } else {
+                mapper.spatial_kernel(&k)
+            };
+            let mean = if lam == 1.0 {
+                mean1.clone()
+            } else {
+                mapper.apply_spatial(&s)
+            };
+            let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
+            let m2 = mapper.apply_spatial(&sq);
+            let var: f64 = mean
+                .iter()
+                .zip(&m2)
+                .map(|(a, q)| (q - a * a).max(0.0))
+                .sum::<f64>()
+                / m
+                / nf;
+            let bias2 = if lam == 1.0 {
+                0.0
+            } else {
+                let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
+                let d2 = mapper.apply_spatial(&diff);
+                // Per cell, b̂² - Var b̂ is unbiased for b²; average over the
+                // cells first, then subtract two standard errors of that
+                // average (a bias that the reports cannot resolve is not
+                // charged) and clip at 0.
+                let terms: Vec<f64> = mean
+                    .iter()
+                    .zip(&mean1)
+                    .zip(&d2)
+                    .map(|((a, b), q)| {
+                        let bh = a - b;
+                        let vb = (q - bh * bh).max(0.0) / n_rep;
+                        bh * bh - vb
+                    })
+                    .collect();
+                let avg = terms.iter().sum::<f64>() / m;
+                let spread =
+                    terms.iter().map(|t| (t - avg) * (t - avg)).sum::<f64>() / (m - 1.0).max(1.0);
+                // Cells share devices, so their errors are correlated (over
+                // about 1/ε): the average's noise can be as large as the
+                // per-cell Var b̂ itself. Charge only what exceeds both.
+                let mean_vb = mean
+                    .iter()
+                    .zip(&mean1)
+                    .zip(&d2)
+                    .map(|((a, b), q)| (q - (a - b) * (a - b)).max(0.0) / n_rep)
+                    .sum::<f64>()
+                    / m;
+                (avg - (2.0 * (spread / m).sqrt()).max(2.0 * mean_vb)).max(0.0)
+            };
+            a_priori.push(Prediction {
+                name: format!("a-priori λ={lam:.1}"),
+                ase: var + bias2,
+                variance: var,
+                bias2,
+                upper_bound: false,
+                lambda: Some(lam),
+                k: None,
+            });
+        }
+    } else if let QuerySet::Kde(g) = set {
+        let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
+        let dom = g.domain();
+        let area = if g.dim() == 2 {
+            (dom[1] - dom[0]) * (dom[3] - dom[2])
+        } else {
+            dom[1] - dom[0]
+        };
+        let v = k1.squared_integral() / area.max(f64::MIN_POSITIVE) / nf;
+        a_priori.push(Prediction {
+            name: "a-priori λ=1.0".into(),
+            ase: v,
+            variance: v,
+            bias2: 0.0,
+            upper_bound: false,
+            lambda: Some(1.0),
+            k: None,
+        });
+    }
+    preds.extend(a_priori);
+
+    // (c) sampled k, k = 1, 2, 4, ... < m.
+    let mut k = 1usize;
+    while (k as f64) < m {
+        if let Some(vk) = Mechanism::polyplace(epsilon / k as f64)?.report_variance(lg) {
+            let nj = nf * k as f64 / m;
+            let v = (1.0 / nj - 1.0 / nf) * mean_f + vk / nj;
+            preds.push(Prediction {
+                name: format!("sampled-{k}"),
+                ase: v,
+                variance: v,
+                bias2: 0.0,
+                upper_bound: true,
+                lambda: None,
+                k: Some(k),
+            });
+        }
+        k *= 2;
+    }
+
+    preds.sort_by(|a, b| a.ase.total_cmp(&b.ase));
+    let best = &preds[0];
+    let runner = preds
+        .iter()
+        .find(|p| !p.name.starts_with("a-priori") || !best.name.starts_with("a-priori"))
+        .filter(|p| p.name != best.name);
+    let plain = preds.iter().find(|p| p.lambda == Some(0.0));
+    let mut line = format!(
+        "pick {}: predicted ASE {:.2e} (variance {:.2e} + bias² {:.2e}) at per-device ε = {} and n = {}",
+        best.name, best.ase, best.variance, best.bias2, epsilon, n
+    );
+    if let Some(p) = plain.filter(|p| p.name != best.name) {
+        line.push_str(&format!("; plain a priori {:.2e}", p.ase));
+    }
+    if let Some(r) = runner {
+        line.push_str(&format!(
+            "; next other mechanism {} {}{:.2e}",
+            r.name,
+            if r.upper_bound { "<= " } else { "" },
+            r.ase
+        ));
+    }
+    if reports.is_none() {
+        line.push_str(" (no reports: a priori bias not estimated, λ = 1 assumed)");
+    }
+    Ok(Plan {
+        predictions: preds,
+        line,
+    })
+}

@@ -1,0 +1,400 @@
+//! The device side of a map: one metered release of a whole query set at a
+//! per-device total ε (docs/MATH.md §9.1, §9.2), and the report it sends.
+
+use super::query_set::{L1Bound, QuerySet};
+use crate::budget::PrivacyBudget;
+use crate::error::{positive_finite, Error, Result};
+use crate::mechanism::Mechanism;
+use crate::noise::{Laplace, PlanarLaplace, SphericalLaplace};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand::distr::Distribution;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How a device answers a query set of m queries at per-device total ε.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MapMechanism {
+    /// (a) every query released independently with PolyPlace at ε/m;
+    /// per-device total by sequential composition, m · ε/m = ε.
+    Composition,
+    /// (b) every coordinate f_j(x) + Laplace(L1/ε): ε-GP for the whole
+    /// vector because the ℓ1 sensitivity per unit distance is L1.
+    VectorLaplace,
+    /// (c) k of the m queries drawn uniformly without replacement,
+    /// independently of x (the choice is sent), each with PolyPlace at ε/k;
+    /// total k · ε/k = ε by sequential composition.
+    Sampled {
+        /// Queries answered per device.
+        k: usize,
+    },
+    /// (d) one noisy location x̃ = x + N, N ∝ exp(-ε|z|) (Laplace in 1-D,
+    /// planar Laplace in 2-D); every map is post-processing.
+    APriori,
+}
+
+impl MapMechanism {
+    /// Short name for tables and reports.
+    pub fn name(&self) -> String {
+        match self {
+            MapMechanism::Composition => "composition".into(),
+            MapMechanism::VectorLaplace => "vector-laplace".into(),
+            MapMechanism::Sampled { k } => format!("sampled-{k}"),
+            MapMechanism::APriori => "a-priori".into(),
+        }
+    }
+}
+
+/// A per-device privacy total and how it was accounted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerDeviceTotal {
+    /// ε per unit distance charged to the device's ledger.
+    pub epsilon: f64,
+    /// Which argument gives it, in words (printed by the CLI and the demo).
+    pub accounting: String,
+}
+
+impl core::fmt::Display for PerDeviceTotal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "per-device total ε = {} ({})",
+            self.epsilon, self.accounting
+        )
+    }
+}
+
+/// 64-bit FNV-1a of a set's canonical id, as 16 hex digits: reports carry
+/// this tag so that a server refuses reports made for another set.
+pub fn set_tag(id: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// What one device sends for a whole query set (a JSON line on the wire).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapReport {
+    /// [`set_tag`] of the query set.
+    pub set: String,
+    /// The mechanism.
+    pub mechanism: MapMechanism,
+    /// Per-device total ε the device was charged.
+    pub epsilon: f64,
+    /// The noisy location (a priori).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Vec<f64>>,
+    /// The indices of the answered queries (sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<Vec<u32>>,
+    /// Released values (composition, vector Laplace: all m; sampled: k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<f64>>,
+}
+
+/// Largest power of two <= v (v > 0 normal).
+fn power_of_two_below(v: f64) -> f64 {
+    f64::from_bits(v.to_bits() & 0xFFF0_0000_0000_0000)
+}
+
+/// A device's release of a query set at a per-device total ε.
+///
+/// ```
+/// use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
+/// use geopriv::PrivacyBudget;
+/// # use rand::SeedableRng;
+/// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let mut budget = PrivacyBudget::new(1e-3, 0.0)?;            // the device's ledger, per metre
+/// let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 31)?), MapMechanism::APriori, 1e-3)?;
+/// let report = map.release(&mut budget, &[5_000.0, 7_500.0], &mut rng)?; // charged once: 1e-3
+/// assert_eq!(budget.spent_epsilon(), 1e-3);
+/// assert!(map.release(&mut budget, &[5_000.0, 7_500.0], &mut rng).is_err()); // nothing left
+/// # let _ = report;
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapRelease {
+    set: QuerySet,
+    mechanism: MapMechanism,
+    epsilon: f64,
+    l1: Option<L1Bound>,
+    tag: String,
+}
+
+impl MapRelease {
+    /// A release of `set` with `mechanism` at per-device total `epsilon`
+    /// (finite, > 0). Vector Laplace computes the certified L1 here.
+    pub fn new(set: QuerySet, mechanism: MapMechanism, epsilon: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        if let MapMechanism::Sampled { k } = mechanism {
+            if k == 0 || k > set.len() {
+                return Err(Error::InvalidParameter {
+                    name: "k",
+                    value: k as f64,
+                    requirement: "between 1 and the number of queries",
+                });
+            }
+        }
+        let l1 = match mechanism {
+            MapMechanism::VectorLaplace => Some(set.l1()),
+            _ => None,
+        };
+        let tag = set_tag(&set.id());
+        Ok(Self {
+            set,
+            mechanism,
+            epsilon,
+            l1,
+            tag,
+        })
+    }
+
+    /// The query set.
+    pub fn set(&self) -> &QuerySet {
+        &self.set
+    }
+    /// The mechanism.
+    pub fn mechanism(&self) -> MapMechanism {
+        self.mechanism
+    }
+    /// Per-device total ε.
+    pub fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+    /// The set's tag (see [`set_tag`]).
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+    /// The Laplace scale b = L1/ε of vector Laplace.
+    pub fn vector_laplace_scale(&self) -> Option<f64> {
+        self.l1.map(|l| l.bound / self.epsilon)
+    }
+
+    /// The per-device total this release charges, and why.
+    pub fn per_device_total(&self) -> PerDeviceTotal {
+        let m = self.set.len();
+        let accounting = match self.mechanism {
+            MapMechanism::Composition => format!(
+                "sequential composition of {m} PolyPlace releases at ε/{m} each"
+            ),
+            MapMechanism::VectorLaplace => {
+                let l = self.l1.unwrap_or(L1Bound {
+                    bound: f64::NAN,
+                    numerical: f64::NAN,
+                    gap: f64::NAN,
+                });
+                format!(
+                    "one vector release: Laplace scale L1/ε with certified L1 = {:.6e} (numerical max {:.6e}, gap {:.2e})",
+                    l.bound, l.numerical, l.gap
+                )
+            }
+            MapMechanism::Sampled { k } => format!(
+                "sequential composition of {k} of {m} queries (chosen independently of x) at ε/{k} each"
+            ),
+            MapMechanism::APriori => "one noisy location; every map of it is post-processing".into(),
+        };
+        PerDeviceTotal {
+            epsilon: self.epsilon,
+            accounting,
+        }
+    }
+
+    /// Release for the private location x: validates x (finite, d
+    /// coordinates, inside the set's public domain), computes the report,
+    /// and charges `budget` once with the per-device total before
+    /// returning it. A refused or failed release charges nothing.
+    pub fn release<R: Rng + ?Sized>(
+        &self,
+        budget: &mut PrivacyBudget,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<MapReport> {
+        self.set.check_location(x)?;
+        // `spend` refuses (and draws nothing) if ε does not fit, and
+        // charges only if the report was computed.
+        budget.spend(self.epsilon, 0.0, || self.compute(x, rng))
+    }
+
+    /// [`release`](Self::release) with the secure default generator.
+    #[cfg(feature = "std")]
+    pub fn release_secure(&self, budget: &mut PrivacyBudget, x: &[f64]) -> Result<MapReport> {
+        self.release(budget, x, &mut crate::SecureRng::new())
+    }
+
+    /// The report without charging a ledger: for simulations only (the
+    /// name says it is unmetered).
+    #[doc(hidden)]
+    pub fn release_unmetered<R: Rng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<MapReport> {
+        self.set.check_location(x)?;
+        self.compute(x, rng)
+    }
+
+    fn report(&self) -> MapReport {
+        MapReport {
+            set: self.tag.clone(),
+            mechanism: self.mechanism,
+            epsilon: self.epsilon,
+            location: None,
+            queries: None,
+            values: None,
+        }
+    }
+
+    fn compute<R: Rng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<MapReport> {
+        let mut rep = self.report();
+        let m = self.set.len();
+        match self.mechanism {
+            MapMechanism::APriori => {
+                let d = self.set.dim();
+                let mut noisy = vec![0.0; d];
+                match d {
+                    1 => noisy[0] = Laplace::new(1.0 / self.epsilon)?.sample(rng),
+                    2 => {
+                        let z = PlanarLaplace::new(self.epsilon)?.sample(rng);
+                        noisy.copy_from_slice(&z);
+                    }
+                    _ => SphericalLaplace::new(d, self.epsilon)?.sample_into(rng, &mut noisy)?,
+                }
+                // Snap to a public power-of-two grid ~1e-6 of the noise scale.
+                let grid = power_of_two_below(1.0 / self.epsilon) / (1u64 << 20) as f64;
+                for (n, xi) in noisy.iter_mut().zip(x) {
+                    *n = libm::round((*n + xi) / grid) * grid;
+                    if !n.is_finite() {
+                        return Err(Error::Numerical {
+                            routine: "noisy location not finite",
+                        });
+                    }
+                }
+                rep.location = Some(noisy);
+            }
+            MapMechanism::VectorLaplace => {
+                let b = self.vector_laplace_scale().ok_or(Error::Numerical {
+                    routine: "vector Laplace without L1",
+                })?;
+                let lap = Laplace::new(b)?;
+                let grid = power_of_two_below(b) / (1u64 << 32) as f64;
+                let mut vals = self.set.values(x)?;
+                for v in vals.iter_mut() {
+                    *v = libm::round((*v + lap.sample(rng)) / grid) * grid;
+                }
+                rep.values = Some(vals);
+            }
+            MapMechanism::Composition => {
+                let mech = Mechanism::polyplace(self.epsilon / m as f64)?;
+                let vals = (0..m)
+                    .map(|j| self.set.with_query(j, |q| mech.privatize(q, x, rng)))
+                    .collect::<Result<Vec<f64>>>()?;
+                rep.values = Some(vals);
+            }
+            MapMechanism::Sampled { k } => {
+                let mech = Mechanism::polyplace(self.epsilon / k as f64)?;
+                // Partial Fisher–Yates: k distinct indices, uniform, independent of x.
+                let mut idx: Vec<u32> = (0..m as u32).collect();
+                for i in 0..k {
+                    let j = rng.random_range(i..m);
+                    idx.swap(i, j);
+                }
+                idx.truncate(k);
+                let vals = idx
+                    .iter()
+                    .map(|&j| {
+                        self.set
+                            .with_query(j as usize, |q| mech.privatize(q, x, rng))
+                    })
+                    .collect::<Result<Vec<f64>>>()?;
+                rep.queries = Some(idx);
+                rep.values = Some(vals);
+            }
+        }
+        Ok(rep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::KdeGrid;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    fn set() -> QuerySet {
+        QuerySet::Kde(KdeGrid::square(1000.0, 5).unwrap())
+    }
+
+    #[test]
+    fn every_mechanism_charges_once_with_the_total() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for mech in [
+            MapMechanism::APriori,
+            MapMechanism::VectorLaplace,
+            MapMechanism::Composition,
+            MapMechanism::Sampled { k: 3 },
+        ] {
+            let r = MapRelease::new(set(), mech, 0.01).unwrap();
+            let mut b = PrivacyBudget::new(0.01, 0.0).unwrap();
+            let rep = r.release(&mut b, &[100.0, 900.0], &mut rng).unwrap();
+            assert_eq!(b.releases(), 1);
+            assert_eq!(b.spent_epsilon(), 0.01);
+            assert_eq!(rep.epsilon, 0.01);
+            // A second one does not fit and charges nothing.
+            assert!(matches!(
+                r.release(&mut b, &[100.0, 900.0], &mut rng),
+                Err(Error::BudgetExceeded { .. })
+            ));
+            assert_eq!(b.releases(), 1);
+            let json = serde_json::to_string(&rep).unwrap();
+            let back: MapReport = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, rep);
+        }
+    }
+
+    #[test]
+    fn bad_input_is_refused_and_not_charged() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let r = MapRelease::new(set(), MapMechanism::APriori, 0.01).unwrap();
+        let mut b = PrivacyBudget::new(1.0, 0.0).unwrap();
+        for x in [vec![-5.0, 10.0], vec![f64::NAN, 1.0], vec![1.0]] {
+            assert!(r.release(&mut b, &x, &mut rng).is_err());
+        }
+        assert_eq!(b.releases(), 0);
+        // ε above the ledger's total: refused, nothing charged.
+        let big = MapRelease::new(set(), MapMechanism::APriori, 2.0).unwrap();
+        assert!(matches!(
+            big.release(&mut b, &[1.0, 1.0], &mut rng),
+            Err(Error::BudgetExceeded { .. })
+        ));
+        assert_eq!(b.releases(), 0);
+        assert!(MapRelease::new(set(), MapMechanism::Sampled { k: 0 }, 1.0).is_err());
+        assert!(MapRelease::new(set(), MapMechanism::APriori, f64::NAN).is_err());
+    }
+
+    #[test]
+    fn sampled_choice_is_uniform_and_distinct() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let r = MapRelease::new(set(), MapMechanism::Sampled { k: 4 }, 1.0).unwrap();
+        let mut hits = [0u32; 25];
+        for _ in 0..5000 {
+            let rep = r.release_unmetered(&[500.0, 500.0], &mut rng).unwrap();
+            let q = rep.queries.unwrap();
+            let mut s = q.clone();
+            s.sort();
+            s.dedup();
+            assert_eq!(s.len(), 4);
+            for j in q {
+                hits[j as usize] += 1;
+            }
+        }
+        // Expected 800 each; 6 SE ≈ 165.
+        assert!(
+            hits.iter().all(|&h| (h as f64 - 800.0).abs() < 170.0),
+            "{hits:?}"
+        );
+    }
+}

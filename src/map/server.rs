@@ -1,0 +1,242 @@
+//! The server side of a map (std only): reports in, a map with per-cell
+//! standard errors out. Mergeable across shards.
+
+use super::bins::{BinSpec, BinnedCounts};
+use super::fft::{FftMapper, MapEstimate};
+use super::kernel::DebiasKernel;
+use super::query_set::QuerySet;
+use super::release::{set_tag, MapMechanism, MapReport};
+use crate::aggregate::Aggregator;
+use crate::error::{Error, Result};
+use std::string::String;
+use std::vec::Vec;
+
+/// Largest number of bins per axis the server uses by default.
+pub const DEFAULT_MAX_BINS: usize = 2048;
+
+/// Aggregates [`MapReport`]s of one query set, mechanism and per-device ε.
+///
+/// ```
+/// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+/// # use rand::SeedableRng;
+/// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+/// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3)?;
+/// let mut server = MapAggregator::new(set, MapMechanism::APriori, 1e-3)?;
+/// for i in 0..200 {
+///     let x = [2_000.0 + 30.0 * i as f64, 5_000.0];
+///     server.add(&device.release_unmetered(&x, &mut rng)?)?;
+/// }
+/// let map = server.estimate(Some(1.0))?;   // fully debiased
+/// assert_eq!(map.values.len(), 121);
+/// assert!(map.standard_errors.iter().all(|s| s.is_finite()));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct MapAggregator {
+    set: QuerySet,
+    mechanism: MapMechanism,
+    epsilon: f64,
+    tag: String,
+    counts: Option<BinnedCounts>,
+    cells: Vec<Aggregator>,
+    accepted: u64,
+}
+
+impl MapAggregator {
+    /// A server for reports of `set` made with `mechanism` at per-device
+    /// total `epsilon`, with the default binning.
+    pub fn new(set: QuerySet, mechanism: MapMechanism, epsilon: f64) -> Result<Self> {
+        Self::with_max_bins(set, mechanism, epsilon, DEFAULT_MAX_BINS)
+    }
+
+    /// As [`new`](Self::new) with at most `max_bins` bins per axis.
+    pub fn with_max_bins(
+        set: QuerySet,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        max_bins: usize,
+    ) -> Result<Self> {
+        let epsilon = crate::error::positive_finite("epsilon", epsilon)?;
+        let counts = match (&set, mechanism) {
+            (QuerySet::Kde(g), MapMechanism::APriori) => Some(BinnedCounts::new(
+                BinSpec::for_estimation(g, epsilon, max_bins)?,
+            )),
+            _ => None,
+        };
+        let cells = if counts.is_some() {
+            Vec::new()
+        } else {
+            vec![Aggregator::new(); set.len()]
+        };
+        Ok(Self {
+            tag: set_tag(&set.id()),
+            set,
+            mechanism,
+            epsilon,
+            counts,
+            cells,
+            accepted: 0,
+        })
+    }
+
+    /// Reports accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// The binned counts (noise a priori on a kernel grid).
+    pub fn counts(&self) -> Option<&BinnedCounts> {
+        self.counts.as_ref()
+    }
+
+    /// Add one report. A report for another set, mechanism or ε, with
+    /// the wrong shape or non-finite numbers is rejected with a typed
+    /// error and changes nothing.
+    pub fn add(&mut self, r: &MapReport) -> Result<()> {
+        let bad = |reason| Err(Error::InvalidReport { reason });
+        if r.set != self.tag {
+            return bad("report for another query set");
+        }
+        if r.mechanism != self.mechanism {
+            return bad("report made with another mechanism");
+        }
+        if r.epsilon.to_bits() != self.epsilon.to_bits() {
+            return bad("report made at another per-device epsilon");
+        }
+        let m = self.set.len();
+        match self.mechanism {
+            MapMechanism::APriori => {
+                let Some(x) = &r.location else {
+                    return bad("noise-a-priori report without a location");
+                };
+                if r.values.is_some() || r.queries.is_some() {
+                    return bad("noise-a-priori report with values");
+                }
+                crate::error::check_point(x, self.set.dim())?;
+                if let Some(c) = self.counts.as_mut() {
+                    c.add(x)?;
+                } else {
+                    let vals = self.set.values(x)?;
+                    for (a, v) in self.cells.iter_mut().zip(vals) {
+                        a.add(v)?;
+                    }
+                }
+            }
+            MapMechanism::VectorLaplace | MapMechanism::Composition => {
+                let Some(v) = &r.values else {
+                    return bad("report without values");
+                };
+                if v.len() != m || r.location.is_some() || r.queries.is_some() {
+                    return bad("report with the wrong number of values");
+                }
+                if v.iter().any(|x| !x.is_finite()) {
+                    return bad("report with a non-finite value");
+                }
+                for (a, &x) in self.cells.iter_mut().zip(v) {
+                    a.add(x)?;
+                }
+            }
+            MapMechanism::Sampled { k } => {
+                let (Some(q), Some(v)) = (&r.queries, &r.values) else {
+                    return bad("sampled report without queries and values");
+                };
+                if q.len() != k || v.len() != k || r.location.is_some() {
+                    return bad("sampled report with the wrong number of answers");
+                }
+                if v.iter().any(|x| !x.is_finite()) {
+                    return bad("report with a non-finite value");
+                }
+                let mut seen = q.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                if seen.len() != k || seen.iter().any(|&j| j as usize >= m) {
+                    return bad("sampled report with repeated or unknown queries");
+                }
+                for (&j, &x) in q.iter().zip(v) {
+                    self.cells[j as usize].add(x)?;
+                }
+            }
+        }
+        self.accepted += 1;
+        Ok(())
+    }
+
+    /// Merge another shard (same set, mechanism, ε and binning).
+    pub fn merge(&mut self, other: &MapAggregator) -> Result<()> {
+        if other.tag != self.tag
+            || other.mechanism != self.mechanism
+            || other.epsilon.to_bits() != self.epsilon.to_bits()
+        {
+            return Err(Error::InvalidReport {
+                reason: "partial map for another set, mechanism or epsilon",
+            });
+        }
+        match (self.counts.as_mut(), other.counts.as_ref()) {
+            (Some(a), Some(b)) => a.merge(b)?,
+            (None, None) => {
+                for (a, b) in self.cells.iter_mut().zip(&other.cells) {
+                    a.merge(b);
+                }
+            }
+            _ => {
+                return Err(Error::InvalidReport {
+                    reason: "partial map with another state",
+                })
+            }
+        }
+        self.accepted += other.accepted;
+        Ok(())
+    }
+
+    /// The FFT of the counts (noise a priori on a kernel grid), to apply
+    /// several kernels (the planner) without re-transforming.
+    pub fn mapper(&self) -> Result<Option<FftMapper>> {
+        match &self.counts {
+            Some(c) => Ok(Some(FftMapper::new(c.clone())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The kernel K_λ for this set (noise a priori on a kernel grid).
+    pub fn kernel(&self, lambda: f64) -> Result<DebiasKernel> {
+        match &self.set {
+            QuerySet::Kde(g) => DebiasKernel::new(g.dim(), g.bandwidth(), self.epsilon, lambda),
+            QuerySet::Ramps(_) => Err(Error::InvalidParameter {
+                name: "lambda",
+                value: lambda,
+                requirement: "only for kernel grids",
+            }),
+        }
+    }
+
+    /// The map. For noise a priori on a kernel grid, `lambda` chooses the
+    /// kernel (None: 1, fully debiased); it is ignored otherwise. Cells
+    /// nobody answered (sampled) are NaN with an infinite standard error.
+    pub fn estimate(&self, lambda: Option<f64>) -> Result<MapEstimate> {
+        if let Some(mapper) = self.mapper()? {
+            return mapper.estimate(&self.kernel(lambda.unwrap_or(1.0))?);
+        }
+        let mut values = Vec::with_capacity(self.cells.len());
+        let mut standard_errors = Vec::with_capacity(self.cells.len());
+        for c in &self.cells {
+            match c.estimate() {
+                Some(e) => {
+                    values.push(e.mean);
+                    standard_errors.push(e.standard_error.unwrap_or(f64::INFINITY));
+                }
+                None => {
+                    values.push(f64::NAN);
+                    standard_errors.push(f64::INFINITY);
+                }
+            }
+        }
+        Ok(MapEstimate {
+            values,
+            standard_errors,
+            n: self.accepted,
+            lambda: 0.0,
+            discretisation_bound: 0.0,
+        })
+    }
+}
