@@ -47,6 +47,7 @@ pub mod growth;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod release;
 pub mod report;
 
 mod exact;
@@ -56,7 +57,7 @@ mod roots;
 mod secure_rng;
 
 pub use aggregate::{Aggregator, Estimate, GridAggregator};
-pub use budget::PrivacyBudget;
+pub use budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};

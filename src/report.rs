@@ -1,9 +1,9 @@
 //! Reports: what a device uploads, in a versioned wire format, and the
 //! server's validation of it.
 //!
-//! A [`Report`] carries exactly six things: the format version, the query
-//! (family and public parameters, [`QueryDescriptor`]), the mechanism name,
-//! its ε and δ, and the released value f(x) + noise. **It has no field for
+//! A [`Report`] carries the format version, the query (family and public
+//! parameters, [`QueryDescriptor`]), the mechanism name, its ε and δ, the
+//! released value f(x) + noise and whether the noise was seeded. **It has no field for
 //! the smooth sensitivity S(x), the noise scale or anything else computed
 //! from x**: those leak x (SPEC §2), so the type cannot carry them and the
 //! decoders refuse JSON with unknown fields (a buggy client that adds, say,
@@ -44,6 +44,14 @@
 //! resynchronizes at the next zero instead of losing the rest of the
 //! stream (which a length prefix would).
 //!
+//! **Format version 1, seeded-flag revision.** A report whose noise came
+//! from a seeded (reproducible, not secure) generator says so: `"seeded":
+//! true` at the end of the JSON object, one `0x01` byte after the binary
+//! body. Unseeded reports are written exactly as before the flag existed
+//! (the field is absent, which means false), so old reports still decode
+//! and the version stays 1; a server that predates the flag refuses seeded
+//! reports (unknown field, trailing byte), which is the safe answer.
+//!
 //! # Validation
 //!
 //! A server decodes each report, then checks it against its
@@ -72,7 +80,6 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
-use crate::budget::PrivacyBudget;
 use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
@@ -510,6 +517,39 @@ pub struct Report {
     pub delta: f64,
     /// The released value f(x) + noise: unbiased for f(x).
     pub value: f64,
+    /// The noise came from a seeded (reproducible, NOT secure) generator.
+    /// Written only when true (`"seeded":true`, or one trailing `0x01`
+    /// byte in the binary form); absent means false, so reports written
+    /// before the flag existed read as not seeded, and servers that
+    /// predate it refuse seeded reports (unknown field / trailing byte).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub seeded: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The binary body of a report: every field but `seeded`, in wire order.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    version: u16,
+    query: &'a QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
+}
+
+/// [`WireRef`], owned, for decoding.
+#[derive(Deserialize)]
+struct Wire {
+    version: u16,
+    query: QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
 }
 
 /// Just the version, to tell "newer format" from "malformed".
@@ -535,50 +575,14 @@ impl Report {
             epsilon,
             delta,
             value,
+            seeded: false,
         }
     }
 
-    /// What a device uploads: privatize f(x) with `mechanism` and wrap the
-    /// released value with the query's public parameters and the
-    /// mechanism's name, ε and δ. Nothing derived from x other than the
-    /// release enters the report.
-    pub fn release<Q, R>(mechanism: &Mechanism, query: &Q, x: &[f64], rng: &mut R) -> Result<Self>
-    where
-        Q: Query,
-        for<'q> QueryDescriptor: From<&'q Q>,
-        R: rand::Rng + ?Sized,
-    {
-        let value = mechanism.privatize(query, x, rng)?;
-        Ok(Report::new(
-            QueryDescriptor::from(query),
-            MechanismName::from(mechanism),
-            mechanism.epsilon(),
-            mechanism.delta(),
-            value,
-        ))
-    }
-
-    /// [`Report::release`] charged to a device's privacy budget by
-    /// sequential composition: if the budget cannot afford the mechanism's
-    /// ε and δ, the release is refused with [`crate::Error::BudgetExceeded`]
-    /// and nothing is computed; if the release fails nothing is charged.
-    /// (Local-DP releases are charged in their own ε, which is on a
-    /// different scale; keep a separate ledger for them.)
-    pub fn release_within_budget<Q, R>(
-        budget: &mut PrivacyBudget,
-        mechanism: &Mechanism,
-        query: &Q,
-        x: &[f64],
-        rng: &mut R,
-    ) -> Result<Self>
-    where
-        Q: Query,
-        for<'q> QueryDescriptor: From<&'q Q>,
-        R: rand::Rng + ?Sized,
-    {
-        budget.spend(mechanism.epsilon(), mechanism.delta(), || {
-            Report::release(mechanism, query, x, rng)
-        })
+    /// This report with its `seeded` flag set to `seeded`.
+    pub fn with_seeded(mut self, seeded: bool) -> Self {
+        self.seeded = seeded;
+        self
     }
 
     /// One line of JSON, without the trailing newline. Non-finite numbers
@@ -625,8 +629,20 @@ impl Report {
 
     /// The compact binary (postcard) encoding.
     pub fn to_bytes(&self) -> Vec<u8> {
+        let wire = WireRef {
+            version: self.version,
+            query: &self.query,
+            mechanism: self.mechanism,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            value: self.value,
+        };
         // Cannot fail for this type when writing to a growable vector.
-        postcard::to_allocvec(self).unwrap_or_default()
+        let mut bytes = postcard::to_allocvec(&wire).unwrap_or_default();
+        if self.seeded {
+            bytes.push(1);
+        }
+        bytes
     }
 
     /// Decode one binary report; every byte must be used. Refuses with a
@@ -641,12 +657,21 @@ impl Report {
         if version != FORMAT_VERSION {
             return Err(Rejection::UnsupportedVersion { found: version });
         }
-        let (report, rest) =
-            postcard::take_from_bytes::<Report>(bytes).map_err(postcard_rejection)?;
-        if !rest.is_empty() {
-            return Err(Rejection::TrailingBytes { count: rest.len() });
-        }
-        Ok(report)
+        let (w, rest) = postcard::take_from_bytes::<Wire>(bytes).map_err(postcard_rejection)?;
+        let seeded = match rest {
+            [] => false,
+            [1] => true,
+            _ => return Err(Rejection::TrailingBytes { count: rest.len() }),
+        };
+        Ok(Report {
+            version: w.version,
+            query: w.query,
+            mechanism: w.mechanism,
+            epsilon: w.epsilon,
+            delta: w.delta,
+            value: w.value,
+            seeded,
+        })
     }
 
     /// One frame of a binary stream: COBS(postcard bytes) followed by `0x00`.
@@ -950,6 +975,10 @@ pub enum Rejection {
         /// δ in the report.
         delta: f64,
     },
+    /// The report's noise came from a seeded (reproducible, not secure)
+    /// generator and the policy does not
+    /// [`accept_seeded`](ValidationPolicy::accept_seeded).
+    Seeded,
 }
 
 impl Rejection {
@@ -969,6 +998,7 @@ impl Rejection {
             Rejection::EpsilonOutOfPolicy { .. } => "epsilon-out-of-policy",
             Rejection::DeltaOutOfPolicy { .. } => "delta-out-of-policy",
             Rejection::DeltaMismatch { .. } => "delta-mismatch",
+            Rejection::Seeded => "seeded",
         }
     }
 }
@@ -1011,6 +1041,11 @@ impl fmt::Display for Rejection {
                     write!(f, "mechanism {mechanism} needs delta > 0 but the report has delta {delta}")
                 }
             }
+            Rejection::Seeded => write!(
+                f,
+                "the report was made with a seeded (reproducible, not secure) generator; \
+                 accept it only in tests (accept_seeded, --accept-seeded)"
+            ),
         }
     }
 }
@@ -1035,6 +1070,7 @@ impl From<Rejection> for Error {
                 Rejection::EpsilonOutOfPolicy { .. } => "epsilon outside the policy",
                 Rejection::DeltaOutOfPolicy { .. } => "delta outside the policy",
                 Rejection::DeltaMismatch { .. } => "delta does not match the mechanism",
+                Rejection::Seeded => "seeded report refused",
             },
         }
     }
@@ -1060,6 +1096,7 @@ pub struct ValidationPolicy {
     max_ldp_epsilon: Option<f64>,
     mechanisms: Option<BTreeSet<MechanismName>>,
     queries: Option<BTreeSet<QueryKey>>,
+    accept_seeded: bool,
 }
 
 impl ValidationPolicy {
@@ -1080,6 +1117,7 @@ impl ValidationPolicy {
             max_ldp_epsilon: None,
             mechanisms: None,
             queries: None,
+            accept_seeded: false,
         })
     }
 
@@ -1089,6 +1127,14 @@ impl ValidationPolicy {
         crate::error::positive_finite("max_ldp_epsilon", max_ldp_epsilon)?;
         self.max_ldp_epsilon = Some(max_ldp_epsilon);
         Ok(self)
+    }
+
+    /// Also accept reports marked `seeded` (made with a reproducible, not
+    /// secure generator). For tests and simulations only: by default they
+    /// are refused ([`Rejection::Seeded`]).
+    pub fn accept_seeded(mut self) -> Self {
+        self.accept_seeded = true;
+        self
     }
 
     /// Accept only these mechanisms (LDP still needs
@@ -1119,7 +1165,8 @@ impl ValidationPolicy {
     }
 
     /// Check a decoded report. The first failing check is reported, in this
-    /// order: version, value, query parameters, known query, mechanism, ε, δ.
+    /// order: version, value, query parameters, known query, mechanism, ε, δ,
+    /// seeded.
     pub fn validate(&self, report: &Report) -> core::result::Result<(), Rejection> {
         if report.version != FORMAT_VERSION {
             return Err(Rejection::UnsupportedVersion {
@@ -1171,6 +1218,9 @@ impl ValidationPolicy {
         if mechanism.is_pure() != (delta == 0.0) {
             return Err(Rejection::DeltaMismatch { mechanism, delta });
         }
+        if report.seeded && !self.accept_seeded {
+            return Err(Rejection::Seeded);
+        }
         Ok(())
     }
 
@@ -1219,6 +1269,33 @@ mod tests {
             r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
         );
         assert_eq!(threshold_report().to_bytes().len(), 43);
+    }
+
+    #[test]
+    fn the_seeded_flag_is_optional_on_the_wire() {
+        let plain = threshold_report();
+        let seeded = threshold_report().with_seeded(true);
+        let json = seeded.to_json_line();
+        assert!(json.ends_with(r#","value":0.7315,"seeded":true}"#), "{json}");
+        assert_eq!(Report::from_json(&json).unwrap(), seeded);
+        // Absent = false (reports written before the flag existed).
+        assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);
+        let bytes = seeded.to_bytes();
+        assert_eq!(bytes.len(), 44);
+        assert_eq!(bytes[..43], plain.to_bytes()[..]);
+        assert_eq!(Report::from_bytes(&bytes).unwrap(), seeded);
+        assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
+        let mut odd = plain.to_bytes();
+        odd.push(0);
+        assert!(matches!(
+            Report::from_bytes(&odd),
+            Err(Rejection::TrailingBytes { count: 1 })
+        ));
+        // Refused by default, accepted when told.
+        let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        assert_eq!(policy.validate(&seeded), Err(Rejection::Seeded));
+        assert_eq!(policy.validate(&plain), Ok(()));
+        assert_eq!(policy.accept_seeded().validate(&seeded), Ok(()));
     }
 
     #[test]
@@ -1291,8 +1368,8 @@ mod tests {
     #[test]
     fn frames_match_postcard_cobs() {
         let r = threshold_report();
-        let mut theirs = postcard::to_allocvec_cobs(&r).unwrap();
+        let theirs = postcard::to_allocvec_cobs(&r).unwrap();
         assert_eq!(r.to_frame(), theirs);
-        assert_eq!(postcard::from_bytes_cobs::<Report>(&mut theirs).unwrap(), r);
+        assert_eq!(Report::from_frame(&theirs).unwrap(), r);
     }
 }
