@@ -12,7 +12,6 @@ use std::sync::Arc;
 use geopriv::{
     GaussianKde, Query, QueryDescriptor, Report, SoftInterval, SoftThreshold, TwoWayThreshold,
 };
-use rand::RngCore;
 
 use crate::geo::PointRole;
 use crate::{guard, GeoprivError, Growth, Projection};
@@ -108,15 +107,15 @@ impl GeoQuery {
         &self,
         mechanism: &geopriv::Mechanism,
         x: &[f64],
-        rng: &mut dyn RngCore,
-        budget: Option<&mut geopriv::PrivacyBudget>,
+        rng: &mut dyn geopriv::budget::NoiseRng,
+        ledger: Option<&mut dyn geopriv::Ledger>,
     ) -> Result<Report, GeoprivError> {
         self.check_point(x)?;
         macro_rules! release {
             ($q:expr) => {
-                match budget {
-                    Some(b) => Report::release_within_budget(b, mechanism, $q, x, rng),
-                    None => Report::release(mechanism, $q, x, rng),
+                match ledger {
+                    Some(l) => Report::release(l, mechanism, $q, x, rng),
+                    None => Report::release_unmetered(mechanism, $q, x, rng),
                 }
             };
         }
