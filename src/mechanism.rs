@@ -653,7 +653,8 @@ impl Mechanism {
         match self.sensitivity(query, x)? {
             Some(sensitivity) => {
                 let value = query.value(x)?;
-                let scale = crate::error::release_number("scale", self.raw_scale(sensitivity), false)?;
+                let scale =
+                    crate::error::release_number("scale", self.raw_scale(sensitivity), false)?;
                 Ok(value + scale * self.noise.sample(rng))
             }
             None => {
@@ -685,7 +686,8 @@ fn scale_factor(v: f64) -> Result<f64> {
         Err(Error::InvalidParameter {
             name: "epsilon",
             value: 1.0 / v,
-            requirement: "large enough that the noise scale per unit sensitivity is a finite normal number",
+            requirement:
+                "large enough that the noise scale per unit sensitivity is a finite normal number",
         })
     }
 }

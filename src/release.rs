@@ -161,10 +161,20 @@ mod tests {
         assert!(matches!(e, Error::UnitMismatch { charge: None, .. }), "{e}");
         // Local DP into a per-metre ledger; per-dollar into per-metre.
         let ldp = Mechanism::local_dp(1.0).unwrap();
-        let e = ldp.privatize(&mut metres, &q, &[0.0], &mut rng).unwrap_err();
-        assert!(matches!(e, Error::UnitMismatch { charge: Some(BudgetUnit::LocalDp), .. }));
+        let e = ldp
+            .privatize(&mut metres, &q, &[0.0], &mut rng)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::UnitMismatch {
+                charge: Some(BudgetUnit::LocalDp),
+                ..
+            }
+        ));
         let dollars = m.clone().with_unit(BudgetUnit::PerDollar).unwrap();
-        assert!(dollars.privatize(&mut metres, &q, &[0.0], &mut rng).is_err());
+        assert!(dollars
+            .privatize(&mut metres, &q, &[0.0], &mut rng)
+            .is_err());
         assert_eq!(metres.releases(), 0);
         let ok = m.with_unit(BudgetUnit::PerMetre).unwrap();
         let r = Report::release(&mut metres, &ok, &q, &[0.0], &mut rng).unwrap();

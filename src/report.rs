@@ -1276,7 +1276,10 @@ mod tests {
         let plain = threshold_report();
         let seeded = threshold_report().with_seeded(true);
         let json = seeded.to_json_line();
-        assert!(json.ends_with(r#","value":0.7315,"seeded":true}"#), "{json}");
+        assert!(
+            json.ends_with(r#","value":0.7315,"seeded":true}"#),
+            "{json}"
+        );
         assert_eq!(Report::from_json(&json).unwrap(), seeded);
         // Absent = false (reports written before the flag existed).
         assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);

@@ -21,7 +21,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("geopriv-ledger-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("geopriv-ledger-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
@@ -185,8 +186,14 @@ fn file_ledger_survives_restarts_and_refuses_edits() {
     // Edits on disk: raised totals, spent reset.
     let json = std::fs::read_to_string(&path).unwrap();
     for (edited, expect_policy) in [
-        (json.replace("\"total_epsilon\":0.01", "\"total_epsilon\":1e300"), true),
-        (json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":0.0"), false),
+        (
+            json.replace("\"total_epsilon\":0.01", "\"total_epsilon\":1e300"),
+            true,
+        ),
+        (
+            json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":0.0"),
+            false,
+        ),
     ] {
         std::fs::write(&path, &edited).unwrap();
         let e = FileLedger::open(&path, &p).unwrap_err();

@@ -754,9 +754,7 @@ fn geo_types_interop() {
 }
 
 mod device_to_server {
-    use geopriv::{
-        Aggregator, Mechanism, MechanismName, Report, SoftThreshold, ValidationPolicy,
-    };
+    use geopriv::{Aggregator, Mechanism, MechanismName, Report, SoftThreshold, ValidationPolicy};
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 

@@ -157,7 +157,10 @@ impl PrivacyLedger {
         f(lock(&self.store, "privacy ledger")?.ledger())
     }
 
-    fn with_state<T>(&self, f: impl FnOnce(&geopriv::PrivacyBudget) -> T) -> Result<T, GeoprivError> {
+    fn with_state<T>(
+        &self,
+        f: impl FnOnce(&geopriv::PrivacyBudget) -> T,
+    ) -> Result<T, GeoprivError> {
         Ok(f(lock(&self.store, "privacy ledger")?.state()))
     }
 
@@ -176,14 +179,24 @@ impl PrivacyLedger {
     /// state is invalid (edited, reset).
     #[uniffi::constructor]
     pub fn open(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
-        guard(|| Ok(Self::wrap(Store::File(FileLedger::open(path, &policy.to_core()?)?))))
+        guard(|| {
+            Ok(Self::wrap(Store::File(FileLedger::open(
+                path,
+                &policy.to_core()?,
+            )?)))
+        })
     }
 
     /// Create a new, empty ledger file at `path` (`LedgerIo` if it already
     /// exists: no silent reset).
     #[uniffi::constructor]
     pub fn create(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
-        guard(|| Ok(Self::wrap(Store::File(FileLedger::create(path, &policy.to_core()?)?))))
+        guard(|| {
+            Ok(Self::wrap(Store::File(FileLedger::create(
+                path,
+                &policy.to_core()?,
+            )?)))
+        })
     }
 
     /// `open` if the file exists, else `create`: what an app calls at
@@ -307,19 +320,25 @@ mod tests {
         let before = ledger.status().unwrap();
         assert_eq!(before.releases, 2);
         assert!((before.remaining_epsilon - 0.05).abs() < 1e-12);
-        let e = m.privatize(ledger.clone(), q.clone(), vec![0.3]).unwrap_err();
+        let e = m
+            .privatize(ledger.clone(), q.clone(), vec![0.3])
+            .unwrap_err();
         assert!(matches!(e, GeoprivError::BudgetExceeded(_)), "{e:?}");
         assert_eq!(ledger.status().unwrap(), before);
         // A failed release (bad point) is not charged either.
         let big = PrivacyLedger::in_memory(metres(1.0, 0.0)).unwrap();
-        let e = m.privatize(big.clone(), q.clone(), vec![f64::NAN]).unwrap_err();
+        let e = m
+            .privatize(big.clone(), q.clone(), vec![f64::NAN])
+            .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidInput(_)), "{e:?}");
         assert_eq!(big.status().unwrap().releases, 0);
         assert!(!ledger.can_afford(m.clone()).unwrap());
         assert!(big.can_afford(m.clone()).unwrap());
         // Another unit is refused.
         let ldp = GeoMechanism::local_dp(0.1).unwrap();
-        let e = ldp.privatize(big.clone(), q.clone(), vec![0.3]).unwrap_err();
+        let e = ldp
+            .privatize(big.clone(), q.clone(), vec![0.3])
+            .unwrap_err();
         assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
         let unstated = GeoMechanism::polyplace(0.1).unwrap();
         let e = unstated.privatize(big.clone(), q, vec![0.3]).unwrap_err();
@@ -354,7 +373,10 @@ mod tests {
                 },
                 json.clone(),
             ),
-            (metres(1.0, 1e-6), json.replace("\"releases\":3", "\"releases\":0")),
+            (
+                metres(1.0, 1e-6),
+                json.replace("\"releases\":3", "\"releases\":0"),
+            ),
             (metres(1.0, 1e-6), String::from("{")),
         ] {
             let e = PrivacyLedger::restore(bad.clone(), policy).unwrap_err();

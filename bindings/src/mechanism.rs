@@ -550,7 +550,11 @@ mod tests {
             let s = m.seeded(seed);
             assert!(s.is_seeded() && s.to_string().contains("NOT SECURE"));
             (0..5)
-                .map(|i| s.privatize_unmetered(q.clone(), vec![i as f64, 30.0]).unwrap().value)
+                .map(|i| {
+                    s.privatize_unmetered(q.clone(), vec![i as f64, 30.0])
+                        .unwrap()
+                        .value
+                })
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
@@ -586,21 +590,28 @@ mod tests {
         };
         let q = GeoQuery::kde_latlon(48.86, 2.34, 250.0, paris).unwrap();
         let m = GeoMechanism::polyplace(1e-3).unwrap();
-        let r = m.privatize_latlon_unmetered(q.clone(), 48.861, 2.341, paris).unwrap();
+        let r = m
+            .privatize_latlon_unmetered(q.clone(), 48.861, 2.341, paris)
+            .unwrap();
         assert!(r.query_id.starts_with("kde:t="), "{}", r.query_id);
         let e = m
             .privatize_latlon_unmetered(q.clone(), 48.861, 2.341, Projection::WebMercator)
             .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
         for (lat, lon) in [(f64::NAN, 2.0), (48.0, f64::INFINITY), (95.0, 2.0)] {
-            let e = m.privatize_latlon_unmetered(q.clone(), lat, lon, paris).unwrap_err();
+            let e = m
+                .privatize_latlon_unmetered(q.clone(), lat, lon, paris)
+                .unwrap_err();
             assert!(matches!(e, GeoprivError::InvalidInput(_)), "{e:?}");
         }
         let one_d = GeoQuery::threshold(0.0, 1.0).unwrap();
-        let e = m.privatize_latlon_unmetered(one_d, 48.0, 2.0, paris).unwrap_err();
+        let e = m
+            .privatize_latlon_unmetered(one_d, 48.0, 2.0, paris)
+            .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
         // A query in plain metres accepts any projection.
         let plain = GeoQuery::two_way(0.0, 0.0, 100.0).unwrap();
-        m.privatize_latlon_unmetered(plain, 48.86, 2.36, paris).unwrap();
+        m.privatize_latlon_unmetered(plain, 48.86, 2.36, paris)
+            .unwrap();
     }
 }

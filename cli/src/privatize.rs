@@ -4,8 +4,8 @@ use crate::mechanism_args::MechanismArgs;
 use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
 use geopriv::audit::AuditTarget;
-use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 use geopriv::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, NoiseRng};
+use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 use geopriv::{Mechanism, MechanismName, QueryDescriptor, Report};
 use std::io::{self, BufRead, Write};
 
@@ -136,10 +136,7 @@ impl PrivatizeArgs {
         let total = self
             .budget_epsilon
             .ok_or("--ledger needs --budget-epsilon (the pinned total)")?;
-        let unit = mechanism
-            .unit()
-            .cloned()
-            .ok_or("--ledger needs --unit")?;
+        let unit = mechanism.unit().cloned().ok_or("--ledger needs --unit")?;
         let policy =
             BudgetPolicy::new(unit, total, self.budget_delta).map_err(|e| e.to_string())?;
         FileLedger::open_or_create(path, &policy)
@@ -193,7 +190,10 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 point.extend_from_slice(&xy);
             }
             match &mut plan.ledger {
-                Some(ledger) => plan.mechanism.privatize(ledger as &mut dyn Ledger, plan.query, point, rng),
+                Some(ledger) => {
+                    plan.mechanism
+                        .privatize(ledger as &mut dyn Ledger, plan.query, point, rng)
+                }
                 None => plan.mechanism.privatize_unmetered(plan.query, point, rng),
             }
             .map_err(|e| e.to_string())

@@ -81,7 +81,15 @@ fn reports_never_carry_the_sensitivity_or_the_scale() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["delta", "epsilon", "mechanism", "query", "seeded", "value", "version"]
+        [
+            "delta",
+            "epsilon",
+            "mechanism",
+            "query",
+            "seeded",
+            "value",
+            "version"
+        ]
     );
 }
 
@@ -195,13 +203,17 @@ fn a_ledger_file_meters_privatize_across_runs() {
     let second = run("0.16", "per-dollar", b"97\n98\n");
     assert_eq!(second.status.code(), Some(1));
     assert_eq!(String::from_utf8(second.stdout).unwrap().lines().count(), 1);
-    assert!(String::from_utf8(second.stderr).unwrap().contains("budget exceeded"));
+    assert!(String::from_utf8(second.stderr)
+        .unwrap()
+        .contains("budget exceeded"));
     // Another pinned total or unit is refused before anything is released.
     for (budget, unit) in [("1", "per-dollar"), ("0.16", "per-metre")] {
         let out = run(budget, unit, b"95\n");
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         assert!(out.stdout.is_empty());
-        assert!(String::from_utf8(out.stderr).unwrap().contains("pinned policy"));
+        assert!(String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("pinned policy"));
     }
     // Neither --ledger nor --unmetered: refused by the flag parser.
     let mut args = THRESHOLD.to_vec();

@@ -65,15 +65,15 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
-mod noise_rng;
-mod unit;
 #[cfg(feature = "std")]
 mod file;
+mod noise_rng;
+mod unit;
 
-pub use noise_rng::{DeclaredSecure, NoiseRng, Seeded};
-pub use unit::{BudgetPolicy, BudgetUnit, Charge};
 #[cfg(feature = "std")]
 pub use file::FileLedger;
+pub use noise_rng::{DeclaredSecure, NoiseRng, Seeded};
+pub use unit::{BudgetPolicy, BudgetUnit, Charge};
 
 use crate::error::{Error, Result};
 use alloc::format;
