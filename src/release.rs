@@ -20,7 +20,7 @@ use crate::budget::{spend_dyn, BudgetUnit, Charge, Ledger, NoiseRng};
 use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::query::Query;
-use crate::report::{MechanismName, QueryDescriptor, Report};
+use crate::report::Report;
 use rand::Rng;
 
 impl Mechanism {
@@ -95,8 +95,7 @@ impl Report {
         rng: &mut R,
     ) -> Result<Self>
     where
-        Q: Query,
-        for<'q> QueryDescriptor: From<&'q Q>,
+        Q: Query + ?Sized,
         R: NoiseRng + ?Sized,
     {
         let seeded = rng.is_seeded();
@@ -114,8 +113,7 @@ impl Report {
         rng: &mut R,
     ) -> Result<Self>
     where
-        Q: Query,
-        for<'q> QueryDescriptor: From<&'q Q>,
+        Q: Query + ?Sized,
         R: NoiseRng + ?Sized,
     {
         let seeded = rng.is_seeded();
@@ -123,13 +121,10 @@ impl Report {
         Ok(Self::wrap(mechanism, query, value, seeded))
     }
 
-    fn wrap<Q>(mechanism: &Mechanism, query: &Q, value: f64, seeded: bool) -> Self
-    where
-        for<'q> QueryDescriptor: From<&'q Q>,
-    {
+    fn wrap<Q: Query + ?Sized>(mechanism: &Mechanism, query: &Q, value: f64, seeded: bool) -> Self {
         Report::new(
-            QueryDescriptor::from(query),
-            MechanismName::from(mechanism),
+            query.descriptor(),
+            mechanism.name(),
             mechanism.epsilon(),
             mechanism.delta(),
             value,

@@ -3,10 +3,9 @@
 use crate::mechanism_args::MechanismArgs;
 use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
-use geopriv::audit::AuditTarget;
 use geopriv::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, NoiseRng};
 use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
-use geopriv::{Mechanism, MechanismName, QueryDescriptor, Report};
+use geopriv::{AnyQuery, Mechanism, Query, QueryDescriptor, Report};
 use std::io::{self, BufRead, Write};
 
 /// Output encodings.
@@ -99,8 +98,8 @@ pub struct Summary {
 }
 
 /// Everything a run needs besides the streams.
-pub struct Plan<'a> {
-    pub query: &'a dyn AuditTarget,
+pub struct Plan {
+    pub query: AnyQuery,
     pub descriptor: QueryDescriptor,
     pub mechanism: Mechanism,
     pub format: Format,
@@ -167,7 +166,7 @@ impl PrivatizeArgs {
 /// Reads points (or lat/lon pairs), writes one report per good line and
 /// `line N: <reason>` on `err` for each bad one; later lines go on.
 pub fn run<R: BufRead, W: Write, E: Write>(
-    plan: &mut Plan<'_>,
+    plan: &mut Plan,
     rng: &mut dyn NoiseRng,
     input: R,
     mut out: W,
@@ -178,7 +177,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     } else {
         plan.query.dimension()
     };
-    let name = MechanismName::from(&plan.mechanism);
+    let name = plan.mechanism.name();
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
     let seeded = rng.is_seeded();
     let (released, malformed) = for_each_point(input, dim, err, |point| {
@@ -192,9 +191,9 @@ pub fn run<R: BufRead, W: Write, E: Write>(
             match &mut plan.ledger {
                 Some(ledger) => {
                     plan.mechanism
-                        .privatize(ledger as &mut dyn Ledger, plan.query, point, rng)
+                        .privatize(ledger as &mut dyn Ledger, &plan.query, point, rng)
                 }
-                None => plan.mechanism.privatize_unmetered(plan.query, point, rng),
+                None => plan.mechanism.privatize_unmetered(&plan.query, point, rng),
             }
             .map_err(|e| e.to_string())
         })();

@@ -1,0 +1,223 @@
+//! Reports: what a device uploads, in a versioned wire format, and the
+//! server's validation of it.
+//!
+//! A [`Report`] carries the format version, the query (family and public
+//! parameters, [`QueryDescriptor`]), the mechanism name,
+//! its ε and δ, and the released value f(x) + noise. **It has no field for
+//! the smooth sensitivity S(x), the noise scale or anything else computed
+//! from x**: those leak x (docs/MATH.md §2), so the type cannot carry them and the
+//! decoders refuse JSON with unknown fields (a buggy client that adds, say,
+//! `"scale"` gets its reports rejected rather than silently stored).
+//!
+//! # Encodings
+//!
+//! **JSON lines**, one object per line ([`Report::to_json_line`],
+//! [`Report::from_json`]); floats are written in shortest round-trip form
+//! and parsed exactly:
+//!
+//! ```text
+//! {"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}
+//! ```
+//!
+//! The query is externally tagged by family: `{"threshold":{threshold,
+//! width}}`, `{"interval":{lower,upper,width}}`, `{"two-way":{thresholds:
+//! [t1,t2],width}}`, `{"kde":{center:[..],bandwidth}}`. Mechanisms are
+//! `polyplace`, `student-t`, `cauchy`, `laplace`, `global-laplace`,
+//! `a-priori`, `ldp`.
+//!
+//! **Binary** ([`Report::to_bytes`], [`Report::from_bytes`]): the
+//! [postcard](https://docs.rs/postcard) encoding of the same serde model:
+//! varint version, varint query family index, its f64 parameters as 8
+//! little-endian bytes each (the KDE centre is prefixed by a varint length),
+//! varint mechanism index, then ε, δ and the value as 8-byte floats. A
+//! threshold report is 43 bytes. The version comes first so that a decoder
+//! can refuse a newer version before reading the rest. Enum variant indices
+//! are part of the format: new families and mechanisms are only ever
+//! appended.
+//!
+//! **Binary streams** ([`Report::to_frame`], [`frames`], and with `std`
+//! `read_frames`/`write_frame`): each report's postcard bytes are
+//! COBS-encoded (consistent overhead byte stuffing, as postcard's
+//! `to_allocvec_cobs`) and followed by a single `0x00` byte. COBS output
+//! never contains `0x00`, so the zero byte delimits frames unambiguously: a
+//! reader splits on it, and after a corrupted or truncated frame it
+//! resynchronizes at the next zero instead of losing the rest of the
+//! stream (which a length prefix would).
+//!
+//! **Format version 1, seeded-flag revision.** A report whose noise came
+//! from a seeded (reproducible, not secure) generator says so: `"seeded":
+//! true` at the end of the JSON object, one `0x01` byte after the binary
+//! body. Unseeded reports are written exactly as before the flag existed
+//! (the field is absent, which means false), so old reports still decode
+//! and the version stays 1; a server that predates the flag refuses seeded
+//! reports (unknown field, trailing byte), which is the safe answer.
+//!
+//! # Validation
+//!
+//! A server decodes each report, then checks it against its
+//! [`ValidationPolicy`]: known version, finite value, valid and known query,
+//! allowed mechanism, ε and δ within the policy. Every refusal is a
+//! [`Rejection`] that says why (with a stable [`code`](Rejection::code) for
+//! counters), and no input, however malformed, makes the decoders panic.
+//!
+//! ```
+//! use geopriv::{Aggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy};
+//!
+//! // Device side (normally done by a mechanism): one JSON line.
+//! let q = QueryDescriptor::Threshold { threshold: 100_000.0, width: 20_000.0 };
+//! let line = Report::new(q, MechanismName::Polyplace, 1.0 / 20_000.0, 0.0, 0.83).to_json_line();
+//!
+//! // Server side: decode, validate, aggregate.
+//! let policy = ValidationPolicy::new(1.0 / 800.0, 0.0)?;
+//! let mut agg = Aggregator::new();
+//! for line in [line.as_str(), "not a report"] {
+//!     match policy.accept_json(line) {
+//!         Ok(report) => agg.add(report.value)?,
+//!         Err(why) => eprintln!("rejected ({}): {why}", why.code()),
+//!     }
+//! }
+//! assert_eq!(agg.estimate().unwrap().n, 1);
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+mod codec;
+mod descriptor;
+mod framing;
+mod validation;
+
+pub use crate::mechanism::MechanismName;
+pub use descriptor::QueryDescriptor;
+pub(crate) use descriptor::QueryKey;
+pub use framing::{frames, Frames};
+#[cfg(feature = "std")]
+pub use framing::{read_frames, read_json_lines};
+pub use validation::{Rejection, ValidationPolicy};
+
+/// The version of the report format this crate writes and accepts.
+pub const FORMAT_VERSION: u16 = 1;
+
+// ---------------------------------------------------------------------------
+// Reports
+
+/// One device's release for one query. See the [module docs](self) for the
+/// encodings. There is deliberately no field for S(x) or the noise scale.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Report {
+    /// Format version; [`FORMAT_VERSION`] for reports this crate writes.
+    pub version: u16,
+    /// The query answered.
+    pub query: QueryDescriptor,
+    /// The mechanism that produced `value`.
+    pub mechanism: MechanismName,
+    /// The mechanism's ε: per unit distance, or a local-DP ε for
+    /// [`MechanismName::Ldp`].
+    pub epsilon: f64,
+    /// The mechanism's δ (0 for pure mechanisms).
+    pub delta: f64,
+    /// The released value f(x) + noise: unbiased for f(x).
+    pub value: f64,
+    /// The noise came from a seeded (reproducible, NOT secure) generator.
+    /// Written only when true (`"seeded":true`, or one trailing `0x01`
+    /// byte in the binary form); absent means false, so reports written
+    /// before the flag existed read as not seeded, and servers that
+    /// predate it refuse seeded reports (unknown field / trailing byte).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub seeded: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Report {
+    /// A report in the current format version. Nothing is checked here; the
+    /// server checks with [`ValidationPolicy::validate`].
+    pub fn new(
+        query: QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+        value: f64,
+    ) -> Self {
+        Report {
+            version: FORMAT_VERSION,
+            query,
+            mechanism,
+            epsilon,
+            delta,
+            value,
+            seeded: false,
+        }
+    }
+
+    /// This report with its `seeded` flag set to `seeded`.
+    pub fn with_seeded(mut self, seeded: bool) -> Self {
+        self.seeded = seeded;
+        self
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn threshold_report() -> Report {
+        Report::new(
+            QueryDescriptor::Threshold {
+                threshold: 100_000.0,
+                width: 20_000.0,
+            },
+            MechanismName::Polyplace,
+            0.001,
+            0.0,
+            0.7315,
+        )
+    }
+
+    #[test]
+    fn json_shape_is_documented() {
+        assert_eq!(
+            threshold_report().to_json_line(),
+            r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
+        );
+        assert_eq!(threshold_report().to_bytes().len(), 43);
+    }
+
+    #[test]
+    fn the_seeded_flag_is_optional_on_the_wire() {
+        let plain = threshold_report();
+        let seeded = threshold_report().with_seeded(true);
+        let json = seeded.to_json_line();
+        assert!(
+            json.ends_with(r#","value":0.7315,"seeded":true}"#),
+            "{json}"
+        );
+        assert_eq!(Report::from_json(&json).unwrap(), seeded);
+        // Absent = false (reports written before the flag existed).
+        assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);
+        let bytes = seeded.to_bytes();
+        assert_eq!(bytes.len(), 44);
+        assert_eq!(bytes[..43], plain.to_bytes()[..]);
+        assert_eq!(Report::from_bytes(&bytes).unwrap(), seeded);
+        assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
+        let mut odd = plain.to_bytes();
+        odd.push(0);
+        assert!(matches!(
+            Report::from_bytes(&odd),
+            Err(Rejection::TrailingBytes { count: 1 })
+        ));
+        // Refused by default, accepted when told.
+        let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        assert_eq!(policy.validate(&seeded), Err(Rejection::Seeded));
+        assert_eq!(policy.validate(&plain), Ok(()));
+        assert_eq!(
+            ValidationPolicy::structural().validate(&seeded),
+            Err(Rejection::Seeded)
+        );
+        assert_eq!(policy.accept_seeded().validate(&seeded), Ok(()));
+    }
+}
