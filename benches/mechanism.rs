@@ -29,7 +29,7 @@ fn bench_releases(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) % incomes.len();
                 black_box(
-                    mech.privatize(&threshold, black_box(&incomes[i]), &mut rng)
+                    mech.privatize_unmetered(&threshold, black_box(&incomes[i]), &mut rng)
                         .unwrap(),
                 )
             })
@@ -39,7 +39,7 @@ fn bench_releases(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) % places.len();
                 black_box(
-                    mech.privatize(&kde, black_box(&places[i]), &mut rng)
+                    mech.privatize_unmetered(&kde, black_box(&places[i]), &mut rng)
                         .unwrap(),
                 )
             })
@@ -53,7 +53,7 @@ fn bench_releases(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % places.len();
             black_box(
-                mech.privatize(&kde, black_box(&places[i]), &mut secure)
+                mech.privatize_unmetered(&kde, black_box(&places[i]), &mut secure)
                     .unwrap(),
             )
         })

@@ -132,9 +132,9 @@ for fam in "${families[@]}"; do
       # shellcheck disable=SC2046
       run_recorded "privatize.$fam.$mech.$fmt" "$input" "$out" \
         "$bin" privatize "$fam" $(family_args "$fam") --mechanism "$mech" \
-        $(mechanism_args "$mech") --seed 7 --format "$fmt"
+        $(mechanism_args "$mech") --seed 7 --unmetered --format "$fmt"
       run_recorded "aggregate.$fam.$mech.$fmt" "$out" "$work/aggregate.$fam.$mech.$fmt" \
-        "$bin" aggregate --format "$fmt" --allow-ldp 1
+        "$bin" aggregate --format "$fmt" --allow-ldp 1 --accept-seeded
     done
   done
 done

@@ -76,6 +76,52 @@ pub enum Error {
         /// Which routine failed.
         routine: &'static str,
     },
+    /// A charge in one unit was offered to a ledger of another (a local-DP
+    /// ε to a per-metre ledger, a per-dollar ε to a per-metre ledger), or a
+    /// geo-private mechanism was released through a metered path without
+    /// saying the unit of its ε (`charge` is then `None`). Nothing was
+    /// released or charged. See `docs/MATH.md §8.3`.
+    UnitMismatch {
+        /// The ledger's unit.
+        ledger: crate::budget::BudgetUnit,
+        /// The unit of the charge, if stated.
+        charge: Option<crate::budget::BudgetUnit>,
+    },
+    /// A stored ledger disagrees with the policy the app pinned (another
+    /// unit, other totals): it was edited, or belongs to another policy.
+    /// Refused rather than silently adopted or reset.
+    LedgerPolicyMismatch {
+        /// Which part of the policy differs: `"unit"`, `"total_epsilon"` or
+        /// `"total_delta"`.
+        field: &'static str,
+        /// The pinned value, as text.
+        pinned: alloc::string::String,
+        /// The stored value, as text.
+        stored: alloc::string::String,
+    },
+    /// A stored ledger state is not a state this crate can have written:
+    /// unreadable, a NaN, spent above the total, spent reset while the
+    /// release counter says releases happened, or spent below what this
+    /// process already charged.
+    InvalidLedgerState {
+        /// What is wrong.
+        reason: alloc::string::String,
+    },
+    /// The ledger could not be read or written durably (a file-backed
+    /// ledger). When this is the answer to a release, nothing was released.
+    LedgerIo {
+        /// The operation and the operating system's message.
+        detail: alloc::string::String,
+    },
+    /// A release whose value, noise scale or release grid would not be a
+    /// finite normal number (e.g. ε = 1e-300 makes the scale overflow).
+    /// Refused before anything is charged.
+    NonFiniteRelease {
+        /// `"value"`, `"scale"` or `"grid"`.
+        what: &'static str,
+        /// The offending number.
+        value: f64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -117,6 +163,40 @@ impl fmt::Display for Error {
             Error::Numerical { routine } => {
                 write!(f, "numerical routine `{routine}` could not certify its result")
             }
+            Error::UnitMismatch {
+                ledger,
+                charge: Some(charge),
+            } => write!(
+                f,
+                "unit mismatch: a charge of epsilon {charge} cannot be paid from a ledger {ledger}; \
+                 keep one ledger per unit"
+            ),
+            Error::UnitMismatch {
+                ledger,
+                charge: None,
+            } => write!(
+                f,
+                "the unit of the mechanism's epsilon is not stated (use with_unit); the ledger counts epsilon {ledger}"
+            ),
+            Error::LedgerPolicyMismatch {
+                field,
+                pinned,
+                stored,
+            } => write!(
+                f,
+                "stored ledger refused: its {field} is {stored} but the app's pinned policy says {pinned}"
+            ),
+            Error::InvalidLedgerState { reason } => {
+                write!(f, "stored ledger refused: {reason}")
+            }
+            Error::LedgerIo { detail } => {
+                write!(f, "ledger I/O failed, nothing released: {detail}")
+            }
+            Error::NonFiniteRelease { what, value } => write!(
+                f,
+                "release refused (nothing charged): its {what} would be {value}, not a finite normal number; \
+                 use a larger epsilon or narrower query parameters"
+            ),
         }
     }
 }
@@ -145,6 +225,50 @@ pub(crate) fn finite(name: &'static str, value: f64) -> Result<f64> {
             name,
             value,
             requirement: "finite",
+        })
+    }
+}
+
+/// Check that a number a release depends on (its value, noise scale or
+/// grid) is finite and normal (`value` may also be 0): the release is
+/// refused otherwise, before anything is charged.
+pub(crate) fn release_number(what: &'static str, value: f64, may_be_zero: bool) -> Result<f64> {
+    if value.is_normal() || (may_be_zero && value == 0.0) {
+        Ok(value)
+    } else {
+        Err(Error::NonFiniteRelease { what, value })
+    }
+}
+
+/// Largest magnitude accepted for a query parameter (a threshold, a bound,
+/// a centre coordinate): 1e300, so that differences and sums of two
+/// parameters and a width stay finite.
+pub(crate) const MAX_PARAMETER: f64 = 1e300;
+
+/// Check that a query parameter is finite with |value| <= [`MAX_PARAMETER`].
+pub(crate) fn query_parameter(name: &'static str, value: f64) -> Result<f64> {
+    if value.is_finite() && value.abs() <= MAX_PARAMETER {
+        Ok(value)
+    } else {
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            requirement: "finite with magnitude at most 1e300",
+        })
+    }
+}
+
+/// Check that a ramp width or bandwidth is in [1e-300, 1e300]: its
+/// reciprocal (the Lipschitz constant) and the query's derived points stay
+/// finite and normal.
+pub(crate) fn query_width(name: &'static str, value: f64) -> Result<f64> {
+    if value.is_finite() && (1.0 / MAX_PARAMETER..=MAX_PARAMETER).contains(&value) {
+        Ok(value)
+    } else {
+        Err(Error::InvalidParameter {
+            name,
+            value,
+            requirement: "finite and in [1e-300, 1e300]",
         })
     }
 }

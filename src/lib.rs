@@ -50,6 +50,7 @@ pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod release;
 pub mod release_grid;
 pub mod report;
 
@@ -60,7 +61,7 @@ mod roots;
 mod secure_rng;
 
 pub use aggregate::{Aggregator, Estimate, GridAggregator};
-pub use budget::PrivacyBudget;
+pub use budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};

@@ -179,7 +179,7 @@ fn releases_stay_unbiased() {
         for x in [[-0.3], [0.1137]] {
             let f = q.value(&x).unwrap();
             let ys: Vec<f64> = (0..n)
-                .map(|_| m.privatize(&q, &x, &mut rng).unwrap() - f)
+                .map(|_| m.privatize_unmetered(&q, &x, &mut rng).unwrap() - f)
                 .collect();
             let mean = ys.iter().sum::<f64>() / n as f64;
             let var = ys.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;

@@ -57,10 +57,10 @@ fn snapped_release_does_not() {
     assert!(grid >= 2f64.powi(-40) && grid.log2().fract() == 0.0);
     let mut rng = StdRng::seed_from_u64(11);
     let mut ys: Vec<f64> = (0..DRAWS)
-        .map(|_| m.privatize(&q, &x, &mut rng).unwrap())
+        .map(|_| m.privatize_unmetered(&q, &x, &mut rng).unwrap())
         .collect();
     let mut ys_prime: Vec<f64> = (0..DRAWS)
-        .map(|_| m.privatize(&q, &x_prime, &mut rng).unwrap())
+        .map(|_| m.privatize_unmetered(&q, &x_prime, &mut rng).unwrap())
         .collect();
     // Every release is a multiple of the public grid, whatever x was, so
     // the distinguisher's event never happens.

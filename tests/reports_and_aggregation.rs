@@ -3,7 +3,6 @@
 //! lat/lon projections.
 
 use geopriv::aggregate::{Aggregator, GridAggregator};
-use geopriv::budget::PrivacyBudget;
 use geopriv::geo::{self, LatLon, LocalEquirectangular, Projection, WebMercator};
 use geopriv::report::{self, MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
 use geopriv::{Error, SoftThreshold};
@@ -641,105 +640,6 @@ fn grid_of_two_way_thresholds_aggregates_reports_by_query() {
 }
 
 // ---------------------------------------------------------------------------
-// Privacy budget
-
-#[test]
-fn budget_refuses_overspending_and_leaves_state_unchanged() {
-    let mut b = PrivacyBudget::new(1.0 / 100.0, 1e-6).unwrap();
-    b.try_charge(0.004, 0.0).unwrap();
-    b.try_charge(0.004, 5e-7).unwrap();
-    let before = b.clone();
-    let e = b.try_charge(0.004, 0.0).unwrap_err();
-    match e {
-        Error::BudgetExceeded {
-            requested_epsilon,
-            remaining_epsilon,
-            requested_delta,
-            remaining_delta,
-        } => {
-            assert_eq!(requested_epsilon, 0.004);
-            assert!(remaining_epsilon > 0.0019 && remaining_epsilon <= 0.002);
-            assert_eq!(requested_delta, 0.0);
-            assert!(remaining_delta <= 5e-7);
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(b, before);
-    // δ alone can be exhausted too.
-    assert!(matches!(
-        b.try_charge(1e-4, 6e-7),
-        Err(Error::BudgetExceeded { .. })
-    ));
-    assert_eq!(b, before);
-    // Invalid charges are refused without touching the ledger.
-    for (e, d) in [
-        (0.0, 0.0),
-        (-1.0, 0.0),
-        (f64::NAN, 0.0),
-        (1e-4, f64::NAN),
-        (1e-4, -1.0),
-    ] {
-        assert!(matches!(
-            b.try_charge(e, d),
-            Err(Error::InvalidParameter { .. })
-        ));
-    }
-    assert_eq!(b, before);
-    assert_eq!(b.releases(), 2);
-    // What remains can still be spent, exactly.
-    let (re, _) = b.remaining();
-    b.try_charge(re, 0.0).unwrap();
-    assert!(b.spent_epsilon() <= b.total_epsilon());
-    assert!(!b.can_afford(f64::MIN_POSITIVE, 0.0));
-}
-
-#[test]
-fn spend_charges_only_successful_releases() {
-    let mut b = PrivacyBudget::new(1.0, 0.0).unwrap();
-    // A failed release released nothing: no charge.
-    let r: Result<f64, Error> = b.spend(0.5, 0.0, || Err(Error::Numerical { routine: "test" }));
-    assert!(r.is_err());
-    assert_eq!(b.spent_epsilon(), 0.0);
-    // A successful one is charged.
-    assert_eq!(b.spend(0.75, 0.0, || Ok(3.0)).unwrap(), 3.0);
-    assert_eq!(b.spent_epsilon(), 0.75);
-    // An unaffordable one never runs.
-    let mut ran = false;
-    let r = b.spend(0.5, 0.0, || {
-        ran = true;
-        Ok(1.0)
-    });
-    assert!(matches!(r, Err(Error::BudgetExceeded { .. })));
-    assert!(!ran);
-    assert_eq!(b.spent_epsilon(), 0.75);
-}
-
-#[test]
-fn budget_persists_across_restarts() {
-    let mut b = PrivacyBudget::new(0.01, 1e-6).unwrap();
-    b.try_charge(0.003, 1e-7).unwrap();
-    let json = serde_json::to_string(&b).unwrap();
-    let back: PrivacyBudget = serde_json::from_str(&json).unwrap();
-    assert_eq!(back, b);
-    let bytes = postcard::to_allocvec(&b).unwrap();
-    assert_eq!(postcard::from_bytes::<PrivacyBudget>(&bytes).unwrap(), b);
-    // A tampered or corrupt ledger is refused rather than trusted.
-    for bad in [
-        json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":0.5"),
-        json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":-0.1"),
-        json.replace("\"total_epsilon\":0.01", "\"total_epsilon\":0.0"),
-        json.replace("\"total_delta\":1e-6", "\"total_delta\":2.0"),
-        json.replace("\"spent_delta\":1e-7", "\"spent_delta\":1e-5"),
-    ] {
-        assert_ne!(bad, json, "test case did not apply");
-        assert!(
-            serde_json::from_str::<PrivacyBudget>(&bad).is_err(),
-            "{bad}"
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Projections
 
 #[test]
@@ -855,10 +755,7 @@ fn geo_types_interop() {
 }
 
 mod device_to_server {
-    use geopriv::{
-        Aggregator, GaussianKde, Mechanism, MechanismName, PrivacyBudget, Report, SoftThreshold,
-        ValidationPolicy,
-    };
+    use geopriv::{Aggregator, Mechanism, MechanismName, Report, SoftThreshold, ValidationPolicy};
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 
@@ -888,13 +785,13 @@ mod device_to_server {
         // above 100k (soft ramp 20k wide) is 1/2.
         let q = SoftThreshold::new(100_000.0, 20_000.0).unwrap();
         let m = Mechanism::polyplace(1.0 / 5_000.0).unwrap();
-        let policy = ValidationPolicy::new(1e-3, 0.0).unwrap();
+        let policy = ValidationPolicy::new(1e-3, 0.0).unwrap().accept_seeded();
         let mut rng = StdRng::seed_from_u64(5);
         let mut agg = Aggregator::new();
         let n = 20_000;
         for i in 0..n {
             let x = [200_000.0 * (i as f64 + 0.5) / n as f64];
-            let line = Report::release(&m, &q, &x, &mut rng)
+            let line = Report::release_unmetered(&m, &q, &x, &mut rng)
                 .unwrap()
                 .to_json_line();
             assert!(!line.contains("scale"));
@@ -904,30 +801,5 @@ mod device_to_server {
         let e = agg.estimate().unwrap();
         let [lo, hi] = e.ci95.unwrap();
         assert!(lo <= 0.5 && 0.5 <= hi, "{e:?}");
-    }
-
-    #[test]
-    fn the_budget_refuses_and_releases_nothing() {
-        let q = GaussianKde::new(&[0.0, 0.0], 100.0).unwrap();
-        let m = Mechanism::polyplace(1e-3).unwrap();
-        let mut budget = PrivacyBudget::new(2.5e-3, 0.0).unwrap();
-        let mut rng = StdRng::seed_from_u64(6);
-        for _ in 0..2 {
-            Report::release_within_budget(&mut budget, &m, &q, &[10.0, 20.0], &mut rng).unwrap();
-        }
-        let before = budget.clone();
-        let refused = Report::release_within_budget(&mut budget, &m, &q, &[10.0, 20.0], &mut rng);
-        assert!(matches!(
-            refused,
-            Err(geopriv::Error::BudgetExceeded { .. })
-        ));
-        assert_eq!(budget, before);
-        // A failing release (bad point) is not charged either.
-        let mut fresh = PrivacyBudget::new(1e-2, 0.0).unwrap();
-        let snapshot = fresh.clone();
-        assert!(
-            Report::release_within_budget(&mut fresh, &m, &q, &[f64::NAN, 0.0], &mut rng).is_err()
-        );
-        assert_eq!(fresh, snapshot);
     }
 }

@@ -172,7 +172,7 @@ fn broken_samplers_fail() {
         );
         assert!(!v.passed, "{name} was not caught: {v:?}");
         // The same pair through the correct public path passes.
-        let ok = |x: &[f64], rng: &mut StdRng| m.privatize(&q, x, rng);
+        let ok = |x: &[f64], rng: &mut StdRng| m.privatize_unmetered(&q, x, rng);
         let v = test_pair(&ok, &[a], &[b], EPS * (b - a).abs(), &fault_options(n)).unwrap();
         assert!(v.passed, "{name}: the correct mechanism failed: {v:?}");
     }

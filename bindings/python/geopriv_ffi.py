@@ -570,17 +570,21 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_name() != 41294:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 12043:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 10183:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 26250:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 8395:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() != 36539:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() != 59436:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered() != 18303:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 4701:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 34459:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() != 62341:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit() != 45336:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() != 19281:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -656,25 +660,31 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() != 64686:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() != 8635:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() != 35967:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 10549:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() != 21634:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 13555:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() != 16652:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_status() != 5452:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_status() != 38288:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() != 43112:
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create() != 50189:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() != 15582:
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory() != 18967:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() != 19437:
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open() != 51393:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create() != 18991:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes() != 12708:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() != 8281:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded() != 28745:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() != 16188:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -792,18 +802,24 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize.restype = c
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.restype = ctypes.c_uint16
@@ -915,36 +931,45 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid.resty
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_status.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_status.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_status.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_status.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json.restype = ctypes.c_uint16
-_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open.argtypes = (
 )
-_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp.restype = ctypes.c_uint16
@@ -1102,11 +1127,13 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_name.restype = _UniffiRustB
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
+    ctypes.c_uint64,
     _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon.argtypes = (
+    ctypes.c_uint64,
     ctypes.c_uint64,
     ctypes.c_uint64,
     ctypes.c_double,
@@ -1115,8 +1142,7 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon.argtypes =
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon.restype = _UniffiRustBuffer
-_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget.argtypes = (
-    ctypes.c_uint64,
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
     ctypes.c_double,
@@ -1124,15 +1150,14 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budge
     _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget.restype = _UniffiRustBuffer
-_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget.argtypes = (
-    ctypes.c_uint64,
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
     _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_seeded.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -1144,6 +1169,17 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share.argtypes =
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_unit.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_unit.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -1370,49 +1406,62 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.restype = ctypes.c_uint64
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford.restype = ctypes.c_int8
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split.restype = _UniffiRustBuffer
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta.restype = ctypes.c_double
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_status.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon.restype = ctypes.c_double
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_status.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_to_json.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status.restype = _UniffiRustBuffer
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json.argtypes = (
-    ctypes.c_uint64,
-    ctypes.POINTER(_UniffiRustCallStatus),
-)
-_UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json.restype = _UniffiRustBuffer
-_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create.argtypes = (
+    _UniffiRustBuffer,
     _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json.restype = ctypes.c_uint64
-_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new.argtypes = (
-    ctypes.c_double,
-    ctypes.c_double,
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory.argtypes = (
+    _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -1425,6 +1474,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp.argtypes = (
     ctypes.c_uint64,
     ctypes.c_double,
@@ -1499,16 +1553,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.restype = None
-_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget.restype = ctypes.c_uint64
-_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget.argtypes = (
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
 )
-_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -1528,6 +1582,228 @@ _uniffi_check_contract_api_version(_UniffiLib)
 # Public interface members begin here.
 
 
+class _UniffiFfiConverterString:
+    @staticmethod
+    def check_lower(value):
+        if not isinstance(value, str):
+            raise TypeError("argument must be str, not {}".format(type(value).__name__))
+        return value
+
+    @staticmethod
+    def read(buf):
+        size = buf.read_i32()
+        if size < 0:
+            raise InternalError("Unexpected negative string length")
+        utf8_bytes = buf.read(size)
+        return utf8_bytes.decode("utf-8")
+
+    @staticmethod
+    def write(value, buf):
+        utf8_bytes = value.encode("utf-8")
+        buf.write_i32(len(utf8_bytes))
+        buf.write(utf8_bytes)
+
+    @staticmethod
+    def lift(buf):
+        with buf.consume_with_stream() as stream:
+            return stream.read(stream.remaining()).decode("utf-8")
+
+    @staticmethod
+    def lower(value):
+        with _UniffiRustBuffer.alloc_with_builder() as builder:
+            builder.write(value.encode("utf-8"))
+            return builder.finalize()
+
+
+
+
+
+
+class BudgetUnit:
+    """
+    What an ε is measured in (core `BudgetUnit`). Charges in different
+    units never add up: a per-metre ledger refuses a per-dollar or a
+    local-DP charge (`UnitMismatch`).
+"""
+    def __init__(self):
+        raise RuntimeError("BudgetUnit cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class PER_METRE:
+        """
+        ε per metre (per projected metre for lat/lon input).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "BudgetUnit.PER_METRE()".format()
+        def __eq__(self, other):
+            if not isinstance(other, BudgetUnit):
+                return NotImplemented
+            if not other.is_PER_METRE():
+                return False
+            return True
+
+    @dataclass
+    class PER_DOLLAR:
+        """
+        ε per dollar.
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "BudgetUnit.PER_DOLLAR()".format()
+        def __eq__(self, other):
+            if not isinstance(other, BudgetUnit):
+                return NotImplemented
+            if not other.is_PER_DOLLAR():
+                return False
+            return True
+
+    @dataclass
+    class LOCAL_DP:
+        """
+        A local-DP ε (`GeoMechanism.local_dp`).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "BudgetUnit.LOCAL_DP()".format()
+        def __eq__(self, other):
+            if not isinstance(other, BudgetUnit):
+                return NotImplemented
+            if not other.is_LOCAL_DP():
+                return False
+            return True
+
+    @dataclass
+    class CUSTOM:
+        """
+        Any other unit named by the app (1 to 64 printable ASCII characters).
+"""
+        
+        def __init__(self, name:str):
+            self.name = name
+            
+            """
+        The unit's name, e.g. `per-km`.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "BudgetUnit.CUSTOM(name={})".format(self.name)
+        def __eq__(self, other):
+            if not isinstance(other, BudgetUnit):
+                return NotImplemented
+            if not other.is_CUSTOM():
+                return False
+            if self.name != other.name:
+                return False
+            return True
+
+    
+
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_PER_METRE(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_METRE)
+    def is_per_metre(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_METRE)
+    def is_PER_DOLLAR(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_DOLLAR)
+    def is_per_dollar(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_DOLLAR)
+    def is_LOCAL_DP(self) -> bool:
+        return isinstance(self, BudgetUnit.LOCAL_DP)
+    def is_local_dp(self) -> bool:
+        return isinstance(self, BudgetUnit.LOCAL_DP)
+    def is_CUSTOM(self) -> bool:
+        return isinstance(self, BudgetUnit.CUSTOM)
+    def is_custom(self) -> bool:
+        return isinstance(self, BudgetUnit.CUSTOM)
+    
+
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+BudgetUnit.PER_METRE = type("BudgetUnit.PER_METRE", (BudgetUnit.PER_METRE, BudgetUnit,), {})  # type: ignore
+BudgetUnit.PER_DOLLAR = type("BudgetUnit.PER_DOLLAR", (BudgetUnit.PER_DOLLAR, BudgetUnit,), {})  # type: ignore
+BudgetUnit.LOCAL_DP = type("BudgetUnit.LOCAL_DP", (BudgetUnit.LOCAL_DP, BudgetUnit,), {})  # type: ignore
+BudgetUnit.CUSTOM = type("BudgetUnit.CUSTOM", (BudgetUnit.CUSTOM, BudgetUnit,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeBudgetUnit(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return BudgetUnit.PER_METRE(
+            )
+        if variant == 2:
+            return BudgetUnit.PER_DOLLAR(
+            )
+        if variant == 3:
+            return BudgetUnit.LOCAL_DP(
+            )
+        if variant == 4:
+            return BudgetUnit.CUSTOM(
+                _UniffiFfiConverterString.read(buf),
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value.is_PER_METRE():
+            return
+        if value.is_PER_DOLLAR():
+            return
+        if value.is_LOCAL_DP():
+            return
+        if value.is_CUSTOM():
+            _UniffiFfiConverterString.check_lower(value.name)
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value.is_PER_METRE():
+            buf.write_i32(1)
+        if value.is_PER_DOLLAR():
+            buf.write_i32(2)
+        if value.is_LOCAL_DP():
+            buf.write_i32(3)
+        if value.is_CUSTOM():
+            buf.write_i32(4)
+            _UniffiFfiConverterString.write(value.name, buf)
+
+
+
 class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
     @staticmethod
     def read(buf):
@@ -1536,6 +1812,53 @@ class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
     @staticmethod
     def write(value, buf):
         buf.write_double(value)
+
+@dataclass
+class BudgetPolicy:
+    """
+    The budget an app pins for a ledger: its unit, total ε and total δ. A
+    stored ledger whose unit or totals differ is refused
+    (`LedgerRefused`), never adopted or reset.
+"""
+    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float):
+        self.unit = unit
+        self.total_epsilon = total_epsilon
+        self.total_delta = total_delta
+        
+        
+
+    
+    def __str__(self):
+        return "BudgetPolicy(unit={}, total_epsilon={}, total_delta={})".format(self.unit, self.total_epsilon, self.total_delta)
+    def __eq__(self, other):
+        if self.unit != other.unit:
+            return False
+        if self.total_epsilon != other.total_epsilon:
+            return False
+        if self.total_delta != other.total_delta:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeBudgetPolicy(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return BudgetPolicy(
+            unit=_UniffiFfiConverterTypeBudgetUnit.read(buf),
+            total_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            total_delta=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterTypeBudgetUnit.check_lower(value.unit)
+        _UniffiFfiConverterFloat64.check_lower(value.total_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.total_delta)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterTypeBudgetUnit.write(value.unit, buf)
+        _UniffiFfiConverterFloat64.write(value.total_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.total_delta, buf)
 
 @dataclass
 class BudgetShare:
@@ -1595,7 +1918,8 @@ class BudgetStatus:
     A snapshot of a ledger, read under one lock (so its fields agree even
     while other threads spend).
 """
-    def __init__(self, *, total_epsilon:float, total_delta:float, spent_epsilon:float, spent_delta:float, remaining_epsilon:float, remaining_delta:float, releases:int):
+    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float, spent_epsilon:float, spent_delta:float, remaining_epsilon:float, remaining_delta:float, releases:int):
+        self.unit = unit
         self.total_epsilon = total_epsilon
         self.total_delta = total_delta
         self.spent_epsilon = spent_epsilon
@@ -1608,8 +1932,10 @@ class BudgetStatus:
 
     
     def __str__(self):
-        return "BudgetStatus(total_epsilon={}, total_delta={}, spent_epsilon={}, spent_delta={}, remaining_epsilon={}, remaining_delta={}, releases={})".format(self.total_epsilon, self.total_delta, self.spent_epsilon, self.spent_delta, self.remaining_epsilon, self.remaining_delta, self.releases)
+        return "BudgetStatus(unit={}, total_epsilon={}, total_delta={}, spent_epsilon={}, spent_delta={}, remaining_epsilon={}, remaining_delta={}, releases={})".format(self.unit, self.total_epsilon, self.total_delta, self.spent_epsilon, self.spent_delta, self.remaining_epsilon, self.remaining_delta, self.releases)
     def __eq__(self, other):
+        if self.unit != other.unit:
+            return False
         if self.total_epsilon != other.total_epsilon:
             return False
         if self.total_delta != other.total_delta:
@@ -1630,6 +1956,7 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
     @staticmethod
     def read(buf):
         return BudgetStatus(
+            unit=_UniffiFfiConverterTypeBudgetUnit.read(buf),
             total_epsilon=_UniffiFfiConverterFloat64.read(buf),
             total_delta=_UniffiFfiConverterFloat64.read(buf),
             spent_epsilon=_UniffiFfiConverterFloat64.read(buf),
@@ -1641,6 +1968,7 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
 
     @staticmethod
     def check_lower(value):
+        _UniffiFfiConverterTypeBudgetUnit.check_lower(value.unit)
         _UniffiFfiConverterFloat64.check_lower(value.total_epsilon)
         _UniffiFfiConverterFloat64.check_lower(value.total_delta)
         _UniffiFfiConverterFloat64.check_lower(value.spent_epsilon)
@@ -1651,6 +1979,7 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
 
     @staticmethod
     def write(value, buf):
+        _UniffiFfiConverterTypeBudgetUnit.write(value.unit, buf)
         _UniffiFfiConverterFloat64.write(value.total_epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.total_delta, buf)
         _UniffiFfiConverterFloat64.write(value.spent_epsilon, buf)
@@ -1658,38 +1987,6 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.remaining_epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.remaining_delta, buf)
         _UniffiFfiConverterUInt64.write(value.releases, buf)
-
-class _UniffiFfiConverterString:
-    @staticmethod
-    def check_lower(value):
-        if not isinstance(value, str):
-            raise TypeError("argument must be str, not {}".format(type(value).__name__))
-        return value
-
-    @staticmethod
-    def read(buf):
-        size = buf.read_i32()
-        if size < 0:
-            raise InternalError("Unexpected negative string length")
-        utf8_bytes = buf.read(size)
-        return utf8_bytes.decode("utf-8")
-
-    @staticmethod
-    def write(value, buf):
-        utf8_bytes = value.encode("utf-8")
-        buf.write_i32(len(utf8_bytes))
-        buf.write(utf8_bytes)
-
-    @staticmethod
-    def lift(buf):
-        with buf.consume_with_stream() as stream:
-            return stream.read(stream.remaining()).decode("utf-8")
-
-    @staticmethod
-    def lower(value):
-        with _UniffiRustBuffer.alloc_with_builder() as builder:
-            builder.write(value.encode("utf-8"))
-            return builder.finalize()
 
 class _UniffiFfiConverterOptionalFloat64(_UniffiConverterRustBuffer):
     @classmethod
@@ -1949,6 +2246,27 @@ class _UniffiFfiConverterTypeMechanismName(_UniffiConverterRustBuffer):
 
 
 
+class _UniffiFfiConverterBoolean:
+    @classmethod
+    def check_lower(cls, value):
+        return not not value
+
+    @classmethod
+    def lower(cls, value):
+        return 1 if value else 0
+
+    @staticmethod
+    def lift(value):
+        return value != 0
+
+    @classmethod
+    def read(cls, buf):
+        return cls.lift(buf.read_u8())
+
+    @classmethod
+    def write(cls, value, buf):
+        buf.write_u8(value)
+
 @dataclass
 class PrivateReport:
     """
@@ -1961,7 +2279,7 @@ class PrivateReport:
     information once uploaded; the smooth sensitivity and the noise scale
     are deliberately absent (they would reveal x).
 """
-    def __init__(self, *, json:str, bytes:bytes, value:float, query_id:str, mechanism:MechanismName, epsilon:float, delta:float):
+    def __init__(self, *, json:str, bytes:bytes, value:float, query_id:str, mechanism:MechanismName, epsilon:float, delta:float, seeded:bool):
         self.json = json
         self.bytes = bytes
         self.value = value
@@ -1969,12 +2287,13 @@ class PrivateReport:
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.delta = delta
+        self.seeded = seeded
         
         
 
     
     def __str__(self):
-        return "PrivateReport(json={}, bytes={}, value={}, query_id={}, mechanism={}, epsilon={}, delta={})".format(self.json, self.bytes, self.value, self.query_id, self.mechanism, self.epsilon, self.delta)
+        return "PrivateReport(json={}, bytes={}, value={}, query_id={}, mechanism={}, epsilon={}, delta={}, seeded={})".format(self.json, self.bytes, self.value, self.query_id, self.mechanism, self.epsilon, self.delta, self.seeded)
     def __eq__(self, other):
         if self.json != other.json:
             return False
@@ -1990,6 +2309,8 @@ class PrivateReport:
             return False
         if self.delta != other.delta:
             return False
+        if self.seeded != other.seeded:
+            return False
         return True
 
 class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
@@ -2003,6 +2324,7 @@ class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
             mechanism=_UniffiFfiConverterTypeMechanismName.read(buf),
             epsilon=_UniffiFfiConverterFloat64.read(buf),
             delta=_UniffiFfiConverterFloat64.read(buf),
+            seeded=_UniffiFfiConverterBoolean.read(buf),
         )
 
     @staticmethod
@@ -2014,6 +2336,7 @@ class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterTypeMechanismName.check_lower(value.mechanism)
         _UniffiFfiConverterFloat64.check_lower(value.epsilon)
         _UniffiFfiConverterFloat64.check_lower(value.delta)
+        _UniffiFfiConverterBoolean.check_lower(value.seeded)
 
     @staticmethod
     def write(value, buf):
@@ -2024,6 +2347,7 @@ class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterTypeMechanismName.write(value.mechanism, buf)
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.delta, buf)
+        _UniffiFfiConverterBoolean.write(value.seeded, buf)
 
 
 
@@ -2101,19 +2425,20 @@ class ReceivedReport:
     """
     A decoded, validated report, as the server sees it.
 """
-    def __init__(self, *, query_id:str, family:QueryFamily, mechanism:MechanismName, epsilon:float, delta:float, value:float):
+    def __init__(self, *, query_id:str, family:QueryFamily, mechanism:MechanismName, epsilon:float, delta:float, value:float, seeded:bool):
         self.query_id = query_id
         self.family = family
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.delta = delta
         self.value = value
+        self.seeded = seeded
         
         
 
     
     def __str__(self):
-        return "ReceivedReport(query_id={}, family={}, mechanism={}, epsilon={}, delta={}, value={})".format(self.query_id, self.family, self.mechanism, self.epsilon, self.delta, self.value)
+        return "ReceivedReport(query_id={}, family={}, mechanism={}, epsilon={}, delta={}, value={}, seeded={})".format(self.query_id, self.family, self.mechanism, self.epsilon, self.delta, self.value, self.seeded)
     def __eq__(self, other):
         if self.query_id != other.query_id:
             return False
@@ -2127,6 +2452,8 @@ class ReceivedReport:
             return False
         if self.value != other.value:
             return False
+        if self.seeded != other.seeded:
+            return False
         return True
 
 class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
@@ -2139,6 +2466,7 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
             epsilon=_UniffiFfiConverterFloat64.read(buf),
             delta=_UniffiFfiConverterFloat64.read(buf),
             value=_UniffiFfiConverterFloat64.read(buf),
+            seeded=_UniffiFfiConverterBoolean.read(buf),
         )
 
     @staticmethod
@@ -2149,6 +2477,7 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.check_lower(value.epsilon)
         _UniffiFfiConverterFloat64.check_lower(value.delta)
         _UniffiFfiConverterFloat64.check_lower(value.value)
+        _UniffiFfiConverterBoolean.check_lower(value.seeded)
 
     @staticmethod
     def write(value, buf):
@@ -2158,6 +2487,7 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.delta, buf)
         _UniffiFfiConverterFloat64.write(value.value, buf)
+        _UniffiFfiConverterBoolean.write(value.seeded, buf)
 
 
 
@@ -2482,6 +2812,32 @@ class GeoprivError:  # type: ignore
         def __repr__(self):
             return "GeoprivError.BudgetExceeded({})".format(repr(str(self)))
     _UniffiTempGeoprivError.BudgetExceeded = BudgetExceeded # type: ignore
+    class UnitMismatch(_UniffiTempGeoprivError):
+        """
+        A charge in one unit offered to a ledger of another (a local-DP ε
+        to a per-metre ledger), or a geo-private mechanism released through
+        a ledger without `with_unit`. Nothing was released or charged.
+"""
+        def __repr__(self):
+            return "GeoprivError.UnitMismatch({})".format(repr(str(self)))
+    _UniffiTempGeoprivError.UnitMismatch = UnitMismatch # type: ignore
+    class LedgerRefused(_UniffiTempGeoprivError):
+        """
+        A stored ledger was refused: its unit or totals differ from the
+        app's pinned policy, or its state is invalid (edited, reset, changed
+        by another writer).
+"""
+        def __repr__(self):
+            return "GeoprivError.LedgerRefused({})".format(repr(str(self)))
+    _UniffiTempGeoprivError.LedgerRefused = LedgerRefused # type: ignore
+    class LedgerIo(_UniffiTempGeoprivError):
+        """
+        The ledger file could not be read or written; when raised by a
+        release, nothing was released.
+"""
+        def __repr__(self):
+            return "GeoprivError.LedgerIo({})".format(repr(str(self)))
+    _UniffiTempGeoprivError.LedgerIo = LedgerIo # type: ignore
     class InvalidReport(_UniffiTempGeoprivError):
         """
         A report could not be decoded or failed validation.
@@ -2518,10 +2874,22 @@ class _UniffiFfiConverterTypeGeoprivError(_UniffiConverterRustBuffer):
                 _UniffiFfiConverterString.read(buf),
             )
         if variant == 4:
-            return GeoprivError.InvalidReport(
+            return GeoprivError.UnitMismatch(
                 _UniffiFfiConverterString.read(buf),
             )
         if variant == 5:
+            return GeoprivError.LedgerRefused(
+                _UniffiFfiConverterString.read(buf),
+            )
+        if variant == 6:
+            return GeoprivError.LedgerIo(
+                _UniffiFfiConverterString.read(buf),
+            )
+        if variant == 7:
+            return GeoprivError.InvalidReport(
+                _UniffiFfiConverterString.read(buf),
+            )
+        if variant == 8:
             return GeoprivError.Internal(
                 _UniffiFfiConverterString.read(buf),
             )
@@ -2534,6 +2902,12 @@ class _UniffiFfiConverterTypeGeoprivError(_UniffiConverterRustBuffer):
         if isinstance(value, GeoprivError.InvalidInput):
             return
         if isinstance(value, GeoprivError.BudgetExceeded):
+            return
+        if isinstance(value, GeoprivError.UnitMismatch):
+            return
+        if isinstance(value, GeoprivError.LedgerRefused):
+            return
+        if isinstance(value, GeoprivError.LedgerIo):
             return
         if isinstance(value, GeoprivError.InvalidReport):
             return
@@ -2548,10 +2922,16 @@ class _UniffiFfiConverterTypeGeoprivError(_UniffiConverterRustBuffer):
             buf.write_i32(2)
         if isinstance(value, GeoprivError.BudgetExceeded):
             buf.write_i32(3)
-        if isinstance(value, GeoprivError.InvalidReport):
+        if isinstance(value, GeoprivError.UnitMismatch):
             buf.write_i32(4)
-        if isinstance(value, GeoprivError.Internal):
+        if isinstance(value, GeoprivError.LedgerRefused):
             buf.write_i32(5)
+        if isinstance(value, GeoprivError.LedgerIo):
+            buf.write_i32(6)
+        if isinstance(value, GeoprivError.InvalidReport):
+            buf.write_i32(7)
+        if isinstance(value, GeoprivError.Internal):
+            buf.write_i32(8)
 
 
 
@@ -3204,26 +3584,348 @@ class _UniffiFfiConverterOptionalTypeGrowth(_UniffiConverterRustBuffer):
         else:
             raise InternalError("Unexpected flag byte for optional type")
 
-class _UniffiFfiConverterBoolean:
+class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
-        return not not value
-
-    @classmethod
-    def lower(cls, value):
-        return 1 if value else 0
-
-    @staticmethod
-    def lift(value):
-        return value != 0
-
-    @classmethod
-    def read(cls, buf):
-        return cls.lift(buf.read_u8())
+        if value is not None:
+            _UniffiFfiConverterTypeBudgetShare.check_lower(value)
 
     @classmethod
     def write(cls, value, buf):
-        buf.write_u8(value)
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeBudgetShare.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeBudgetShare.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+
+class PrivacyLedgerProtocol(typing.Protocol):
+    """
+    The privacy spent by one device about one secret (its location, its
+    income), in one unit, by sequential composition. `GeoMechanism.privatize`
+    charges it before returning a report and refuses (`BudgetExceeded`,
+    `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
+
+    **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+    at start-up. Each charge is written to the file (temporary file, fsync,
+    rename, fsync of the directory) before the report is returned, so a
+    crash may lose a report but never a charge. `create` refuses an
+    existing file and `open` a missing one, so a restart cannot silently
+    start from a fresh budget. `in_memory` is explicitly a new budget for
+    one process lifetime (tests, a single session).
+
+    Thread-safe (a `Mutex` inside).
+"""
+    
+    def can_afford(self, mechanism: GeoMechanism) -> bool:
+        """
+        Whether one release with `mechanism` fits now (same unit, enough
+        left); another thread may spend before you release, and the release
+        checks again.
+"""
+        raise NotImplementedError
+    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
+        """
+        The largest (ε, δ) such that `releases` releases of it fit the
+        remaining budget (checked with the ledger's own rounding: ten
+        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+"""
+        raise NotImplementedError
+    def remaining_epsilon(self, ) -> float:
+        """
+        ε still available (rounded down).
+"""
+        raise NotImplementedError
+    def status(self, ) -> BudgetStatus:
+        """
+        Unit, totals, spent and remaining amounts and the number of
+        releases, as one consistent snapshot.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The state as JSON (format, unit, totals, amounts spent, releases).
+"""
+        raise NotImplementedError
+
+class PrivacyLedger(PrivacyLedgerProtocol):
+    """
+    The privacy spent by one device about one secret (its location, its
+    income), in one unit, by sequential composition. `GeoMechanism.privatize`
+    charges it before returning a report and refuses (`BudgetExceeded`,
+    `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
+
+    **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+    at start-up. Each charge is written to the file (temporary file, fsync,
+    rename, fsync of the directory) before the report is returned, so a
+    crash may lose a report but never a charge. `create` refuses an
+    existing file and `open` a missing one, so a restart cannot silently
+    start from a fresh budget. `in_memory` is explicitly a new budget for
+    one process lifetime (tests, a single session).
+
+    Thread-safe (a `Mutex` inside).
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def create(cls, path: str,policy: BudgetPolicy) -> PrivacyLedger:
+        """
+        Create a new, empty ledger file at `path` (`LedgerIo` if it already
+        exists: no silent reset).
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def in_memory(cls, policy: BudgetPolicy) -> PrivacyLedger:
+        """
+        A new ledger kept in memory only (lost when the process ends): for
+        tests and single sessions. Apps use `open_or_create`.
+"""
+        
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def open(cls, path: str,policy: BudgetPolicy) -> PrivacyLedger:
+        """
+        Open the ledger file at `path` (it must exist) under the app's
+        pinned `policy`. `LedgerIo` if missing or unreadable,
+        `LedgerRefused` if its unit or totals differ from `policy` or its
+        state is invalid (edited, reset).
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def open_or_create(cls, path: str,policy: BudgetPolicy) -> PrivacyLedger:
+        """
+        `open` if the file exists, else `create`: what an app calls at
+        start-up.
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def restore(cls, json: str,policy: BudgetPolicy) -> PrivacyLedger:
+        """
+        An in-memory ledger restored from `to_json` under the pinned
+        `policy`; `LedgerRefused` if the state is invalid or disagrees with
+        the policy (raised totals, a reset, another unit).
+"""
+        
+        _UniffiFfiConverterString.check_lower(json)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(json),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    
+    def __init__(self, *args, **kwargs):
+        raise ValueError("This class has no default constructor")
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def can_afford(self, mechanism: GeoMechanism) -> bool:
+        """
+        Whether one release with `mechanism` fits now (same unit, enough
+        left); another thread may spend before you release, and the release
+        checks again.
+"""
+        
+        _UniffiFfiConverterTypeGeoMechanism.check_lower(mechanism)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGeoMechanism.lower(mechanism),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
+        """
+        The largest (ε, δ) such that `releases` releases of it fit the
+        remaining budget (checked with the ledger's own rounding: ten
+        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
+        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(releases)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(releases),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeBudgetShare.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def remaining_epsilon(self, ) -> float:
+        """
+        ε still available (rounded down).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def status(self, ) -> BudgetStatus:
+        """
+        Unit, totals, spent and remaining amounts and the number of
+        releases, as one consistent snapshot.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBudgetStatus.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_status,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The state as JSON (format, unit, totals, amounts spent, releases).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypePrivacyLedger:
+    @staticmethod
+    def lift(value: int) -> PrivacyLedger:
+        return PrivacyLedger._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: PrivacyLedger):
+        if not isinstance(value, PrivacyLedger):
+            raise TypeError("Expected PrivacyLedger instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: PrivacyLedger) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> PrivacyLedger:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: PrivacyLedger, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
 
 class _UniffiFfiConverterUInt32(_UniffiConverterPrimitiveInt):
     CLASS_NAME = "u32"
@@ -3666,11 +4368,11 @@ class _UniffiFfiConverterTypeGeoQuery:
     def write(cls, value: GeoQuery, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
-class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
+class _UniffiFfiConverterOptionalTypeBudgetUnit(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
         if value is not None:
-            _UniffiFfiConverterTypeBudgetShare.check_lower(value)
+            _UniffiFfiConverterTypeBudgetUnit.check_lower(value)
 
     @classmethod
     def write(cls, value, buf):
@@ -3679,7 +4381,7 @@ class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
             return
 
         buf.write_u8(1)
-        _UniffiFfiConverterTypeBudgetShare.write(value, buf)
+        _UniffiFfiConverterTypeBudgetUnit.write(value, buf)
 
     @classmethod
     def read(cls, buf):
@@ -3687,267 +4389,9 @@ class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
         if flag == 0:
             return None
         elif flag == 1:
-            return _UniffiFfiConverterTypeBudgetShare.read(buf)
+            return _UniffiFfiConverterTypeBudgetUnit.read(buf)
         else:
             raise InternalError("Unexpected flag byte for optional type")
-
-
-class PrivacyBudgetProtocol(typing.Protocol):
-    """
-    The privacy spent by one device about one secret (its location, its
-    income): a total ε (per unit distance) and δ, and what has been spent
-    by sequential composition. `GeoMechanism.privatize_with_budget` charges
-    it before releasing and refuses (`BudgetExceeded`) a release that would
-    exceed it, leaving the ledger unchanged.
-
-    Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
-    release and restore it with `from_json` at start-up, or a restart would
-    reset the budget.
-"""
-    
-    def can_afford(self, mechanism: GeoMechanism) -> bool:
-        """
-        Whether one release with `mechanism` fits the remaining budget now
-        (another thread may spend before you release; the release itself
-        checks again).
-"""
-        raise NotImplementedError
-    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
-        """
-        The largest (ε, δ) such that `releases` releases of it fit the
-        remaining budget (checked with the ledger's own rounding: ten
-        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
-"""
-        raise NotImplementedError
-    def remaining_delta(self, ) -> float:
-        """
-        δ still available (rounded down).
-"""
-        raise NotImplementedError
-    def remaining_epsilon(self, ) -> float:
-        """
-        ε still available (rounded down).
-"""
-        raise NotImplementedError
-    def status(self, ) -> BudgetStatus:
-        """
-        Totals, spent and remaining amounts and the number of releases, as
-        one consistent snapshot.
-"""
-        raise NotImplementedError
-    def to_json(self, ) -> str:
-        """
-        The ledger as JSON (totals, amounts spent, number of releases).
-"""
-        raise NotImplementedError
-
-class PrivacyBudget(PrivacyBudgetProtocol):
-    """
-    The privacy spent by one device about one secret (its location, its
-    income): a total ε (per unit distance) and δ, and what has been spent
-    by sequential composition. `GeoMechanism.privatize_with_budget` charges
-    it before releasing and refuses (`BudgetExceeded`) a release that would
-    exceed it, leaving the ledger unchanged.
-
-    Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
-    release and restore it with `from_json` at start-up, or a restart would
-    reset the budget.
-"""
-    
-    _handle: ctypes.c_uint64
-    @classmethod
-    def from_json(cls, json: str) -> PrivacyBudget:
-        """
-        Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
-        kind for every encoded record) anything else: empty or malformed
-        JSON, unknown fields, totals out of range, or more spent than the
-        totals.
-"""
-        
-        _UniffiFfiConverterString.check_lower(json)
-        _uniffi_lowered_args = (
-            _UniffiFfiConverterString.lower(json),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyBudget.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json,
-            *_uniffi_lowered_args,
-        )
-        return cls._uniffi_make_instance(_uniffi_ffi_result)
-    def __init__(self, total_epsilon: float,total_delta: float):
-        """
-        A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
-        distance, in the unit of the queries it will pay for) and
-        `total_delta` (finite, in [0, 1)) in all.
-"""
-        
-        _UniffiFfiConverterFloat64.check_lower(total_epsilon)
-
-        _UniffiFfiConverterFloat64.check_lower(total_delta)
-        _uniffi_lowered_args = (
-            _UniffiFfiConverterFloat64.lower(total_epsilon),
-            _UniffiFfiConverterFloat64.lower(total_delta),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyBudget.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new,
-            *_uniffi_lowered_args,
-        )
-        self._handle = _uniffi_ffi_result
-
-    def __del__(self):
-        # In case of partial initialization of instances.
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget, handle)
-
-    def _uniffi_clone_handle(self):
-        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget, self._handle)
-
-    # Used by alternative constructors or any methods which return this type.
-    @classmethod
-    def _uniffi_make_instance(cls, handle):
-        # Lightly yucky way to bypass the usual __init__ logic
-        # and just create a new instance with the required handle.
-        inst = cls.__new__(cls)
-        inst._handle = handle
-        return inst
-    def can_afford(self, mechanism: GeoMechanism) -> bool:
-        """
-        Whether one release with `mechanism` fits the remaining budget now
-        (another thread may spend before you release; the release itself
-        checks again).
-"""
-        
-        _UniffiFfiConverterTypeGeoMechanism.check_lower(mechanism)
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-            _UniffiFfiConverterTypeGeoMechanism.lower(mechanism),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-    def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
-        """
-        The largest (ε, δ) such that `releases` releases of it fit the
-        remaining budget (checked with the ledger's own rounding: ten
-        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
-"""
-        
-        _UniffiFfiConverterUInt64.check_lower(releases)
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-            _UniffiFfiConverterUInt64.lower(releases),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeBudgetShare.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-    def remaining_delta(self, ) -> float:
-        """
-        δ still available (rounded down).
-"""
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-    def remaining_epsilon(self, ) -> float:
-        """
-        ε still available (rounded down).
-"""
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-    def status(self, ) -> BudgetStatus:
-        """
-        Totals, spent and remaining amounts and the number of releases, as
-        one consistent snapshot.
-"""
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterTypeBudgetStatus.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-    def to_json(self, ) -> str:
-        """
-        The ledger as JSON (totals, amounts spent, number of releases).
-"""
-        _uniffi_lowered_args = (
-            self._uniffi_clone_handle(),
-        )
-        _uniffi_lift_return = _UniffiFfiConverterString.lift
-        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
-        _uniffi_ffi_result = _uniffi_rust_call_with_error(
-            _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json,
-            *_uniffi_lowered_args,
-        )
-        return _uniffi_lift_return(_uniffi_ffi_result)
-
-
-
-
-
-class _UniffiFfiConverterTypePrivacyBudget:
-    @staticmethod
-    def lift(value: int) -> PrivacyBudget:
-        return PrivacyBudget._uniffi_make_instance(value)
-
-    @staticmethod
-    def check_lower(value: PrivacyBudget):
-        if not isinstance(value, PrivacyBudget):
-            raise TypeError("Expected PrivacyBudget instance, {} found".format(type(value).__name__))
-
-    @staticmethod
-    def lower(value: PrivacyBudget) -> ctypes.c_uint64:
-        return value._uniffi_clone_handle()
-
-    @classmethod
-    def read(cls, buf: _UniffiRustBuffer) -> PrivacyBudget:
-        ptr = buf.read_u64()
-        if ptr == 0:
-            raise InternalError("Raw handle value was null")
-        return cls.lift(ptr)
-
-    @classmethod
-    def write(cls, value: PrivacyBudget, buf: _UniffiRustBuffer):
-        buf.write_u64(cls.lower(value))
 
 
 class GeoMechanismProtocol(typing.Protocol):
@@ -3987,32 +4431,40 @@ class GeoMechanismProtocol(typing.Protocol):
         Which mechanism this is.
 """
         raise NotImplementedError
-    def privatize(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+    def privatize(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
-        Privatize f(x) for `query` and return the report to upload. `x` has
-        `query.dimension()` finite coordinates (else `InvalidInput`).
+        Privatize f(x) for `query` and return the report to upload,
+        **charged to `ledger` before it is returned** (written to its file
+        first, for a file-backed ledger). Refused with nothing released and
+        nothing charged: `UnitMismatch` (the ledger's unit is not this
+        mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+        `InvalidInput` (`x` must have `query.dimension()` finite
+        coordinates), `InvalidParameter` (a release that would not be
+        finite); `LedgerIo` if the charge cannot be written (the report is
+        then dropped).
 """
         raise NotImplementedError
-    def privatize_latlon(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+    def privatize_latlon(self, ledger: PrivacyLedger,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
         """
         Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-        or KDE, in metres): the location is projected with `projection`
-        (which must be the one a `*_latlon` constructor of the query used)
-        and privatized. Bad coordinates are `InvalidInput`.
+        or KDE, in metres), charged to `ledger` (see `privatize`): the
+        location is projected with `projection` (which must be the one a
+        `*_latlon` constructor of the query used) and privatized. ε is per
+        **projected** metre (the unit is `PER_METRE` unless stated): under
+        `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+        per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+        are `InvalidInput`.
 """
         raise NotImplementedError
-    def privatize_latlon_with_budget(self, budget: PrivacyBudget,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+    def privatize_latlon_unmetered(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
         """
-        `privatize_latlon`, charged to `budget` (see
-        `privatize_with_budget`).
+        `privatize_latlon` **without any ledger** (simulations only).
 """
         raise NotImplementedError
-    def privatize_with_budget(self, budget: PrivacyBudget,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+    def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
-        `privatize`, charged to `budget` (sequential composition): if the
-        budget cannot afford this mechanism's ε and δ, nothing is computed,
-        `BudgetExceeded` is raised and the budget is unchanged; if the
-        release fails (bad input), nothing is charged.
+        `privatize` **without any ledger**: for simulations of many devices
+        and for servers' tests, never for a device's own uploads.
 """
         raise NotImplementedError
     def seeded(self, seed: int) -> GeoMechanism:
@@ -4020,13 +4472,27 @@ class GeoMechanismProtocol(typing.Protocol):
         A copy drawing its noise from a generator seeded with `seed`, so a
         run can be reproduced. **NOT SECURE**: anyone who knows or guesses
         the seed can subtract the noise. For tests and simulations only,
-        never for real users' data.
+        never for real users' data. Its reports are marked `seeded`, which
+        servers refuse unless told otherwise.
 """
         raise NotImplementedError
     def smoothness_share(self, ) -> typing.Optional[float]:
         """
         The share of ε spent on smoothness (γ/ε for PolyPlace); `null` for
         the baselines.
+"""
+        raise NotImplementedError
+    def unit(self, ) -> typing.Optional[BudgetUnit]:
+        """
+        The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+"""
+        raise NotImplementedError
+    def with_unit(self, unit: BudgetUnit) -> GeoMechanism:
+        """
+        A copy whose ε is stated in `unit` (per metre, per dollar…), which
+        `privatize` charges to a ledger of the same unit. `local_dp`
+        mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+        (`UnitMismatch`).
 """
         raise NotImplementedError
 
@@ -4372,17 +4838,27 @@ class GeoMechanism(GeoMechanismProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
-    def privatize(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+    def privatize(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
-        Privatize f(x) for `query` and return the report to upload. `x` has
-        `query.dimension()` finite coordinates (else `InvalidInput`).
+        Privatize f(x) for `query` and return the report to upload,
+        **charged to `ledger` before it is returned** (written to its file
+        first, for a file-backed ledger). Refused with nothing released and
+        nothing charged: `UnitMismatch` (the ledger's unit is not this
+        mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+        `InvalidInput` (`x` must have `query.dimension()` finite
+        coordinates), `InvalidParameter` (a release that would not be
+        finite); `LedgerIo` if the charge cannot be written (the report is
+        then dropped).
 """
         
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
         _UniffiFfiConverterTypeGeoQuery.check_lower(query)
 
         _UniffiFfiConverterSequenceFloat64.check_lower(x)
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
             _UniffiFfiConverterTypeGeoQuery.lower(query),
             _UniffiFfiConverterSequenceFloat64.lower(x),
         )
@@ -4394,14 +4870,20 @@ class GeoMechanism(GeoMechanismProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
-    def privatize_latlon(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+    def privatize_latlon(self, ledger: PrivacyLedger,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
         """
         Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-        or KDE, in metres): the location is projected with `projection`
-        (which must be the one a `*_latlon` constructor of the query used)
-        and privatized. Bad coordinates are `InvalidInput`.
+        or KDE, in metres), charged to `ledger` (see `privatize`): the
+        location is projected with `projection` (which must be the one a
+        `*_latlon` constructor of the query used) and privatized. ε is per
+        **projected** metre (the unit is `PER_METRE` unless stated): under
+        `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+        per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+        are `InvalidInput`.
 """
         
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
         _UniffiFfiConverterTypeGeoQuery.check_lower(query)
 
         _UniffiFfiConverterFloat64.check_lower(lat)
@@ -4411,6 +4893,7 @@ class GeoMechanism(GeoMechanismProtocol):
         _UniffiFfiConverterTypeProjection.check_lower(projection)
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
             _UniffiFfiConverterTypeGeoQuery.lower(query),
             _UniffiFfiConverterFloat64.lower(lat),
             _UniffiFfiConverterFloat64.lower(lon),
@@ -4424,14 +4907,11 @@ class GeoMechanism(GeoMechanismProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
-    def privatize_latlon_with_budget(self, budget: PrivacyBudget,query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
+    def privatize_latlon_unmetered(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
         """
-        `privatize_latlon`, charged to `budget` (see
-        `privatize_with_budget`).
+        `privatize_latlon` **without any ledger** (simulations only).
 """
         
-        _UniffiFfiConverterTypePrivacyBudget.check_lower(budget)
-
         _UniffiFfiConverterTypeGeoQuery.check_lower(query)
 
         _UniffiFfiConverterFloat64.check_lower(lat)
@@ -4441,7 +4921,6 @@ class GeoMechanism(GeoMechanismProtocol):
         _UniffiFfiConverterTypeProjection.check_lower(projection)
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
-            _UniffiFfiConverterTypePrivacyBudget.lower(budget),
             _UniffiFfiConverterTypeGeoQuery.lower(query),
             _UniffiFfiConverterFloat64.lower(lat),
             _UniffiFfiConverterFloat64.lower(lon),
@@ -4451,26 +4930,21 @@ class GeoMechanism(GeoMechanismProtocol):
         _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
-    def privatize_with_budget(self, budget: PrivacyBudget,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+    def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
-        `privatize`, charged to `budget` (sequential composition): if the
-        budget cannot afford this mechanism's ε and δ, nothing is computed,
-        `BudgetExceeded` is raised and the budget is unchanged; if the
-        release fails (bad input), nothing is charged.
+        `privatize` **without any ledger**: for simulations of many devices
+        and for servers' tests, never for a device's own uploads.
 """
         
-        _UniffiFfiConverterTypePrivacyBudget.check_lower(budget)
-
         _UniffiFfiConverterTypeGeoQuery.check_lower(query)
 
         _UniffiFfiConverterSequenceFloat64.check_lower(x)
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
-            _UniffiFfiConverterTypePrivacyBudget.lower(budget),
             _UniffiFfiConverterTypeGeoQuery.lower(query),
             _UniffiFfiConverterSequenceFloat64.lower(x),
         )
@@ -4478,7 +4952,7 @@ class GeoMechanism(GeoMechanismProtocol):
         _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
-            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -4487,7 +4961,8 @@ class GeoMechanism(GeoMechanismProtocol):
         A copy drawing its noise from a generator seeded with `seed`, so a
         run can be reproduced. **NOT SECURE**: anyone who knows or guesses
         the seed can subtract the noise. For tests and simulations only,
-        never for real users' data.
+        never for real users' data. Its reports are marked `seeded`, which
+        servers refuse unless told otherwise.
 """
         
         _UniffiFfiConverterUInt64.check_lower(seed)
@@ -4516,6 +4991,42 @@ class GeoMechanism(GeoMechanismProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def unit(self, ) -> typing.Optional[BudgetUnit]:
+        """
+        The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeBudgetUnit.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_unit,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_unit(self, unit: BudgetUnit) -> GeoMechanism:
+        """
+        A copy whose ε is stated in `unit` (per metre, per dollar…), which
+        `privatize` charges to a ledger of the same unit. `local_dp`
+        mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+        (`UnitMismatch`).
+"""
+        
+        _UniffiFfiConverterTypeBudgetUnit.check_lower(unit)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeBudgetUnit.lower(unit),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -5020,7 +5531,7 @@ class ReportPolicyProtocol(typing.Protocol):
     and ends with a stable code in brackets (`[empty]`, `[truncated]`,
     `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
     `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
-    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
     `[delta-out-of-policy]`, `[delta-mismatch]`).
 """
     
@@ -5034,6 +5545,13 @@ class ReportPolicyProtocol(typing.Protocol):
         """
         Decode one JSON report (surrounding whitespace and the newline are
         ignored) and validate it; `InvalidReport` with the reason otherwise.
+"""
+        raise NotImplementedError
+    def accept_seeded(self, ) -> ReportPolicy:
+        """
+        A copy that also accepts reports marked `seeded` (from a
+        `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+        and simulations only; by default they are refused (`[seeded]`).
 """
         raise NotImplementedError
     def allow_ldp(self, max_ldp_epsilon: float) -> ReportPolicy:
@@ -5077,7 +5595,7 @@ class ReportPolicy(ReportPolicyProtocol):
     and ends with a stable code in brackets (`[empty]`, `[truncated]`,
     `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
     `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
-    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+    `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
     `[delta-out-of-policy]`, `[delta-mismatch]`).
 """
     
@@ -5156,6 +5674,23 @@ class ReportPolicy(ReportPolicyProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def accept_seeded(self, ) -> ReportPolicy:
+        """
+        A copy that also accepts reports marked `seeded` (from a
+        `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+        and simulations only; by default they are refused (`[seeded]`).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -5456,12 +5991,14 @@ def smooth_noisy_max_select(utilities: typing.List[float],smooth_sensitivity: fl
 
 __all__ = [
     "InternalError",
+    "BudgetUnit",
     "MechanismName",
     "QueryFamily",
     "CentralNoiseKind",
     "GeoprivError",
     "Growth",
     "Projection",
+    "BudgetPolicy",
     "BudgetShare",
     "BudgetStatus",
     "Estimate",
@@ -5477,10 +6014,10 @@ __all__ = [
     "smooth_noisy_max_select",
     "Aggregator",
     "AggregatorProtocol",
+    "PrivacyLedger",
+    "PrivacyLedgerProtocol",
     "GeoQuery",
     "GeoQueryProtocol",
-    "PrivacyBudget",
-    "PrivacyBudgetProtocol",
     "GeoMechanism",
     "GeoMechanismProtocol",
     "GridAggregator",

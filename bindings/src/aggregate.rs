@@ -417,7 +417,7 @@ mod tests {
         let q = GeoQuery::from_id(ids[1].clone()).unwrap();
         assert_eq!(q.query_id(), ids[1]);
         let m = GeoMechanism::polyplace(0.01).unwrap();
-        let r = m.privatize(q, vec![90.0, 5.0]).unwrap();
+        let r = m.privatize_unmetered(q, vec![90.0, 5.0]).unwrap();
         let got = g.add_report_bytes(r.bytes).unwrap();
         assert_eq!(got.query_id, ids[1]);
         assert_eq!(g.index_of(ids[1].clone()).unwrap(), Some(1));
@@ -425,7 +425,7 @@ mod tests {
         assert_eq!(est[0].estimate, None);
         assert_eq!(est[1].estimate.as_ref().unwrap().n, 1);
         let stranger = GeoQuery::kde(vec![5.0, 5.0], 50.0).unwrap();
-        let r = m.privatize(stranger, vec![0.0, 0.0]).unwrap();
+        let r = m.privatize_unmetered(stranger, vec![0.0, 0.0]).unwrap();
         let e = g.add_report_json(r.json).unwrap_err();
         assert!(e.to_string().ends_with("[unknown-query]"), "{e}");
         let back = GridAggregator::from_json(g.to_json().unwrap()).unwrap();

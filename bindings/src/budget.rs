@@ -1,15 +1,88 @@
-//! The device's privacy-budget ledger, [`PrivacyBudget`] (core:
-//! `geopriv::PrivacyBudget`), behind a `Mutex` so threads can share it.
+//! The device's privacy ledger, [`PrivacyLedger`] (core:
+//! `geopriv::budget`), behind a `Mutex` so threads can share it.
+//!
+//! Every release in the bindings goes through it: `GeoMechanism.privatize`
+//! and `privatize_latlon` take a ledger and charge it before they return
+//! (docs/MATH.md §8.3). The only way around it is a method whose name says
+//! so (`privatize_unmetered`), for simulations and servers.
 
 use std::sync::{Arc, Mutex};
 
+use geopriv::budget::{FileLedger, Ledger};
+
 use crate::{guard, lock, GeoMechanism, GeoprivError};
+
+/// What an ε is measured in (core `BudgetUnit`). Charges in different
+/// units never add up: a per-metre ledger refuses a per-dollar or a
+/// local-DP charge (`UnitMismatch`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, uniffi::Enum)]
+pub enum BudgetUnit {
+    /// ε per metre (per projected metre for lat/lon input).
+    PerMetre,
+    /// ε per dollar.
+    PerDollar,
+    /// A local-DP ε (`GeoMechanism.local_dp`).
+    LocalDp,
+    /// Any other unit named by the app (1 to 64 printable ASCII characters).
+    Custom {
+        /// The unit's name, e.g. `per-km`.
+        name: String,
+    },
+}
+
+impl TryFrom<BudgetUnit> for geopriv::BudgetUnit {
+    type Error = GeoprivError;
+    fn try_from(u: BudgetUnit) -> Result<Self, GeoprivError> {
+        Ok(match u {
+            BudgetUnit::PerMetre => geopriv::BudgetUnit::PerMetre,
+            BudgetUnit::PerDollar => geopriv::BudgetUnit::PerDollar,
+            BudgetUnit::LocalDp => geopriv::BudgetUnit::LocalDp,
+            BudgetUnit::Custom { name } => geopriv::BudgetUnit::custom(&name)?,
+        })
+    }
+}
+
+impl From<&geopriv::BudgetUnit> for BudgetUnit {
+    fn from(u: &geopriv::BudgetUnit) -> Self {
+        match u {
+            geopriv::BudgetUnit::PerMetre => BudgetUnit::PerMetre,
+            geopriv::BudgetUnit::PerDollar => BudgetUnit::PerDollar,
+            geopriv::BudgetUnit::LocalDp => BudgetUnit::LocalDp,
+            geopriv::BudgetUnit::Custom(name) => BudgetUnit::Custom { name: name.clone() },
+        }
+    }
+}
+
+/// The budget an app pins for a ledger: its unit, total ε and total δ. A
+/// stored ledger whose unit or totals differ is refused
+/// (`LedgerRefused`), never adopted or reset.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct BudgetPolicy {
+    /// The unit of every ε charged.
+    pub unit: BudgetUnit,
+    /// The total ε (finite, > 0).
+    pub total_epsilon: f64,
+    /// The total δ (finite, in [0, 1)).
+    pub total_delta: f64,
+}
+
+impl BudgetPolicy {
+    fn to_core(&self) -> Result<geopriv::BudgetPolicy, GeoprivError> {
+        Ok(geopriv::BudgetPolicy::new(
+            self.unit.clone().try_into()?,
+            self.total_epsilon,
+            self.total_delta,
+        )?)
+    }
+}
 
 /// A snapshot of a ledger, read under one lock (so its fields agree even
 /// while other threads spend).
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct BudgetStatus {
-    /// The total ε allowed (per unit distance).
+    /// The unit of ε.
+    pub unit: BudgetUnit,
+    /// The total ε allowed.
     pub total_epsilon: f64,
     /// The total δ allowed.
     pub total_delta: f64,
@@ -34,76 +107,147 @@ pub struct BudgetShare {
     pub delta: f64,
 }
 
-/// The privacy spent by one device about one secret (its location, its
-/// income): a total ε (per unit distance) and δ, and what has been spent
-/// by sequential composition. `GeoMechanism.privatize_with_budget` charges
-/// it before releasing and refuses (`BudgetExceeded`) a release that would
-/// exceed it, leaving the ledger unchanged.
-///
-/// Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
-/// release and restore it with `from_json` at start-up, or a restart would
-/// reset the budget.
-#[derive(Debug, uniffi::Object)]
-pub struct PrivacyBudget {
-    ledger: Mutex<geopriv::PrivacyBudget>,
+#[derive(Debug)]
+enum Store {
+    Memory(geopriv::PrivacyBudget),
+    File(FileLedger),
 }
 
-impl PrivacyBudget {
+impl Store {
+    fn ledger(&mut self) -> &mut dyn Ledger {
+        match self {
+            Store::Memory(b) => b,
+            Store::File(f) => f,
+        }
+    }
+
+    fn state(&self) -> &geopriv::PrivacyBudget {
+        match self {
+            Store::Memory(b) => b,
+            Store::File(f) => f.state(),
+        }
+    }
+}
+
+/// The privacy spent by one device about one secret (its location, its
+/// income), in one unit, by sequential composition. `GeoMechanism.privatize`
+/// charges it before returning a report and refuses (`BudgetExceeded`,
+/// `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
+///
+/// **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+/// at start-up. Each charge is written to the file (temporary file, fsync,
+/// rename, fsync of the directory) before the report is returned, so a
+/// crash may lose a report but never a charge. `create` refuses an
+/// existing file and `open` a missing one, so a restart cannot silently
+/// start from a fresh budget. `in_memory` is explicitly a new budget for
+/// one process lifetime (tests, a single session).
+///
+/// Thread-safe (a `Mutex` inside).
+#[derive(Debug, uniffi::Object)]
+pub struct PrivacyLedger {
+    store: Mutex<Store>,
+}
+
+impl PrivacyLedger {
     /// Run `f` on the ledger under its lock.
     pub(crate) fn with_ledger<T>(
         &self,
-        f: impl FnOnce(&mut geopriv::PrivacyBudget) -> Result<T, GeoprivError>,
+        f: impl FnOnce(&mut dyn Ledger) -> Result<T, GeoprivError>,
     ) -> Result<T, GeoprivError> {
-        f(&mut *lock(&self.ledger, "privacy budget")?)
+        f(lock(&self.store, "privacy ledger")?.ledger())
+    }
+
+    fn with_state<T>(
+        &self,
+        f: impl FnOnce(&geopriv::PrivacyBudget) -> T,
+    ) -> Result<T, GeoprivError> {
+        Ok(f(lock(&self.store, "privacy ledger")?.state()))
+    }
+
+    fn wrap(store: Store) -> Arc<Self> {
+        Arc::new(Self {
+            store: Mutex::new(store),
+        })
     }
 }
 
 #[uniffi::export]
-impl PrivacyBudget {
-    /// A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
-    /// distance, in the unit of the queries it will pay for) and
-    /// `total_delta` (finite, in [0, 1)) in all.
+impl PrivacyLedger {
+    /// Open the ledger file at `path` (it must exist) under the app's
+    /// pinned `policy`. `LedgerIo` if missing or unreadable,
+    /// `LedgerRefused` if its unit or totals differ from `policy` or its
+    /// state is invalid (edited, reset).
     #[uniffi::constructor]
-    pub fn new(total_epsilon: f64, total_delta: f64) -> Result<Arc<Self>, GeoprivError> {
+    pub fn open(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            Ok(Arc::new(Self {
-                ledger: Mutex::new(geopriv::PrivacyBudget::new(total_epsilon, total_delta)?),
-            }))
+            Ok(Self::wrap(Store::File(FileLedger::open(
+                path,
+                &policy.to_core()?,
+            )?)))
         })
     }
 
-    /// Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
-    /// kind for every encoded record) anything else: empty or malformed
-    /// JSON, unknown fields, totals out of range, or more spent than the
-    /// totals.
+    /// Create a new, empty ledger file at `path` (`LedgerIo` if it already
+    /// exists: no silent reset).
     #[uniffi::constructor]
-    pub fn from_json(json: String) -> Result<Arc<Self>, GeoprivError> {
+    pub fn create(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            let ledger: geopriv::PrivacyBudget = serde_json::from_str(json.trim())
-                .map_err(|e| GeoprivError::InvalidReport(format!("invalid budget state: {e}")))?;
-            Ok(Arc::new(Self {
-                ledger: Mutex::new(ledger),
-            }))
+            Ok(Self::wrap(Store::File(FileLedger::create(
+                path,
+                &policy.to_core()?,
+            )?)))
         })
     }
 
-    /// The ledger as JSON (totals, amounts spent, number of releases).
+    /// `open` if the file exists, else `create`: what an app calls at
+    /// start-up.
+    #[uniffi::constructor]
+    pub fn open_or_create(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            Ok(Self::wrap(Store::File(FileLedger::open_or_create(
+                path,
+                &policy.to_core()?,
+            )?)))
+        })
+    }
+
+    /// A new ledger kept in memory only (lost when the process ends): for
+    /// tests and single sessions. Apps use `open_or_create`.
+    #[uniffi::constructor]
+    pub fn in_memory(policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            Ok(Self::wrap(Store::Memory(geopriv::PrivacyBudget::new(
+                policy.to_core()?,
+            ))))
+        })
+    }
+
+    /// An in-memory ledger restored from `to_json` under the pinned
+    /// `policy`; `LedgerRefused` if the state is invalid or disagrees with
+    /// the policy (raised totals, a reset, another unit).
+    #[uniffi::constructor]
+    pub fn restore(json: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            Ok(Self::wrap(Store::Memory(geopriv::PrivacyBudget::restore(
+                &json,
+                &policy.to_core()?,
+            )?)))
+        })
+    }
+
+    /// The state as JSON (format, unit, totals, amounts spent, releases).
     pub fn to_json(&self) -> Result<String, GeoprivError> {
-        guard(|| {
-            self.with_ledger(|l| {
-                serde_json::to_string(&*l)
-                    .map_err(|e| GeoprivError::Internal(format!("budget state: {e}")))
-            })
-        })
+        guard(|| self.with_state(|s| s.to_json()))
     }
 
-    /// Totals, spent and remaining amounts and the number of releases, as
-    /// one consistent snapshot.
+    /// Unit, totals, spent and remaining amounts and the number of
+    /// releases, as one consistent snapshot.
     pub fn status(&self) -> Result<BudgetStatus, GeoprivError> {
         guard(|| {
-            self.with_ledger(|l| {
+            self.with_state(|l| {
                 let (remaining_epsilon, remaining_delta) = l.remaining();
-                Ok(BudgetStatus {
+                BudgetStatus {
+                    unit: l.unit().into(),
                     total_epsilon: l.total_epsilon(),
                     total_delta: l.total_delta(),
                     spent_epsilon: l.spent_epsilon(),
@@ -111,26 +255,28 @@ impl PrivacyBudget {
                     remaining_epsilon,
                     remaining_delta,
                     releases: l.releases(),
-                })
+                }
             })
         })
     }
 
     /// ε still available (rounded down).
     pub fn remaining_epsilon(&self) -> Result<f64, GeoprivError> {
-        guard(|| self.with_ledger(|l| Ok(l.remaining().0)))
+        guard(|| self.with_state(|l| l.remaining().0))
     }
 
-    /// δ still available (rounded down).
-    pub fn remaining_delta(&self) -> Result<f64, GeoprivError> {
-        guard(|| self.with_ledger(|l| Ok(l.remaining().1)))
-    }
-
-    /// Whether one release with `mechanism` fits the remaining budget now
-    /// (another thread may spend before you release; the release itself
-    /// checks again).
+    /// Whether one release with `mechanism` fits now (same unit, enough
+    /// left); another thread may spend before you release, and the release
+    /// checks again.
     pub fn can_afford(&self, mechanism: Arc<GeoMechanism>) -> Result<bool, GeoprivError> {
-        guard(|| self.with_ledger(|l| Ok(l.can_afford(mechanism.epsilon(), mechanism.delta()))))
+        guard(|| {
+            self.with_state(|l| {
+                mechanism
+                    .core()
+                    .charge_in(l.unit())
+                    .is_ok_and(|c| l.can_afford(&c))
+            })
+        })
     }
 
     /// The largest (ε, δ) such that `releases` releases of it fit the
@@ -139,9 +285,9 @@ impl PrivacyBudget {
     /// `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
     pub fn even_split(&self, releases: u64) -> Result<Option<BudgetShare>, GeoprivError> {
         guard(|| {
-            self.with_ledger(|l| {
-                Ok(l.even_split(releases)
-                    .map(|(epsilon, delta)| BudgetShare { epsilon, delta }))
+            self.with_state(|l| {
+                l.even_split(releases)
+                    .map(|(epsilon, delta)| BudgetShare { epsilon, delta })
             })
         })
     }
@@ -152,66 +298,94 @@ mod tests {
     use super::*;
     use crate::GeoQuery;
 
+    fn metres(total_epsilon: f64, total_delta: f64) -> BudgetPolicy {
+        BudgetPolicy {
+            unit: BudgetUnit::PerMetre,
+            total_epsilon,
+            total_delta,
+        }
+    }
+
     #[test]
     fn refusal_leaves_the_ledger_unchanged() {
-        let budget = PrivacyBudget::new(0.25, 0.0).unwrap();
-        let m = GeoMechanism::polyplace(0.1).unwrap();
+        let ledger = PrivacyLedger::in_memory(metres(0.25, 0.0)).unwrap();
+        let m = GeoMechanism::polyplace(0.1)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
         let q = GeoQuery::threshold(0.0, 1.0).unwrap();
         for _ in 0..2 {
-            m.privatize_with_budget(budget.clone(), q.clone(), vec![0.3])
-                .unwrap();
+            m.privatize(ledger.clone(), q.clone(), vec![0.3]).unwrap();
         }
-        let before = budget.status().unwrap();
+        let before = ledger.status().unwrap();
         assert_eq!(before.releases, 2);
         assert!((before.remaining_epsilon - 0.05).abs() < 1e-12);
         let e = m
-            .privatize_with_budget(budget.clone(), q.clone(), vec![0.3])
+            .privatize(ledger.clone(), q.clone(), vec![0.3])
             .unwrap_err();
         assert!(matches!(e, GeoprivError::BudgetExceeded(_)), "{e:?}");
-        assert_eq!(budget.status().unwrap(), before);
+        assert_eq!(ledger.status().unwrap(), before);
         // A failed release (bad point) is not charged either.
-        let big = PrivacyBudget::new(1.0, 0.0).unwrap();
+        let big = PrivacyLedger::in_memory(metres(1.0, 0.0)).unwrap();
         let e = m
-            .privatize_with_budget(big.clone(), q, vec![f64::NAN])
+            .privatize(big.clone(), q.clone(), vec![f64::NAN])
             .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidInput(_)), "{e:?}");
         assert_eq!(big.status().unwrap().releases, 0);
-        assert!(!budget.can_afford(m.clone()).unwrap());
-        assert!(big.can_afford(m).unwrap());
+        assert!(!ledger.can_afford(m.clone()).unwrap());
+        assert!(big.can_afford(m.clone()).unwrap());
+        // Another unit is refused.
+        let ldp = GeoMechanism::local_dp(0.1).unwrap();
+        let e = ldp
+            .privatize(big.clone(), q.clone(), vec![0.3])
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        let unstated = GeoMechanism::polyplace(0.1).unwrap();
+        let e = unstated.privatize(big.clone(), q, vec![0.3]).unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        assert!(!big.can_afford(ldp).unwrap());
+        assert_eq!(big.status().unwrap().releases, 0);
     }
 
     #[test]
-    fn json_round_trip_and_refusals() {
-        let b = PrivacyBudget::new(1.0, 1e-6).unwrap();
+    fn restore_checks_the_pinned_policy() {
+        let b = PrivacyLedger::in_memory(metres(1.0, 1e-6)).unwrap();
         let share = b.even_split(10).unwrap().unwrap();
-        let m = GeoMechanism::laplace(share.epsilon, share.delta).unwrap();
+        let m = GeoMechanism::laplace(share.epsilon, share.delta)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
         let q = GeoQuery::interval(0.0, 10.0, 1.0).unwrap();
         for _ in 0..3 {
-            m.privatize_with_budget(b.clone(), q.clone(), vec![5.0])
-                .unwrap();
+            m.privatize(b.clone(), q.clone(), vec![5.0]).unwrap();
         }
         let json = b.to_json().unwrap();
-        let back = PrivacyBudget::from_json(json.clone()).unwrap();
+        let back = PrivacyLedger::restore(json.clone(), metres(1.0, 1e-6)).unwrap();
         assert_eq!(back.status().unwrap(), b.status().unwrap());
-        assert_eq!(back.to_json().unwrap(), json);
         assert_eq!(b.even_split(0).unwrap(), None);
-        for bad in [
-            "",
-            "{",
-            "null",
-            "[]",
-            r#"{"total_epsilon":1.0}"#,
-            r#"{"total_epsilon":1.0,"total_delta":0.0,"spent_epsilon":2.0,"spent_delta":0.0,"releases":1}"#,
-            r#"{"total_epsilon":-1.0,"total_delta":0.0,"spent_epsilon":0.0,"spent_delta":0.0,"releases":0}"#,
-            r#"{"total_epsilon":1.0,"total_delta":0.0,"spent_epsilon":0.0,"spent_delta":0.0,"releases":0,"x":1}"#,
+        for (policy, bad) in [
+            (metres(2.0, 1e-6), json.clone()),
+            (
+                BudgetPolicy {
+                    unit: BudgetUnit::PerDollar,
+                    total_epsilon: 1.0,
+                    total_delta: 1e-6,
+                },
+                json.clone(),
+            ),
+            (
+                metres(1.0, 1e-6),
+                json.replace("\"releases\":3", "\"releases\":0"),
+            ),
+            (metres(1.0, 1e-6), String::from("{")),
         ] {
-            let e = PrivacyBudget::from_json(bad.to_string()).unwrap_err();
-            assert!(matches!(e, GeoprivError::InvalidReport(_)), "{bad}: {e:?}");
+            let e = PrivacyLedger::restore(bad.clone(), policy).unwrap_err();
+            assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{bad}: {e:?}");
         }
     }
 
     #[test]
-    fn bad_totals_are_invalid_parameter() {
+    fn bad_policies_are_invalid_parameter() {
         for (e, d) in [
             (0.0, 0.0),
             (-1.0, 0.0),
@@ -223,7 +397,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    PrivacyBudget::new(e, d),
+                    PrivacyLedger::in_memory(metres(e, d)),
                     Err(GeoprivError::InvalidParameter(_))
                 ),
                 "{e} {d}"

@@ -20,6 +20,17 @@ pub enum GeoprivError {
     InvalidInput(String),
     /// A release was refused because it would exceed the privacy budget.
     BudgetExceeded(String),
+    /// A charge in one unit offered to a ledger of another (a local-DP ε
+    /// to a per-metre ledger), or a geo-private mechanism released through
+    /// a ledger without `with_unit`. Nothing was released or charged.
+    UnitMismatch(String),
+    /// A stored ledger was refused: its unit or totals differ from the
+    /// app's pinned policy, or its state is invalid (edited, reset, changed
+    /// by another writer).
+    LedgerRefused(String),
+    /// The ledger file could not be read or written; when raised by a
+    /// release, nothing was released.
+    LedgerIo(String),
     /// A report could not be decoded or failed validation.
     InvalidReport(String),
     /// A bug or an uncertified numerical result; the message says where.
@@ -32,6 +43,9 @@ impl fmt::Display for GeoprivError {
             GeoprivError::InvalidParameter(m)
             | GeoprivError::InvalidInput(m)
             | GeoprivError::BudgetExceeded(m)
+            | GeoprivError::UnitMismatch(m)
+            | GeoprivError::LedgerRefused(m)
+            | GeoprivError::LedgerIo(m)
             | GeoprivError::InvalidReport(m)
             | GeoprivError::Internal(m) => m,
         };
@@ -56,6 +70,13 @@ impl From<geopriv::Error> for GeoprivError {
             // argument.
             E::Parse { .. } => GeoprivError::InvalidParameter(msg),
             E::Numerical { .. } => GeoprivError::Internal(msg),
+            E::UnitMismatch { .. } => GeoprivError::UnitMismatch(msg),
+            E::LedgerPolicyMismatch { .. } | E::InvalidLedgerState { .. } => {
+                GeoprivError::LedgerRefused(msg)
+            }
+            E::LedgerIo { .. } => GeoprivError::LedgerIo(msg),
+            // Parameters too extreme for a finite release.
+            E::NonFiniteRelease { .. } => GeoprivError::InvalidParameter(msg),
             // `geopriv::Error` is non-exhaustive: a new variant still
             // surfaces, with its own message, until it gets a mapping here.
             _ => GeoprivError::Internal(msg),

@@ -28,8 +28,8 @@
 //! Queries, mechanisms and policies are immutable. Objects with state (the
 //! budget ledger, the aggregators, a seeded mechanism's generator) keep it
 //! behind a `Mutex`, so foreign threads can share them; a method never
-//! holds two of these locks except budget-then-generator in
-//! `privatize_with_budget`, and `merge` copies its argument before locking
+//! holds two of these locks except ledger-then-generator in
+//! `privatize`, and `merge` copies its argument before locking
 //! itself, so there is no lock-order deadlock. A lock poisoned by an
 //! earlier internal error makes later calls on that object raise
 //! `Internal` rather than use a possibly half-updated state. `Send + Sync`
@@ -59,7 +59,7 @@ mod query;
 mod report;
 
 pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
-pub use budget::{BudgetShare, BudgetStatus, PrivacyBudget};
+pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
 pub use central::CentralNoiseKind;
 pub use error::GeoprivError;
 pub use geo::{project, Projection};
@@ -117,7 +117,7 @@ fn assert_thread_safe() {
     fn is_send_sync<T: Send + Sync>() {}
     is_send_sync::<GeoQuery>();
     is_send_sync::<GeoMechanism>();
-    is_send_sync::<PrivacyBudget>();
+    is_send_sync::<PrivacyLedger>();
     is_send_sync::<Aggregator>();
     is_send_sync::<GridAggregator>();
     is_send_sync::<ReportPolicy>();

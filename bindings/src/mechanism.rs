@@ -9,10 +9,11 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use geopriv::budget::NoiseRng;
 use rand::rngs::StdRng;
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 
-use crate::{guard, lock, GeoQuery, GeoprivError, Growth, PrivacyBudget, Projection};
+use crate::{guard, lock, BudgetUnit, GeoQuery, GeoprivError, Growth, PrivacyLedger, Projection};
 
 pub use geopriv::MechanismName;
 
@@ -56,6 +57,9 @@ pub struct PrivateReport {
     pub epsilon: f64,
     /// δ of the release (0 for pure mechanisms).
     pub delta: f64,
+    /// The noise came from a `seeded` (reproducible, NOT secure)
+    /// mechanism; servers refuse such reports unless told otherwise.
+    pub seeded: bool,
 }
 
 impl PrivateReport {
@@ -68,6 +72,7 @@ impl PrivateReport {
             mechanism: r.mechanism,
             epsilon: r.epsilon,
             delta: r.delta,
+            seeded: r.seeded,
         }
     }
 }
@@ -100,7 +105,7 @@ impl GeoMechanism {
     /// `seeded` copy.
     fn with_rng<T>(
         &self,
-        f: impl FnOnce(&mut dyn RngCore) -> Result<T, GeoprivError>,
+        f: impl FnOnce(&mut dyn NoiseRng) -> Result<T, GeoprivError>,
     ) -> Result<T, GeoprivError> {
         match &self.seeded {
             Some(rng) => f(&mut *lock(rng, "seeded generator")?),
@@ -108,21 +113,40 @@ impl GeoMechanism {
         }
     }
 
+    /// The core mechanism.
+    pub(crate) fn core(&self) -> &geopriv::Mechanism {
+        &self.inner
+    }
+
     fn release(
         &self,
+        inner: &geopriv::Mechanism,
         query: &GeoQuery,
         x: &[f64],
-        budget: Option<&PrivacyBudget>,
+        ledger: Option<&PrivacyLedger>,
     ) -> Result<PrivateReport, GeoprivError> {
-        let report = match budget {
-            // Lock order: budget, then generator (nothing locks them the
+        let report = match ledger {
+            // Lock order: ledger, then generator (nothing locks them the
             // other way round).
-            Some(b) => b.with_ledger(|ledger| {
-                self.with_rng(|rng| query.release(&self.inner, x, rng, Some(ledger)))
+            Some(l) => l.with_ledger(|ledger| {
+                self.with_rng(|rng| query.release(inner, x, rng, Some(ledger)))
             })?,
-            None => self.with_rng(|rng| query.release(&self.inner, x, rng, None))?,
+            None => self.with_rng(|rng| query.release(inner, x, rng, None))?,
         };
         Ok(PrivateReport::from_core(&report))
+    }
+
+    /// A lat/lon release: projected metres, so ε is per projected metre
+    /// unless the mechanism says otherwise (and then the ledger decides).
+    fn latlon_mechanism(&self) -> geopriv::Mechanism {
+        match self.inner.unit() {
+            Some(_) => self.inner.clone(),
+            None => self
+                .inner
+                .clone()
+                .with_unit(geopriv::BudgetUnit::PerMetre)
+                .unwrap_or_else(|_| self.inner.clone()),
+        }
     }
 
     /// Project a location for a 2-D query, refusing a projection other than
@@ -259,10 +283,33 @@ impl GeoMechanism {
         guard(|| Self::wrap(geopriv::Mechanism::local_dp(epsilon)))
     }
 
+    /// A copy whose ε is stated in `unit` (per metre, per dollar…), which
+    /// `privatize` charges to a ledger of the same unit. `local_dp`
+    /// mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+    /// (`UnitMismatch`).
+    pub fn with_unit(&self, unit: BudgetUnit) -> Result<Arc<GeoMechanism>, GeoprivError> {
+        guard(|| {
+            Ok(Arc::new(GeoMechanism {
+                inner: self.inner.clone().with_unit(unit.try_into()?)?,
+                seeded: self
+                    .seeded
+                    .as_ref()
+                    .map(|rng| lock(rng, "seeded generator").map(|r| Mutex::new(r.clone())))
+                    .transpose()?,
+            }))
+        })
+    }
+
+    /// The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+    pub fn unit(&self) -> Option<BudgetUnit> {
+        self.inner.unit().map(BudgetUnit::from)
+    }
+
     /// A copy drawing its noise from a generator seeded with `seed`, so a
     /// run can be reproduced. **NOT SECURE**: anyone who knows or guesses
     /// the seed can subtract the noise. For tests and simulations only,
-    /// never for real users' data.
+    /// never for real users' data. Its reports are marked `seeded`, which
+    /// servers refuse unless told otherwise.
     pub fn seeded(&self, seed: u64) -> Arc<GeoMechanism> {
         Arc::new(GeoMechanism {
             inner: self.inner.clone(),
@@ -305,35 +352,45 @@ impl GeoMechanism {
         })
     }
 
-    /// Privatize f(x) for `query` and return the report to upload. `x` has
-    /// `query.dimension()` finite coordinates (else `InvalidInput`).
+    /// Privatize f(x) for `query` and return the report to upload,
+    /// **charged to `ledger` before it is returned** (written to its file
+    /// first, for a file-backed ledger). Refused with nothing released and
+    /// nothing charged: `UnitMismatch` (the ledger's unit is not this
+    /// mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+    /// `InvalidInput` (`x` must have `query.dimension()` finite
+    /// coordinates), `InvalidParameter` (a release that would not be
+    /// finite); `LedgerIo` if the charge cannot be written (the report is
+    /// then dropped).
     pub fn privatize(
         &self,
+        ledger: Arc<PrivacyLedger>,
         query: Arc<GeoQuery>,
         x: Vec<f64>,
     ) -> Result<PrivateReport, GeoprivError> {
-        guard(|| self.release(&query, &x, None))
+        guard(|| self.release(&self.inner, &query, &x, Some(&ledger)))
     }
 
-    /// `privatize`, charged to `budget` (sequential composition): if the
-    /// budget cannot afford this mechanism's ε and δ, nothing is computed,
-    /// `BudgetExceeded` is raised and the budget is unchanged; if the
-    /// release fails (bad input), nothing is charged.
-    pub fn privatize_with_budget(
+    /// `privatize` **without any ledger**: for simulations of many devices
+    /// and for servers' tests, never for a device's own uploads.
+    pub fn privatize_unmetered(
         &self,
-        budget: Arc<PrivacyBudget>,
         query: Arc<GeoQuery>,
         x: Vec<f64>,
     ) -> Result<PrivateReport, GeoprivError> {
-        guard(|| self.release(&query, &x, Some(&budget)))
+        guard(|| self.release(&self.inner, &query, &x, None))
     }
 
     /// Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-    /// or KDE, in metres): the location is projected with `projection`
-    /// (which must be the one a `*_latlon` constructor of the query used)
-    /// and privatized. Bad coordinates are `InvalidInput`.
+    /// or KDE, in metres), charged to `ledger` (see `privatize`): the
+    /// location is projected with `projection` (which must be the one a
+    /// `*_latlon` constructor of the query used) and privatized. ε is per
+    /// **projected** metre (the unit is `PER_METRE` unless stated): under
+    /// `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+    /// per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+    /// are `InvalidInput`.
     pub fn privatize_latlon(
         &self,
+        ledger: Arc<PrivacyLedger>,
         query: Arc<GeoQuery>,
         lat: f64,
         lon: f64,
@@ -341,15 +398,13 @@ impl GeoMechanism {
     ) -> Result<PrivateReport, GeoprivError> {
         guard(|| {
             let x = Self::project_for(&query, lat, lon, projection)?;
-            self.release(&query, &x, None)
+            self.release(&self.latlon_mechanism(), &query, &x, Some(&ledger))
         })
     }
 
-    /// `privatize_latlon`, charged to `budget` (see
-    /// `privatize_with_budget`).
-    pub fn privatize_latlon_with_budget(
+    /// `privatize_latlon` **without any ledger** (simulations only).
+    pub fn privatize_latlon_unmetered(
         &self,
-        budget: Arc<PrivacyBudget>,
         query: Arc<GeoQuery>,
         lat: f64,
         lon: f64,
@@ -357,7 +412,7 @@ impl GeoMechanism {
     ) -> Result<PrivateReport, GeoprivError> {
         guard(|| {
             let x = Self::project_for(&query, lat, lon, projection)?;
-            self.release(&query, &x, Some(&budget))
+            self.release(&self.inner, &query, &x, None)
         })
     }
 }
@@ -437,7 +492,7 @@ mod tests {
         let q = GeoQuery::threshold(100.0, 10.0).unwrap();
         for m in all_constructors(0.05) {
             let m = m.unwrap();
-            let r = m.privatize(q.clone(), vec![42.0]).unwrap();
+            let r = m.privatize_unmetered(q.clone(), vec![42.0]).unwrap();
             assert!(r.value.is_finite(), "{m}: {r:?}");
             assert_eq!(r.query_id, "threshold:T=100;w=10");
             assert_eq!(r.mechanism, m.name());
@@ -460,7 +515,11 @@ mod tests {
             let s = m.seeded(seed);
             assert!(s.is_seeded() && s.to_string().contains("NOT SECURE"));
             (0..5)
-                .map(|i| s.privatize(q.clone(), vec![i as f64, 30.0]).unwrap().value)
+                .map(|i| {
+                    s.privatize_unmetered(q.clone(), vec![i as f64, 30.0])
+                        .unwrap()
+                        .value
+                })
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
@@ -480,7 +539,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    m.privatize(q.clone(), x.clone()),
+                    m.privatize_unmetered(q.clone(), x.clone()),
                     Err(GeoprivError::InvalidInput(_))
                 ),
                 "{x:?}"
@@ -496,21 +555,28 @@ mod tests {
         };
         let q = GeoQuery::kde_latlon(48.86, 2.34, 250.0, paris).unwrap();
         let m = GeoMechanism::polyplace(1e-3).unwrap();
-        let r = m.privatize_latlon(q.clone(), 48.861, 2.341, paris).unwrap();
+        let r = m
+            .privatize_latlon_unmetered(q.clone(), 48.861, 2.341, paris)
+            .unwrap();
         assert!(r.query_id.starts_with("kde:t="), "{}", r.query_id);
         let e = m
-            .privatize_latlon(q.clone(), 48.861, 2.341, Projection::WebMercator)
+            .privatize_latlon_unmetered(q.clone(), 48.861, 2.341, Projection::WebMercator)
             .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
         for (lat, lon) in [(f64::NAN, 2.0), (48.0, f64::INFINITY), (95.0, 2.0)] {
-            let e = m.privatize_latlon(q.clone(), lat, lon, paris).unwrap_err();
+            let e = m
+                .privatize_latlon_unmetered(q.clone(), lat, lon, paris)
+                .unwrap_err();
             assert!(matches!(e, GeoprivError::InvalidInput(_)), "{e:?}");
         }
         let one_d = GeoQuery::threshold(0.0, 1.0).unwrap();
-        let e = m.privatize_latlon(one_d, 48.0, 2.0, paris).unwrap_err();
+        let e = m
+            .privatize_latlon_unmetered(one_d, 48.0, 2.0, paris)
+            .unwrap_err();
         assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
         // A query in plain metres accepts any projection.
         let plain = GeoQuery::two_way(0.0, 0.0, 100.0).unwrap();
-        m.privatize_latlon(plain, 48.86, 2.36, paris).unwrap();
+        m.privatize_latlon_unmetered(plain, 48.86, 2.36, paris)
+            .unwrap();
     }
 }

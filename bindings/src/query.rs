@@ -13,7 +13,6 @@ use geopriv::{
     AnyQuery, GaussianKde, Query, QueryDescriptor, Report, SoftInterval, SoftThreshold,
     TwoWayThreshold,
 };
-use rand::RngCore;
 
 use crate::geo::PointRole;
 use crate::{guard, GeoprivError, Growth, Projection};
@@ -77,13 +76,13 @@ impl GeoQuery {
         &self,
         mechanism: &geopriv::Mechanism,
         x: &[f64],
-        rng: &mut dyn RngCore,
-        budget: Option<&mut geopriv::PrivacyBudget>,
+        rng: &mut dyn geopriv::budget::NoiseRng,
+        ledger: Option<&mut dyn geopriv::Ledger>,
     ) -> Result<Report, GeoprivError> {
         self.check_point(x)?;
-        Ok(match budget {
-            Some(b) => Report::release_within_budget(b, mechanism, &self.query, x, rng),
-            None => Report::release(mechanism, &self.query, x, rng),
+        Ok(match ledger {
+            Some(l) => Report::release(l, mechanism, &self.query, x, rng),
+            None => Report::release_unmetered(mechanism, &self.query, x, rng),
         }?)
     }
 

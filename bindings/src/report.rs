@@ -22,6 +22,9 @@ pub struct ReceivedReport {
     pub delta: f64,
     /// The released value (finite; unbiased for the user's f(x)).
     pub value: f64,
+    /// Made with a seeded (NOT secure) generator; only accepted by a
+    /// policy with `accept_seeded`.
+    pub seeded: bool,
 }
 
 impl ReceivedReport {
@@ -38,6 +41,7 @@ impl ReceivedReport {
             epsilon: r.epsilon,
             delta: r.delta,
             value: r.value,
+            seeded: r.seeded,
         }
     }
 }
@@ -77,7 +81,7 @@ pub(crate) fn accept_bytes(
 /// and ends with a stable code in brackets (`[empty]`, `[truncated]`,
 /// `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
 /// `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
-/// `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+/// `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
 /// `[delta-out-of-policy]`, `[delta-mismatch]`).
 #[derive(Debug, uniffi::Object)]
 pub struct ReportPolicy {
@@ -111,6 +115,15 @@ impl ReportPolicy {
     pub fn only_mechanisms(&self, mechanisms: Vec<MechanismName>) -> Arc<ReportPolicy> {
         Arc::new(Self {
             inner: self.inner.clone().only_mechanisms(&mechanisms),
+        })
+    }
+
+    /// A copy that also accepts reports marked `seeded` (from a
+    /// `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+    /// and simulations only; by default they are refused (`[seeded]`).
+    pub fn accept_seeded(&self) -> Arc<ReportPolicy> {
+        Arc::new(Self {
+            inner: self.inner.clone().accept_seeded(),
         })
     }
 
@@ -171,7 +184,7 @@ mod tests {
     fn a_device_report_is_accepted_and_garbage_is_refused_with_a_code() {
         let q = GeoQuery::threshold(100_000.0, 20_000.0).unwrap();
         let m = GeoMechanism::polyplace(1.0 / 8000.0).unwrap();
-        let r = m.privatize(q.clone(), vec![42_000.0]).unwrap();
+        let r = m.privatize_unmetered(q.clone(), vec![42_000.0]).unwrap();
         let policy = ReportPolicy::new(1.0 / 4000.0, 0.0).unwrap();
         let got = policy.accept_json(r.json.clone()).unwrap();
         assert_eq!(got.value, r.value);
@@ -236,7 +249,7 @@ mod tests {
         );
         let ldp = GeoMechanism::local_dp(1.0)
             .unwrap()
-            .privatize(q, vec![1.0])
+            .privatize_unmetered(q, vec![1.0])
             .unwrap();
         assert_eq!(
             code_of(policy.accept_json(ldp.json.clone()).unwrap_err()),

@@ -965,38 +965,47 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
     func name()  -> MechanismName
     
     /**
-     * Privatize f(x) for `query` and return the report to upload. `x` has
-     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     * Privatize f(x) for `query` and return the report to upload,
+     * **charged to `ledger` before it is returned** (written to its file
+     * first, for a file-backed ledger). Refused with nothing released and
+     * nothing charged: `UnitMismatch` (the ledger's unit is not this
+     * mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+     * `InvalidInput` (`x` must have `query.dimension()` finite
+     * coordinates), `InvalidParameter` (a release that would not be
+     * finite); `LedgerIo` if the charge cannot be written (the report is
+     * then dropped).
      */
-    func privatize(query: GeoQuery, x: [Double]) throws  -> PrivateReport
+    func privatize(ledger: PrivacyLedger, query: GeoQuery, x: [Double]) throws  -> PrivateReport
     
     /**
      * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-     * or KDE, in metres): the location is projected with `projection`
-     * (which must be the one a `*_latlon` constructor of the query used)
-     * and privatized. Bad coordinates are `InvalidInput`.
+     * or KDE, in metres), charged to `ledger` (see `privatize`): the
+     * location is projected with `projection` (which must be the one a
+     * `*_latlon` constructor of the query used) and privatized. ε is per
+     * **projected** metre (the unit is `PER_METRE` unless stated): under
+     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+     * are `InvalidInput`.
      */
-    func privatizeLatlon(query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
+    func privatizeLatlon(ledger: PrivacyLedger, query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
     
     /**
-     * `privatize_latlon`, charged to `budget` (see
-     * `privatize_with_budget`).
+     * `privatize_latlon` **without any ledger** (simulations only).
      */
-    func privatizeLatlonWithBudget(budget: PrivacyBudget, query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
+    func privatizeLatlonUnmetered(query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
     
     /**
-     * `privatize`, charged to `budget` (sequential composition): if the
-     * budget cannot afford this mechanism's ε and δ, nothing is computed,
-     * `BudgetExceeded` is raised and the budget is unchanged; if the
-     * release fails (bad input), nothing is charged.
+     * `privatize` **without any ledger**: for simulations of many devices
+     * and for servers' tests, never for a device's own uploads.
      */
-    func privatizeWithBudget(budget: PrivacyBudget, query: GeoQuery, x: [Double]) throws  -> PrivateReport
+    func privatizeUnmetered(query: GeoQuery, x: [Double]) throws  -> PrivateReport
     
     /**
      * A copy drawing its noise from a generator seeded with `seed`, so a
      * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
      * the seed can subtract the noise. For tests and simulations only,
-     * never for real users' data.
+     * never for real users' data. Its reports are marked `seeded`, which
+     * servers refuse unless told otherwise.
      */
     func seeded(seed: UInt64)  -> GeoMechanism
     
@@ -1005,6 +1014,19 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
      * the baselines.
      */
     func smoothnessShare()  -> Double?
+    
+    /**
+     * The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+     */
+    func unit()  -> BudgetUnit?
+    
+    /**
+     * A copy whose ε is stated in `unit` (per metre, per dollar…), which
+     * `privatize` charges to a ledger of the same unit. `local_dp`
+     * mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+     * (`UnitMismatch`).
+     */
+    func withUnit(unit: BudgetUnit) throws  -> GeoMechanism
     
 }
 /**
@@ -1282,14 +1304,22 @@ open func name() -> MechanismName  {
 }
     
     /**
-     * Privatize f(x) for `query` and return the report to upload. `x` has
-     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     * Privatize f(x) for `query` and return the report to upload,
+     * **charged to `ledger` before it is returned** (written to its file
+     * first, for a file-backed ledger). Refused with nothing released and
+     * nothing charged: `UnitMismatch` (the ledger's unit is not this
+     * mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+     * `InvalidInput` (`x` must have `query.dimension()` finite
+     * coordinates), `InvalidParameter` (a release that would not be
+     * finite); `LedgerIo` if the charge cannot be written (the report is
+     * then dropped).
      */
-open func privatize(query: GeoQuery, x: [Double])throws  -> PrivateReport  {
+open func privatize(ledger: PrivacyLedger, query: GeoQuery, x: [Double])throws  -> PrivateReport  {
     return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_geomechanism_privatize(
             self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
         FfiConverterTypeGeoQuery_lower(query),
         FfiConverterSequenceDouble.lower(x),uniffiCallStatus
     )
@@ -1298,15 +1328,20 @@ open func privatize(query: GeoQuery, x: [Double])throws  -> PrivateReport  {
     
     /**
      * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-     * or KDE, in metres): the location is projected with `projection`
-     * (which must be the one a `*_latlon` constructor of the query used)
-     * and privatized. Bad coordinates are `InvalidInput`.
+     * or KDE, in metres), charged to `ledger` (see `privatize`): the
+     * location is projected with `projection` (which must be the one a
+     * `*_latlon` constructor of the query used) and privatized. ε is per
+     * **projected** metre (the unit is `PER_METRE` unless stated): under
+     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+     * are `InvalidInput`.
      */
-open func privatizeLatlon(query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
+open func privatizeLatlon(ledger: PrivacyLedger, query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
     return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(
             self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
         FfiConverterTypeGeoQuery_lower(query),
         FfiConverterDouble.lower(lat),
         FfiConverterDouble.lower(lon),
@@ -1316,15 +1351,13 @@ open func privatizeLatlon(query: GeoQuery, lat: Double, lon: Double, projection:
 }
     
     /**
-     * `privatize_latlon`, charged to `budget` (see
-     * `privatize_with_budget`).
+     * `privatize_latlon` **without any ledger** (simulations only).
      */
-open func privatizeLatlonWithBudget(budget: PrivacyBudget, query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
+open func privatizeLatlonUnmetered(query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
     return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered(
             self.uniffiCloneHandle(),
-        FfiConverterTypePrivacyBudget_lower(budget),
         FfiConverterTypeGeoQuery_lower(query),
         FfiConverterDouble.lower(lat),
         FfiConverterDouble.lower(lon),
@@ -1334,17 +1367,14 @@ open func privatizeLatlonWithBudget(budget: PrivacyBudget, query: GeoQuery, lat:
 }
     
     /**
-     * `privatize`, charged to `budget` (sequential composition): if the
-     * budget cannot afford this mechanism's ε and δ, nothing is computed,
-     * `BudgetExceeded` is raised and the budget is unchanged; if the
-     * release fails (bad input), nothing is charged.
+     * `privatize` **without any ledger**: for simulations of many devices
+     * and for servers' tests, never for a device's own uploads.
      */
-open func privatizeWithBudget(budget: PrivacyBudget, query: GeoQuery, x: [Double])throws  -> PrivateReport  {
+open func privatizeUnmetered(query: GeoQuery, x: [Double])throws  -> PrivateReport  {
     return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered(
             self.uniffiCloneHandle(),
-        FfiConverterTypePrivacyBudget_lower(budget),
         FfiConverterTypeGeoQuery_lower(query),
         FfiConverterSequenceDouble.lower(x),uniffiCallStatus
     )
@@ -1355,7 +1385,8 @@ open func privatizeWithBudget(budget: PrivacyBudget, query: GeoQuery, x: [Double
      * A copy drawing its noise from a generator seeded with `seed`, so a
      * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
      * the seed can subtract the noise. For tests and simulations only,
-     * never for real users' data.
+     * never for real users' data. Its reports are marked `seeded`, which
+     * servers refuse unless told otherwise.
      */
 open func seeded(seed: UInt64) -> GeoMechanism  {
     return try!  FfiConverterTypeGeoMechanism_lift(try! rustCall() {
@@ -1376,6 +1407,34 @@ open func smoothnessShare() -> Double?  {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+     */
+open func unit() -> BudgetUnit?  {
+    return try!  FfiConverterOptionTypeBudgetUnit.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_unit(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy whose ε is stated in `unit` (per metre, per dollar…), which
+     * `privatize` charges to a ledger of the same unit. `local_dp`
+     * mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+     * (`UnitMismatch`).
+     */
+open func withUnit(unit: BudgetUnit)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeBudgetUnit_lower(unit),uniffiCallStatus
     )
 })
 }
@@ -2140,21 +2199,26 @@ public func FfiConverterTypeGridAggregator_lower(_ value: GridAggregator) -> UIn
 
 /**
  * The privacy spent by one device about one secret (its location, its
- * income): a total ε (per unit distance) and δ, and what has been spent
- * by sequential composition. `GeoMechanism.privatize_with_budget` charges
- * it before releasing and refuses (`BudgetExceeded`) a release that would
- * exceed it, leaving the ledger unchanged.
+ * income), in one unit, by sequential composition. `GeoMechanism.privatize`
+ * charges it before returning a report and refuses (`BudgetExceeded`,
+ * `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
  *
- * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
- * release and restore it with `from_json` at start-up, or a restart would
- * reset the budget.
+ * **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+ * at start-up. Each charge is written to the file (temporary file, fsync,
+ * rename, fsync of the directory) before the report is returned, so a
+ * crash may lose a report but never a charge. `create` refuses an
+ * existing file and `open` a missing one, so a restart cannot silently
+ * start from a fresh budget. `in_memory` is explicitly a new budget for
+ * one process lifetime (tests, a single session).
+ *
+ * Thread-safe (a `Mutex` inside).
  */
-public protocol PrivacyBudgetProtocol: AnyObject, Sendable {
+public protocol PrivacyLedgerProtocol: AnyObject, Sendable {
     
     /**
-     * Whether one release with `mechanism` fits the remaining budget now
-     * (another thread may spend before you release; the release itself
-     * checks again).
+     * Whether one release with `mechanism` fits now (same unit, enough
+     * left); another thread may spend before you release, and the release
+     * checks again.
      */
     func canAfford(mechanism: GeoMechanism) throws  -> Bool
     
@@ -2167,39 +2231,39 @@ public protocol PrivacyBudgetProtocol: AnyObject, Sendable {
     func evenSplit(releases: UInt64) throws  -> BudgetShare?
     
     /**
-     * δ still available (rounded down).
-     */
-    func remainingDelta() throws  -> Double
-    
-    /**
      * ε still available (rounded down).
      */
     func remainingEpsilon() throws  -> Double
     
     /**
-     * Totals, spent and remaining amounts and the number of releases, as
-     * one consistent snapshot.
+     * Unit, totals, spent and remaining amounts and the number of
+     * releases, as one consistent snapshot.
      */
     func status() throws  -> BudgetStatus
     
     /**
-     * The ledger as JSON (totals, amounts spent, number of releases).
+     * The state as JSON (format, unit, totals, amounts spent, releases).
      */
     func toJson() throws  -> String
     
 }
 /**
  * The privacy spent by one device about one secret (its location, its
- * income): a total ε (per unit distance) and δ, and what has been spent
- * by sequential composition. `GeoMechanism.privatize_with_budget` charges
- * it before releasing and refuses (`BudgetExceeded`) a release that would
- * exceed it, leaving the ledger unchanged.
+ * income), in one unit, by sequential composition. `GeoMechanism.privatize`
+ * charges it before returning a report and refuses (`BudgetExceeded`,
+ * `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
  *
- * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
- * release and restore it with `from_json` at start-up, or a restart would
- * reset the budget.
+ * **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+ * at start-up. Each charge is written to the file (temporary file, fsync,
+ * rename, fsync of the directory) before the report is returned, so a
+ * crash may lose a report but never a charge. `create` refuses an
+ * existing file and `open` a missing one, so a restart cannot silently
+ * start from a fresh budget. `in_memory` is explicitly a new budget for
+ * one process lifetime (tests, a single session).
+ *
+ * Thread-safe (a `Mutex` inside).
  */
-open class PrivacyBudget: PrivacyBudgetProtocol, @unchecked Sendable {
+open class PrivacyLedger: PrivacyLedgerProtocol, @unchecked Sendable {
     fileprivate let handle: UInt64
 
     /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
@@ -2236,24 +2300,9 @@ open class PrivacyBudget: PrivacyBudgetProtocol, @unchecked Sendable {
     @_documentation(visibility: private)
 #endif
     public func uniffiCloneHandle() -> UInt64 {
-        return try! rustCall { uniffi_geopriv_ffi_fn_clone_privacybudget(self.handle, $0) }
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_privacyledger(self.handle, $0) }
     }
-    /**
-     * A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
-     * distance, in the unit of the queries it will pay for) and
-     * `total_delta` (finite, in [0, 1)) in all.
-     */
-public convenience init(totalEpsilon: Double, totalDelta: Double)throws  {
-    let handle =
-        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_constructor_privacybudget_new(
-        FfiConverterDouble.lower(totalEpsilon),
-        FfiConverterDouble.lower(totalDelta),uniffiCallStatus
-    )
-}
-    self.init(unsafeFromHandle: handle)
-}
+    // No primary constructor declared for this class.
 
     deinit {
         if handle == 0 {
@@ -2261,21 +2310,78 @@ public convenience init(totalEpsilon: Double, totalDelta: Double)throws  {
             return
         }
 
-        try! rustCall { uniffi_geopriv_ffi_fn_free_privacybudget(handle, $0) }
+        try! rustCall { uniffi_geopriv_ffi_fn_free_privacyledger(handle, $0) }
     }
 
     
     /**
-     * Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
-     * kind for every encoded record) anything else: empty or malformed
-     * JSON, unknown fields, totals out of range, or more spent than the
-     * totals.
+     * Create a new, empty ledger file at `path` (`LedgerIo` if it already
+     * exists: no silent reset).
      */
-public static func fromJson(json: String)throws  -> PrivacyBudget  {
-    return try  FfiConverterTypePrivacyBudget_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+public static func create(path: String, policy: BudgetPolicy)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(
-        FfiConverterString.lower(json),uniffiCallStatus
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_create(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A new ledger kept in memory only (lost when the process ends): for
+     * tests and single sessions. Apps use `open_or_create`.
+     */
+public static func inMemory(policy: BudgetPolicy)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory(
+        FfiConverterTypeBudgetPolicy_lower(policy),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Open the ledger file at `path` (it must exist) under the app's
+     * pinned `policy`. `LedgerIo` if missing or unreadable,
+     * `LedgerRefused` if its unit or totals differ from `policy` or its
+     * state is invalid (edited, reset).
+     */
+public static func `open`(path: String, policy: BudgetPolicy)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_open(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `open` if the file exists, else `create`: what an app calls at
+     * start-up.
+     */
+public static func openOrCreate(path: String, policy: BudgetPolicy)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * An in-memory ledger restored from `to_json` under the pinned
+     * `policy`; `LedgerRefused` if the state is invalid or disagrees with
+     * the policy (raised totals, a reset, another unit).
+     */
+public static func restore(json: String, policy: BudgetPolicy)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_restore(
+        FfiConverterString.lower(json),
+        FfiConverterTypeBudgetPolicy_lower(policy),uniffiCallStatus
     )
 })
 }
@@ -2283,14 +2389,14 @@ public static func fromJson(json: String)throws  -> PrivacyBudget  {
 
     
     /**
-     * Whether one release with `mechanism` fits the remaining budget now
-     * (another thread may spend before you release; the release itself
-     * checks again).
+     * Whether one release with `mechanism` fits now (same unit, enough
+     * left); another thread may spend before you release, and the release
+     * checks again.
      */
 open func canAfford(mechanism: GeoMechanism)throws  -> Bool  {
     return try  FfiConverterBool.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(
+    uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(
             self.uniffiCloneHandle(),
         FfiConverterTypeGeoMechanism_lower(mechanism),uniffiCallStatus
     )
@@ -2306,21 +2412,9 @@ open func canAfford(mechanism: GeoMechanism)throws  -> Bool  {
 open func evenSplit(releases: UInt64)throws  -> BudgetShare?  {
     return try  FfiConverterOptionTypeBudgetShare.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_even_split(
+    uniffi_geopriv_ffi_fn_method_privacyledger_even_split(
             self.uniffiCloneHandle(),
         FfiConverterUInt64.lower(releases),uniffiCallStatus
-    )
-})
-}
-    
-    /**
-     * δ still available (rounded down).
-     */
-open func remainingDelta()throws  -> Double  {
-    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(
-            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2331,32 +2425,32 @@ open func remainingDelta()throws  -> Double  {
 open func remainingEpsilon()throws  -> Double  {
     return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(
+    uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
     /**
-     * Totals, spent and remaining amounts and the number of releases, as
-     * one consistent snapshot.
+     * Unit, totals, spent and remaining amounts and the number of
+     * releases, as one consistent snapshot.
      */
 open func status()throws  -> BudgetStatus  {
     return try  FfiConverterTypeBudgetStatus_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_status(
+    uniffi_geopriv_ffi_fn_method_privacyledger_status(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
     
     /**
-     * The ledger as JSON (totals, amounts spent, number of releases).
+     * The state as JSON (format, unit, totals, amounts spent, releases).
      */
 open func toJson()throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_method_privacybudget_to_json(
+    uniffi_geopriv_ffi_fn_method_privacyledger_to_json(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -2370,24 +2464,24 @@ open func toJson()throws  -> String  {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public struct FfiConverterTypePrivacyBudget: FfiConverter {
+public struct FfiConverterTypePrivacyLedger: FfiConverter {
     typealias FfiType = UInt64
-    typealias SwiftType = PrivacyBudget
+    typealias SwiftType = PrivacyLedger
 
-    public static func lift(_ handle: UInt64) throws -> PrivacyBudget {
-        return PrivacyBudget(unsafeFromHandle: handle)
+    public static func lift(_ handle: UInt64) throws -> PrivacyLedger {
+        return PrivacyLedger(unsafeFromHandle: handle)
     }
 
-    public static func lower(_ value: PrivacyBudget) -> UInt64 {
+    public static func lower(_ value: PrivacyLedger) -> UInt64 {
         return value.uniffiCloneHandle()
     }
 
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PrivacyBudget {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PrivacyLedger {
         let handle: UInt64 = try readInt(&buf)
         return try lift(handle)
     }
 
-    public static func write(_ value: PrivacyBudget, into buf: inout [UInt8]) {
+    public static func write(_ value: PrivacyLedger, into buf: inout [UInt8]) {
         writeInt(&buf, lower(value))
     }
 }
@@ -2396,15 +2490,15 @@ public struct FfiConverterTypePrivacyBudget: FfiConverter {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypePrivacyBudget_lift(_ handle: UInt64) throws -> PrivacyBudget {
-    return try FfiConverterTypePrivacyBudget.lift(handle)
+public func FfiConverterTypePrivacyLedger_lift(_ handle: UInt64) throws -> PrivacyLedger {
+    return try FfiConverterTypePrivacyLedger.lift(handle)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypePrivacyBudget_lower(_ value: PrivacyBudget) -> UInt64 {
-    return FfiConverterTypePrivacyBudget.lower(value)
+public func FfiConverterTypePrivacyLedger_lower(_ value: PrivacyLedger) -> UInt64 {
+    return FfiConverterTypePrivacyLedger.lower(value)
 }
 
 
@@ -2424,7 +2518,7 @@ public func FfiConverterTypePrivacyBudget_lower(_ value: PrivacyBudget) -> UInt6
  * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
  * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
  * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
- * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
  * `[delta-out-of-policy]`, `[delta-mismatch]`).
  */
 public protocol ReportPolicyProtocol: AnyObject, Sendable {
@@ -2440,6 +2534,13 @@ public protocol ReportPolicyProtocol: AnyObject, Sendable {
      * ignored) and validate it; `InvalidReport` with the reason otherwise.
      */
     func acceptJson(line: String) throws  -> ReceivedReport
+    
+    /**
+     * A copy that also accepts reports marked `seeded` (from a
+     * `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+     * and simulations only; by default they are refused (`[seeded]`).
+     */
+    func acceptSeeded()  -> ReportPolicy
     
     /**
      * A copy that also accepts local-DP reports with local-DP ε at most
@@ -2481,7 +2582,7 @@ public protocol ReportPolicyProtocol: AnyObject, Sendable {
  * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
  * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
  * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
- * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
  * `[delta-out-of-policy]`, `[delta-mismatch]`).
  */
 open class ReportPolicy: ReportPolicyProtocol, @unchecked Sendable {
@@ -2575,6 +2676,20 @@ open func acceptJson(line: String)throws  -> ReceivedReport  {
     uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(line),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy that also accepts reports marked `seeded` (from a
+     * `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+     * and simulations only; by default they are refused (`[seeded]`).
+     */
+open func acceptSeeded() -> ReportPolicy  {
+    return try!  FfiConverterTypeReportPolicy_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2693,6 +2808,87 @@ public func FfiConverterTypeReportPolicy_lower(_ value: ReportPolicy) -> UInt64 
 
 
 /**
+ * The budget an app pins for a ledger: its unit, total ε and total δ. A
+ * stored ledger whose unit or totals differ is refused
+ * (`LedgerRefused`), never adopted or reset.
+ */
+public struct BudgetPolicy: Equatable, Hashable {
+    /**
+     * The unit of every ε charged.
+     */
+    public var unit: BudgetUnit
+    /**
+     * The total ε (finite, > 0).
+     */
+    public var totalEpsilon: Double
+    /**
+     * The total δ (finite, in [0, 1)).
+     */
+    public var totalDelta: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The unit of every ε charged.
+         */unit: BudgetUnit, 
+        /**
+         * The total ε (finite, > 0).
+         */totalEpsilon: Double, 
+        /**
+         * The total δ (finite, in [0, 1)).
+         */totalDelta: Double) {
+        self.unit = unit
+        self.totalEpsilon = totalEpsilon
+        self.totalDelta = totalDelta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BudgetPolicy: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBudgetPolicy: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetPolicy {
+        return
+            try BudgetPolicy(
+                unit: FfiConverterTypeBudgetUnit.read(from: &buf), 
+                totalEpsilon: FfiConverterDouble.read(from: &buf), 
+                totalDelta: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BudgetPolicy, into buf: inout [UInt8]) {
+        FfiConverterTypeBudgetUnit.write(value.unit, into: &buf)
+        FfiConverterDouble.write(value.totalEpsilon, into: &buf)
+        FfiConverterDouble.write(value.totalDelta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetPolicy_lift(_ buf: RustBuffer) throws -> BudgetPolicy {
+    return try FfiConverterTypeBudgetPolicy.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetPolicy_lower(_ value: BudgetPolicy) -> RustBuffer {
+    return FfiConverterTypeBudgetPolicy.lower(value)
+}
+
+
+/**
  * An (ε, δ) pair: one release's share of a budget.
  */
 public struct BudgetShare: Equatable, Hashable {
@@ -2767,7 +2963,11 @@ public func FfiConverterTypeBudgetShare_lower(_ value: BudgetShare) -> RustBuffe
  */
 public struct BudgetStatus: Equatable, Hashable {
     /**
-     * The total ε allowed (per unit distance).
+     * The unit of ε.
+     */
+    public var unit: BudgetUnit
+    /**
+     * The total ε allowed.
      */
     public var totalEpsilon: Double
     /**
@@ -2799,7 +2999,10 @@ public struct BudgetStatus: Equatable, Hashable {
     // declare one manually.
     public init(
         /**
-         * The total ε allowed (per unit distance).
+         * The unit of ε.
+         */unit: BudgetUnit, 
+        /**
+         * The total ε allowed.
          */totalEpsilon: Double, 
         /**
          * The total δ allowed.
@@ -2819,6 +3022,7 @@ public struct BudgetStatus: Equatable, Hashable {
         /**
          * Number of releases charged.
          */releases: UInt64) {
+        self.unit = unit
         self.totalEpsilon = totalEpsilon
         self.totalDelta = totalDelta
         self.spentEpsilon = spentEpsilon
@@ -2844,6 +3048,7 @@ public struct FfiConverterTypeBudgetStatus: FfiConverterRustBuffer {
     public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetStatus {
         return
             try BudgetStatus(
+                unit: FfiConverterTypeBudgetUnit.read(from: &buf), 
                 totalEpsilon: FfiConverterDouble.read(from: &buf), 
                 totalDelta: FfiConverterDouble.read(from: &buf), 
                 spentEpsilon: FfiConverterDouble.read(from: &buf), 
@@ -2855,6 +3060,7 @@ public struct FfiConverterTypeBudgetStatus: FfiConverterRustBuffer {
     }
 
     public static func write(_ value: BudgetStatus, into buf: inout [UInt8]) {
+        FfiConverterTypeBudgetUnit.write(value.unit, into: &buf)
         FfiConverterDouble.write(value.totalEpsilon, into: &buf)
         FfiConverterDouble.write(value.totalDelta, into: &buf)
         FfiConverterDouble.write(value.spentEpsilon, into: &buf)
@@ -3111,6 +3317,11 @@ public struct PrivateReport: Equatable, Hashable {
      * δ of the release (0 for pure mechanisms).
      */
     public var delta: Double
+    /**
+     * The noise came from a `seeded` (reproducible, NOT secure)
+     * mechanism; servers refuse such reports unless told otherwise.
+     */
+    public var seeded: Bool
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -3136,7 +3347,11 @@ public struct PrivateReport: Equatable, Hashable {
          */epsilon: Double, 
         /**
          * δ of the release (0 for pure mechanisms).
-         */delta: Double) {
+         */delta: Double, 
+        /**
+         * The noise came from a `seeded` (reproducible, NOT secure)
+         * mechanism; servers refuse such reports unless told otherwise.
+         */seeded: Bool) {
         self.json = json
         self.bytes = bytes
         self.value = value
@@ -3144,6 +3359,7 @@ public struct PrivateReport: Equatable, Hashable {
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.delta = delta
+        self.seeded = seeded
     }
 
     
@@ -3168,7 +3384,8 @@ public struct FfiConverterTypePrivateReport: FfiConverterRustBuffer {
                 queryId: FfiConverterString.read(from: &buf), 
                 mechanism: FfiConverterTypeMechanismName.read(from: &buf), 
                 epsilon: FfiConverterDouble.read(from: &buf), 
-                delta: FfiConverterDouble.read(from: &buf)
+                delta: FfiConverterDouble.read(from: &buf), 
+                seeded: FfiConverterBool.read(from: &buf)
         )
     }
 
@@ -3180,6 +3397,7 @@ public struct FfiConverterTypePrivateReport: FfiConverterRustBuffer {
         FfiConverterTypeMechanismName.write(value.mechanism, into: &buf)
         FfiConverterDouble.write(value.epsilon, into: &buf)
         FfiConverterDouble.write(value.delta, into: &buf)
+        FfiConverterBool.write(value.seeded, into: &buf)
     }
 }
 
@@ -3228,6 +3446,11 @@ public struct ReceivedReport: Equatable, Hashable {
      * The released value (finite; unbiased for the user's f(x)).
      */
     public var value: Double
+    /**
+     * Made with a seeded (NOT secure) generator; only accepted by a
+     * policy with `accept_seeded`.
+     */
+    public var seeded: Bool
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -3250,13 +3473,18 @@ public struct ReceivedReport: Equatable, Hashable {
          */delta: Double, 
         /**
          * The released value (finite; unbiased for the user's f(x)).
-         */value: Double) {
+         */value: Double, 
+        /**
+         * Made with a seeded (NOT secure) generator; only accepted by a
+         * policy with `accept_seeded`.
+         */seeded: Bool) {
         self.queryId = queryId
         self.family = family
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.delta = delta
         self.value = value
+        self.seeded = seeded
     }
 
     
@@ -3280,7 +3508,8 @@ public struct FfiConverterTypeReceivedReport: FfiConverterRustBuffer {
                 mechanism: FfiConverterTypeMechanismName.read(from: &buf), 
                 epsilon: FfiConverterDouble.read(from: &buf), 
                 delta: FfiConverterDouble.read(from: &buf), 
-                value: FfiConverterDouble.read(from: &buf)
+                value: FfiConverterDouble.read(from: &buf), 
+                seeded: FfiConverterBool.read(from: &buf)
         )
     }
 
@@ -3291,6 +3520,7 @@ public struct FfiConverterTypeReceivedReport: FfiConverterRustBuffer {
         FfiConverterDouble.write(value.epsilon, into: &buf)
         FfiConverterDouble.write(value.delta, into: &buf)
         FfiConverterDouble.write(value.value, into: &buf)
+        FfiConverterBool.write(value.seeded, into: &buf)
     }
 }
 
@@ -3311,44 +3541,32 @@ public func FfiConverterTypeReceivedReport_lower(_ value: ReceivedReport) -> Rus
 
 
 /**
- * Noise and constants of a central median/quantile release.
- *
- * Python: `CentralNoiseKind.POLY_PLACE()`, `CentralNoiseKind.LAPLACE(delta)`.
+ * What an ε is measured in (core `BudgetUnit`). Charges in different
+ * units never add up: a per-metre ledger refuses a per-dollar or a
+ * local-DP charge (`UnitMismatch`).
  */
 
-public enum CentralNoiseKind: Equatable, Hashable {
+public enum BudgetUnit: Equatable, Hashable {
     
     /**
-     * PolyPlace, no budget split (ε-DP).
+     * ε per metre (per projected metre for lat/lon input).
      */
-    case polyPlace
+    case perMetre
     /**
-     * Student's t with 3 degrees of freedom (ε-DP).
+     * ε per dollar.
      */
-    case studentT
+    case perDollar
     /**
-     * Generalized Cauchy, k = 4 (ε-DP).
+     * A local-DP ε (`GeoMechanism.local_dp`).
      */
-    case cauchy
+    case localDp
     /**
-     * Laplace, (ε, δ)-DP.
+     * Any other unit named by the app (1 to 64 printable ASCII characters).
      */
-    case laplace(
+    case custom(
         /**
-         * δ in (0, 1).
-         */delta: Double
-    )
-    /**
-     * The lecture notes' Cauchy constants (reference).
-     */
-    case lectureCauchy
-    /**
-     * The lecture notes' Laplace constants (reference), total δ.
-     */
-    case lectureLaplace(
-        /**
-         * δ in (0, 1).
-         */delta: Double
+         * The unit's name, e.g. `per-km`.
+         */name: String
     )
 
 
@@ -3358,65 +3576,51 @@ public enum CentralNoiseKind: Equatable, Hashable {
 }
 
 #if compiler(>=6)
-extension CentralNoiseKind: Sendable {}
+extension BudgetUnit: Sendable {}
 #endif
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public struct FfiConverterTypeCentralNoiseKind: FfiConverterRustBuffer {
-    typealias SwiftType = CentralNoiseKind
+public struct FfiConverterTypeBudgetUnit: FfiConverterRustBuffer {
+    typealias SwiftType = BudgetUnit
 
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CentralNoiseKind {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetUnit {
         let variant: Int32 = try readInt(&buf)
         switch variant {
         
-        case 1: return .polyPlace
+        case 1: return .perMetre
         
-        case 2: return .studentT
+        case 2: return .perDollar
         
-        case 3: return .cauchy
+        case 3: return .localDp
         
-        case 4: return .laplace(delta: try FfiConverterDouble.read(from: &buf)
-        )
-        
-        case 5: return .lectureCauchy
-        
-        case 6: return .lectureLaplace(delta: try FfiConverterDouble.read(from: &buf)
+        case 4: return .custom(name: try FfiConverterString.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
 
-    public static func write(_ value: CentralNoiseKind, into buf: inout [UInt8]) {
+    public static func write(_ value: BudgetUnit, into buf: inout [UInt8]) {
         switch value {
         
         
-        case .polyPlace:
+        case .perMetre:
             writeInt(&buf, Int32(1))
         
         
-        case .studentT:
+        case .perDollar:
             writeInt(&buf, Int32(2))
         
         
-        case .cauchy:
+        case .localDp:
             writeInt(&buf, Int32(3))
         
         
-        case let .laplace(delta):
+        case let .custom(name):
             writeInt(&buf, Int32(4))
-            FfiConverterDouble.write(delta, into: &buf)
-            
-        
-        case .lectureCauchy:
-            writeInt(&buf, Int32(5))
-        
-        
-        case let .lectureLaplace(delta):
-            writeInt(&buf, Int32(6))
-            FfiConverterDouble.write(delta, into: &buf)
+            FfiConverterString.write(name, into: &buf)
             
         }
     }
@@ -3426,15 +3630,15 @@ public struct FfiConverterTypeCentralNoiseKind: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeCentralNoiseKind_lift(_ buf: RustBuffer) throws -> CentralNoiseKind {
-    return try FfiConverterTypeCentralNoiseKind.lift(buf)
+public func FfiConverterTypeBudgetUnit_lift(_ buf: RustBuffer) throws -> BudgetUnit {
+    return try FfiConverterTypeBudgetUnit.lift(buf)
 }
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
-public func FfiConverterTypeCentralNoiseKind_lower(_ value: CentralNoiseKind) -> RustBuffer {
-    return FfiConverterTypeCentralNoiseKind.lower(value)
+public func FfiConverterTypeBudgetUnit_lower(_ value: BudgetUnit) -> RustBuffer {
+    return FfiConverterTypeBudgetUnit.lower(value)
 }
 
 
@@ -3468,6 +3672,26 @@ enum GeoprivError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
      * A release was refused because it would exceed the privacy budget.
      */
     case BudgetExceeded(message: String)
+    
+    /**
+     * A charge in one unit offered to a ledger of another (a local-DP ε
+     * to a per-metre ledger), or a geo-private mechanism released through
+     * a ledger without `with_unit`. Nothing was released or charged.
+     */
+    case UnitMismatch(message: String)
+    
+    /**
+     * A stored ledger was refused: its unit or totals differ from the
+     * app's pinned policy, or its state is invalid (edited, reset, changed
+     * by another writer).
+     */
+    case LedgerRefused(message: String)
+    
+    /**
+     * The ledger file could not be read or written; when raised by a
+     * release, nothing was released.
+     */
+    case LedgerIo(message: String)
     
     /**
      * A report could not be decoded or failed validation.
@@ -3520,11 +3744,23 @@ public struct FfiConverterTypeGeoprivError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 4: return .InvalidReport(
+        case 4: return .UnitMismatch(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 5: return .Internal(
+        case 5: return .LedgerRefused(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 6: return .LedgerIo(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 7: return .InvalidReport(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 8: return .Internal(
             message: try FfiConverterString.read(from: &buf)
         )
         
@@ -3545,10 +3781,16 @@ public struct FfiConverterTypeGeoprivError: FfiConverterRustBuffer {
             writeInt(&buf, Int32(2))
         case .BudgetExceeded(_ /* message is ignored*/):
             writeInt(&buf, Int32(3))
-        case .InvalidReport(_ /* message is ignored*/):
+        case .UnitMismatch(_ /* message is ignored*/):
             writeInt(&buf, Int32(4))
-        case .Internal(_ /* message is ignored*/):
+        case .LedgerRefused(_ /* message is ignored*/):
             writeInt(&buf, Int32(5))
+        case .LedgerIo(_ /* message is ignored*/):
+            writeInt(&buf, Int32(6))
+        case .InvalidReport(_ /* message is ignored*/):
+            writeInt(&buf, Int32(7))
+        case .Internal(_ /* message is ignored*/):
+            writeInt(&buf, Int32(8))
 
         
         }
@@ -4051,6 +4293,30 @@ fileprivate struct FfiConverterOptionTypeEstimate: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeBudgetUnit: FfiConverterRustBuffer {
+    typealias SwiftType = BudgetUnit?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeBudgetUnit.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeBudgetUnit.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeGrowth: FfiConverterRustBuffer {
     typealias SwiftType = Growth?
 
@@ -4208,83 +4474,6 @@ public func libraryVersion() -> String  {
 })
 }
 /**
- * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
- * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
- * unless `seed` is given.
- */
-public func centralQuantile(values: [Double], lambda: Double, quantile: Double, epsilon: Double, noise: CentralNoiseKind, seed: UInt64?)throws  -> Double  {
-    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_func_central_quantile(
-        FfiConverterSequenceDouble.lower(values),
-        FfiConverterDouble.lower(lambda),
-        FfiConverterDouble.lower(quantile),
-        FfiConverterDouble.lower(epsilon),
-        FfiConverterTypeCentralNoiseKind_lower(noise),
-        FfiConverterOptionUInt64.lower(seed),uniffiCallStatus
-    )
-})
-}
-/**
- * The exact β-smooth sensitivity of the `quantile`-quantile of `values`
- * in [0, `lambda`] (data-dependent: not private by itself).
- */
-public func centralSmoothSensitivity(values: [Double], lambda: Double, quantile: Double, beta: Double)throws  -> Double  {
-    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(
-        FfiConverterSequenceDouble.lower(values),
-        FfiConverterDouble.lower(lambda),
-        FfiConverterDouble.lower(quantile),
-        FfiConverterDouble.lower(beta),uniffiCallStatus
-    )
-})
-}
-/**
- * Canard–Olivier Algorithm 1 on a chain of levels with the given sorted
- * local sensitivities: the Laplace scale 1/λ_k of every level.
- */
-public func instanceBasedChainScales(localSensitivities: [Double], epsilon: Double, delta: Double)throws  -> [Double]  {
-    return try  FfiConverterSequenceDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(
-        FfiConverterSequenceDouble.lower(localSensitivities),
-        FfiConverterDouble.lower(epsilon),
-        FfiConverterDouble.lower(delta),uniffiCallStatus
-    )
-})
-}
-/**
- * The β at which Smooth Noisy Max needs its smooth bound: the Laplace
- * variant when `laplace_delta` is given, else Student's t.
- */
-public func smoothNoisyMaxBeta(epsilon: Double, laplaceDelta: Double?)throws  -> Double  {
-    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(
-        FfiConverterDouble.lower(epsilon),
-        FfiConverterOptionDouble.lower(laplaceDelta),uniffiCallStatus
-    )
-})
-}
-/**
- * Smooth Noisy Max: the index of the selected candidate, given the
- * utilities and a smooth upper bound on their local sensitivity computed
- * at `smooth_noisy_max_beta(epsilon, laplace_delta)`.
- */
-public func smoothNoisyMaxSelect(utilities: [Double], smoothSensitivity: Double, epsilon: Double, laplaceDelta: Double?, seed: UInt64?)throws  -> UInt64  {
-    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
-        uniffiCallStatus in
-    uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(
-        FfiConverterSequenceDouble.lower(utilities),
-        FfiConverterDouble.lower(smoothSensitivity),
-        FfiConverterDouble.lower(epsilon),
-        FfiConverterOptionDouble.lower(laplaceDelta),
-        FfiConverterOptionUInt64.lower(seed),uniffiCallStatus
-    )
-})
-}
-/**
  * Project a location (WGS84 degrees) to `[x east, y north]` metres, the
  * 2-D point the two-way and KDE queries take. Latitude must be in
  * [-90, 90] (±85.05 for Web Mercator) and longitude in [-180, 180]; NaN or
@@ -4318,21 +4507,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.contractVersionMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_library_version() != 60138) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_func_central_quantile() != 39413) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity() != 60380) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales() != 14806) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select() != 24213) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_project() != 34708) {
@@ -4392,22 +4566,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() != 52518) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() != 8635) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() != 35967) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 10549) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() != 21634) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 13555) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() != 16652) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_status() != 5452) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_status() != 38288) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() != 43112) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_delta() != 37879) {
@@ -4425,22 +4596,28 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_name() != 41294) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 12043) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 10183) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 26250) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 8395) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() != 36539) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() != 59436) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered() != 18303) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 4701) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 34459) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() != 62341) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_unit() != 45336) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() != 19281) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_dimension() != 18456) {
@@ -4468,6 +4645,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() != 8281) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded() != 28745) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() != 16188) {
@@ -4500,10 +4680,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() != 64686) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() != 15582) {
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_create() != 50189) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() != 19437) {
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory() != 18967) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_open() != 51393) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create() != 18991) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466) {

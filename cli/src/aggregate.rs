@@ -35,13 +35,20 @@ pub struct AggregateArgs {
     /// Also accept local-DP reports with LDP ε up to this value.
     #[arg(long, value_name = "E", value_parser = crate::query_args::positive)]
     pub allow_ldp: Option<f64>,
+    /// Also accept reports marked `seeded` (made with a reproducible, NOT
+    /// secure generator, e.g. `privatize --seed`). For tests only.
+    #[arg(long)]
+    pub accept_seeded: bool,
 }
 
 impl AggregateArgs {
     /// The policy described by the flags.
     pub fn policy(&self) -> Result<ValidationPolicy, String> {
-        let p =
+        let mut p =
             ValidationPolicy::new(self.max_epsilon, self.max_delta).map_err(|e| e.to_string())?;
+        if self.accept_seeded {
+            p = p.accept_seeded();
+        }
         match self.allow_ldp {
             Some(e) => p.allow_ldp(e).map_err(|e| e.to_string()),
             None => Ok(p),

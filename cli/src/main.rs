@@ -73,11 +73,19 @@ enum Command {
     /// format version, the query's public parameters, the mechanism, its ε
     /// and δ, and the released value; never S(x) or the noise scale.
     /// Releases use a cryptographically secure generator unless --seed is
-    /// given. Malformed lines get `line N: <reason>` on stderr, the rest are
-    /// still released, and the exit status is then 1.
+    /// given (the reports are then marked `"seeded":true`, which servers
+    /// refuse unless run with --accept-seeded). Every report is charged to
+    /// the --ledger file before it is written, or the run says --unmetered
+    /// (simulations). Malformed lines and refused releases get `line N:
+    /// <reason>` on stderr, the rest are still released, and the exit
+    /// status is then 1.
+    ///
+    /// With --latlon, ε is per projected metre (per Web Mercator metre by
+    /// default: ε/cos(lat) per ground metre).
     ///
     /// Example: `echo 95000 | geopriv privatize threshold --threshold
-    /// 100000 --width 20000 --mechanism polyplace --epsilon 1e-4`.
+    /// 100000 --width 20000 --mechanism polyplace --epsilon 1e-4 --unit
+    /// per-dollar --ledger device.json --budget-epsilon 1e-3`.
     #[command(subcommand)]
     Privatize(QueryCommand<privatize::PrivatizeArgs>),
 
@@ -165,16 +173,19 @@ fn exit_for(malformed: u64, result: io::Result<()>) -> ExitCode {
 fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
     let args = cmd.common();
     let query = cmd.build().unwrap_or_else(|e| flag_error(e));
-    let plan = privatize::Plan {
+    let mechanism = args.mechanism().unwrap_or_else(|e| flag_error(e));
+    let ledger = args.ledger(&mechanism).unwrap_or_else(|e| flag_error(e));
+    let mut plan = privatize::Plan {
         descriptor: query.descriptor(),
-        mechanism: args.mechanism.build().unwrap_or_else(|e| flag_error(e)),
+        mechanism,
         format: args.format,
         projection: args
             .projection(query.dimension())
             .unwrap_or_else(|e| flag_error(e)),
+        ledger,
         query,
     };
-    let mut rng: Box<dyn rand::RngCore> = match args.seed {
+    let mut rng: Box<dyn geopriv::budget::NoiseRng> = match args.seed {
         Some(seed) => Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
             seed,
         )),
@@ -183,7 +194,7 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
     let input = BufReader::with_capacity(1 << 16, io::stdin().lock());
     let output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let errors = BufWriter::new(io::stderr().lock());
-    let result = privatize::run(&plan, rng.as_mut(), input, output, errors);
+    let result = privatize::run(&mut plan, rng.as_mut(), input, output, errors);
     let malformed = result.as_ref().map_or(0, |s| s.malformed);
     exit_for(malformed, result.map(|_| ()))
 }

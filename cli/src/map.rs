@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet,
 };
-use geopriv::PrivacyBudget;
+use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rayon::prelude::*;
@@ -171,7 +171,7 @@ fn release(
     seed: Option<u64>,
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let set = args.set()?;
-    let rel = MapRelease::new(set, args.mechanism(), args.epsilon)?;
+    let rel = MapRelease::new(set, args.mechanism(), args.epsilon)?.with_unit(BudgetUnit::PerMetre);
     eprintln!("{}", rel.per_device_total());
     let mut rng: Box<dyn rand::RngCore> = match seed {
         Some(s) => Box::new(StdRng::seed_from_u64(s)),
@@ -185,7 +185,11 @@ fn release(
         let parsed: Result<Vec<f64>, _> =
             line.split(',').map(|t| t.trim().parse::<f64>()).collect();
         let res = parsed.map_err(|e| e.to_string()).and_then(|x| {
-            let mut ledger = PrivacyBudget::new(args.epsilon, 0.0).map_err(|e| e.to_string())?;
+            // Each input line is one simulated device with its own fresh ledger
+            // (per projected metre), charged once with the per-device total.
+            let policy = BudgetPolicy::new(BudgetUnit::PerMetre, args.epsilon, 0.0)
+                .map_err(|e| e.to_string())?;
+            let mut ledger = PrivacyBudget::new(policy);
             rel.release(&mut ledger, &x, rng.as_mut())
                 .map_err(|e| e.to_string())
         });

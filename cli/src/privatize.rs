@@ -3,9 +3,9 @@
 use crate::mechanism_args::MechanismArgs;
 use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
+use geopriv::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, NoiseRng};
 use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 use geopriv::{AnyQuery, Mechanism, Query, QueryDescriptor, Report};
-use rand::RngCore;
 use std::io::{self, BufRead, Write};
 
 /// Output encodings.
@@ -37,8 +37,13 @@ fn projection(s: &str) -> Result<ProjectionChoice, String> {
     Ok(ProjectionChoice::Local(p.0[0], p.0[1]))
 }
 
+fn unit(s: &str) -> Result<BudgetUnit, String> {
+    s.parse().map_err(|e: geopriv::Error| e.to_string())
+}
+
 /// Flags of `privatize` (besides the query's own).
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("metering").required(true).args(["ledger", "unmetered"])))]
 pub struct PrivatizeArgs {
     #[command(flatten)]
     pub mechanism: MechanismArgs,
@@ -50,9 +55,34 @@ pub struct PrivatizeArgs {
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
     /// Input lines are `lat,lon` in WGS84 degrees, projected to metres
-    /// (2-D queries only).
+    /// (2-D queries only). --epsilon is then per *projected* metre: under
+    /// Web Mercator (the default projection) one ground metre is 1/cos(lat)
+    /// projected metres, so ε per projected metre is ε/cos(lat) per ground
+    /// metre (twice as much at 60°); `local:LAT,LON` gives ground metres
+    /// near its reference point.
     #[arg(long)]
     pub latlon: bool,
+    /// Device ledger file (created if missing): every report is charged to
+    /// it, durably, before it is written (docs/MATH.md §8.3). Needs
+    /// --budget-epsilon; a ledger whose unit or totals differ from the
+    /// flags is refused.
+    #[arg(long, value_name = "PATH")]
+    pub ledger: Option<std::path::PathBuf>,
+    /// No ledger: for simulations where each input line is a different
+    /// device. Either this or --ledger is required.
+    #[arg(long)]
+    pub unmetered: bool,
+    /// Unit of --epsilon, charged to the ledger: per-metre, per-dollar,
+    /// local-dp or custom:NAME. Default: local-dp for `ldp`, per-metre
+    /// with --latlon; otherwise required with --ledger.
+    #[arg(long, value_name = "UNIT", value_parser = unit)]
+    pub unit: Option<BudgetUnit>,
+    /// The ledger's pinned total ε (in --unit).
+    #[arg(long, value_name = "E", value_parser = crate::query_args::positive, requires = "ledger")]
+    pub budget_epsilon: Option<f64>,
+    /// The ledger's pinned total δ.
+    #[arg(long, value_name = "D", default_value = "0", requires = "ledger")]
+    pub budget_delta: f64,
     /// Projection for --latlon: `mercator` or `local:LAT,LON`.
     #[arg(long, value_name = "mercator|local:LAT,LON", value_parser = projection, default_value = "mercator", allow_hyphen_values = true)]
     pub projection: ProjectionChoice,
@@ -74,9 +104,45 @@ pub struct Plan {
     pub mechanism: Mechanism,
     pub format: Format,
     pub projection: Option<Box<dyn Projection>>,
+    /// The device's ledger; `None` only for `--unmetered`.
+    pub ledger: Option<FileLedger>,
 }
 
 impl PrivatizeArgs {
+    /// The mechanism with the unit of its ε (from --unit, or implied).
+    pub fn mechanism(&self) -> Result<Mechanism, String> {
+        let m = self.mechanism.build()?;
+        if m.unit().is_some() && self.unit.is_none() {
+            return Ok(m); // local DP: unit implied
+        }
+        let unit = match (&self.unit, self.latlon) {
+            (Some(u), _) => u.clone(),
+            (None, true) => BudgetUnit::PerMetre,
+            (None, false) if self.ledger.is_some() => {
+                return Err("--ledger needs --unit (the unit of --epsilon: per-metre, per-dollar, local-dp or custom:NAME)".into())
+            }
+            (None, false) => return Ok(m),
+        };
+        m.with_unit(unit).map_err(|e| e.to_string())
+    }
+
+    /// The ledger named by --ledger, opened (or created) under the pinned
+    /// policy of the flags.
+    pub fn ledger(&self, mechanism: &Mechanism) -> Result<Option<FileLedger>, String> {
+        let Some(path) = &self.ledger else {
+            return Ok(None);
+        };
+        let total = self
+            .budget_epsilon
+            .ok_or("--ledger needs --budget-epsilon (the pinned total)")?;
+        let unit = mechanism.unit().cloned().ok_or("--ledger needs --unit")?;
+        let policy =
+            BudgetPolicy::new(unit, total, self.budget_delta).map_err(|e| e.to_string())?;
+        FileLedger::open_or_create(path, &policy)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
     /// The projection for --latlon (None without it).
     pub fn projection(&self, dimension: usize) -> Result<Option<Box<dyn Projection>>, String> {
         if !self.latlon {
@@ -100,8 +166,8 @@ impl PrivatizeArgs {
 /// Reads points (or lat/lon pairs), writes one report per good line and
 /// `line N: <reason>` on `err` for each bad one; later lines go on.
 pub fn run<R: BufRead, W: Write, E: Write>(
-    plan: &Plan,
-    rng: &mut dyn RngCore,
+    plan: &mut Plan,
+    rng: &mut dyn NoiseRng,
     input: R,
     mut out: W,
     err: E,
@@ -113,6 +179,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     };
     let name = plan.mechanism.name();
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
+    let seeded = rng.is_seeded();
     let (released, malformed) = for_each_point(input, dim, err, |point| {
         let value = (|| {
             if let Some(p) = &plan.projection {
@@ -121,13 +188,19 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 point.clear();
                 point.extend_from_slice(&xy);
             }
-            plan.mechanism
-                .privatize(&plan.query, point, rng)
-                .map_err(|e| e.to_string())
+            match &mut plan.ledger {
+                Some(ledger) => {
+                    plan.mechanism
+                        .privatize(ledger as &mut dyn Ledger, &plan.query, point, rng)
+                }
+                None => plan.mechanism.privatize_unmetered(&plan.query, point, rng),
+            }
+            .map_err(|e| e.to_string())
         })();
         Ok(match value {
             Ok(value) => {
-                let report = Report::new(plan.descriptor.clone(), name, epsilon, delta, value);
+                let report = Report::new(plan.descriptor.clone(), name, epsilon, delta, value)
+                    .with_seeded(seeded);
                 match plan.format {
                     Format::Json => report.write_json_line(&mut out)?,
                     Format::Binary => report.write_frame(&mut out)?,

@@ -35,6 +35,7 @@ const THRESHOLD: &[&str] = &[
     "0.05",
     "--seed",
     "1",
+    "--unmetered",
 ];
 
 fn incomes(n: usize) -> (String, f64) {
@@ -56,7 +57,7 @@ fn privatize_then_aggregate_recovers_the_share() {
         args.extend(["--format", format]);
         let released = geopriv(&args, text.as_bytes());
         assert!(released.status.success(), "{released:?}");
-        let agg = geopriv(&["aggregate"], &released.stdout);
+        let agg = geopriv(&["aggregate", "--accept-seeded"], &released.stdout);
         assert!(agg.status.success(), "{agg:?}");
         let line = String::from_utf8(agg.stdout).unwrap();
         let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
@@ -80,7 +81,15 @@ fn reports_never_carry_the_sensitivity_or_the_scale() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["delta", "epsilon", "mechanism", "query", "value", "version"]
+        [
+            "delta",
+            "epsilon",
+            "mechanism",
+            "query",
+            "seeded",
+            "value",
+            "version"
+        ]
     );
 }
 
@@ -103,7 +112,7 @@ fn bad_lines_are_reported_and_good_ones_kept() {
     // The aggregator keeps good reports and names the bad records.
     let mut stream = out.stdout.clone();
     stream.extend_from_slice(b"not json\n{\"version\":7}\n");
-    let agg = geopriv(&["aggregate"], &stream);
+    let agg = geopriv(&["aggregate", "--accept-seeded"], &stream);
     assert_eq!(agg.status.code(), Some(1));
     let err = String::from_utf8(agg.stderr).unwrap();
     assert!(err.contains("line 4:") && err.contains("line 5:"), "{err}");
@@ -113,7 +122,10 @@ fn bad_lines_are_reported_and_good_ones_kept() {
 #[test]
 fn the_policy_rejects_reports_over_budget() {
     let released = geopriv(THRESHOLD, b"95\n");
-    let agg = geopriv(&["aggregate", "--max-epsilon", "0.01"], &released.stdout);
+    let agg = geopriv(
+        &["aggregate", "--accept-seeded", "--max-epsilon", "0.01"],
+        &released.stdout,
+    );
     assert_eq!(agg.status.code(), Some(1));
     assert!(String::from_utf8(agg.stderr).unwrap().contains("line 1:"));
 }
@@ -137,6 +149,7 @@ fn latlon_input_is_projected() {
             "local:48.85,2.35",
             "--seed",
             "2",
+            "--unmetered",
         ],
         b"48.85,2.35\n48.86,2.36\n95,0\n",
     );
@@ -146,11 +159,84 @@ fn latlon_input_is_projected() {
 }
 
 #[test]
+fn seeded_reports_are_refused_by_default() {
+    let released = geopriv(THRESHOLD, b"95\n");
+    let agg = geopriv(&["aggregate"], &released.stdout);
+    assert_eq!(agg.status.code(), Some(1));
+    assert!(String::from_utf8(agg.stderr).unwrap().contains("seeded"));
+}
+
+#[test]
+fn a_ledger_file_meters_privatize_across_runs() {
+    let dir = std::env::temp_dir().join(format!("geopriv-cli-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ledger = dir.join("device.json");
+    let ledger = ledger.to_str().unwrap();
+    let run = |budget: &str, unit: &str, input: &[u8]| {
+        geopriv(
+            &[
+                "privatize",
+                "threshold",
+                "--threshold",
+                "100",
+                "--width",
+                "20",
+                "--mechanism",
+                "polyplace",
+                "--epsilon",
+                "0.05",
+                "--unit",
+                unit,
+                "--ledger",
+                ledger,
+                "--budget-epsilon",
+                budget,
+            ],
+            input,
+        )
+    };
+    // Budget 0.16: two releases now, a third in a later run, then refusals.
+    let first = run("0.16", "per-dollar", b"95\n96\n");
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(String::from_utf8(first.stdout).unwrap().lines().count(), 2);
+    let second = run("0.16", "per-dollar", b"97\n98\n");
+    assert_eq!(second.status.code(), Some(1));
+    assert_eq!(String::from_utf8(second.stdout).unwrap().lines().count(), 1);
+    assert!(String::from_utf8(second.stderr)
+        .unwrap()
+        .contains("budget exceeded"));
+    // Another pinned total or unit is refused before anything is released.
+    for (budget, unit) in [("1", "per-dollar"), ("0.16", "per-metre")] {
+        let out = run(budget, unit, b"95\n");
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(out.stdout.is_empty());
+        assert!(String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("pinned policy"));
+    }
+    // Neither --ledger nor --unmetered: refused by the flag parser.
+    let mut args = THRESHOLD.to_vec();
+    args.retain(|a| *a != "--unmetered");
+    assert_eq!(geopriv(&args, b"95\n").status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn latlon_help_states_the_unit_of_epsilon() {
+    let out = geopriv(&["privatize", "kde", "--help"], b"");
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("per *projected* metre"), "{help}");
+    assert!(help.contains("Web Mercator"), "{help}");
+}
+
+#[test]
 fn bad_flags_exit_2() {
     for args in [
         vec![
             "privatize",
             "threshold",
+            "--unmetered",
             "--threshold",
             "0",
             "--width",
@@ -163,6 +249,7 @@ fn bad_flags_exit_2() {
         vec![
             "privatize",
             "threshold",
+            "--unmetered",
             "--threshold",
             "0",
             "--width",
@@ -175,6 +262,7 @@ fn bad_flags_exit_2() {
         vec![
             "privatize",
             "threshold",
+            "--unmetered",
             "--threshold",
             "0",
             "--width",
@@ -189,6 +277,7 @@ fn bad_flags_exit_2() {
         vec![
             "privatize",
             "threshold",
+            "--unmetered",
             "--threshold",
             "0",
             "--width",

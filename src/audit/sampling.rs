@@ -424,7 +424,7 @@ pub fn sampling_audit<Q: super::AuditTarget + Sync + ?Sized>(
     options: &SamplingOptions,
 ) -> Result<SamplingReport> {
     let pairs = landmark_pairs(query, mechanism.epsilon());
-    let release = |x: &[f64], rng: &mut StdRng| mechanism.privatize(query, x, rng);
+    let release = |x: &[f64], rng: &mut StdRng| mechanism.privatize_unmetered(query, x, rng);
     test_pairs(&release, &pairs, options)
 }
 

@@ -13,8 +13,10 @@
 //!
 //! ```
 //! use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
-//! # let mut budget = geopriv::PrivacyBudget::new(1e-3, 0.0)?;
-//! let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 61)?), MapMechanism::APriori, 1e-3)?;
+//! use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+//! # let mut budget = PrivacyBudget::new(BudgetPolicy::new(BudgetUnit::PerMetre, 1e-3, 0.0)?);
+//! let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 61)?), MapMechanism::APriori, 1e-3)?
+//!     .with_unit(BudgetUnit::PerMetre);
 //! let report = map.release_secure(&mut budget, &[5_000.0, 7_500.0])?;   // charges 1e-3 once
 //! let line = serde_json::to_string(&report).unwrap();                   // one JSON line to upload
 //! # let _ = line;

@@ -2,7 +2,7 @@
 //! per-device total ε (docs/MATH.md §9.1, §9.2), and the report it sends.
 
 use super::query_set::{L1Bound, QuerySet};
-use crate::budget::PrivacyBudget;
+use crate::budget::{spend_dyn, BudgetUnit, Charge, Ledger};
 use crate::error::{positive_finite, Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::{Laplace, PlanarLaplace, SphericalLaplace};
@@ -108,11 +108,12 @@ fn power_of_two_below(v: f64) -> f64 {
 ///
 /// ```
 /// use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
-/// use geopriv::PrivacyBudget;
+/// use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 /// # use rand::SeedableRng;
 /// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-/// let mut budget = PrivacyBudget::new(1e-3, 0.0)?;            // the device's ledger, per metre
-/// let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 31)?), MapMechanism::APriori, 1e-3)?;
+/// let mut budget = PrivacyBudget::new(BudgetPolicy::new(BudgetUnit::PerMetre, 1e-3, 0.0)?); // the device's ledger
+/// let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 31)?), MapMechanism::APriori, 1e-3)?
+///     .with_unit(BudgetUnit::PerMetre);
 /// let report = map.release(&mut budget, &[5_000.0, 7_500.0], &mut rng)?; // charged once: 1e-3
 /// assert_eq!(budget.spent_epsilon(), 1e-3);
 /// assert!(map.release(&mut budget, &[5_000.0, 7_500.0], &mut rng).is_err()); // nothing left
@@ -126,6 +127,10 @@ pub struct MapRelease {
     epsilon: f64,
     l1: Option<L1Bound>,
     tag: String,
+    /// The unit of ε charged to the ledger (docs/MATH.md §8.3); stated
+    /// with [`with_unit`](MapRelease::with_unit), required by the metered
+    /// [`release`](MapRelease::release).
+    unit: Option<BudgetUnit>,
 }
 
 impl MapRelease {
@@ -153,7 +158,26 @@ impl MapRelease {
             epsilon,
             l1,
             tag,
+            unit: None,
         })
+    }
+
+    /// State the unit of ε (per metre for maps of projected metres, per
+    /// dollar for income ladders); the metered release charges the ledger
+    /// in this unit and a ledger of another unit refuses it.
+    pub fn with_unit(mut self, unit: BudgetUnit) -> Self {
+        self.unit = Some(unit);
+        self
+    }
+
+    /// The charge of one release: the per-device total ε in the stated
+    /// unit ([`Error::UnitMismatch`] if no unit was stated).
+    fn charge(&self, ledger_unit: &BudgetUnit) -> Result<Charge> {
+        let unit = self.unit.clone().ok_or_else(|| Error::UnitMismatch {
+            ledger: ledger_unit.clone(),
+            charge: None,
+        })?;
+        Charge::new(unit, self.epsilon, 0.0)
     }
 
     /// The query set.
@@ -212,20 +236,21 @@ impl MapRelease {
     /// returning it. A refused or failed release charges nothing.
     pub fn release<R: Rng + ?Sized>(
         &self,
-        budget: &mut PrivacyBudget,
+        ledger: &mut dyn Ledger,
         x: &[f64],
         rng: &mut R,
     ) -> Result<MapReport> {
         self.set.check_location(x)?;
-        // `spend` refuses (and draws nothing) if ε does not fit, and
-        // charges only if the report was computed.
-        budget.spend(self.epsilon, 0.0, || self.compute(x, rng))
+        let charge = self.charge(ledger.state().unit())?;
+        // `spend_dyn` refuses (and draws nothing) if ε does not fit or the
+        // unit differs, and charges only if the report was computed.
+        spend_dyn(ledger, &charge, || self.compute(x, rng))
     }
 
     /// [`release`](Self::release) with the secure default generator.
     #[cfg(feature = "std")]
-    pub fn release_secure(&self, budget: &mut PrivacyBudget, x: &[f64]) -> Result<MapReport> {
-        self.release(budget, x, &mut crate::SecureRng::new())
+    pub fn release_secure(&self, ledger: &mut dyn Ledger, x: &[f64]) -> Result<MapReport> {
+        self.release(ledger, x, &mut crate::SecureRng::new())
     }
 
     /// The report without charging a ledger: for simulations only (the
@@ -289,7 +314,7 @@ impl MapRelease {
             MapMechanism::Composition => {
                 let mech = Mechanism::polyplace(self.epsilon / m as f64)?;
                 let vals = (0..m)
-                    .map(|j| self.set.with_query(j, |q| mech.privatize(q, x, rng)))
+                    .map(|j| self.set.with_query(j, |q| mech.privatize_unmetered(q, x, rng)))
                     .collect::<Result<Vec<f64>>>()?;
                 rep.values = Some(vals);
             }
@@ -306,7 +331,7 @@ impl MapRelease {
                     .iter()
                     .map(|&j| {
                         self.set
-                            .with_query(j as usize, |q| mech.privatize(q, x, rng))
+                            .with_query(j as usize, |q| mech.privatize_unmetered(q, x, rng))
                     })
                     .collect::<Result<Vec<f64>>>()?;
                 rep.queries = Some(idx);
@@ -337,8 +362,9 @@ mod tests {
             MapMechanism::Composition,
             MapMechanism::Sampled { k: 3 },
         ] {
-            let r = MapRelease::new(set(), mech, 0.01).unwrap();
-            let mut b = PrivacyBudget::new(0.01, 0.0).unwrap();
+            let r = MapRelease::new(set(), mech, 0.01).unwrap()
+                .with_unit(BudgetUnit::PerMetre);
+            let mut b = crate::budget::PrivacyBudget::new(crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0).unwrap());
             let rep = r.release(&mut b, &[100.0, 900.0], &mut rng).unwrap();
             assert_eq!(b.releases(), 1);
             assert_eq!(b.spent_epsilon(), 0.01);
@@ -358,14 +384,16 @@ mod tests {
     #[test]
     fn bad_input_is_refused_and_not_charged() {
         let mut rng = StdRng::seed_from_u64(4);
-        let r = MapRelease::new(set(), MapMechanism::APriori, 0.01).unwrap();
-        let mut b = PrivacyBudget::new(1.0, 0.0).unwrap();
+        let r = MapRelease::new(set(), MapMechanism::APriori, 0.01).unwrap()
+                .with_unit(BudgetUnit::PerMetre);
+        let mut b = crate::budget::PrivacyBudget::new(crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap());
         for x in [vec![-5.0, 10.0], vec![f64::NAN, 1.0], vec![1.0]] {
             assert!(r.release(&mut b, &x, &mut rng).is_err());
         }
         assert_eq!(b.releases(), 0);
         // ε above the ledger's total: refused, nothing charged.
-        let big = MapRelease::new(set(), MapMechanism::APriori, 2.0).unwrap();
+        let big = MapRelease::new(set(), MapMechanism::APriori, 2.0).unwrap()
+                .with_unit(BudgetUnit::PerMetre);
         assert!(matches!(
             big.release(&mut b, &[1.0, 1.0], &mut rng),
             Err(Error::BudgetExceeded { .. })

@@ -63,6 +63,7 @@
 //! leaking through its low bits and this one not;
 //! `tests/exact_enumeration.rs` measures η and δ_fp.
 
+use crate::budget::BudgetUnit;
 use crate::error::{positive_finite, Error, Result};
 use crate::growth::Growth;
 use crate::noise::{
@@ -261,6 +262,10 @@ pub struct Mechanism {
     noise: UnitNoise,
     /// Release grid and (η, δ_fp), docs/MATH.md §8.1.
     fp: crate::release_grid::FloatingPointGuarantee,
+    /// The unit of ε, charged by the metered release paths
+    /// (`docs/MATH.md §8.3`): always `LocalDp` for `local_dp`, stated with
+    /// [`with_unit`](Mechanism::with_unit) for the geo-private ones.
+    unit: Option<BudgetUnit>,
 }
 
 fn share(name: &'static str, value: f64) -> Result<f64> {
@@ -285,6 +290,7 @@ impl Mechanism {
         scale_per_sensitivity: f64,
         shape: NoiseShape,
     ) -> Result<Self> {
+        let scale_per_sensitivity = scale_factor(scale_per_sensitivity)?;
         Ok(Self {
             name,
             kind: Kind::Smooth {
@@ -296,20 +302,60 @@ impl Mechanism {
             smoothness_share: Some(share),
             noise: UnitNoise::new(shape)?,
             fp: crate::release_grid::FloatingPointGuarantee::for_shape(Some(shape)),
+            unit: None,
         })
     }
 
     /// A baseline with budget `epsilon` and Laplace(1) noise.
     fn baseline(name: MechanismName, kind: Kind, epsilon: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        // 1/ε must be a finite normal number (ε >= about 5.6e-309).
+        scale_factor(1.0 / epsilon)?;
         Ok(Self {
+            unit: (name == MechanismName::Ldp).then_some(BudgetUnit::LocalDp),
             name,
             kind,
-            epsilon: positive_finite("epsilon", epsilon)?,
+            epsilon,
             delta: 0.0,
             smoothness_share: None,
             noise: UnitNoise::new(NoiseShape::Laplace)?,
             fp: crate::release_grid::FloatingPointGuarantee::for_shape(None),
         })
+    }
+
+    /// This mechanism with its ε stated in `unit` (per metre, per dollar…),
+    /// which the metered release paths charge (`docs/MATH.md §8.3`).
+    /// Refused ([`Error::UnitMismatch`]) if `unit` contradicts the
+    /// mechanism: a local-DP ε is always [`BudgetUnit::LocalDp`], a
+    /// geo-private ε never is.
+    ///
+    /// ```
+    /// use geopriv::{budget::BudgetUnit, Mechanism};
+    /// let m = Mechanism::polyplace(1e-3)?.with_unit(BudgetUnit::PerMetre)?;
+    /// assert_eq!(m.unit(), Some(&BudgetUnit::PerMetre));
+    /// assert!(Mechanism::local_dp(1.0)?.with_unit(BudgetUnit::PerMetre).is_err());
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn with_unit(mut self, unit: BudgetUnit) -> Result<Self> {
+        let ldp = self.name == MechanismName::Ldp;
+        if ldp != (unit == BudgetUnit::LocalDp) {
+            return Err(Error::UnitMismatch {
+                ledger: if ldp {
+                    BudgetUnit::LocalDp
+                } else {
+                    unit.clone()
+                },
+                charge: Some(if ldp { unit } else { BudgetUnit::LocalDp }),
+            });
+        }
+        self.unit = Some(unit);
+        Ok(self)
+    }
+
+    /// The unit of ε, if stated (always [`BudgetUnit::LocalDp`] for
+    /// [`Mechanism::local_dp`]).
+    pub fn unit(&self) -> Option<&BudgetUnit> {
+        self.unit.as_ref()
     }
 
     /// Which mechanism this is: the name its reports carry.
@@ -446,6 +492,13 @@ impl Mechanism {
     /// The release grid Λ: a power of two set by public parameters only
     /// (module docs, "Floating-point safety").
     pub fn release_grid<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
+        power_of_two_below(self.largest_scale(query)) * self.fp.grid_fraction()
+    }
+
+    /// σ_max: the noise scale at the largest sensitivity the query can
+    /// have (its global Lipschitz constant, or its range for LDP and noise
+    /// a priori).
+    fn largest_scale<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
         let largest_sensitivity = match &self.kind {
             Kind::Smooth { .. } | Kind::GlobalLaplace => query.global_lipschitz(),
             Kind::LocalDp | Kind::APriori => {
@@ -453,7 +506,7 @@ impl Mechanism {
                 hi - lo
             }
         };
-        power_of_two_below(self.raw_scale(largest_sensitivity)) * self.fp.grid_fraction()
+        self.raw_scale(largest_sensitivity)
     }
 
     /// The floating-point guarantee of the implemented release: grid
@@ -462,18 +515,32 @@ impl Mechanism {
         self.fp
     }
 
-    /// Privatize f(x): draw the noise with `rng` and return the released
-    /// value, snapped to the public release grid. Use a cryptographically
-    /// secure generator (e.g. [`crate::SecureRng`]) in production; a seeded
-    /// one only for reproducible experiments.
-    pub fn privatize<Q: Query + ?Sized, R: Rng + ?Sized>(
+    /// Privatize f(x) **without charging any ledger**: draw the noise with
+    /// `rng` and return the released value, snapped to the public release
+    /// grid. For experiments and simulations of many devices; a device
+    /// releases through the metered [`Mechanism::privatize`] (or
+    /// [`crate::Report::release`]), which charges its ledger first.
+    ///
+    /// Refused with [`Error::NonFiniteRelease`] if the largest noise scale,
+    /// the release grid, this release's scale or its value is not a finite
+    /// normal number (e.g. ε = 1e-300 with a narrow ramp).
+    pub fn privatize_unmetered<Q: Query + ?Sized, R: Rng + ?Sized>(
         &self,
         query: &Q,
         x: &[f64],
         rng: &mut R,
     ) -> Result<f64> {
+        let grid = self.checked_release_grid(query)?;
         let raw = self.privatize_unsnapped(query, x, rng)?;
-        Ok(snap(raw, self.release_grid(query)))
+        crate::error::release_number("value", raw, true)?;
+        crate::error::release_number("value", snap(raw, grid), true)
+    }
+
+    /// The release grid, refused if it or the largest noise scale it comes
+    /// from is not a finite normal number.
+    pub fn checked_release_grid<Q: Query + ?Sized>(&self, query: &Q) -> Result<f64> {
+        crate::error::release_number("scale", self.largest_scale(query), false)?;
+        crate::error::release_number("grid", self.release_grid(query), false)
     }
 
     /// The release before snapping to the grid. Exposed for the
@@ -488,8 +555,10 @@ impl Mechanism {
         match self.sensitivity(query, x)? {
             Some(sensitivity) => {
                 let value = query.value(x)?;
+                let scale =
+                    crate::error::release_number("scale", self.raw_scale(sensitivity), false)?;
                 let mut rng = rng;
-                Ok(value + self.raw_scale(sensitivity) * self.noise.density().sample(&mut rng))
+                Ok(value + scale * self.noise.density().sample(&mut rng))
             }
             None => {
                 crate::error::check_point(x, query.dimension())?;
@@ -504,18 +573,25 @@ impl Mechanism {
         }
     }
 
-    /// Privatize f(x) with a fresh generator seeded from the operating
-    /// system (the secure default).
-    #[cfg(feature = "std")]
-    pub fn privatize_secure<Q: Query + ?Sized>(&self, query: &Q, x: &[f64]) -> Result<f64> {
-        self.privatize(query, x, &mut crate::SecureRng::new())
-    }
-
     /// Variance of one report at sensitivity `sensitivity` (smooth and
     /// global/LDP mechanisms), from the closed-form noise variance.
     pub fn report_variance(&self, sensitivity: f64) -> Option<f64> {
         let scale = self.scale_for(sensitivity)?;
         Some(self.noise.density().variance()? * scale * scale)
+    }
+}
+
+/// Check a noise scale per unit of sensitivity (1/η, 1/γ or 1/ε).
+fn scale_factor(v: f64) -> Result<f64> {
+    if v.is_normal() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::InvalidParameter {
+            name: "epsilon",
+            value: 1.0 / v,
+            requirement:
+                "large enough that the noise scale per unit sensitivity is a finite normal number",
+        })
     }
 }
 
@@ -604,7 +680,7 @@ mod tests {
             let mut sum = 0.0;
             for i in 0..n {
                 let x = [80.0 + (i % 40) as f64];
-                let y = m.privatize(&q, &x, &mut rng).unwrap();
+                let y = m.privatize_unmetered(&q, &x, &mut rng).unwrap();
                 assert_eq!(y, (y / grid).round() * grid);
                 sum += y - q.value(&x).unwrap();
             }
@@ -643,9 +719,9 @@ mod tests {
             Mechanism::polyplace(1.0).unwrap(),
             Mechanism::noise_a_priori(1.0).unwrap(),
         ] {
-            assert!(m.privatize(&q, &[f64::NAN], &mut rng).is_err());
-            assert!(m.privatize(&q, &[1.0, 2.0], &mut rng).is_err());
-            assert!(m.privatize(&q, &[], &mut rng).is_err());
+            assert!(m.privatize_unmetered(&q, &[f64::NAN], &mut rng).is_err());
+            assert!(m.privatize_unmetered(&q, &[1.0, 2.0], &mut rng).is_err());
+            assert!(m.privatize_unmetered(&q, &[], &mut rng).is_err());
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `SoftInterval`: "share of users with a <= x <= b" (docs/MATH.md §3.2).
 
 use super::{ramp_smooth_sensitivity, Query};
-use crate::error::{check_point, finite, positive_finite, Error, Result};
+use crate::error::{check_point, query_parameter, query_width, Error, Result};
 use crate::growth::Growth;
 
 /// Soft indicator of [a, b] with ramps of width θ centred at a and at b
@@ -45,9 +45,9 @@ impl SoftInterval {
     /// A soft interval [lower, upper] with ramp `width`; all finite,
     /// width > 0 and upper - lower >= width.
     pub fn new(lower: f64, upper: f64, width: f64) -> Result<Self> {
-        let lower = finite("lower", lower)?;
-        let upper = finite("upper", upper)?;
-        let width = positive_finite("width", width)?;
+        let lower = query_parameter("lower", lower)?;
+        let upper = query_parameter("upper", upper)?;
+        let width = query_width("width", width)?;
         if upper - lower < width {
             return Err(Error::InvalidParameter {
                 name: "upper",

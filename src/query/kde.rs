@@ -83,7 +83,7 @@
 //! implementation against a direct evaluation of the definitions.
 
 use super::Query;
-use crate::error::{check_point, positive_finite, Error, Result};
+use crate::error::{check_point, Error, Result};
 use crate::growth::{Growth, GrowthKind};
 use crate::math::{exp, sqrt};
 use crate::roots::{brent, newton_in_bracket};
@@ -136,9 +136,12 @@ impl GaussianKde {
             });
         }
         check_point(center, center.len())?;
+        for &c in center {
+            crate::error::query_parameter("center", c)?;
+        }
         Ok(Self {
             center: center.to_vec(),
-            bandwidth: positive_finite("bandwidth", bandwidth)?,
+            bandwidth: crate::error::query_width("bandwidth", bandwidth)?,
         })
     }
 

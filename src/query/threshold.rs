@@ -1,7 +1,7 @@
 //! `SoftThreshold`: "share of users with x > T" (docs/MATH.md §3.1).
 
 use super::{ramp_smooth_sensitivity, Query};
-use crate::error::{check_point, finite, positive_finite, Result};
+use crate::error::{check_point, query_parameter, query_width, Result};
 use crate::growth::Growth;
 
 /// Soft threshold at `T` with ramp width θ > 0 (one dimension):
@@ -37,8 +37,8 @@ impl SoftThreshold {
     /// A soft threshold at `threshold` (finite) with ramp `width` (finite, > 0).
     pub fn new(threshold: f64, width: f64) -> Result<Self> {
         Ok(Self {
-            threshold: finite("threshold", threshold)?,
-            width: positive_finite("width", width)?,
+            threshold: query_parameter("threshold", threshold)?,
+            width: query_width("width", width)?,
         })
     }
 

@@ -1,7 +1,7 @@
 //! `TwoWayThreshold`: "share of users with x1 > T1 and x2 > T2" (docs/MATH.md §3.3).
 
 use super::{ramp_smooth_sensitivity, Query};
-use crate::error::{check_point, finite, positive_finite, Result};
+use crate::error::{check_point, query_parameter, query_width, Result};
 use crate::growth::Growth;
 use crate::math::hypot;
 
@@ -54,9 +54,9 @@ pub struct TwoWayThreshold {
 impl TwoWayThreshold {
     /// A two-way threshold at (`t1`, `t2`) (finite) with ramp `width` (finite, > 0).
     pub fn new(t1: f64, t2: f64, width: f64) -> Result<Self> {
-        let t1 = finite("threshold_1", t1)?;
-        let t2 = finite("threshold_2", t2)?;
-        let width = positive_finite("width", width)?;
+        let t1 = query_parameter("threshold_1", t1)?;
+        let t2 = query_parameter("threshold_2", t2)?;
+        let width = query_width("width", width)?;
         let inner_radius = width * core::f64::consts::FRAC_1_SQRT_2;
         let offset = 0.5 * width + inner_radius;
         Ok(Self {

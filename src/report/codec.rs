@@ -1,10 +1,32 @@
 //! The two encodings of one report: JSON lines and postcard bytes (see the
 //! [module docs](super) for the layouts).
 
-use super::{Rejection, Report, FORMAT_VERSION};
+use super::{MechanismName, QueryDescriptor, Rejection, Report, FORMAT_VERSION};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+/// The binary body of a report: every field but `seeded`, in wire order.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    version: u16,
+    query: &'a QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
+}
+
+/// [`WireRef`], owned, for decoding.
+#[derive(Deserialize)]
+struct Wire {
+    version: u16,
+    query: QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
+}
 
 /// Just the version, to tell "newer format" from "malformed".
 #[derive(Deserialize)]
@@ -57,8 +79,20 @@ impl Report {
 
     /// The compact binary (postcard) encoding.
     pub fn to_bytes(&self) -> Vec<u8> {
+        let wire = WireRef {
+            version: self.version,
+            query: &self.query,
+            mechanism: self.mechanism,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            value: self.value,
+        };
         // Cannot fail for this type when writing to a growable vector.
-        postcard::to_allocvec(self).unwrap_or_default()
+        let mut bytes = postcard::to_allocvec(&wire).unwrap_or_default();
+        if self.seeded {
+            bytes.push(1);
+        }
+        bytes
     }
 
     /// Decode one binary report; every byte must be used. Refuses with a
@@ -73,12 +107,21 @@ impl Report {
         if version != FORMAT_VERSION {
             return Err(Rejection::UnsupportedVersion { found: version });
         }
-        let (report, rest) =
-            postcard::take_from_bytes::<Report>(bytes).map_err(postcard_rejection)?;
-        if !rest.is_empty() {
-            return Err(Rejection::TrailingBytes { count: rest.len() });
-        }
-        Ok(report)
+        let (w, rest) = postcard::take_from_bytes::<Wire>(bytes).map_err(postcard_rejection)?;
+        let seeded = match rest {
+            [] => false,
+            [1] => true,
+            _ => return Err(Rejection::TrailingBytes { count: rest.len() }),
+        };
+        Ok(Report {
+            version: w.version,
+            query: w.query,
+            mechanism: w.mechanism,
+            epsilon: w.epsilon,
+            delta: w.delta,
+            value: w.value,
+            seeded,
+        })
     }
 
     /// Write the JSON line and a newline.

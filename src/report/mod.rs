@@ -1,8 +1,8 @@
 //! Reports: what a device uploads, in a versioned wire format, and the
 //! server's validation of it.
 //!
-//! A [`Report`] carries exactly six things: the format version, the query
-//! (family and public parameters, [`QueryDescriptor`]), the mechanism name,
+//! A [`Report`] carries the format version, the query (family and public
+//! parameters, [`QueryDescriptor`]), the mechanism name,
 //! its ε and δ, and the released value f(x) + noise. **It has no field for
 //! the smooth sensitivity S(x), the noise scale or anything else computed
 //! from x**: those leak x (docs/MATH.md §2), so the type cannot carry them and the
@@ -44,6 +44,14 @@
 //! resynchronizes at the next zero instead of losing the rest of the
 //! stream (which a length prefix would).
 //!
+//! **Format version 1, seeded-flag revision.** A report whose noise came
+//! from a seeded (reproducible, not secure) generator says so: `"seeded":
+//! true` at the end of the JSON object, one `0x01` byte after the binary
+//! body. Unseeded reports are written exactly as before the flag existed
+//! (the field is absent, which means false), so old reports still decode
+//! and the version stays 1; a server that predates the flag refuses seeded
+//! reports (unknown field, trailing byte), which is the safe answer.
+//!
 //! # Validation
 //!
 //! A server decodes each report, then checks it against its
@@ -72,10 +80,6 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
-use crate::budget::PrivacyBudget;
-use crate::error::Result;
-use crate::mechanism::Mechanism;
-use crate::query::Query;
 use serde::{Deserialize, Serialize};
 
 mod codec;
@@ -116,6 +120,17 @@ pub struct Report {
     pub delta: f64,
     /// The released value f(x) + noise: unbiased for f(x).
     pub value: f64,
+    /// The noise came from a seeded (reproducible, NOT secure) generator.
+    /// Written only when true (`"seeded":true`, or one trailing `0x01`
+    /// byte in the binary form); absent means false, so reports written
+    /// before the flag existed read as not seeded, and servers that
+    /// predate it refuse seeded reports (unknown field / trailing byte).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub seeded: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Report {
@@ -135,51 +150,14 @@ impl Report {
             epsilon,
             delta,
             value,
+            seeded: false,
         }
     }
 
-    /// What a device uploads: privatize f(x) with `mechanism` and wrap the
-    /// released value with the query's public parameters and the
-    /// mechanism's name, ε and δ. Nothing derived from x other than the
-    /// release enters the report.
-    ///
-    /// Any query works, also through `&dyn Query`: its
-    /// [`descriptor`](Query::descriptor) says what the report answers.
-    pub fn release<Q, R>(mechanism: &Mechanism, query: &Q, x: &[f64], rng: &mut R) -> Result<Self>
-    where
-        Q: Query + ?Sized,
-        R: rand::Rng + ?Sized,
-    {
-        let value = mechanism.privatize(query, x, rng)?;
-        Ok(Report::new(
-            query.descriptor(),
-            mechanism.name(),
-            mechanism.epsilon(),
-            mechanism.delta(),
-            value,
-        ))
-    }
-
-    /// [`Report::release`] charged to a device's privacy budget by
-    /// sequential composition: if the budget cannot afford the mechanism's
-    /// ε and δ, the release is refused with [`crate::Error::BudgetExceeded`]
-    /// and nothing is computed; if the release fails nothing is charged.
-    /// (Local-DP releases are charged in their own ε, which is on a
-    /// different scale; keep a separate ledger for them.)
-    pub fn release_within_budget<Q, R>(
-        budget: &mut PrivacyBudget,
-        mechanism: &Mechanism,
-        query: &Q,
-        x: &[f64],
-        rng: &mut R,
-    ) -> Result<Self>
-    where
-        Q: Query + ?Sized,
-        R: rand::Rng + ?Sized,
-    {
-        budget.spend(mechanism.epsilon(), mechanism.delta(), || {
-            Report::release(mechanism, query, x, rng)
-        })
+    /// This report with its `seeded` flag set to `seeded`.
+    pub fn with_seeded(mut self, seeded: bool) -> Self {
+        self.seeded = seeded;
+        self
     }
 }
 
@@ -207,5 +185,39 @@ pub(crate) mod tests {
             r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
         );
         assert_eq!(threshold_report().to_bytes().len(), 43);
+    }
+
+    #[test]
+    fn the_seeded_flag_is_optional_on_the_wire() {
+        let plain = threshold_report();
+        let seeded = threshold_report().with_seeded(true);
+        let json = seeded.to_json_line();
+        assert!(
+            json.ends_with(r#","value":0.7315,"seeded":true}"#),
+            "{json}"
+        );
+        assert_eq!(Report::from_json(&json).unwrap(), seeded);
+        // Absent = false (reports written before the flag existed).
+        assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);
+        let bytes = seeded.to_bytes();
+        assert_eq!(bytes.len(), 44);
+        assert_eq!(bytes[..43], plain.to_bytes()[..]);
+        assert_eq!(Report::from_bytes(&bytes).unwrap(), seeded);
+        assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
+        let mut odd = plain.to_bytes();
+        odd.push(0);
+        assert!(matches!(
+            Report::from_bytes(&odd),
+            Err(Rejection::TrailingBytes { count: 1 })
+        ));
+        // Refused by default, accepted when told.
+        let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        assert_eq!(policy.validate(&seeded), Err(Rejection::Seeded));
+        assert_eq!(policy.validate(&plain), Ok(()));
+        assert_eq!(
+            ValidationPolicy::structural().validate(&seeded),
+            Err(Rejection::Seeded)
+        );
+        assert_eq!(policy.accept_seeded().validate(&seeded), Ok(()));
     }
 }

@@ -80,6 +80,10 @@ pub enum Rejection {
         /// δ in the report.
         delta: f64,
     },
+    /// The report's noise came from a seeded (reproducible, not secure)
+    /// generator and the policy does not
+    /// [`accept_seeded`](ValidationPolicy::accept_seeded).
+    Seeded,
 }
 
 impl Rejection {
@@ -99,6 +103,7 @@ impl Rejection {
             Rejection::EpsilonOutOfPolicy { .. } => "epsilon-out-of-policy",
             Rejection::DeltaOutOfPolicy { .. } => "delta-out-of-policy",
             Rejection::DeltaMismatch { .. } => "delta-mismatch",
+            Rejection::Seeded => "seeded",
         }
     }
 }
@@ -141,6 +146,11 @@ impl fmt::Display for Rejection {
                     write!(f, "mechanism {mechanism} needs delta > 0 but the report has delta {delta}")
                 }
             }
+            Rejection::Seeded => write!(
+                f,
+                "the report was made with a seeded (reproducible, not secure) generator; \
+                 accept it only in tests (accept_seeded, --accept-seeded)"
+            ),
         }
     }
 }
@@ -165,6 +175,7 @@ impl From<Rejection> for Error {
                 Rejection::EpsilonOutOfPolicy { .. } => "epsilon outside the policy",
                 Rejection::DeltaOutOfPolicy { .. } => "delta outside the policy",
                 Rejection::DeltaMismatch { .. } => "delta does not match the mechanism",
+                Rejection::Seeded => "seeded report refused",
             },
         }
     }
@@ -190,6 +201,7 @@ pub struct ValidationPolicy {
     max_ldp_epsilon: Option<f64>,
     mechanisms: Option<BTreeSet<MechanismName>>,
     queries: Option<BTreeSet<QueryKey>>,
+    accept_seeded: bool,
 }
 
 impl ValidationPolicy {
@@ -210,6 +222,7 @@ impl ValidationPolicy {
             max_ldp_epsilon: None,
             mechanisms: None,
             queries: None,
+            accept_seeded: false,
         })
     }
 
@@ -232,7 +245,16 @@ impl ValidationPolicy {
             max_ldp_epsilon: Some(f64::MAX),
             mechanisms: None,
             queries: None,
+            accept_seeded: false,
         }
+    }
+
+    /// Also accept reports marked `seeded` (made with a reproducible, not
+    /// secure generator). For tests and simulations only: by default they
+    /// are refused ([`Rejection::Seeded`]), also by [`structural`](Self::structural).
+    pub fn accept_seeded(mut self) -> Self {
+        self.accept_seeded = true;
+        self
     }
 
     /// Also accept [`MechanismName::Ldp`] reports with local-DP
@@ -322,6 +344,9 @@ impl ValidationPolicy {
         }
         if mechanism.is_pure() != (delta == 0.0) {
             return Err(Rejection::DeltaMismatch { mechanism, delta });
+        }
+        if report.seeded && !self.accept_seeded {
+            return Err(Rejection::Seeded);
         }
         Ok(())
     }

@@ -677,16 +677,6 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_geopriv_ffi_checksum_func_library_version(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_func_central_quantile(
-    ): Int
-    external fun uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity(
-    ): Int
-    external fun uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales(
-    ): Int
-    external fun uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta(
-    ): Int
-    external fun uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select(
-    ): Int
     external fun uniffi_geopriv_ffi_checksum_func_project(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
@@ -725,17 +715,15 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford(
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_even_split(
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_even_split(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta(
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon(
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_status(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_status(
-    ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_privacybudget_to_json(
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_delta(
     ): Int
@@ -751,13 +739,17 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget(
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget(
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_seeded(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_unit(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_dimension(
     ): Int
@@ -776,6 +768,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp(
     ): Int
@@ -797,9 +791,15 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json(
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_create(
     ): Int
-    external fun uniffi_geopriv_ffi_checksum_constructor_privacybudget_new(
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy(
     ): Int
@@ -913,25 +913,29 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_clone_privacybudget(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_clone_privacyledger(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
-    external fun uniffi_geopriv_ffi_fn_free_privacybudget(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_free_privacyledger(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(`json`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_create(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
-    external fun uniffi_geopriv_ffi_fn_constructor_privacybudget_new(`totalEpsilon`: Double,`totalDelta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory(`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(`ptr`: Long,`mechanism`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_open(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_restore(`json`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(`ptr`: Long,`mechanism`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_even_split(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_even_split(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
-    ): Double
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_privacybudget_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_geomechanism(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -969,18 +973,22 @@ internal object UniffiLib {
     ): Byte
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_name(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize(`ptr`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize(`ptr`: Long,`ledger`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(`ptr`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(`ptr`: Long,`ledger`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(`ptr`: Long,`budget`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered(`ptr`: Long,`query`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(`ptr`: Long,`budget`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered(`ptr`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_seeded(`ptr`: Long,`seed`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_unit(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(`ptr`: Long,`unit`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1027,6 +1035,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_accept_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_allow_ldp(`ptr`: Long,`maxLdpEpsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_max_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1039,16 +1049,6 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_func_central_quantile(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`epsilon`: Double,`noise`: RustBuffer.ByValue,`seed`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): Double
-    external fun uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`beta`: Double,uniffi_out_err: UniffiRustCallStatus, 
-    ): Double
-    external fun uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(`localSensitivities`: RustBuffer.ByValue,`epsilon`: Double,`delta`: Double,uniffi_out_err: UniffiRustCallStatus, 
-    ): RustBuffer.ByValue
-    external fun uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(`epsilon`: Double,`laplaceDelta`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): Double
-    external fun uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(`utilities`: RustBuffer.ByValue,`smoothSensitivity`: Double,`epsilon`: Double,`laplaceDelta`: RustBuffer.ByValue,`seed`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
-    ): Long
     external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1173,21 +1173,6 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_library_version() and 0xFFFF) != 60138) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_func_central_quantile() and 0xFFFF) != 39413) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
-    if ((lib.uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity() and 0xFFFF) != 60380) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
-    if ((lib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales() and 0xFFFF) != 14806) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
-    if ((lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() and 0xFFFF) != 17350) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
-    if ((lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select() and 0xFFFF) != 24213) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
     if ((lib.uniffi_geopriv_ffi_checksum_func_project() and 0xFFFF) != 34708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1245,22 +1230,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() and 0xFFFF) != 52518) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_can_afford() and 0xFFFF) != 8635) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() and 0xFFFF) != 2171) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_even_split() and 0xFFFF) != 35967) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() and 0xFFFF) != 10549) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_delta() and 0xFFFF) != 21634) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() and 0xFFFF) != 13555) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_remaining_epsilon() and 0xFFFF) != 16652) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_status() and 0xFFFF) != 5452) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_status() and 0xFFFF) != 38288) {
-        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacybudget_to_json() and 0xFFFF) != 43112) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() and 0xFFFF) != 43953) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta() and 0xFFFF) != 37879) {
@@ -1278,22 +1260,28 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_name() and 0xFFFF) != 41294) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() and 0xFFFF) != 12043) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() and 0xFFFF) != 10183) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() and 0xFFFF) != 26250) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() and 0xFFFF) != 8395) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_with_budget() and 0xFFFF) != 36539) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() and 0xFFFF) != 58424) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_with_budget() and 0xFFFF) != 59436) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered() and 0xFFFF) != 18303) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() and 0xFFFF) != 4701) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() and 0xFFFF) != 34459) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_smoothness_share() and 0xFFFF) != 62341) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit() and 0xFFFF) != 45336) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() and 0xFFFF) != 19281) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension() and 0xFFFF) != 18456) {
@@ -1321,6 +1309,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() and 0xFFFF) != 8281) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_seeded() and 0xFFFF) != 28745) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_allow_ldp() and 0xFFFF) != 16188) {
@@ -1353,10 +1344,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() and 0xFFFF) != 64686) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_from_json() and 0xFFFF) != 15582) {
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create() and 0xFFFF) != 50189) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacybudget_new() and 0xFFFF) != 19437) {
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory() and 0xFFFF) != 18967) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open() and 0xFFFF) != 51393) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create() and 0xFFFF) != 18991) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() and 0xFFFF) != 16099) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() and 0xFFFF) != 26466) {
@@ -2382,38 +2382,47 @@ public interface GeoMechanismInterface {
     fun `name`(): MechanismName
     
     /**
-     * Privatize f(x) for `query` and return the report to upload. `x` has
-     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     * Privatize f(x) for `query` and return the report to upload,
+     * **charged to `ledger` before it is returned** (written to its file
+     * first, for a file-backed ledger). Refused with nothing released and
+     * nothing charged: `UnitMismatch` (the ledger's unit is not this
+     * mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+     * `InvalidInput` (`x` must have `query.dimension()` finite
+     * coordinates), `InvalidParameter` (a release that would not be
+     * finite); `LedgerIo` if the charge cannot be written (the report is
+     * then dropped).
      */
-    fun `privatize`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
+    fun `privatize`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
     
     /**
      * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-     * or KDE, in metres): the location is projected with `projection`
-     * (which must be the one a `*_latlon` constructor of the query used)
-     * and privatized. Bad coordinates are `InvalidInput`.
+     * or KDE, in metres), charged to `ledger` (see `privatize`): the
+     * location is projected with `projection` (which must be the one a
+     * `*_latlon` constructor of the query used) and privatized. ε is per
+     * **projected** metre (the unit is `PER_METRE` unless stated): under
+     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+     * are `InvalidInput`.
      */
-    fun `privatizeLatlon`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
+    fun `privatizeLatlon`(`ledger`: PrivacyLedger, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
     
     /**
-     * `privatize_latlon`, charged to `budget` (see
-     * `privatize_with_budget`).
+     * `privatize_latlon` **without any ledger** (simulations only).
      */
-    fun `privatizeLatlonWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
+    fun `privatizeLatlonUnmetered`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
     
     /**
-     * `privatize`, charged to `budget` (sequential composition): if the
-     * budget cannot afford this mechanism's ε and δ, nothing is computed,
-     * `BudgetExceeded` is raised and the budget is unchanged; if the
-     * release fails (bad input), nothing is charged.
+     * `privatize` **without any ledger**: for simulations of many devices
+     * and for servers' tests, never for a device's own uploads.
      */
-    fun `privatizeWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
+    fun `privatizeUnmetered`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
     
     /**
      * A copy drawing its noise from a generator seeded with `seed`, so a
      * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
      * the seed can subtract the noise. For tests and simulations only,
-     * never for real users' data.
+     * never for real users' data. Its reports are marked `seeded`, which
+     * servers refuse unless told otherwise.
      */
     fun `seeded`(`seed`: kotlin.ULong): GeoMechanism
     
@@ -2422,6 +2431,19 @@ public interface GeoMechanismInterface {
      * the baselines.
      */
     fun `smoothnessShare`(): kotlin.Double?
+    
+    /**
+     * The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+     */
+    fun `unit`(): BudgetUnit?
+    
+    /**
+     * A copy whose ε is stated in `unit` (per metre, per dollar…), which
+     * `privatize` charges to a ledger of the same unit. `local_dp`
+     * mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+     * (`UnitMismatch`).
+     */
+    fun `withUnit`(`unit`: BudgetUnit): GeoMechanism
     
     companion object
 }
@@ -2619,16 +2641,24 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
 
     
     /**
-     * Privatize f(x) for `query` and return the report to upload. `x` has
-     * `query.dimension()` finite coordinates (else `InvalidInput`).
+     * Privatize f(x) for `query` and return the report to upload,
+     * **charged to `ledger` before it is returned** (written to its file
+     * first, for a file-backed ledger). Refused with nothing released and
+     * nothing charged: `UnitMismatch` (the ledger's unit is not this
+     * mechanism's, or `with_unit` was not called), `BudgetExceeded`,
+     * `InvalidInput` (`x` must have `query.dimension()` finite
+     * coordinates), `InvalidParameter` (a release that would not be
+     * finite); `LedgerIo` if the charge cannot be written (the report is
+     * then dropped).
      */
-    @Throws(GeoprivException::class)override fun `privatize`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
+    @Throws(GeoprivException::class)override fun `privatize`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
             return FfiConverterTypePrivateReport.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
     UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize(
         it,
         
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
         FfiConverterTypeGeoQuery.lower(`query`),
         FfiConverterSequenceDouble.lower(`x`),_status)
 }
@@ -2640,17 +2670,22 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
     
     /**
      * Privatize f at a location (WGS84 degrees) for a 2-D query (two-way
-     * or KDE, in metres): the location is projected with `projection`
-     * (which must be the one a `*_latlon` constructor of the query used)
-     * and privatized. Bad coordinates are `InvalidInput`.
+     * or KDE, in metres), charged to `ledger` (see `privatize`): the
+     * location is projected with `projection` (which must be the one a
+     * `*_latlon` constructor of the query used) and privatized. ε is per
+     * **projected** metre (the unit is `PER_METRE` unless stated): under
+     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
+     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
+     * are `InvalidInput`.
      */
-    @Throws(GeoprivException::class)override fun `privatizeLatlon`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
+    @Throws(GeoprivException::class)override fun `privatizeLatlon`(`ledger`: PrivacyLedger, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
             return FfiConverterTypePrivateReport.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
     UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon(
         it,
         
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
         FfiConverterTypeGeoQuery.lower(`query`),
         FfiConverterDouble.lower(`lat`),
         FfiConverterDouble.lower(`lon`),
@@ -2663,17 +2698,15 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
 
     
     /**
-     * `privatize_latlon`, charged to `budget` (see
-     * `privatize_with_budget`).
+     * `privatize_latlon` **without any ledger** (simulations only).
      */
-    @Throws(GeoprivException::class)override fun `privatizeLatlonWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
+    @Throws(GeoprivException::class)override fun `privatizeLatlonUnmetered`(`query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
             return FfiConverterTypePrivateReport.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_with_budget(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered(
         it,
         
-        FfiConverterTypePrivacyBudget.lower(`budget`),
         FfiConverterTypeGeoQuery.lower(`query`),
         FfiConverterDouble.lower(`lat`),
         FfiConverterDouble.lower(`lon`),
@@ -2686,19 +2719,16 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
 
     
     /**
-     * `privatize`, charged to `budget` (sequential composition): if the
-     * budget cannot afford this mechanism's ε and δ, nothing is computed,
-     * `BudgetExceeded` is raised and the budget is unchanged; if the
-     * release fails (bad input), nothing is charged.
+     * `privatize` **without any ledger**: for simulations of many devices
+     * and for servers' tests, never for a device's own uploads.
      */
-    @Throws(GeoprivException::class)override fun `privatizeWithBudget`(`budget`: PrivacyBudget, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
+    @Throws(GeoprivException::class)override fun `privatizeUnmetered`(`query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
             return FfiConverterTypePrivateReport.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_with_budget(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered(
         it,
         
-        FfiConverterTypePrivacyBudget.lower(`budget`),
         FfiConverterTypeGeoQuery.lower(`query`),
         FfiConverterSequenceDouble.lower(`x`),_status)
 }
@@ -2712,7 +2742,8 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
      * A copy drawing its noise from a generator seeded with `seed`, so a
      * run can be reproduced. **NOT SECURE**: anyone who knows or guesses
      * the seed can subtract the noise. For tests and simulations only,
-     * never for real users' data.
+     * never for real users' data. Its reports are marked `seeded`, which
+     * servers refuse unless told otherwise.
      */override fun `seeded`(`seed`: kotlin.ULong): GeoMechanism {
             return FfiConverterTypeGeoMechanism.lift(
     callWithHandle {
@@ -2738,6 +2769,43 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
     UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_smoothness_share(
         it,
         _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The unit of ε, if stated (`LOCAL_DP` for `local_dp`).
+     */override fun `unit`(): BudgetUnit? {
+            return FfiConverterOptionalTypeBudgetUnit.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_unit(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy whose ε is stated in `unit` (per metre, per dollar…), which
+     * `privatize` charges to a ledger of the same unit. `local_dp`
+     * mechanisms are always `LOCAL_DP`; a geo-private one cannot be
+     * (`UnitMismatch`).
+     */
+    @Throws(GeoprivException::class)override fun `withUnit`(`unit`: BudgetUnit): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(
+        it,
+        
+        FfiConverterTypeBudgetUnit.lower(`unit`),_status)
 }
     }
     )
@@ -4159,21 +4227,26 @@ public object FfiConverterTypeGridAggregator: FfiConverter<GridAggregator, Long>
 
 /**
  * The privacy spent by one device about one secret (its location, its
- * income): a total ε (per unit distance) and δ, and what has been spent
- * by sequential composition. `GeoMechanism.privatize_with_budget` charges
- * it before releasing and refuses (`BudgetExceeded`) a release that would
- * exceed it, leaving the ledger unchanged.
+ * income), in one unit, by sequential composition. `GeoMechanism.privatize`
+ * charges it before returning a report and refuses (`BudgetExceeded`,
+ * `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
  *
- * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
- * release and restore it with `from_json` at start-up, or a restart would
- * reset the budget.
+ * **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+ * at start-up. Each charge is written to the file (temporary file, fsync,
+ * rename, fsync of the directory) before the report is returned, so a
+ * crash may lose a report but never a charge. `create` refuses an
+ * existing file and `open` a missing one, so a restart cannot silently
+ * start from a fresh budget. `in_memory` is explicitly a new budget for
+ * one process lifetime (tests, a single session).
+ *
+ * Thread-safe (a `Mutex` inside).
  */
-public interface PrivacyBudgetInterface {
+public interface PrivacyLedgerInterface {
     
     /**
-     * Whether one release with `mechanism` fits the remaining budget now
-     * (another thread may spend before you release; the release itself
-     * checks again).
+     * Whether one release with `mechanism` fits now (same unit, enough
+     * left); another thread may spend before you release, and the release
+     * checks again.
      */
     fun `canAfford`(`mechanism`: GeoMechanism): kotlin.Boolean
     
@@ -4186,23 +4259,18 @@ public interface PrivacyBudgetInterface {
     fun `evenSplit`(`releases`: kotlin.ULong): BudgetShare?
     
     /**
-     * δ still available (rounded down).
-     */
-    fun `remainingDelta`(): kotlin.Double
-    
-    /**
      * ε still available (rounded down).
      */
     fun `remainingEpsilon`(): kotlin.Double
     
     /**
-     * Totals, spent and remaining amounts and the number of releases, as
-     * one consistent snapshot.
+     * Unit, totals, spent and remaining amounts and the number of
+     * releases, as one consistent snapshot.
      */
     fun `status`(): BudgetStatus
     
     /**
-     * The ledger as JSON (totals, amounts spent, number of releases).
+     * The state as JSON (format, unit, totals, amounts spent, releases).
      */
     fun `toJson`(): kotlin.String
     
@@ -4211,16 +4279,21 @@ public interface PrivacyBudgetInterface {
 
 /**
  * The privacy spent by one device about one secret (its location, its
- * income): a total ε (per unit distance) and δ, and what has been spent
- * by sequential composition. `GeoMechanism.privatize_with_budget` charges
- * it before releasing and refuses (`BudgetExceeded`) a release that would
- * exceed it, leaving the ledger unchanged.
+ * income), in one unit, by sequential composition. `GeoMechanism.privatize`
+ * charges it before returning a report and refuses (`BudgetExceeded`,
+ * `UnitMismatch`) a release it cannot pay for, leaving it unchanged.
  *
- * Thread-safe (a `Mutex` inside). Persist it with `to_json` after each
- * release and restore it with `from_json` at start-up, or a restart would
- * reset the budget.
+ * **Use a file-backed ledger in an app**: `open_or_create(path, policy)`
+ * at start-up. Each charge is written to the file (temporary file, fsync,
+ * rename, fsync of the directory) before the report is returned, so a
+ * crash may lose a report but never a charge. `create` refuses an
+ * existing file and `open` a missing one, so a restart cannot silently
+ * start from a fresh budget. `in_memory` is explicitly a new budget for
+ * one process lifetime (tests, a single session).
+ *
+ * Thread-safe (a `Mutex` inside).
  */
-open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
+open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
 {
 
     @Suppress("UNUSED_PARAMETER")
@@ -4244,21 +4317,6 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
         this.handle = 0
         this.cleanable = null
     }
-    /**
-     * A fresh ledger allowing `total_epsilon` (finite, > 0; per unit
-     * distance, in the unit of the queries it will pay for) and
-     * `total_delta` (finite, in [0, 1)) in all.
-     */
-    constructor(`totalEpsilon`: kotlin.Double, `totalDelta`: kotlin.Double) :
-        this(UniffiWithHandle, 
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_new(
-    
-        
-        FfiConverterDouble.lower(`totalEpsilon`),
-        FfiConverterDouble.lower(`totalDelta`),_status)
-}
-    )
 
     protected val handle: Long
     protected val cleanable: UniffiCleaner.Cleanable?
@@ -4319,7 +4377,7 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
                 return;
             }
             uniffiRustCall { status ->
-                UniffiLib.uniffi_geopriv_ffi_fn_free_privacybudget(handle, status)
+                UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger(handle, status)
             }
         }
     }
@@ -4332,21 +4390,21 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
             throw InternalException("uniffiCloneHandle() called on NoHandle object");
         }
         return uniffiRustCall() { status ->
-            UniffiLib.uniffi_geopriv_ffi_fn_clone_privacybudget(handle, status)
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger(handle, status)
         }
     }
 
     
     /**
-     * Whether one release with `mechanism` fits the remaining budget now
-     * (another thread may spend before you release; the release itself
-     * checks again).
+     * Whether one release with `mechanism` fits now (same unit, enough
+     * left); another thread may spend before you release, and the release
+     * checks again.
      */
     @Throws(GeoprivException::class)override fun `canAfford`(`mechanism`: GeoMechanism): kotlin.Boolean {
             return FfiConverterBoolean.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_can_afford(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(
         it,
         
         FfiConverterTypeGeoMechanism.lower(`mechanism`),_status)
@@ -4367,27 +4425,10 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
             return FfiConverterOptionalTypeBudgetShare.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_even_split(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split(
         it,
         
         FfiConverterULong.lower(`releases`),_status)
-}
-    }
-    )
-    }
-    
-
-    
-    /**
-     * δ still available (rounded down).
-     */
-    @Throws(GeoprivException::class)override fun `remainingDelta`(): kotlin.Double {
-            return FfiConverterDouble.lift(
-    callWithHandle {
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_delta(
-        it,
-        _status)
 }
     }
     )
@@ -4402,7 +4443,7 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
             return FfiConverterDouble.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_remaining_epsilon(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon(
         it,
         _status)
 }
@@ -4413,14 +4454,14 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
 
     
     /**
-     * Totals, spent and remaining amounts and the number of releases, as
-     * one consistent snapshot.
+     * Unit, totals, spent and remaining amounts and the number of
+     * releases, as one consistent snapshot.
      */
     @Throws(GeoprivException::class)override fun `status`(): BudgetStatus {
             return FfiConverterTypeBudgetStatus.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_status(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_status(
         it,
         _status)
 }
@@ -4431,13 +4472,13 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
 
     
     /**
-     * The ledger as JSON (totals, amounts spent, number of releases).
+     * The state as JSON (format, unit, totals, amounts spent, releases).
      */
     @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
             return FfiConverterString.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_method_privacybudget_to_json(
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_to_json(
         it,
         _status)
 }
@@ -4455,18 +4496,91 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
     companion object {
         
     /**
-     * Restore a ledger saved with `to_json`. Refuses (`InvalidReport`, the
-     * kind for every encoded record) anything else: empty or malformed
-     * JSON, unknown fields, totals out of range, or more spent than the
-     * totals.
+     * Create a new, empty ledger file at `path` (`LedgerIo` if it already
+     * exists: no silent reset).
      */
-    @Throws(GeoprivException::class) fun `fromJson`(`json`: kotlin.String): PrivacyBudget {
-            return FfiConverterTypePrivacyBudget.lift(
+    @Throws(GeoprivException::class) fun `create`(`path`: kotlin.String, `policy`: BudgetPolicy): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
     uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacybudget_from_json(
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create(
     
         
-        FfiConverterString.lower(`json`),_status)
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * A new ledger kept in memory only (lost when the process ends): for
+     * tests and single sessions. Apps use `open_or_create`.
+     */
+    @Throws(GeoprivException::class) fun `inMemory`(`policy`: BudgetPolicy): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory(
+    
+        
+        FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Open the ledger file at `path` (it must exist) under the app's
+     * pinned `policy`. `LedgerIo` if missing or unreadable,
+     * `LedgerRefused` if its unit or totals differ from `policy` or its
+     * state is invalid (edited, reset).
+     */
+    @Throws(GeoprivException::class) fun `open`(`path`: kotlin.String, `policy`: BudgetPolicy): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * `open` if the file exists, else `create`: what an app calls at
+     * start-up.
+     */
+    @Throws(GeoprivException::class) fun `openOrCreate`(`path`: kotlin.String, `policy`: BudgetPolicy): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * An in-memory ledger restored from `to_json` under the pinned
+     * `policy`; `LedgerRefused` if the state is invalid or disagrees with
+     * the policy (raised totals, a reset, another unit).
+     */
+    @Throws(GeoprivException::class) fun `restore`(`json`: kotlin.String, `policy`: BudgetPolicy): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore(
+    
+        
+        FfiConverterString.lower(`json`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
 }
     )
     }
@@ -4481,22 +4595,22 @@ open class PrivacyBudget: Disposable, AutoCloseable, PrivacyBudgetInterface
 /**
  * @suppress
  */
-public object FfiConverterTypePrivacyBudget: FfiConverter<PrivacyBudget, Long> {
-    override fun lower(value: PrivacyBudget): Long {
+public object FfiConverterTypePrivacyLedger: FfiConverter<PrivacyLedger, Long> {
+    override fun lower(value: PrivacyLedger): Long {
         return value.uniffiCloneHandle()
     }
 
-    override fun lift(value: Long): PrivacyBudget {
-        return PrivacyBudget(UniffiWithHandle, value)
+    override fun lift(value: Long): PrivacyLedger {
+        return PrivacyLedger(UniffiWithHandle, value)
     }
 
-    override fun read(buf: ByteBuffer): PrivacyBudget {
+    override fun read(buf: ByteBuffer): PrivacyLedger {
         return lift(buf.getLong())
     }
 
-    override fun allocationSize(value: PrivacyBudget) = 8UL
+    override fun allocationSize(value: PrivacyLedger) = 8UL
 
-    override fun write(value: PrivacyBudget, buf: ByteBuffer) {
+    override fun write(value: PrivacyLedger, buf: ByteBuffer) {
         buf.putLong(lower(value))
     }
 }
@@ -4609,7 +4723,7 @@ public object FfiConverterTypePrivacyBudget: FfiConverter<PrivacyBudget, Long> {
  * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
  * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
  * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
- * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
  * `[delta-out-of-policy]`, `[delta-mismatch]`).
  */
 public interface ReportPolicyInterface {
@@ -4625,6 +4739,13 @@ public interface ReportPolicyInterface {
      * ignored) and validate it; `InvalidReport` with the reason otherwise.
      */
     fun `acceptJson`(`line`: kotlin.String): ReceivedReport
+    
+    /**
+     * A copy that also accepts reports marked `seeded` (from a
+     * `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+     * and simulations only; by default they are refused (`[seeded]`).
+     */
+    fun `acceptSeeded`(): ReportPolicy
     
     /**
      * A copy that also accepts local-DP reports with local-DP ε at most
@@ -4668,7 +4789,7 @@ public interface ReportPolicyInterface {
  * and ends with a stable code in brackets (`[empty]`, `[truncated]`,
  * `[malformed]`, `[trailing-bytes]`, `[unsupported-version]`,
  * `[non-finite-value]`, `[invalid-query]`, `[unknown-query]`,
- * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`,
+ * `[mechanism-not-allowed]`, `[epsilon-out-of-policy]`, `[seeded]`,
  * `[delta-out-of-policy]`, `[delta-mismatch]`).
  */
 open class ReportPolicy: Disposable, AutoCloseable, ReportPolicyInterface
@@ -4826,6 +4947,24 @@ open class ReportPolicy: Disposable, AutoCloseable, ReportPolicyInterface
 
     
     /**
+     * A copy that also accepts reports marked `seeded` (from a
+     * `GeoMechanism.seeded` copy: reproducible, NOT secure). For tests
+     * and simulations only; by default they are refused (`[seeded]`).
+     */override fun `acceptSeeded`(): ReportPolicy {
+            return FfiConverterTypeReportPolicy.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_seeded(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * A copy that also accepts local-DP reports with local-DP ε at most
      * `max_ldp_epsilon` (finite, > 0).
      */
@@ -4951,6 +5090,63 @@ public object FfiConverterTypeReportPolicy: FfiConverter<ReportPolicy, Long> {
 
 
 /**
+ * The budget an app pins for a ledger: its unit, total ε and total δ. A
+ * stored ledger whose unit or totals differ is refused
+ * (`LedgerRefused`), never adopted or reset.
+ */
+data class BudgetPolicy (
+    /**
+     * The unit of every ε charged.
+     */
+    var `unit`: BudgetUnit
+    , 
+    /**
+     * The total ε (finite, > 0).
+     */
+    var `totalEpsilon`: kotlin.Double
+    , 
+    /**
+     * The total δ (finite, in [0, 1)).
+     */
+    var `totalDelta`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeBudgetPolicy: FfiConverterRustBuffer<BudgetPolicy> {
+    override fun read(buf: ByteBuffer): BudgetPolicy {
+        return BudgetPolicy(
+            FfiConverterTypeBudgetUnit.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: BudgetPolicy) = (
+            FfiConverterTypeBudgetUnit.allocationSize(value.`unit`) +
+            FfiConverterDouble.allocationSize(value.`totalEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`totalDelta`)
+    )
+
+    override fun write(value: BudgetPolicy, buf: ByteBuffer) {
+            FfiConverterTypeBudgetUnit.write(value.`unit`, buf)
+            FfiConverterDouble.write(value.`totalEpsilon`, buf)
+            FfiConverterDouble.write(value.`totalDelta`, buf)
+    }
+}
+
+
+
+/**
  * An (ε, δ) pair: one release's share of a budget.
  */
 data class BudgetShare (
@@ -5003,7 +5199,12 @@ public object FfiConverterTypeBudgetShare: FfiConverterRustBuffer<BudgetShare> {
  */
 data class BudgetStatus (
     /**
-     * The total ε allowed (per unit distance).
+     * The unit of ε.
+     */
+    var `unit`: BudgetUnit
+    , 
+    /**
+     * The total ε allowed.
      */
     var `totalEpsilon`: kotlin.Double
     , 
@@ -5052,6 +5253,7 @@ data class BudgetStatus (
 public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus> {
     override fun read(buf: ByteBuffer): BudgetStatus {
         return BudgetStatus(
+            FfiConverterTypeBudgetUnit.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
@@ -5063,6 +5265,7 @@ public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus>
     }
 
     override fun allocationSize(value: BudgetStatus) = (
+            FfiConverterTypeBudgetUnit.allocationSize(value.`unit`) +
             FfiConverterDouble.allocationSize(value.`totalEpsilon`) +
             FfiConverterDouble.allocationSize(value.`totalDelta`) +
             FfiConverterDouble.allocationSize(value.`spentEpsilon`) +
@@ -5073,6 +5276,7 @@ public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus>
     )
 
     override fun write(value: BudgetStatus, buf: ByteBuffer) {
+            FfiConverterTypeBudgetUnit.write(value.`unit`, buf)
             FfiConverterDouble.write(value.`totalEpsilon`, buf)
             FfiConverterDouble.write(value.`totalDelta`, buf)
             FfiConverterDouble.write(value.`spentEpsilon`, buf)
@@ -5266,6 +5470,12 @@ data class PrivateReport (
      * δ of the release (0 for pure mechanisms).
      */
     var `delta`: kotlin.Double
+    , 
+    /**
+     * The noise came from a `seeded` (reproducible, NOT secure)
+     * mechanism; servers refuse such reports unless told otherwise.
+     */
+    var `seeded`: kotlin.Boolean
     
 ){
     
@@ -5289,6 +5499,7 @@ public object FfiConverterTypePrivateReport: FfiConverterRustBuffer<PrivateRepor
             FfiConverterTypeMechanismName.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
+            FfiConverterBoolean.read(buf),
         )
     }
 
@@ -5299,7 +5510,8 @@ public object FfiConverterTypePrivateReport: FfiConverterRustBuffer<PrivateRepor
             FfiConverterString.allocationSize(value.`queryId`) +
             FfiConverterTypeMechanismName.allocationSize(value.`mechanism`) +
             FfiConverterDouble.allocationSize(value.`epsilon`) +
-            FfiConverterDouble.allocationSize(value.`delta`)
+            FfiConverterDouble.allocationSize(value.`delta`) +
+            FfiConverterBoolean.allocationSize(value.`seeded`)
     )
 
     override fun write(value: PrivateReport, buf: ByteBuffer) {
@@ -5310,6 +5522,7 @@ public object FfiConverterTypePrivateReport: FfiConverterRustBuffer<PrivateRepor
             FfiConverterTypeMechanismName.write(value.`mechanism`, buf)
             FfiConverterDouble.write(value.`epsilon`, buf)
             FfiConverterDouble.write(value.`delta`, buf)
+            FfiConverterBoolean.write(value.`seeded`, buf)
     }
 }
 
@@ -5349,6 +5562,12 @@ data class ReceivedReport (
      * The released value (finite; unbiased for the user's f(x)).
      */
     var `value`: kotlin.Double
+    , 
+    /**
+     * Made with a seeded (NOT secure) generator; only accepted by a
+     * policy with `accept_seeded`.
+     */
+    var `seeded`: kotlin.Boolean
     
 ){
     
@@ -5371,6 +5590,7 @@ public object FfiConverterTypeReceivedReport: FfiConverterRustBuffer<ReceivedRep
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
+            FfiConverterBoolean.read(buf),
         )
     }
 
@@ -5380,7 +5600,8 @@ public object FfiConverterTypeReceivedReport: FfiConverterRustBuffer<ReceivedRep
             FfiConverterTypeMechanismName.allocationSize(value.`mechanism`) +
             FfiConverterDouble.allocationSize(value.`epsilon`) +
             FfiConverterDouble.allocationSize(value.`delta`) +
-            FfiConverterDouble.allocationSize(value.`value`)
+            FfiConverterDouble.allocationSize(value.`value`) +
+            FfiConverterBoolean.allocationSize(value.`seeded`)
     )
 
     override fun write(value: ReceivedReport, buf: ByteBuffer) {
@@ -5390,65 +5611,45 @@ public object FfiConverterTypeReceivedReport: FfiConverterRustBuffer<ReceivedRep
             FfiConverterDouble.write(value.`epsilon`, buf)
             FfiConverterDouble.write(value.`delta`, buf)
             FfiConverterDouble.write(value.`value`, buf)
+            FfiConverterBoolean.write(value.`seeded`, buf)
     }
 }
 
 
 
 /**
- * Noise and constants of a central median/quantile release.
- *
- * Python: `CentralNoiseKind.POLY_PLACE()`, `CentralNoiseKind.LAPLACE(delta)`.
+ * What an ε is measured in (core `BudgetUnit`). Charges in different
+ * units never add up: a per-metre ledger refuses a per-dollar or a
+ * local-DP charge (`UnitMismatch`).
  */
-sealed class CentralNoiseKind {
+sealed class BudgetUnit {
     
     /**
-     * PolyPlace, no budget split (ε-DP).
+     * ε per metre (per projected metre for lat/lon input).
      */
-    object PolyPlace : CentralNoiseKind()
-    
-    
-    /**
-     * Student's t with 3 degrees of freedom (ε-DP).
-     */
-    object StudentT : CentralNoiseKind()
+    object PerMetre : BudgetUnit()
     
     
     /**
-     * Generalized Cauchy, k = 4 (ε-DP).
+     * ε per dollar.
      */
-    object Cauchy : CentralNoiseKind()
+    object PerDollar : BudgetUnit()
     
     
     /**
-     * Laplace, (ε, δ)-DP.
+     * A local-DP ε (`GeoMechanism.local_dp`).
      */
-    data class Laplace(
+    object LocalDp : BudgetUnit()
+    
+    
+    /**
+     * Any other unit named by the app (1 to 64 printable ASCII characters).
+     */
+    data class Custom(
         /**
-         * δ in (0, 1).
+         * The unit's name, e.g. `per-km`.
          */
-        val `delta`: kotlin.Double) : CentralNoiseKind()
-        
-    {
-        
-
-        companion object
-    }
-    
-    /**
-     * The lecture notes' Cauchy constants (reference).
-     */
-    object LectureCauchy : CentralNoiseKind()
-    
-    
-    /**
-     * The lecture notes' Laplace constants (reference), total δ.
-     */
-    data class LectureLaplace(
-        /**
-         * δ in (0, 1).
-         */
-        val `delta`: kotlin.Double) : CentralNoiseKind()
+        val `name`: kotlin.String) : BudgetUnit()
         
     {
         
@@ -5469,90 +5670,64 @@ sealed class CentralNoiseKind {
 /**
  * @suppress
  */
-public object FfiConverterTypeCentralNoiseKind : FfiConverterRustBuffer<CentralNoiseKind>{
-    override fun read(buf: ByteBuffer): CentralNoiseKind {
+public object FfiConverterTypeBudgetUnit : FfiConverterRustBuffer<BudgetUnit>{
+    override fun read(buf: ByteBuffer): BudgetUnit {
         return when(buf.getInt()) {
-            1 -> CentralNoiseKind.PolyPlace
-            2 -> CentralNoiseKind.StudentT
-            3 -> CentralNoiseKind.Cauchy
-            4 -> CentralNoiseKind.Laplace(
-                FfiConverterDouble.read(buf),
-                )
-            5 -> CentralNoiseKind.LectureCauchy
-            6 -> CentralNoiseKind.LectureLaplace(
-                FfiConverterDouble.read(buf),
+            1 -> BudgetUnit.PerMetre
+            2 -> BudgetUnit.PerDollar
+            3 -> BudgetUnit.LocalDp
+            4 -> BudgetUnit.Custom(
+                FfiConverterString.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
         }
     }
 
-    override fun allocationSize(value: CentralNoiseKind): ULong = when(value) {
-        is CentralNoiseKind.PolyPlace -> {
+    override fun allocationSize(value: BudgetUnit): ULong = when(value) {
+        is BudgetUnit.PerMetre -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
             )
         }
-        is CentralNoiseKind.StudentT -> {
+        is BudgetUnit.PerDollar -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
             )
         }
-        is CentralNoiseKind.Cauchy -> {
+        is BudgetUnit.LocalDp -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
             )
         }
-        is CentralNoiseKind.Laplace -> {
+        is BudgetUnit.Custom -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
-                + FfiConverterDouble.allocationSize(value.`delta`)
-            )
-        }
-        is CentralNoiseKind.LectureCauchy -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-            )
-        }
-        is CentralNoiseKind.LectureLaplace -> {
-            // Add the size for the Int that specifies the variant plus the size needed for all fields
-            (
-                4UL
-                + FfiConverterDouble.allocationSize(value.`delta`)
+                + FfiConverterString.allocationSize(value.`name`)
             )
         }
     }
 
-    override fun write(value: CentralNoiseKind, buf: ByteBuffer) {
+    override fun write(value: BudgetUnit, buf: ByteBuffer) {
         when(value) {
-            is CentralNoiseKind.PolyPlace -> {
+            is BudgetUnit.PerMetre -> {
                 buf.putInt(1)
                 Unit
             }
-            is CentralNoiseKind.StudentT -> {
+            is BudgetUnit.PerDollar -> {
                 buf.putInt(2)
                 Unit
             }
-            is CentralNoiseKind.Cauchy -> {
+            is BudgetUnit.LocalDp -> {
                 buf.putInt(3)
                 Unit
             }
-            is CentralNoiseKind.Laplace -> {
+            is BudgetUnit.Custom -> {
                 buf.putInt(4)
-                FfiConverterDouble.write(value.`delta`, buf)
-                Unit
-            }
-            is CentralNoiseKind.LectureCauchy -> {
-                buf.putInt(5)
-                Unit
-            }
-            is CentralNoiseKind.LectureLaplace -> {
-                buf.putInt(6)
-                FfiConverterDouble.write(value.`delta`, buf)
+                FfiConverterString.write(value.`name`, buf)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -5593,6 +5768,26 @@ sealed class GeoprivException(message: String): kotlin.Exception(message) {
         class BudgetExceeded(message: String) : GeoprivException(message)
         
     /**
+     * A charge in one unit offered to a ledger of another (a local-DP ε
+     * to a per-metre ledger), or a geo-private mechanism released through
+     * a ledger without `with_unit`. Nothing was released or charged.
+     */
+        class UnitMismatch(message: String) : GeoprivException(message)
+        
+    /**
+     * A stored ledger was refused: its unit or totals differ from the
+     * app's pinned policy, or its state is invalid (edited, reset, changed
+     * by another writer).
+     */
+        class LedgerRefused(message: String) : GeoprivException(message)
+        
+    /**
+     * The ledger file could not be read or written; when raised by a
+     * release, nothing was released.
+     */
+        class LedgerIo(message: String) : GeoprivException(message)
+        
+    /**
      * A report could not be decoded or failed validation.
      */
         class InvalidReport(message: String) : GeoprivException(message)
@@ -5618,8 +5813,11 @@ public object FfiConverterTypeGeoprivError : FfiConverterRustBuffer<GeoprivExcep
             1 -> GeoprivException.InvalidParameter(FfiConverterString.read(buf))
             2 -> GeoprivException.InvalidInput(FfiConverterString.read(buf))
             3 -> GeoprivException.BudgetExceeded(FfiConverterString.read(buf))
-            4 -> GeoprivException.InvalidReport(FfiConverterString.read(buf))
-            5 -> GeoprivException.Internal(FfiConverterString.read(buf))
+            4 -> GeoprivException.UnitMismatch(FfiConverterString.read(buf))
+            5 -> GeoprivException.LedgerRefused(FfiConverterString.read(buf))
+            6 -> GeoprivException.LedgerIo(FfiConverterString.read(buf))
+            7 -> GeoprivException.InvalidReport(FfiConverterString.read(buf))
+            8 -> GeoprivException.Internal(FfiConverterString.read(buf))
             else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
         }
         
@@ -5643,12 +5841,24 @@ public object FfiConverterTypeGeoprivError : FfiConverterRustBuffer<GeoprivExcep
                 buf.putInt(3)
                 Unit
             }
-            is GeoprivException.InvalidReport -> {
+            is GeoprivException.UnitMismatch -> {
                 buf.putInt(4)
                 Unit
             }
-            is GeoprivException.Internal -> {
+            is GeoprivException.LedgerRefused -> {
                 buf.putInt(5)
+                Unit
+            }
+            is GeoprivException.LedgerIo -> {
+                buf.putInt(6)
+                Unit
+            }
+            is GeoprivException.InvalidReport -> {
+                buf.putInt(7)
+                Unit
+            }
+            is GeoprivException.Internal -> {
+                buf.putInt(8)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
@@ -6084,6 +6294,38 @@ public object FfiConverterOptionalTypeEstimate: FfiConverterRustBuffer<Estimate?
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeBudgetUnit: FfiConverterRustBuffer<BudgetUnit?> {
+    override fun read(buf: ByteBuffer): BudgetUnit? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeBudgetUnit.read(buf)
+    }
+
+    override fun allocationSize(value: BudgetUnit?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeBudgetUnit.allocationSize(value)
+        }
+    }
+
+    override fun write(value: BudgetUnit?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeBudgetUnit.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeGrowth: FfiConverterRustBuffer<Growth?> {
     override fun read(buf: ByteBuffer): Growth? {
         if (buf.get().toInt() == 0) {
@@ -6258,103 +6500,6 @@ public object FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer<List
     UniffiLib.uniffi_geopriv_ffi_fn_func_library_version(
     
         _status)
-}
-    )
-    }
-    
-
-        /**
-         * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
-         * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
-         * unless `seed` is given.
-         */
-    @Throws(GeoprivException::class) fun `centralQuantile`(`values`: List<kotlin.Double>, `lambda`: kotlin.Double, `quantile`: kotlin.Double, `epsilon`: kotlin.Double, `noise`: CentralNoiseKind, `seed`: kotlin.ULong?): kotlin.Double {
-            return FfiConverterDouble.lift(
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile(
-    
-        
-        FfiConverterSequenceDouble.lower(`values`),
-        FfiConverterDouble.lower(`lambda`),
-        FfiConverterDouble.lower(`quantile`),
-        FfiConverterDouble.lower(`epsilon`),
-        FfiConverterTypeCentralNoiseKind.lower(`noise`),
-        FfiConverterOptionalULong.lower(`seed`),_status)
-}
-    )
-    }
-    
-
-        /**
-         * The exact β-smooth sensitivity of the `quantile`-quantile of `values`
-         * in [0, `lambda`] (data-dependent: not private by itself).
-         */
-    @Throws(GeoprivException::class) fun `centralSmoothSensitivity`(`values`: List<kotlin.Double>, `lambda`: kotlin.Double, `quantile`: kotlin.Double, `beta`: kotlin.Double): kotlin.Double {
-            return FfiConverterDouble.lift(
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(
-    
-        
-        FfiConverterSequenceDouble.lower(`values`),
-        FfiConverterDouble.lower(`lambda`),
-        FfiConverterDouble.lower(`quantile`),
-        FfiConverterDouble.lower(`beta`),_status)
-}
-    )
-    }
-    
-
-        /**
-         * Canard–Olivier Algorithm 1 on a chain of levels with the given sorted
-         * local sensitivities: the Laplace scale 1/λ_k of every level.
-         */
-    @Throws(GeoprivException::class) fun `instanceBasedChainScales`(`localSensitivities`: List<kotlin.Double>, `epsilon`: kotlin.Double, `delta`: kotlin.Double): List<kotlin.Double> {
-            return FfiConverterSequenceDouble.lift(
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(
-    
-        
-        FfiConverterSequenceDouble.lower(`localSensitivities`),
-        FfiConverterDouble.lower(`epsilon`),
-        FfiConverterDouble.lower(`delta`),_status)
-}
-    )
-    }
-    
-
-        /**
-         * The β at which Smooth Noisy Max needs its smooth bound: the Laplace
-         * variant when `laplace_delta` is given, else Student's t.
-         */
-    @Throws(GeoprivException::class) fun `smoothNoisyMaxBeta`(`epsilon`: kotlin.Double, `laplaceDelta`: kotlin.Double?): kotlin.Double {
-            return FfiConverterDouble.lift(
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(
-    
-        
-        FfiConverterDouble.lower(`epsilon`),
-        FfiConverterOptionalDouble.lower(`laplaceDelta`),_status)
-}
-    )
-    }
-    
-
-        /**
-         * Smooth Noisy Max: the index of the selected candidate, given the
-         * utilities and a smooth upper bound on their local sensitivity computed
-         * at `smooth_noisy_max_beta(epsilon, laplace_delta)`.
-         */
-    @Throws(GeoprivException::class) fun `smoothNoisyMaxSelect`(`utilities`: List<kotlin.Double>, `smoothSensitivity`: kotlin.Double, `epsilon`: kotlin.Double, `laplaceDelta`: kotlin.Double?, `seed`: kotlin.ULong?): kotlin.ULong {
-            return FfiConverterULong.lift(
-    uniffiRustCallWithError(GeoprivException) { _status ->
-    UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(
-    
-        
-        FfiConverterSequenceDouble.lower(`utilities`),
-        FfiConverterDouble.lower(`smoothSensitivity`),
-        FfiConverterDouble.lower(`epsilon`),
-        FfiConverterOptionalDouble.lower(`laplaceDelta`),
-        FfiConverterOptionalULong.lower(`seed`),_status)
 }
     )
     }

@@ -342,7 +342,7 @@ private fun mechanismTests() {
         val q = GeoQuery.threshold(100.0, 10.0)
         for ((name, make) in allMechanisms(0.05)) {
             make().use { m ->
-                val r = m.privatize(q, listOf(42.0))
+                val r = m.privatizeUnmetered(q, listOf(42.0))
                 expect(r.value.isFinite()) { "$name value ${r.value}" }
                 expect(r.queryId == "threshold:T=100;w=10") { "$name id ${r.queryId}" }
                 expect(r.mechanism == m.name()) { "$name: ${r.mechanism} vs ${m.name()}" }
@@ -370,20 +370,20 @@ private fun mechanismTests() {
             val bad = mutableListOf(emptyList<Double>(), List(d + 1) { 0.5 })
             if (d > 1) bad += List(d - 1) { 0.5 }
             for (nf in nonFinite) bad += List(d - 1) { 0.5 } + nf
-            for (x in bad) assertThrows<GeoprivException.InvalidInput>("privatize $q at $x") { m.privatize(q, x) }
+            for (x in bad) assertThrows<GeoprivException.InvalidInput>("privatize $q at $x") { m.privatizeUnmetered(q, x) }
         }
     }
 
     test("a seeded mechanism is reproducible and says it is not secure") {
         val q = GeoQuery.kde(listOf(0.0, 0.0), 100.0)
         val m = GeoMechanism.polyplace(0.01)
-        fun run(seed: ULong) = m.seeded(seed).let { s -> List(5) { i -> s.privatize(q, listOf(i.toDouble(), 30.0)).value } }
+        fun run(seed: ULong) = m.seeded(seed).let { s -> List(5) { i -> s.privatizeUnmetered(q, listOf(i.toDouble(), 30.0)).value } }
         expect(run(7uL) == run(7uL)) { "same seed, same values" }
         expect(run(7uL) != run(8uL)) { "different seeds" }
         val s = m.seeded(1uL)
         expect(s.isSeeded() && "NOT SECURE" in s.toString()) { "$s" }
         // The secure default never repeats.
-        expect(m.privatize(q, listOf(1.0, 1.0)).value != m.privatize(q, listOf(1.0, 1.0)).value) { "secure draws repeat" }
+        expect(m.privatizeUnmetered(q, listOf(1.0, 1.0)).value != m.privatizeUnmetered(q, listOf(1.0, 1.0)).value) { "secure draws repeat" }
     }
 }
 
@@ -407,7 +407,7 @@ private fun locationTests() {
         val m = GeoMechanism.polyplace(1e-3)
         for ((lat, lon) in badLocations) {
             assertThrows<GeoprivException.InvalidInput>("project $lat,$lon", "location") { project(lat, lon, paris) }
-            assertThrows<GeoprivException.InvalidInput>("privatizeLatlon $lat,$lon", "location") { m.privatizeLatlon(q, lat, lon, paris) }
+            assertThrows<GeoprivException.InvalidInput>("privatizeLatlon $lat,$lon", "location") { m.privatizeLatlonUnmetered(q, lat, lon, paris) }
             assertThrows<GeoprivException.InvalidParameter>("kdeLatlon centre $lat,$lon") { GeoQuery.kdeLatlon(lat, lon, 250.0, paris) }
             assertThrows<GeoprivException.InvalidParameter>("twoWayLatlon corner $lat,$lon") { GeoQuery.twoWayLatlon(lat, lon, 100.0, paris) }
         }
@@ -422,10 +422,10 @@ private fun locationTests() {
             assertThrows<GeoprivException.InvalidParameter>("twoWayLatlon width $h", "width") { GeoQuery.twoWayLatlon(48.86, 2.34, h, paris) }
         }
         assertThrows<GeoprivException.InvalidParameter>("projection mismatch", "projection") {
-            m.privatizeLatlon(q, 48.86, 2.34, Projection.WebMercator)
+            m.privatizeLatlonUnmetered(q, 48.86, 2.34, Projection.WebMercator)
         }
         assertThrows<GeoprivException.InvalidParameter>("1-D query from lat/lon", "2-D") {
-            m.privatizeLatlon(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, paris)
+            m.privatizeLatlonUnmetered(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, paris)
         }
     }
 
@@ -440,7 +440,7 @@ private fun locationTests() {
         expect(w.value(project(48.87, 2.37, paris)) == 1.0) { "north-east is in" }
         expect(w.value(project(48.84, 2.37, paris)) == 0.0) { "south-east is out" }
         expect(w.value(project(48.87, 2.33, paris)) == 0.0) { "north-west is out" }
-        val r = GeoMechanism.polyplace(1e-3).privatizeLatlon(w, 48.87, 2.37, paris)
+        val r = GeoMechanism.polyplace(1e-3).privatizeLatlonUnmetered(w, 48.87, 2.37, paris)
         expect(r.queryId == w.queryId() && r.value.isFinite()) { "$r" }
     }
 }
@@ -455,7 +455,7 @@ private fun reportTests() {
     val policy = ReportPolicy(1.0 / 4000, 0.0)
 
     test("a device report is accepted from JSON and from bytes") {
-        val r = m.privatize(q, listOf(42_000.0))
+        val r = m.privatizeUnmetered(q, listOf(42_000.0))
         val got = policy.acceptJson(r.json)
         expect(got.value == r.value && got.queryId == q.queryId() && got.family == QueryFamily.THRESHOLD) { "$got" }
         expect(got.mechanism == MechanismName.POLYPLACE && got.epsilon == 1.0 / 8000 && got.delta == 0.0) { "$got" }
@@ -465,7 +465,7 @@ private fun reportTests() {
     }
 
     test("bad reports raise InvalidReport with the reason") {
-        val r = m.privatize(q, listOf(42_000.0))
+        val r = m.privatizeUnmetered(q, listOf(42_000.0))
         val badJson = listOf(
             "" to "empty", "   \n" to "empty", "{" to "truncated", "not a report" to "malformed", "{}" to "malformed",
             "[1,2,3]" to "malformed", "null" to "malformed",
@@ -503,17 +503,17 @@ private fun reportTests() {
     }
 
     test("the policy's limits: epsilon, queries, mechanisms, local DP") {
-        val r = m.privatize(q, listOf(42_000.0))
+        val r = m.privatizeUnmetered(q, listOf(42_000.0))
         fun refusedWith(code: String, p: ReportPolicy, json: String) =
             assertThrows<GeoprivException.InvalidReport>("refused $code", code) { p.acceptJson(json) }
         refusedWith("epsilon-out-of-policy", ReportPolicy(1.0 / 10_000, 0.0), r.json)
         refusedWith("unknown-query", policy.onlyQueries(listOf(GeoQuery.threshold(50_000.0, 20_000.0))), r.json)
         policy.onlyQueries(listOf(q)).acceptJson(r.json)
         refusedWith("mechanism-not-allowed", policy.onlyMechanisms(listOf(MechanismName.STUDENT_T)), r.json)
-        val ldp = GeoMechanism.localDp(1.0).privatize(q, listOf(1.0))
+        val ldp = GeoMechanism.localDp(1.0).privatizeUnmetered(q, listOf(1.0))
         refusedWith("mechanism-not-allowed", policy, ldp.json)
         policy.allowLdp(2.0).acceptJson(ldp.json)
-        val lap = GeoMechanism.laplace(1.0 / 8000, 1e-6).privatize(q, listOf(1.0))
+        val lap = GeoMechanism.laplace(1.0 / 8000, 1e-6).privatizeUnmetered(q, listOf(1.0))
         refusedWith("delta-out-of-policy", policy, lap.json)
         ReportPolicy(1.0 / 4000, 1e-5).acceptJson(lap.json)
         for (bad in badPositive) {
@@ -526,65 +526,125 @@ private fun reportTests() {
     }
 }
 
-// ---- privacy budget ----
+// ---- the device ledger (docs/MATH.md §8.3) ----
+
+private val perMetre = BudgetPolicy(BudgetUnit.PerMetre, 0.25, 0.0)
+
+private fun tempLedgerPath(name: String): String {
+    val dir = java.nio.file.Files.createTempDirectory("geopriv-ledger-")
+    return dir.resolve(name).toString()
+}
 
 private fun budgetTests() {
     val q = GeoQuery.threshold(0.0, 1.0)
 
-    test("budget: a refused release raises BudgetExceeded and leaves the budget unchanged") {
-        val m = GeoMechanism.polyplace(0.1)
-        val budget = PrivacyBudget(0.25, 0.0)
-        repeat(2) { m.privatizeWithBudget(budget, q, listOf(0.3)) }
-        val before = budget.status()
-        expect(before.releases == 2uL && abs(before.remainingEpsilon - 0.05) < 1e-12 && before.totalEpsilon == 0.25) { "$before" }
-        expect(budget.remainingEpsilon() == before.remainingEpsilon && budget.remainingDelta() == 0.0) { "remaining" }
-        expect(!budget.canAfford(m)) { "canAfford" }
-        assertThrows<GeoprivException.BudgetExceeded>("third release", "budget") { m.privatizeWithBudget(budget, q, listOf(0.3)) }
-        expect(budget.status() == before) { "changed by a refusal: ${budget.status()} vs $before" }
+    test("ledger: privatize is metered; a refused release raises BudgetExceeded and leaves the ledger unchanged") {
+        val m = GeoMechanism.polyplace(0.1).withUnit(BudgetUnit.PerMetre)
+        val ledger = PrivacyLedger.inMemory(perMetre)
+        repeat(2) { m.privatize(ledger, q, listOf(0.3)) }
+        val before = ledger.status()
+        expect(before.releases == 2uL && abs(before.remainingEpsilon - 0.05) < 1e-12 && before.totalEpsilon == 0.25 && before.unit == BudgetUnit.PerMetre) { "$before" }
+        expect(!ledger.canAfford(m)) { "canAfford" }
+        assertThrows<GeoprivException.BudgetExceeded>("third release", "budget") { m.privatize(ledger, q, listOf(0.3)) }
         // δ counts too: an approximate release on a pure budget.
         assertThrows<GeoprivException.BudgetExceeded>("delta on a pure budget", "delta") {
-            GeoMechanism.laplace(0.01, 1e-6).privatizeWithBudget(budget, q, listOf(0.3))
+            GeoMechanism.laplace(0.01, 1e-6).withUnit(BudgetUnit.PerMetre).privatize(ledger, q, listOf(0.3))
         }
+        // lat/lon input is per projected metre without withUnit.
         assertThrows<GeoprivException.BudgetExceeded>("lat/lon release", "budget") {
-            GeoMechanism.polyplace(0.1).privatizeLatlonWithBudget(budget, GeoQuery.kdeLatlon(48.86, 2.35, 100.0, paris), 48.86, 2.35, paris)
+            GeoMechanism.polyplace(0.1).privatizeLatlon(ledger, GeoQuery.kdeLatlon(48.86, 2.35, 100.0, paris), 48.86, 2.35, paris)
         }
-        expect(budget.status() == before) { "changed by refusals" }
-    }
-
-    test("budget: a failed release is not charged") {
-        val budget = PrivacyBudget(1.0, 0.0)
-        val m = GeoMechanism.polyplace(0.1)
+        // A failed release (bad point) is not charged.
+        val fresh = PrivacyLedger.inMemory(perMetre)
         for (x in listOf(listOf(Double.NaN), emptyList(), listOf(1.0, 2.0))) {
-            assertThrows<GeoprivException.InvalidInput>("bad point $x") { m.privatizeWithBudget(budget, q, x) }
+            assertThrows<GeoprivException.InvalidInput>("bad point $x") { m.privatize(fresh, q, x) }
         }
-        assertThrows<GeoprivException.InvalidInput>("bad location") {
-            m.privatizeLatlonWithBudget(budget, GeoQuery.kdeLatlon(48.86, 2.35, 100.0, paris), Double.NaN, 2.35, paris)
-        }
-        expect(budget.status().releases == 0uL && budget.remainingEpsilon() == 1.0) { "${budget.status()}" }
+        expect(ledger.status() == before && fresh.status().releases == 0uL) { "changed by refusals" }
     }
 
-    test("budget: evenSplit, persistence and bad states") {
-        val budget = PrivacyBudget(1.0, 1e-6)
-        val share = budget.evenSplit(10uL)!!
-        expect(share.epsilon > 0.1 * (1 - 1e-12) && share.delta > 1e-7 * (1 - 1e-12)) { "$share" }
-        expect(budget.evenSplit(0uL) == null) { "evenSplit(0)" }
-        val m = GeoMechanism.laplace(share.epsilon, share.delta)
-        repeat(10) { m.privatizeWithBudget(budget, q, listOf(0.5)) }
-        assertThrows<GeoprivException.BudgetExceeded>("11th of 10") { m.privatizeWithBudget(budget, q, listOf(0.5)) }
-        val json = budget.toJson()
-        val restored = PrivacyBudget.fromJson(json)
-        expect(restored.status() == budget.status() && restored.toJson() == json) { "round trip $json" }
-        assertThrows<GeoprivException.BudgetExceeded>("restored is spent too") { m.privatizeWithBudget(restored, q, listOf(0.5)) }
-        val bad = listOf(
-            "", "{", "null", "[]", "{\"total_epsilon\":1.0}",
-            json.replace("\"releases\":10", "\"releases\":10,\"extra\":1"),
-            "{\"total_epsilon\":1.0,\"total_delta\":0.0,\"spent_epsilon\":2.0,\"spent_delta\":0.0,\"releases\":1}",
-            "{\"total_epsilon\":-1.0,\"total_delta\":0.0,\"spent_epsilon\":0.0,\"spent_delta\":0.0,\"releases\":0}",
-        )
-        for (b in bad) assertThrows<GeoprivException.InvalidReport>("budget state '$b'", "budget state") { PrivacyBudget.fromJson(b) }
-        for ((e, d) in listOf(0.0 to 0.0, -1.0 to 0.0, Double.NaN to 0.0, Double.POSITIVE_INFINITY to 0.0, 1.0 to -0.1, 1.0 to 1.0, 1.0 to Double.NaN)) {
-            assertThrows<GeoprivException.InvalidParameter>("PrivacyBudget($e, $d)") { PrivacyBudget(e, d) }
+    test("ledger: units must match (local DP, per dollar, unstated)") {
+        val ledger = PrivacyLedger.inMemory(perMetre)
+        assertThrows<GeoprivException.UnitMismatch>("local DP into per metre", "unit") {
+            GeoMechanism.localDp(0.1).privatize(ledger, q, listOf(0.3))
         }
+        assertThrows<GeoprivException.UnitMismatch>("per dollar into per metre", "unit") {
+            GeoMechanism.polyplace(0.1).withUnit(BudgetUnit.PerDollar).privatize(ledger, q, listOf(0.3))
+        }
+        assertThrows<GeoprivException.UnitMismatch>("unit not stated", "with_unit") {
+            GeoMechanism.polyplace(0.1).privatize(ledger, q, listOf(0.3))
+        }
+        assertThrows<GeoprivException.UnitMismatch>("a GP mechanism cannot be local DP") {
+            GeoMechanism.polyplace(0.1).withUnit(BudgetUnit.LocalDp)
+        }
+        expect(ledger.status().releases == 0uL) { "charged by a refusal" }
+        val ldp = PrivacyLedger.inMemory(BudgetPolicy(BudgetUnit.LocalDp, 1.0, 0.0))
+        GeoMechanism.localDp(0.5).privatize(ldp, q, listOf(0.3))
+        val km = BudgetUnit.Custom("per-km")
+        GeoMechanism.polyplace(0.1).withUnit(km).privatize(PrivacyLedger.inMemory(BudgetPolicy(km, 1.0, 0.0)), q, listOf(0.3))
+        expect(ldp.status().releases == 1uL) { "${ldp.status()}" }
+    }
+
+    test("ledger: the pinned policy refuses edited, reset or foreign states") {
+        val ledger = PrivacyLedger.inMemory(BudgetPolicy(BudgetUnit.PerMetre, 1.0, 1e-6))
+        val share = ledger.evenSplit(10uL)!!
+        expect(share.epsilon > 0.1 * (1 - 1e-12) && share.delta > 1e-7 * (1 - 1e-12)) { "$share" }
+        val m = GeoMechanism.laplace(share.epsilon, share.delta).withUnit(BudgetUnit.PerMetre)
+        repeat(3) { m.privatize(ledger, q, listOf(0.5)) }
+        val json = ledger.toJson()
+        val pinned = BudgetPolicy(BudgetUnit.PerMetre, 1.0, 1e-6)
+        expect(PrivacyLedger.restore(json, pinned).status() == ledger.status()) { "round trip $json" }
+        val refused = listOf(
+            json to BudgetPolicy(BudgetUnit.PerMetre, 2.0, 1e-6),           // the app's total changed
+            json to BudgetPolicy(BudgetUnit.PerDollar, 1.0, 1e-6),          // another unit
+            json.replace("\"total_epsilon\":1.0", "\"total_epsilon\":1e300") to pinned, // raised total
+            json.replace("\"releases\":3", "\"releases\":0") to pinned,    // counter reset
+            "{" to pinned,
+        )
+        for ((state, policy) in refused) {
+            assertThrows<GeoprivException.LedgerRefused>("restore '$state'", "ledger refused") { PrivacyLedger.restore(state, policy) }
+        }
+        for ((e, d) in listOf(0.0 to 0.0, Double.NaN to 0.0, 1.0 to 1.0)) {
+            assertThrows<GeoprivException.InvalidParameter>("policy($e, $d)") { PrivacyLedger.inMemory(BudgetPolicy(BudgetUnit.PerMetre, e, d)) }
+        }
+    }
+
+    test("ledger: file-backed, written before the report is returned; a crash loses the report, never the charge") {
+        val path = tempLedgerPath("ledger.json")
+        val filePolicy = BudgetPolicy(BudgetUnit.PerMetre, 1.0, 0.0)
+        assertThrows<GeoprivException.LedgerIo>("open a missing file") { PrivacyLedger.open(path, filePolicy) }
+        val m = GeoMechanism.polyplace(0.1).withUnit(BudgetUnit.PerMetre)
+        var ledger = PrivacyLedger.openOrCreate(path, filePolicy)
+        m.privatize(ledger, q, listOf(0.3)) // the app dies before uploading: the report is lost
+        ledger.close()
+        // Restart: the charge is on disk.
+        ledger = PrivacyLedger.open(path, filePolicy)
+        expect(ledger.status().releases == 1uL && ledger.status().spentEpsilon == 0.1) { "${ledger.status()}" }
+        assertThrows<GeoprivException.LedgerIo>("create over an existing ledger") { PrivacyLedger.create(path, filePolicy) }
+        assertThrows<GeoprivException.LedgerRefused>("another pinned total") {
+            PrivacyLedger.open(path, BudgetPolicy(BudgetUnit.PerMetre, 2.0, 0.0))
+        }
+        // A stale temporary file from a crash mid-write is harmless.
+        java.io.File(java.io.File(path).parent, ".ledger.json.tmp").writeText("{\"partial")
+        m.privatize(ledger, q, listOf(0.3))
+        expect(PrivacyLedger.open(path, filePolicy).status().releases == 2uL) { "second charge on disk" }
+        // If the charge cannot be written, no report comes back.
+        val dir = java.io.File(path).parentFile
+        dir.deleteRecursively()
+        dir.writeText("not a directory")
+        assertThrows<GeoprivException.LedgerIo>("unwritable ledger") { m.privatize(ledger, q, listOf(0.3)) }
+        expect(ledger.status().releases == 2uL) { "charged without a write" }
+        dir.delete()
+    }
+
+    test("ledger: seeded reports are marked and refused by servers unless accepted") {
+        val r = GeoMechanism.polyplace(0.1).seeded(3uL).privatizeUnmetered(q, listOf(0.3))
+        val secure = GeoMechanism.polyplace(0.1).privatizeUnmetered(q, listOf(0.3))
+        expect(r.seeded && !secure.seeded && r.json.contains("\"seeded\":true")) { r.json }
+        val policy = ReportPolicy(1.0, 0.0)
+        assertThrows<GeoprivException.InvalidReport>("seeded JSON", "[seeded]") { policy.acceptJson(r.json) }
+        assertThrows<GeoprivException.InvalidReport>("seeded bytes", "[seeded]") { policy.acceptBytes(r.bytes) }
+        expect(policy.acceptSeeded().acceptJson(r.json).seeded) { "acceptSeeded" }
+        expect(!policy.acceptJson(secure.json).seeded) { "secure report" }
     }
 }
 
@@ -634,13 +694,13 @@ private fun aggregateTests() {
         expect(g.size() == 2uL) { "size" }
         val ids = g.queryIds()
         val m = GeoMechanism.polyplace(0.01)
-        val r = m.privatize(GeoQuery.fromId(ids[1]), listOf(90.0, 5.0))
+        val r = m.privatizeUnmetered(GeoQuery.fromId(ids[1]), listOf(90.0, 5.0))
         expect(g.addReportBytes(r.bytes).queryId == ids[1]) { "routed" }
         g.addReport(ReportPolicy(1.0, 0.0).acceptJson(r.json))
         expect(g.indexOf(ids[1]) == 1uL && g.indexOf("kde:t=5,5;h=50") == null) { "indexOf" }
         val est = g.estimates()
         expect(est[0].estimate == null && est[1].estimate!!.n == 2uL && est[1].queryId == ids[1]) { "$est" }
-        val stranger = m.privatize(GeoQuery.kde(listOf(5.0, 5.0), 50.0), listOf(0.0, 0.0))
+        val stranger = m.privatizeUnmetered(GeoQuery.kde(listOf(5.0, 5.0), 50.0), listOf(0.0, 0.0))
         assertThrows<GeoprivException.InvalidReport>("report for another query", "unknown-query") { g.addReportJson(stranger.json) }
         val back = GridAggregator.fromJson(g.toJson())
         back.merge(g)
@@ -682,6 +742,7 @@ private fun checkUnbiased(
     val agg = Aggregator()
     val rnd = Random(seed)
     var truth = 0.0
+    val policy = if (seeded) policy.acceptSeeded() else policy
     for (i in 0 until users) {
         val x = draw(rnd)
         truth += truthOf(x)
@@ -713,20 +774,20 @@ private fun unbiasednessTests() {
         val m = GeoMechanism.polyplace(1.0 / 2000).seeded(11uL)
         checkUnbiased("threshold/polyplace", USERS, 11, ReportPolicy(1.0 / 1000, 0.0), 0.02, true,
             { r -> listOf(exp(kotlin.math.ln(60_000.0) + 0.6 * r.nextGaussian())) },
-            { x -> thresholdF(100_000.0, 20_000.0, x[0]) }, { x -> m.privatize(q, x) })
+            { x -> thresholdF(100_000.0, 20_000.0, x[0]) }, { x -> m.privatizeUnmetered(q, x) })
     }
     test("end to end: interval, Student's t, ages") {
         val q = GeoQuery.interval(20.0, 40.0, 5.0)
         val m = GeoMechanism.studentT(0.5).seeded(12uL)
         checkUnbiased("interval/student-t", USERS, 12, ReportPolicy(1.0, 0.0), 0.03, true,
-            { r -> listOf(80 * r.nextDouble()) }, { x -> intervalF(20.0, 40.0, 5.0, x[0]) }, { x -> m.privatize(q, x) })
+            { r -> listOf(80 * r.nextDouble()) }, { x -> intervalF(20.0, 40.0, 5.0, x[0]) }, { x -> m.privatizeUnmetered(q, x) })
     }
     test("end to end: two-way threshold, generalized Cauchy, 2-D metres") {
         val q = GeoQuery.twoWay(0.0, 0.0, 500.0)
         val m = GeoMechanism.cauchy(1.0 / 200).seeded(13uL)
         checkUnbiased("two-way/cauchy", USERS, 13, ReportPolicy(1.0 / 100, 0.0), 0.03, true,
             { r -> listOf(2000 * r.nextGaussian(), 500 + 2000 * r.nextGaussian()) },
-            { x -> twoWayF(0.0, 0.0, 500.0, x) }, { x -> m.privatize(q, x) })
+            { x -> twoWayF(0.0, 0.0, 500.0, x) }, { x -> m.privatizeUnmetered(q, x) })
     }
     test("end to end: KDE from GPS fixes, Laplace (epsilon, delta)") {
         val h = 250.0
@@ -738,7 +799,7 @@ private fun unbiasednessTests() {
         checkUnbiased("kde-latlon/laplace", USERS, 14, ReportPolicy(1.0 / 50, 1e-5), 0.02, true,
             { r -> listOf(48.8606 + 400 * r.nextGaussian() * degLat, 2.3376 + 400 * r.nextGaussian() * degLon) },
             { ll -> project(ll[0], ll[1], paris).let { p -> exp(-((p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1])) / (2 * h * h)) } },
-            { ll -> m.privatizeLatlon(q, ll[0], ll[1], paris) })
+            { ll -> m.privatizeLatlonUnmetered(q, ll[0], ll[1], paris) })
     }
     test("end to end: secure generator (unseeded) and the baselines") {
         val q = GeoQuery.threshold(50.0, 10.0)
@@ -746,18 +807,18 @@ private fun unbiasednessTests() {
         val draw = { r: Random -> listOf(100 * r.nextDouble()) }
         val truth = { x: List<Double> -> thresholdF(50.0, 10.0, x[0]) }
         val secure = GeoMechanism.polyplace(0.5)
-        checkUnbiased("threshold/polyplace secure", USERS / 4, 15, policy, 0.05, false, draw, truth) { x -> secure.privatize(q, x) }
+        checkUnbiased("threshold/polyplace secure", USERS / 4, 15, policy, 0.05, false, draw, truth) { x -> secure.privatizeUnmetered(q, x) }
         val global = GeoMechanism.globalLaplace(0.5).seeded(16uL)
-        checkUnbiased("threshold/global-laplace", USERS / 4, 16, policy, 0.05, true, draw, truth) { x -> global.privatize(q, x) }
+        checkUnbiased("threshold/global-laplace", USERS / 4, 16, policy, 0.05, true, draw, truth) { x -> global.privatizeUnmetered(q, x) }
         val ldp = GeoMechanism.localDp(2.0).seeded(17uL)
-        checkUnbiased("threshold/ldp", USERS / 4, 17, policy, 0.05, true, draw, truth) { x -> ldp.privatize(q, x) }
+        checkUnbiased("threshold/ldp", USERS / 4, 17, policy, 0.05, true, draw, truth) { x -> ldp.privatizeUnmetered(q, x) }
     }
 }
 
 // ---- objects shared across threads ----
 
 private fun concurrencyTests() {
-    test("threads share one Aggregator, one GeoMechanism and one PrivacyBudget") {
+    test("threads share one Aggregator, one GeoMechanism and one PrivacyLedger") {
         val threads = 4
         val pool = Executors.newFixedThreadPool(threads)
         try {
@@ -768,7 +829,7 @@ private fun concurrencyTests() {
             val tasks = (0 until threads).map { t ->
                 Callable {
                     List(per) { i ->
-                        val r = m.privatize(q, listOf(i - 75.0, 10.0 * t))
+                        val r = m.privatizeUnmetered(q, listOf(i - 75.0, 10.0 * t))
                         if (i % 2 == 0) agg.addReportJson(r.json) else agg.addReportBytes(r.bytes)
                         r.value
                     }
@@ -781,15 +842,15 @@ private fun concurrencyTests() {
             val serial = Aggregator().also { it.addValues(values) }
             expect(agg.toJson() == serial.toJson()) { "shared aggregate differs from the serial one" }
 
-            // One budget for exactly 40 releases; 80 attempts from 4 threads.
-            val budget = PrivacyBudget(1.0, 0.0)
-            val bm = GeoMechanism.polyplace(budget.evenSplit(40uL)!!.epsilon)
+            // One ledger for exactly 40 releases; 80 attempts from 4 threads.
+            val budget = PrivacyLedger.inMemory(BudgetPolicy(BudgetUnit.PerMetre, 1.0, 0.0))
+            val bm = GeoMechanism.polyplace(budget.evenSplit(40uL)!!.epsilon).withUnit(BudgetUnit.PerMetre)
             val outcomes = pool.invokeAll((0 until threads).map {
                 Callable {
                     var ok = 0
                     var refused = 0
                     repeat(20) {
-                        try { bm.privatizeWithBudget(budget, q, listOf(1.0, 1.0)); ok++ }
+                        try { bm.privatize(budget, q, listOf(1.0, 1.0)); ok++ }
                         catch (e: GeoprivException.BudgetExceeded) { refused++ }
                     }
                     ok to refused
@@ -815,15 +876,16 @@ private fun concurrencyTests() {
 
 /** Privatizes a GPS fix for one density-map cell (assigned by the server) and uploads it. */
 fun reportForDensityMap(lat: Double, lon: Double, cellLat: Double, cellLon: Double,
-                        budget: PrivacyBudget, upload: (String) -> Unit): Boolean {
+                        ledger: PrivacyLedger, upload: (String) -> Unit): Boolean {
     val city = Projection.LocalEquirectangular(refLat = 48.8566, refLon = 2.3522) // metres around Paris
     GeoQuery.kdeLatlon(cellLat, cellLon, bandwidthMetres = 250.0, projection = city).use { query ->
-        GeoMechanism.polyplace(epsilon = 1.0 / 1000).use { mechanism ->          // ε per metre
+        GeoMechanism.polyplace(epsilon = 1.0 / 1000).use { mechanism ->          // ε per projected metre
             try {
-                val report = mechanism.privatizeLatlonWithBudget(budget, query, lat, lon, city)
-                upload(report.json)          // or report.bytes; also persist budget.toJson()
+                // Charged to the ledger (on disk, for a file-backed one) before it returns.
+                val report = mechanism.privatizeLatlon(ledger, query, lat, lon, city)
+                upload(report.json)          // or report.bytes
                 return true
-            } catch (e: GeoprivException) {  // BudgetExceeded, or InvalidInput for a bad GPS fix
+            } catch (e: GeoprivException) {  // BudgetExceeded, InvalidInput (bad GPS fix), LedgerIo, ...
                 return false
             }
         }
@@ -833,10 +895,11 @@ fun reportForDensityMap(lat: Double, lon: Double, cellLat: Double, cellLon: Doub
 private fun readmeExampleTests() {
     test("README Android example: privatize GPS fixes for a density map, aggregate on the server") {
         val uploads = mutableListOf<String>()
-        val budget = PrivacyBudget(1.0 / 1000, 0.0) // one report per device
+        val policy1 = BudgetPolicy(BudgetUnit.PerMetre, totalEpsilon = 1.0 / 1000, totalDelta = 0.0) // one report per device
+        val budget = PrivacyLedger.openOrCreate(tempLedgerPath("device.json"), policy1)
         expect(reportForDensityMap(48.8610, 2.3380, 48.8606, 2.3376, budget) { uploads += it }) { "first report" }
         expect(!reportForDensityMap(48.8610, 2.3380, 48.8606, 2.3376, budget) { uploads += it }) { "over budget" }
-        val fresh = PrivacyBudget(1.0 / 1000, 0.0)
+        val fresh = PrivacyLedger.inMemory(policy1)
         expect(!reportForDensityMap(Double.NaN, 2.3380, 48.8606, 2.3376, fresh) { uploads += it }) { "bad fix" }
         expect(fresh.status().releases == 0uL && uploads.size == 1) { "nothing charged or uploaded" }
         // Many devices around the cell; the server's estimate covers the truth.
@@ -850,7 +913,7 @@ private fun readmeExampleTests() {
             val lon = 2.3376 + 300 * rnd.nextGaussian() / 73_300.0
             val p = project(lat, lon, city)
             truth += exp(-((p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1])) / (2 * 250.0 * 250.0))
-            expect(reportForDensityMap(lat, lon, 48.8606, 2.3376, PrivacyBudget(1.0 / 1000, 0.0)) { uploads += it }) { "device $it" }
+            expect(reportForDensityMap(lat, lon, 48.8606, 2.3376, PrivacyLedger.inMemory(policy1)) { uploads += it }) { "device $it" }
         }
         truth /= n
         val policy = ReportPolicy(1.0 / 1000, 0.0).onlyQueries(listOf(GeoQuery.kdeLatlon(48.8606, 2.3376, 250.0, city)))

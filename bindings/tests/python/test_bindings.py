@@ -29,7 +29,9 @@ from geopriv_ffi import (
     GridAggregator,
     Growth,
     MechanismName,
-    PrivacyBudget,
+    BudgetPolicy,
+    BudgetUnit,
+    PrivacyLedger,
     Projection,
     QueryFamily,
     ReportPolicy,
@@ -350,7 +352,7 @@ def _():
     q = GeoQuery.threshold(100.0, 10.0)
     for name, make in all_mechanisms(0.05):
         m = make()
-        r = m.privatize(q, [42.0])
+        r = m.privatize_unmetered(q, [42.0])
         expect(math.isfinite(r.value), f"{name} value {r.value}")
         expect(r.query_id == "threshold:T=100;w=10", f"{name} id {r.query_id}")
         expect(r.mechanism == m.name(), f"{name}: {r.mechanism} vs {m.name()}")
@@ -377,7 +379,7 @@ def _():
         bad = [[], [0.5] * (d + 1)] + ([[0.5] * (d - 1)] if d > 1 else [])
         bad += [[0.5] * (d - 1) + [nf] for nf in NON_FINITE]
         for x in bad:
-            assert_raises(InvalidInput, f"privatize {q} at {x}", lambda: m.privatize(q, x))
+            assert_raises(InvalidInput, f"privatize {q} at {x}", lambda: m.privatize_unmetered(q, x))
 
 
 @test("a seeded mechanism is reproducible and says it is not secure")
@@ -387,13 +389,13 @@ def _():
 
     def run(seed):
         s = m.seeded(seed)
-        return [s.privatize(q, [float(i), 30.0]).value for i in range(5)]
+        return [s.privatize_unmetered(q, [float(i), 30.0]).value for i in range(5)]
 
     expect(run(7) == run(7), "same seed, same values")
     expect(run(7) != run(8), "different seeds")
     s = m.seeded(1)
     expect(s.is_seeded() and "NOT SECURE" in str(s), str(s))
-    expect(m.privatize(q, [1.0, 1.0]).value != m.privatize(q, [1.0, 1.0]).value, "secure draws repeat")
+    expect(m.privatize_unmetered(q, [1.0, 1.0]).value != m.privatize_unmetered(q, [1.0, 1.0]).value, "secure draws repeat")
     try:
         m.seeded(-1)
         raise AssertionError("a negative seed was accepted")
@@ -422,7 +424,7 @@ def _():
     m = GeoMechanism.polyplace(1e-3)
     for lat, lon in bad_locations:
         assert_raises(InvalidInput, f"project {lat},{lon}", lambda: project(lat, lon, PARIS), "location")
-        assert_raises(InvalidInput, f"privatize_latlon {lat},{lon}", lambda: m.privatize_latlon(q, lat, lon, PARIS), "location")
+        assert_raises(InvalidInput, f"privatize_latlon {lat},{lon}", lambda: m.privatize_latlon_unmetered(q, lat, lon, PARIS), "location")
         assert_raises(InvalidParameter, f"kde_latlon {lat},{lon}", lambda: GeoQuery.kde_latlon(lat, lon, 250.0, PARIS))
         assert_raises(InvalidParameter, f"two_way_latlon {lat},{lon}", lambda: GeoQuery.two_way_latlon(lat, lon, 100.0, PARIS))
     assert_raises(InvalidInput, "mercator beyond 85.05", lambda: project(86.0, 0.0, Projection.WEB_MERCATOR()), "latitude")
@@ -433,10 +435,10 @@ def _():
         assert_raises(InvalidParameter, f"kde_latlon h {h}", lambda: GeoQuery.kde_latlon(48.86, 2.34, h, PARIS), "bandwidth")
         assert_raises(InvalidParameter, f"two_way_latlon w {h}", lambda: GeoQuery.two_way_latlon(48.86, 2.34, h, PARIS), "width")
     assert_raises(
-        InvalidParameter, "projection mismatch", lambda: m.privatize_latlon(q, 48.86, 2.34, Projection.WEB_MERCATOR()), "projection"
+        InvalidParameter, "projection mismatch", lambda: m.privatize_latlon_unmetered(q, 48.86, 2.34, Projection.WEB_MERCATOR()), "projection"
     )
     assert_raises(
-        InvalidParameter, "1-D query from lat/lon", lambda: m.privatize_latlon(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, PARIS), "2-D"
+        InvalidParameter, "1-D query from lat/lon", lambda: m.privatize_latlon_unmetered(GeoQuery.threshold(0.0, 1.0), 48.86, 2.34, PARIS), "2-D"
     )
 
 
@@ -451,7 +453,7 @@ def _():
     expect(w.value(project(48.87, 2.37, PARIS)) == 1.0, "north-east is in")
     expect(w.value(project(48.84, 2.37, PARIS)) == 0.0, "south-east is out")
     expect(w.value(project(48.87, 2.33, PARIS)) == 0.0, "north-west is out")
-    r = GeoMechanism.polyplace(1e-3).privatize_latlon(w, 48.87, 2.37, PARIS)
+    r = GeoMechanism.polyplace(1e-3).privatize_latlon_unmetered(w, 48.87, 2.37, PARIS)
     expect(r.query_id == w.query_id() and math.isfinite(r.value), str(r))
 
 
@@ -469,7 +471,7 @@ POLICY = ReportPolicy(1 / 4000, 0.0)
 
 @test("a device report is accepted from JSON and from bytes")
 def _():
-    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+    r = REPORT_M.privatize_unmetered(REPORT_Q, [42_000.0])
     got = POLICY.accept_json(r.json)
     expect(got.value == r.value and got.query_id == REPORT_Q.query_id() and got.family == QueryFamily.THRESHOLD, str(got))
     expect(got.mechanism == MechanismName.POLYPLACE and got.epsilon == 1 / 8000 and got.delta == 0.0, str(got))
@@ -480,7 +482,7 @@ def _():
 
 @test("bad reports raise InvalidReport with the reason")
 def _():
-    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+    r = REPORT_M.privatize_unmetered(REPORT_Q, [42_000.0])
     bad_json = [
         ("", "empty"),
         ("   \n", "empty"),
@@ -529,7 +531,7 @@ def _():
 
 @test("the policy's limits: epsilon, queries, mechanisms, local DP")
 def _():
-    r = REPORT_M.privatize(REPORT_Q, [42_000.0])
+    r = REPORT_M.privatize_unmetered(REPORT_Q, [42_000.0])
 
     def refused_with(code, policy, line):
         assert_raises(InvalidReport, f"refused {code}", lambda: policy.accept_json(line), code)
@@ -538,10 +540,10 @@ def _():
     refused_with("unknown-query", POLICY.only_queries([GeoQuery.threshold(50_000.0, 20_000.0)]), r.json)
     POLICY.only_queries([REPORT_Q]).accept_json(r.json)
     refused_with("mechanism-not-allowed", POLICY.only_mechanisms([MechanismName.STUDENT_T]), r.json)
-    ldp = GeoMechanism.local_dp(1.0).privatize(REPORT_Q, [1.0])
+    ldp = GeoMechanism.local_dp(1.0).privatize_unmetered(REPORT_Q, [1.0])
     refused_with("mechanism-not-allowed", POLICY, ldp.json)
     POLICY.allow_ldp(2.0).accept_json(ldp.json)
-    lap = GeoMechanism.laplace(1 / 8000, 1e-6).privatize(REPORT_Q, [1.0])
+    lap = GeoMechanism.laplace(1 / 8000, 1e-6).privatize_unmetered(REPORT_Q, [1.0])
     refused_with("delta-out-of-policy", POLICY, lap.json)
     ReportPolicy(1 / 4000, 1e-5).accept_json(lap.json)
     for bad in BAD_POSITIVE:
@@ -551,70 +553,120 @@ def _():
         assert_raises(InvalidParameter, f"policy max delta {bad}", lambda: ReportPolicy(1.0, bad))
 
 
-# ---- privacy budget ----
+# ---- the device ledger (docs/MATH.md §8.3) ----
 
 Q01 = GeoQuery.threshold(0.0, 1.0)
 
 
-@test("budget: a refused release raises BudgetExceeded and leaves the budget unchanged")
+def budget_policy(unit, total_epsilon, total_delta):
+    return BudgetPolicy(unit=unit, total_epsilon=total_epsilon, total_delta=total_delta)
+
+PER_METRE = budget_policy(BudgetUnit.PER_METRE(), 0.25, 0.0)
+UnitMismatch = GeoprivError.UnitMismatch
+LedgerRefused = GeoprivError.LedgerRefused
+LedgerIo = GeoprivError.LedgerIo
+
+
+@test("ledger: privatize is metered; a refused release raises BudgetExceeded and leaves the ledger unchanged")
 def _():
-    m = GeoMechanism.polyplace(0.1)
-    budget = PrivacyBudget(0.25, 0.0)
+    m = GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.PER_METRE())
+    ledger = PrivacyLedger.in_memory(PER_METRE)
     for _ in range(2):
-        m.privatize_with_budget(budget, Q01, [0.3])
-    before = budget.status()
+        m.privatize(ledger, Q01, [0.3])
+    before = ledger.status()
     expect(before.releases == 2 and abs(before.remaining_epsilon - 0.05) < 1e-12 and before.total_epsilon == 0.25, str(before))
-    expect(budget.remaining_epsilon() == before.remaining_epsilon and budget.remaining_delta() == 0.0, "remaining")
-    expect(not budget.can_afford(m), "can_afford")
-    assert_raises(BudgetExceeded, "third release", lambda: m.privatize_with_budget(budget, Q01, [0.3]), "budget")
-    expect(budget.status() == before, f"changed by a refusal: {budget.status()} vs {before}")
-    assert_raises(
-        BudgetExceeded, "delta on a pure budget", lambda: GeoMechanism.laplace(0.01, 1e-6).privatize_with_budget(budget, Q01, [0.3]), "delta"
-    )
+    expect(not ledger.can_afford(m), "can_afford")
+    assert_raises(BudgetExceeded, "third release", lambda: m.privatize(ledger, Q01, [0.3]), "budget")
+    lap = GeoMechanism.laplace(0.01, 1e-6).with_unit(BudgetUnit.PER_METRE())
+    assert_raises(BudgetExceeded, "delta on a pure budget", lambda: lap.privatize(ledger, Q01, [0.3]), "delta")
     kq = GeoQuery.kde_latlon(48.86, 2.35, 100.0, PARIS)
-    assert_raises(BudgetExceeded, "lat/lon release", lambda: m.privatize_latlon_with_budget(budget, kq, 48.86, 2.35, PARIS), "budget")
-    expect(budget.status() == before, "changed by refusals")
-
-
-@test("budget: a failed release is not charged")
-def _():
-    budget = PrivacyBudget(1.0, 0.0)
-    m = GeoMechanism.polyplace(0.1)
+    plain = GeoMechanism.polyplace(0.1)  # lat/lon: per projected metre without with_unit
+    assert_raises(BudgetExceeded, "lat/lon release", lambda: plain.privatize_latlon(ledger, kq, 48.86, 2.35, PARIS), "budget")
+    fresh = PrivacyLedger.in_memory(PER_METRE)
     for x in [[math.nan], [], [1.0, 2.0]]:
-        assert_raises(InvalidInput, f"bad point {x}", lambda: m.privatize_with_budget(budget, Q01, x))
-    kq = GeoQuery.kde_latlon(48.86, 2.35, 100.0, PARIS)
-    assert_raises(InvalidInput, "bad location", lambda: m.privatize_latlon_with_budget(budget, kq, math.nan, 2.35, PARIS))
-    expect(budget.status().releases == 0 and budget.remaining_epsilon() == 1.0, str(budget.status()))
+        assert_raises(InvalidInput, f"bad point {x}", lambda: m.privatize(fresh, Q01, x))
+    expect(ledger.status() == before and fresh.status().releases == 0, "changed by refusals")
 
 
-@test("budget: even_split, persistence and bad states")
+@test("ledger: units must match (local DP, per dollar, unstated)")
 def _():
-    budget = PrivacyBudget(1.0, 1e-6)
-    share = budget.even_split(10)
+    ledger = PrivacyLedger.in_memory(PER_METRE)
+    assert_raises(UnitMismatch, "local DP into per metre", lambda: GeoMechanism.local_dp(0.1).privatize(ledger, Q01, [0.3]), "unit")
+    dollars = GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.PER_DOLLAR())
+    assert_raises(UnitMismatch, "per dollar into per metre", lambda: dollars.privatize(ledger, Q01, [0.3]), "unit")
+    assert_raises(UnitMismatch, "unit not stated", lambda: GeoMechanism.polyplace(0.1).privatize(ledger, Q01, [0.3]), "with_unit")
+    assert_raises(UnitMismatch, "GP as local DP", lambda: GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.LOCAL_DP()))
+    expect(ledger.status().releases == 0, "charged by a refusal")
+    ldp = PrivacyLedger.in_memory(budget_policy(BudgetUnit.LOCAL_DP(), 1.0, 0.0))
+    GeoMechanism.local_dp(0.5).privatize(ldp, Q01, [0.3])
+    km = BudgetUnit.CUSTOM("per-km")
+    GeoMechanism.polyplace(0.1).with_unit(km).privatize(PrivacyLedger.in_memory(budget_policy(km, 1.0, 0.0)), Q01, [0.3])
+    expect(ldp.status().releases == 1, str(ldp.status()))
+
+
+@test("ledger: the pinned policy refuses edited, reset or foreign states")
+def _():
+    pinned = budget_policy(BudgetUnit.PER_METRE(), 1.0, 1e-6)
+    ledger = PrivacyLedger.in_memory(pinned)
+    share = ledger.even_split(10)
     expect(share.epsilon > 0.1 * (1 - 1e-12) and share.delta > 1e-7 * (1 - 1e-12), str(share))
-    expect(budget.even_split(0) is None, "even_split(0)")
-    m = GeoMechanism.laplace(share.epsilon, share.delta)
-    for _ in range(10):
-        m.privatize_with_budget(budget, Q01, [0.5])
-    assert_raises(BudgetExceeded, "11th of 10", lambda: m.privatize_with_budget(budget, Q01, [0.5]))
-    state = budget.to_json()
-    restored = PrivacyBudget.from_json(state)
-    expect(restored.status() == budget.status() and restored.to_json() == state, f"round trip {state}")
-    assert_raises(BudgetExceeded, "restored is spent too", lambda: m.privatize_with_budget(restored, Q01, [0.5]))
-    bad = [
-        "",
-        "{",
-        "null",
-        "[]",
-        '{"total_epsilon":1.0}',
-        state.replace('"releases":10', '"releases":10,"extra":1'),
-        '{"total_epsilon":1.0,"total_delta":0.0,"spent_epsilon":2.0,"spent_delta":0.0,"releases":1}',
-        '{"total_epsilon":-1.0,"total_delta":0.0,"spent_epsilon":0.0,"spent_delta":0.0,"releases":0}',
+    expect(ledger.even_split(0) is None, "even_split(0)")
+    m = GeoMechanism.laplace(share.epsilon, share.delta).with_unit(BudgetUnit.PER_METRE())
+    for _ in range(3):
+        m.privatize(ledger, Q01, [0.5])
+    state = ledger.to_json()
+    expect(PrivacyLedger.restore(state, pinned).status() == ledger.status(), f"round trip {state}")
+    refused = [
+        (state, budget_policy(BudgetUnit.PER_METRE(), 2.0, 1e-6)),  # the app's total changed
+        (state, budget_policy(BudgetUnit.PER_DOLLAR(), 1.0, 1e-6)),  # another unit
+        (state.replace('"total_epsilon":1.0', '"total_epsilon":1e300'), pinned),  # raised total
+        (state.replace('"releases":3', '"releases":0'), pinned),  # counter reset
+        ("{", pinned),
     ]
-    for b in bad:
-        assert_raises(InvalidReport, f"budget state {b!r}", lambda: PrivacyBudget.from_json(b), "budget state")
-    for e, d in [(0.0, 0.0), (-1.0, 0.0), (math.nan, 0.0), (math.inf, 0.0), (1.0, -0.1), (1.0, 1.0), (1.0, math.nan)]:
-        assert_raises(InvalidParameter, f"PrivacyBudget({e}, {d})", lambda: PrivacyBudget(e, d))
+    for s, policy in refused:
+        assert_raises(LedgerRefused, f"restore {s!r}", lambda: PrivacyLedger.restore(s, policy), "ledger refused")
+    for e, d in [(0.0, 0.0), (math.nan, 0.0), (1.0, 1.0)]:
+        assert_raises(InvalidParameter, f"policy({e}, {d})", lambda: PrivacyLedger.in_memory(budget_policy(BudgetUnit.PER_METRE(), e, d)))
+
+
+@test("ledger: file-backed, written before the report is returned; a crash loses the report, never the charge")
+def _():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        FILE_POLICY = budget_policy(BudgetUnit.PER_METRE(), 1.0, 0.0)
+        assert_raises(LedgerIo, "open a missing file", lambda: PrivacyLedger.open(path, FILE_POLICY))
+        m = GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.PER_METRE())
+        ledger = PrivacyLedger.open_or_create(path, FILE_POLICY)
+        m.privatize(ledger, Q01, [0.3])  # the app dies before uploading: the report is lost
+        del ledger
+        ledger = PrivacyLedger.open(path, FILE_POLICY)  # restart: the charge is on disk
+        expect(ledger.status().releases == 1 and ledger.status().spent_epsilon == 0.1, str(ledger.status()))
+        assert_raises(LedgerIo, "create over an existing ledger", lambda: PrivacyLedger.create(path, FILE_POLICY))
+        assert_raises(LedgerRefused, "another pinned total", lambda: PrivacyLedger.open(path, budget_policy(BudgetUnit.PER_METRE(), 2.0, 0.0)))
+        with open(os.path.join(tmp, ".ledger.json.tmp"), "w") as f:
+            f.write('{"partial')  # a crash in the middle of a write
+        m.privatize(ledger, Q01, [0.3])
+        expect(PrivacyLedger.open(path, FILE_POLICY).status().releases == 2, "second charge on disk")
+        os.rename(tmp, tmp + ".moved")  # the ledger's directory disappears: no write possible
+        try:
+            assert_raises(LedgerIo, "unwritable ledger", lambda: m.privatize(ledger, Q01, [0.3]))
+            expect(ledger.status().releases == 2, "charged without a write")
+        finally:
+            os.rename(tmp + ".moved", tmp)
+
+
+@test("ledger: seeded reports are marked and refused by servers unless accepted")
+def _():
+    r = GeoMechanism.polyplace(0.1).seeded(3).privatize_unmetered(Q01, [0.3])
+    secure = GeoMechanism.polyplace(0.1).privatize_unmetered(Q01, [0.3])
+    expect(r.seeded and not secure.seeded and '"seeded":true' in r.json, r.json)
+    policy = ReportPolicy(1.0, 0.0)
+    assert_raises(InvalidReport, "seeded JSON", lambda: policy.accept_json(r.json), "[seeded]")
+    assert_raises(InvalidReport, "seeded bytes", lambda: policy.accept_bytes(r.bytes), "[seeded]")
+    expect(policy.accept_seeded().accept_json(r.json).seeded, "accept_seeded")
+    expect(not policy.accept_json(secure.json).seeded, "secure report")
 
 
 # ---- aggregation ----
@@ -671,13 +723,13 @@ def _():
     expect(g.size() == 2, "size")
     ids = g.query_ids()
     m = GeoMechanism.polyplace(0.01)
-    r = m.privatize(GeoQuery.from_id(ids[1]), [90.0, 5.0])
+    r = m.privatize_unmetered(GeoQuery.from_id(ids[1]), [90.0, 5.0])
     expect(g.add_report_bytes(r.bytes).query_id == ids[1], "routed")
     g.add_report(ReportPolicy(1.0, 0.0).accept_json(r.json))
     expect(g.index_of(ids[1]) == 1 and g.index_of("kde:t=5,5;h=50") is None, "index_of")
     est = g.estimates()
     expect(est[0].estimate is None and est[1].estimate.n == 2 and est[1].query_id == ids[1], str(est))
-    stranger = m.privatize(GeoQuery.kde([5.0, 5.0], 50.0), [0.0, 0.0])
+    stranger = m.privatize_unmetered(GeoQuery.kde([5.0, 5.0], 50.0), [0.0, 0.0])
     assert_raises(InvalidReport, "report for another query", lambda: g.add_report_json(stranger.json), "unknown-query")
     back = GridAggregator.from_json(g.to_json())
     back.merge(g)
@@ -723,6 +775,8 @@ def check_unbiased(name, users, seed, policy, max_se, seeded, draw, truth_of, re
     agg = Aggregator()
     rnd = random.Random(seed)
     truth = 0.0
+    if seeded:
+        policy = policy.accept_seeded()
     for i in range(users):
         x = draw(rnd)
         truth += truth_of(x)
@@ -750,7 +804,7 @@ def _():
         "threshold/polyplace", USERS, 11, ReportPolicy(1 / 1000, 0.0), 0.02, True,
         lambda r: [math.exp(math.log(60_000.0) + 0.6 * r.gauss(0.0, 1.0))],
         lambda x: threshold_f(100_000.0, 20_000.0, x[0]),
-        lambda x: m.privatize(q, x),
+        lambda x: m.privatize_unmetered(q, x),
     )
 
 
@@ -762,7 +816,7 @@ def _():
         "interval/student-t", USERS, 12, ReportPolicy(1.0, 0.0), 0.03, True,
         lambda r: [80 * r.random()],
         lambda x: interval_f(20.0, 40.0, 5.0, x[0]),
-        lambda x: m.privatize(q, x),
+        lambda x: m.privatize_unmetered(q, x),
     )
 
 
@@ -774,7 +828,7 @@ def _():
         "two-way/cauchy", USERS, 13, ReportPolicy(1 / 100, 0.0), 0.03, True,
         lambda r: [r.gauss(0.0, 2000.0), r.gauss(500.0, 2000.0)],
         lambda x: two_way_f(0.0, 0.0, 500.0, x),
-        lambda x: m.privatize(q, x),
+        lambda x: m.privatize_unmetered(q, x),
     )
 
 
@@ -795,7 +849,7 @@ def _():
         "kde-latlon/laplace", USERS, 14, ReportPolicy(1 / 50, 1e-5), 0.02, True,
         lambda r: [48.8606 + r.gauss(0.0, 400.0) * deg_lat, 2.3376 + r.gauss(0.0, 400.0) * deg_lon],
         truth,
-        lambda ll: m.privatize_latlon(q, ll[0], ll[1], PARIS),
+        lambda ll: m.privatize_latlon_unmetered(q, ll[0], ll[1], PARIS),
     )
 
 
@@ -811,17 +865,17 @@ def _():
         return threshold_f(50.0, 10.0, x[0])
 
     secure = GeoMechanism.polyplace(0.5)
-    check_unbiased("threshold/polyplace secure", USERS // 4, 15, policy, 0.05, False, draw, truth, lambda x: secure.privatize(q, x))
+    check_unbiased("threshold/polyplace secure", USERS // 4, 15, policy, 0.05, False, draw, truth, lambda x: secure.privatize_unmetered(q, x))
     glob = GeoMechanism.global_laplace(0.5).seeded(16)
-    check_unbiased("threshold/global-laplace", USERS // 4, 16, policy, 0.05, True, draw, truth, lambda x: glob.privatize(q, x))
+    check_unbiased("threshold/global-laplace", USERS // 4, 16, policy, 0.05, True, draw, truth, lambda x: glob.privatize_unmetered(q, x))
     ldp = GeoMechanism.local_dp(2.0).seeded(17)
-    check_unbiased("threshold/ldp", USERS // 4, 17, policy, 0.05, True, draw, truth, lambda x: ldp.privatize(q, x))
+    check_unbiased("threshold/ldp", USERS // 4, 17, policy, 0.05, True, draw, truth, lambda x: ldp.privatize_unmetered(q, x))
 
 
 # ---- objects shared across threads ----
 
 
-@test("threads share one Aggregator, one GeoMechanism and one PrivacyBudget")
+@test("threads share one Aggregator, one GeoMechanism and one PrivacyLedger")
 def _():
     threads, per = 4, 150
     q = GeoQuery.two_way(0.0, 0.0, 100.0)
@@ -831,7 +885,7 @@ def _():
     def work(t):
         values = []
         for i in range(per):
-            r = m.privatize(q, [i - 75.0, 10.0 * t])
+            r = m.privatize_unmetered(q, [i - 75.0, 10.0 * t])
             if i % 2 == 0:
                 agg.add_report_json(r.json)
             else:
@@ -847,14 +901,14 @@ def _():
     # The state is exact, so the interleaving cannot matter.
     expect(agg.to_json() == serial.to_json(), "shared aggregate differs from the serial one")
 
-    budget = PrivacyBudget(1.0, 0.0)
-    bm = GeoMechanism.polyplace(budget.even_split(40).epsilon)
+    budget = PrivacyLedger.in_memory(budget_policy(BudgetUnit.PER_METRE(), 1.0, 0.0))
+    bm = GeoMechanism.polyplace(budget.even_split(40).epsilon).with_unit(BudgetUnit.PER_METRE())
 
     def spend(_):
         ok = refused = 0
         for _ in range(20):
             try:
-                bm.privatize_with_budget(budget, q, [1.0, 1.0])
+                bm.privatize(budget, q, [1.0, 1.0])
                 ok += 1
             except BudgetExceeded:
                 refused += 1
@@ -900,16 +954,17 @@ def _():
     cells = [(48.8606, 2.3376), (48.8530, 2.3499)]  # the Louvre, Notre-Dame
     rnd = random.Random(31)
     mechanism = GeoMechanism.polyplace(1 / 1000)
+    one_report = budget_policy(BudgetUnit.PER_METRE(), 1 / 1000, 0.0)
     lines, truths = [], [[] for _ in cells]
     for i in range(USERS // 5):
         k = i % len(cells)  # the server assigns each device one cell
         lat = cells[k][0] + rnd.gauss(0.0, 300.0) / 111_200.0
         lon = cells[k][1] + rnd.gauss(0.0, 300.0) / 73_300.0
         query = GeoQuery.kde_latlon(cells[k][0], cells[k][1], 250.0, PARIS)
-        lines.append(mechanism.privatize_latlon_with_budget(PrivacyBudget(1 / 1000, 0.0), query, lat, lon, PARIS).json)
+        lines.append(mechanism.privatize_latlon(PrivacyLedger.in_memory(one_report), query, lat, lon, PARIS).json)
         truths[k].append(query.value(project(lat, lon, PARIS)))
-    stranger = mechanism.privatize_latlon(GeoQuery.kde_latlon(48.80, 2.30, 250.0, PARIS), 48.8, 2.3, PARIS).json
-    greedy = GeoMechanism.polyplace(1 / 100).privatize_latlon(GeoQuery.kde_latlon(*cells[0], 250.0, PARIS), 48.86, 2.34, PARIS).json
+    stranger = mechanism.privatize_latlon_unmetered(GeoQuery.kde_latlon(48.80, 2.30, 250.0, PARIS), 48.8, 2.3, PARIS).json
+    greedy = GeoMechanism.polyplace(1 / 100).privatize_latlon_unmetered(GeoQuery.kde_latlon(*cells[0], 250.0, PARIS), 48.86, 2.34, PARIS).json
     estimates, rejected = density_map(lines + ["", "{not json", stranger, greedy], cells)
     expect(rejected == {"empty": 1, "malformed": 1, "unknown-query": 1, "epsilon-out-of-policy": 1}, str(rejected))
     for k, cell in enumerate(estimates):

@@ -119,7 +119,7 @@ impl Release {
         rng: &mut R,
     ) -> Result<f64, String> {
         match &self.mechanism {
-            Some(m) => m.privatize(query, x, rng),
+            Some(m) => m.privatize_unmetered(query, x, rng),
             None => query.value(x),
         }
         .map_err(|e| format!("{}: {e}", self.kind.name()))
