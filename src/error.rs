@@ -65,6 +65,31 @@ pub enum Error {
         /// Which routine failed.
         routine: &'static str,
     },
+    /// A size that depends on the input (grid cells, distinct queries,
+    /// record bytes, audit pairs) is above its configured limit; refused
+    /// before anything is allocated (docs/MATH.md §10).
+    LimitExceeded {
+        /// What was being sized, e.g. `"grid cells"`.
+        what: &'static str,
+        /// The size asked for (saturated at `u64::MAX`).
+        requested: u64,
+        /// The largest size allowed.
+        limit: u64,
+    },
+    /// A counter or an exact sum would leave its range (e.g. a report
+    /// count at `u64::MAX`, or a merge beyond the exact sum's capacity);
+    /// the state is left unchanged.
+    Overflow {
+        /// Which counter or sum.
+        what: &'static str,
+    },
+    /// The privacy audit cannot give a meaningful answer for these inputs
+    /// (distances that overflow or that floating point cannot resolve,
+    /// densities that underflow so nothing would be compared).
+    Unauditable {
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -101,6 +126,18 @@ impl fmt::Display for Error {
             Error::Numerical { routine } => {
                 write!(f, "numerical routine `{routine}` could not certify its result")
             }
+            Error::LimitExceeded {
+                what,
+                requested,
+                limit,
+            } => write!(
+                f,
+                "too many {what}: {requested} requested, the limit is {limit}"
+            ),
+            Error::Overflow { what } => {
+                write!(f, "{what} would overflow; the state is unchanged")
+            }
+            Error::Unauditable { reason } => write!(f, "cannot audit: {reason}"),
         }
     }
 }

@@ -41,13 +41,18 @@ pub mod aggregate;
 #[cfg(feature = "std")]
 pub mod audit;
 pub mod budget;
+pub mod clip;
 pub mod error;
+pub mod escape;
 pub mod geo;
+#[cfg(feature = "std")]
+pub mod ingest;
 pub mod growth;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
 pub mod report;
+pub mod robust;
 
 mod exact;
 mod math;

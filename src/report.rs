@@ -74,6 +74,7 @@
 
 use crate::budget::PrivacyBudget;
 use crate::error::{Error, Result};
+use crate::escape::Untrusted;
 use crate::mechanism::Mechanism;
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 use alloc::boxed::Box;
@@ -140,7 +141,7 @@ fn canon(x: f64) -> f64 {
 
 /// Order-able exact identity of a descriptor (bit patterns, -0 folded to 0),
 /// for map look-ups without formatting the canonical id.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum QueryKey {
     Threshold([u64; 2]),
     Interval([u64; 3]),
@@ -723,7 +724,7 @@ fn cobs_encode(src: &[u8], out: &mut Vec<u8>) {
 /// encodes belongs, so it is overwritten with 0 and the decoded bytes are
 /// `scratch[1..w]`. Only blocks after a full 254-byte block (code `0xff`,
 /// no implied zero) need their data moved.
-fn decode_frame(
+pub(crate) fn decode_frame(
     frame: &[u8],
     scratch: &mut Vec<u8>,
     zero_free: bool,
@@ -977,8 +978,10 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rejection::Empty => write!(f, "empty report"),
-            Rejection::Truncated { detail } => write!(f, "truncated report: {detail}"),
-            Rejection::Malformed { detail } => write!(f, "malformed report: {detail}"),
+            // Decoder details and ids quote client text: escaped and cut
+            // (docs/MATH.md §10).
+            Rejection::Truncated { detail } => write!(f, "truncated report: {}", Untrusted(detail)),
+            Rejection::Malformed { detail } => write!(f, "malformed report: {}", Untrusted(detail)),
             Rejection::TrailingBytes { count } => {
                 write!(f, "{count} unexpected byte(s) after the report")
             }
@@ -991,7 +994,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::InvalidQuery { error } => write!(f, "invalid query: {error}"),
             Rejection::UnknownQuery { id } => {
-                write!(f, "query {id} is not one this server collects")
+                write!(f, "query {} is not one this server collects", Untrusted(id))
             }
             Rejection::MechanismNotAllowed { mechanism } => {
                 write!(f, "mechanism {mechanism} is not allowed by the policy")

@@ -159,10 +159,7 @@ impl Aggregator {
             // into a never hold both locks (no deadlock), and a.merge(a)
             // does not lock twice.
             let theirs = other.with_state(|o| Ok(o.clone()))?;
-            self.with_state(|a| {
-                a.merge(&theirs);
-                Ok(())
-            })
+            self.with_state(|a| a.merge(&theirs).map_err(GeoprivError::from))
         })
     }
 

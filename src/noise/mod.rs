@@ -23,7 +23,7 @@ mod gen_cauchy;
 mod laplace;
 mod planar_laplace;
 mod polyplace;
-mod special;
+pub(crate) mod special;
 mod spherical_laplace;
 mod student_t;
 
