@@ -18,10 +18,11 @@
 //!
 //! The format is explicit ([`FormatChoice::Json`], [`FormatChoice::Binary`])
 //! or detected up front from the first record ([`FormatChoice::Auto`]):
-//! JSON if it starts (after a BOM and whitespace) with `{`, `[` or `#` and
-//! is not a valid binary frame, binary if the first frame decodes as a
-//! report, and otherwise the stream is refused before any record is read
-//! ([`IngestError::UndetectableFormat`]) rather than read the wrong way.
+//! binary if the first `0x00`-ended frame decodes as a report (or the input
+//! is only zero bytes), JSON if it starts (after a BOM and whitespace) with
+//! `{`, `[` or `#` (or is empty), and otherwise the stream is refused
+//! before any record is read ([`IngestError::UndetectableFormat`]) rather
+//! than read the wrong way.
 //!
 //! # Grouping
 //!
@@ -39,9 +40,9 @@
 //! use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
 //!
 //! let q = QueryDescriptor::Threshold { threshold: 100.0, width: 20.0 };
-//! let mut input = Report::new(q, MechanismName::Polyplace, 0.05, 0.0, 0.7).to_json_line();
-//! input.push_str("\n\u{feff}# a comment\n\xff not utf-8\n[1, 2]\n");
-//! let mut reader = RecordReader::new(input.as_bytes(), FormatChoice::Auto, 1 << 16)?;
+//! let mut input = Report::new(q, MechanismName::Polyplace, 0.05, 0.0, 0.7).to_json_line().into_bytes();
+//! input.extend_from_slice(b"\n\xEF\xBB\xBF# a comment\n\xff not utf-8\n[1, 2]\n");
+//! let mut reader = RecordReader::new(&input[..], FormatChoice::Auto, 1 << 16)?;
 //! let mut agg = ReportAggregator::new(ValidationPolicy::new(1.0, 0.0)?, AggregationConfig::default());
 //! let mut rejected = Vec::new();
 //! let counts = agg.ingest(&mut reader, |n, why| rejected.push((n, why.code())))?;
@@ -337,26 +338,20 @@ impl<R: Read> RecordReader<R> {
     }
 
     fn detect(&mut self) -> core::result::Result<Format, IngestError> {
-        // Read until the buffer holds a delimiter of either kind, more than
-        // one record's worth, or the whole input.
+        // Read until the buffer holds the first record (a delimiter of
+        // either kind), is full, or holds the whole input.
         while !self.eof
-            && self.end <= self.max
+            && self.end < self.buf.len()
             && memchr::memchr2(b'\n', 0, &self.buf[..self.end]).is_none()
         {
             self.fill()?;
         }
         let head = &self.buf[..self.end];
-        let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
-        let Some(&first) = text.first() else {
-            return Ok(Format::Json);
-        };
-        let json_start = matches!(first, b'{' | b'[' | b'#');
-        let first_line = &text[..memchr::memchr(b'\n', text).unwrap_or(text.len())];
-        if json_start && memchr::memchr(0, first_line).is_none() {
-            return Ok(Format::Json);
-        }
+        // Binary first: JSON text never holds a 0x00, and no JSON line
+        // decodes as a COBS frame of a report (its version byte would be
+        // an ASCII character).
         let frames = &head[head.iter().position(|&b| b != 0).unwrap_or(head.len())..];
-        if frames.is_empty() {
+        if frames.is_empty() && !head.is_empty() {
             return Ok(Format::Binary);
         }
         if let Some(end) = memchr::memchr(0, frames) {
@@ -365,12 +360,13 @@ impl<R: Read> RecordReader<R> {
                 return Ok(Format::Binary);
             }
         }
-        if json_start {
-            return Ok(Format::Json);
+        let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
+        match text.first() {
+            None | Some(b'{' | b'[' | b'#') => Ok(Format::Json),
+            Some(_) => Err(IngestError::UndetectableFormat {
+                head: head[..head.len().min(8)].to_vec(),
+            }),
         }
-        Err(IngestError::UndetectableFormat {
-            head: head[..head.len().min(8)].to_vec(),
-        })
     }
 
     fn delimiter(&self) -> u8 {

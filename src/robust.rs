@@ -11,8 +11,10 @@
 //! |E[med] − μ| <= 2 E|M_j − μ| <= 2 sd(M_j),
 //! ```
 //!
-//! distribution-free; [`RobustEstimate::bias_bound`] is 2 × the sample
-//! standard deviation of the bucket means. (For bucket means close to
+//! distribution-free; [`RobustEstimate::bias_bound`] is 2 × a robust
+//! estimate of sd(M_j): 1.4826 × the median absolute deviation of the bucket
+//! means (consistent for near-normal means, and not blown up by the
+//! poisoned buckets the median is there to ignore). (For bucket means close to
 //! normal the bias is far smaller, of order skewness × sd(M_j)/√m.)
 //!
 //! Bucket sums are f64 with Neumaier compensation: meant for clipped values
@@ -56,7 +58,8 @@ pub struct RobustEstimate {
     pub buckets: u32,
     /// The median of the K bucket means.
     pub median_of_means: f64,
-    /// Sample standard deviation of the bucket means.
+    /// Robust standard deviation of the bucket means: 1.4826 × their
+    /// median absolute deviation.
     pub bucket_sd: f64,
     /// sqrt(π/2) · bucket_sd / sqrt(K): the standard error of a median of
     /// K near-normal means.
@@ -115,15 +118,17 @@ impl MedianOfMeans {
             .map(|(&n, (&s, &c))| (s + c) / n as f64)
             .collect();
         let k = means.len();
-        let avg = means.iter().sum::<f64>() / k as f64;
-        let var = means.iter().map(|m| (m - avg) * (m - avg)).sum::<f64>() / (k - 1) as f64;
-        means.sort_by(f64::total_cmp);
-        let median = if k % 2 == 1 {
-            means[k / 2]
-        } else {
-            0.5 * (means[k / 2 - 1] + means[k / 2])
+        let median_of = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            if k % 2 == 1 {
+                v[k / 2]
+            } else {
+                0.5 * (v[k / 2 - 1] + v[k / 2])
+            }
         };
-        let sd = libm::sqrt(var);
+        let median = median_of(&mut means);
+        let mut deviations: Vec<f64> = means.iter().map(|m| (m - median).abs()).collect();
+        let sd = 1.4826 * median_of(&mut deviations);
         Some(RobustEstimate {
             buckets: k as u32,
             median_of_means: median,
