@@ -14,9 +14,12 @@
 //! (The ledger's state, src/budget.rs, is fuzzed by its owner.)
 
 use geopriv::ingest::{
-    decode_binary_record, decode_json_record, read_allow_list, AggregationConfig, Estimator, FormatChoice, RecordReader, ReportAggregator,
+    decode_binary_record, decode_json_record, read_allow_list, AggregationConfig, Decoded,
+    Estimator, FormatChoice, RecordReader, ReportAggregator,
 };
-use geopriv::{Aggregator, GridAggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy};
+use geopriv::{
+    Aggregator, GridAggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::Read;
@@ -159,7 +162,14 @@ fn decoders(bytes: &[u8], stats: &mut Stats) {
         stats.accepted += 1;
     }
     let _ = Report::from_frame(bytes);
-    let _ = decode_json_record(bytes);
+    // The record decoder's fast path must agree with the serde decoder.
+    if let Decoded::Report(fast) = decode_json_record(bytes) {
+        let text = std::str::from_utf8(bytes).expect("accepted records are UTF-8");
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let slow = Report::from_json(text).expect("serde accepts what the fast path accepts");
+        assert_eq!(fast, slow, "fast path and serde differ on {text}");
+        assert_eq!(fast.value.to_bits(), slow.value.to_bits());
+    }
     let stripped: Vec<u8> = bytes.iter().copied().filter(|&b| b != 0).collect();
     let _ = decode_binary_record(&stripped, true, &mut scratch);
     let _ = geopriv::report::frames(bytes).count();
@@ -206,9 +216,13 @@ struct Chunked<'a> {
 
 impl Read for Chunked<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self
-            .rng
-            .random_range(0..=self.data.len().min(buf.len()).min(700));
+        // Never 0 before the end: Ok(0) means end of input.
+        let most = self.data.len().min(buf.len()).min(700);
+        let n = if most == 0 {
+            0
+        } else {
+            self.rng.random_range(1..=most)
+        };
         buf[..n].copy_from_slice(&self.data[..n]);
         self.data = &self.data[n..];
         Ok(n)
@@ -285,7 +299,8 @@ fn stream(rng: &mut SmallRng, stats: &mut Stats) {
         data: &data,
         rng: SmallRng::seed_from_u64(rng.random()),
     };
-    let mut reader = RecordReader::new(input, choice, max_record).expect("first record is pristine");
+    let mut reader =
+        RecordReader::new(input, choice, max_record).expect("first record is pristine");
     let config = AggregationConfig {
         max_groups: 1 << 16,
         estimator: if rng.random_bool(0.3) {
@@ -378,7 +393,10 @@ pub fn run(n: u64, seed: u64) -> Stats {
 #[allow(dead_code)]
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .get(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let start = std::time::Instant::now();
     let stats = run(n, seed);

@@ -203,7 +203,8 @@ pub fn check_audit_inputs<Q: AuditTarget + ?Sized>(
             let reach = c.abs() + 1100.0 * ell + 10.0 * min_d;
             if !reach.is_finite() {
                 return Err(Error::Unauditable {
-                    reason: "input pairs would overflow: |landmark| + 1000 length scales is not finite",
+                    reason:
+                        "input pairs would overflow: |landmark| + 1000 length scales is not finite",
                 });
             }
             largest = largest.max(reach);

@@ -208,12 +208,7 @@ pub fn default_z(shape: NoiseShape, deployment_n: u64, bias_to_se: f64) -> Resul
             });
         }
     }
-    let z = crate::roots::brent(
-        "clip level",
-        |z| excess(z).unwrap_or(f64::NAN),
-        0.0,
-        hi,
-    )?;
+    let z = crate::roots::brent("clip level", |z| excess(z).unwrap_or(f64::NAN), 0.0, hi)?;
     // Brent stops within a tolerance of the root: step up until the
     // target holds exactly (a few ulps at most).
     let mut z = z;
@@ -452,9 +447,7 @@ mod tests {
         match shape {
             NoiseShape::Laplace => 0.5 * libm::exp(-t),
             NoiseShape::StudentT { dof } => StudentT::new(dof, 1.0).unwrap().cdf(-t),
-            NoiseShape::GeneralizedCauchy { k } => {
-                GeneralizedCauchy::new(k, 1.0).unwrap().cdf(-t)
-            }
+            NoiseShape::GeneralizedCauchy { k } => GeneralizedCauchy::new(k, 1.0).unwrap().cdf(-t),
             NoiseShape::PolyPlace { alpha } => {
                 crate::noise::PolyPlace::new(1.0, alpha).unwrap().cdf(-t)
             }
@@ -521,8 +514,22 @@ mod tests {
                 assert!(p.bias_bound() > 0.0 && p.sigma_max() > 0.0);
             }
         }
-        assert!(ClipPolicy::new(0.0, 1.0, 1.0, Some(NoiseShape::Laplace), ClipLevel::Fixed(-1.0)).is_err());
-        assert!(ClipPolicy::new(0.0, 1.0, 1e300, Some(NoiseShape::Laplace), ClipLevel::Fixed(1e10)).is_err());
+        assert!(ClipPolicy::new(
+            0.0,
+            1.0,
+            1.0,
+            Some(NoiseShape::Laplace),
+            ClipLevel::Fixed(-1.0)
+        )
+        .is_err());
+        assert!(ClipPolicy::new(
+            0.0,
+            1.0,
+            1e300,
+            Some(NoiseShape::Laplace),
+            ClipLevel::Fixed(1e10)
+        )
+        .is_err());
         assert!(default_z(NoiseShape::StudentT { dof: 1.5 }, 10, 0.1).is_err());
     }
 }

@@ -62,7 +62,10 @@ mod tests {
     #[test]
     fn escapes_and_cuts() {
         assert_eq!(Untrusted("plain text").to_string(), "plain text");
-        assert_eq!(Untrusted("a\u{202e}b\u{7f}").to_string(), "a\\u{202e}b\\u{7f}");
+        assert_eq!(
+            Untrusted("a\u{202e}b\u{7f}").to_string(),
+            "a\\u{202e}b\\u{7f}"
+        );
         let long = "é".repeat(300);
         let s = Untrusted(&long).to_string();
         assert!(s.ends_with("... (200 more bytes)"), "{s}");

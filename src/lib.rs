@@ -45,9 +45,9 @@ pub mod clip;
 pub mod error;
 pub mod escape;
 pub mod geo;
+pub mod growth;
 #[cfg(feature = "std")]
 pub mod ingest;
-pub mod growth;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
@@ -55,6 +55,7 @@ pub mod report;
 pub mod robust;
 
 mod exact;
+mod fast_json;
 mod math;
 mod roots;
 #[cfg(feature = "std")]

@@ -147,7 +147,11 @@ mod tests {
     fn resists_a_minority_of_poisoned_buckets() {
         let mut m = MedianOfMeans::new(5).unwrap();
         for i in 0..1000 {
-            let v = if i % 5 == 0 { 1e300 } else { (i % 7) as f64 / 7.0 };
+            let v = if i % 5 == 0 {
+                1e300
+            } else {
+                (i % 7) as f64 / 7.0
+            };
             m.add(v).unwrap();
         }
         let e = m.estimate().unwrap();

@@ -6,8 +6,8 @@ use geopriv::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
 use geopriv::audit::{audit_mechanism, MAX_AUDIT_PAIRS};
 use geopriv::clip::{ClipLevel, ClipPolicy};
 use geopriv::ingest::{
-    AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader,
-    RecordRejection, ReportAggregator,
+    AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader, RecordRejection,
+    ReportAggregator,
 };
 use geopriv::{
     Error, Mechanism, MechanismName, QueryDescriptor, Report, SoftThreshold, ValidationPolicy,
@@ -62,7 +62,9 @@ fn ingest(
 fn poisoned(honest: &str, value: f64, copies: usize) -> String {
     let mut s = honest.to_string();
     for _ in 0..copies {
-        s.push_str(&Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, value).to_json_line());
+        s.push_str(
+            &Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, value).to_json_line(),
+        );
         s.push('\n');
     }
     s
@@ -73,7 +75,13 @@ fn one_poisoned_report_moves_the_mean_by_at_most_width_over_n() {
     let honest = honest_lines(20_000);
     let (_, _, clean) = ingest(honest.as_bytes(), AggregationConfig::default());
     let base = clean.estimates()[0].clone();
-    for (value, copies) in [(1e4, 1), (1e3, 1), (f64::MAX, 1), (f64::MAX, 2), (-f64::MAX, 2)] {
+    for (value, copies) in [
+        (1e4, 1),
+        (1e3, 1),
+        (f64::MAX, 1),
+        (f64::MAX, 2),
+        (-f64::MAX, 2),
+    ] {
         let text = poisoned(&honest, value, copies);
         let (counts, _, agg) = ingest(text.as_bytes(), AggregationConfig::default());
         assert_eq!(counts.accepted, 20_000 + copies as u64);
@@ -133,11 +141,18 @@ fn no_byte_sequence_costs_a_good_record() {
     input.extend_from_slice(good.as_bytes()); // no final newline
     let (counts, rejected, agg) = ingest(&input, AggregationConfig::default());
     assert_eq!(counts.records, 8);
-    assert_eq!((counts.accepted, counts.rejected, counts.skipped), (3, 3, 2));
+    assert_eq!(
+        (counts.accepted, counts.rejected, counts.skipped),
+        (3, 3, 2)
+    );
     let codes: Vec<(u64, &str)> = rejected.iter().map(|(n, r)| (*n, r.code())).collect();
     assert_eq!(
         codes,
-        [(3, "not-utf8"), (4, "json-array"), (5, "unsupported-version")]
+        [
+            (3, "not-utf8"),
+            (4, "json-array"),
+            (5, "unsupported-version")
+        ]
     );
     assert_eq!(agg.estimates()[0].estimate.n, 3);
 }
@@ -242,17 +257,31 @@ fn distinct_queries_are_bounded_and_allow_listed() {
     let mut agg = ReportAggregator::new(policy().only_queries(&list), AggregationConfig::default());
     let counts = agg.ingest(&mut reader, |_, _| {}).unwrap();
     assert_eq!((counts.accepted, counts.rejected), (2, 498));
-    assert!(geopriv::ingest::read_allow_list(&b"threshold:T=3;w=0\n"[..], 10)
-        .unwrap_err()
-        .starts_with("line 1:"));
-    assert!(geopriv::ingest::read_allow_list(&b"threshold:T=1;w=1\nthreshold:T=2;w=1\n"[..], 1).is_err());
+    assert!(
+        geopriv::ingest::read_allow_list(&b"threshold:T=3;w=0\n"[..], 10)
+            .unwrap_err()
+            .starts_with("line 1:")
+    );
+    assert!(
+        geopriv::ingest::read_allow_list(&b"threshold:T=1;w=1\nthreshold:T=2;w=1\n"[..], 1)
+            .is_err()
+    );
 }
 
 #[test]
 fn grid_sizes_are_checked_before_allocating() {
     let axis: Vec<f64> = (0..200_000).map(|i| i as f64).collect();
     let e = GridAggregator::kde_grid(&axis, &axis, 1.0).unwrap_err();
-    assert!(matches!(e, Error::LimitExceeded { what: "grid cells", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::LimitExceeded {
+                what: "grid cells",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(GridAggregator::two_way_grid(&axis, &axis[..2], 1.0).is_err());
     let side: Vec<f64> = (0..512).map(|i| i as f64).collect();
     assert_eq!(MAX_GRID_CELLS, 512 * 512);
@@ -264,9 +293,10 @@ fn counters_never_wrap() {
     // A restored aggregate at n = u64::MAX: adding is refused, unchanged.
     let mut a = Aggregator::new();
     a.add(2.0).unwrap();
-    let json = serde_json::to_string(&a)
-        .unwrap()
-        .replacen("\"n\":1", "\"n\":18446744073709551615", 1);
+    let json =
+        serde_json::to_string(&a)
+            .unwrap()
+            .replacen("\"n\":1", "\"n\":18446744073709551615", 1);
     let mut big: Aggregator = serde_json::from_str(&json).unwrap();
     let before = big.clone();
     assert!(matches!(big.add(1.0), Err(Error::Overflow { .. })));
@@ -279,7 +309,10 @@ fn counters_never_wrap() {
         r#"{"n":1,"sum":{"offset":67,"limbs":[2147483647]},"sum_sq":{"offset":133,"limbs":[2147483647]}}"#,
         r#"{"n":3,"sum":{"offset":0,"limbs":[]},"sum_sq":{"offset":133,"limbs":[1]}}"#,
     ] {
-        assert!(serde_json::from_str::<Aggregator>(forged).is_err(), "{forged}");
+        assert!(
+            serde_json::from_str::<Aggregator>(forged).is_err(),
+            "{forged}"
+        );
     }
     // Near capacity: n = 2^62 reports of about 2^1024 each (Σx = 2^2160,
     // Σx² = 2^4258, so n Σx² = (Σx)²), merged with itself, fits exactly;
@@ -368,8 +401,14 @@ fn mechanisms_and_budgets_are_never_mixed() {
 #[test]
 fn clipping_bounds_follow_the_mechanism() {
     // PolyPlace: σ_max = L_global/γ = (1/w)/(ε/9) = 9 at ε = 1/w.
-    let p = ClipPolicy::for_reports(&threshold(), MechanismName::Polyplace, EPS, 0.0, ClipLevel::default())
-        .unwrap();
+    let p = ClipPolicy::for_reports(
+        &threshold(),
+        MechanismName::Polyplace,
+        EPS,
+        0.0,
+        ClipLevel::default(),
+    )
+    .unwrap();
     assert!((p.sigma_max() - 9.0).abs() < 1e-12);
     let [lo, hi] = p.bounds();
     assert!((hi - 1.0 - p.z() * 9.0).abs() < 1e-12 && (lo + p.z() * 9.0).abs() < 1e-12);

@@ -59,9 +59,7 @@ impl From<geopriv::Error> for GeoprivError {
             // A size above its limit (e.g. a 200k x 200k grid) or an input
             // the audit cannot judge: a bad argument, refused before any
             // allocation.
-            E::LimitExceeded { .. } | E::Unauditable { .. } => {
-                GeoprivError::InvalidParameter(msg)
-            }
+            E::LimitExceeded { .. } | E::Unauditable { .. } => GeoprivError::InvalidParameter(msg),
             // A count or exact sum that would overflow (restored or merged
             // states): the state is what is wrong.
             E::Overflow { .. } => GeoprivError::InvalidReport(msg),
