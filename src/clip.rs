@@ -113,7 +113,7 @@ pub fn tail_excess(shape: NoiseShape, z: f64) -> Result<f64> {
     let v = match shape {
         NoiseShape::Laplace => libm::exp(-z),
         NoiseShape::StudentT { dof } => {
-            if !(dof > 1.0) {
+            if dof.is_nan() || dof <= 1.0 {
                 return Err(no_mean("dof", dof));
             }
             let t = StudentT::new(dof, 1.0)?;
@@ -121,7 +121,7 @@ pub fn tail_excess(shape: NoiseShape, z: f64) -> Result<f64> {
             2.0 * ((dof + z * z) / (dof - 1.0) * t.pdf(z) - z * upper)
         }
         NoiseShape::GeneralizedCauchy { k } => {
-            if !(k > 2.0) {
+            if k.is_nan() || k <= 2.0 {
                 return Err(no_mean("k", k));
             }
             let c = GeneralizedCauchy::new(k, 1.0)?;

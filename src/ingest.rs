@@ -260,6 +260,9 @@ pub struct RecordReader<R> {
     scratch: Vec<u8>,
 }
 
+/// A record's number and its bytes, or its rejection if too long.
+pub type RawRecord<'a> = (u64, core::result::Result<&'a [u8], RecordRejection>);
+
 /// The raw body of one record.
 enum Raw {
     /// `buf[start..end]`, terminated or not (the stream's last record).
@@ -421,9 +424,7 @@ impl<R: Read> RecordReader<R> {
 
     /// The next record's raw bytes (without its delimiter), or its
     /// rejection if it is too long. `Ok(None)` at the end of the input.
-    pub fn next_bytes(
-        &mut self,
-    ) -> io::Result<Option<(u64, core::result::Result<&[u8], RecordRejection>)>> {
+    pub fn next_bytes(&mut self) -> io::Result<Option<RawRecord<'_>>> {
         Ok(self.next_raw()?.map(|raw| match raw {
             Raw::TooLong(length) => (
                 self.number,
