@@ -1,4 +1,4 @@
-//! One draw of each noise distribution (SPEC §4), with a seeded SmallRng.
+//! One draw of each noise distribution (docs/MATH.md §4), with a seeded SmallRng.
 //! Targets: generalized Cauchy and PolyPlace <= 100 ns per draw.
 
 use criterion::{criterion_group, criterion_main, Criterion};

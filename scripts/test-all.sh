@@ -19,6 +19,9 @@ cargo bench --workspace --no-run
 echo "== unit, integration and doc tests"
 cargo test --workspace
 
+echo "== no behaviour change: seeded outputs against scripts/digests/ci.sha256"
+scripts/check-digests.sh
+
 if [ -x scripts/test-bindings.sh ]; then
   echo "== bindings (Kotlin on the JVM, Python)"
   scripts/test-bindings.sh

@@ -1,4 +1,4 @@
-//! Server-side aggregation of reports (SPEC §5): exactly mergeable partial
+//! Server-side aggregation of reports (docs/MATH.md §5): exactly mergeable partial
 //! aggregates and estimates with error bars.
 //!
 //! Every report is an unbiased estimate of one user's f(x_i), so the server

@@ -1,5 +1,5 @@
 //! Numerical privacy audit: the executable form of the privacy arguments
-//! in [`crate::mechanism`] (SPEC §6).
+//! in [`crate::mechanism`] (docs/MATH.md §6).
 //!
 //! For a mechanism, a query and ε, the audit draws pairs of inputs (x, x')
 //! — random ones, on a grid, and adversarial ones near the places where the

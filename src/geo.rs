@@ -3,7 +3,7 @@
 //!
 //! # In which metric the guarantee holds
 //!
-//! Geo-privacy (SPEC §1) is stated for the Euclidean distance between the
+//! Geo-privacy (docs/MATH.md §1) is stated for the Euclidean distance between the
 //! points the query sees, i.e. **between projected points, in projected
 //! metres**. What a user cares about is distance on the ground, so the
 //! projection decides what the guarantee means:

@@ -1,4 +1,4 @@
-//! Growth functions g for g-smooth upper bounds (SPEC §2).
+//! Growth functions g for g-smooth upper bounds (docs/MATH.md §2).
 //!
 //! A growth function is increasing, has g(0) = 1 and is submultiplicative,
 //! g(a + b) <= g(a) g(b). A g-smooth upper bound S of the local Lipschitz

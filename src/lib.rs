@@ -26,7 +26,8 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 //!
-//! The mathematical contract is `SPEC.md` (shipped with the project); each
+//! The mathematics the code relies on is `docs/MATH.md` (cited as
+//! `docs/MATH.md §N`); each
 //! query and mechanism states its formula and why it is private next to
 //! the code.
 #![cfg_attr(not(feature = "std"), no_std)]

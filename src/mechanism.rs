@@ -1,4 +1,4 @@
-//! Geo-private mechanisms: release f(x) + scale(x) · Z (SPEC §4).
+//! Geo-private mechanisms: release f(x) + scale(x) · Z (docs/MATH.md §4).
 //!
 //! A [`Mechanism`] bundles a noise family, the budget ε (per unit distance)
 //! and the split of ε into a smoothness part γ (growth rate of the smooth
@@ -43,7 +43,7 @@
 //!   every output. Both rates being at most d, the loss is at most ε d:
 //!   the budget is not split between shift and scale, which is why
 //!   PolyPlace has about a third of the variance of Student's t at the same
-//!   ε and γ (SPEC §4).
+//!   ε and γ (docs/MATH.md §4).
 //! * Laplace with g = 1 + γt (approximate): with z the Laplace draw under x,
 //!   ln(p_x/p_x') <= ln(S'/S) + (S/S' - 1)|z| + η d. If S' >= S this is at
 //!   most (γ + η) d; if S' < S it is at most (γ|z| + η) d, which is <= ε d

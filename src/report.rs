@@ -5,7 +5,7 @@
 //! (family and public parameters, [`QueryDescriptor`]), the mechanism name,
 //! its ε and δ, and the released value f(x) + noise. **It has no field for
 //! the smooth sensitivity S(x), the noise scale or anything else computed
-//! from x**: those leak x (SPEC §2), so the type cannot carry them and the
+//! from x**: those leak x (docs/MATH.md §2), so the type cannot carry them and the
 //! decoders refuse JSON with unknown fields (a buggy client that adds, say,
 //! `"scale"` gets its reports rejected rather than silently stored).
 //!
@@ -390,7 +390,7 @@ impl From<&GaussianKde> for QueryDescriptor {
 // ---------------------------------------------------------------------------
 // Mechanisms
 
-/// Which mechanism produced a report (SPEC §4). Its ε is per unit distance
+/// Which mechanism produced a report (docs/MATH.md §4). Its ε is per unit distance
 /// (geo-privacy) for every mechanism except [`Ldp`](MechanismName::Ldp).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

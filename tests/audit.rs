@@ -1,4 +1,4 @@
-//! The numerical privacy audit (SPEC §6): every mechanism passes on every
+//! The numerical privacy audit (docs/MATH.md §6): every mechanism passes on every
 //! query family with 10,000 input pairs, and the audit fails loudly on
 //! deliberately broken mechanisms.
 

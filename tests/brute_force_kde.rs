@@ -1,4 +1,4 @@
-//! Brute-force oracle for the Gaussian KDE smooth sensitivity (SPEC §2, §3.4).
+//! Brute-force oracle for the Gaussian KDE smooth sensitivity (docs/MATH.md §2, §3.4).
 //!
 //! The oracle evaluates the definitions directly, without the tangency
 //! analysis of the implementation:

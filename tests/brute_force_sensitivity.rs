@@ -1,5 +1,5 @@
 //! Brute-force oracle for the pointwise Lipschitz constant and the smooth
-//! sensitivity (SPEC §2), checked against the closed forms of SPEC §3.1-3.3.
+//! sensitivity (docs/MATH.md §2), checked against the closed forms of docs/MATH.md §3.1-3.3.
 //!
 //! The oracle evaluates the *definitions*, not the implementation's formulas:
 //!
@@ -8,7 +8,7 @@
 //! S*(x) = sup_y L(y) / g(d(x, y)) = sup_{y, z != y} |f(y) - f(z)| / (d(y, z) g(d(x, y)))
 //! ```
 //!
-//! * f is re-implemented here from the SPEC text (for the two-way threshold
+//! * f is re-implemented here from the formulas of docs/MATH.md (for the two-way threshold
 //!   region by region: corner annulus, upper arm, right arm), in double-double
 //!   arithmetic. Secants between very close points are then exact to ~1e-30
 //!   relative instead of being dominated by the rounding of f, so the oracle
@@ -192,7 +192,7 @@ impl Dd {
 }
 
 // ---------------------------------------------------------------------------
-// The query functions, re-implemented from the SPEC text.
+// The query functions, re-implemented from the formulas of docs/MATH.md.
 // ---------------------------------------------------------------------------
 
 trait Model {
@@ -215,7 +215,7 @@ fn uniform_1d(lo: f64, hi: f64, n: usize, out: &mut Vec<P>) {
     }
 }
 
-/// SPEC §3.1.
+/// docs/MATH.md §3.1.
 struct ThresholdModel {
     t: f64,
     w: f64,
@@ -242,7 +242,7 @@ impl Model for ThresholdModel {
     }
 }
 
-/// SPEC §3.2: ramps of width θ centred at a and b, plateau 1 in between.
+/// docs/MATH.md §3.2: ramps of width θ centred at a and b, plateau 1 in between.
 struct IntervalModel {
     a: f64,
     b: f64,
@@ -272,7 +272,7 @@ impl Model for IntervalModel {
     }
 }
 
-/// SPEC §3.3, region by region. The arm formulas (x1 - T1 + τ/2)/τ are
+/// docs/MATH.md §3.3, region by region. The arm formulas (x1 - T1 + τ/2)/τ are
 /// written as (x1 - (c0.x - R2))/τ, which is the same number, so that f is
 /// exactly continuous across the region boundaries even with c0 and R1
 /// rounded to doubles (a rounding jump there would fake huge secants
@@ -390,7 +390,7 @@ fn dist(a: &P, b: &P) -> f64 {
     (dx * dx + dy * dy).sqrt()
 }
 
-/// g(t), written out from SPEC §2 (not through `Growth::eval`).
+/// g(t), written out from docs/MATH.md §2 (not through `Growth::eval`).
 #[inline]
 fn growth(kind: GrowthKind, gamma: f64, t: f64) -> f64 {
     match kind {
@@ -1146,13 +1146,13 @@ fn check_point<Q: Query, M: Model>(
             gamma * m.width()
         )
     };
-    // The value itself, against the SPEC formula.
+    // The value itself, against the formula of docs/MATH.md.
     let v = q.value(xs).unwrap();
     let v_ref = m.f(&x).to_f64();
     let tol = 64.0 * f64::EPSILON * (1.0 + m.reach(&x) / m.width());
     assert!(
         (v - v_ref).abs() <= tol && (0.0..=1.0).contains(&v),
-        "{}: value {v} != SPEC value {v_ref} at {}",
+        "{}: value {v} != reference value {v_ref} at {}",
         report.family,
         at()
     );
@@ -1367,7 +1367,7 @@ fn two_way_matches_the_definition() {
         for i in 0..2 {
             assert!(
                 (c0[i] - m.c0[i]).abs() <= 4.0 * f64::EPSILON * m.c0[i].abs().max(w),
-                "corner {c0:?} is not the SPEC's {:?}",
+                "corner {c0:?} is not the reference {:?}",
                 m.c0
             );
         }

@@ -1,4 +1,4 @@
-//! Property tests of the Gaussian KDE smooth sensitivity (SPEC §2):
+//! Property tests of the Gaussian KDE smooth sensitivity (docs/MATH.md §2):
 //! S >= L, S is g-smooth, S <= the global constant, S -> the global
 //! constant as γ -> 0, in 1 to 4 dimensions and for both growths.
 

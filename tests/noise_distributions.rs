@@ -1,4 +1,4 @@
-//! Statistical tests of the noise samplers (SPEC §4): Kolmogorov–Smirnov
+//! Statistical tests of the noise samplers (docs/MATH.md §4): Kolmogorov–Smirnov
 //! tests of every sampler against its closed-form CDF, empirical variances
 //! against the closed forms, and the PolyPlace-versus-Student's-t claim.
 //!
@@ -358,7 +358,7 @@ fn polyplace_variance_matches_quadrature() {
 
 // ------------------------------------------- PolyPlace versus Student's t
 
-/// Calibrations of SPEC §4 at smooth sensitivity S, budget ε, γ = ε/9.
+/// Calibrations of docs/MATH.md §4 at smooth sensitivity S, budget ε, γ = ε/9.
 fn polyplace_at(epsilon: f64, sensitivity: f64) -> PolyPlace {
     let gamma = epsilon / 9.0;
     PolyPlace::new(sensitivity / gamma, epsilon / gamma).unwrap()

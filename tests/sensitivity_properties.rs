@@ -1,4 +1,4 @@
-//! Property tests of the sensitivities (SPEC §2), for every query family and
+//! Property tests of the sensitivities (docs/MATH.md §2), for every query family and
 //! both growth functions.
 //!
 //! `check_family` states, for any `Query`, what its numbers must satisfy at
@@ -31,7 +31,7 @@ fn dist(x: &[f64], y: &[f64]) -> f64 {
         .sqrt()
 }
 
-/// Every SPEC §2 property of `query` at `points`, for exponential and
+/// Every docs/MATH.md §2 property of `query` at `points`, for exponential and
 /// linear growth with rate `gamma`:
 ///
 /// * f(x) in [0, 1] (all families are soft indicators or kernels);

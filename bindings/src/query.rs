@@ -408,7 +408,7 @@ mod tests {
         assert!((s - want).abs() < 1e-15, "{s} vs {want}");
     }
 
-    /// The reference values the Kotlin and Python tests also check (SPEC
+    /// The reference values the Kotlin and Python tests also check (docs/MATH.md
     /// §3.1-3.3 closed forms), so all three languages agree with the core.
     #[test]
     fn reference_values_of_the_foreign_tests() {

@@ -1,5 +1,7 @@
 //! `geopriv`: command-line front end of the geopriv SDK.
 
+#![forbid(unsafe_code)]
+
 mod aggregate;
 mod audit;
 mod experiment;
@@ -94,7 +96,7 @@ enum Command {
     /// and --max-queries, whatever the input.
     Aggregate(aggregate::AggregateArgs),
 
-    /// Numerical privacy audit of a mechanism on a query (SPEC §6).
+    /// Numerical privacy audit of a mechanism on a query (docs/MATH.md §6).
     ///
     /// Prints one JSON object: mechanism, query, epsilon, delta, pairs,
     /// max_loss_ratio (max of |ln p_x(y) - ln p_x'(y)| / (ε d) over input

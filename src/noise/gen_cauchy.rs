@@ -19,7 +19,7 @@ use rand_distr::Exp1;
 /// because ∫ 1/(1 + |z|^k) dz over R = 2π / (k sin(π/k)).
 ///
 /// * k > 2 is required so that the mean exists (the reports must be
-///   unbiased, SPEC §5); the density decays like |x|^-k.
+///   unbiased, docs/MATH.md §5); the density decays like |x|^-k.
 /// * Variance σ² sin(π/k) / sin(3π/k) for k > 3, infinite for k <= 3.
 /// * CDF: with z = |x|/σ, P(|X| <= x) = I_{z^k/(1+z^k)}(1/k, 1 - 1/k), the
 ///   regularized incomplete beta function (substitute u = z^k/(1+z^k) in the

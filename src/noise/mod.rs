@@ -1,4 +1,4 @@
-//! Noise distributions, one per file (SPEC §4), in the style of `rand_distr`:
+//! Noise distributions, one per file (docs/MATH.md §4), in the style of `rand_distr`:
 //! a small struct with a validating constructor `new(..) -> Result<Self>`,
 //! closed-form density, CDF and variance, and an exact sampler through
 //! [`rand::distr::Distribution`].

@@ -18,7 +18,7 @@ use rand::Rng;
 ///
 /// The density is continuous at t = 1/α. Used as
 /// `PolyPlace(s = S/γ, α = ε/γ)` with an exp(γt)-smooth bound S it is ε-GP
-/// (SPEC §4): the shift and log-scale parts of the infinitesimal privacy
+/// (docs/MATH.md §4): the shift and log-scale parts of the infinitesimal privacy
 /// loss add up to exactly ε, so the budget is not split. As γ/ε -> 0 it
 /// tends to Laplace(S/ε).
 ///
@@ -272,7 +272,7 @@ mod tests {
             let below = d.pdf(j * (1.0 - 1e-12));
             let above = d.pdf(j);
             assert!((below - above).abs() < 1e-9 * above, "s={s} a={a}");
-            // The literal formula of SPEC §4 at the junction.
+            // The literal formula of docs/MATH.md §4 at the junction.
             let n = a / (2.0 * s * (a - 1.0 + 2.0 * libm::pow((a - 1.0) / a, a)));
             let lit = n
                 * (a + 1.0)

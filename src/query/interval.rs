@@ -1,4 +1,4 @@
-//! `SoftInterval`: "share of users with a <= x <= b" (SPEC §3.2).
+//! `SoftInterval`: "share of users with a <= x <= b" (docs/MATH.md §3.2).
 
 use super::{ramp_smooth_sensitivity, Query};
 use crate::error::{check_point, finite, positive_finite, Error, Result};

@@ -1,4 +1,4 @@
-//! `GaussianKde`: Gaussian kernel density at a query point (SPEC §3.4), and
+//! `GaussianKde`: Gaussian kernel density at a query point (docs/MATH.md §3.4), and
 //! the one-dimensional machinery behind its exact smooth sensitivity.
 //!
 //! # The analysis, in bandwidth units
@@ -29,8 +29,8 @@
 //! ℓ(ρ) = ψ(r*(ρ)),   ψ(u) = u φ(u) = |φ'(u)|,   r*(1) = 1.
 //! ```
 //!
-//! (The candidates r = ρ and r = 0 of the SPEC never win except at ρ = 1,
-//! where r* = ρ.) r* solves V(r) = 1 + r(r - ρ) - exp((r² - ρ²)/2) = 0
+//! (The candidates r = ρ and r = 0 of docs/MATH.md §3.4 never win except at
+//! ρ = 1, where r* = ρ.) r* solves V(r) = 1 + r(r - ρ) - exp((r² - ρ²)/2) = 0
 //! (V = T/φ(r)); we solve it by safeguarded Newton on the bracket [0, 1] or
 //! [1, 1.6]. V also has a double root at r = ρ, which merges with r* as
 //! ρ -> 1 and would cost a third of the digits there (r* off by 2e-6 and ℓ
@@ -79,7 +79,7 @@
 //! keep S a g-smooth upper bound of L.
 //!
 //! A search that forgets the tangency partner of x itself under-estimates
-//! S* by up to 17% (SPEC §3.4); `tests/brute_force_kde.rs` checks the
+//! S* by up to 17% (docs/MATH.md §3.4); `tests/brute_force_kde.rs` checks the
 //! implementation against a direct evaluation of the definitions.
 
 use super::Query;
@@ -103,7 +103,7 @@ const SAFETY_FACTOR: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
 const QUADRATIC_REGIME: f64 = 38.0;
 
 /// Gaussian kernel at a query point t with bandwidth h > 0, in any
-/// dimension d >= 1 (SPEC §3.4):
+/// dimension d >= 1 (docs/MATH.md §3.4):
 ///
 /// ```text
 /// f(x) = exp( -||x - t||² / (2h²) )
@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn spec_example_is_not_underestimated() {
         // c ≈ 2.57, γh ≈ 2.36: the secant to the centre gives 0.375 but
-        // ℓ(c) ≈ 0.4087 (SPEC §3.4).
+        // ℓ(c) ≈ 0.4087 (docs/MATH.md §3.4).
         let q = GaussianKde::new(&[0.0, 0.0], 1.0).unwrap();
         let s = q
             .smooth_sensitivity(&[2.57, 0.0], Growth::exponential(2.36).unwrap())

@@ -1,4 +1,4 @@
-//! Queries f : R^d -> R and their sensitivities (SPEC §2, §3).
+//! Queries f : R^d -> R and their sensitivities (docs/MATH.md §2, §3).
 //!
 //! Every query reports its value f(x), its global Lipschitz constant, the
 //! pointwise Lipschitz constant
@@ -61,7 +61,7 @@ pub trait Query {
 }
 
 /// The smooth sensitivity of a query that is a soft step of width `width`
-/// in the distance `e >= 0` to its ramp (SPEC §3.1): off the ramp
+/// in the distance `e >= 0` to its ramp (docs/MATH.md §3.1): off the ramp
 /// L = 1/(e + width) and
 ///
 /// ```text

@@ -1,4 +1,4 @@
-//! `SoftThreshold`: "share of users with x > T" (SPEC §3.1).
+//! `SoftThreshold`: "share of users with x > T" (docs/MATH.md §3.1).
 
 use super::{ramp_smooth_sensitivity, Query};
 use crate::error::{check_point, finite, positive_finite, Result};

@@ -1,4 +1,4 @@
-//! `TwoWayThreshold`: "share of users with x1 > T1 and x2 > T2" (SPEC §3.3).
+//! `TwoWayThreshold`: "share of users with x1 > T1 and x2 > T2" (docs/MATH.md §3.3).
 
 use super::{ramp_smooth_sensitivity, Query};
 use crate::error::{check_point, finite, positive_finite, Result};
@@ -15,7 +15,7 @@ use crate::math::hypot;
 /// f(x) = clamp( (R2 - D(x)) / τ, 0, 1 )
 /// ```
 ///
-/// which is SPEC §3.3 written in one line: 1 where D < R1, 0 where D > R2,
+/// which is docs/MATH.md §3.3 written in one line: 1 where D < R1, 0 where D > R2,
 /// and on the band R1 <= D <= R2 the interpolation (R2 - ||x - c0||)/τ on
 /// the corner annulus, (x1 - T1 + τ/2)/τ on the upper arm and
 /// (x2 - T2 + τ/2)/τ on the right arm. Global Lipschitz constant 1/τ

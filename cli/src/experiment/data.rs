@@ -1,5 +1,5 @@
 //! Data for the experiments: the bundled airports (real locations), the
-//! simulated incomes of SPEC §7 and a synthetic city for large n.
+//! simulated incomes of docs/MATH.md §7 and a synthetic city for large n.
 //!
 //! Provenance and licences are in `examples/data/README.md`.
 
@@ -104,7 +104,7 @@ pub fn airports(csv: Option<&str>, region: Region) -> Result<Vec<[f64; 2]>, Stri
         .collect()
 }
 
-/// Log-normal household incomes (SPEC §7): ln income ~ N(μ, σ²).
+/// Log-normal household incomes (docs/MATH.md §7): ln income ~ N(μ, σ²).
 #[derive(Clone, Copy, Debug)]
 pub struct IncomeModel {
     /// Mean of ln income (log-dollars).
@@ -114,7 +114,7 @@ pub struct IncomeModel {
 }
 
 impl IncomeModel {
-    /// The fit of SPEC §7: μ = 11.494, σ = 0.829.
+    /// The fit of docs/MATH.md §7: μ = 11.494, σ = 0.829.
     pub const CENSUS_FIT: IncomeModel = IncomeModel {
         mu: 11.494,
         sigma: 0.829,
@@ -132,7 +132,7 @@ impl IncomeModel {
     }
 }
 
-/// Correlated (income, debt), SPEC §7: (ln income, ln debt) bivariate
+/// Correlated (income, debt), docs/MATH.md §7: (ln income, ln debt) bivariate
 /// normal, equal σ, correlation ρ of the logs, E[debt] = ratio · E[income].
 #[derive(Clone, Copy, Debug)]
 pub struct IncomeDebtModel {

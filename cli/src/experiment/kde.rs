@@ -1,5 +1,5 @@
 //! `geopriv experiment kde` and `geopriv demo`: a Gaussian kernel density
-//! map of user locations (SPEC §7).
+//! map of user locations (docs/MATH.md §7).
 //!
 //! A K × K grid of query points t covers the bounding box of the data; the
 //! bandwidth h is one grid-cell diagonal. Every device answers every grid

@@ -1,5 +1,5 @@
 //! `geopriv experiment threshold|two-way|kde` and `geopriv demo`: the
-//! paper's experiments (SPEC §7) on all cores, with markdown tables and PNG
+//! paper's experiments (docs/MATH.md §7) on all cores, with markdown tables and PNG
 //! plots.
 //!
 //! Every experiment follows the same shape. Devices hold private values
@@ -76,7 +76,7 @@ pub struct CommonArgs {
     /// Mechanisms to compare, comma-separated [default: all].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mechanisms: Option<Vec<MechKind>>,
-    /// Use the full settings of SPEC §7 for every size not given explicitly
+    /// Use the full settings of docs/MATH.md §7 for every size not given explicitly
     /// (long: see the command's help for the sizes).
     #[arg(long)]
     pub full: bool,

@@ -1,5 +1,5 @@
 //! `geopriv experiment threshold`: the share of households with income
-//! above T (SPEC §7), estimated from soft-threshold reports.
+//! above T (docs/MATH.md §7), estimated from soft-threshold reports.
 //!
 //! Per repetition a fresh population of n incomes is drawn from the
 //! log-normal model; every household reports, for every threshold T, its
@@ -26,7 +26,7 @@ const CHUNK: usize = 8192;
 ///
 /// Defaults (10 s on 2 idle cores, 40 s on busy ones): n ∈ {10k, 20k, 40k} at ε = 1/12000,
 /// ε ∈ {1/800, 1/3000, 1/12000, 1/48000} at n = 40k, 30 repetitions.
-/// `--full` (SPEC §7; hours): n ∈ {0.4M, 0.8M, 1.6M, 3.2M, 6.4M},
+/// `--full` (docs/MATH.md §7; hours): n ∈ {0.4M, 0.8M, 1.6M, 3.2M, 6.4M},
 /// ε ∈ {1/800, 1/1500, 1/3000, 1/6000, 1/12000, 1/24000, 1/48000}, n = 6.4M
 /// for the ε sweep, 50 repetitions.
 #[derive(Args, Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct ThresholdArgs {
     pub ldp_scale: f64,
 }
 
-/// The ramp width of SPEC §7: θ = min(0.2 T, 2/ε).
+/// The ramp width of docs/MATH.md §7: θ = min(0.2 T, 2/ε).
 pub fn ramp_width(t: f64, eps: f64) -> f64 {
     (0.2 * t).min(2.0 / eps)
 }

@@ -1,5 +1,5 @@
 //! `geopriv experiment two-way`: the share of households with income > T1
-//! and debt > T2 (SPEC §7), on a grid of (T1, T2).
+//! and debt > T2 (docs/MATH.md §7), on a grid of (T1, T2).
 //!
 //! Every household answers every grid query with a privatized two-way soft
 //! threshold of width τ = min(0.2 ||T||, 2/ε); the estimate at each (T1, T2)
@@ -26,7 +26,7 @@ const CHUNK: usize = 4096;
 /// Defaults (about half a minute on 2 free cores): a 10 × 10 grid
 /// T = 10k + 110k j, n ∈ {2.5k, 5k, 10k} at ε = 1/12000, ε ∈ {1/3000,
 /// 1/12000, 1/48000} at n = 10k, 8 repetitions (one small-width query can
-/// dominate the ASE, so repetitions beat users here). `--full` (SPEC §7; hours):
+/// dominate the ASE, so repetitions beat users here). `--full` (docs/MATH.md §7; hours):
 /// the 34 × 34 grid T = 10k + 30k j, n ∈ {0.4M, 0.8M, 1.6M} at ε = 1/12000,
 /// ε ∈ {1/3000, 1/6000, 1/12000, 1/24000, 1/48000} at n = 1.6M, 1 repetition.
 #[derive(Args, Debug, Clone)]
