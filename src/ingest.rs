@@ -341,12 +341,21 @@ impl<R: Read> RecordReader<R> {
     }
 
     fn detect(&mut self) -> core::result::Result<Format, IngestError> {
-        // Read until the buffer holds the first record (a delimiter of
-        // either kind), is full, or holds the whole input.
-        while !self.eof
-            && self.end < self.buf.len()
-            && memchr::memchr2(b'\n', 0, &self.buf[..self.end]).is_none()
-        {
+        // Read until the buffer holds a whole first frame (a 0x00), or a
+        // whole first line that starts like JSON, or is full, or holds the
+        // whole input. (A binary frame can hold a 0x0a byte, so a newline
+        // alone ends nothing.)
+        while !self.eof && self.end < self.buf.len() {
+            let head = &self.buf[..self.end];
+            if memchr::memchr(0, head).is_some() {
+                break;
+            }
+            let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
+            if matches!(text.first(), Some(b'{' | b'[' | b'#'))
+                && memchr::memchr(b'\n', text).is_some()
+            {
+                break;
+            }
             self.fill()?;
         }
         let head = &self.buf[..self.end];

@@ -56,6 +56,7 @@ pub mod report;
 pub mod robust;
 
 mod exact;
+#[cfg(feature = "std")]
 mod fast_json;
 mod math;
 mod roots;
