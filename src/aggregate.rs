@@ -145,6 +145,27 @@ impl Aggregator {
         values.iter().try_for_each(|&v| self.add(v))
     }
 
+    /// Add every value of a slice, all or nothing: if any value is NaN or
+    /// infinite, none is added and the error names the first such value.
+    ///
+    /// ```
+    /// let mut a = geopriv::Aggregator::new();
+    /// assert!(a.add_all(&[1.0, f64::NAN]).is_err());
+    /// a.add_all(&[1.0, 3.0])?;
+    /// assert_eq!(a.estimate().unwrap().n, 2);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn add_all(&mut self, values: &[f64]) -> Result<()> {
+        if let Some(&value) = values.iter().find(|v| !v.is_finite()) {
+            return Err(Error::InvalidParameter {
+                name: "value",
+                value,
+                requirement: "finite (nothing was added)",
+            });
+        }
+        self.extend_from_slice(values)
+    }
+
     /// Add the value of a report. The caller is responsible for having
     /// validated it (see [`ValidationPolicy`](crate::report::ValidationPolicy))
     /// and for routing it to the aggregate of its query.

@@ -54,6 +54,30 @@ pub trait AuditTarget: Query {
     fn describe(&self) -> String;
 }
 
+impl AuditTarget for crate::AnyQuery {
+    fn landmarks(&self) -> Vec<Vec<f64>> {
+        self.as_audit_target().landmarks()
+    }
+    fn length_scale(&self) -> f64 {
+        self.as_audit_target().length_scale()
+    }
+    fn describe(&self) -> String {
+        self.as_audit_target().describe()
+    }
+}
+
+impl crate::AnyQuery {
+    /// The family's own audit target (the audit's one family dispatch).
+    pub fn as_audit_target(&self) -> &dyn AuditTarget {
+        match self {
+            crate::AnyQuery::Threshold(q) => q,
+            crate::AnyQuery::Interval(q) => q,
+            crate::AnyQuery::TwoWay(q) => q,
+            crate::AnyQuery::Kde(q) => q,
+        }
+    }
+}
+
 impl AuditTarget for SoftThreshold {
     fn landmarks(&self) -> Vec<Vec<f64>> {
         let (t, w) = (self.threshold(), self.width());
@@ -558,7 +582,10 @@ pub fn audit_mechanism<Q: AuditTarget + ?Sized>(
     pairs: usize,
     seed: u64,
 ) -> Result<AuditReport> {
-    if matches!(mechanism.name(), "a-priori" | "ldp") {
+    if matches!(
+        mechanism.name(),
+        crate::MechanismName::APriori | crate::MechanismName::Ldp
+    ) {
         return Err(crate::Error::InvalidParameter {
             name: "mechanism",
             value: f64::NAN,
@@ -582,7 +609,7 @@ pub fn audit_mechanism<Q: AuditTarget + ?Sized>(
     let passed =
         max_loss_ratio <= 1.0 + LOSS_RATIO_TOLERANCE && excess_mass.is_none_or(|m| m <= delta);
     Ok(AuditReport {
-        mechanism: mechanism.name().into(),
+        mechanism: mechanism.name().as_str().into(),
         query: query.describe(),
         epsilon,
         delta,

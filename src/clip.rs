@@ -260,7 +260,7 @@ impl ClipPolicy {
     ) -> Result<Self> {
         let m = default_mechanism(mechanism, epsilon, delta)?;
         let q = query.to_query()?;
-        Self::for_mechanism(&m, q.as_ref(), level)
+        Self::for_mechanism(&m, &q, level)
     }
 
     /// The policy for releases of `mechanism` on `query`: σ_max is the
@@ -277,7 +277,7 @@ impl ClipPolicy {
         let Some(shape) = mechanism.noise_shape() else {
             return Self::new(f_min, f_max, 0.0, None, level);
         };
-        let sensitivity = if mechanism.name() == "ldp" {
+        let sensitivity = if mechanism.name() == MechanismName::Ldp {
             f_max - f_min
         } else {
             query.global_lipschitz()

@@ -703,7 +703,7 @@ impl ReportAggregator {
             (level, _) => level,
         };
         let q = report.query.to_query()?;
-        ClipPolicy::for_mechanism(&m, q.as_ref(), level).map(Some)
+        ClipPolicy::for_mechanism(&m, &q, level).map(Some)
     }
 
     /// Validate a report and add its (clipped) value to its group.

@@ -68,9 +68,9 @@ pub use budget::PrivacyBudget;
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
-pub use mechanism::{Mechanism, NoiseShape, OutputDensity};
-pub use query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-pub use report::{MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
+pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
+pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+pub use report::{QueryDescriptor, Rejection, Report, ValidationPolicy};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
 

@@ -407,7 +407,7 @@ fn every_rejection_has_its_reason() {
         ),
     ];
     for (r, policy, code) in cases {
-        let rej = report::validate(&r, &policy).unwrap_err();
+        let rej = policy.validate(&r).unwrap_err();
         assert_eq!(rej.code(), code, "{r:?}: {rej}");
         let text = rej.to_string();
         assert!(text.len() > 10, "{text}");
@@ -449,8 +449,9 @@ fn descriptors_match_queries() {
     assert_eq!(d.to_string(), d.canonical_id());
     for d in queries() {
         let query = d.to_query().unwrap();
+        assert_eq!(geopriv::Query::descriptor(&query), d);
         assert_eq!(
-            query.dimension(),
+            geopriv::Query::dimension(&query),
             if d.family() == "threshold" || d.family() == "interval" {
                 1
             } else {
@@ -872,7 +873,12 @@ mod device_to_server {
             Mechanism::noise_a_priori(1.0).unwrap(),
             Mechanism::local_dp(1.0).unwrap(),
         ] {
-            assert_eq!(MechanismName::from(&m).as_str(), m.name());
+            let name = m.name();
+            assert_eq!(
+                Mechanism::from_name(name, geopriv::MechanismParams::new(1.0, m.delta())).unwrap(),
+                m
+            );
+            assert_eq!(name.as_str().parse::<MechanismName>().unwrap(), name);
         }
     }
 

@@ -1810,47 +1810,20 @@ class _UniffiFfiConverterBytes(_UniffiConverterRustBuffer):
 
 
 class MechanismName(enum.Enum):
-    """
-    Which mechanism produced a report (the `mechanism` field of the wire
-    format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
-    `MechanismName.STUDENT_T`.
-"""
     
     POLYPLACE = 0
-    """
-    PolyPlace noise scaled to the smooth sensitivity; pure GP.
-"""
     
     STUDENT_T = 1
-    """
-    Student's t noise scaled to the smooth sensitivity; pure GP.
-"""
     
     CAUCHY = 2
-    """
-    Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
-"""
     
     LAPLACE = 3
-    """
-    Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
-"""
     
     GLOBAL_LAPLACE = 4
-    """
-    Baseline: Laplace noise scaled to the global Lipschitz constant.
-"""
     
     A_PRIORI = 5
-    """
-    Baseline: noise added to the point itself (biased).
-"""
     
     LDP = 6
-    """
-    Reference: local differential privacy (ε is a local-DP ε, not per
-    unit distance).
-"""
     
 
 

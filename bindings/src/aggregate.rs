@@ -124,14 +124,7 @@ impl Aggregator {
     /// Add many values at once (one call across the boundary). All or
     /// nothing: if any value is NaN or infinite, none is added.
     pub fn add_values(&self, values: Vec<f64>) -> Result<(), GeoprivError> {
-        guard(|| {
-            if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-                return Err(GeoprivError::InvalidParameter(format!(
-                    "value {i} is {v}: values must be finite (nothing was added)"
-                )));
-            }
-            self.with_state(|a| Ok(a.extend_from_slice(&values)?))
-        })
+        guard(|| self.with_state(|a| Ok(a.add_all(&values)?)))
     }
 
     /// Add a report returned by `ReportPolicy.accept_*`.
@@ -143,12 +136,12 @@ impl Aggregator {
     /// what was added. `InvalidReport` (with the reason) leaves the state
     /// unchanged.
     pub fn add_report_json(&self, line: String) -> Result<ReceivedReport, GeoprivError> {
-        guard(|| self.add_decoded(accept_json(&structural_policy()?, &line)?))
+        guard(|| self.add_decoded(accept_json(&structural_policy(), &line)?))
     }
 
     /// Decode a binary report, check its structure and add its value.
     pub fn add_report_bytes(&self, bytes: Vec<u8>) -> Result<ReceivedReport, GeoprivError> {
-        guard(|| self.add_decoded(accept_bytes(&structural_policy()?, &bytes)?))
+        guard(|| self.add_decoded(accept_bytes(&structural_policy(), &bytes)?))
     }
 
     /// Fold another aggregate into this one (exact; `other` is unchanged).
@@ -285,12 +278,12 @@ impl GridAggregator {
     /// cell; `InvalidReport` (state unchanged) if malformed or for a query
     /// not in the grid.
     pub fn add_report_json(&self, line: String) -> Result<ReceivedReport, GeoprivError> {
-        guard(|| self.add_decoded(accept_json(&structural_policy()?, &line)?))
+        guard(|| self.add_decoded(accept_json(&structural_policy(), &line)?))
     }
 
     /// Decode a binary report, check its structure and add it to its cell.
     pub fn add_report_bytes(&self, bytes: Vec<u8>) -> Result<ReceivedReport, GeoprivError> {
-        guard(|| self.add_decoded(accept_bytes(&structural_policy()?, &bytes)?))
+        guard(|| self.add_decoded(accept_bytes(&structural_policy(), &bytes)?))
     }
 
     /// Add a report returned by `ReportPolicy.accept_*` to its cell.

@@ -14,56 +14,21 @@ use rand::{RngCore, SeedableRng};
 
 use crate::{guard, lock, GeoQuery, GeoprivError, Growth, PrivacyBudget, Projection};
 
-/// Which mechanism produced a report (the `mechanism` field of the wire
-/// format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
-/// `MechanismName.STUDENT_T`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+pub use geopriv::MechanismName;
+
+// The core's MechanismName, exported as it is (uniffi remote type): the
+// variant list below is checked against the core enum by the compiler.
+// Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
+// `MechanismName.STUDENT_T`.
+#[uniffi::remote(Enum)]
 pub enum MechanismName {
-    /// PolyPlace noise scaled to the smooth sensitivity; pure GP.
     Polyplace,
-    /// Student's t noise scaled to the smooth sensitivity; pure GP.
     StudentT,
-    /// Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
     Cauchy,
-    /// Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
     Laplace,
-    /// Baseline: Laplace noise scaled to the global Lipschitz constant.
     GlobalLaplace,
-    /// Baseline: noise added to the point itself (biased).
     APriori,
-    /// Reference: local differential privacy (ε is a local-DP ε, not per
-    /// unit distance).
     Ldp,
-}
-
-impl From<geopriv::MechanismName> for MechanismName {
-    fn from(m: geopriv::MechanismName) -> Self {
-        use geopriv::MechanismName as M;
-        match m {
-            M::Polyplace => MechanismName::Polyplace,
-            M::StudentT => MechanismName::StudentT,
-            M::Cauchy => MechanismName::Cauchy,
-            M::Laplace => MechanismName::Laplace,
-            M::GlobalLaplace => MechanismName::GlobalLaplace,
-            M::APriori => MechanismName::APriori,
-            M::Ldp => MechanismName::Ldp,
-        }
-    }
-}
-
-impl From<MechanismName> for geopriv::MechanismName {
-    fn from(m: MechanismName) -> Self {
-        use geopriv::MechanismName as M;
-        match m {
-            MechanismName::Polyplace => M::Polyplace,
-            MechanismName::StudentT => M::StudentT,
-            MechanismName::Cauchy => M::Cauchy,
-            MechanismName::Laplace => M::Laplace,
-            MechanismName::GlobalLaplace => M::GlobalLaplace,
-            MechanismName::APriori => M::APriori,
-            MechanismName::Ldp => M::Ldp,
-        }
-    }
 }
 
 /// What a device uploads after privatizing: the same report in two
@@ -100,7 +65,7 @@ impl PrivateReport {
             bytes: r.to_bytes(),
             value: r.value,
             query_id: r.query.canonical_id(),
-            mechanism: r.mechanism.into(),
+            mechanism: r.mechanism,
             epsilon: r.epsilon,
             delta: r.delta,
         }
@@ -312,7 +277,7 @@ impl GeoMechanism {
 
     /// Which mechanism this is.
     pub fn name(&self) -> MechanismName {
-        geopriv::MechanismName::from(&self.inner).into()
+        self.inner.name()
     }
 
     /// ε, per unit distance (a local-DP ε for `local_dp`).

@@ -10,7 +10,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use geopriv::{
-    GaussianKde, Query, QueryDescriptor, Report, SoftInterval, SoftThreshold, TwoWayThreshold,
+    AnyQuery, GaussianKde, Query, QueryDescriptor, Report, SoftInterval, SoftThreshold,
+    TwoWayThreshold,
 };
 use rand::RngCore;
 
@@ -30,14 +31,6 @@ pub enum QueryFamily {
     Kde,
 }
 
-#[derive(Debug)]
-enum Family {
-    Threshold(SoftThreshold),
-    Interval(SoftInterval),
-    TwoWay(TwoWayThreshold),
-    Kde(GaussianKde),
-}
-
 /// A query f : R^d -> R with its sensitivities. Immutable and thread-safe.
 ///
 /// Build one with `threshold`, `interval`, `two_way` or `kde`; evaluate it
@@ -45,54 +38,30 @@ enum Family {
 #[derive(Debug, uniffi::Object)]
 #[uniffi::export(Display)]
 pub struct GeoQuery {
-    family: Family,
+    query: AnyQuery,
     /// The projection a lat/lon constructor used, so that
     /// `privatize_latlon` can refuse a point projected differently.
     projection: Option<Projection>,
 }
 
 impl GeoQuery {
-    fn new(family: Family) -> Arc<Self> {
+    fn new(query: impl Into<AnyQuery>) -> Arc<Self> {
         Arc::new(Self {
-            family,
+            query: query.into(),
             projection: None,
         })
     }
 
-    fn with_projection(family: Family, projection: Projection) -> Arc<Self> {
+    fn with_projection(query: impl Into<AnyQuery>, projection: Projection) -> Arc<Self> {
         Arc::new(Self {
-            family,
+            query: query.into(),
             projection: Some(projection),
-        })
-    }
-
-    fn from_descriptor(d: &QueryDescriptor) -> Result<Family, GeoprivError> {
-        Ok(match d {
-            QueryDescriptor::Threshold { threshold, width } => {
-                Family::Threshold(SoftThreshold::new(*threshold, *width)?)
-            }
-            QueryDescriptor::Interval {
-                lower,
-                upper,
-                width,
-            } => Family::Interval(SoftInterval::new(*lower, *upper, *width)?),
-            QueryDescriptor::TwoWay { thresholds, width } => {
-                Family::TwoWay(TwoWayThreshold::new(thresholds[0], thresholds[1], *width)?)
-            }
-            QueryDescriptor::Kde { center, bandwidth } => {
-                Family::Kde(GaussianKde::new(center, *bandwidth)?)
-            }
         })
     }
 
     /// The public description a report carries (family and parameters).
     pub(crate) fn descriptor(&self) -> QueryDescriptor {
-        match &self.family {
-            Family::Threshold(q) => q.into(),
-            Family::Interval(q) => q.into(),
-            Family::TwoWay(q) => q.into(),
-            Family::Kde(q) => q.into(),
-        }
+        self.query.descriptor()
     }
 
     /// The projection this query was built with, if any.
@@ -112,47 +81,21 @@ impl GeoQuery {
         budget: Option<&mut geopriv::PrivacyBudget>,
     ) -> Result<Report, GeoprivError> {
         self.check_point(x)?;
-        macro_rules! release {
-            ($q:expr) => {
-                match budget {
-                    Some(b) => Report::release_within_budget(b, mechanism, $q, x, rng),
-                    None => Report::release(mechanism, $q, x, rng),
-                }
-            };
-        }
-        Ok(match &self.family {
-            Family::Threshold(q) => release!(q),
-            Family::Interval(q) => release!(q),
-            Family::TwoWay(q) => release!(q),
-            Family::Kde(q) => release!(q),
+        Ok(match budget {
+            Some(b) => Report::release_within_budget(b, mechanism, &self.query, x, rng),
+            None => Report::release(mechanism, &self.query, x, rng),
         }?)
     }
 
     /// The core query, for the modules that build on it (mechanisms).
-    pub(crate) fn query(&self) -> &dyn Query {
-        match &self.family {
-            Family::Threshold(q) => q,
-            Family::Interval(q) => q,
-            Family::TwoWay(q) => q,
-            Family::Kde(q) => q,
-        }
+    pub(crate) fn query(&self) -> &AnyQuery {
+        &self.query
     }
 
     /// Check that `x` is a point this query accepts: exactly `dimension()`
     /// coordinates, all finite. Errors use the core crate's messages.
     pub(crate) fn check_point(&self, x: &[f64]) -> Result<(), GeoprivError> {
-        let expected = self.query().dimension();
-        if x.len() != expected {
-            return Err(geopriv::Error::DimensionMismatch {
-                expected,
-                found: x.len(),
-            }
-            .into());
-        }
-        if let Some((coordinate, &value)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(geopriv::Error::NonFinitePoint { coordinate, value }.into());
-        }
-        Ok(())
+        Ok(self.query.check_point(x)?)
     }
 }
 
@@ -162,22 +105,14 @@ impl GeoQuery {
     /// (finite, > 0) centred on the threshold.
     #[uniffi::constructor]
     pub fn threshold(threshold: f64, width: f64) -> Result<Arc<Self>, GeoprivError> {
-        guard(|| {
-            Ok(Self::new(Family::Threshold(SoftThreshold::new(
-                threshold, width,
-            )?)))
-        })
+        guard(|| Ok(Self::new(SoftThreshold::new(threshold, width)?)))
     }
 
     /// Soft interval "lower <= x <= upper" (1-D), ramps of `width` centred
     /// on both ends; needs upper - lower >= width.
     #[uniffi::constructor]
     pub fn interval(lower: f64, upper: f64, width: f64) -> Result<Arc<Self>, GeoprivError> {
-        guard(|| {
-            Ok(Self::new(Family::Interval(SoftInterval::new(
-                lower, upper, width,
-            )?)))
-        })
+        guard(|| Ok(Self::new(SoftInterval::new(lower, upper, width)?)))
     }
 
     /// Two-way threshold "x1 > threshold1 and x2 > threshold2" (2-D) with a
@@ -189,9 +124,9 @@ impl GeoQuery {
         width: f64,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            Ok(Self::new(Family::TwoWay(TwoWayThreshold::new(
+            Ok(Self::new(TwoWayThreshold::new(
                 threshold1, threshold2, width,
-            )?)))
+            )?))
         })
     }
 
@@ -199,11 +134,7 @@ impl GeoQuery {
     /// dimension is the length of `center` (at least 1).
     #[uniffi::constructor]
     pub fn kde(center: Vec<f64>, bandwidth: f64) -> Result<Arc<Self>, GeoprivError> {
-        guard(|| {
-            Ok(Self::new(Family::Kde(GaussianKde::new(
-                &center, bandwidth,
-            )?)))
-        })
+        guard(|| Ok(Self::new(GaussianKde::new(&center, bandwidth)?)))
     }
 
     /// Gaussian kernel centred at a location (WGS84 degrees), with
@@ -223,7 +154,7 @@ impl GeoQuery {
         guard(|| {
             let center = projection.forward(lat, lon, PointRole::Parameter("kde centre"))?;
             Ok(Self::with_projection(
-                Family::Kde(GaussianKde::new(&center, bandwidth_metres)?),
+                GaussianKde::new(&center, bandwidth_metres)?,
                 projection,
             ))
         })
@@ -251,7 +182,7 @@ impl GeoQuery {
                 PointRole::Parameter("two-way corner"),
             )?;
             Ok(Self::with_projection(
-                Family::TwoWay(TwoWayThreshold::new(x, y, width_metres)?),
+                TwoWayThreshold::new(x, y, width_metres)?,
                 projection,
             ))
         })
@@ -264,7 +195,7 @@ impl GeoQuery {
     pub fn from_id(id: String) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
             let d = QueryDescriptor::from_str(&id)?;
-            Ok(Self::new(Self::from_descriptor(&d)?))
+            Ok(Self::new(d.to_query()?))
         })
     }
 
@@ -278,11 +209,11 @@ impl GeoQuery {
 
     /// Which family this query is.
     pub fn family(&self) -> QueryFamily {
-        match self.family {
-            Family::Threshold(_) => QueryFamily::Threshold,
-            Family::Interval(_) => QueryFamily::Interval,
-            Family::TwoWay(_) => QueryFamily::TwoWay,
-            Family::Kde(_) => QueryFamily::Kde,
+        match self.query {
+            AnyQuery::Threshold(_) => QueryFamily::Threshold,
+            AnyQuery::Interval(_) => QueryFamily::Interval,
+            AnyQuery::TwoWay(_) => QueryFamily::TwoWay,
+            AnyQuery::Kde(_) => QueryFamily::Kde,
         }
     }
 
@@ -329,47 +260,13 @@ impl GeoQuery {
 
 impl fmt::Display for GeoQuery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_family(f)?;
+        write!(f, "GeoQuery({})", self.query.descriptor())?;
         match self.projection {
             None => Ok(()),
             Some(Projection::WebMercator) => write!(f, " in WebMercator metres"),
             Some(Projection::LocalEquirectangular { ref_lat, ref_lon }) => write!(
                 f,
                 " in LocalEquirectangular(ref_lat={ref_lat}, ref_lon={ref_lon}) metres"
-            ),
-        }
-    }
-}
-
-impl GeoQuery {
-    fn fmt_family(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.family {
-            Family::Threshold(q) => write!(
-                f,
-                "SoftThreshold(threshold={}, width={})",
-                q.threshold(),
-                q.width()
-            ),
-            Family::Interval(q) => write!(
-                f,
-                "SoftInterval(lower={}, upper={}, width={})",
-                q.lower(),
-                q.upper(),
-                q.width()
-            ),
-            Family::TwoWay(q) => {
-                let [t1, t2] = q.thresholds();
-                write!(
-                    f,
-                    "TwoWayThreshold(threshold1={t1}, threshold2={t2}, width={})",
-                    q.width()
-                )
-            }
-            Family::Kde(q) => write!(
-                f,
-                "GaussianKde(center={:?}, bandwidth={})",
-                q.center(),
-                q.bandwidth()
             ),
         }
     }
@@ -393,7 +290,7 @@ mod tests {
         assert_eq!((w.family(), w.dimension()), (QueryFamily::TwoWay, 2));
         let k = GeoQuery::kde(vec![0.0, 0.0, 0.0], 1.0).unwrap();
         assert_eq!((k.family(), k.dimension()), (QueryFamily::Kde, 3));
-        assert_eq!(t.to_string(), "SoftThreshold(threshold=100, width=10)");
+        assert_eq!(t.to_string(), "GeoQuery(threshold:T=100;w=10)");
     }
 
     #[test]
@@ -546,8 +443,8 @@ mod tests {
         assert!(k.to_string().contains("LocalEquirectangular"), "{k}");
         let w = GeoQuery::two_way_latlon(48.86, 2.35, 100.0, paris).unwrap();
         assert_eq!(w.family(), QueryFamily::TwoWay);
-        let [_, t2] = match &w.family {
-            Family::TwoWay(q) => q.thresholds(),
+        let [_, t2] = match &w.query {
+            AnyQuery::TwoWay(q) => q.thresholds(),
             _ => unreachable!(),
         };
         assert!((t2 - 1112.0).abs() < 5.0, "{t2}"); // 0.01° of latitude

@@ -34,7 +34,7 @@ impl ReceivedReport {
                 geopriv::QueryDescriptor::TwoWay { .. } => QueryFamily::TwoWay,
                 geopriv::QueryDescriptor::Kde { .. } => QueryFamily::Kde,
             },
-            mechanism: r.mechanism.into(),
+            mechanism: r.mechanism,
             epsilon: r.epsilon,
             delta: r.delta,
             value: r.value,
@@ -46,8 +46,8 @@ impl ReceivedReport {
 /// known version, finite value, valid query parameters, ε finite and > 0,
 /// δ finite in [0, 1) and consistent with the mechanism. Used by the
 /// aggregators' `add_report_*`, which leave ε limits to a `ReportPolicy`.
-pub(crate) fn structural_policy() -> Result<geopriv::ValidationPolicy, GeoprivError> {
-    Ok(geopriv::ValidationPolicy::new(f64::MAX, 1.0 - f64::EPSILON / 2.0)?.allow_ldp(f64::MAX)?)
+pub(crate) fn structural_policy() -> geopriv::ValidationPolicy {
+    geopriv::ValidationPolicy::structural()
 }
 
 /// Decode a JSON report and check it against `policy`.
@@ -109,9 +109,8 @@ impl ReportPolicy {
 
     /// A copy that accepts only these mechanisms.
     pub fn only_mechanisms(&self, mechanisms: Vec<MechanismName>) -> Arc<ReportPolicy> {
-        let names: Vec<geopriv::MechanismName> = mechanisms.into_iter().map(Into::into).collect();
         Arc::new(Self {
-            inner: self.inner.clone().only_mechanisms(&names),
+            inner: self.inner.clone().only_mechanisms(&mechanisms),
         })
     }
 

@@ -3533,42 +3533,15 @@ public func FfiConverterTypeGrowth_lower(_ value: Growth) -> RustBuffer {
 
 
 
-/**
- * Which mechanism produced a report (the `mechanism` field of the wire
- * format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
- * `MechanismName.STUDENT_T`.
- */
 
 public enum MechanismName: Equatable, Hashable {
     
-    /**
-     * PolyPlace noise scaled to the smooth sensitivity; pure GP.
-     */
     case polyplace
-    /**
-     * Student's t noise scaled to the smooth sensitivity; pure GP.
-     */
     case studentT
-    /**
-     * Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
-     */
     case cauchy
-    /**
-     * Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
-     */
     case laplace
-    /**
-     * Baseline: Laplace noise scaled to the global Lipschitz constant.
-     */
     case globalLaplace
-    /**
-     * Baseline: noise added to the point itself (biased).
-     */
     case aPriori
-    /**
-     * Reference: local differential privacy (ε is a local-DP ε, not per
-     * unit distance).
-     */
     case ldp
 
 

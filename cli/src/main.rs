@@ -11,6 +11,7 @@ mod query_args;
 mod sensitivity;
 
 use clap::{Parser, Subcommand};
+use geopriv::Query;
 use query_args::{GrowthArgs, QueryCommand};
 use std::io::{self, BufReader, BufWriter};
 use std::process::ExitCode;
@@ -151,13 +152,13 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
     let args = cmd.common();
     let query = cmd.build().unwrap_or_else(|e| flag_error(e));
     let plan = privatize::Plan {
-        query: query.as_ref(),
-        descriptor: cmd.descriptor().unwrap_or_else(|e| flag_error(e)),
+        descriptor: query.descriptor(),
         mechanism: args.mechanism.build().unwrap_or_else(|e| flag_error(e)),
         format: args.format,
         projection: args
             .projection(query.dimension())
             .unwrap_or_else(|e| flag_error(e)),
+        query,
     };
     let mut rng: Box<dyn rand::RngCore> = match args.seed {
         Some(seed) => Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
@@ -202,7 +203,7 @@ fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
     let args = cmd.common();
     let query = cmd.build().unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism.build().unwrap_or_else(|e| flag_error(e));
-    match geopriv::audit::audit_mechanism(&mechanism, query.as_ref(), args.pairs, args.seed) {
+    match geopriv::audit::audit_mechanism(&mechanism, &query, args.pairs, args.seed) {
         Ok(report) => {
             println!(
                 "{}",
@@ -231,7 +232,7 @@ fn sensitivity_main(cmd: &QueryCommand<GrowthArgs>) -> ExitCode {
     let input = BufReader::with_capacity(1 << 16, io::stdin().lock());
     let output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let errors = BufWriter::new(io::stderr().lock());
-    match sensitivity::run(query.as_ref(), growth, input, output, errors) {
+    match sensitivity::run(&query, growth, input, output, errors) {
         Ok(summary) if summary.malformed == 0 => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         // The reader of our output went away (e.g. `| head`): stop quietly.

@@ -1,34 +1,42 @@
 //! Mechanism flags shared by `privatize` and `audit`.
 
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
-use geopriv::{Error, Mechanism};
+use geopriv::{Mechanism, MechanismName, MechanismParams};
 
-/// The mechanisms a command can use.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MechanismChoice {
-    /// Smooth sensitivity with PolyPlace noise (pure GP, γ = ε/9).
-    Polyplace,
-    /// Smooth sensitivity with Student's t noise (pure GP, ν = 3).
-    StudentT,
-    /// Smooth sensitivity with generalized Cauchy noise (pure GP, k = 4).
-    Cauchy,
-    /// Smooth sensitivity with Laplace noise and linear growth ((ε, δ)-GP;
-    /// needs --delta).
-    Laplace,
-    /// Laplace noise scaled to the global Lipschitz constant (baseline).
-    GlobalLaplace,
-    /// Noise added to the point itself, f of the noisy point (baseline).
-    APriori,
-    /// Local differential privacy reference; --epsilon is then an LDP ε.
-    Ldp,
+/// clap's `ValueEnum` over the core's [`MechanismName`]: the flag values
+/// are the wire names (`polyplace`, `student-t`, ...), the help the labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MechanismArg(pub MechanismName);
+
+/// Every mechanism as a flag value, in wire order.
+const MECHANISM_ARGS: [MechanismArg; MechanismName::ALL.len()] = {
+    let mut out = [MechanismArg(MechanismName::ALL[0]); MechanismName::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = MechanismArg(MechanismName::ALL[i]);
+        i += 1;
+    }
+    out
+};
+
+impl ValueEnum for MechanismArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &MECHANISM_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.as_str()).help(self.0.label()))
+    }
 }
 
 /// `--mechanism`, `--epsilon`, `--delta`.
 #[derive(Args, Debug, Clone)]
 pub struct MechanismArgs {
-    /// The release mechanism.
+    /// The release mechanism (`laplace` is (ε, δ)-GP and needs --delta;
+    /// `ldp` takes a local-DP ε).
     #[arg(long, value_enum)]
-    pub mechanism: MechanismChoice,
+    pub mechanism: MechanismArg,
     /// Privacy budget ε per unit distance (per dollar, per metre); for
     /// `ldp` a local-DP ε.
     #[arg(long, value_name = "E", value_parser = crate::query_args::positive, allow_negative_numbers = true)]
@@ -41,28 +49,19 @@ pub struct MechanismArgs {
 impl MechanismArgs {
     /// The mechanism described by the flags.
     pub fn build(&self) -> Result<Mechanism, String> {
-        let e = self.epsilon;
-        let pure = |m: Result<Mechanism, Error>| -> Result<Mechanism, String> {
-            match self.delta {
-                Some(d) if d != 0.0 => Err(format!(
+        let name = self.mechanism.0;
+        let delta = match self.delta {
+            Some(d) if d != 0.0 && name.is_pure() => {
+                return Err(format!(
                     "--delta {d} given for a pure mechanism (only `laplace` takes a δ)"
-                )),
-                _ => m.map_err(|e| e.to_string()),
+                ))
             }
+            None if !name.is_pure() => {
+                return Err(format!("the `{name}` mechanism needs --delta (in (0, 1))"))
+            }
+            d => d.unwrap_or(0.0),
         };
-        match self.mechanism {
-            MechanismChoice::Polyplace => pure(Mechanism::polyplace(e)),
-            MechanismChoice::StudentT => pure(Mechanism::student_t(e)),
-            MechanismChoice::Cauchy => pure(Mechanism::cauchy(e)),
-            MechanismChoice::GlobalLaplace => pure(Mechanism::global_laplace(e)),
-            MechanismChoice::APriori => pure(Mechanism::noise_a_priori(e)),
-            MechanismChoice::Ldp => pure(Mechanism::local_dp(e)),
-            MechanismChoice::Laplace => {
-                let d = self
-                    .delta
-                    .ok_or("the `laplace` mechanism needs --delta (in (0, 1))")?;
-                Mechanism::laplace(e, d).map_err(|e| e.to_string())
-            }
-        }
+        Mechanism::from_name(name, MechanismParams::new(self.epsilon, delta))
+            .map_err(|e| e.to_string())
     }
 }

@@ -3,9 +3,8 @@
 use crate::mechanism_args::MechanismArgs;
 use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
-use geopriv::audit::AuditTarget;
 use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
-use geopriv::{Mechanism, MechanismName, QueryDescriptor, Report};
+use geopriv::{AnyQuery, Mechanism, Query, QueryDescriptor, Report};
 use rand::RngCore;
 use std::io::{self, BufRead, Write};
 
@@ -69,8 +68,8 @@ pub struct Summary {
 }
 
 /// Everything a run needs besides the streams.
-pub struct Plan<'a> {
-    pub query: &'a dyn AuditTarget,
+pub struct Plan {
+    pub query: AnyQuery,
     pub descriptor: QueryDescriptor,
     pub mechanism: Mechanism,
     pub format: Format,
@@ -101,7 +100,7 @@ impl PrivatizeArgs {
 /// Reads points (or lat/lon pairs), writes one report per good line and
 /// `line N: <reason>` on `err` for each bad one; later lines go on.
 pub fn run<R: BufRead, W: Write, E: Write>(
-    plan: &Plan<'_>,
+    plan: &Plan,
     rng: &mut dyn RngCore,
     input: R,
     mut out: W,
@@ -112,7 +111,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     } else {
         plan.query.dimension()
     };
-    let name = MechanismName::from(&plan.mechanism);
+    let name = plan.mechanism.name();
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
     let (released, malformed) = for_each_point(input, dim, err, |point| {
         let value = (|| {
@@ -123,7 +122,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 point.extend_from_slice(&xy);
             }
             plan.mechanism
-                .privatize(plan.query, point, rng)
+                .privatize(&plan.query, point, rng)
                 .map_err(|e| e.to_string())
         })();
         Ok(match value {

@@ -8,12 +8,9 @@
 //! flatten `GrowthArgs` into its own `Args` struct together with, say,
 //! `--epsilon`.
 
+use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
-use geopriv::audit::AuditTarget;
-use geopriv::{
-    Error, GaussianKde, Growth, GrowthKind, QueryDescriptor, SoftInterval, SoftThreshold,
-    TwoWayThreshold,
-};
+use geopriv::{AnyQuery, Error, Growth, GrowthKind, QueryDescriptor};
 
 /// The query families. `A` holds the flags the calling command adds to
 /// every family.
@@ -64,28 +61,11 @@ pub enum QueryCommand<A: Args> {
 }
 
 impl<A: Args> QueryCommand<A> {
-    /// The query described by the flags. Each flag was already checked
-    /// on its own (finite, positive where needed); this reports the
-    /// remaining constraints, e.g. an interval narrower than its ramps.
-    /// The query comes as an audit target (a query that also knows where it
-    /// changes), which every command can use as a plain query.
-    pub fn build(&self) -> Result<Box<dyn AuditTarget>, Error> {
-        Ok(match self {
-            QueryCommand::Threshold { query, .. } => {
-                Box::new(SoftThreshold::new(query.threshold, query.width)?)
-            }
-            QueryCommand::Interval { query, .. } => {
-                Box::new(SoftInterval::new(query.lower, query.upper, query.width)?)
-            }
-            QueryCommand::TwoWay { query, .. } => Box::new(TwoWayThreshold::new(
-                query.threshold.0[0],
-                query.threshold.0[1],
-                query.width,
-            )?),
-            QueryCommand::Kde { query, .. } => {
-                Box::new(GaussianKde::new(&query.center.0, query.bandwidth)?)
-            }
-        })
+    /// The query described by the flags, built from its descriptor (the
+    /// core checks the constraints between flags, e.g. an interval
+    /// narrower than its ramps).
+    pub fn build(&self) -> Result<AnyQuery, Error> {
+        self.descriptor()?.to_query()
     }
 
     /// The public description of the query that goes into reports.
@@ -109,7 +89,6 @@ impl<A: Args> QueryCommand<A> {
                 bandwidth: query.bandwidth,
             },
         };
-        d.check()?;
         Ok(d)
     }
 
@@ -174,15 +153,28 @@ pub struct KdeArgs {
     pub bandwidth: f64,
 }
 
-/// Which growth function the smooth bound uses.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrowthChoice {
-    /// g(t) = exp(γ t): for the pure-GP mechanisms (Cauchy, Student's t,
-    /// PolyPlace).
-    #[value(name = "exp", alias = "exponential")]
-    Exp,
-    /// g(t) = 1 + γ t: for the approximate-GP Laplace mechanism.
-    Linear,
+/// clap's `ValueEnum` over the core's [`GrowthKind`]: `exp` (alias
+/// `exponential`) or `linear`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrowthArg(pub GrowthKind);
+
+impl ValueEnum for GrowthArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            GrowthArg(GrowthKind::Exponential),
+            GrowthArg(GrowthKind::Linear),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self.0 {
+            GrowthKind::Exponential => PossibleValue::new("exp").alias("exponential").help(
+                "g(t) = exp(γ t): for the pure-GP mechanisms (Cauchy, Student's t, PolyPlace)",
+            ),
+            GrowthKind::Linear => PossibleValue::new("linear")
+                .help("g(t) = 1 + γ t: for the approximate-GP Laplace mechanism"),
+        })
+    }
 }
 
 /// The growth function g of the smooth sensitivity: S(x) <= g(d) S(y) for
@@ -193,7 +185,7 @@ pub struct GrowthArgs {
     /// mechanisms) or `linear` for g(t) = 1 + γ t (the approximate
     /// (ε, δ) Laplace mechanism).
     #[arg(long, value_enum, value_name = "exp|linear")]
-    pub growth: GrowthChoice,
+    pub growth: GrowthArg,
     /// Growth rate γ > 0 per unit distance (same unit as the coordinates).
     /// It is the share of the privacy budget ε (also per unit distance)
     /// spent on smoothness: a larger γ lets S fall faster away from where
@@ -205,11 +197,7 @@ pub struct GrowthArgs {
 impl GrowthArgs {
     /// The validated growth function.
     pub fn growth(&self) -> Result<Growth, Error> {
-        let kind = match self.growth {
-            GrowthChoice::Exp => GrowthKind::Exponential,
-            GrowthChoice::Linear => GrowthKind::Linear,
-        };
-        Growth::new(kind, self.gamma)
+        Growth::new(self.growth.0, self.gamma)
     }
 }
 

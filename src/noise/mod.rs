@@ -127,3 +127,46 @@ pub(crate) mod quad {
         integrate(g, 0.0, 1.0, tol)
     }
 }
+
+/// A standardised (unit-scale) noise density Z of a location–scale release
+/// y = f(x) + σ Z: its log density, a draw and its variance. The mechanisms
+/// use their noise only through this trait.
+///
+/// ```
+/// use geopriv::noise::{Laplace, UnitDensity};
+/// let z = Laplace::new(1.0)?;
+/// // ln p(0) = ln(1/2) for the standard Laplace density exp(-|z|)/2.
+/// assert!((UnitDensity::ln_pdf(&z, 0.0) - 0.5f64.ln()).abs() < 1e-15);
+/// assert_eq!(UnitDensity::variance(&z), Some(2.0));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub trait UnitDensity {
+    /// ln p(z).
+    fn ln_pdf(&self, z: f64) -> f64;
+    /// One draw of Z (the same draw as the distribution's own `sample`
+    /// with the same generator).
+    fn sample(&self, rng: &mut dyn rand::RngCore) -> f64;
+    /// Var Z, or None if infinite.
+    fn variance(&self) -> Option<f64>;
+}
+
+/// Each density forwards to its own `ln_pdf`, `Distribution::sample` and
+/// `variance`.
+macro_rules! unit_density {
+    ($($t:ty),*) => {$(
+        impl UnitDensity for $t {
+            #[inline]
+            fn ln_pdf(&self, z: f64) -> f64 {
+                <$t>::ln_pdf(self, z)
+            }
+            #[inline]
+            fn sample(&self, rng: &mut dyn rand::RngCore) -> f64 {
+                rand::distr::Distribution::sample(self, rng)
+            }
+            fn variance(&self) -> Option<f64> {
+                <$t>::variance(self)
+            }
+        }
+    )*};
+}
+unit_density!(PolyPlace, StudentT, GeneralizedCauchy, Laplace);

@@ -90,6 +90,10 @@ impl SoftInterval {
 }
 
 impl Query for SoftInterval {
+    fn descriptor(&self) -> crate::report::QueryDescriptor {
+        self.into()
+    }
+
     fn dimension(&self) -> usize {
         1
     }

@@ -173,6 +173,10 @@ impl GaussianKde {
 }
 
 impl Query for GaussianKde {
+    fn descriptor(&self) -> crate::report::QueryDescriptor {
+        self.into()
+    }
+
     fn dimension(&self) -> usize {
         self.center.len()
     }

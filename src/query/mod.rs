@@ -20,12 +20,15 @@
 
 use crate::error::Result;
 use crate::growth::Growth;
+use crate::report::QueryDescriptor;
 
+mod any;
 mod interval;
 pub mod kde;
 mod threshold;
 mod two_way;
 
+pub use any::AnyQuery;
 pub use interval::SoftInterval;
 pub use kde::GaussianKde;
 pub use threshold::SoftThreshold;
@@ -37,6 +40,11 @@ pub use two_way::TwoWayThreshold;
 /// Points are slices of `dimension()` finite coordinates; a wrong length or
 /// a NaN/infinite coordinate gives an error rather than a number.
 pub trait Query {
+    /// The public description of the query (family and parameters): what
+    /// a report says it answered. [`QueryDescriptor::to_query`] builds the
+    /// query back from it.
+    fn descriptor(&self) -> QueryDescriptor;
+
     /// Number of coordinates a point must have.
     fn dimension(&self) -> usize;
 
@@ -51,6 +59,14 @@ pub trait Query {
 
     /// S*(x) = sup_y L_f(y) / g(d(x, y)) for the growth function `growth`.
     fn smooth_sensitivity(&self, x: &[f64], growth: Growth) -> Result<f64>;
+
+    /// Check that `x` is a point this query accepts: exactly
+    /// [`dimension`](Query::dimension) coordinates, all finite
+    /// ([`Error::DimensionMismatch`](crate::Error::DimensionMismatch),
+    /// [`Error::NonFinitePoint`](crate::Error::NonFinitePoint) otherwise).
+    fn check_point(&self, x: &[f64]) -> Result<()> {
+        crate::error::check_point(x, self.dimension())
+    }
 
     /// The interval [lo, hi] that f takes values in. All bundled queries
     /// are shares, so the default is (0, 1). Used by the local-DP

@@ -65,6 +65,10 @@ impl SoftThreshold {
 }
 
 impl Query for SoftThreshold {
+    fn descriptor(&self) -> crate::report::QueryDescriptor {
+        self.into()
+    }
+
     fn dimension(&self) -> usize {
         1
     }

@@ -115,6 +115,10 @@ impl TwoWayThreshold {
 }
 
 impl Query for TwoWayThreshold {
+    fn descriptor(&self) -> crate::report::QueryDescriptor {
+        self.into()
+    }
+
     fn dimension(&self) -> usize {
         2
     }

@@ -5557,42 +5557,15 @@ public object FfiConverterTypeGrowth : FfiConverterRustBuffer<Growth>{
 
 
 
-/**
- * Which mechanism produced a report (the `mechanism` field of the wire
- * format). Kotlin `MechanismName.STUDENT_T`, Swift `.studentT`, Python
- * `MechanismName.STUDENT_T`.
- */
 
 enum class MechanismName {
     
-    /**
-     * PolyPlace noise scaled to the smooth sensitivity; pure GP.
-     */
     POLYPLACE,
-    /**
-     * Student's t noise scaled to the smooth sensitivity; pure GP.
-     */
     STUDENT_T,
-    /**
-     * Generalized Cauchy noise scaled to the smooth sensitivity; pure GP.
-     */
     CAUCHY,
-    /**
-     * Laplace noise, smooth sensitivity with linear growth; (ε, δ)-GP.
-     */
     LAPLACE,
-    /**
-     * Baseline: Laplace noise scaled to the global Lipschitz constant.
-     */
     GLOBAL_LAPLACE,
-    /**
-     * Baseline: noise added to the point itself (biased).
-     */
     A_PRIORI,
-    /**
-     * Reference: local differential privacy (ε is a local-DP ε, not per
-     * unit distance).
-     */
     LDP;
 
     

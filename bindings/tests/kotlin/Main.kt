@@ -86,7 +86,7 @@ fun main() {
             assertClose(q.smoothSensitivity(listOf(0.0), Growth.Exponential(0.01)), 1.0 / (10.0 * exp(0.95)), "S*exp(0)")
             assertClose(q.smoothSensitivity(listOf(0.0), Growth.Linear(0.01)), 1.0 / 19.5, "S*lin(0)")
             assertClose(q.smoothSensitivity(listOf(100.0), Growth.Exponential(0.01)), 0.1, "S*(100)")
-            expect(q.toString().contains("SoftThreshold")) { "toString '$q'" }
+            expect(q.toString() == "GeoQuery(threshold:T=100;w=10)") { "toString '$q'" }
         }
     }
 

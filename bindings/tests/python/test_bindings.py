@@ -114,7 +114,7 @@ def _():
     assert_close(q.smooth_sensitivity([0.0], Growth.EXPONENTIAL(0.01)), 1.0 / (10.0 * math.exp(0.95)), "S*exp(0)")
     assert_close(q.smooth_sensitivity([0.0], Growth.LINEAR(0.01)), 1.0 / 19.5, "S*lin(0)")
     assert_close(q.smooth_sensitivity([100.0], Growth.EXPONENTIAL(0.01)), 0.1, "S*(100)")
-    expect("SoftThreshold" in str(q), f"str {q}")
+    expect(str(q) == "GeoQuery(threshold:T=100;w=10)", f"str {q}")
     # Integers are accepted where floats are expected (Python convenience).
     assert_close(q.value([100]), 0.5, "f(100) from an int")
 

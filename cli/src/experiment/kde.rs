@@ -17,11 +17,11 @@
 //! is ε-GP for *all* grid points together).
 
 use super::data::{airports, Region, SyntheticCity};
-use super::mechanisms::{build_all, MechKind, MechParams, Release};
+use super::mechanisms::{build_all, Contender, MechParams, Release};
 use super::plot::{self, HeatPanel};
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_count, parse_epsilon, print_paths, rng_for,
-    write_outcome, CommonArgs, Error, Outcome, Record, Sweep,
+    add_in_order, fmt_count, fmt_eps, parse_epsilon, print_paths, rng_for, write_outcome,
+    CommonArgs, Error, Outcome, Record, SweepArgs, SweepDefaults,
 };
 use clap::Args;
 use geopriv::noise::PlanarLaplace;
@@ -68,18 +68,8 @@ pub struct KdeArgs {
     /// Which airports (or CSV rows) to keep.
     #[arg(long, value_enum, default_value = "conus")]
     pub region: Region,
-    /// Numbers of users of the n sweep (airports: random subsets).
-    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
-    pub n: Option<Vec<usize>>,
-    /// Budgets per metre of the ε sweep.
-    #[arg(long, value_delimiter = ',', value_parser = parse_epsilon)]
-    pub epsilon: Option<Vec<f64>>,
-    /// n of the ε sweep (and of the heat maps) [default: the largest n].
-    #[arg(long, value_parser = parse_count)]
-    pub ref_n: Option<usize>,
-    /// ε of the n sweep [default: 1/1000 if listed, else the first ε].
-    #[arg(long, value_parser = parse_epsilon)]
-    pub ref_epsilon: Option<f64>,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     /// Grid points per axis [default: 31; full: 61].
     #[arg(long)]
     pub grid: Option<usize>,
@@ -267,7 +257,7 @@ pub struct Maps {
     /// The non-private KDE at the grid points.
     pub truth: Vec<f64>,
     /// (mechanism, estimate, ASE).
-    pub estimates: Vec<(MechKind, Vec<f64>, f64)>,
+    pub estimates: Vec<(Contender, Vec<f64>, f64)>,
 }
 
 /// Everything a KDE run produced.
@@ -351,15 +341,13 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             vec![1.0 / 250.0, 1.0 / 1000.0, 1.0 / 4000.0],
         ),
     };
-    let mut sweep = Sweep::resolve(
+    let mut sweep = args.sweep.resolve(
         full,
-        args.n.clone(),
-        args.epsilon.clone(),
-        args.ref_n,
-        args.ref_epsilon,
-        (&default_ns, &[200_000]),
-        (&default_eps, &[1e-3]),
-        1e-3,
+        SweepDefaults {
+            ns: (&default_ns, &[200_000]),
+            epsilons: (&default_eps, &[1e-3]),
+            ref_eps: 1e-3,
+        },
     );
     if let Some(all) = source.available() {
         // A fixed table cannot give more users than it has.
@@ -371,11 +359,11 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
     }
     // The non-private KDE is the truth itself: it is the left panel of the
     // heat maps, not a row of the table.
-    let mechs: Vec<MechKind> = args
+    let mechs: Vec<Contender> = args
         .common
         .mechanisms()
         .into_iter()
-        .filter(|&m| m != MechKind::NonPrivate)
+        .filter(|&m| m != Contender::NonPrivate)
         .collect();
     let params = MechParams {
         delta: args.common.delta,
@@ -556,7 +544,7 @@ fn device_sums(
                 let mut rng = rng_for(seed, &[21, n as u64, eps.to_bits(), r.kind.tag(), c as u64]);
                 let mut part = vec![0.0; g];
                 for x in &users[c * CHUNK..((c + 1) * CHUNK).min(users.len())] {
-                    if r.kind == MechKind::APriori {
+                    if r.kind == Contender::A_PRIORI {
                         // One noisy location per device, for every grid point.
                         let z = a_priori.sample(&mut rng);
                         let noisy = [x[0] + z[0], x[1] + z[1]];
@@ -603,7 +591,7 @@ pub struct DemoArgs {
         value_delimiter = ',',
         default_value = "polyplace,student-t,cauchy,laplace,global-laplace,a-priori,ldp"
     )]
-    pub mechanisms: Vec<MechKind>,
+    pub mechanisms: Vec<Contender>,
     /// Worker threads [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,
@@ -628,10 +616,12 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
         dataset: Some(Dataset::Airports),
         csv: None,
         region: Region::Conus,
-        n: Some(vec![usize::MAX]),
-        epsilon: Some(args.epsilon.clone()),
-        ref_n: None,
-        ref_epsilon: None,
+        sweep: SweepArgs {
+            n: Some(vec![usize::MAX]),
+            epsilon: Some(args.epsilon.clone()),
+            ref_n: None,
+            ref_epsilon: None,
+        },
         grid: Some(args.grid),
         bandwidth: None,
         ldp_scale: 1000.0,

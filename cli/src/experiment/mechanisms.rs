@@ -1,88 +1,74 @@
 //! The mechanisms an experiment compares, by name, and how each is built
 //! for a budget ε.
 
-use geopriv::{Mechanism, Query};
+use geopriv::{Mechanism, MechanismName, MechanismParams, Query};
 use rand::Rng;
 
-/// A mechanism in the comparison (the `--mechanisms` names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
-pub enum MechKind {
-    /// Smooth sensitivity with PolyPlace noise (γ = ε/9).
-    Polyplace,
-    /// Smooth sensitivity with Student's t, ν = 3 (the paper's choice).
-    StudentT,
-    /// Smooth sensitivity with the generalized Cauchy, k = 4.
-    Cauchy,
-    /// Smooth sensitivity (linear growth) with Laplace noise, (ε, δ)-GP.
-    Laplace,
-    /// Baseline: Laplace scaled to the global Lipschitz constant.
-    GlobalLaplace,
-    /// Baseline: privatize the input itself, then evaluate the query.
-    APriori,
-    /// Reference: local DP with ε_LDP = ε × the LDP distance scale.
-    Ldp,
+/// A contender in the comparison (the `--mechanisms` names): a core
+/// mechanism, by its [`MechanismName`], or the non-private value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Contender {
+    /// A mechanism of the core (at its default calibration).
+    Mechanism(MechanismName),
     /// The exact query value, no privacy (the soft query's own bias).
     NonPrivate,
 }
 
-impl MechKind {
-    /// Every mechanism, in table order.
-    pub const ALL: [MechKind; 8] = [
-        MechKind::Polyplace,
-        MechKind::StudentT,
-        MechKind::Cauchy,
-        MechKind::Laplace,
-        MechKind::GlobalLaplace,
-        MechKind::APriori,
-        MechKind::Ldp,
-        MechKind::NonPrivate,
-    ];
+/// Every contender, in table order: the mechanisms in wire order, then the
+/// non-private value.
+const ALL: [Contender; MechanismName::ALL.len() + 1] = {
+    let mut out = [Contender::NonPrivate; MechanismName::ALL.len() + 1];
+    let mut i = 0;
+    while i < MechanismName::ALL.len() {
+        out[i] = Contender::Mechanism(MechanismName::ALL[i]);
+        i += 1;
+    }
+    out
+};
+
+impl Contender {
+    /// PolyPlace (the ratio column compares it with Student's t).
+    pub const POLYPLACE: Contender = Contender::Mechanism(MechanismName::Polyplace);
+    /// Student's t.
+    pub const STUDENT_T: Contender = Contender::Mechanism(MechanismName::StudentT);
+    /// Noise a priori (no closed-form variance).
+    pub const A_PRIORI: Contender = Contender::Mechanism(MechanismName::APriori);
+
+    /// Every contender, in table order.
+    pub fn all() -> Vec<Contender> {
+        ALL.to_vec()
+    }
 
     /// Stable short name (as on the command line).
     pub fn name(self) -> &'static str {
         match self {
-            MechKind::Polyplace => "polyplace",
-            MechKind::StudentT => "student-t",
-            MechKind::Cauchy => "cauchy",
-            MechKind::Laplace => "laplace",
-            MechKind::GlobalLaplace => "global-laplace",
-            MechKind::APriori => "a-priori",
-            MechKind::Ldp => "ldp",
-            MechKind::NonPrivate => "non-private",
+            Contender::Mechanism(m) => m.as_str(),
+            Contender::NonPrivate => "non-private",
         }
     }
 
     /// Human label for tables and legends.
     pub fn label(self) -> &'static str {
         match self {
-            MechKind::Polyplace => "PolyPlace",
-            MechKind::StudentT => "Student's t (ν=3)",
-            MechKind::Cauchy => "Gen Cauchy (k=4)",
-            MechKind::Laplace => "Laplace (ε,δ)-GP",
-            MechKind::GlobalLaplace => "Global Laplace",
-            MechKind::APriori => "Noise a priori",
-            MechKind::Ldp => "Local DP",
-            MechKind::NonPrivate => "Non-private",
+            Contender::Mechanism(m) => m.label(),
+            Contender::NonPrivate => "Non-private",
         }
     }
 
-    /// A stable small integer for seed derivation.
+    /// A stable small integer for seed derivation: the position in
+    /// table order.
     pub fn tag(self) -> u64 {
-        MechKind::ALL.iter().position(|&m| m == self).unwrap_or(0) as u64
+        ALL.iter().position(|&m| m == self).unwrap_or(0) as u64
+    }
+}
+
+impl clap::ValueEnum for Contender {
+    fn value_variants<'a>() -> &'a [Self] {
+        &ALL
     }
 
-    /// Plot colour (RGB).
-    pub fn rgb(self) -> (u8, u8, u8) {
-        match self {
-            MechKind::Polyplace => (214, 39, 40),
-            MechKind::StudentT => (31, 119, 180),
-            MechKind::Cauchy => (44, 160, 44),
-            MechKind::Laplace => (148, 103, 189),
-            MechKind::GlobalLaplace => (140, 86, 75),
-            MechKind::APriori => (255, 127, 14),
-            MechKind::Ldp => (127, 127, 127),
-            MechKind::NonPrivate => (0, 0, 0),
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.label()))
     }
 }
 
@@ -99,24 +85,28 @@ pub struct MechParams {
 #[derive(Clone, Debug)]
 pub struct Release {
     /// Which one.
-    pub kind: MechKind,
+    pub kind: Contender,
     mechanism: Option<Mechanism>,
 }
 
 impl Release {
     /// Build `kind` at budget `epsilon` (per unit of the data).
-    pub fn new(kind: MechKind, epsilon: f64, params: MechParams) -> Result<Self, String> {
-        let m = match kind {
-            MechKind::Polyplace => Some(Mechanism::polyplace(epsilon)),
-            MechKind::StudentT => Some(Mechanism::student_t(epsilon)),
-            MechKind::Cauchy => Some(Mechanism::cauchy(epsilon)),
-            MechKind::Laplace => Some(Mechanism::laplace(epsilon, params.delta)),
-            MechKind::GlobalLaplace => Some(Mechanism::global_laplace(epsilon)),
-            MechKind::APriori => Some(Mechanism::noise_a_priori(epsilon)),
-            MechKind::Ldp => Some(Mechanism::local_dp(epsilon * params.ldp_scale)),
-            MechKind::NonPrivate => None,
+    pub fn new(kind: Contender, epsilon: f64, params: MechParams) -> Result<Self, String> {
+        let mechanism = match kind {
+            Contender::NonPrivate => None,
+            Contender::Mechanism(name) => {
+                let epsilon = if name.is_geo_private() {
+                    epsilon
+                } else {
+                    epsilon * params.ldp_scale
+                };
+                let delta = if name.is_pure() { 0.0 } else { params.delta };
+                Some(
+                    Mechanism::from_name(name, MechanismParams::new(epsilon, delta))
+                        .map_err(|e| format!("{}: {e}", kind.name()))?,
+                )
+            }
         };
-        let mechanism = m.transpose().map_err(|e| format!("{}: {e}", kind.name()))?;
         Ok(Self { kind, mechanism })
     }
 
@@ -157,7 +147,7 @@ impl Release {
 
 /// Build every mechanism in `kinds` at `epsilon`.
 pub fn build_all(
-    kinds: &[MechKind],
+    kinds: &[Contender],
     epsilon: f64,
     params: MechParams,
 ) -> Result<Vec<Release>, String> {

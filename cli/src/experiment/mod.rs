@@ -31,7 +31,7 @@ mod threshold;
 mod two_way;
 
 use clap::{Args, Subcommand};
-use mechanisms::MechKind;
+use mechanisms::Contender;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
@@ -75,7 +75,7 @@ pub struct CommonArgs {
     pub seed: u64,
     /// Mechanisms to compare, comma-separated [default: all].
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub mechanisms: Option<Vec<MechKind>>,
+    pub mechanisms: Option<Vec<Contender>>,
     /// Use the full settings of docs/MATH.md §7 for every size not given explicitly
     /// (long: see the command's help for the sizes).
     #[arg(long)]
@@ -92,11 +92,8 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
-    fn mechanisms(&self) -> Vec<MechKind> {
-        let mut m = self
-            .mechanisms
-            .clone()
-            .unwrap_or_else(|| MechKind::ALL.to_vec());
+    fn mechanisms(&self) -> Vec<Contender> {
+        let mut m = self.mechanisms.clone().unwrap_or_else(Contender::all);
         m.sort();
         m.dedup();
         m
@@ -216,31 +213,62 @@ pub struct Sweep {
     pub ref_eps: f64,
 }
 
-impl Sweep {
+/// The sweep flags every experiment takes (`--n`, `--epsilon`, `--ref-n`,
+/// `--ref-epsilon`).
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Population sizes of the n sweep (e.g. 25k,50k,100k; KDE on the
+    /// airports: random subsets).
+    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
+    pub n: Option<Vec<usize>>,
+    /// Budgets of the ε sweep, per unit of the data (per dollar, per
+    /// metre), e.g. 1/800,1/12000.
+    #[arg(long, value_delimiter = ',', value_parser = parse_epsilon)]
+    pub epsilon: Option<Vec<f64>>,
+    /// n of the ε sweep [default: the largest n].
+    #[arg(long, value_parser = parse_count)]
+    pub ref_n: Option<usize>,
+    /// ε of the n sweep [default: the experiment's reference ε if listed,
+    /// else the first ε].
+    #[arg(long, value_parser = parse_epsilon)]
+    pub ref_epsilon: Option<f64>,
+}
+
+/// An experiment's default sweep: (default, full) sizes and budgets, and
+/// the reference ε of the n sweep.
+pub struct SweepDefaults<'a> {
+    /// Sizes of the n sweep: default and `--full`.
+    pub ns: (&'a [usize], &'a [usize]),
+    /// Budgets of the ε sweep: default and `--full`.
+    pub epsilons: (&'a [f64], &'a [f64]),
+    /// The preferred ε of the n sweep.
+    pub ref_eps: f64,
+}
+
+impl SweepArgs {
     /// Resolve the sweep: explicit values, else the full or the default
     /// ones; the reference n defaults to the largest n, the reference ε to
-    /// `default_ref_eps` if it is in the ε list, else the list's first.
-    #[allow(clippy::too_many_arguments)]
-    fn resolve(
-        full: bool,
-        ns: Option<Vec<usize>>,
-        epsilons: Option<Vec<f64>>,
-        ref_n: Option<usize>,
-        ref_eps: Option<f64>,
-        (default_ns, full_ns): (&[usize], &[usize]),
-        (default_eps, full_eps): (&[f64], &[f64]),
-        default_ref_eps: f64,
-    ) -> Self {
-        let ns = ns.unwrap_or_else(|| if full { full_ns } else { default_ns }.to_vec());
-        let epsilons =
-            epsilons.unwrap_or_else(|| if full { full_eps } else { default_eps }.to_vec());
-        let ref_n = ref_n.unwrap_or_else(|| ns.iter().copied().max().unwrap_or(1));
-        let ref_eps = ref_eps.unwrap_or_else(|| {
+    /// `defaults.ref_eps` if it is in the ε list, else the list's first.
+    pub fn resolve(&self, full: bool, defaults: SweepDefaults<'_>) -> Sweep {
+        let pick =
+            |(default, full_set): (&[f64], &[f64])| if full { full_set } else { default }.to_vec();
+        let ns = self.n.clone().unwrap_or_else(|| {
+            let (default, full_set) = defaults.ns;
+            if full { full_set } else { default }.to_vec()
+        });
+        let epsilons = self
+            .epsilon
+            .clone()
+            .unwrap_or_else(|| pick(defaults.epsilons));
+        let ref_n = self
+            .ref_n
+            .unwrap_or_else(|| ns.iter().copied().max().unwrap_or(1));
+        let ref_eps = self.ref_epsilon.unwrap_or_else(|| {
             if epsilons
                 .iter()
-                .any(|&e| (e - default_ref_eps).abs() < 1e-12 * e)
+                .any(|&e| (e - defaults.ref_eps).abs() < 1e-12 * e)
             {
-                default_ref_eps
+                defaults.ref_eps
             } else {
                 epsilons[0]
             }
@@ -252,7 +280,9 @@ impl Sweep {
             ref_eps,
         }
     }
+}
 
+impl Sweep {
     /// The distinct (n, ε) cells, n sweep first.
     pub fn cells(&self) -> Vec<(usize, f64)> {
         let mut out: Vec<(usize, f64)> = Vec::new();
@@ -281,7 +311,7 @@ pub struct Record {
     /// Budget per unit of the data.
     pub epsilon: f64,
     /// Mechanism.
-    pub mech: MechKind,
+    pub mech: Contender,
     /// MSE or ASE against the true (hard) answer.
     pub error: f64,
     /// The same against the non-private value of the (soft) query: the
@@ -307,7 +337,7 @@ pub struct Outcome {
     /// Markdown bullet lines describing the settings.
     pub settings: Vec<String>,
     /// Mechanisms in table order.
-    pub mechs: Vec<MechKind>,
+    pub mechs: Vec<Contender>,
     /// Panels in order.
     pub groups: Vec<String>,
     /// The sweep.
@@ -320,7 +350,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// Look up a record.
-    pub fn get(&self, group: &str, n: usize, eps: f64, mech: MechKind) -> Option<&Record> {
+    pub fn get(&self, group: &str, n: usize, eps: f64, mech: Contender) -> Option<&Record> {
         self.records
             .iter()
             .find(|r| r.group == group && r.n == n && r.epsilon == eps && r.mech == mech)
@@ -381,15 +411,19 @@ mod tests {
 
     #[test]
     fn sweep_cells_are_distinct_and_cover_both_sweeps() {
-        let s = Sweep::resolve(
+        let args = SweepArgs {
+            n: None,
+            epsilon: None,
+            ref_n: None,
+            ref_epsilon: None,
+        };
+        let s = args.resolve(
             false,
-            None,
-            None,
-            None,
-            None,
-            (&[10, 20], &[]),
-            (&[0.1, 0.2, 0.3], &[]),
-            0.2,
+            SweepDefaults {
+                ns: (&[10, 20], &[]),
+                epsilons: (&[0.1, 0.2, 0.3], &[]),
+                ref_eps: 0.2,
+            },
         );
         assert_eq!(s.ref_n, 20);
         assert_eq!(s.ref_eps, 0.2);

@@ -5,7 +5,7 @@
 //! (cli/assets, Bitstream Vera licence), so no system font library is needed.
 
 use super::kde::Grid;
-use super::mechanisms::MechKind;
+use super::mechanisms::Contender;
 use super::{fmt_count, fmt_eps, Error, Outcome};
 use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
@@ -27,8 +27,20 @@ fn err<E: std::fmt::Display>(e: E) -> Error {
     e.to_string().into()
 }
 
-fn rgb(m: MechKind) -> RGBColor {
-    let (r, g, b) = m.rgb();
+/// Line colours, indexed by [`Contender::tag`] (table order).
+const PALETTE: [(u8, u8, u8); 8] = [
+    (214, 39, 40),
+    (31, 119, 180),
+    (44, 160, 44),
+    (148, 103, 189),
+    (140, 86, 75),
+    (255, 127, 14),
+    (127, 127, 127),
+    (0, 0, 0),
+];
+
+fn rgb(m: Contender) -> RGBColor {
+    let (r, g, b) = PALETTE[m.tag() as usize % PALETTE.len()];
     RGBColor(r, g, b)
 }
 
@@ -101,7 +113,7 @@ fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<(), Error> {
     let panels = body.split_evenly((rows, cols));
     for (area, g) in panels.iter().zip(groups) {
         // (x, y) points per mechanism.
-        let series: Vec<(MechKind, Vec<(f64, f64)>)> = o
+        let series: Vec<(Contender, Vec<(f64, f64)>)> = o
             .mechs
             .iter()
             .map(|&m| {
@@ -173,7 +185,7 @@ fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<(), Error> {
             .map_err(err)?;
         for (m, pts) in &series {
             let c = rgb(*m);
-            let style = if *m == MechKind::Polyplace {
+            let style = if *m == Contender::POLYPLACE {
                 c.stroke_width(3)
             } else {
                 c.stroke_width(2)
@@ -201,7 +213,7 @@ fn legend_per_row(width: u32) -> usize {
 /// A one- or two-row legend: colour swatch and label per mechanism.
 fn draw_legend(
     area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
-    mechs: &[MechKind],
+    mechs: &[Contender],
 ) -> Result<(), Error> {
     let (w, _) = area.dim_in_pixel();
     let per_row = legend_per_row(w);

@@ -1,6 +1,6 @@
 //! The markdown report of a run.
 
-use super::mechanisms::MechKind;
+use super::mechanisms::Contender;
 use super::{fmt_count, fmt_eps, Outcome};
 use std::fmt::Write;
 
@@ -22,7 +22,7 @@ pub fn markdown(o: &Outcome) -> String {
         let _ = writeln!(s, "- {line}");
     }
     let _ = writeln!(s, "- computed in {:.1} s\n", o.seconds);
-    let ratio = o.mechs.contains(&MechKind::Polyplace) && o.mechs.contains(&MechKind::StudentT);
+    let ratio = o.mechs.contains(&Contender::POLYPLACE) && o.mechs.contains(&Contender::STUDENT_T);
     type Pick = fn(&super::Record) -> Option<f64>;
     let mut sections: Vec<(String, Pick)> = vec![
         (format!("{} against the true answer", o.metric), |r| {
@@ -74,8 +74,8 @@ pub fn markdown(o: &Outcome) -> String {
                     let _ = write!(s, " {} |", v.map(sci).unwrap_or_else(|| "–".into()));
                 }
                 if ratio {
-                    let p = o.get(g, n, eps, MechKind::Polyplace).and_then(pick);
-                    let t = o.get(g, n, eps, MechKind::StudentT).and_then(pick);
+                    let p = o.get(g, n, eps, Contender::POLYPLACE).and_then(pick);
+                    let t = o.get(g, n, eps, Contender::STUDENT_T).and_then(pick);
                     let r = match (p, t) {
                         (Some(p), Some(t)) if t > 0.0 => format!("{:.3}", p / t),
                         _ => "–".into(),

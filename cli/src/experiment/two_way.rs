@@ -10,8 +10,8 @@
 use super::data::IncomeDebtModel;
 use super::mechanisms::{build_all, MechParams, Release};
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_count, parse_epsilon, print_paths, rng_for,
-    write_outcome, CommonArgs, Error, Outcome, Record, Sweep,
+    add_in_order, fmt_count, fmt_eps, print_paths, rng_for, write_outcome, CommonArgs, Error,
+    Outcome, Record, SweepArgs, SweepDefaults,
 };
 use clap::Args;
 use geopriv::TwoWayThreshold;
@@ -33,18 +33,8 @@ const CHUNK: usize = 4096;
 pub struct TwoWayArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Population sizes of the n sweep.
-    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
-    pub n: Option<Vec<usize>>,
-    /// Budgets per dollar of the ε sweep.
-    #[arg(long, value_delimiter = ',', value_parser = parse_epsilon)]
-    pub epsilon: Option<Vec<f64>>,
-    /// n of the ε sweep [default: the largest n].
-    #[arg(long, value_parser = parse_count)]
-    pub ref_n: Option<usize>,
-    /// ε of the n sweep [default: 1/12000 if listed, else the first ε].
-    #[arg(long, value_parser = parse_epsilon)]
-    pub ref_epsilon: Option<f64>,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     /// Repetitions.
     #[arg(long)]
     pub reps: Option<usize>,
@@ -84,24 +74,22 @@ pub fn run(args: TwoWayArgs) -> Result<(), Error> {
 pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
     args.common.init_threads();
     let full = args.common.full;
-    let sweep = Sweep::resolve(
+    let sweep = args.sweep.resolve(
         full,
-        args.n.clone(),
-        args.epsilon.clone(),
-        args.ref_n,
-        args.ref_epsilon,
-        (&[2_500, 5_000, 10_000], &[400_000, 800_000, 1_600_000]),
-        (
-            &[1.0 / 3000.0, 1.0 / 12000.0, 1.0 / 48000.0],
-            &[
-                1.0 / 3000.0,
-                1.0 / 6000.0,
-                1.0 / 12000.0,
-                1.0 / 24000.0,
-                1.0 / 48000.0,
-            ],
-        ),
-        1.0 / 12000.0,
+        SweepDefaults {
+            ns: (&[2_500, 5_000, 10_000], &[400_000, 800_000, 1_600_000]),
+            epsilons: (
+                &[1.0 / 3000.0, 1.0 / 12000.0, 1.0 / 48000.0],
+                &[
+                    1.0 / 3000.0,
+                    1.0 / 6000.0,
+                    1.0 / 12000.0,
+                    1.0 / 24000.0,
+                    1.0 / 48000.0,
+                ],
+            ),
+            ref_eps: 1.0 / 12000.0,
+        },
     );
     let reps = args.reps.unwrap_or(if full { 1 } else { 8 }).max(1);
     let k = args.grid.unwrap_or(if full { 34 } else { 10 }).max(1);

@@ -25,29 +25,10 @@
 //! and a *shift* part (same scale, centre moved by at most d · S, i.e. by at
 //! most η d in units of the scale):
 //!
-//! * Generalized Cauchy, density ∝ 1/(1+|z|^k): a dilation by λ changes
-//!   ln(λ p(λz)/p(z)) by at most (k - 1)|ln λ| = ν γ d, because
-//!   (1 + |z|^k)/(1 + λ^k |z|^k) lies between λ^{-k} and 1. The shift costs
-//!   sup |d/dz ln p| · η d = ν^{ν/(ν+1)} η d (attained at |z|^k = k - 1).
-//!   Sum: (νγ + ν^{ν/(ν+1)} η) d = ε d.
-//! * Student's t with ν dof: tail exponent ν + 1, so dilation costs ν γ d;
-//!   sup |d/dz ln p| = (ν+1)/(2√ν) (at z² = ν). Sum: ε d.
-//! * PolyPlace(s = S/γ, α = ε/γ) (Hladík and Tětek, Lemma 9, moved to GP):
-//!   interpolate from (f(x), S(x)) to (f(x'), S(x')), the log-scale and the
-//!   centre linearly, and integrate the derivative of ln p along the path.
-//!   The log-scale moves by λ_r = ln(S'/S)/γ in units of γ, with |λ_r| <= d
-//!   because S is exp(γt)-smooth; the centre moves by |f(x) - f(x')|/S_t in
-//!   units of the current scale S_t, which lies between S and S', so by at
-//!   most |f(x) - f(x')|/min(S, S') <= d. Their Lemma 12 shows that the
-//!   absolute derivatives of ln p in these two units add to exactly ε at
-//!   every output. Both rates being at most d, the loss is at most ε d:
-//!   the budget is not split between shift and scale, which is why
-//!   PolyPlace has about a third of the variance of Student's t at the same
-//!   ε and γ (docs/MATH.md §4).
-//! * Laplace with g = 1 + γt (approximate): with z the Laplace draw under x,
-//!   ln(p_x/p_x') <= ln(S'/S) + (S/S' - 1)|z| + η d. If S' >= S this is at
-//!   most (γ + η) d; if S' < S it is at most (γ|z| + η) d, which is <= ε d
-//!   whenever |z| <= ln(1/δ), an event of probability 1 - δ.
+//! Each mechanism's file finishes the argument for its own density:
+//! [`polyplace`], [`student_t`], [`cauchy`], [`laplace`]; the baselines
+//! [`global_laplace`], [`noise_a_priori`] and [`local_dp`] are private by
+//! simpler arguments stated there.
 //!
 //! [`crate::audit`] is the executable form of these arguments: it
 //! evaluates the log density ratio on pairs of inputs and dense output
@@ -71,22 +52,28 @@
 
 use crate::error::{positive_finite, Error, Result};
 use crate::growth::Growth;
-use crate::noise::{GeneralizedCauchy, Laplace, PolyPlace, SphericalLaplace, StudentT};
+use crate::noise::{
+    GeneralizedCauchy, Laplace, PolyPlace, SphericalLaplace, StudentT, UnitDensity,
+};
 use crate::query::Query;
 use alloc::vec::Vec;
-use rand::distr::Distribution;
 use rand::Rng;
 
-/// Default share of ε spent on smoothness for Student's t (γ = ε/(3ν)).
-pub const STUDENT_T_SMOOTHNESS_SHARE: f64 = 1.0 / 3.0;
-/// Default share of ε spent on smoothness for the generalized Cauchy
-/// (γ = 0.2 ε/ν).
-pub const CAUCHY_SMOOTHNESS_SHARE: f64 = 0.2;
-/// Default γ/ε for PolyPlace (γ = ε/9).
-pub const POLYPLACE_GAMMA_SHARE: f64 = 1.0 / 9.0;
-/// Default share of ε spent on smoothness (γ max(1, ln 1/δ)) for the
-/// approximate-GP Laplace mechanism.
-pub const LAPLACE_SMOOTHNESS_SHARE: f64 = 0.5;
+mod cauchy;
+mod global_laplace;
+mod laplace;
+mod local_dp;
+mod name;
+mod noise_a_priori;
+mod polyplace;
+mod student_t;
+
+pub use cauchy::CAUCHY_SMOOTHNESS_SHARE;
+pub use laplace::LAPLACE_SMOOTHNESS_SHARE;
+pub use name::MechanismName;
+pub use polyplace::POLYPLACE_GAMMA_SHARE;
+pub use student_t::STUDENT_T_SMOOTHNESS_SHARE;
+
 /// The release grid is 2^-32 of the largest possible noise scale.
 const GRID_FRACTION: f64 = 1.0 / 4_294_967_296.0;
 
@@ -142,32 +129,15 @@ impl UnitNoise {
         }
     }
 
+    /// The one place the shape picks its density; everything else goes
+    /// through [`UnitDensity`].
     #[inline]
-    fn ln_pdf(&self, z: f64) -> f64 {
+    fn density(&self) -> &dyn UnitDensity {
         match self {
-            UnitNoise::PolyPlace(n) => n.ln_pdf(z),
-            UnitNoise::StudentT(n) => n.ln_pdf(z),
-            UnitNoise::Cauchy(n) => n.ln_pdf(z),
-            UnitNoise::Laplace(n) => n.ln_pdf(z),
-        }
-    }
-
-    #[inline]
-    fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
-        match self {
-            UnitNoise::PolyPlace(n) => n.sample(rng),
-            UnitNoise::StudentT(n) => n.sample(rng),
-            UnitNoise::Cauchy(n) => n.sample(rng),
-            UnitNoise::Laplace(n) => n.sample(rng),
-        }
-    }
-
-    fn variance(&self) -> Option<f64> {
-        match self {
-            UnitNoise::PolyPlace(n) => n.variance(),
-            UnitNoise::StudentT(n) => n.variance(),
-            UnitNoise::Cauchy(n) => n.variance(),
-            UnitNoise::Laplace(n) => n.variance(),
+            UnitNoise::PolyPlace(n) => n,
+            UnitNoise::StudentT(n) => n,
+            UnitNoise::Cauchy(n) => n,
+            UnitNoise::Laplace(n) => n,
         }
     }
 }
@@ -204,7 +174,10 @@ impl OutputDensity {
     /// ln p(y) = ln p_Z((y - location)/scale) - ln scale.
     #[inline]
     pub fn ln_pdf(&self, y: f64) -> f64 {
-        self.noise.ln_pdf((y - self.location) / self.scale) - crate::math::ln(self.scale)
+        self.noise
+            .density()
+            .ln_pdf((y - self.location) / self.scale)
+            - crate::math::ln(self.scale)
     }
 
     /// The shape of the standardised noise.
@@ -214,11 +187,37 @@ impl OutputDensity {
 
     /// The variance of the release (None if infinite).
     pub fn variance(&self) -> Option<f64> {
-        self.noise.variance().map(|v| v * self.scale * self.scale)
+        self.noise
+            .density()
+            .variance()
+            .map(|v| v * self.scale * self.scale)
     }
 }
 
-/// Which release a [`Mechanism`] performs.
+/// The budget a mechanism is built with by [`Mechanism::from_name`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MechanismParams {
+    /// ε: per unit distance, or a local-DP ε for [`MechanismName::Ldp`].
+    pub epsilon: f64,
+    /// δ: 0 for the pure mechanisms, in (0, 1) for
+    /// [`MechanismName::Laplace`].
+    pub delta: f64,
+}
+
+impl MechanismParams {
+    /// ε and δ.
+    pub fn new(epsilon: f64, delta: f64) -> Self {
+        Self { epsilon, delta }
+    }
+
+    /// ε with δ = 0.
+    pub fn pure(epsilon: f64) -> Self {
+        Self::new(epsilon, 0.0)
+    }
+}
+
+/// How a [`Mechanism`] calibrates its noise (its identity is its
+/// [`MechanismName`]).
 #[derive(Clone, Debug, PartialEq)]
 enum Kind {
     /// f(x) + S(x)/η · Z (or PolyPlace(S/γ, α)).
@@ -239,6 +238,9 @@ enum Kind {
 /// the calibration table and the privacy argument of each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mechanism {
+    /// Which mechanism this is (the name reports carry).
+    name: MechanismName,
+    /// How the noise scale is calibrated.
     kind: Kind,
     epsilon: f64,
     delta: f64,
@@ -263,6 +265,7 @@ fn share(name: &'static str, value: f64) -> Result<f64> {
 
 impl Mechanism {
     fn smooth(
+        name: MechanismName,
         epsilon: f64,
         delta: f64,
         share: f64,
@@ -271,6 +274,7 @@ impl Mechanism {
         shape: NoiseShape,
     ) -> Result<Self> {
         Ok(Self {
+            name,
             kind: Kind::Smooth {
                 growth,
                 scale_per_sensitivity,
@@ -283,8 +287,9 @@ impl Mechanism {
     }
 
     /// A baseline with budget `epsilon` and Laplace(1) noise.
-    fn baseline(kind: Kind, epsilon: f64) -> Result<Self> {
+    fn baseline(name: MechanismName, kind: Kind, epsilon: f64) -> Result<Self> {
         Ok(Self {
+            name,
             kind,
             epsilon: positive_finite("epsilon", epsilon)?,
             delta: 0.0,
@@ -293,163 +298,40 @@ impl Mechanism {
         })
     }
 
-    /// PolyPlace with the default γ = ε/9.
-    pub fn polyplace(epsilon: f64) -> Result<Self> {
-        Self::polyplace_with(epsilon, POLYPLACE_GAMMA_SHARE)
+    /// Which mechanism this is: the name its reports carry.
+    pub fn name(&self) -> MechanismName {
+        self.name
     }
 
-    /// PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (the
-    /// variance is finite only for gamma_share < 1/2). Growth exp(γt);
-    /// release f(x) + PolyPlace(s = S(x)/γ, α = ε/γ).
-    pub fn polyplace_with(epsilon: f64, gamma_share: f64) -> Result<Self> {
-        let epsilon = positive_finite("epsilon", epsilon)?;
-        let gamma_share = share("gamma_share", gamma_share)?;
-        let gamma = gamma_share * epsilon;
-        Self::smooth(
-            epsilon,
-            0.0,
-            gamma_share,
-            Growth::exponential(gamma)?,
-            1.0 / gamma,
-            NoiseShape::PolyPlace {
-                alpha: 1.0 / gamma_share,
-            },
-        )
-    }
-
-    /// Student's t with the paper's defaults: ν = 3, γ = ε/(3ν).
-    pub fn student_t(epsilon: f64) -> Result<Self> {
-        Self::student_t_with(epsilon, 3.0, STUDENT_T_SMOOTHNESS_SHARE)
-    }
-
-    /// Student's t with ν = `dof` > 1 and νγ = `smoothness_share` · ε:
-    /// ε = νγ + ((ν+1)/(2√ν)) η, release f(x) + S(x)/η · T_ν.
+    /// The one factory from a name: the mechanism `name` with the default
+    /// calibration of its constructor (e.g. [`Mechanism::polyplace`]) at
+    /// `params.epsilon`. `params.delta` must be 0 for the pure mechanisms
+    /// and in (0, 1) for [`MechanismName::Laplace`].
     ///
-    /// ν <= 1 is refused: the noise would have no mean (reports would not
-    /// be unbiased), and the dilation cost of the t density is
-    /// max(1, ν) γ d, so the calibration's νγ would undercharge for ν < 1.
-    pub fn student_t_with(epsilon: f64, dof: f64, smoothness_share: f64) -> Result<Self> {
-        let epsilon = positive_finite("epsilon", epsilon)?;
-        if !(dof.is_finite() && dof > 1.0) {
-            return Err(Error::InvalidParameter {
-                name: "dof",
-                value: dof,
-                requirement: "finite and > 1 (the noise needs a mean)",
-            });
-        }
-        let s = share("smoothness_share", smoothness_share)?;
-        let gamma = s * epsilon / dof;
-        let eta = (1.0 - s) * epsilon * 2.0 * crate::math::sqrt(dof) / (dof + 1.0);
-        Self::smooth(
-            epsilon,
-            0.0,
-            s,
-            Growth::exponential(gamma)?,
-            1.0 / eta,
-            NoiseShape::StudentT { dof },
-        )
-    }
-
-    /// Generalized Cauchy with the paper's defaults: k = 4 (ν = 3),
-    /// γ = 0.2 ε/ν.
-    pub fn cauchy(epsilon: f64) -> Result<Self> {
-        Self::cauchy_with(epsilon, 4.0, CAUCHY_SMOOTHNESS_SHARE)
-    }
-
-    /// Generalized Cauchy with exponent k > 2 (ν = k - 1) and
-    /// νγ = `smoothness_share` · ε: ε = νγ + ν^{ν/(ν+1)} η, release
-    /// f(x) + S(x)/η · Z with density ∝ 1/(1 + |z|^k). k <= 2 is refused: the
-    /// noise would have no mean and reports would not be unbiased.
-    pub fn cauchy_with(epsilon: f64, k: f64, smoothness_share: f64) -> Result<Self> {
-        let epsilon = positive_finite("epsilon", epsilon)?;
-        if !(k.is_finite() && k > 2.0) {
-            return Err(Error::InvalidParameter {
-                name: "k",
-                value: k,
-                requirement: "finite and > 2 (the noise needs a mean)",
-            });
-        }
-        let s = share("smoothness_share", smoothness_share)?;
-        let nu = k - 1.0;
-        let gamma = s * epsilon / nu;
-        let eta = (1.0 - s) * epsilon / crate::math::pow(nu, nu / (nu + 1.0));
-        Self::smooth(
-            epsilon,
-            0.0,
-            s,
-            Growth::exponential(gamma)?,
-            1.0 / eta,
-            NoiseShape::GeneralizedCauchy { k },
-        )
-    }
-
-    /// Approximate-GP Laplace with the default split (half of ε on
-    /// smoothness).
-    pub fn laplace(epsilon: f64, delta: f64) -> Result<Self> {
-        Self::laplace_with(epsilon, delta, LAPLACE_SMOOTHNESS_SHARE)
-    }
-
-    /// Approximate-GP Laplace: growth 1 + γt with
-    /// γ max(1, ln(1/δ)) = `smoothness_share` · ε, η = ε - that, release
-    /// f(x) + S(x)/η · Laplace(1). (ε, δ)-GP with 0 < δ < 1.
-    pub fn laplace_with(epsilon: f64, delta: f64, smoothness_share: f64) -> Result<Self> {
-        let epsilon = positive_finite("epsilon", epsilon)?;
-        if !(delta > 0.0 && delta < 1.0) {
+    /// ```
+    /// use geopriv::{Mechanism, MechanismName, MechanismParams};
+    /// let m = Mechanism::from_name(MechanismName::StudentT, MechanismParams::pure(1e-3))?;
+    /// assert_eq!(m, Mechanism::student_t(1e-3)?);
+    /// assert!(Mechanism::from_name(MechanismName::Cauchy, MechanismParams::new(1e-3, 1e-6)).is_err());
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn from_name(name: MechanismName, params: MechanismParams) -> Result<Self> {
+        let MechanismParams { epsilon, delta } = params;
+        if name.is_pure() && delta != 0.0 {
             return Err(Error::InvalidParameter {
                 name: "delta",
                 value: delta,
-                requirement: "strictly between 0 and 1",
+                requirement: "0 for a pure mechanism (only laplace takes a delta)",
             });
         }
-        let s = share("smoothness_share", smoothness_share)?;
-        let tail = crate::math::ln(1.0 / delta).max(1.0);
-        let gamma = s * epsilon / tail;
-        let eta = (1.0 - s) * epsilon;
-        Self::smooth(
-            epsilon,
-            delta,
-            s,
-            Growth::linear(gamma)?,
-            1.0 / eta,
-            NoiseShape::Laplace,
-        )
-    }
-
-    /// Baseline: f(x) + Laplace(L_global/ε). ε-GP because
-    /// |f(x) - f(x')| <= L_global d(x, x'); adds the worst-case noise to
-    /// every user.
-    pub fn global_laplace(epsilon: f64) -> Result<Self> {
-        Self::baseline(Kind::GlobalLaplace, epsilon)
-    }
-
-    /// Baseline "noise a priori": privatize x itself with the ε-GP Laplace
-    /// mechanism of its dimension (Laplace(1/ε) in 1-D, planar Laplace in
-    /// 2-D, Gamma(d, 1/ε) radius with a uniform direction in d-D), then
-    /// release f(x̃). ε-GP by post-processing; biased for nonlinear f.
-    pub fn noise_a_priori(epsilon: f64) -> Result<Self> {
-        Self::baseline(Kind::APriori, epsilon)
-    }
-
-    /// Reference: local differential privacy, f(x) + Laplace(range(f)/ε_LDP).
-    /// `epsilon` here is an LDP ε (all inputs protected equally), not a
-    /// budget per unit distance.
-    pub fn local_dp(epsilon: f64) -> Result<Self> {
-        Self::baseline(Kind::LocalDp, epsilon)
-    }
-
-    /// Short stable name: `polyplace`, `student-t`, `cauchy`, `laplace`,
-    /// `global-laplace`, `a-priori` or `ldp`.
-    pub fn name(&self) -> &'static str {
-        match &self.kind {
-            Kind::Smooth { .. } => match self.noise.shape() {
-                NoiseShape::PolyPlace { .. } => "polyplace",
-                NoiseShape::StudentT { .. } => "student-t",
-                NoiseShape::GeneralizedCauchy { .. } => "cauchy",
-                NoiseShape::Laplace => "laplace",
-            },
-            Kind::GlobalLaplace => "global-laplace",
-            Kind::APriori => "a-priori",
-            Kind::LocalDp => "ldp",
+        match name {
+            MechanismName::Polyplace => Self::polyplace(epsilon),
+            MechanismName::StudentT => Self::student_t(epsilon),
+            MechanismName::Cauchy => Self::cauchy(epsilon),
+            MechanismName::Laplace => Self::laplace(epsilon, delta),
+            MechanismName::GlobalLaplace => Self::global_laplace(epsilon),
+            MechanismName::APriori => Self::noise_a_priori(epsilon),
+            MechanismName::Ldp => Self::local_dp(epsilon),
         }
     }
 
@@ -586,7 +468,8 @@ impl Mechanism {
         match self.sensitivity(query, x)? {
             Some(sensitivity) => {
                 let value = query.value(x)?;
-                Ok(value + self.raw_scale(sensitivity) * self.noise.sample(rng))
+                let mut rng = rng;
+                Ok(value + self.raw_scale(sensitivity) * self.noise.density().sample(&mut rng))
             }
             None => {
                 crate::error::check_point(x, query.dimension())?;
@@ -612,7 +495,7 @@ impl Mechanism {
     /// global/LDP mechanisms), from the closed-form noise variance.
     pub fn report_variance(&self, sensitivity: f64) -> Option<f64> {
         let scale = self.scale_for(sensitivity)?;
-        Some(self.noise.variance()? * scale * scale)
+        Some(self.noise.density().variance()? * scale * scale)
     }
 }
 
@@ -707,7 +590,7 @@ mod tests {
             let mean = sum / n as f64;
             // S <= L_global bounds the smooth mechanisms' spread; LDP scales
             // with the range of f instead.
-            let sensitivity = if m.name() == "ldp" {
+            let sensitivity = if m.name() == MechanismName::Ldp {
                 1.0
             } else {
                 q.global_lipschitz()

@@ -1,0 +1,52 @@
+//! PolyPlace noise scaled to the smooth sensitivity (exponential growth);
+//! pure ε-GP with no split of ε between shift and scale (docs/MATH.md §4).
+//!
+//! # Privacy argument
+//!
+//! PolyPlace(s = S/γ, α = ε/γ) (Hladík and Tětek, Lemma 9, moved to GP):
+//! interpolate from (f(x), S(x)) to (f(x'), S(x')), the log-scale and the
+//! centre linearly, and integrate the derivative of ln p along the path.
+//! The log-scale moves by λ_r = ln(S'/S)/γ in units of γ, with |λ_r| <= d
+//! because S is exp(γt)-smooth; the centre moves by |f(x) - f(x')|/S_t in
+//! units of the current scale S_t, which lies between S and S', so by at
+//! most |f(x) - f(x')|/min(S, S') <= d. Their Lemma 12 shows that the
+//! absolute derivatives of ln p in these two units add to exactly ε at
+//! every output. Both rates being at most d, the loss is at most ε d:
+//! the budget is not split between shift and scale, which is why
+//! PolyPlace has about a third of the variance of Student's t at the same
+//! ε and γ (docs/MATH.md §4).
+
+use super::{share, Mechanism, NoiseShape};
+use crate::error::{positive_finite, Result};
+use crate::growth::Growth;
+use crate::MechanismName;
+
+/// Default γ/ε for PolyPlace (γ = ε/9).
+pub const POLYPLACE_GAMMA_SHARE: f64 = 1.0 / 9.0;
+
+impl Mechanism {
+    /// PolyPlace with the default γ = ε/9.
+    pub fn polyplace(epsilon: f64) -> Result<Self> {
+        Self::polyplace_with(epsilon, POLYPLACE_GAMMA_SHARE)
+    }
+
+    /// PolyPlace with γ = `gamma_share` · ε, 0 < gamma_share < 1 (the
+    /// variance is finite only for gamma_share < 1/2). Growth exp(γt);
+    /// release f(x) + PolyPlace(s = S(x)/γ, α = ε/γ).
+    pub fn polyplace_with(epsilon: f64, gamma_share: f64) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        let gamma_share = share("gamma_share", gamma_share)?;
+        let gamma = gamma_share * epsilon;
+        Self::smooth(
+            MechanismName::Polyplace,
+            epsilon,
+            0.0,
+            gamma_share,
+            Growth::exponential(gamma)?,
+            1.0 / gamma,
+            NoiseShape::PolyPlace {
+                alpha: 1.0 / gamma_share,
+            },
+        )
+    }
+}

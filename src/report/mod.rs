@@ -1,0 +1,212 @@
+//! Reports: what a device uploads, in a versioned wire format, and the
+//! server's validation of it.
+//!
+//! A [`Report`] carries exactly six things: the format version, the query
+//! (family and public parameters, [`QueryDescriptor`]), the mechanism name,
+//! its ε and δ, and the released value f(x) + noise. **It has no field for
+//! the smooth sensitivity S(x), the noise scale or anything else computed
+//! from x**: those leak x (docs/MATH.md §2), so the type cannot carry them and the
+//! decoders refuse JSON with unknown fields (a buggy client that adds, say,
+//! `"scale"` gets its reports rejected rather than silently stored).
+//!
+//! # Encodings
+//!
+//! **JSON lines**, one object per line ([`Report::to_json_line`],
+//! [`Report::from_json`]); floats are written in shortest round-trip form
+//! and parsed exactly:
+//!
+//! ```text
+//! {"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}
+//! ```
+//!
+//! The query is externally tagged by family: `{"threshold":{threshold,
+//! width}}`, `{"interval":{lower,upper,width}}`, `{"two-way":{thresholds:
+//! [t1,t2],width}}`, `{"kde":{center:[..],bandwidth}}`. Mechanisms are
+//! `polyplace`, `student-t`, `cauchy`, `laplace`, `global-laplace`,
+//! `a-priori`, `ldp`.
+//!
+//! **Binary** ([`Report::to_bytes`], [`Report::from_bytes`]): the
+//! [postcard](https://docs.rs/postcard) encoding of the same serde model:
+//! varint version, varint query family index, its f64 parameters as 8
+//! little-endian bytes each (the KDE centre is prefixed by a varint length),
+//! varint mechanism index, then ε, δ and the value as 8-byte floats. A
+//! threshold report is 43 bytes. The version comes first so that a decoder
+//! can refuse a newer version before reading the rest. Enum variant indices
+//! are part of the format: new families and mechanisms are only ever
+//! appended.
+//!
+//! **Binary streams** ([`Report::to_frame`], [`frames`], and with `std`
+//! `read_frames`/`write_frame`): each report's postcard bytes are
+//! COBS-encoded (consistent overhead byte stuffing, as postcard's
+//! `to_allocvec_cobs`) and followed by a single `0x00` byte. COBS output
+//! never contains `0x00`, so the zero byte delimits frames unambiguously: a
+//! reader splits on it, and after a corrupted or truncated frame it
+//! resynchronizes at the next zero instead of losing the rest of the
+//! stream (which a length prefix would).
+//!
+//! # Validation
+//!
+//! A server decodes each report, then checks it against its
+//! [`ValidationPolicy`]: known version, finite value, valid and known query,
+//! allowed mechanism, ε and δ within the policy. Every refusal is a
+//! [`Rejection`] that says why (with a stable [`code`](Rejection::code) for
+//! counters), and no input, however malformed, makes the decoders panic.
+//!
+//! ```
+//! use geopriv::{Aggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy};
+//!
+//! // Device side (normally done by a mechanism): one JSON line.
+//! let q = QueryDescriptor::Threshold { threshold: 100_000.0, width: 20_000.0 };
+//! let line = Report::new(q, MechanismName::Polyplace, 1.0 / 20_000.0, 0.0, 0.83).to_json_line();
+//!
+//! // Server side: decode, validate, aggregate.
+//! let policy = ValidationPolicy::new(1.0 / 800.0, 0.0)?;
+//! let mut agg = Aggregator::new();
+//! for line in [line.as_str(), "not a report"] {
+//!     match policy.accept_json(line) {
+//!         Ok(report) => agg.add(report.value)?,
+//!         Err(why) => eprintln!("rejected ({}): {why}", why.code()),
+//!     }
+//! }
+//! assert_eq!(agg.estimate().unwrap().n, 1);
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+
+use crate::budget::PrivacyBudget;
+use crate::error::Result;
+use crate::mechanism::Mechanism;
+use crate::query::Query;
+use serde::{Deserialize, Serialize};
+
+mod codec;
+mod descriptor;
+mod framing;
+mod validation;
+
+pub use crate::mechanism::MechanismName;
+pub use descriptor::QueryDescriptor;
+pub(crate) use descriptor::QueryKey;
+pub(crate) use framing::decode_frame;
+pub use framing::{frames, Frames};
+#[cfg(feature = "std")]
+pub use framing::{read_frames, read_json_lines};
+pub use validation::{Rejection, ValidationPolicy};
+
+/// The version of the report format this crate writes and accepts.
+pub const FORMAT_VERSION: u16 = 1;
+
+// ---------------------------------------------------------------------------
+// Reports
+
+/// One device's release for one query. See the [module docs](self) for the
+/// encodings. There is deliberately no field for S(x) or the noise scale.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Report {
+    /// Format version; [`FORMAT_VERSION`] for reports this crate writes.
+    pub version: u16,
+    /// The query answered.
+    pub query: QueryDescriptor,
+    /// The mechanism that produced `value`.
+    pub mechanism: MechanismName,
+    /// The mechanism's ε: per unit distance, or a local-DP ε for
+    /// [`MechanismName::Ldp`].
+    pub epsilon: f64,
+    /// The mechanism's δ (0 for pure mechanisms).
+    pub delta: f64,
+    /// The released value f(x) + noise: unbiased for f(x).
+    pub value: f64,
+}
+
+impl Report {
+    /// A report in the current format version. Nothing is checked here; the
+    /// server checks with [`ValidationPolicy::validate`].
+    pub fn new(
+        query: QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+        value: f64,
+    ) -> Self {
+        Report {
+            version: FORMAT_VERSION,
+            query,
+            mechanism,
+            epsilon,
+            delta,
+            value,
+        }
+    }
+
+    /// What a device uploads: privatize f(x) with `mechanism` and wrap the
+    /// released value with the query's public parameters and the
+    /// mechanism's name, ε and δ. Nothing derived from x other than the
+    /// release enters the report.
+    ///
+    /// Any query works, also through `&dyn Query`: its
+    /// [`descriptor`](Query::descriptor) says what the report answers.
+    pub fn release<Q, R>(mechanism: &Mechanism, query: &Q, x: &[f64], rng: &mut R) -> Result<Self>
+    where
+        Q: Query + ?Sized,
+        R: rand::Rng + ?Sized,
+    {
+        let value = mechanism.privatize(query, x, rng)?;
+        Ok(Report::new(
+            query.descriptor(),
+            mechanism.name(),
+            mechanism.epsilon(),
+            mechanism.delta(),
+            value,
+        ))
+    }
+
+    /// [`Report::release`] charged to a device's privacy budget by
+    /// sequential composition: if the budget cannot afford the mechanism's
+    /// ε and δ, the release is refused with [`crate::Error::BudgetExceeded`]
+    /// and nothing is computed; if the release fails nothing is charged.
+    /// (Local-DP releases are charged in their own ε, which is on a
+    /// different scale; keep a separate ledger for them.)
+    pub fn release_within_budget<Q, R>(
+        budget: &mut PrivacyBudget,
+        mechanism: &Mechanism,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<Self>
+    where
+        Q: Query + ?Sized,
+        R: rand::Rng + ?Sized,
+    {
+        budget.spend(mechanism.epsilon(), mechanism.delta(), || {
+            Report::release(mechanism, query, x, rng)
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn threshold_report() -> Report {
+        Report::new(
+            QueryDescriptor::Threshold {
+                threshold: 100_000.0,
+                width: 20_000.0,
+            },
+            MechanismName::Polyplace,
+            0.001,
+            0.0,
+            0.7315,
+        )
+    }
+
+    #[test]
+    fn json_shape_is_documented() {
+        assert_eq!(
+            threshold_report().to_json_line(),
+            r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
+        );
+        assert_eq!(threshold_report().to_bytes().len(), 43);
+    }
+}
