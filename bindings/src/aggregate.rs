@@ -407,6 +407,15 @@ mod tests {
     }
 
     #[test]
+    fn huge_grids_are_refused_not_aborted() {
+        // Issue 12: 200k x 200k axes used to abort the process on
+        // allocation; now a typed error before anything is allocated.
+        let axis: Vec<f64> = (0..200_000).map(f64::from).collect();
+        let e = GridAggregator::kde_grid(axis.clone(), axis, 1.0).unwrap_err();
+        assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
+    }
+
+    #[test]
     fn grid_routes_reports_and_refuses_strangers() {
         let g = GridAggregator::kde_grid(vec![0.0, 100.0], vec![0.0], 50.0).unwrap();
         assert_eq!(g.size().unwrap(), 2);
