@@ -26,4 +26,8 @@ if [ -x scripts/test-bindings.sh ]; then
   echo "== bindings (Kotlin on the JVM, Python)"
   scripts/test-bindings.sh
 fi
+if [ -x scripts/test-packages.sh ]; then
+  echo "== packages (Python wheel, JVM jar, Spark: local mode and a localhost cluster)"
+  scripts/test-packages.sh
+fi
 echo "all test suites passed"

@@ -59,6 +59,17 @@ pub enum Error {
         /// What was expected.
         reason: &'static str,
     },
+    /// A dataset (central model) is empty or holds a record outside the
+    /// public domain (a NaN, a value below 0 or above Λ), or a candidate set
+    /// is empty.
+    InvalidData {
+        /// Index of the offending record (0 for an empty dataset).
+        index: usize,
+        /// The offending value (NaN for an empty dataset).
+        value: f64,
+        /// What the data must satisfy.
+        reason: &'static str,
+    },
     /// A numerical routine could not certify its result (never expected;
     /// reported instead of returning an unverified number).
     Numerical {
@@ -123,6 +134,11 @@ impl fmt::Display for Error {
             ),
             Error::InvalidReport { reason } => write!(f, "invalid report: {reason}"),
             Error::Parse { what, reason } => write!(f, "cannot parse {what}: {reason}"),
+            Error::InvalidData {
+                index,
+                value,
+                reason,
+            } => write!(f, "invalid data: record {index} = {value}: {reason}"),
             Error::Numerical { routine } => {
                 write!(f, "numerical routine `{routine}` could not certify its result")
             }

@@ -42,6 +42,7 @@ pub mod aggregate;
 #[cfg(feature = "std")]
 pub mod audit;
 pub mod budget;
+pub mod central;
 pub mod clip;
 pub mod error;
 pub mod escape;
@@ -52,6 +53,7 @@ pub mod ingest;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod release_grid;
 pub mod report;
 pub mod robust;
 

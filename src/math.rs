@@ -39,6 +39,16 @@ pub(crate) fn expm1(x: f64) -> f64 {
 }
 
 #[inline]
+pub(crate) fn cbrt(x: f64) -> f64 {
+    libm::cbrt(x)
+}
+
+#[inline]
+pub(crate) fn cos(x: f64) -> f64 {
+    libm::cos(x)
+}
+
+#[inline]
 pub(crate) fn sin(x: f64) -> f64 {
     libm::sin(x)
 }

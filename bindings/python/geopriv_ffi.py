@@ -524,9 +524,19 @@ def _uniffi_check_contract_api_version(lib):
         raise InternalError("UniFFI contract version mismatch: try cleaning and rebuilding your project")
 
 def _uniffi_check_api_checksums(lib):
+    if lib.uniffi_geopriv_ffi_checksum_func_central_quantile() != 39413:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity() != 60380:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales() != 14806:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_library_version() != 60138:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_project() != 34708:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select() != 24213:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -707,12 +717,27 @@ _UniffiLib.ffi_geopriv_ffi_rustbuffer_reserve.restype = _UniffiRustBuffer
 _UniffiLib.ffi_geopriv_ffi_uniffi_contract_version.argtypes = (
 )
 _UniffiLib.ffi_geopriv_ffi_uniffi_contract_version.restype = ctypes.c_uint32
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_central_quantile.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_central_quantile.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report.restype = ctypes.c_uint16
@@ -938,6 +963,31 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.restype 
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_func_instance_based_chain_scales.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_instance_based_chain_scales.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_library_version.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
@@ -949,6 +999,21 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_project.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta.argtypes = (
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_aggregator_add_report.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -2093,6 +2158,275 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.delta, buf)
         _UniffiFfiConverterFloat64.write(value.value, buf)
+
+
+
+
+
+
+class CentralNoiseKind:
+    """
+    Noise and constants of a central median/quantile release.
+
+    Python: `CentralNoiseKind.POLY_PLACE()`, `CentralNoiseKind.LAPLACE(delta)`.
+"""
+    def __init__(self):
+        raise RuntimeError("CentralNoiseKind cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class POLY_PLACE:
+        """
+        PolyPlace, no budget split (ε-DP).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.POLY_PLACE()".format()
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_POLY_PLACE():
+                return False
+            return True
+
+    @dataclass
+    class STUDENT_T:
+        """
+        Student's t with 3 degrees of freedom (ε-DP).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.STUDENT_T()".format()
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_STUDENT_T():
+                return False
+            return True
+
+    @dataclass
+    class CAUCHY:
+        """
+        Generalized Cauchy, k = 4 (ε-DP).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.CAUCHY()".format()
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_CAUCHY():
+                return False
+            return True
+
+    @dataclass
+    class LAPLACE:
+        """
+        Laplace, (ε, δ)-DP.
+"""
+        
+        def __init__(self, delta:float):
+            self.delta = delta
+            
+            """
+        δ in (0, 1).
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.LAPLACE(delta={})".format(self.delta)
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_LAPLACE():
+                return False
+            if self.delta != other.delta:
+                return False
+            return True
+
+    @dataclass
+    class LECTURE_CAUCHY:
+        """
+        The lecture notes' Cauchy constants (reference).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.LECTURE_CAUCHY()".format()
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_LECTURE_CAUCHY():
+                return False
+            return True
+
+    @dataclass
+    class LECTURE_LAPLACE:
+        """
+        The lecture notes' Laplace constants (reference), total δ.
+"""
+        
+        def __init__(self, delta:float):
+            self.delta = delta
+            
+            """
+        δ in (0, 1).
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "CentralNoiseKind.LECTURE_LAPLACE(delta={})".format(self.delta)
+        def __eq__(self, other):
+            if not isinstance(other, CentralNoiseKind):
+                return NotImplemented
+            if not other.is_LECTURE_LAPLACE():
+                return False
+            if self.delta != other.delta:
+                return False
+            return True
+
+    
+
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_POLY_PLACE(self) -> bool:
+        return isinstance(self, CentralNoiseKind.POLY_PLACE)
+    def is_poly_place(self) -> bool:
+        return isinstance(self, CentralNoiseKind.POLY_PLACE)
+    def is_STUDENT_T(self) -> bool:
+        return isinstance(self, CentralNoiseKind.STUDENT_T)
+    def is_student_t(self) -> bool:
+        return isinstance(self, CentralNoiseKind.STUDENT_T)
+    def is_CAUCHY(self) -> bool:
+        return isinstance(self, CentralNoiseKind.CAUCHY)
+    def is_cauchy(self) -> bool:
+        return isinstance(self, CentralNoiseKind.CAUCHY)
+    def is_LAPLACE(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LAPLACE)
+    def is_laplace(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LAPLACE)
+    def is_LECTURE_CAUCHY(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LECTURE_CAUCHY)
+    def is_lecture_cauchy(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LECTURE_CAUCHY)
+    def is_LECTURE_LAPLACE(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LECTURE_LAPLACE)
+    def is_lecture_laplace(self) -> bool:
+        return isinstance(self, CentralNoiseKind.LECTURE_LAPLACE)
+    
+
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+CentralNoiseKind.POLY_PLACE = type("CentralNoiseKind.POLY_PLACE", (CentralNoiseKind.POLY_PLACE, CentralNoiseKind,), {})  # type: ignore
+CentralNoiseKind.STUDENT_T = type("CentralNoiseKind.STUDENT_T", (CentralNoiseKind.STUDENT_T, CentralNoiseKind,), {})  # type: ignore
+CentralNoiseKind.CAUCHY = type("CentralNoiseKind.CAUCHY", (CentralNoiseKind.CAUCHY, CentralNoiseKind,), {})  # type: ignore
+CentralNoiseKind.LAPLACE = type("CentralNoiseKind.LAPLACE", (CentralNoiseKind.LAPLACE, CentralNoiseKind,), {})  # type: ignore
+CentralNoiseKind.LECTURE_CAUCHY = type("CentralNoiseKind.LECTURE_CAUCHY", (CentralNoiseKind.LECTURE_CAUCHY, CentralNoiseKind,), {})  # type: ignore
+CentralNoiseKind.LECTURE_LAPLACE = type("CentralNoiseKind.LECTURE_LAPLACE", (CentralNoiseKind.LECTURE_LAPLACE, CentralNoiseKind,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeCentralNoiseKind(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return CentralNoiseKind.POLY_PLACE(
+            )
+        if variant == 2:
+            return CentralNoiseKind.STUDENT_T(
+            )
+        if variant == 3:
+            return CentralNoiseKind.CAUCHY(
+            )
+        if variant == 4:
+            return CentralNoiseKind.LAPLACE(
+                _UniffiFfiConverterFloat64.read(buf),
+            )
+        if variant == 5:
+            return CentralNoiseKind.LECTURE_CAUCHY(
+            )
+        if variant == 6:
+            return CentralNoiseKind.LECTURE_LAPLACE(
+                _UniffiFfiConverterFloat64.read(buf),
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value.is_POLY_PLACE():
+            return
+        if value.is_STUDENT_T():
+            return
+        if value.is_CAUCHY():
+            return
+        if value.is_LAPLACE():
+            _UniffiFfiConverterFloat64.check_lower(value.delta)
+            return
+        if value.is_LECTURE_CAUCHY():
+            return
+        if value.is_LECTURE_LAPLACE():
+            _UniffiFfiConverterFloat64.check_lower(value.delta)
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value.is_POLY_PLACE():
+            buf.write_i32(1)
+        if value.is_STUDENT_T():
+            buf.write_i32(2)
+        if value.is_CAUCHY():
+            buf.write_i32(3)
+        if value.is_LAPLACE():
+            buf.write_i32(4)
+            _UniffiFfiConverterFloat64.write(value.delta, buf)
+        if value.is_LECTURE_CAUCHY():
+            buf.write_i32(5)
+        if value.is_LECTURE_LAPLACE():
+            buf.write_i32(6)
+            _UniffiFfiConverterFloat64.write(value.delta, buf)
+
+
 
 
 
@@ -4940,6 +5274,91 @@ class _UniffiFfiConverterTypeReportPolicy:
     @classmethod
     def write(cls, value: ReportPolicy, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
+def central_quantile(values: typing.List[float],_lambda: float,quantile: float,epsilon: float,noise: CentralNoiseKind,seed: typing.Optional[int]) -> float:
+    """
+    Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
+    in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
+    unless `seed` is given.
+"""
+    
+    _UniffiFfiConverterSequenceFloat64.check_lower(values)
+
+    _UniffiFfiConverterFloat64.check_lower(_lambda)
+
+    _UniffiFfiConverterFloat64.check_lower(quantile)
+
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterTypeCentralNoiseKind.check_lower(noise)
+
+    _UniffiFfiConverterOptionalUInt64.check_lower(seed)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterSequenceFloat64.lower(values),
+        _UniffiFfiConverterFloat64.lower(_lambda),
+        _UniffiFfiConverterFloat64.lower(quantile),
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterTypeCentralNoiseKind.lower(noise),
+        _UniffiFfiConverterOptionalUInt64.lower(seed),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def central_smooth_sensitivity(values: typing.List[float],_lambda: float,quantile: float,beta: float) -> float:
+    """
+    The exact β-smooth sensitivity of the `quantile`-quantile of `values`
+    in [0, `lambda`] (data-dependent: not private by itself).
+"""
+    
+    _UniffiFfiConverterSequenceFloat64.check_lower(values)
+
+    _UniffiFfiConverterFloat64.check_lower(_lambda)
+
+    _UniffiFfiConverterFloat64.check_lower(quantile)
+
+    _UniffiFfiConverterFloat64.check_lower(beta)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterSequenceFloat64.lower(values),
+        _UniffiFfiConverterFloat64.lower(_lambda),
+        _UniffiFfiConverterFloat64.lower(quantile),
+        _UniffiFfiConverterFloat64.lower(beta),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def instance_based_chain_scales(local_sensitivities: typing.List[float],epsilon: float,delta: float) -> typing.List[float]:
+    """
+    Canard–Olivier Algorithm 1 on a chain of levels with the given sorted
+    local sensitivities: the Laplace scale 1/λ_k of every level.
+"""
+    
+    _UniffiFfiConverterSequenceFloat64.check_lower(local_sensitivities)
+
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterFloat64.check_lower(delta)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterSequenceFloat64.lower(local_sensitivities),
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterFloat64.lower(delta),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterSequenceFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_instance_based_chain_scales,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def library_version() -> str:
     """
     The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
@@ -4982,11 +5401,64 @@ def project(lat: float,lon: float,projection: Projection) -> typing.List[float]:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def smooth_noisy_max_beta(epsilon: float,laplace_delta: typing.Optional[float]) -> float:
+    """
+    The β at which Smooth Noisy Max needs its smooth bound: the Laplace
+    variant when `laplace_delta` is given, else Student's t.
+"""
+    
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterOptionalFloat64.check_lower(laplace_delta)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterOptionalFloat64.lower(laplace_delta),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def smooth_noisy_max_select(utilities: typing.List[float],smooth_sensitivity: float,epsilon: float,laplace_delta: typing.Optional[float],seed: typing.Optional[int]) -> int:
+    """
+    Smooth Noisy Max: the index of the selected candidate, given the
+    utilities and a smooth upper bound on their local sensitivity computed
+    at `smooth_noisy_max_beta(epsilon, laplace_delta)`.
+"""
+    
+    _UniffiFfiConverterSequenceFloat64.check_lower(utilities)
+
+    _UniffiFfiConverterFloat64.check_lower(smooth_sensitivity)
+
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterOptionalFloat64.check_lower(laplace_delta)
+
+    _UniffiFfiConverterOptionalUInt64.check_lower(seed)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterSequenceFloat64.lower(utilities),
+        _UniffiFfiConverterFloat64.lower(smooth_sensitivity),
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterOptionalFloat64.lower(laplace_delta),
+        _UniffiFfiConverterOptionalUInt64.lower(seed),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 
 __all__ = [
     "InternalError",
     "MechanismName",
     "QueryFamily",
+    "CentralNoiseKind",
     "GeoprivError",
     "Growth",
     "Projection",
@@ -4996,8 +5468,13 @@ __all__ = [
     "CellEstimate",
     "PrivateReport",
     "ReceivedReport",
+    "central_quantile",
+    "central_smooth_sensitivity",
+    "instance_based_chain_scales",
     "library_version",
     "project",
+    "smooth_noisy_max_beta",
+    "smooth_noisy_max_select",
     "Aggregator",
     "AggregatorProtocol",
     "GeoQuery",

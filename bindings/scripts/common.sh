@@ -52,24 +52,53 @@ apt_install() {
   }
 }
 
-# check_readme_example PATH: the code block that follows the line
-# `<!-- tested: PATH -->` in bindings/README.md must appear verbatim in
-# PATH (a test source), its `import`/`from` lines aside, so the README
-# shows exactly the code the tests compile and run.
+# check_readme_example PATH [README]: the code block that follows the line
+# `<!-- tested: PATH -->` in README (default bindings/README.md; relative
+# to the repository) must appear verbatim in PATH (a test source), its
+# `import`/`from`/`use` lines aside, so the README shows exactly the code
+# the tests compile and run.
 check_readme_example() {
-  local path="$1" block content
+  local path="$1" readme="${2:-bindings/README.md}" block content
   block="$(awk -v marker="<!-- tested: $path -->" '
       $0 == marker { found = 1; next }
       found && /^```/ { if (inside) exit; inside = 1; next }
-      inside { print }' "$REPO/bindings/README.md" \
-    | grep -v -E '^(import|from) ' | sed '/./,$!d')"
+      inside { print }' "$REPO/$readme" \
+    | grep -v -E '^(import|from|use) ' | sed '/./,$!d')"
   if [ -z "$block" ]; then
-    echo "error: bindings/README.md has no code block marked <!-- tested: $path -->" >&2
+    echo "error: $readme has no code block marked <!-- tested: $path -->" >&2
     exit 1
   fi
   content="$(cat "$REPO/$path")"
   if [[ "$content" != *"$block"* ]]; then
-    echo "error: the bindings/README.md example marked <!-- tested: $path --> differs from its copy in $path; keep them identical" >&2
+    echo "error: the $readme example marked <!-- tested: $path --> differs from its copy in $path; keep them identical" >&2
     exit 1
   fi
+}
+
+# ensure_kotlin: Java, JNA and the Kotlin compiler, installed when missing
+# (shared by test-kotlin.sh and build-jar.sh). Sets KOTLIN_COMPILER_VERSION,
+# JNA_JAR, KOTLINC and STDLIB (kotlin-stdlib.jar).
+ensure_kotlin() {
+  KOTLIN_COMPILER_VERSION=2.4.20
+  JNA_JAR="${JNA_JAR:-/usr/share/java/jna.jar}"
+
+  command -v java >/dev/null || { echo "error: java not found (the JVM tests need Java 17+)" >&2; exit 1; }
+
+  if [ ! -f "$JNA_JAR" ]; then
+    echo "installing JNA (Debian libjna-java)"
+    apt_install libjna-java
+  fi
+
+  KOTLIN_HOME="$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION/node_modules/kotlin-compiler"
+  if [ ! -x "$KOTLIN_HOME/bin/kotlinc" ]; then
+    command -v npm >/dev/null || apt_install npm
+    echo "installing kotlin-compiler $KOTLIN_COMPILER_VERSION from npm into $CACHE_DIR"
+    mkdir -p "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION"
+    npm install --silent --no-audit --no-fund --no-save \
+      --prefix "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION" \
+      "kotlin-compiler@$KOTLIN_COMPILER_VERSION" >/dev/null 2>&1
+  fi
+  KOTLINC="$KOTLIN_HOME/bin/kotlinc"
+  STDLIB="$KOTLIN_HOME/lib/kotlin-stdlib.jar"
+  [ -f "$STDLIB" ] || { echo "error: $STDLIB missing from the kotlin-compiler package" >&2; exit 1; }
 }

@@ -13,28 +13,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-KOTLIN_COMPILER_VERSION=2.4.20
-JNA_JAR="${JNA_JAR:-/usr/share/java/jna.jar}"
-
-command -v java >/dev/null || { echo "error: java not found (the JVM tests need Java 17+)" >&2; exit 1; }
-
-if [ ! -f "$JNA_JAR" ]; then
-  echo "installing JNA (Debian libjna-java)"
-  apt_install libjna-java
-fi
-
-KOTLIN_HOME="$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION/node_modules/kotlin-compiler"
-if [ ! -x "$KOTLIN_HOME/bin/kotlinc" ]; then
-  command -v npm >/dev/null || apt_install npm
-  echo "installing kotlin-compiler $KOTLIN_COMPILER_VERSION from npm into $CACHE_DIR"
-  mkdir -p "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION"
-  npm install --silent --no-audit --no-fund --no-save \
-    --prefix "$CACHE_DIR/kotlin-compiler-$KOTLIN_COMPILER_VERSION" \
-    "kotlin-compiler@$KOTLIN_COMPILER_VERSION" >/dev/null 2>&1
-fi
-KOTLINC="$KOTLIN_HOME/bin/kotlinc"
-STDLIB="$KOTLIN_HOME/lib/kotlin-stdlib.jar"
-[ -f "$STDLIB" ] || { echo "error: $STDLIB missing from the kotlin-compiler package" >&2; exit 1; }
+ensure_kotlin
 
 check_readme_example bindings/tests/kotlin/Main.kt
 build_ffi

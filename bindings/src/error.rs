@@ -47,7 +47,7 @@ impl From<geopriv::Error> for GeoprivError {
         let msg = e.to_string();
         match e {
             E::InvalidParameter { .. } => GeoprivError::InvalidParameter(msg),
-            E::NonFinitePoint { .. } | E::DimensionMismatch { .. } => {
+            E::NonFinitePoint { .. } | E::DimensionMismatch { .. } | E::InvalidData { .. } => {
                 GeoprivError::InvalidInput(msg)
             }
             E::BudgetExceeded { .. } => GeoprivError::BudgetExceeded(msg),

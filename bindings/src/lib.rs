@@ -50,6 +50,7 @@ uniffi::setup_scaffolding!();
 
 mod aggregate;
 mod budget;
+mod central;
 mod error;
 mod geo;
 mod growth;
@@ -59,6 +60,7 @@ mod report;
 
 pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
 pub use budget::{BudgetShare, BudgetStatus, PrivacyBudget};
+pub use central::CentralNoiseKind;
 pub use error::GeoprivError;
 pub use geo::{project, Projection};
 pub use growth::Growth;

@@ -695,6 +695,31 @@ RustBuffer uniffi_geopriv_ffi_fn_func_library_version(RustCallStatus *_Nonnull o
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_QUANTILE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_QUANTILE
+double uniffi_geopriv_ffi_fn_func_central_quantile(RustBuffer values, double lambda, double quantile, double epsilon, RustBuffer noise, RustBuffer seed, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_SMOOTH_SENSITIVITY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_SMOOTH_SENSITIVITY
+double uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(RustBuffer values, double lambda, double quantile, double beta, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_INSTANCE_BASED_CHAIN_SCALES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_INSTANCE_BASED_CHAIN_SCALES
+RustBuffer uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(RustBuffer local_sensitivities, double epsilon, double delta, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SMOOTH_NOISY_MAX_BETA
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SMOOTH_NOISY_MAX_BETA
+double uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(double epsilon, RustBuffer laplace_delta, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SMOOTH_NOISY_MAX_SELECT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SMOOTH_NOISY_MAX_SELECT
+uint64_t uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(RustBuffer utilities, double smooth_sensitivity, double epsilon, RustBuffer laplace_delta, RustBuffer seed, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PROJECT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PROJECT
 RustBuffer uniffi_geopriv_ffi_fn_func_project(double lat, double lon, RustBuffer projection, RustCallStatus *_Nonnull out_status
@@ -963,6 +988,36 @@ void ffi_geopriv_ffi_rust_future_complete_void(uint64_t handle, RustCallStatus *
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_LIBRARY_VERSION
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_LIBRARY_VERSION
 uint16_t uniffi_geopriv_ffi_checksum_func_library_version(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_QUANTILE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_QUANTILE
+uint16_t uniffi_geopriv_ffi_checksum_func_central_quantile(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_SMOOTH_SENSITIVITY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_SMOOTH_SENSITIVITY
+uint16_t uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_INSTANCE_BASED_CHAIN_SCALES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_INSTANCE_BASED_CHAIN_SCALES
+uint16_t uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SMOOTH_NOISY_MAX_BETA
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SMOOTH_NOISY_MAX_BETA
+uint16_t uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SMOOTH_NOISY_MAX_SELECT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SMOOTH_NOISY_MAX_SELECT
+uint16_t uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select(void
     
 );
 #endif

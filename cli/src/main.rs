@@ -4,6 +4,7 @@
 
 mod aggregate;
 mod audit;
+mod central;
 mod experiment;
 mod mechanism_args;
 mod privatize;
@@ -103,7 +104,8 @@ enum Command {
     /// max_loss_ratio (max of |ln p_x(y) - ln p_x'(y)| / (ε d) over input
     /// pairs and outputs), the worst pair, and excess_mass for the
     /// approximate-GP `laplace`. Exit status 1 if max_loss_ratio > 1 + 1e-9
-    /// or the excess mass exceeds δ.
+    /// or the excess mass exceeds δ. With `--sampling`, the black-box
+    /// tester of actual releases instead (docs/MATH.md §8.2).
     #[command(subcommand)]
     Audit(QueryCommand<audit::AuditArgs>),
 
@@ -113,6 +115,11 @@ enum Command {
 
     /// End-to-end demo: a geo-private KDE of the bundled airports.
     Demo(experiment::DemoArgs),
+
+    /// The central model: private medians/quantiles of a whole dataset,
+    /// Smooth Noisy Max, instance-based noise, their audits and experiments.
+    #[command(subcommand)]
+    Central(central::CentralCommand),
 }
 
 fn main() -> ExitCode {
@@ -123,6 +130,7 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_main(&cmd),
         Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
         Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
+        Command::Central(cmd) => experiment_exit(central::run(cmd)),
     }
 }
 
@@ -203,6 +211,38 @@ fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
     let args = cmd.common();
     let query = cmd.build().unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism.build().unwrap_or_else(|e| flag_error(e));
+    if args.pairs == 0 {
+        flag_error("--pairs must be at least 1");
+    }
+    if args.sampling {
+        if args.samples == 0 || args.pilot == 0 {
+            flag_error("--samples and --pilot must be at least 1");
+        }
+        if !(args.alpha > 0.0 && args.alpha < 1.0) {
+            flag_error("--alpha must be strictly between 0 and 1");
+        }
+        let options = geopriv::audit::sampling::SamplingOptions {
+            samples: args.samples,
+            pilot: args.pilot,
+            alpha: args.alpha,
+            seed: args.seed,
+            ..Default::default()
+        };
+        return match geopriv::audit::sampling::sampling_audit(&mechanism, &query, &options) {
+            Ok(report) => {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
+                );
+                if report.passed {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(e) => flag_error(e),
+        };
+    }
     match geopriv::audit::audit_mechanism(&mechanism, &query, args.pairs, args.seed) {
         Ok(report) => {
             println!(

@@ -383,3 +383,52 @@ fn demo_refuses_absurd_grids() {
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("limit"));
 }
+
+#[test]
+fn audit_sampling_prints_the_tester_report() {
+    let out = geopriv(
+        &[
+            "audit",
+            "threshold",
+            "--threshold",
+            "0",
+            "--width",
+            "1",
+            "--mechanism",
+            "polyplace",
+            "--epsilon",
+            "2",
+            "--sampling",
+            "--samples",
+            "20000",
+            "--pilot",
+            "5000",
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["pairs"], 6);
+    let ratio = v["worst"]["ratio"].as_f64().unwrap();
+    assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    // --samples without --sampling is a flag error.
+    let out = geopriv(
+        &[
+            "audit",
+            "threshold",
+            "--threshold",
+            "0",
+            "--width",
+            "1",
+            "--mechanism",
+            "polyplace",
+            "--epsilon",
+            "2",
+            "--samples",
+            "10",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

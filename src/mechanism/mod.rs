@@ -34,21 +34,34 @@
 //! evaluates the log density ratio on pairs of inputs and dense output
 //! grids and checks it against ε d.
 //!
-//! # Floating-point safety
+//! # Floating-point safety (docs/MATH.md §8.1)
 //!
 //! A released float can betray x through its low-order bits (Mironov, CCS
-//! 2012): y = f(x) + σ(x) Z computed in floating point only takes values on
-//! a set that depends on f(x) and σ(x). Every release is therefore snapped
-//! to the nearest multiple of a power of two Λ that depends only on public
-//! parameters (ε, the split and the query's global Lipschitz constant),
-//! never on S(x): Λ = 2^⌊log2(σ_max)⌋ · 2^-32 with σ_max = L_global/η the
-//! largest possible noise scale. Snapping is post-processing of the ideal
-//! continuous release, so the guarantee is that of the ideal mechanism up to
-//! the rare event that floating-point error moves y across a cell boundary
-//! (probability about ulp(y)/σ per release). Cost: at most Λ/2 per report
-//! (about 1e-10 σ_max), far below any standard error the aggregate can
-//! reach. The test `tests/floating_point.rs` shows a naive release leaking
-//! through its low bits and this one not.
+//! 2012), and a noise drawn from too coarse a uniform reaches different
+//! output cells from different inputs. Every tail is therefore drawn from
+//! a full-resolution uniform ([`crate::noise::uniform`]) and every release
+//! is snapped to the nearest multiple of a power of two
+//! Λ = 2^⌊log2(σ_max)⌋ · 2^-k set by public parameters only (σ_max =
+//! L_global/η, or range/ε), with k chosen per noise by
+//! [`crate::release_grid`]. The implemented release then satisfies, for
+//! every output cell within z_max noise scales, ln(P_x(c)/P_x'(c)) <= ε d + η,
+//! and the rest has mass at most δ_fp ([`Mechanism::floating_point_guarantee`]).
+//! At the defaults (ε, δ, η, δ_fp) are:
+//!
+//! | constructor | ε | δ | η | δ_fp | grid k |
+//! |---|---|---|---|---|---|
+//! | [`Mechanism::polyplace`] | ε | 0 | 5.1e-9 | 1e-15 | 13 |
+//! | [`Mechanism::student_t`] | ε | 0 | 5.5e-9 | 1e-15 | 3 |
+//! | [`Mechanism::cauchy`] | ε | 0 | 5.7e-9 | 1e-15 | 4 |
+//! | [`Mechanism::laplace`] | ε | δ (+ δ_fp) | 5.9e-9 | 1e-15 | 15 |
+//! | [`Mechanism::global_laplace`], [`Mechanism::noise_a_priori`], [`Mechanism::local_dp`] | ε | 0 | 5.9e-9 | 1e-15 | 15 |
+//!
+//! (η bounds the arithmetic; the exact enumeration of
+//! `audit::enumeration` measures at most 9.8e-10.) Cost: at most Λ/2 per
+//! report, variance Λ²/12; symmetric noise and odd rounding keep reports
+//! unbiased. The test `tests/floating_point.rs` shows a naive release
+//! leaking through its low bits and this one not;
+//! `tests/exact_enumeration.rs` measures η and δ_fp.
 
 use crate::error::{positive_finite, Error, Result};
 use crate::growth::Growth;
@@ -73,9 +86,6 @@ pub use laplace::LAPLACE_SMOOTHNESS_SHARE;
 pub use name::MechanismName;
 pub use polyplace::POLYPLACE_GAMMA_SHARE;
 pub use student_t::STUDENT_T_SMOOTHNESS_SHARE;
-
-/// The release grid is 2^-32 of the largest possible noise scale.
-const GRID_FRACTION: f64 = 1.0 / 4_294_967_296.0;
 
 /// The shape of the standardised noise of a location–scale release.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -249,6 +259,8 @@ pub struct Mechanism {
     /// The standardised noise Z of the location–scale release (Laplace(1)
     /// for the baselines; noise a priori perturbs x instead).
     noise: UnitNoise,
+    /// Release grid and (η, δ_fp), docs/MATH.md §8.1.
+    fp: crate::release_grid::FloatingPointGuarantee,
 }
 
 fn share(name: &'static str, value: f64) -> Result<f64> {
@@ -283,6 +295,7 @@ impl Mechanism {
             delta,
             smoothness_share: Some(share),
             noise: UnitNoise::new(shape)?,
+            fp: crate::release_grid::FloatingPointGuarantee::for_shape(Some(shape)),
         })
     }
 
@@ -295,6 +308,7 @@ impl Mechanism {
             delta: 0.0,
             smoothness_share: None,
             noise: UnitNoise::new(NoiseShape::Laplace)?,
+            fp: crate::release_grid::FloatingPointGuarantee::for_shape(None),
         })
     }
 
@@ -439,7 +453,13 @@ impl Mechanism {
                 hi - lo
             }
         };
-        power_of_two_below(self.raw_scale(largest_sensitivity)) * GRID_FRACTION
+        power_of_two_below(self.raw_scale(largest_sensitivity)) * self.fp.grid_fraction()
+    }
+
+    /// The floating-point guarantee of the implemented release: grid
+    /// exponent k, z_max, η and δ_fp (docs/MATH.md §8.1).
+    pub fn floating_point_guarantee(&self) -> crate::release_grid::FloatingPointGuarantee {
+        self.fp
     }
 
     /// Privatize f(x): draw the noise with `rng` and return the released
@@ -510,9 +530,10 @@ fn power_of_two_below(v: f64) -> f64 {
     }
 }
 
-/// Round y to the nearest multiple of the power of two `grid`.
+/// Round y to the nearest multiple of the power of two `grid` (ties away
+/// from zero, so snap(-y) = -snap(y)).
 #[inline]
-fn snap(y: f64, grid: f64) -> f64 {
+pub(crate) fn snap(y: f64, grid: f64) -> f64 {
     libm::round(y / grid) * grid
 }
 

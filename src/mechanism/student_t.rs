@@ -6,6 +6,14 @@
 //! Student's t with ν dof: tail exponent ν + 1, so dilation costs ν γ d;
 //! sup |d/dz ln p| = (ν+1)/(2√ν) (at z² = ν). Sum: ε d.
 
+//!
+//! # Floating-point guarantee (docs/MATH.md §8.1)
+//!
+//! (ε, δ, η, δ_fp) = (ε, 0, 5.5e-9, 1e-15) at the default ν = 3 (the heavy t tail needs a large z_max, hence a coarse grid): every output cell within
+//! z_max = 1.30e5 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
+//! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-3
+//! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).
+
 use super::{share, Mechanism, NoiseShape};
 use crate::error::{positive_finite, Error, Result};
 use crate::growth::Growth;

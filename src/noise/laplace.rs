@@ -15,8 +15,9 @@ use rand::Rng;
 /// Var  = 2 b²
 /// ```
 ///
-/// Sampling is by inverse CDF: |X| = -b ln W with W uniform in (0, 1] and
-/// an independent fair sign.
+/// Sampling is by inverse CDF: |X| = -b ln W with W the full-resolution
+/// uniform in (0, 1] of [`crate::noise::uniform`] and an independent fair
+/// sign, so |X| is resolved to its ulp however far out (docs/MATH.md §8.1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Laplace {
     scale: f64,
@@ -66,6 +67,21 @@ impl Laplace {
         })
     }
 
+    /// The magnitude |X| whose tail probability P(|X| > m) is `w` in (0, 1]:
+    /// m = -b ln w. The sampler evaluates it at a full-resolution uniform w;
+    /// the exact enumeration of docs/MATH.md §8.1 evaluates it at every key.
+    ///
+    /// ```
+    /// let d = geopriv::noise::Laplace::new(2.0)?;
+    /// assert_eq!(d.magnitude_at(1.0), 0.0);
+    /// assert!((d.magnitude_at(0.5) - 2.0 * 2f64.ln()).abs() < 1e-15);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    #[inline]
+    pub fn magnitude_at(&self, w: f64) -> f64 {
+        -self.scale * ln(w)
+    }
+
     /// Variance 2b² (always finite).
     pub fn variance(&self) -> Option<f64> {
         Some(2.0 * self.scale * self.scale)
@@ -76,7 +92,7 @@ impl Distribution<f64> for Laplace {
     #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         let (w, negative) = unit_and_sign(rng);
-        let magnitude = -self.scale * ln(w);
+        let magnitude = self.magnitude_at(w);
         if negative {
             -magnitude
         } else {

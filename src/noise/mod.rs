@@ -16,8 +16,10 @@
 //! has `pdf`, `ln_pdf`, `cdf` and `variance` (`None` when infinite). The
 //! multi-dimensional ones expose the density and the CDF of the radius
 //! ||Z||. Samplers are exact: inverse CDFs in closed form, or exact
-//! representations (ratios of gammas, Jöhnk's beta construction, normalised
-//! Gaussians); none uses an approximate root finder.
+//! representations (Bailey's polar form, Jöhnk's beta construction, normalised
+//! Gaussians); none uses an approximate root finder. Every uniform that a
+//! tail is drawn from is the full-resolution uniform of [`uniform`], so
+//! the far tail is resolved to the ulp of the value (docs/MATH.md §8.1).
 
 mod gen_cauchy;
 mod laplace;
@@ -26,6 +28,7 @@ mod polyplace;
 pub(crate) mod special;
 mod spherical_laplace;
 mod student_t;
+pub mod uniform;
 
 pub use gen_cauchy::GeneralizedCauchy;
 pub use laplace::Laplace;
@@ -37,13 +40,19 @@ pub use student_t::StudentT;
 use crate::error::{Error, Result};
 use rand::Rng;
 
-/// One 64-bit draw split into a uniform `w` in (0, 1] (53 bits, never 0,
-/// so `ln w` is finite) and an independent fair sign bit (`true` = negative).
+/// A uniform `w` in (0, 1] with full floating-point resolution near 0
+/// (never 0, so `ln w` is finite) and an independent fair sign bit
+/// (`true` = negative); see [`uniform`] and docs/MATH.md §8.1.
 #[inline]
 pub(crate) fn unit_and_sign<R: Rng + ?Sized>(rng: &mut R) -> (f64, bool) {
-    let v = rng.next_u64();
-    let w = ((v >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    (w, (v >> 10) & 1 == 1)
+    uniform::full_resolution_uniform_and_sign(rng)
+}
+
+/// A uniform in [0, 1) on the grid k 2^-53 (for angles, where absolute
+/// resolution is what matters).
+#[inline]
+pub(crate) fn unit_53<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Check a probability argument of an inverse CDF: p must lie in [0, 1].

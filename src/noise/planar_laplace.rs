@@ -4,7 +4,7 @@
 use crate::error::{positive_finite, Result};
 use crate::math::{exp, expm1, hypot, ln, sin_cos, sqrt};
 use core::f64::consts::PI;
-use rand::distr::{Distribution, StandardUniform};
+use rand::distr::Distribution;
 use rand::Rng;
 
 /// Planar Laplace distribution on R², centred at the origin, with rate
@@ -84,6 +84,13 @@ impl PlanarLaplace {
         }
     }
 
+    /// The radius at CDF value `u` (tests; the sampler passes 1 - u too).
+    #[cfg(test)]
+    #[inline]
+    fn radius_at(&self, u: f64) -> f64 {
+        self.radius_from(u, 1.0 - u)
+    }
+
     /// The radius r with P(||Z|| <= r) = u, for u in [0, 1) (u = 0 gives
     /// r = 0): r = -(W₋₁((u - 1)/e) + 1)/ε.
     ///
@@ -97,8 +104,12 @@ impl PlanarLaplace {
     /// -(W₋₁ + 1) = P + P²/3 + 11P³/72 + 43P⁴/540 + 769P⁵/17280
     ///              + 221P⁶/8505 + 680863P⁷/43545600 + 1963P⁸/204120 + O(P⁹)
     /// ```
+    ///
+    /// `tail` = 1 - u is passed separately: the W₋₁ branch uses it, and the
+    /// sampler draws it from the full-resolution uniform so that the far
+    /// tail is resolved (docs/MATH.md §8.1); the series branch uses u.
     #[inline]
-    fn radius_at(&self, u: f64) -> f64 {
+    fn radius_from(&self, u: f64, tail: f64) -> f64 {
         let x = if u < 1e-4 {
             const C: [f64; 8] = [
                 1.0,
@@ -114,7 +125,7 @@ impl PlanarLaplace {
             p * C.iter().rev().fold(0.0, |acc, &c| acc * p + c)
         } else {
             // Keep the argument inside [-1/e, 0) as represented by lambert_w.
-            let arg = ((1.0 - u) * lambert_w::NEG_INV_E).max(lambert_w::SMALLEST_F64_IN_DOMAIN);
+            let arg = (tail * lambert_w::NEG_INV_E).max(lambert_w::SMALLEST_F64_IN_DOMAIN);
             -(lambert_w::lambert_wm1(arg) + 1.0)
         };
         x.max(0.0) / self.epsilon
@@ -130,9 +141,11 @@ impl PlanarLaplace {
 impl Distribution<[f64; 2]> for PlanarLaplace {
     #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> [f64; 2] {
-        let u: f64 = rng.sample(StandardUniform);
-        let r = self.radius_at(u);
-        let turn: f64 = rng.sample(StandardUniform);
+        // The radius tail probability is the full-resolution uniform; its
+        // complement 1 - w is exact where the series branch needs it.
+        let (w, _) = super::unit_and_sign(rng);
+        let r = self.radius_from(1.0 - w, w);
+        let turn = super::unit_53(rng);
         let theta = 2.0 * PI * turn;
         let (sin, cos) = sin_cos(theta);
         [r * cos, r * sin]

@@ -187,6 +187,22 @@ impl PolyPlace {
         }
     }
 
+    /// The magnitude |X| whose tail probability P(|X| > m) is `w` in (0, 1]
+    /// (closed form, the sampler's transform). The sampler evaluates it at a
+    /// full-resolution uniform w (docs/MATH.md §8.1).
+    ///
+    /// ```
+    /// let d = geopriv::noise::PolyPlace::new(1.0, 9.0)?;
+    /// assert_eq!(d.magnitude_at(1.0), 0.0);
+    /// let m = d.magnitude_at(1e-6);
+    /// assert!((d.cdf(-m) - 0.5e-6).abs() < 1e-18);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    #[inline]
+    pub fn magnitude_at(&self, w: f64) -> f64 {
+        self.magnitude(w, 1.0 - w)
+    }
+
     /// Inverse CDF (quantile) in closed form; ±∞ at p = 0 and p = 1.
     /// Errors unless p is in [0, 1].
     pub fn inverse_cdf(&self, p: f64) -> Result<f64> {
@@ -216,9 +232,10 @@ impl PolyPlace {
 impl Distribution<f64> for PolyPlace {
     #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
-        // W = P(|X| > m) is uniform in (0, 1]; 1 - W is exact in floating point.
+        // W = P(|X| > m) is the full-resolution uniform in (0, 1]; 1 - W is
+        // exact in floating point where the core branch uses it (W >= 1/2).
         let (w, negative) = unit_and_sign(rng);
-        let m = self.magnitude(w, 1.0 - w);
+        let m = self.magnitude_at(w);
         if negative {
             -m
         } else {

@@ -25,8 +25,10 @@ use rand_distr::StandardNormal;
 /// coordinate has mean 0 and variance (d + 1)/ε² (E||Z||² = d(d+1)/ε²).
 /// d = 1 is Laplace(1/ε); d = 2 is [`PlanarLaplace`](super::PlanarLaplace).
 ///
-/// Sampling (exact): radius from `rand_distr::Gamma` (Marsaglia–Tsang; an
-/// exponential for d = 1) divided by ε, direction = d standard normals
+/// Sampling (exact): d = 1 is ±(-ln W)/ε; otherwise the radius is the
+/// Gamma(d, 1) variable Σ_{i<d} -ln W_i divided by ε (each W_i the
+/// full-resolution uniform of [`crate::noise::uniform`], so the tail is
+/// resolved to its ulp, docs/MATH.md §8.1), direction = d standard normals
 /// divided by their norm (redrawn in the probability-zero event that all
 /// are 0).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,7 +37,6 @@ pub struct SphericalLaplace {
     epsilon: f64,
     /// ln c_d.
     ln_norm: f64,
-    radius: rand_distr::Gamma<f64>,
 }
 
 impl SphericalLaplace {
@@ -51,18 +52,12 @@ impl SphericalLaplace {
         }
         let epsilon = positive_finite("epsilon", epsilon)?;
         let d = dimension as f64;
-        let radius = rand_distr::Gamma::new(d, 1.0).map_err(|_| Error::InvalidParameter {
-            name: "dimension",
-            value: d,
-            requirement: ">= 1 and representable",
-        })?;
         let ln_norm =
             d * ln(epsilon) + ln_gamma(0.5 * d) - ln(2.0) - 0.5 * d * ln(PI) - ln_gamma(d);
         Ok(Self {
             dimension,
             epsilon,
             ln_norm,
-            radius,
         })
     }
 
@@ -125,6 +120,13 @@ impl SphericalLaplace {
     }
 
     fn fill<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [f64]) {
+        if let [only] = out {
+            // d = 1: Laplace(1/ε), |Z| = -ln W with the full-resolution W.
+            let (w, negative) = super::unit_and_sign(rng);
+            let z = -ln(w) / self.epsilon;
+            *only = if negative { -z } else { z };
+            return;
+        }
         let squared_norm = loop {
             let mut sum = 0.0;
             for x in out.iter_mut() {
@@ -135,7 +137,12 @@ impl SphericalLaplace {
                 break sum;
             }
         };
-        let r = self.radius.sample(rng) / self.epsilon;
+        // Gamma(d, 1) for integer d: a sum of d Exp(1) = -ln W draws, each
+        // W full-resolution, so the far tail is resolved (docs/MATH.md §8.1).
+        let radius: f64 = (0..self.dimension)
+            .map(|_| -ln(super::uniform::full_resolution_uniform(rng)))
+            .sum();
+        let r = radius / self.epsilon;
         let factor = r / sqrt(squared_norm);
         for x in out.iter_mut() {
             *x *= factor;

@@ -1,9 +1,9 @@
 //! `StudentT`: Student's t distribution with ν degrees of freedom, scaled.
 
 use super::special::beta_reg;
-use crate::error::{positive_finite, Error, Result};
-use crate::math::{exp, ln, ln_gamma, log1p, sqrt};
-use core::f64::consts::PI;
+use crate::error::{positive_finite, Result};
+use crate::math::{cbrt, cos, exp, expm1, ln, ln_gamma, log1p, pow, sqrt};
+use core::f64::consts::{FRAC_PI_2, PI};
 use rand::distr::Distribution;
 use rand::Rng;
 
@@ -20,15 +20,28 @@ use rand::Rng;
 ///   undefined for ν <= 1 (both `None`). The mean exists only for ν > 1, so
 ///   a mechanism that needs unbiased reports must ask for ν > 1.
 ///
-/// Sampling (exact): σ Z / √(V/ν) with Z standard normal and V ~ χ²(ν),
-/// through `rand_distr::StudentT` (ziggurat normal, Marsaglia–Tsang gamma).
+/// Sampling (exact, Bailey's polar method, Math. Comp. 62 (1994)): with
+/// (A, B) uniform in the unit disc and W = A² + B², A √(ν (W^{-2/ν} - 1)/W)
+/// is t_ν. In polar form W is uniform on (0, 1) and A/√W = cos θ with θ
+/// uniform and independent, so
+///
+/// ```text
+/// T = σ √ν · cos θ · √(expm1(-(2/ν) ln W)).
+/// ```
+///
+/// W is the full-resolution uniform of [`crate::noise::uniform`] (the tail
+/// comes from W near 0 and is resolved to its ulp, docs/MATH.md §8.1) and
+/// θ is uniform on [0, π/2) with a random sign. (Round 1 used
+/// `rand_distr::StudentT`, whose χ² draw near 0 is limited by the
+/// absolute resolution of its uniforms.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StudentT {
     dof: f64,
     scale: f64,
     /// ln of the density at 0.
     ln_peak: f64,
-    inner: rand_distr::StudentT<f64>,
+    /// √ν σ.
+    sqrt_dof_scale: f64,
 }
 
 impl StudentT {
@@ -37,18 +50,13 @@ impl StudentT {
     pub fn new(dof: f64, scale: f64) -> Result<Self> {
         let dof = positive_finite("dof", dof)?;
         let scale = positive_finite("scale", scale)?;
-        let inner = rand_distr::StudentT::new(dof).map_err(|_| Error::InvalidParameter {
-            name: "dof",
-            value: dof,
-            requirement: "finite and > 0",
-        })?;
         let ln_peak =
             ln_gamma(0.5 * (dof + 1.0)) - ln_gamma(0.5 * dof) - 0.5 * ln(dof * PI) - ln(scale);
         Ok(Self {
             dof,
             scale,
             ln_peak,
-            inner,
+            sqrt_dof_scale: sqrt(dof) * scale,
         })
     }
 
@@ -102,6 +110,35 @@ impl StudentT {
         }
     }
 
+    /// Bailey's transform: σ √ν · `cos` · √(W^{-2/ν} - 1) at the uniform
+    /// `w` in (0, 1] and `cos` = cos θ. For a fixed θ it is a decreasing
+    /// function of w, which is what the exact enumeration of
+    /// docs/MATH.md §8.1 counts.
+    ///
+    /// ```
+    /// let d = geopriv::noise::StudentT::new(2.0, 1.0)?;
+    /// // ν = 2: √2 · √(1/w - 1); at w = 1/2 that is √2.
+    /// assert!((d.value_from(0.5, 1.0) - 2f64.sqrt()).abs() < 1e-15);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    #[inline]
+    pub fn value_from(&self, w: f64, cos: f64) -> f64 {
+        // Near w = 1 expm1 avoids cancellation; in the tail `pow` keeps the
+        // error of W^{-2/ν} within about an ulp (exp(-(2/ν) ln w) would
+        // carry the rounding error of its large argument, |ln w|·2^-52).
+        let inner = if w > 0.5 {
+            expm1(-2.0 * ln(w) / self.dof)
+        } else if self.dof == 3.0 {
+            // The default ν = 3: w^{-2/3} with `cbrt` (within an ulp, and
+            // several times cheaper than `pow`).
+            let c = cbrt(w);
+            1.0 / (c * c) - 1.0
+        } else {
+            pow(w, -2.0 / self.dof) - 1.0
+        };
+        self.sqrt_dof_scale * cos * sqrt(inner)
+    }
+
     /// Variance σ² ν/(ν - 2) for ν > 2, `None` otherwise.
     pub fn variance(&self) -> Option<f64> {
         if self.dof > 2.0 {
@@ -115,13 +152,21 @@ impl StudentT {
 impl Distribution<f64> for StudentT {
     #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
-        self.scale * self.inner.sample(rng)
+        let (w, negative) = super::unit_and_sign(rng);
+        let cos = cos(FRAC_PI_2 * super::unit_53(rng));
+        let t = self.value_from(w, cos);
+        if negative {
+            -t
+        } else {
+            t
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::noise::quad::{integrate, integrate_to_inf};
 
     #[test]

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from geopriv_ffi import (
     Aggregator,
+    CentralNoiseKind,
     GeoMechanism,
     GeoprivError,
     GeoQuery,
@@ -32,8 +33,13 @@ from geopriv_ffi import (
     Projection,
     QueryFamily,
     ReportPolicy,
+    central_quantile,
+    central_smooth_sensitivity,
+    instance_based_chain_scales,
     library_version,
     project,
+    smooth_noisy_max_beta,
+    smooth_noisy_max_select,
 )
 
 PASSED = 0
@@ -909,6 +915,38 @@ def _():
     for k, cell in enumerate(estimates):
         e, truth = cell.estimate, sum(truths[k]) / len(truths[k])
         expect(e.n == len(truths[k]) and abs(e.mean - truth) <= 5 * e.standard_error, f"cell {k}: truth {truth}, {e}")
+
+
+# ---- the central model (docs/MATH.md §11) ----
+
+
+@test("central: quantile release, smooth sensitivity, Smooth Noisy Max, Algorithm 1")
+def _():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    # x_i = i, Λ = 10, median x_5 = 5: S* = max_k e^{-kβ}(k + 1) (lecture example).
+    beta = 0.2
+    want = max(math.exp(-k * beta) * (k + 1) for k in range(10))
+    got = central_smooth_sensitivity(values, 10.0, 0.5, beta)
+    expect(abs(got - want) <= 1e-9 * want, f"S* {got} vs {want}")
+    for kind in [CentralNoiseKind.POLY_PLACE(), CentralNoiseKind.STUDENT_T(), CentralNoiseKind.CAUCHY(),
+                 CentralNoiseKind.LAPLACE(1e-6), CentralNoiseKind.LECTURE_CAUCHY(), CentralNoiseKind.LECTURE_LAPLACE(1e-6)]:
+        y = central_quantile(values, 10.0, 0.5, 1.0, kind, 7)
+        expect(math.isfinite(y), f"{kind}: {y}")
+        expect(y == central_quantile(values, 10.0, 0.5, 1.0, kind, 7), "seeded releases repeat")
+    assert_raises(InvalidInput, "empty dataset", lambda: central_quantile([], 10.0, 0.5, 1.0, CentralNoiseKind.POLY_PLACE(), 1), "empty")
+    assert_raises(InvalidInput, "value above Λ", lambda: central_quantile([11.0], 10.0, 0.5, 1.0, CentralNoiseKind.POLY_PLACE(), 1))
+    assert_raises(InvalidInput, "NaN value", lambda: central_quantile([math.nan], 10.0, 0.5, 1.0, CentralNoiseKind.POLY_PLACE(), 1))
+    for bad in BAD_POSITIVE:
+        assert_raises(InvalidParameter, f"epsilon {bad}", lambda: central_quantile(values, 10.0, 0.5, bad, CentralNoiseKind.POLY_PLACE(), 1), "epsilon")
+        assert_raises(InvalidParameter, f"lambda {bad}", lambda: central_quantile(values, bad, 0.5, 1.0, CentralNoiseKind.POLY_PLACE(), 1), "lambda")
+    b = smooth_noisy_max_beta(1.0, None)
+    assert_close(b, 1.0 / 8.0, "SNM-t beta")
+    r = smooth_noisy_max_select([0.0, -100.0, -100.0], 0.01, 1.0, 1e-6, 3)
+    expect(r == 0, f"selected {r}")
+    assert_raises(InvalidInput, "empty candidates", lambda: smooth_noisy_max_select([], 1.0, 1.0, None, 1), "candidate")
+    scales = instance_based_chain_scales([1.0, 10.0, 100.0], 1.0, 1e-6)
+    expect(len(scales) == 3 and scales[0] < scales[1] < scales[2], str(scales))
+    expect(abs(scales[2] - 200.0 / 0.9639) < 5.0, f"top scale {scales[2]}")  # 2 LS_r / ε_A
 
 
 print(f"python: {PASSED} passed, {FAILED} failed")

@@ -22,6 +22,9 @@
 //! The audit evaluates the ideal (continuous) release densities; the
 //! snapping of releases to the public grid is post-processing.
 
+pub mod enumeration;
+pub mod sampling;
+
 use crate::error::Result;
 use crate::mechanism::{Mechanism, NoiseShape, OutputDensity};
 use crate::query::{GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};

@@ -1,0 +1,58 @@
+// The JVM quick start (README.md "Kotlin / Android"), compiled against the
+// packaged jar alone (bindings/scripts/test-jar.sh): geopriv-<v>.jar with
+// JNA and kotlin-stdlib on the class path, no -Djna.library.path (JNA finds
+// linux-x86-64/libgeopriv_ffi.so inside the jar).
+import geopriv.*
+import kotlin.random.Random
+import kotlin.system.exitProcess
+
+/** Device: privatize "income above $100k" (ε = 1/5000 per dollar), within the user's budget. */
+fun deviceUpload(income: Double, budget: PrivacyBudget): String? =
+    GeoQuery.threshold(100_000.0, 20_000.0).use { query ->
+        GeoMechanism.polyplace(epsilon = 1.0 / 5000).use { mechanism ->
+            try {
+                mechanism.privatizeWithBudget(budget, query, listOf(income)).json  // upload this
+            } catch (e: GeoprivException.BudgetExceeded) {
+                null
+            }
+        }
+    }
+
+/** Server: validate every upload against a policy and aggregate exactly. */
+fun serverEstimate(uploads: List<String>): Estimate? =
+    ReportPolicy(maxEpsilon = 1.0 / 1000, maxDelta = 0.0).use { policy ->
+        Aggregator().use { total ->
+            for (line in uploads) {
+                try {
+                    total.addReport(policy.acceptJson(line))
+                } catch (e: GeoprivException.InvalidReport) {  // message ends with "[code]"
+                    System.err.println("rejected: ${e.message}")
+                }
+            }
+            total.estimate()  // n, mean, standardError, ci95Low, ci95High
+        }
+    }
+
+fun main() {
+    var passed = 0
+    var failed = 0
+    fun check(ok: Boolean, what: String) {
+        if (ok) passed++ else { failed++; println("FAIL $what") }
+    }
+    val rnd = Random(14)
+    val incomes = List(4000) { 60_000.0 + 50_000.0 * rnd.nextDouble() * rnd.nextDouble() * 2.0 }
+    val uploads = incomes.mapNotNull { income ->
+        PrivacyBudget(1.0 / 2500, 0.0).use { budget -> deviceUpload(income, budget) }
+    }
+    check(uploads.size == incomes.size, "every device released once")
+    val spent = PrivacyBudget(1.0 / 5000, 0.0)
+    check(deviceUpload(1.0, spent) != null && deviceUpload(1.0, spent) == null, "the budget refuses a second release")
+    val estimate = serverEstimate(uploads + listOf("{not json", ""))
+    val truth = incomes.map { ((it - 100_000.0) / 20_000.0 + 0.5).coerceIn(0.0, 1.0) }.average()
+    check(estimate != null && estimate.n == incomes.size.toULong(), "two bad uploads rejected, the rest counted")
+    check(estimate != null && Math.abs(estimate.mean - truth) <= 5 * estimate.standardError!!,
+        "estimate ${estimate?.mean} ± ${estimate?.standardError} covers the truth $truth")
+    check(libraryVersion() == System.getProperty("geopriv.expectedVersion", libraryVersion()), "library version")
+    println("jar: $passed passed, $failed failed")
+    if (failed > 0) exitProcess(1)
+}

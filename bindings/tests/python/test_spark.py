@@ -1,0 +1,363 @@
+"""Spark test of ``geopriv.spark`` against ``geopriv aggregate``.
+
+Run by bindings/scripts/test-spark.sh in a virtual environment holding
+pyspark and the built wheel (nothing from the source tree). Environment:
+
+* ``GEOPRIV_CLI``: the release ``geopriv`` binary (the reference);
+* ``GEOPRIV_SPARK_REPORTS``: how many reports the big runs use (10^6);
+* ``GEOPRIV_SPARK_WORK``: a scratch directory.
+
+Checks: JSON and binary reports; bad rows rejected with their reason and
+counted, the job never failing; estimates bit-for-bit those of the CLI
+under 1, 3, 8 and randomly shuffled partitions; maps equal to a
+``GridAggregator``; the full 10^6 reports in local mode (throughput
+printed) and on a standalone cluster on 127.0.0.1 (a master and two
+workers started and stopped here). Closes with ``spark: N passed, M failed``.
+"""
+
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+
+import geopriv
+from geopriv.spark import aggregate, aggregate_map
+
+CLI = os.environ["GEOPRIV_CLI"]
+N = int(os.environ.get("GEOPRIV_SPARK_REPORTS", "1000000"))
+WORK = os.environ["GEOPRIV_SPARK_WORK"]
+POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6"]
+LIMITS = dict(max_epsilon=0.001, max_delta=1e-6)
+
+PASSED = 0
+FAILED = 0
+
+
+def test(name):
+    def run(body):
+        global PASSED, FAILED
+        t0 = time.perf_counter()
+        try:
+            body()
+            PASSED += 1
+            print(f"  ok {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        except Exception:  # noqa: BLE001 - report everything
+            FAILED += 1
+            print(f"FAIL {name}: {traceback.format_exc(limit=4).strip()}", flush=True)
+        return body
+
+    return run
+
+
+def expect(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def bits(x):
+    return None if x is None else struct.pack("<d", x).hex()
+
+
+# ---------------------------------------------------------------- reports
+# Four query families, each with its own mechanism, released by the CLI
+# (seeded, so the run is reproducible), and a few bad records at random
+# places (so they land in different partitions).
+FAMILIES = [
+    (["threshold", "--threshold", "100000", "--width", "20000"], ["--mechanism", "polyplace", "--epsilon", "0.0005"],
+     lambda r: f"{r.gauss(80_000, 30_000)}"),
+    (["interval", "--lower", "40000", "--upper", "90000", "--width", "10000"],
+     ["--mechanism", "student-t", "--epsilon", "0.001"], lambda r: f"{r.gauss(60_000, 25_000)}"),
+    (["two-way", "--threshold", "60000,20000", "--width", "15000"], ["--mechanism", "cauchy", "--epsilon", "0.001"],
+     lambda r: f"{r.gauss(60_000, 20_000)},{r.gauss(20_000, 8_000)}"),
+    (["kde", "--center", "1200,-300", "--bandwidth", "150"],
+     ["--mechanism", "laplace", "--epsilon", "0.001", "--delta", "1e-7"],
+     lambda r: f"{r.gauss(1_000, 300)},{r.gauss(-200, 300)}"),
+]
+BAD = [
+    ("", "empty"),
+    ("{not json", "malformed"),
+    ('{"version":1,"query":', None),
+    ('{"version":99,"query":{"threshold":{"threshold":1.0,"width":1.0}},"mechanism":"polyplace","epsilon":0.001,'
+     '"delta":0.0,"value":0.5}', None),
+    ("\x00\x01 garbage", None),
+]
+
+
+def privatize(query, mechanism, points, seed):
+    out = subprocess.run(
+        [CLI, "privatize", *query, *mechanism, "--seed", str(seed)],
+        input="\n".join(points) + "\n", capture_output=True, text=True, check=True,
+    )
+    return out.stdout.splitlines()
+
+
+def make_reports(n, seed):
+    """n valid reports of the four families plus the bad records; returns
+    the lines and the number of bad ones."""
+    rnd = random.Random(seed)
+    lines = []
+    per = n // len(FAMILIES)
+    for k, (query, mechanism, draw) in enumerate(FAMILIES):
+        count = per if k < len(FAMILIES) - 1 else n - per * (len(FAMILIES) - 1)
+        lines += privatize(query, mechanism, [draw(rnd) for _ in range(count)], seed + k)
+    # An honest-looking report over the server's ε limit.
+    greedy = privatize(FAMILIES[0][0], ["--mechanism", "polyplace", "--epsilon", "0.01"], ["1"], seed)
+    bad = [b for b, _ in BAD] + greedy
+    rnd.shuffle(lines)
+    for b in bad:
+        lines.insert(rnd.randrange(len(lines) + 1), b)
+    return lines, len(bad)
+
+
+def write(name, lines):
+    path = os.path.join(WORK, name)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def cli_aggregate(path):
+    """The CLI's estimates ({query: line}) and its rejection reasons (one per bad line)."""
+    with open(path, "rb") as f:
+        out = subprocess.run([CLI, "aggregate", "--format", "json", *POLICY], stdin=f, capture_output=True)
+    # Exit status 1: some records were rejected (their reasons on stderr).
+    if out.returncode not in (0, 1) or (out.returncode == 1) != (b"\nline " in b"\n" + out.stderr):
+        raise RuntimeError(f"geopriv aggregate failed ({out.returncode}): {out.stderr[-2000:]!r}")
+    estimates = {e["query"]: e for e in map(json.loads, out.stdout.decode().splitlines())}
+    reasons = [line.split(": ", 1)[1] for line in out.stderr.decode().splitlines() if line.startswith("line ")]
+    return estimates, reasons
+
+
+def same_as_cli(result, expected, reasons, what):
+    """Every estimate equals the CLI's, bit for bit; the same number of
+    rows is rejected, each shown reason being one the CLI gave (the
+    bindings append the code: "... [malformed]")."""
+    got = {e.query: e.to_dict() for e in result.estimates}
+    expect(sorted(got) == sorted(expected), f"{what}: queries {sorted(got)} != {sorted(expected)}")
+    for q, e in expected.items():
+        g = got[q]
+        expect(g["n"] == e["n"], f"{what} {q}: n {g['n']} != {e['n']}")
+        for field in ("mean", "sum", "standard_error"):
+            expect(bits(g[field]) == bits(e[field]), f"{what} {q}: {field} {g[field]!r} != CLI {e[field]!r}")
+        expect([bits(x) for x in g["ci95"] or []] == [bits(x) for x in e["ci95"] or []], f"{what} {q}: ci95")
+    expect(result.rejected == len(reasons) == sum(result.rejections.values()),
+           f"{what}: {result.rejections} against the CLI's {reasons}")
+    for x in result.examples:
+        expect(x.reason.endswith(f" [{x.code}]") and x.reason[: -len(x.code) - 3] in reasons, f"{what}: {x}")
+    expect(len(result.examples) >= min(len(reasons), 5), f"{what}: examples {result.examples}")
+
+
+# ---------------------------------------------------------------- Spark
+
+def spark_estimates(spark, path):
+    """Estimates per query id from a folder (or file) of uploaded JSON lines."""
+    result = aggregate(spark.read.text(path), max_epsilon=1e-3, max_delta=1e-6)
+    for e in result.estimates:  # sorted by query id, as `geopriv aggregate` prints them
+        print(e.query, e.n, e.mean, e.standard_error, e.ci95)
+    print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "empty": 1}
+    return result
+
+
+def session(master, **conf):
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("geopriv-test")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.driver.memory", "1g")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+print(f"generating {N} reports with {CLI}", flush=True)
+t0 = time.perf_counter()
+BIG, BIG_BAD = make_reports(N, 20261122)
+BIG_PATH = write("reports.jsonl", BIG)
+SMALL, SMALL_BAD = make_reports(20_000, 7)
+SMALL_PATH = write("small.jsonl", SMALL)
+BIG_CLI, BIG_REASONS = cli_aggregate(BIG_PATH)
+SMALL_CLI, SMALL_REASONS = cli_aggregate(SMALL_PATH)
+print(f"  reports and CLI reference in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+@test("the CLI reference rejects exactly the bad records")
+def _():
+    expect(len(BIG_REASONS) == BIG_BAD and len(SMALL_REASONS) == SMALL_BAD, (BIG_REASONS, SMALL_REASONS))
+    expect(sum(e["n"] for e in BIG_CLI.values()) == N and len(BIG_CLI) == 4, {q: e["n"] for q, e in BIG_CLI.items()})
+
+
+spark = session("local[2]", **{"spark.sql.shuffle.partitions": "4"})
+
+
+@test("local mode: equal to the CLI bit for bit under 1, 3, 8 and shuffled partitions; bad rows counted")
+def _():
+    from pyspark.sql.functions import rand
+
+    df = spark.read.text(SMALL_PATH)
+    runs = [df.coalesce(1), df.repartition(3), df.repartition(8), df.repartition(5, rand(seed=3)).repartition(7)]
+    states = None
+    for k, d in enumerate(runs):
+        r = aggregate(d, **LIMITS)
+        same_as_cli(r, SMALL_CLI, SMALL_REASONS, f"partitioning {k} ({r.partitions} partitions)")
+        expect(r.accepted == 20_000 and r.rejected == SMALL_BAD, (r.accepted, r.rejected))
+        expect(states is None or r.states == states, "exact states differ between partitionings")
+        states = r.states
+    r = aggregate(df, **LIMITS)
+    expect(r.to_json_lines().count("\n") == 4, "json lines")
+    rows = {row["query"]: row for row in r.to_dataframe(spark).collect()}
+    expect(all(bits(rows[e.query]["mean"]) == bits(e.mean) and rows[e.query]["n"] == e.n for e in r.estimates), rows)
+
+
+@test("binary reports: the same estimates as their JSON form; null and garbage rows rejected")
+def _():
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    mechanism = geopriv.GeoMechanism.student_t(1e-3).seeded(11)
+    query = geopriv.GeoQuery.interval(40_000.0, 90_000.0, 10_000.0)
+    rnd = random.Random(5)
+    reports = [mechanism.privatize(query, [rnd.gauss(60_000, 25_000)]) for _ in range(5_000)]
+    as_bytes = [(bytes(r.bytes),) for r in reports] + [(None,), (b"\x07garbage",), (b"",)]
+    as_json = [(r.json,) for r in reports]
+    b = aggregate(spark.createDataFrame(as_bytes, StructType([StructField("report", BinaryType())])).repartition(3), **LIMITS)
+    j = aggregate(spark.createDataFrame(as_json, StructType([StructField("report", StringType())])), **LIMITS)
+    expect(b.states == j.states and b.accepted == j.accepted == 5_000, (b.accepted, j.accepted))
+    expect(b.rejected == 3 and set(b.rejections) <= {"empty", "malformed", "truncated", "unsupported-version"}, b.rejections)
+    cli, reasons = cli_aggregate(write("binary.jsonl", [r.json for r in reports]))
+    same_as_cli(j, cli, reasons, "json of the binary set")
+    try:
+        aggregate(spark.createDataFrame([(1,)], "x int"), **LIMITS)
+        raise AssertionError("an int column was accepted")
+    except ValueError as e:
+        expect("strings (JSON) or binary" in str(e), str(e))
+
+
+@test("maps: aggregate_map equals a GridAggregator over the same reports; other queries rejected")
+def _():
+    xs, ys = [0.0, 200.0, 400.0], [0.0, 300.0]
+    grid = geopriv.GridAggregator.kde_grid(xs, ys, 150.0)
+    ids = grid.query_ids()
+    mechanism = geopriv.GeoMechanism.polyplace(1e-3).seeded(3)
+    rnd = random.Random(9)
+    lines = []
+    for i in range(6_000):
+        q = geopriv.GeoQuery.from_id(ids[i % len(ids)])
+        lines.append(mechanism.privatize(q, [rnd.gauss(200, 150), rnd.gauss(150, 150)]).json)
+    stranger = mechanism.privatize(geopriv.GeoQuery.kde([5_000.0, 5_000.0], 150.0), [0.0, 0.0]).json
+    policy = geopriv.ReportPolicy(1e-3, 1e-6)
+    for line in lines:
+        grid.add_report(policy.accept_json(line))
+    m = aggregate_map(spark.createDataFrame([(x,) for x in lines + [stranger]], "report string").repartition(4),
+                      ids, **LIMITS)
+    expect(m.rejections == {"unknown-query": 1} and m.accepted == len(lines), m.rejections)
+    for (qid, got), cell in zip(m.cells, grid.estimates()):
+        e = cell.estimate
+        expect(qid == cell.query_id and got.n == e.n, qid)
+        expect(bits(got.mean) == bits(e.mean) and bits(got.standard_error) == bits(e.standard_error), qid)
+    expect(len(m.means()) == len(xs) * len(ys), m.means())
+
+
+@test("README Spark quick start: the same estimates as the CLI")
+def _():
+    r = spark_estimates(spark, SMALL_PATH)
+    same_as_cli(r, SMALL_CLI, SMALL_REASONS, "quick start")
+
+
+@test(f"local mode, {N} reports: equal to the CLI bit for bit (throughput printed)")
+def _():
+    df = spark.read.text(BIG_PATH)
+    df.count()  # read once, so the timing below is the aggregation
+    t0 = time.perf_counter()
+    r = aggregate(df, **LIMITS)
+    seconds = time.perf_counter() - t0
+    same_as_cli(r, BIG_CLI, BIG_REASONS, "local")
+    print(f"  local[2]: {N + BIG_BAD} reports in {seconds:.1f} s = {(N + BIG_BAD) / seconds:,.0f} reports/s "
+          f"({r.partitions} partitions)", flush=True)
+
+
+spark.stop()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_class(*args, log):
+    from pyspark.find_spark_home import _find_spark_home
+
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_DIRS=WORK, SPARK_WORKER_DIR=os.path.join(WORK, "w"))
+    return subprocess.Popen([os.path.join(_find_spark_home(), "bin", "spark-class"), *args],
+                            stdout=open(os.path.join(WORK, log), "w"), stderr=subprocess.STDOUT, env=env)
+
+
+@test(f"standalone cluster on 127.0.0.1 (a master, two workers), {N} reports: equal to the CLI bit for bit")
+def _():
+    port, ui = free_port(), free_port()
+    procs = [spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                         "--webui-port", str(ui), log="master.log")]
+    try:
+        url = f"spark://127.0.0.1:{port}"
+        for k in range(2):
+            procs.append(spark_class("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                                     "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                                     log=f"worker{k}.log"))
+        alive, deadline = 0, time.time() + 120
+        while alive < 2 and time.time() < deadline:
+            time.sleep(1)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as page:
+                    alive = sum(w["state"] == "ALIVE" for w in json.load(page)["workers"])
+            except OSError:
+                pass
+        expect(alive == 2, f"{alive} workers registered within 120 s (see {WORK}/*.log)")
+        split = max(1 << 20, os.path.getsize(BIG_PATH) // 6)  # about 6 partitions, 3 per executor
+        cluster = session(url, **{"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2",
+                                  "spark.sql.files.maxPartitionBytes": str(split)})
+        try:
+            def executors():  # registered executors (the driver's own entry excluded)
+                return cluster.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+
+            deadline = time.time() + 120
+            while executors() < 2 and time.time() < deadline:
+                time.sleep(1)
+            expect(executors() == 2, f"{executors()} executors registered within 120 s")
+            t0 = time.perf_counter()
+            r = aggregate(cluster.read.text(BIG_PATH), **LIMITS)
+            seconds = time.perf_counter() - t0
+            same_as_cli(r, BIG_CLI, BIG_REASONS, "cluster")
+            expect(r.partitions >= 2, f"{r.partitions} partitions")
+            print(f"  cluster: {N + BIG_BAD} reports in {seconds:.1f} s = {(N + BIG_BAD) / seconds:,.0f} reports/s "
+                  f"({r.partitions} partitions on {executors()} executors)", flush=True)
+        finally:
+            cluster.stop()
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+print(f"spark: {PASSED} passed, {FAILED} failed")
+sys.exit(1 if FAILED else 0)

@@ -1,0 +1,685 @@
+//! Exact enumeration of the implemented release (docs/MATH.md §8.1).
+//!
+//! A release is a deterministic function of the random integers the
+//! sampler draws. For the location–scale mechanisms the noise magnitude is
+//! a monotone function of one uniform, and that uniform is a monotone
+//! function of an integer key ([`KeyLaw`]): so the set of keys that land in
+//! an output cell c is an interval, found by binary search, and P_x(c) is
+//! the probability of that interval — a *count* of integers, weighted by
+//! the key probabilities, with no sampling error. (The arithmetic may be
+//! non-monotone by an ulp or so; the keys within [`WINDOW`] of each
+//! boundary are counted one by one.)
+//!
+//! Over a pair (x, x') the tool compares P_x(c) with P_x'(c) cell by cell:
+//!
+//! ```text
+//! η_measured = max_c ln(P_x(c)/P_x'(c)) - ε d                    (over the evaluated cells)
+//! δ_eff      = Σ_c max(0, P_x(c) - e^{εd} P_x'(c))               (the δ the release really has)
+//! δ_fp       = Σ_{c: ln(P_x(c)/P_x'(c)) > εd + η} P_x(c) + P(|Z| > z_max)
+//! ```
+//!
+//! in both directions. The 2E+1 cells nearest f(x) are enumerated; the
+//! others are importance-sampled with the proposal "sign fair, ln|z|
+//! uniform on [z_E, z_reach]", whose mass Q(c) of every cell is known in
+//! closed form, so Σ_c g(c) is estimated without bias by the mean of
+//! g(c_i)/Q(c_i).
+//!
+//! Samplers of two uniforms (Student's t by Bailey's polar method, the
+//! generalized Cauchy by Jöhnk's rejection) are monotone in one uniform
+//! when the other is fixed. For them [`conditional_deviation`] compares the
+//! implemented conditional cell masses with the exact conditional masses of
+//! the ideal sampler: if |ln(P_impl(c | θ)/P_ideal(c | θ))| <= ρ for every θ,
+//! the mixture satisfies the same bound, and since the ideal snapped
+//! release meets ε d exactly, η <= 2ρ.
+
+use crate::noise::uniform;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::vec::Vec;
+
+/// Keys checked one by one on each side of a boundary found by bisection.
+pub const WINDOW: u64 = 64;
+
+/// An ordered set of integer keys [0, count) with a value map that
+/// increases with the key and a probability per key.
+pub trait KeyLaw: Sync {
+    /// Number of keys.
+    fn count(&self) -> u64;
+    /// The uniform's value at `key`.
+    fn value(&self, key: u64) -> f64;
+    /// Probability of the keys in [lo, hi).
+    fn mass(&self, lo: u64, hi: u64) -> f64;
+}
+
+/// The full-resolution uniform of [`crate::noise::uniform`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FullResolution;
+
+impl KeyLaw for FullResolution {
+    fn count(&self) -> u64 {
+        uniform::KEY_COUNT
+    }
+    fn value(&self, key: u64) -> f64 {
+        uniform::uniform_from_key(key)
+    }
+    fn mass(&self, lo: u64, hi: u64) -> f64 {
+        uniform::key_mass(lo, hi)
+    }
+}
+
+/// The first key in [lo, hi) where the monotone predicate turns true (hi
+/// if never).
+fn first_true<P: Fn(u64) -> bool>(mut lo: u64, mut hi: u64, pred: P) -> u64 {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// The probability of the keys in [0, n) whose output `g(key)` equals
+/// `cell`, for g monotone in the key (either direction, ulp-level wiggles
+/// within [`WINDOW`] keys of a boundary allowed).
+pub fn cell_mass<L: KeyLaw + ?Sized, G: Fn(u64) -> f64>(law: &L, n: u64, g: G, cell: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let increasing = g(0) <= g(n - 1);
+    let (a, b) = if increasing {
+        (
+            first_true(0, n, |k| g(k) >= cell),
+            first_true(0, n, |k| g(k) > cell),
+        )
+    } else {
+        (
+            first_true(0, n, |k| g(k) <= cell),
+            first_true(0, n, |k| g(k) < cell),
+        )
+    };
+    let one = |k: u64| {
+        if g(k) == cell {
+            law.mass(k, k + 1)
+        } else {
+            0.0
+        }
+    };
+    let lo = a.saturating_sub(WINDOW);
+    let hi = b.saturating_add(WINDOW).min(n);
+    if hi - lo <= 4 * WINDOW {
+        return (lo..hi).map(one).sum();
+    }
+    (lo..a + WINDOW).map(one).sum::<f64>()
+        + law.mass(a + WINDOW, b - WINDOW)
+        + (b - WINDOW..hi).map(one).sum::<f64>()
+}
+
+/// A sampler of the form y = release(u, negative) with u from `law` and a
+/// fair sign, monotone in u for each sign: the exact cell probability is
+/// ½ Σ_sign mass{u : release(u, sign) = c}.
+pub struct MonotoneSampler<'a> {
+    /// The uniform's key law.
+    pub law: &'a (dyn KeyLaw + 'a),
+    /// The release (snapped output) at uniform u and sign.
+    pub release: &'a (dyn Fn(f64, bool) -> f64 + Sync + 'a),
+}
+
+impl MonotoneSampler<'_> {
+    /// P(y = cell), exactly (up to one rounding per binade of keys).
+    pub fn cell_probability(&self, cell: f64) -> f64 {
+        let n = self.law.count();
+        let plus = cell_mass(
+            self.law,
+            n,
+            |k| (self.release)(self.law.value(k), false),
+            cell,
+        );
+        let minus = cell_mass(
+            self.law,
+            n,
+            |k| (self.release)(self.law.value(k), true),
+            cell,
+        );
+        0.5 * (plus + minus)
+    }
+}
+
+/// Where to look: the cells of width `grid` around `centre` (f(x)) in
+/// units of `scale` (σ(x)).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CellPlan {
+    /// f(x).
+    pub centre: f64,
+    /// σ(x).
+    pub scale: f64,
+    /// The release grid Λ.
+    pub grid: f64,
+    /// ε d(x, x').
+    pub epsilon_d: f64,
+    /// The η the mechanism states (cells above ε d + η count into δ_fp).
+    pub eta: f64,
+    /// The largest |z| covered by η; mass beyond it is added to δ_fp.
+    pub z_max: f64,
+    /// P(|Z| > z_max), added to δ_fp.
+    pub tail_beyond_z_max: f64,
+    /// Cells enumerated on each side of the centre.
+    pub exact_cells: u64,
+    /// Importance-sampled cells beyond them, out to z_max.
+    pub samples: usize,
+    /// Seed of the proposal.
+    pub seed: u64,
+}
+
+/// The enumeration's findings for one pair.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PairFindings {
+    /// ε d(x, x').
+    pub epsilon_d: f64,
+    /// max over evaluated cells (both directions) of |ln P_x/P_x'| - ε d
+    /// (+∞ if a cell is possible under one input only).
+    pub eta_measured: f64,
+    /// Σ_c max(0, P_x - e^{εd} P_x'), the larger direction.
+    pub delta_effective: f64,
+    /// Mass of cells above ε d + η plus the tail beyond z_max, the larger
+    /// direction.
+    pub delta_fp: f64,
+    /// Cells evaluated.
+    pub cells: usize,
+    /// Cells possible under one input and impossible under the other.
+    pub one_sided_cells: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    excess: [f64; 2],
+    failing: [f64; 2],
+    eta: f64,
+    one_sided: usize,
+}
+
+impl Sums {
+    fn add(&mut self, p: f64, q: f64, weight: f64, plan: &CellPlan) {
+        let bound = plan.epsilon_d.exp();
+        for (dir, (a, b)) in [(p, q), (q, p)].into_iter().enumerate() {
+            if a <= 0.0 {
+                continue;
+            }
+            self.excess[dir] += weight * (a - bound * b).max(0.0);
+            let excess = if b > 0.0 {
+                (a / b).ln() - plan.epsilon_d
+            } else {
+                self.one_sided += 1;
+                f64::INFINITY
+            };
+            if excess > plan.eta {
+                self.failing[dir] += weight * a;
+            }
+            self.eta = self.eta.max(excess);
+        }
+    }
+}
+
+/// Mass of ln|z| uniform on [ln z_lo, ln z_hi] that falls in [a, b] (z > 0).
+fn log_uniform_mass(a: f64, b: f64, z_lo: f64, z_hi: f64) -> f64 {
+    let (a, b) = (a.max(z_lo), b.min(z_hi));
+    if b <= a {
+        0.0
+    } else {
+        (b / a).ln() / (z_hi / z_lo).ln()
+    }
+}
+
+/// Compare two monotone samplers (the releases under x and x') cell by
+/// cell: the exact cells near f(x), importance sampling beyond (module
+/// docs). Cells are evaluated in parallel threads.
+pub fn compare_pair(
+    x: &MonotoneSampler,
+    x_prime: &MonotoneSampler,
+    plan: &CellPlan,
+) -> PairFindings {
+    let g = plan.grid;
+    let centre_cell = crate::mechanism::snap(plan.centre, g);
+    let e = plan.exact_cells as f64;
+    let exact: Vec<f64> = (-(plan.exact_cells as i64)..=plan.exact_cells as i64)
+        .map(|i| centre_cell + i as f64 * g)
+        .collect();
+    // Proposal beyond the exact cells: |z| in [z_lo, z_max] log-uniform.
+    let z_lo = (e + 0.5) * g / plan.scale;
+    let z_hi = plan.z_max.max(2.0 * z_lo);
+    let mut rng = StdRng::seed_from_u64(plan.seed);
+    let mut sampled: Vec<(f64, f64)> = Vec::with_capacity(plan.samples);
+    for _ in 0..plan.samples {
+        let z = (z_lo.ln() + rng.random::<f64>() * (z_hi / z_lo).ln()).exp();
+        let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+        let cell = crate::mechanism::snap(plan.centre + sign * plan.scale * z, g);
+        if ((cell - centre_cell) / g).abs() <= e {
+            // Enumerated exactly; the proposal mass there is not used.
+            sampled.push((cell, 0.0));
+            continue;
+        }
+        // Q(c): both signs' log-uniform mass of the cell's z-range.
+        let (a, b) = (
+            (cell - 0.5 * g - plan.centre) / plan.scale,
+            (cell + 0.5 * g - plan.centre) / plan.scale,
+        );
+        let q =
+            0.5 * log_uniform_mass(a, b, z_lo, z_hi) + 0.5 * log_uniform_mass(-b, -a, z_lo, z_hi);
+        sampled.push((cell, q));
+    }
+    let evaluate = |cell: f64| (x.cell_probability(cell), x_prime.cell_probability(cell));
+    let exact_probs: Vec<(f64, f64)> = parallel_map(&exact, |&c| evaluate(c));
+    let sampled_probs: Vec<(f64, f64)> = parallel_map(&sampled, |&(c, _)| evaluate(c));
+    let mut sums = Sums::default();
+    for &(p, q) in &exact_probs {
+        sums.add(p, q, 1.0, plan);
+    }
+    let n = plan.samples.max(1) as f64;
+    for (&(_, q_mass), &(p, q)) in sampled.iter().zip(&sampled_probs) {
+        if q_mass > 0.0 {
+            sums.add(p, q, 1.0 / (n * q_mass), plan);
+        } else {
+            // Only the η maximum uses cells the proposal hit inside the
+            // exact region.
+            let mut s = Sums::default();
+            s.add(p, q, 0.0, plan);
+            sums.eta = sums.eta.max(s.eta);
+        }
+    }
+    PairFindings {
+        epsilon_d: plan.epsilon_d,
+        eta_measured: sums.eta,
+        delta_effective: sums.excess[0].max(sums.excess[1]),
+        delta_fp: sums.failing[0].max(sums.failing[1]) + plan.tail_beyond_z_max,
+        cells: exact.len() + sampled.len(),
+        one_sided_cells: sums.one_sided,
+    }
+}
+
+/// A sampler that is monotone in one uniform once another draw θ is
+/// fixed: `release(u, negative)` for the fixed θ, defined on the keys
+/// [0, accepted) (a rejection sampler accepts a prefix of the keys), and
+/// `ideal(cell, negative)`, the exact conditional probability of the cell
+/// for that sign under the ideal (real-arithmetic) sampler.
+pub struct ConditionalSampler<'a> {
+    /// The uniform's key law.
+    pub law: &'a (dyn KeyLaw + 'a),
+    /// Keys [0, accepted) are accepted for this θ.
+    pub accepted: u64,
+    /// Snapped output at uniform u and sign.
+    pub release: &'a (dyn Fn(f64, bool) -> f64 + Sync + 'a),
+    /// Ideal conditional probability of a cell, per sign.
+    pub ideal: &'a (dyn Fn(f64, bool) -> f64 + Sync + 'a),
+}
+
+/// The implementation-vs-ideal comparison of one conditional sampler.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Deviation {
+    /// max over evaluated cells of |ln(P_impl(c | θ)/P_ideal(c | θ))|.
+    pub rho: f64,
+    /// Ideal mass of the evaluated cells with 2ρ(c) > η (importance
+    /// weighted), plus the tail beyond z_max.
+    pub delta_fp: f64,
+    /// Cells evaluated.
+    pub cells: usize,
+}
+
+/// Compare a conditional sampler with its ideal counterpart on the cells
+/// of `plan` (the centre, scale and grid of the release; ε d unused).
+pub fn conditional_deviation(s: &ConditionalSampler, plan: &CellPlan) -> Deviation {
+    let g = plan.grid;
+    let total = s.law.mass(0, s.accepted);
+    let implemented = |cell: f64| {
+        let n = s.accepted;
+        let plus = cell_mass(s.law, n, |k| (s.release)(s.law.value(k), false), cell);
+        let minus = cell_mass(s.law, n, |k| (s.release)(s.law.value(k), true), cell);
+        0.5 * (plus + minus) / total
+    };
+    let ideal = |cell: f64| 0.5 * ((s.ideal)(cell, false) + (s.ideal)(cell, true));
+    let centre_cell = crate::mechanism::snap(plan.centre, g);
+    let e = plan.exact_cells as f64;
+    let z_lo = (e + 0.5) * g / plan.scale;
+    let z_hi = plan.z_max.max(2.0 * z_lo);
+    let mut cells: Vec<(f64, f64)> = (-(plan.exact_cells as i64)..=plan.exact_cells as i64)
+        .map(|i| (centre_cell + i as f64 * g, 1.0))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(plan.seed);
+    let n = plan.samples.max(1) as f64;
+    for _ in 0..plan.samples {
+        let z = (z_lo.ln() + rng.random::<f64>() * (z_hi / z_lo).ln()).exp();
+        let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+        let cell = crate::mechanism::snap(plan.centre + sign * plan.scale * z, g);
+        if ((cell - centre_cell) / g).abs() <= e {
+            continue;
+        }
+        let (a, b) = (
+            (cell - 0.5 * g - plan.centre) / plan.scale,
+            (cell + 0.5 * g - plan.centre) / plan.scale,
+        );
+        let q =
+            0.5 * log_uniform_mass(a, b, z_lo, z_hi) + 0.5 * log_uniform_mass(-b, -a, z_lo, z_hi);
+        cells.push((cell, 1.0 / (n * q)));
+    }
+    let results = parallel_map(&cells, |&(c, w)| (implemented(c), ideal(c), w));
+    let mut out = Deviation {
+        cells: cells.len(),
+        delta_fp: plan.tail_beyond_z_max,
+        ..Default::default()
+    };
+    for (p, q, w) in results {
+        if q <= 0.0 && p <= 0.0 {
+            continue;
+        }
+        let rho = if q > 0.0 && p > 0.0 {
+            (p / q).ln().abs()
+        } else {
+            f64::INFINITY
+        };
+        if 2.0 * rho > plan.eta {
+            out.delta_fp += w * q;
+        }
+        out.rho = out.rho.max(rho);
+    }
+    out
+}
+
+/// Map over a slice on all available cores (std threads).
+pub(crate) fn parallel_map<T: Sync, U: Send, F: Fn(&T) -> U + Sync>(items: &[T], f: F) -> Vec<U> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len().max(1));
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                let f = &f;
+                scope.spawn(move || part.iter().map(f).collect::<Vec<U>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// Options of [`enumerate_pair`].
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EnumerationOptions {
+    /// Cells enumerated exactly on each side of f(x).
+    pub exact_cells: u64,
+    /// Importance-sampled cells out to z_max.
+    pub samples: usize,
+    /// Values of the second draw θ for the two-uniform samplers (Student's
+    /// t, generalized Cauchy).
+    pub conditionals: usize,
+    /// Seed of the proposal.
+    pub seed: u64,
+}
+
+impl Default for EnumerationOptions {
+    fn default() -> Self {
+        Self {
+            exact_cells: 64,
+            samples: 2_000,
+            conditionals: 3,
+            seed: 1,
+        }
+    }
+}
+
+/// The enumeration of one mechanism on one pair (x, x').
+#[derive(Clone, Debug, Serialize)]
+pub struct EnumerationReport {
+    /// Mechanism name.
+    pub mechanism: String,
+    /// x.
+    pub x: Vec<f64>,
+    /// x'.
+    pub x_prime: Vec<f64>,
+    /// `pair` (cell-by-cell P_x vs P_x') or `conditional` (implemented vs
+    /// ideal conditional masses, η <= 2ρ).
+    pub method: &'static str,
+    /// What the mechanism states (docs/MATH.md §8.1).
+    pub stated_eta: f64,
+    /// What the mechanism states.
+    pub stated_delta_fp: f64,
+    /// The release grid Λ.
+    pub grid: f64,
+    /// The findings (for `conditional`: eta_measured = 2ρ, δ_eff unused).
+    pub findings: PairFindings,
+}
+
+impl EnumerationReport {
+    /// Measured η and δ_fp within what the mechanism states.
+    pub fn passed(&self) -> bool {
+        self.findings.eta_measured <= self.stated_eta
+            && self.findings.delta_fp <= self.stated_delta_fp * (1.0 + 1e-9) + 1e-300
+    }
+}
+
+use crate::error::{Error, Result};
+use crate::mechanism::{Mechanism, NoiseShape};
+use crate::noise::{GeneralizedCauchy, Laplace, PolyPlace, StudentT};
+use crate::query::Query;
+use std::string::String;
+
+/// Enumerate the implemented release of `mechanism` on `query` at the
+/// pair (x, x') (module docs). Laplace-noise and PolyPlace releases (and
+/// noise a priori in 1-D) are compared cell by cell; Student's t and the
+/// generalized Cauchy conditionally. Noise a priori in 2-D or more is not
+/// enumerated (an error).
+pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
+    mechanism: &Mechanism,
+    query: &Q,
+    x: &[f64],
+    x_prime: &[f64],
+    options: &EnumerationOptions,
+) -> Result<EnumerationReport> {
+    let fp = mechanism.floating_point_guarantee();
+    let grid = mechanism.release_grid(query);
+    let d = x
+        .iter()
+        .zip(x_prime)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        .sqrt();
+    let epsilon_d = mechanism.epsilon() * d;
+    let law = FullResolution;
+    let mut report = EnumerationReport {
+        mechanism: String::from(mechanism.name().as_str()),
+        x: x.to_vec(),
+        x_prime: x_prime.to_vec(),
+        method: "pair",
+        stated_eta: fp.eta,
+        stated_delta_fp: fp.delta_fp,
+        grid,
+        findings: PairFindings::default(),
+    };
+    let plan_for = |centre: f64, scale: f64| CellPlan {
+        centre,
+        scale,
+        grid,
+        epsilon_d,
+        eta: fp.eta,
+        z_max: fp.z_max,
+        tail_beyond_z_max: fp.delta_fp,
+        exact_cells: options.exact_cells,
+        samples: options.samples,
+        seed: options.seed,
+    };
+    let Some(density) = mechanism.output_density(query, x)? else {
+        // Noise a priori: 1-D only, x̃ = x ± (-ln w)/ε, release snap(f(x̃)).
+        if query.dimension() != 1 {
+            return Err(Error::InvalidParameter {
+                name: "dimension",
+                value: query.dimension() as f64,
+                requirement: "1 for the enumeration of noise a priori",
+            });
+        }
+        let eps = mechanism.epsilon();
+        let release_at = |point: f64| {
+            move |w: f64, negative: bool| {
+                let z = -libm::log(w) / eps;
+                let noisy = (if negative { -z } else { z }) + point;
+                crate::mechanism::snap(query.value(&[noisy]).unwrap_or(f64::NAN), grid)
+            }
+        };
+        let (rx, rx2) = (release_at(x[0]), release_at(x_prime[0]));
+        let sx = MonotoneSampler {
+            law: &law,
+            release: &rx,
+        };
+        let sx2 = MonotoneSampler {
+            law: &law,
+            release: &rx2,
+        };
+        let scale = grid / fp.grid_fraction();
+        report.findings = compare_pair(&sx, &sx2, &plan_for(query.value(x)?, scale));
+        return Ok(report);
+    };
+    let density_prime = mechanism
+        .output_density(query, x_prime)?
+        .ok_or(Error::Numerical {
+            routine: "enumeration: no density at x'",
+        })?;
+    let (loc, scale) = (density.location(), density.scale());
+    let (loc2, scale2) = (density_prime.location(), density_prime.scale());
+    let snap = crate::mechanism::snap;
+    match density.shape() {
+        NoiseShape::Laplace | NoiseShape::PolyPlace { .. } => {
+            let unit: Box<dyn Fn(f64) -> f64 + Sync> = match density.shape() {
+                NoiseShape::PolyPlace { alpha } => {
+                    let p = PolyPlace::new(1.0, alpha)?;
+                    Box::new(move |w| p.magnitude_at(w))
+                }
+                _ => {
+                    let l = Laplace::new(1.0)?;
+                    Box::new(move |w| l.magnitude_at(w))
+                }
+            };
+            let unit = &unit;
+            let rx = move |w: f64, neg: bool| {
+                let m = unit(w);
+                snap(loc + scale * if neg { -m } else { m }, grid)
+            };
+            let rx2 = move |w: f64, neg: bool| {
+                let m = unit(w);
+                snap(loc2 + scale2 * if neg { -m } else { m }, grid)
+            };
+            let sx = MonotoneSampler {
+                law: &law,
+                release: &rx,
+            };
+            let sx2 = MonotoneSampler {
+                law: &law,
+                release: &rx2,
+            };
+            report.findings = compare_pair(&sx, &sx2, &plan_for(loc, scale));
+        }
+        NoiseShape::StudentT { dof } => {
+            report.method = "conditional";
+            let t = StudentT::new(dof, 1.0)?;
+            let mut worst = PairFindings {
+                epsilon_d,
+                ..Default::default()
+            };
+            for (centre, sigma) in [(loc, scale), (loc2, scale2)] {
+                for j in 0..options.conditionals {
+                    // θ spread over [0, π/2), including θ = 0 (cos = 1).
+                    let theta =
+                        core::f64::consts::FRAC_PI_2 * j as f64 / options.conditionals as f64;
+                    let cos = libm::cos(theta);
+                    let release = move |w: f64, neg: bool| {
+                        let v = t.value_from(w, cos);
+                        snap(centre + sigma * if neg { -v } else { v }, grid)
+                    };
+                    let a = libm::sqrt(dof) * cos;
+                    // Ideal: W(m) = (1 + (m/a)²)^{-ν/2} for magnitudes m.
+                    let ideal = move |cell: f64, neg: bool| {
+                        let lo = (cell - 0.5 * grid - centre) / sigma;
+                        let hi = (cell + 0.5 * grid - centre) / sigma;
+                        let (m1, m2) = if neg { (-hi, -lo) } else { (lo, hi) };
+                        let width = if m1 > 0.0 { grid / sigma } else { m2 };
+                        let m1 = m1.max(0.0);
+                        if m2 <= 0.0 {
+                            return 0.0;
+                        }
+                        let (s1, ds) = (m1 / a, width / a);
+                        let s2 = s1 + ds;
+                        let ln_w1 = -0.5 * dof * libm::log1p(s1 * s1);
+                        let log_ratio = libm::log1p(ds * (s1 + s2) / (1.0 + s1 * s1));
+                        libm::exp(ln_w1) * -libm::expm1(-0.5 * dof * log_ratio)
+                    };
+                    let s = ConditionalSampler {
+                        law: &law,
+                        accepted: law.count(),
+                        release: &release,
+                        ideal: &ideal,
+                    };
+                    let dev = conditional_deviation(&s, &plan_for(centre, sigma));
+                    worst.eta_measured = worst.eta_measured.max(2.0 * dev.rho);
+                    worst.delta_fp = worst.delta_fp.max(dev.delta_fp);
+                    worst.cells += dev.cells;
+                }
+            }
+            report.findings = worst;
+        }
+        NoiseShape::GeneralizedCauchy { k } => {
+            report.method = "conditional";
+            let c = GeneralizedCauchy::new(k, 1.0)?;
+            let mut worst = PairFindings {
+                epsilon_d,
+                ..Default::default()
+            };
+            for (centre, sigma) in [(loc, scale), (loc2, scale2)] {
+                for j in 0..options.conditionals {
+                    let u = (j as f64 + 0.5) / options.conditionals as f64;
+                    let release = move |v: f64, neg: bool| {
+                        let m = c.magnitude_from(u, v).unwrap_or(f64::NAN);
+                        snap(centre + sigma * if neg { -m } else { m }, grid)
+                    };
+                    let accepted = first_true(0, law.count(), |key| {
+                        c.magnitude_from(u, law.value(key)).is_none()
+                    });
+                    let v_acc = libm::pow(1.0 - libm::pow(u, k), (k - 1.0) / k);
+                    // Ideal: v(m) = (u/m)^{k-1}, v uniform on [0, v_acc].
+                    let ideal = move |cell: f64, neg: bool| {
+                        let lo = (cell - 0.5 * grid - centre) / sigma;
+                        let hi = (cell + 0.5 * grid - centre) / sigma;
+                        let (m1, m2) = if neg { (-hi, -lo) } else { (lo, hi) };
+                        if m2 <= 0.0 {
+                            return 0.0;
+                        }
+                        let v_of = |m: f64| libm::pow(u / m, k - 1.0);
+                        let v2 = v_of(m2).min(v_acc);
+                        let mass = if m1 <= 0.0 || v_of(m1) >= v_acc {
+                            v_acc - v2
+                        } else {
+                            let width = grid / sigma;
+                            v_of(m1) * -libm::expm1(-(k - 1.0) * libm::log1p(width / m1))
+                        };
+                        mass.max(0.0) / v_acc
+                    };
+                    let s = ConditionalSampler {
+                        law: &law,
+                        accepted,
+                        release: &release,
+                        ideal: &ideal,
+                    };
+                    let dev = conditional_deviation(&s, &plan_for(centre, sigma));
+                    worst.eta_measured = worst.eta_measured.max(2.0 * dev.rho);
+                    worst.delta_fp = worst.delta_fp.max(dev.delta_fp);
+                    worst.cells += dev.cells;
+                }
+            }
+            report.findings = worst;
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,234 @@
+//! The central model (docs/MATH.md §11): the smooth sensitivity of the
+//! median/quantiles against a brute force over every dataset of a tiny
+//! discretised domain, and the privacy audits over neighbouring datasets,
+//! which must pass for every central mechanism and fail on seeded faults.
+
+use geopriv::central::audit::{
+    audit_instance_based, audit_median, audit_noisy_max, neighbouring_pairs, sampling_check,
+};
+use geopriv::central::instance_based::{
+    two_triangle_levels, Calibration, InstanceBasedLaplace, LevelStructure,
+};
+use geopriv::central::median::{CentralNoise, MedianMechanism, SortedDataset};
+use geopriv::central::noisy_max::{SmoothNoisyMax, SnmNoise};
+use geopriv::central::Fault;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+/// All datasets of n values on the grid {0, 1, ..., g} (Λ = g), as index
+/// tuples (base g+1).
+fn all_datasets(n: usize, g: usize) -> Vec<Vec<f64>> {
+    let total = (g + 1).pow(n as u32);
+    (0..total)
+        .map(|mut code| {
+            (0..n)
+                .map(|_| {
+                    let v = code % (g + 1);
+                    code /= g + 1;
+                    v as f64
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn order_stat(x: &[f64], m: usize) -> f64 {
+    let mut s = x.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[m - 1]
+}
+
+#[test]
+fn smooth_sensitivity_equals_brute_force_over_every_dataset() {
+    // S*_β(x) = max_y LS(y) e^{-β d(x, y)}, LS(y) = max over the neighbours
+    // of y (one coordinate changed to any grid value). On the grid the
+    // maximisers of the continuous problem (values 0, Λ and data values)
+    // are all present, so the two must agree.
+    for &(n, g) in &[(1usize, 6usize), (2, 5), (3, 4), (4, 3), (5, 2)] {
+        let data = all_datasets(n, g);
+        for q in [0.5, 0.2, 1.0] {
+            let m = geopriv::central::median::quantile_rank(n, q).unwrap();
+            let ls: Vec<f64> = data
+                .iter()
+                .map(|y| {
+                    let f = order_stat(y, m);
+                    let mut best = 0.0f64;
+                    for i in 0..n {
+                        for v in 0..=g {
+                            let mut z = y.clone();
+                            z[i] = v as f64;
+                            best = best.max((order_stat(&z, m) - f).abs());
+                        }
+                    }
+                    best
+                })
+                .collect();
+            for beta in [0.1, 0.7, 2.0] {
+                for x in &data {
+                    let brute = data
+                        .iter()
+                        .zip(&ls)
+                        .map(|(y, &l)| {
+                            let d = x.iter().zip(y).filter(|(a, b)| a != b).count();
+                            l * (-(d as f64) * beta).exp()
+                        })
+                        .fold(0.0, f64::max);
+                    let d = SortedDataset::new(x, g as f64).unwrap();
+                    let s = d.smooth_sensitivity(m, beta).unwrap();
+                    assert!(
+                        s >= brute && s <= brute * (1.0 + 1e-10) + 1e-290,
+                        "n {n} g {g} q {q} beta {beta} x {x:?}: {s} vs brute {brute}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn median_kinds() -> Vec<CentralNoise> {
+    vec![
+        CentralNoise::PolyPlace,
+        CentralNoise::STUDENT_T,
+        CentralNoise::CAUCHY,
+        CentralNoise::Laplace { delta: 1e-6 },
+        CentralNoise::LectureCauchy { k: 4.0 },
+        CentralNoise::LectureLaplace { delta: 1e-6 },
+    ]
+}
+
+#[test]
+fn median_audit_passes_and_catches_faults() {
+    let lambda = 10.0;
+    // q = 0.5 on every fourth adversarial pair, q = 0.9 on every twelfth
+    // (the full table: `geopriv central audit`).
+    for (q, step) in [(0.5, 4), (0.9, 12)] {
+        let pairs: Vec<_> = neighbouring_pairs(lambda, q, 11)
+            .into_iter()
+            .step_by(step)
+            .collect();
+        for kind in median_kinds() {
+            let eps = 1.0;
+            let mech = MedianMechanism::new(kind, eps, lambda).unwrap();
+            let ok = audit_median(&mech, q, &pairs).unwrap();
+            println!(
+                "{q} {}: max ln ratio {:.4}, excess mass {:.3e}",
+                ok.mechanism, ok.max_log_ratio, ok.max_excess_mass
+            );
+            assert!(ok.passed, "{ok:?}");
+            let half = audit_median(&mech.with_fault(Fault::HalveSensitivity), q, &pairs).unwrap();
+            println!(
+                "   halved: max ln ratio {:.4}, excess mass {:.3e}",
+                half.max_log_ratio, half.max_excess_mass
+            );
+            if kind == (CentralNoise::LectureCauchy { k: 4.0 }) {
+                // The lecture constants use under half of ε on these pairs
+                // (max ln ratio 0.46 ε): with S/2 the release is still
+                // ε-DP, so the exact audit rightly passes it; S/4 is not.
+                assert!(half.passed, "{half:?}");
+                let quarter =
+                    audit_median(&mech.with_fault(Fault::ShrinkSensitivity(0.25)), q, &pairs)
+                        .unwrap();
+                assert!(
+                    !quarter.passed,
+                    "quartered sensitivity not caught: {quarter:?}"
+                );
+            } else {
+                assert!(!half.passed, "halved sensitivity not caught: {half:?}");
+            }
+            let wrong = audit_median(&mech.with_fault(Fault::WrongBeta(4.0)), q, &pairs).unwrap();
+            assert!(!wrong.passed, "wrong beta not caught: {wrong:?}");
+        }
+    }
+}
+
+#[test]
+fn smooth_noisy_max_audit_passes_and_catches_faults() {
+    let lambda = 10.0;
+    let pairs: Vec<_> = neighbouring_pairs(lambda, 0.5, 3)
+        .into_iter()
+        .step_by(12)
+        .collect();
+    for variant in [SnmNoise::Laplace { delta: 1e-6 }, SnmNoise::StudentT] {
+        let snm = SmoothNoisyMax::new(variant, 1.0).unwrap();
+        let ok = audit_noisy_max(&snm, Fault::None, lambda, 9, 0.5, &pairs).unwrap();
+        println!(
+            "{variant:?}: max ln ratio {:.4}, excess mass {:.3e}",
+            ok.max_log_ratio, ok.max_excess_mass
+        );
+        assert!(ok.passed, "{ok:?}");
+        let half = audit_noisy_max(&snm, Fault::HalveSensitivity, lambda, 9, 0.5, &pairs).unwrap();
+        println!(
+            "   halved: max ln ratio {:.4}, excess mass {:.3e}",
+            half.max_log_ratio, half.max_excess_mass
+        );
+        if variant == SnmNoise::StudentT {
+            // The paper's t constants use a quarter of ε on these instances
+            // (max ln ratio 0.25 ε): S/2 is still ε-DP, S/8 is not.
+            assert!(half.passed, "{half:?}");
+            let deep = audit_noisy_max(
+                &snm,
+                Fault::ShrinkSensitivity(0.125),
+                lambda,
+                9,
+                0.5,
+                &pairs,
+            )
+            .unwrap();
+            assert!(!deep.passed, "{deep:?}");
+        } else {
+            assert!(!half.passed, "{half:?}");
+        }
+        let wrong = audit_noisy_max(&snm, Fault::WrongBeta(20.0), lambda, 9, 0.5, &pairs).unwrap();
+        assert!(!wrong.passed, "{wrong:?}");
+    }
+}
+
+#[test]
+fn instance_based_audit_passes_and_catches_faults() {
+    let (eps, delta) = (1.0, 1e-4);
+    let ls: Vec<f64> = (0..30).map(|k| 1.3f64.powi(k)).collect();
+    let levels = LevelStructure::chain(ls).unwrap();
+    let pairs: Vec<(usize, usize)> = (1..30).map(|k| (k - 1, k)).collect();
+    let mech = InstanceBasedLaplace::new(&levels, eps, delta).unwrap();
+    let ok = audit_instance_based(&mech, &levels, &pairs, Fault::None).unwrap();
+    assert!(ok.passed, "{ok:?}");
+    let half = audit_instance_based(&mech, &levels, &pairs, Fault::HalveSensitivity).unwrap();
+    assert!(!half.passed, "{half:?}");
+    // The 2-triangle layers of Example 23 on 8 vertices.
+    let tri = two_triangle_levels(8).unwrap();
+    let tri_pairs: Vec<(usize, usize)> = (1..tri.len()).map(|k| (k - 1, k)).collect();
+    for cal in [Calibration::Corrected, Calibration::AsPublished] {
+        let m = InstanceBasedLaplace::with_calibration(&tri, eps, delta, cal).unwrap();
+        let r = audit_instance_based(&m, &tri, &tri_pairs, Fault::None).unwrap();
+        assert!(r.passed, "{cal:?}: {r:?}");
+    }
+}
+
+#[test]
+fn sampling_check_passes_and_catches_a_halved_sensitivity() {
+    let lambda = 10.0;
+    // A gap at the median: moving one record from 0 to Λ moves the median
+    // by Λ = S*, the largest shift the calibration must absorb.
+    let x = vec![0.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 10.0];
+    let mut xp = x.clone();
+    xp[0] = 10.0;
+    let mech = MedianMechanism::new(CentralNoise::PolyPlace, 1.0, lambda).unwrap();
+    for (fault, should_pass) in [(Fault::None, true), (Fault::HalveSensitivity, false)] {
+        let m = mech.with_fault(fault);
+        let (dx, dxp) = (
+            SortedDataset::new(&x, lambda).unwrap(),
+            SortedDataset::new(&xp, lambda).unwrap(),
+        );
+        let mut r1 = StdRng::seed_from_u64(1);
+        let mut r2 = StdRng::seed_from_u64(2);
+        let rep = sampling_check(
+            || m.release(&dx, 0.5, &mut r1).unwrap(),
+            || m.release(&dxp, 0.5, &mut r2).unwrap(),
+            400_000,
+            1.0,
+            0.0,
+            1e-6,
+        );
+        assert_eq!(rep.passed, should_pass, "{fault:?}: {rep:?}");
+    }
+}
