@@ -47,7 +47,9 @@
 //! infinite.
 
 use crate::error::{finite, Error, Result};
-use crate::exact::{self, Limbs, MAX_PENDING, SQ_EXP, SQ_LIMBS, SUM_EXP, SUM_LIMBS};
+use crate::exact::{
+    self, Limbs, MAX_PENDING, SQ_EXP, SQ_LIMBS, SQ_VALUE_BITS, SUM_EXP, SUM_LIMBS, SUM_VALUE_BITS,
+};
 use crate::report::{QueryDescriptor, QueryKey, Rejection, Report};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -117,14 +119,19 @@ impl Aggregator {
     }
 
     /// Add one released value. A NaN or infinite value is refused with
-    /// [`Error::InvalidParameter`] and the state is unchanged.
+    /// [`Error::InvalidParameter`], and a count already at `u64::MAX` (only
+    /// reachable through a restored state) with [`Error::Overflow`]; the
+    /// state is then unchanged.
     #[inline]
     pub fn add(&mut self, value: f64) -> Result<()> {
         finite("value", value)?;
+        let n = self.n.checked_add(1).ok_or(Error::Overflow {
+            what: "aggregate report count",
+        })?;
         let (negative, m, pos) = exact::decompose(value);
         self.sum.add_mantissa(negative, m, pos);
         self.sum_sq.add_square(m, pos);
-        self.n += 1;
+        self.n = n;
         self.pending += 1;
         if self.pending >= MAX_PENDING {
             self.carry();
@@ -175,11 +182,29 @@ impl Aggregator {
     /// Fold another partial aggregate into this one. Exact: the result is the
     /// aggregate of the union of both sets of values, bit for bit,
     /// whatever the order and grouping of merges.
-    pub fn merge(&mut self, other: &Aggregator) {
-        self.n = self.n.saturating_add(other.n);
-        self.sum.merge(&other.sum);
-        self.sum_sq.merge(&other.sum_sq);
+    ///
+    /// Refused with [`Error::Overflow`], leaving `self` unchanged, when the
+    /// merged count would pass `u64::MAX` or the merged sums would leave
+    /// the capacity of the exact state (2^64 terms of at most `f64::MAX`):
+    /// never a wrapped count or a truncated top limb.
+    pub fn merge(&mut self, other: &Aggregator) -> Result<()> {
+        let n = self.n.checked_add(other.n).ok_or(Error::Overflow {
+            what: "merged report count",
+        })?;
+        let mut sum = self.sum.clone();
+        let mut sum_sq = self.sum_sq.clone();
+        sum.merge(&other.sum);
+        sum_sq.merge(&other.sum_sq);
+        if !state_fits(&sum, &sum_sq, n) {
+            return Err(Error::Overflow {
+                what: "merged exact sum",
+            });
+        }
+        self.n = n;
+        self.sum = sum;
+        self.sum_sq = sum_sq;
         self.pending = 0;
+        Ok(())
     }
 
     /// The carried (canonical) form of the state.
@@ -240,6 +265,13 @@ impl Aggregator {
     }
 }
 
+/// Whether balanced exact sums are those of `n` finite doubles as far as
+/// their size goes: |Σx| < n · 2^1024 and Σx² < n · 2^2048 (checked in bits).
+fn state_fits(sum: &Limbs<SUM_LIMBS>, sum_sq: &Limbs<SQ_LIMBS>, n: u64) -> bool {
+    exact::sum_fits(sum.magnitude_bits(), SUM_VALUE_BITS, n)
+        && exact::sum_fits(sum_sq.magnitude_bits(), SQ_VALUE_BITS, n)
+}
+
 impl PartialEq for Aggregator {
     /// Equal when they hold the same exact n, Σx and Σx².
     fn eq(&self, other: &Self) -> bool {
@@ -297,6 +329,11 @@ impl TryFrom<AggregatorRepr> for Aggregator {
         if sum_sq.is_negative() || (r.n == 0 && !(sum.is_zero() && sum_sq.is_zero())) {
             return Err(BAD);
         }
+        if !state_fits(&sum, &sum_sq, r.n) {
+            return Err(Error::InvalidReport {
+                reason: "aggregate state: sums larger than n finite values can make",
+            });
+        }
         // Any real state satisfies n Σx² >= (Σx)²; refuse one that does not
         // (the estimate relies on it).
         let (_, s) = sum.to_magnitude();
@@ -344,6 +381,26 @@ pub struct GridAggregator {
     index: BTreeMap<QueryKey, usize>,
 }
 
+/// The largest number of cells (queries) a [`GridAggregator`] holds:
+/// 2^18 = 262,144 cells, about 420 MB of exact state (a 512 × 512 map).
+pub const MAX_GRID_CELLS: usize = 1 << 18;
+
+fn grid_limit(requested: u64) -> Error {
+    Error::LimitExceeded {
+        what: "grid cells",
+        requested,
+        limit: MAX_GRID_CELLS as u64,
+    }
+}
+
+/// |axis 1| · |axis 2|, refused above [`MAX_GRID_CELLS`] (or on overflow).
+fn grid_cells(a: usize, b: usize) -> Result<usize> {
+    match a.checked_mul(b) {
+        Some(c) if c <= MAX_GRID_CELLS => Ok(c),
+        _ => Err(grid_limit((a as u64).saturating_mul(b as u64))),
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GridRepr {
@@ -377,8 +434,19 @@ impl TryFrom<GridRepr> for GridAggregator {
 impl GridAggregator {
     /// A grid over `queries`, in this order. Refuses invalid query
     /// parameters and duplicate queries (same canonical id).
+    ///
+    /// At most [`MAX_GRID_CELLS`] queries (each cell holds about 1.6 KB);
+    /// more are refused with [`Error::LimitExceeded`] before the cells are
+    /// allocated.
     pub fn new(queries: impl IntoIterator<Item = QueryDescriptor>) -> Result<Self> {
-        let queries: Vec<QueryDescriptor> = queries.into_iter().collect();
+        let mut list: Vec<QueryDescriptor> = Vec::new();
+        for q in queries {
+            if list.len() >= MAX_GRID_CELLS {
+                return Err(grid_limit(list.len() as u64 + 1));
+            }
+            list.push(q);
+        }
+        let queries = list;
         let mut index = BTreeMap::new();
         for (i, q) in queries.iter().enumerate() {
             q.check()?;
@@ -388,7 +456,11 @@ impl GridAggregator {
                 });
             }
         }
-        let cells = alloc::vec![Aggregator::new(); queries.len()];
+        let mut cells = Vec::new();
+        cells
+            .try_reserve_exact(queries.len())
+            .map_err(|_| grid_limit(queries.len() as u64))?;
+        cells.resize(queries.len(), Aggregator::new());
         Ok(Self {
             queries,
             cells,
@@ -400,7 +472,9 @@ impl GridAggregator {
     /// at each (x, y) with x in `xs` and y in `ys`, in row-major order
     /// (index = i_y · xs.len() + i_x).
     pub fn kde_grid(xs: &[f64], ys: &[f64], bandwidth: f64) -> Result<Self> {
-        let mut qs = Vec::with_capacity(xs.len() * ys.len());
+        let mut qs = Vec::new();
+        qs.try_reserve_exact(grid_cells(xs.len(), ys.len())?)
+            .map_err(|_| grid_limit((xs.len() as u64).saturating_mul(ys.len() as u64)))?;
         for &y in ys {
             for &x in xs {
                 qs.push(QueryDescriptor::Kde {
@@ -415,7 +489,9 @@ impl GridAggregator {
     /// A grid of two-way thresholds (T1, T2) for T1 in `t1s` and T2 in
     /// `t2s`, ramp width `width`, row-major (index = i_2 · t1s.len() + i_1).
     pub fn two_way_grid(t1s: &[f64], t2s: &[f64], width: f64) -> Result<Self> {
-        let mut qs = Vec::with_capacity(t1s.len() * t2s.len());
+        let mut qs = Vec::new();
+        qs.try_reserve_exact(grid_cells(t1s.len(), t2s.len())?)
+            .map_err(|_| grid_limit((t1s.len() as u64).saturating_mul(t2s.len() as u64)))?;
         for &t2 in t2s {
             for &t1 in t1s {
                 qs.push(QueryDescriptor::TwoWay {
@@ -493,9 +569,12 @@ impl GridAggregator {
                 reason: "grid merge: the two grids hold different queries",
             });
         }
-        for (a, b) in self.cells.iter_mut().zip(other.cells.iter()) {
-            a.merge(b);
+        // Merge into a copy so that a refused cell leaves the grid unchanged.
+        let mut cells = self.cells.clone();
+        for (a, b) in cells.iter_mut().zip(other.cells.iter()) {
+            a.merge(b)?;
         }
+        self.cells = cells;
         Ok(())
     }
 
@@ -578,7 +657,7 @@ mod tests {
         assert!((e.mean / f64::MAX - 1.0).abs() < 1e-15);
         assert_eq!(e.sample_variance, Some(0.0));
         let mut b = agg(&[-f64::MAX; 100]);
-        b.merge(&a);
+        b.merge(&a).unwrap();
         assert_eq!(b.estimate().unwrap().sum, 0.0);
     }
 
@@ -596,7 +675,7 @@ mod tests {
         let whole = agg(&xs);
         let mut a = agg(&xs[..333]);
         let b = agg(&xs[333..]);
-        a.merge(&b);
+        a.merge(&b).unwrap();
         assert_eq!(a, whole);
         assert_eq!(a.estimate(), whole.estimate());
         let ja = serde_json::to_string(&a).unwrap();

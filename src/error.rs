@@ -122,6 +122,31 @@ pub enum Error {
         /// The offending number.
         value: f64,
     },
+    /// A size that depends on the input (grid cells, distinct queries,
+    /// record bytes, audit pairs) is above its configured limit; refused
+    /// before anything is allocated (docs/MATH.md §10).
+    LimitExceeded {
+        /// What was being sized, e.g. `"grid cells"`.
+        what: &'static str,
+        /// The size asked for (saturated at `u64::MAX`).
+        requested: u64,
+        /// The largest size allowed.
+        limit: u64,
+    },
+    /// A counter or an exact sum would leave its range (e.g. a report
+    /// count at `u64::MAX`, or a merge beyond the exact sum's capacity);
+    /// the state is left unchanged.
+    Overflow {
+        /// Which counter or sum.
+        what: &'static str,
+    },
+    /// The privacy audit cannot give a meaningful answer for these inputs
+    /// (distances that overflow or that floating point cannot resolve,
+    /// densities that underflow so nothing would be compared).
+    Unauditable {
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -197,6 +222,18 @@ impl fmt::Display for Error {
                 "release refused (nothing charged): its {what} would be {value}, not a finite normal number; \
                  use a larger epsilon or narrower query parameters"
             ),
+            Error::LimitExceeded {
+                what,
+                requested,
+                limit,
+            } => write!(
+                f,
+                "too many {what}: {requested} requested, the limit is {limit}"
+            ),
+            Error::Overflow { what } => {
+                write!(f, "{what} would overflow; the state is unchanged")
+            }
+            Error::Unauditable { reason } => write!(f, "cannot audit: {reason}"),
         }
     }
 }

@@ -30,6 +30,21 @@ pub(crate) const SUM_LIMBS: usize = 68;
 /// Limbs for Σx²: bit positions 0..=4195 plus 64 bits of headroom and a sign:
 /// 134 × 32 = 4288 bits.
 pub(crate) const SQ_LIMBS: usize = 134;
+/// Bits of the largest single |x| in units of 2^-1074 (|x| < 2^1024).
+pub(crate) const SUM_VALUE_BITS: u32 = 2098;
+/// Bits of the largest single x² in units of 2^-2148 (x² < 2^2048).
+pub(crate) const SQ_VALUE_BITS: u32 = 4196;
+
+/// Whether an exact sum of `n` terms, each of magnitude below
+/// 2^`value_bits` units, can have a magnitude of `bits` bits:
+/// |Σ| < n · 2^value_bits <= 2^(value_bits + bitlen(n)). A state that breaks
+/// this was not produced by adding n finite doubles (a forged or corrupted
+/// state, or a merge beyond the 2^64-term capacity).
+pub(crate) fn sum_fits(bits: u32, value_bits: u32, n: u64) -> bool {
+    let n_bits = 64 - n.leading_zeros();
+    bits <= value_bits + n_bits
+}
+
 /// Unit of the Σx accumulator: 2^-1074.
 pub(crate) const SUM_EXP: i32 = -1074;
 /// Unit of the Σx² accumulator: 2^-2148.
@@ -191,6 +206,15 @@ impl<const N: usize> Limbs<N> {
         let mut out = Self::default();
         out.limbs[offset..offset + limbs.len()].copy_from_slice(limbs);
         Some(out)
+    }
+
+    /// Number of bits of |value| of a *balanced* accumulator (0 for zero).
+    pub(crate) fn magnitude_bits(&self) -> u32 {
+        let (_, words) = self.to_magnitude();
+        match words.last() {
+            None => 0,
+            Some(&top) => words.len() as u32 * 32 - top.leading_zeros(),
+        }
     }
 
     /// Sign of a balanced accumulator: that of its highest non-zero limb.

@@ -43,9 +43,13 @@ pub mod aggregate;
 pub mod audit;
 pub mod budget;
 pub mod central;
+pub mod clip;
 pub mod error;
+pub mod escape;
 pub mod geo;
 pub mod growth;
+#[cfg(feature = "std")]
+pub mod ingest;
 pub mod map;
 pub mod mechanism;
 pub mod noise;
@@ -53,8 +57,11 @@ pub mod query;
 pub mod release;
 pub mod release_grid;
 pub mod report;
+pub mod robust;
 
 mod exact;
+#[cfg(feature = "std")]
+mod fast_json;
 mod math;
 mod roots;
 #[cfg(feature = "std")]

@@ -495,17 +495,17 @@ proptest! {
         let (pa, pb, pc) = (aggregate(&a), aggregate(&b), aggregate(&c));
         // (a ⊕ b) ⊕ c
         let mut left = pa.clone();
-        left.merge(&pb);
-        left.merge(&pc);
+        left.merge(&pb).unwrap();
+        left.merge(&pc).unwrap();
         // a ⊕ (b ⊕ c)
         let mut bc = pb.clone();
-        bc.merge(&pc);
+        bc.merge(&pc).unwrap();
         let mut right = pa.clone();
-        right.merge(&bc);
+        right.merge(&bc).unwrap();
         // c ⊕ b ⊕ a
         let mut rev = pc.clone();
-        rev.merge(&pb);
-        rev.merge(&pa);
+        rev.merge(&pb).unwrap();
+        rev.merge(&pa).unwrap();
         // single pass over the concatenation
         let all: Vec<f64> = a.iter().chain(&b).chain(&c).copied().collect();
         let single = aggregate(&all);
@@ -567,7 +567,7 @@ fn a_million_reports_in_parallel_shards_merge_to_the_single_pass_result() {
             .map(|part| postcard::to_allocvec(&aggregate(part)).unwrap())
             .map(|bytes| postcard::from_bytes::<Aggregator>(&bytes).unwrap())
             .reduce(Aggregator::new, |mut a, b| {
-                a.merge(&b);
+                a.merge(&b).unwrap();
                 a
             });
         let est = merged.estimate().unwrap();

@@ -152,10 +152,7 @@ impl Aggregator {
             // into a never hold both locks (no deadlock), and a.merge(a)
             // does not lock twice.
             let theirs = other.with_state(|o| Ok(o.clone()))?;
-            self.with_state(|a| {
-                a.merge(&theirs);
-                Ok(())
-            })
+            self.with_state(|a| a.merge(&theirs).map_err(GeoprivError::from))
         })
     }
 
@@ -407,6 +404,15 @@ mod tests {
             ));
         }
         assert_eq!(a.count().unwrap(), 1);
+    }
+
+    #[test]
+    fn huge_grids_are_refused_not_aborted() {
+        // Issue 12: 200k x 200k axes used to abort the process on
+        // allocation; now a typed error before anything is allocated.
+        let axis: Vec<f64> = (0..200_000).map(f64::from).collect();
+        let e = GridAggregator::kde_grid(axis.clone(), axis, 1.0).unwrap_err();
+        assert!(matches!(e, GeoprivError::InvalidParameter(_)), "{e:?}");
     }
 
     #[test]

@@ -77,6 +77,13 @@ impl From<geopriv::Error> for GeoprivError {
             E::LedgerIo { .. } => GeoprivError::LedgerIo(msg),
             // Parameters too extreme for a finite release.
             E::NonFiniteRelease { .. } => GeoprivError::InvalidParameter(msg),
+            // A size above its limit (e.g. a 200k x 200k grid) or an input
+            // the audit cannot judge: a bad argument, refused before any
+            // allocation.
+            E::LimitExceeded { .. } | E::Unauditable { .. } => GeoprivError::InvalidParameter(msg),
+            // A count or exact sum that would overflow (restored or merged
+            // states): the state is what is wrong.
+            E::Overflow { .. } => GeoprivError::InvalidReport(msg),
             // `geopriv::Error` is non-exhaustive: a new variant still
             // surfaces, with its own message, until it gets a mapping here.
             _ => GeoprivError::Internal(msg),

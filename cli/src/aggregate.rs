@@ -1,18 +1,26 @@
 //! `geopriv aggregate`: validate reports from stdin and print one estimate
-//! per query id. Memory grows with the number of distinct queries, not
-//! with the number of reports.
+//! per (query, mechanism, ε, δ) group. Records are read as bytes
+//! (`geopriv::ingest`): each bad record is rejected by itself with its
+//! number; memory is bounded by `--max-record-bytes` and `--max-queries`.
 
 use clap::{Args, ValueEnum};
-use geopriv::report::read_frames;
-use geopriv::{Aggregator, Report, ValidationPolicy};
+use geopriv::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
+use geopriv::ingest::{
+    read_allow_list, AggregationConfig, ClipSummary, Counts, Estimator, Format, FormatChoice,
+    IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES,
+    MAX_GROUPS_LIMIT,
+};
+use geopriv::robust::RobustEstimate;
+use geopriv::ValidationPolicy;
 use serde::Serialize;
-use std::collections::BTreeMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Read, Write};
 
 /// Input encodings.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
-    /// JSON lines if the input starts with `{` (after whitespace), else binary frames.
+    /// Decided from the first record (JSON if it starts with `{`, `[` or
+    /// `#` after an optional BOM, binary if it is a report frame); a stream
+    /// that is neither is refused before anything is read (exit status 2).
     Auto,
     /// One JSON object per line.
     Json,
@@ -20,7 +28,16 @@ pub enum InputFormat {
     Binary,
 }
 
-/// Flags of `aggregate`: the server's validation policy.
+/// Estimators.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EstimatorArg {
+    /// The (clipped) mean only.
+    Mean,
+    /// Also the median of means over --buckets buckets.
+    MedianOfMeans,
+}
+
+/// Flags of `aggregate`: the server's validation policy and limits.
 #[derive(Args, Debug, Clone)]
 pub struct AggregateArgs {
     /// Input encoding.
@@ -39,19 +56,106 @@ pub struct AggregateArgs {
     /// secure generator, e.g. `privatize --seed`). For tests only.
     #[arg(long)]
     pub accept_seeded: bool,
+    /// Largest record in bytes; longer records are skipped unread and
+    /// rejected (at most 67108864).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES)]
+    pub max_record_bytes: usize,
+    /// Largest number of (query, mechanism, ε, δ) groups; reports that
+    /// would open more are rejected (at most 1048576).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS)]
+    pub max_queries: usize,
+    /// Accept only the queries listed in this file (one canonical id per
+    /// line, e.g. `threshold:T=100000;w=20000`; `#` comments allowed).
+    #[arg(long, value_name = "FILE")]
+    pub queries: Option<std::path::PathBuf>,
+    /// Clip each report to B = [f_min − zσ_max, f_max + zσ_max] with this
+    /// z instead of the default (the smallest z whose honest bias is below
+    /// --clip-bias-se standard errors at --clip-n reports).
+    #[arg(long, value_name = "Z")]
+    pub clip_z: Option<f64>,
+    /// Deployment size the default clipping level is tuned for.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_DEPLOYMENT_N)]
+    pub clip_n: u64,
+    /// Largest honest bias, in standard errors at --clip-n reports.
+    #[arg(long, value_name = "R", default_value_t = DEFAULT_BIAS_TO_SE, value_parser = crate::query_args::positive)]
+    pub clip_bias_se: f64,
+    /// Do not clip (one report can then move the mean arbitrarily).
+    #[arg(long)]
+    pub no_clip: bool,
+    /// Estimator.
+    #[arg(long, value_enum, default_value = "mean")]
+    pub estimator: EstimatorArg,
+    /// Buckets of the median of means (2..=1024).
+    #[arg(long, value_name = "K", default_value_t = geopriv::robust::DEFAULT_BUCKETS)]
+    pub buckets: u32,
 }
 
 impl AggregateArgs {
-    /// The policy described by the flags.
+    /// The policy described by the flags (reads the allow-list file).
     pub fn policy(&self) -> Result<ValidationPolicy, String> {
         let mut p =
             ValidationPolicy::new(self.max_epsilon, self.max_delta).map_err(|e| e.to_string())?;
         if self.accept_seeded {
             p = p.accept_seeded();
         }
-        match self.allow_ldp {
-            Some(e) => p.allow_ldp(e).map_err(|e| e.to_string()),
+        let p = match self.allow_ldp {
+            Some(e) => p.allow_ldp(e).map_err(|e| e.to_string())?,
+            None => p,
+        };
+        match &self.queries {
             None => Ok(p),
+            Some(path) => {
+                let file = std::fs::File::open(path)
+                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
+                let list = read_allow_list(file, MAX_GROUPS_LIMIT)
+                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
+                Ok(p.only_queries(&list))
+            }
+        }
+    }
+
+    /// Clipping, estimator and limits described by the flags.
+    pub fn config(&self) -> Result<AggregationConfig, String> {
+        if self.max_queries == 0 || self.max_queries > MAX_GROUPS_LIMIT {
+            return Err(format!(
+                "--max-queries must be between 1 and {MAX_GROUPS_LIMIT}"
+            ));
+        }
+        if self.clip_n == 0 {
+            return Err("--clip-n must be at least 1".into());
+        }
+        let clip = match (self.no_clip, self.clip_z) {
+            (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
+            (true, None) => None,
+            (false, Some(z)) if z.is_finite() && z >= 0.0 => Some(ClipLevel::Fixed(z)),
+            (false, Some(_)) => return Err("--clip-z must be finite and >= 0".into()),
+            (false, None) => Some(ClipLevel::Auto {
+                deployment_n: self.clip_n,
+                bias_to_se: self.clip_bias_se,
+            }),
+        };
+        let estimator = match self.estimator {
+            EstimatorArg::Mean => Estimator::Mean,
+            EstimatorArg::MedianOfMeans => {
+                geopriv::robust::MedianOfMeans::new(self.buckets).map_err(|e| e.to_string())?;
+                Estimator::MedianOfMeans {
+                    buckets: self.buckets,
+                }
+            }
+        };
+        Ok(AggregationConfig {
+            clip,
+            estimator,
+            max_groups: self.max_queries,
+        })
+    }
+
+    /// The reader's format choice.
+    pub fn format_choice(&self) -> FormatChoice {
+        match self.format {
+            InputFormat::Auto => FormatChoice::Auto,
+            InputFormat::Json => FormatChoice::Json,
+            InputFormat::Binary => FormatChoice::Binary,
         }
     }
 }
@@ -60,97 +164,75 @@ impl AggregateArgs {
 #[derive(Serialize)]
 struct EstimateLine<'a> {
     query: &'a str,
+    mechanism: &'a str,
+    epsilon: f64,
+    delta: f64,
     n: u64,
     mean: f64,
     sum: f64,
     standard_error: Option<f64>,
     ci95: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clip: Option<ClipSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_of_means: Option<RobustEstimate>,
 }
 
 /// What a run saw.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Summary {
-    /// Reports aggregated.
-    pub accepted: u64,
-    /// Records rejected (each reported on the error stream).
-    pub rejected: u64,
-}
+pub type Summary = Counts;
 
-/// Aggregates the reports on `input` and writes one JSON estimate per
-/// query id (sorted by id) to `out`. Each rejected record gets
-/// `line N: <reason>` (JSON) or `record N: <reason>` (binary) on `err`.
-pub fn run<R: BufRead, W: Write, E: Write>(
+/// Aggregates the records on `input` and writes one JSON estimate per
+/// group (sorted by query id, mechanism, ε, δ) to `out`. Each rejected
+/// record gets `line N: <reason>` (JSON) or `record N: <reason>` (binary)
+/// on `err`, its text escaped and cut. Fails before reading any record
+/// when `auto` cannot tell the format.
+pub fn run<R: Read, W: Write, E: Write>(
     policy: &ValidationPolicy,
-    format: InputFormat,
-    mut input: R,
+    config: AggregationConfig,
+    format: FormatChoice,
+    max_record_bytes: usize,
+    input: R,
     mut out: W,
     mut err: E,
-) -> io::Result<Summary> {
-    let format = match format {
-        InputFormat::Auto => {
-            let head = input.fill_buf()?;
-            match head.iter().find(|b| !b.is_ascii_whitespace()) {
-                Some(b'{') | None => InputFormat::Json,
-                Some(_) => InputFormat::Binary,
-            }
-        }
-        f => f,
+) -> Result<Summary, IngestError> {
+    let mut reader = RecordReader::new(input, format, max_record_bytes)?;
+    let word = match reader.format() {
+        Format::Json => "line",
+        Format::Binary => "record",
     };
-    let mut cells: BTreeMap<String, Aggregator> = BTreeMap::new();
-    let mut summary = Summary::default();
-    let mut add = |report: Report, summary: &mut Summary| {
-        let id = report.query.canonical_id();
-        // Values were validated as finite, so adding cannot fail.
-        let _ = cells.entry(id).or_default().add(report.value);
-        summary.accepted += 1;
-    };
-    match format {
-        InputFormat::Json | InputFormat::Auto => {
-            let mut line = String::with_capacity(256);
-            let mut number = 0u64;
-            loop {
-                line.clear();
-                if input.read_line(&mut line)? == 0 {
-                    break;
-                }
-                number += 1;
-                match policy.accept_json(line.trim_end_matches(['\n', '\r'])) {
-                    Ok(report) => add(report, &mut summary),
-                    Err(reason) => {
-                        writeln!(err, "line {number}: {reason}")?;
-                        summary.rejected += 1;
-                    }
-                }
-            }
+    let mut agg = ReportAggregator::new(policy.clone(), config);
+    let mut write_error: io::Result<()> = Ok(());
+    let counts = agg.ingest(&mut reader, |n, why| {
+        if write_error.is_ok() {
+            write_error = writeln!(err, "{word} {n}: {why} [{}]", why.code());
         }
-        InputFormat::Binary => {
-            // Empty frames (repeated zeros) are skipped, so N counts reports.
-            for (index, item) in read_frames(input).enumerate() {
-                match item?.and_then(|r| policy.validate(&r).map(|()| r)) {
-                    Ok(report) => add(report, &mut summary),
-                    Err(reason) => {
-                        writeln!(err, "record {}: {reason}", index + 1)?;
-                        summary.rejected += 1;
-                    }
-                }
-            }
-        }
-    }
-    for (id, agg) in &cells {
-        if let Some(e) = agg.estimate() {
-            let line = EstimateLine {
-                query: id,
-                n: e.n,
-                mean: e.mean,
-                sum: e.sum,
-                standard_error: e.standard_error,
-                ci95: e.ci95,
-            };
-            serde_json::to_writer(&mut out, &line)?;
-            out.write_all(b"\n")?;
-        }
+    })?;
+    write_error?;
+    for g in agg.estimates() {
+        let id = g.query.canonical_id();
+        let e = g.estimate;
+        let line = EstimateLine {
+            query: &id,
+            mechanism: g.mechanism.as_str(),
+            epsilon: g.epsilon,
+            delta: g.delta,
+            n: e.n,
+            mean: e.mean,
+            sum: e.sum,
+            standard_error: e.standard_error,
+            ci95: e.ci95,
+            clip: g.clip,
+            median_of_means: g.robust,
+        };
+        serde_json::to_writer(&mut out, &line).map_err(io::Error::other)?;
+        out.write_all(b"\n")?;
     }
     out.flush()?;
+    writeln!(
+        err,
+        "{} records: {} accepted, {} rejected, {} skipped (blank, comment or empty)",
+        counts.records, counts.accepted, counts.rejected, counts.skipped
+    )?;
     err.flush()?;
-    Ok(summary)
+    Ok(counts)
 }

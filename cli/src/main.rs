@@ -92,11 +92,19 @@ enum Command {
     /// Aggregate reports from stdin (JSON lines or binary frames) into one
     /// JSON estimate per query id: n, mean, sum, standard error, 95% CI.
     ///
-    /// Each report is validated against the server's policy (known
-    /// version, finite value, valid query, ε and δ within the limits).
-    /// Rejected records get `line N: <reason>` (or `record N` for binary)
-    /// on stderr and are not counted; the exit status is then 1. Memory
-    /// grows with the number of distinct queries, not of reports.
+    /// Records are read as bytes, one per line (JSON) or per 0x00-ended
+    /// frame (binary). Each report is validated against the server's policy
+    /// (known version, finite value, valid query, ε and δ within the
+    /// limits), grouped by (query, mechanism, ε, δ) -- reports of different
+    /// mechanisms or budgets are never averaged together -- and clipped to
+    /// the public bound B = [f_min - zσ_max, f_max + zσ_max] of its group;
+    /// each estimate carries B, the honest bias bound and the influence
+    /// bound width(B)/n. Rejected records (not UTF-8, too long, malformed,
+    /// unknown version, over the policy, ...) get `line N: <reason> [code]`
+    /// (or `record N` for binary) on stderr, escaped, and are not counted;
+    /// the exit status is then 1. Blank lines, `#` comment lines and a
+    /// byte-order mark are skipped. Memory is bounded by --max-record-bytes
+    /// and --max-queries, whatever the input.
     Aggregate(aggregate::AggregateArgs),
 
     /// Numerical privacy audit of a mechanism on a query (docs/MATH.md §6).
@@ -201,12 +209,27 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
 
 fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
     let policy = args.policy().unwrap_or_else(|e| flag_error(e));
-    let input = BufReader::with_capacity(1 << 16, io::stdin().lock());
+    let config = args.config().unwrap_or_else(|e| flag_error(e));
     let output = BufWriter::new(io::stdout().lock());
     let errors = BufWriter::new(io::stderr().lock());
-    let result = aggregate::run(&policy, args.format, input, output, errors);
-    let rejected = result.as_ref().map_or(0, |s| s.rejected);
-    exit_for(rejected, result.map(|_| ()))
+    let result = aggregate::run(
+        &policy,
+        config,
+        args.format_choice(),
+        args.max_record_bytes,
+        io::stdin().lock(),
+        output,
+        errors,
+    );
+    match result {
+        Ok(summary) if summary.rejected == 0 => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(geopriv::ingest::IngestError::Io(e)) => exit_for(0, Err(e)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {

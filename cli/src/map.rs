@@ -3,10 +3,10 @@
 
 use crate::experiment::data::SyntheticCity;
 use clap::{Args, Subcommand, ValueEnum};
+use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet,
 };
-use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rayon::prelude::*;

@@ -337,6 +337,142 @@ fn audit_prints_json_and_its_verdict() {
     }
 }
 
+/// Issue 12: a non-UTF-8 line, a BOM, a `#` header and a JSON array cost
+/// only themselves, each reported with its line number.
+#[test]
+fn aggregate_keeps_every_good_record_around_bad_bytes() {
+    let released = geopriv(THRESHOLD, b"95\n105\n");
+    let lines: Vec<&[u8]> = released.stdout.split(|&b| b == b'\n').collect();
+    let mut input = b"\xEF\xBB\xBF# header\n".to_vec();
+    input.extend_from_slice(lines[0]);
+    input.extend_from_slice(b"\n\xc3\x28 bad utf-8\n[1,2]\n");
+    input.extend_from_slice(lines[1]);
+    input.push(b'\n');
+    let agg = geopriv(&["aggregate"], &input);
+    assert_eq!(agg.status.code(), Some(1));
+    let out = String::from_utf8(agg.stdout).unwrap();
+    assert!(out.contains("\"n\":2") && out.contains("\"clip\""), "{out}");
+    let err = String::from_utf8(agg.stderr).unwrap();
+    assert!(
+        err.contains("line 3:") && err.contains("[not-utf8]"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 4:") && err.contains("[json-array]"),
+        "{err}"
+    );
+    // Undetectable input: refused up front, exit 2, nothing printed.
+    let agg = geopriv(&["aggregate"], b"\x07\x01garbage");
+    assert_eq!(agg.status.code(), Some(2));
+    assert!(agg.stdout.is_empty());
+}
+
+/// Issue 12: the allow-list and the limits are flags.
+#[test]
+fn aggregate_allow_list_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("queries.txt");
+    std::fs::write(&list, "# ids\nthreshold:T=100;w=20\n").unwrap();
+    let released = geopriv(THRESHOLD, b"95\n");
+    let other = String::from_utf8(released.stdout.clone())
+        .unwrap()
+        .replace("\"threshold\":100.0", "\"threshold\":101.0");
+    let mut input = released.stdout.clone();
+    input.extend_from_slice(other.as_bytes());
+    let agg = geopriv(&["aggregate", "--queries", list.to_str().unwrap()], &input);
+    assert_eq!(agg.status.code(), Some(1));
+    assert!(String::from_utf8(agg.stderr)
+        .unwrap()
+        .contains("[unknown-query]"));
+    let agg = geopriv(&["aggregate", "--max-queries", "1"], &input);
+    assert!(String::from_utf8(agg.stderr)
+        .unwrap()
+        .contains("[too-many-groups]"));
+    let agg = geopriv(&["aggregate", "--max-record-bytes", "10"], &input);
+    assert!(String::from_utf8(agg.stderr)
+        .unwrap()
+        .contains("[too-long]"));
+    for bad in [
+        &["aggregate", "--max-queries", "0"][..],
+        &["aggregate", "--no-clip", "--clip-z", "3"],
+        &[
+            "aggregate",
+            "--estimator",
+            "median-of-means",
+            "--buckets",
+            "1",
+        ],
+    ] {
+        assert_eq!(geopriv(bad, b"").status.code(), Some(2), "{bad:?}");
+    }
+}
+
+/// Issue 12: audits the tool cannot run are refused with exit 2 and a
+/// message, never a panic, an abort or a vacuous pass.
+#[test]
+fn audit_refuses_unauditable_inputs() {
+    for extra in [
+        &[
+            "--threshold",
+            "1e20",
+            "--width",
+            "1e-10",
+            "--epsilon",
+            "0.01",
+        ][..],
+        &[
+            "--threshold",
+            "1e308",
+            "--width",
+            "1e307",
+            "--epsilon",
+            "0.01",
+        ],
+        &[
+            "--threshold",
+            "100",
+            "--width",
+            "20",
+            "--epsilon",
+            "0.05",
+            "--pairs",
+            "18446744073709551615",
+        ],
+        &[
+            "--threshold",
+            "100",
+            "--width",
+            "20",
+            "--epsilon",
+            "0.05",
+            "--pairs",
+            "1000000000000",
+        ],
+        &["--threshold", "100", "--width", "20", "--epsilon", "1e-200"],
+    ] {
+        let mut args = vec!["audit", "threshold", "--mechanism", "polyplace"];
+        args.extend_from_slice(extra);
+        let out = geopriv(&args, b"");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("error:") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}
+
+/// Issue 12: `demo --grid 100000000` is refused before allocating.
+#[test]
+fn demo_refuses_absurd_grids() {
+    let out = geopriv(
+        &["demo", "--grid", "100000000", "--out", "/nonexistent/x"],
+        b"",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("limit"));
+}
+
 #[test]
 fn audit_sampling_prints_the_tester_report() {
     let out = geopriv(

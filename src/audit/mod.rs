@@ -38,6 +38,9 @@ use std::vec::Vec;
 
 /// Tolerance of the pure-GP check: max_loss_ratio <= 1 + 1e-9.
 pub const LOSS_RATIO_TOLERANCE: f64 = 1e-9;
+/// The most input pairs an audit takes (each pair costs a few hundred
+/// density evaluations and two small vectors): 10^6.
+pub const MAX_AUDIT_PAIRS: usize = 1_000_000;
 /// Largest standardised offset probed for Laplace noise (see
 /// `audit_densities`).
 const LAPLACE_REACH: f64 = 60.0;
@@ -193,6 +196,56 @@ fn offset(p: &[f64], dir: &[f64], dist: f64) -> Vec<f64> {
     p.iter().zip(dir).map(|(a, b)| a + b * dist).collect()
 }
 
+/// Refuse inputs the audit cannot judge, before anything is allocated
+/// (docs/MATH.md §10): a pair count of 0 or above [`MAX_AUDIT_PAIRS`], a
+/// non-finite or non-positive ε, and queries whose pairs would leave the
+/// finite doubles (|landmark| + 1000 length scales overflows) or whose
+/// smallest audited distance is below a million floating-point spacings
+/// at the landmarks' magnitude (the pairs would collapse onto each other,
+/// e.g. a ramp 1e-10 wide at 1e20).
+pub fn check_audit_inputs<Q: AuditTarget + ?Sized>(
+    query: &Q,
+    epsilon: f64,
+    n: usize,
+) -> Result<()> {
+    use crate::Error;
+    if n == 0 || n > MAX_AUDIT_PAIRS {
+        return Err(Error::LimitExceeded {
+            what: "audit pairs (at least 1)",
+            requested: n as u64,
+            limit: MAX_AUDIT_PAIRS as u64,
+        });
+    }
+    crate::error::positive_finite("epsilon", epsilon)?;
+    let ell = query.length_scale();
+    if !(ell.is_finite() && ell > 0.0) {
+        return Err(Error::Unauditable {
+            reason: "the query's length scale is not finite and positive",
+        });
+    }
+    let min_d = (1e-4 * ell).max(1e-3 / epsilon);
+    let mut largest = 0.0f64;
+    for m in query.landmarks() {
+        for &c in &m {
+            let reach = c.abs() + 1100.0 * ell + 10.0 * min_d;
+            if !reach.is_finite() {
+                return Err(Error::Unauditable {
+                    reason:
+                        "input pairs would overflow: |landmark| + 1000 length scales is not finite",
+                });
+            }
+            largest = largest.max(reach);
+        }
+    }
+    let spacing = libm::nextafter(largest, f64::INFINITY) - largest;
+    if !(min_d.is_finite() && spacing * 1e6 <= min_d) {
+        return Err(Error::Unauditable {
+            reason: "the audited distances are below a million floating-point spacings at the query's location (or overflow)",
+        });
+    }
+    Ok(())
+}
+
 /// `n` input pairs for the audit of `query` under budget `epsilon`, drawn
 /// with a fixed `seed`: a fifth each of random pairs in a box around the
 /// landmarks, grid pairs, pairs near the landmarks, very close pairs and
@@ -219,6 +272,14 @@ pub fn audit_pairs<Q: AuditTarget + ?Sized>(
         }
     }
     let grid_side = ((n / 5) as f64).powf(1.0 / dim as f64).ceil().max(2.0) as usize;
+    // Inputs are checked by `check_audit_inputs`; never panic on an empty
+    // or non-finite box anyway.
+    for k in 0..dim {
+        if !(lo[k].is_finite() && hi[k].is_finite() && lo[k] < hi[k]) {
+            return Vec::new();
+        }
+    }
+    let n = n.min(MAX_AUDIT_PAIRS);
     let mut pairs = Vec::with_capacity(n);
     let mut i = 0usize;
     while pairs.len() < n {
@@ -430,6 +491,9 @@ where
     let mut worst_ratio = 0.0f64;
     let mut worst: Option<WorstCase> = None;
     let mut worst_excess = if delta > 0.0 { Some(0.0f64) } else { None };
+    // Pairs whose two densities differ somewhere in floating point: an
+    // audit in which none do has compared nothing and must not pass.
+    let mut informative = 0usize;
     for pair in pairs {
         let d = pair
             .x
@@ -478,6 +542,9 @@ where
                 best = v;
                 best_y = y;
             }
+            if best > 0.0 {
+                informative += 1;
+            }
             if best > worst_ratio {
                 worst_ratio = best;
                 worst = Some(WorstCase {
@@ -499,6 +566,11 @@ where
                 *excess = excess.max(mass);
             }
         }
+    }
+    if informative == 0 {
+        return Err(crate::Error::Unauditable {
+            reason: "no pair's release densities differ in floating point (e.g. an epsilon so small that every loss rounds to 0): the audit would compare nothing",
+        });
     }
     Ok((worst_ratio, worst, worst_excess))
 }
@@ -526,6 +598,7 @@ pub fn audit_mechanism<Q: AuditTarget + ?Sized>(
     }
     let epsilon = mechanism.epsilon();
     let delta = mechanism.delta();
+    check_audit_inputs(query, epsilon, pairs)?;
     let input_pairs = audit_pairs(query, epsilon, pairs, seed);
     let density_of = |x: &[f64]| {
         mechanism

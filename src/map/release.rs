@@ -314,7 +314,10 @@ impl MapRelease {
             MapMechanism::Composition => {
                 let mech = Mechanism::polyplace(self.epsilon / m as f64)?;
                 let vals = (0..m)
-                    .map(|j| self.set.with_query(j, |q| mech.privatize_unmetered(q, x, rng)))
+                    .map(|j| {
+                        self.set
+                            .with_query(j, |q| mech.privatize_unmetered(q, x, rng))
+                    })
                     .collect::<Result<Vec<f64>>>()?;
                 rep.values = Some(vals);
             }
@@ -362,9 +365,12 @@ mod tests {
             MapMechanism::Composition,
             MapMechanism::Sampled { k: 3 },
         ] {
-            let r = MapRelease::new(set(), mech, 0.01).unwrap()
+            let r = MapRelease::new(set(), mech, 0.01)
+                .unwrap()
                 .with_unit(BudgetUnit::PerMetre);
-            let mut b = crate::budget::PrivacyBudget::new(crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0).unwrap());
+            let mut b = crate::budget::PrivacyBudget::new(
+                crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0).unwrap(),
+            );
             let rep = r.release(&mut b, &[100.0, 900.0], &mut rng).unwrap();
             assert_eq!(b.releases(), 1);
             assert_eq!(b.spent_epsilon(), 0.01);
@@ -384,16 +390,20 @@ mod tests {
     #[test]
     fn bad_input_is_refused_and_not_charged() {
         let mut rng = StdRng::seed_from_u64(4);
-        let r = MapRelease::new(set(), MapMechanism::APriori, 0.01).unwrap()
-                .with_unit(BudgetUnit::PerMetre);
-        let mut b = crate::budget::PrivacyBudget::new(crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap());
+        let r = MapRelease::new(set(), MapMechanism::APriori, 0.01)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre);
+        let mut b = crate::budget::PrivacyBudget::new(
+            crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap(),
+        );
         for x in [vec![-5.0, 10.0], vec![f64::NAN, 1.0], vec![1.0]] {
             assert!(r.release(&mut b, &x, &mut rng).is_err());
         }
         assert_eq!(b.releases(), 0);
         // ε above the ledger's total: refused, nothing charged.
-        let big = MapRelease::new(set(), MapMechanism::APriori, 2.0).unwrap()
-                .with_unit(BudgetUnit::PerMetre);
+        let big = MapRelease::new(set(), MapMechanism::APriori, 2.0)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre);
         assert!(matches!(
             big.release(&mut b, &[1.0, 1.0], &mut rng),
             Err(Error::BudgetExceeded { .. })

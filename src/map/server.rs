@@ -175,9 +175,12 @@ impl MapAggregator {
         match (self.counts.as_mut(), other.counts.as_ref()) {
             (Some(a), Some(b)) => a.merge(b)?,
             (None, None) => {
-                for (a, b) in self.cells.iter_mut().zip(&other.cells) {
-                    a.merge(b);
+                // Merge into a copy so that an overflow leaves the state unchanged.
+                let mut merged = self.cells.clone();
+                for (a, b) in merged.iter_mut().zip(&other.cells) {
+                    a.merge(b)?;
                 }
+                self.cells = merged;
             }
             _ => {
                 return Err(Error::InvalidReport {

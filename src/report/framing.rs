@@ -63,7 +63,7 @@ fn cobs_encode(src: &[u8], out: &mut Vec<u8>) {
 /// encodes belongs, so it is overwritten with 0 and the decoded bytes are
 /// `scratch[1..w]`. Only blocks after a full 254-byte block (code `0xff`,
 /// no implied zero) need their data moved.
-fn decode_frame(
+pub(crate) fn decode_frame(
     frame: &[u8],
     scratch: &mut Vec<u8>,
     zero_free: bool,

@@ -90,6 +90,8 @@ mod validation;
 pub use crate::mechanism::MechanismName;
 pub use descriptor::QueryDescriptor;
 pub(crate) use descriptor::QueryKey;
+#[cfg(feature = "std")]
+pub(crate) use framing::decode_frame;
 pub use framing::{frames, Frames};
 #[cfg(feature = "std")]
 pub use framing::{read_frames, read_json_lines};

@@ -3,6 +3,7 @@
 
 use super::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION};
 use crate::error::{Error, Result};
+use crate::escape::Untrusted;
 use crate::MechanismName;
 use alloc::collections::BTreeSet;
 use alloc::string::String;
@@ -112,8 +113,14 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rejection::Empty => write!(f, "empty report"),
-            Rejection::Truncated { detail } => write!(f, "truncated report: {detail}"),
-            Rejection::Malformed { detail } => write!(f, "malformed report: {detail}"),
+            // Decoder details and ids quote client text: escaped and cut
+            // (docs/MATH.md §10).
+            Rejection::Truncated { detail } => {
+                write!(f, "truncated report: {}", Untrusted(detail))
+            }
+            Rejection::Malformed { detail } => {
+                write!(f, "malformed report: {}", Untrusted(detail))
+            }
             Rejection::TrailingBytes { count } => {
                 write!(f, "{count} unexpected byte(s) after the report")
             }
@@ -126,7 +133,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::InvalidQuery { error } => write!(f, "invalid query: {error}"),
             Rejection::UnknownQuery { id } => {
-                write!(f, "query {id} is not one this server collects")
+                write!(f, "query {} is not one this server collects", Untrusted(id))
             }
             Rejection::MechanismNotAllowed { mechanism } => {
                 write!(f, "mechanism {mechanism} is not allowed by the policy")

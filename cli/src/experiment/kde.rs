@@ -100,6 +100,13 @@ impl Grid {
         if k < 2 {
             return Err("the grid needs at least 2 points per axis".into());
         }
+        // Refused before any allocation: K² cells of exact aggregates.
+        let limit = geopriv::aggregate::MAX_GRID_CELLS;
+        if k.checked_mul(k).is_none_or(|cells| cells > limit) {
+            return Err(format!(
+                "a grid of {k} x {k} points is above the limit of {limit} cells (at most 512 points per axis)"
+            ));
+        }
         let dx = (bbox[1] - bbox[0]) / (k - 1) as f64;
         let dy = (bbox[3] - bbox[2]) / (k - 1) as f64;
         if !(dx > 0.0 && dy > 0.0) {

@@ -1,0 +1,410 @@
+//! Fuzz harness on stable Rust (no cargo-fuzz): random and structured
+//! inputs for every report decoder, the server's record reader and
+//! aggregator (what `geopriv aggregate` runs), the allow-list reader, the
+//! query-id parser and every state restore path (Aggregator,
+//! GridAggregator, as JSON and postcard).
+//!
+//! `cargo run --release --example fuzz -- N [SEED]` runs N inputs and
+//! prints the counts; a panic or a broken invariant aborts with the seed
+//! and case. The invariant on streams: every record is counted exactly
+//! once (records = accepted + rejected + skipped, records = the number of
+//! records written), and no pristine report is ever rejected, whatever
+//! garbage surrounds it. `tests/fuzz_smoke.rs` runs a short round in CI.
+//!
+//! (The ledger's state, src/budget.rs, is fuzzed by its owner.)
+
+use geopriv::ingest::{
+    decode_binary_record, decode_json_record, read_allow_list, AggregationConfig, Decoded,
+    Estimator, FormatChoice, RecordReader, ReportAggregator,
+};
+use geopriv::{
+    Aggregator, GridAggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::io::Read;
+
+/// What a run did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Inputs handed to a decoder, reader or restore path.
+    pub inputs: u64,
+    /// Of which decoded or restored successfully.
+    pub accepted: u64,
+    /// Stream records checked against the counting invariant.
+    pub records: u64,
+}
+
+const FLOATS: [f64; 12] = [
+    0.0,
+    -0.0,
+    1.0,
+    -3.5,
+    1e-300,
+    5e-324,
+    f64::MAX,
+    -f64::MAX,
+    f64::NAN,
+    f64::INFINITY,
+    100_000.0,
+    0.05,
+];
+
+fn float(rng: &mut SmallRng) -> f64 {
+    if rng.random_bool(0.5) {
+        FLOATS[rng.random_range(0..FLOATS.len())]
+    } else {
+        f64::from_bits(rng.random())
+    }
+}
+
+/// A random report, valid for the harness's policy when `pristine`.
+fn report(rng: &mut SmallRng, pristine: bool) -> Report {
+    let w = if pristine {
+        rng.random_range(1.0..1e5)
+    } else {
+        float(rng)
+    };
+    let query = match rng.random_range(0..4) {
+        0 => QueryDescriptor::Threshold {
+            threshold: rng.random_range(-1e6..1e6),
+            width: w,
+        },
+        1 => {
+            let a = rng.random_range(-1e6..1e6);
+            QueryDescriptor::Interval {
+                lower: a,
+                upper: a + 3.0 * w,
+                width: w,
+            }
+        }
+        2 => QueryDescriptor::TwoWay {
+            thresholds: [rng.random_range(-1e6..1e6), rng.random_range(-1e6..1e6)],
+            width: w,
+        },
+        _ => QueryDescriptor::Kde {
+            center: (0..rng.random_range(1..4))
+                .map(|_| rng.random_range(-1e6..1e6))
+                .collect(),
+            bandwidth: w,
+        },
+    };
+    let mechanism = MechanismName::ALL[rng.random_range(0..6)];
+    let delta = if mechanism.is_pure() { 0.0 } else { 1e-6 };
+    if pristine {
+        let value = if rng.random_bool(0.1) {
+            f64::MAX * rng.random_range(-1.0..1.0)
+        } else {
+            rng.random_range(-50.0..50.0)
+        };
+        Report::new(query, mechanism, rng.random_range(1e-4..1.0), delta, value)
+    } else {
+        Report::new(query, mechanism, float(rng), float(rng), float(rng))
+    }
+}
+
+fn policy() -> ValidationPolicy {
+    ValidationPolicy::new(1.0, 1e-4).expect("valid policy")
+}
+
+fn mutate(rng: &mut SmallRng, bytes: &mut Vec<u8>) {
+    for _ in 0..rng.random_range(1..4) {
+        let len = bytes.len();
+        match rng.random_range(0..7) {
+            0 if len > 0 => {
+                let i = rng.random_range(0..len);
+                bytes[i] ^= 1 << rng.random_range(0..8);
+            }
+            1 if len > 0 => {
+                let i = rng.random_range(0..len);
+                bytes[i] = rng.random();
+            }
+            2 if len > 0 => bytes.truncate(rng.random_range(0..len)),
+            3 => {
+                let i = rng.random_range(0..=len);
+                let b = [b'"', b'{', b'}', b'[', b',', b':', 0xff, 0xef, b'e', b'9'];
+                bytes.insert(i, b[rng.random_range(0..b.len())]);
+            }
+            4 if len > 0 => {
+                let i = rng.random_range(0..len);
+                bytes.remove(i);
+            }
+            5 if len > 1 => {
+                let i = rng.random_range(0..len);
+                let j = rng.random_range(i..len);
+                let piece = bytes[i..=j].to_vec();
+                bytes.extend_from_slice(&piece);
+            }
+            _ => bytes.push(rng.random()),
+        }
+    }
+}
+
+fn random_bytes(rng: &mut SmallRng, max: usize) -> Vec<u8> {
+    let n = rng.random_range(0..max);
+    (0..n).map(|_| rng.random()).collect()
+}
+
+/// Every decoder on one input; none may panic.
+fn decoders(bytes: &[u8], stats: &mut Stats) {
+    let mut scratch = Vec::new();
+    stats.inputs += 1;
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        if let Ok(r) = Report::from_json(s) {
+            stats.accepted += 1;
+            let _ = policy().validate(&r);
+            let _ = r.to_json_line();
+        }
+        let _ = s.parse::<QueryDescriptor>();
+        let _ = s.parse::<MechanismName>();
+    }
+    if Report::from_bytes(bytes).is_ok() {
+        stats.accepted += 1;
+    }
+    let _ = Report::from_frame(bytes);
+    // The record decoder's fast path must agree with the serde decoder.
+    if let Decoded::Report(fast) = decode_json_record(bytes) {
+        let text = std::str::from_utf8(bytes).expect("accepted records are UTF-8");
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let slow = Report::from_json(text).expect("serde accepts what the fast path accepts");
+        assert_eq!(fast, slow, "fast path and serde differ on {text}");
+        assert_eq!(fast.value.to_bits(), slow.value.to_bits());
+    }
+    let stripped: Vec<u8> = bytes.iter().copied().filter(|&b| b != 0).collect();
+    let _ = decode_binary_record(&stripped, true, &mut scratch);
+    let _ = geopriv::report::frames(bytes).count();
+}
+
+/// Restore paths on one input; a restored state must survive use.
+fn restores(bytes: &[u8], stats: &mut Stats) {
+    stats.inputs += 1;
+    let mut states: Vec<Aggregator> = Vec::new();
+    if let Ok(a) = serde_json::from_slice::<Aggregator>(bytes) {
+        states.push(a);
+    }
+    if let Ok(a) = postcard::from_bytes::<Aggregator>(bytes) {
+        states.push(a);
+    }
+    for mut a in states {
+        stats.accepted += 1;
+        let _ = a.estimate();
+        let copy = a.clone();
+        let n = a.n();
+        if a.merge(&copy).is_err() {
+            assert_eq!(a.n(), n, "a refused merge changed the state");
+        }
+        let before = a.n();
+        if a.add(1.0).is_err() {
+            assert_eq!(a.n(), before, "a refused add changed the state");
+        }
+        let _ = a.estimate();
+    }
+    if let Ok(mut g) = serde_json::from_slice::<GridAggregator>(bytes) {
+        stats.accepted += 1;
+        let copy = g.clone();
+        let _ = g.merge(&copy);
+        let _ = g.estimates();
+    }
+    let _ = read_allow_list(bytes, 1000);
+}
+
+/// A reader handing out the stream in random-sized pieces.
+struct Chunked<'a> {
+    data: &'a [u8],
+    rng: SmallRng,
+}
+
+impl Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Never 0 before the end: Ok(0) means end of input.
+        let most = self.data.len().min(buf.len()).min(700);
+        let n = if most == 0 {
+            0
+        } else {
+            self.rng.random_range(1..=most)
+        };
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// A stream of records with known kinds; checks the counting invariant.
+fn stream(rng: &mut SmallRng, stats: &mut Stats) {
+    let binary = rng.random_bool(0.5);
+    let delim = if binary { 0u8 } else { b'\n' };
+    let max_record = if rng.random_bool(0.3) { 64 } else { 4096 };
+    let mut data = Vec::new();
+    let mut pristine = Vec::new();
+    let count = rng.random_range(1..40);
+    for i in 0..count {
+        // The first record is pristine so `auto` can decide.
+        let kind = if i == 0 { 0 } else { rng.random_range(0..8) };
+        let mut rec = match kind {
+            0 | 1 => {
+                let r = report(rng, true);
+                if binary {
+                    let mut f = r.to_frame();
+                    f.pop();
+                    f
+                } else {
+                    r.to_json_line().into_bytes()
+                }
+            }
+            2 => {
+                let pristine = rng.random_bool(0.5);
+                let r = report(rng, pristine);
+                let mut b = if binary {
+                    let mut f = r.to_frame();
+                    f.pop();
+                    f
+                } else {
+                    r.to_json_line().into_bytes()
+                };
+                mutate(rng, &mut b);
+                b
+            }
+            3 => random_bytes(rng, 300),
+            4 if !binary => b"# header, comment".to_vec(),
+            5 if !binary => b"\xEF\xBB\xBF".to_vec(),
+            6 => vec![b'x'; rng.random_range(0..3 * max_record)],
+            _ => Vec::new(),
+        };
+        rec.retain(|&b| b != delim);
+        if !binary && kind <= 1 && rng.random_bool(0.2) {
+            // BOM and CRLF around a good record must not cost it.
+            let mut with = b"\xEF\xBB\xBF".to_vec();
+            with.extend_from_slice(&rec);
+            with.push(b'\r');
+            rec = with;
+        }
+        let good = kind <= 1 && rec.len() <= max_record;
+        if good {
+            pristine.push(i as u64 + 1);
+        }
+        data.extend_from_slice(&rec);
+        data.push(delim);
+    }
+    let records = count as u64;
+    stats.inputs += records;
+    stats.records += records;
+    let choice = if rng.random_bool(0.5) {
+        FormatChoice::Auto
+    } else if binary {
+        FormatChoice::Binary
+    } else {
+        FormatChoice::Json
+    };
+    let input = Chunked {
+        data: &data,
+        rng: SmallRng::seed_from_u64(rng.random()),
+    };
+    let mut reader =
+        RecordReader::new(input, choice, max_record).expect("first record is pristine");
+    let config = AggregationConfig {
+        max_groups: 1 << 16,
+        estimator: if rng.random_bool(0.3) {
+            Estimator::MedianOfMeans { buckets: 3 }
+        } else {
+            Estimator::Mean
+        },
+        ..AggregationConfig::default()
+    };
+    let mut agg = ReportAggregator::new(policy(), config);
+    let mut rejected = Vec::new();
+    let counts = agg
+        .ingest(&mut reader, |n, why| {
+            let _ = why.to_string();
+            rejected.push(n)
+        })
+        .expect("in-memory input");
+    assert_eq!(counts.records, records, "records counted");
+    assert_eq!(
+        counts.accepted + counts.rejected + counts.skipped,
+        counts.records,
+        "every record counted exactly once"
+    );
+    for p in &pristine {
+        assert!(!rejected.contains(p), "pristine record {p} rejected");
+    }
+    assert!(counts.accepted >= pristine.len() as u64);
+    stats.accepted += counts.accepted;
+    for e in agg.estimates() {
+        if let Some(c) = e.clip {
+            assert!(e.estimate.mean >= c.bounds[0] && e.estimate.mean <= c.bounds[1]);
+        }
+    }
+}
+
+/// Run `n` inputs from `seed`.
+pub fn run(n: u64, seed: u64) -> Stats {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut stats = Stats::default();
+    let mut case = 0u64;
+    while stats.inputs < n {
+        case += 1;
+        match case % 8 {
+            0 => stream(&mut rng, &mut stats),
+            1 | 2 => {
+                let pristine = rng.random_bool(0.5);
+                let r = report(&mut rng, pristine);
+                let mut b = if rng.random_bool(0.5) {
+                    r.to_json_line().into_bytes()
+                } else {
+                    r.to_frame()
+                };
+                mutate(&mut rng, &mut b);
+                decoders(&b, &mut stats);
+            }
+            3 => {
+                let b = random_bytes(&mut rng, 64);
+                decoders(&b, &mut stats);
+            }
+            4 | 5 => {
+                // Structured states: real ones, mutated.
+                let mut a = Aggregator::new();
+                for _ in 0..rng.random_range(0..5) {
+                    let _ = a.add(float(&mut rng));
+                }
+                let mut b = if rng.random_bool(0.5) {
+                    serde_json::to_vec(&a).expect("serializable")
+                } else {
+                    postcard::to_allocvec(&a).expect("serializable")
+                };
+                if rng.random_bool(0.8) {
+                    mutate(&mut rng, &mut b);
+                }
+                restores(&b, &mut stats);
+            }
+            6 => {
+                let mut b = br#"{"n":18446744073709551615,"sum":{"offset":67,"limbs":[1]},"sum_sq":{"offset":133,"limbs":[1]}}"#.to_vec();
+                mutate(&mut rng, &mut b);
+                restores(&b, &mut stats);
+            }
+            _ => {
+                let b = random_bytes(&mut rng, 48);
+                restores(&b, &mut stats);
+            }
+        }
+    }
+    stats
+}
+
+#[allow(dead_code)]
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args
+        .get(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let seed: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let start = std::time::Instant::now();
+    let stats = run(n, seed);
+    println!(
+        "fuzz: {} inputs ({} decoded or restored, {} stream records checked) from seed {seed} in {:.1} s",
+        stats.inputs,
+        stats.accepted,
+        stats.records,
+        start.elapsed().as_secs_f64()
+    );
+}

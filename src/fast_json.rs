@@ -1,0 +1,261 @@
+//! A fast path for the JSON reports this crate writes.
+//!
+//! `Report::to_json_line` writes one fixed layout (field order, no
+//! whitespace). [`parse_canonical`] recognises exactly that layout and
+//! nothing else; for any other input it returns `None` and the caller falls
+//! back to the full serde decoder, which also produces every rejection. On
+//! the inputs it accepts it returns the same report as the serde decoder
+//! (numbers follow the JSON grammar and are parsed with correct rounding by
+//! `str::parse`, as serde_json's `float_roundtrip` does; the one spelling
+//! where the two differ, an integer `-0`, is left to serde). The fuzz
+//! harness and a property test check this equivalence.
+
+use crate::report::{MechanismName, QueryDescriptor, Report};
+use alloc::vec::Vec;
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline]
+    fn lit(&mut self, l: &[u8]) -> Option<()> {
+        if self.s.get(self.i..self.i + l.len())? == l {
+            self.i += l.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A JSON number token, parsed with correct rounding; None for
+    /// anything outside the JSON grammar, for `-0` and for overflow.
+    ///
+    /// Short decimals (at most 15 significant digits, decimal exponent
+    /// within ±22) take Clinger's fast path: the digits form an integer
+    /// m < 10^15 < 2^53 and 10^|e| is exact, so m·10^e or m/10^|e| is one
+    /// correctly rounded operation. Everything else goes to `str::parse`.
+    #[inline]
+    fn number(&mut self) -> Option<f64> {
+        const POW10: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        ];
+        let s = self.s;
+        let start = self.i;
+        let mut i = start;
+        let negative = s.get(i) == Some(&b'-');
+        if negative {
+            i += 1;
+        }
+        let int_start = i;
+        let mut mantissa: u64 = 0;
+        let mut digits = 0u32; // significant digits accumulated
+        let push = |d: u8, digits: &mut u32, mantissa: &mut u64| {
+            if *mantissa != 0 || d != b'0' {
+                *digits += 1;
+            }
+            *mantissa = mantissa.wrapping_mul(10).wrapping_add((d - b'0') as u64);
+        };
+        match s.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => {
+                while let Some(&d) = s.get(i).filter(|d| d.is_ascii_digit()) {
+                    push(d, &mut digits, &mut mantissa);
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+        let int_end = i;
+        let mut plain_integer = true;
+        let mut exp10: i64 = 0;
+        if s.get(i) == Some(&b'.') {
+            plain_integer = false;
+            i += 1;
+            let d = i;
+            while let Some(&c) = s.get(i).filter(|d| d.is_ascii_digit()) {
+                push(c, &mut digits, &mut mantissa);
+                exp10 -= 1;
+                i += 1;
+            }
+            if i == d {
+                return None;
+            }
+        }
+        if matches!(s.get(i), Some(b'e' | b'E')) {
+            plain_integer = false;
+            i += 1;
+            let minus = s.get(i) == Some(&b'-');
+            if matches!(s.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let d = i;
+            let mut e: i64 = 0;
+            while let Some(&c) = s.get(i).filter(|d| d.is_ascii_digit()) {
+                e = (e * 10 + (c - b'0') as i64).min(1 << 40);
+                i += 1;
+            }
+            if i == d {
+                return None;
+            }
+            exp10 += if minus { -e } else { e };
+        }
+        if plain_integer && negative && &s[int_start..int_end] == b"0" {
+            return None; // "-0": serde reads the integer 0, i.e. +0.0
+        }
+        let v = if digits <= 15 && (-22..=22).contains(&exp10) {
+            let m = mantissa as f64;
+            let p = POW10[exp10.unsigned_abs() as usize];
+            let magnitude = if exp10 >= 0 { m * p } else { m / p };
+            if negative {
+                -magnitude
+            } else {
+                magnitude
+            }
+        } else {
+            let text = core::str::from_utf8(&s[start..i]).ok()?;
+            text.parse().ok()?
+        };
+        if !v.is_finite() {
+            return None; // serde refuses out-of-range numbers
+        }
+        self.i = i;
+        Some(v)
+    }
+
+    fn numbers(&mut self) -> Option<Vec<f64>> {
+        self.lit(b"[")?;
+        let mut out = Vec::new();
+        if self.lit(b"]").is_some() {
+            return Some(out);
+        }
+        loop {
+            out.push(self.number()?);
+            if self.lit(b",").is_none() {
+                self.lit(b"]")?;
+                return Some(out);
+            }
+        }
+    }
+}
+
+/// The report in `line` if it is in the exact layout of
+/// `Report::to_json_line` (format version 1), else `None`.
+pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
+    let mut c = Cursor { s: line, i: 0 };
+    c.lit(b"{\"version\":1,\"query\":{\"")?;
+    let query = if c.lit(b"threshold\":{\"threshold\":").is_some() {
+        let threshold = c.number()?;
+        c.lit(b",\"width\":")?;
+        QueryDescriptor::Threshold {
+            threshold,
+            width: c.number()?,
+        }
+    } else if c.lit(b"interval\":{\"lower\":").is_some() {
+        let lower = c.number()?;
+        c.lit(b",\"upper\":")?;
+        let upper = c.number()?;
+        c.lit(b",\"width\":")?;
+        QueryDescriptor::Interval {
+            lower,
+            upper,
+            width: c.number()?,
+        }
+    } else if c.lit(b"two-way\":{\"thresholds\":[").is_some() {
+        let t1 = c.number()?;
+        c.lit(b",")?;
+        let t2 = c.number()?;
+        c.lit(b"],\"width\":")?;
+        QueryDescriptor::TwoWay {
+            thresholds: [t1, t2],
+            width: c.number()?,
+        }
+    } else if c.lit(b"kde\":{\"center\":").is_some() {
+        let center = c.numbers()?;
+        c.lit(b",\"bandwidth\":")?;
+        QueryDescriptor::Kde {
+            center,
+            bandwidth: c.number()?,
+        }
+    } else {
+        return None;
+    };
+    c.lit(b"}},\"mechanism\":\"")?;
+    let rest = &c.s[c.i..];
+    let end = rest.iter().position(|&b| b == b'"')?;
+    let name = &rest[..end];
+    let mechanism = MechanismName::ALL
+        .into_iter()
+        .find(|m| m.as_str().as_bytes() == name)?;
+    c.i += end;
+    c.lit(b"\",\"epsilon\":")?;
+    let epsilon = c.number()?;
+    c.lit(b",\"delta\":")?;
+    let delta = c.number()?;
+    c.lit(b",\"value\":")?;
+    let value = c.number()?;
+    c.lit(b"}")?;
+    if c.i != line.len() {
+        return None;
+    }
+    Some(Report::new(query, mechanism, epsilon, delta, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn agrees_with_serde_on_every_family_and_refuses_the_rest() {
+        let queries = [
+            QueryDescriptor::Threshold {
+                threshold: 100_000.0,
+                width: 20_000.0,
+            },
+            QueryDescriptor::Interval {
+                lower: -1e-300,
+                upper: 5e-324,
+                width: 0.1,
+            },
+            QueryDescriptor::TwoWay {
+                thresholds: [1e22, -0.0],
+                width: 8.5,
+            },
+            QueryDescriptor::Kde {
+                center: vec![1.0, -2.5e-7, 3.0],
+                bandwidth: 150.0,
+            },
+            QueryDescriptor::Kde {
+                center: vec![],
+                bandwidth: 1.0,
+            },
+        ];
+        for q in queries {
+            for m in MechanismName::ALL {
+                for v in [0.0, -0.0, 0.1 + 0.2, f64::MAX, -1e-310, 123456789.0] {
+                    let r = Report::new(q.clone(), m, 1e-4, 1e-6, v);
+                    let line = r.to_json_line();
+                    let fast = parse_canonical(line.as_bytes()).expect(&line);
+                    let slow = Report::from_json(&line).unwrap();
+                    assert_eq!(fast, slow, "{line}");
+                    assert_eq!(fast.value.to_bits(), slow.value.to_bits(), "{line}");
+                }
+            }
+        }
+        for bad in [
+            "",
+            "{\"version\":2,\"query\":{}}",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1,\"width\":-0},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":01,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1.,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1e999,\"delta\":0,\"value\":0}",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0} ",
+            "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"nope\",\"epsilon\":1,\"delta\":0,\"value\":0}",
+        ] {
+            assert!(parse_canonical(bad.as_bytes()).is_none(), "{bad}");
+        }
+    }
+}

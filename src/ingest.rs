@@ -1,0 +1,875 @@
+//! Hardened server ingestion (docs/MATH.md §10): a byte-level record
+//! reader in which no byte sequence costs a good record, and an aggregator
+//! that groups reports, clips them and keeps its memory bounded.
+//!
+//! # Records
+//!
+//! [`RecordReader`] reads a stream as **bytes**, split on `\n` (JSON lines)
+//! or `0x00` (binary COBS frames), with its own fixed buffer of
+//! `max_record_bytes` + 64 KiB. A record longer than `max_record_bytes` is
+//! skipped up to its delimiter without being buffered and rejected as
+//! [`RecordRejection::TooLong`]. Every record gets a number (1-based; for
+//! JSON the line number) and exactly one outcome: a report, a skip (blank
+//! line, `#` comment line, empty frame) or a [`RecordRejection`]: not
+//! UTF-8, too long, a JSON array, malformed, truncated, an unsupported
+//! version, ... A UTF-8 byte-order mark at the start of any JSON record is
+//! ignored; a JSON array (`[...]`) is refused per record (write one object
+//! per line).
+//!
+//! The format is explicit ([`FormatChoice::Json`], [`FormatChoice::Binary`])
+//! or detected up front from the first record ([`FormatChoice::Auto`]):
+//! binary if the first `0x00`-ended frame decodes as a report (or the input
+//! is only zero bytes), JSON if it starts (after a BOM and whitespace) with
+//! `{`, `[` or `#` (or is empty), and otherwise the stream is refused
+//! before any record is read ([`IngestError::UndetectableFormat`]) rather
+//! than read the wrong way.
+//!
+//! # Grouping
+//!
+//! [`ReportAggregator`] **groups reports by (query, mechanism, ε, δ)**: the
+//! reports of different mechanisms or budgets for the same query have
+//! different noise (and noise a priori is biased), so they are never
+//! averaged together; each group is one output estimate. It keeps at most
+//! `max_groups` groups (a report that would open one more is rejected as
+//! [`RecordRejection::TooManyGroups`]), optionally only the queries of an
+//! allow-list ([`ValidationPolicy::only_queries`]), and clips every
+//! value with the group's [`ClipPolicy`].
+//!
+//! ```
+//! use geopriv::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
+//! use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
+//!
+//! let q = QueryDescriptor::Threshold { threshold: 100.0, width: 20.0 };
+//! let mut input = Report::new(q, MechanismName::Polyplace, 0.05, 0.0, 0.7).to_json_line().into_bytes();
+//! input.extend_from_slice(b"\n\xEF\xBB\xBF# a comment\n\xff not utf-8\n[1, 2]\n");
+//! let mut reader = RecordReader::new(&input[..], FormatChoice::Auto, 1 << 16)?;
+//! let mut agg = ReportAggregator::new(ValidationPolicy::new(1.0, 0.0)?, AggregationConfig::default());
+//! let mut rejected = Vec::new();
+//! let counts = agg.ingest(&mut reader, |n, why| rejected.push((n, why.code())))?;
+//! assert_eq!((counts.accepted, counts.skipped, counts.rejected), (1, 1, 2));
+//! assert_eq!(rejected, [(3, "not-utf8"), (4, "json-array")]);
+//! let est = &agg.estimates()[0];
+//! assert_eq!(est.estimate.n, 1);
+//! assert!(est.clip.is_some());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::aggregate::{Aggregator, Estimate};
+use crate::clip::{default_mechanism, default_z, ClipLevel, ClipPolicy};
+use crate::error::{Error, Result};
+use crate::escape::Untrusted;
+use crate::mechanism::NoiseShape;
+use crate::report::{
+    decode_frame, MechanismName, QueryDescriptor, QueryKey, Rejection, Report, ValidationPolicy,
+};
+use crate::robust::{MedianOfMeans, RobustEstimate};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read};
+use std::string::String;
+use std::vec::Vec;
+
+/// Default largest record: 64 KiB (a report is a few hundred bytes).
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024;
+/// The largest `max_record_bytes` a reader accepts: 64 MiB.
+pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
+/// Default largest number of groups (query, mechanism, ε, δ): 4096, about
+/// 7 MB of exact state.
+pub const DEFAULT_MAX_GROUPS: usize = 4096;
+/// The largest `max_groups` allowed: 2^20 (about 1.7 GB of exact state).
+pub const MAX_GROUPS_LIMIT: usize = 1 << 20;
+/// Bytes read from the input at a time.
+const CHUNK: usize = 64 * 1024;
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A stream encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON report per line.
+    Json,
+    /// COBS-framed postcard reports, each followed by `0x00`.
+    Binary,
+}
+
+/// The encoding to read: explicit, or detected from the first record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatChoice {
+    /// Decide from the first record, or refuse the stream up front.
+    Auto,
+    /// [`Format::Json`].
+    Json,
+    /// [`Format::Binary`].
+    Binary,
+}
+
+/// Why a stream could not be read at all.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The input failed (the records counted so far stand).
+    Io(io::Error),
+    /// `auto` could not tell JSON from binary from the first record.
+    UndetectableFormat {
+        /// The first bytes of the stream (at most 8).
+        head: Vec<u8>,
+    },
+    /// A configuration value out of range.
+    Config(Error),
+}
+
+impl fmt::Display for IngestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IngestError::Io(e) => write!(f, "input error: {e}"),
+            IngestError::UndetectableFormat { head } => write!(
+                f,
+                "cannot tell the input format from its first record (it starts with bytes {head:02x?}, \
+                 neither a JSON object, array or comment nor a binary report frame); \
+                 nothing was read: pass --format json or --format binary"
+            ),
+            IngestError::Config(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
+
+impl From<io::Error> for IngestError {
+    fn from(e: io::Error) -> Self {
+        IngestError::Io(e)
+    }
+}
+
+/// Why one record was refused. `Display` escapes control characters and
+/// cuts long attacker-supplied text ([`crate::escape`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RecordRejection {
+    /// Decoding or validation refused the report.
+    Report(Rejection),
+    /// A JSON record that is not UTF-8.
+    NotUtf8 {
+        /// Bytes of valid UTF-8 before the first bad one.
+        valid_up_to: usize,
+    },
+    /// Longer than the configured maximum (skipped without buffering).
+    TooLong {
+        /// Its length in bytes (without the delimiter).
+        length: u64,
+        /// The maximum.
+        limit: usize,
+    },
+    /// A JSON array: reports go one object per line.
+    JsonArray,
+    /// The report would open a group beyond the configured maximum.
+    TooManyGroups {
+        /// The maximum number of groups.
+        limit: usize,
+    },
+    /// The group's clipping policy cannot be built (e.g. σ_max overflows).
+    Unclippable {
+        /// Why.
+        error: Error,
+    },
+    /// Adding the value would overflow the group's counters.
+    Overflow {
+        /// The error.
+        error: Error,
+    },
+}
+
+impl RecordRejection {
+    /// A stable kebab-case code for counters (the report's own code for
+    /// [`RecordRejection::Report`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            RecordRejection::Report(r) => r.code(),
+            RecordRejection::NotUtf8 { .. } => "not-utf8",
+            RecordRejection::TooLong { .. } => "too-long",
+            RecordRejection::JsonArray => "json-array",
+            RecordRejection::TooManyGroups { .. } => "too-many-groups",
+            RecordRejection::Unclippable { .. } => "unclippable",
+            RecordRejection::Overflow { .. } => "overflow",
+        }
+    }
+}
+
+impl fmt::Display for RecordRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // Escaped and cut by `Rejection`'s own Display.
+            RecordRejection::Report(r) => write!(f, "{r}"),
+            RecordRejection::NotUtf8 { valid_up_to } => write!(
+                f,
+                "record is not UTF-8 (invalid byte after {valid_up_to} valid bytes)"
+            ),
+            RecordRejection::TooLong { length, limit } => write!(
+                f,
+                "record of {length} bytes is longer than the limit of {limit} bytes (skipped unread)"
+            ),
+            RecordRejection::JsonArray => write!(
+                f,
+                "a JSON array is not a report: write one report object per line"
+            ),
+            RecordRejection::TooManyGroups { limit } => write!(
+                f,
+                "report would open a new (query, mechanism, epsilon, delta) group beyond the limit of {limit}"
+            ),
+            RecordRejection::Unclippable { error } => {
+                write!(f, "no clipping bound for this report's group: {error}")
+            }
+            RecordRejection::Overflow { error } => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for RecordRejection {}
+
+impl From<Rejection> for RecordRejection {
+    fn from(r: Rejection) -> Self {
+        RecordRejection::Report(r)
+    }
+}
+
+/// What one record turned out to be.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded {
+    /// A decoded (not yet validated) report.
+    Report(Report),
+    /// A blank line, a `#` comment line or an empty frame.
+    Skipped,
+    /// Refused.
+    Rejected(RecordRejection),
+}
+
+/// Splits a byte stream into records (module docs). Memory: one buffer of
+/// `max_record_bytes` + 64 KiB, whatever the input.
+#[derive(Debug)]
+pub struct RecordReader<R> {
+    inner: R,
+    format: Format,
+    max: usize,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    scan: usize,
+    skipped_bytes: Option<u64>,
+    eof: bool,
+    number: u64,
+    scratch: Vec<u8>,
+}
+
+/// A record's number and its bytes, or its rejection if too long.
+pub type RawRecord<'a> = (u64, core::result::Result<&'a [u8], RecordRejection>);
+
+/// The raw body of one record.
+enum Raw {
+    /// `buf[start..end]`, terminated or not (the stream's last record).
+    Bytes(usize, usize, bool),
+    TooLong(u64),
+}
+
+impl<R: Read> RecordReader<R> {
+    /// A reader of `inner` with records of at most `max_record_bytes`
+    /// (1 ..= [`MAX_RECORD_BYTES_LIMIT`]). With [`FormatChoice::Auto`] the
+    /// first record is read here and the format decided, or the stream
+    /// refused with [`IngestError::UndetectableFormat`].
+    pub fn new(
+        inner: R,
+        format: FormatChoice,
+        max_record_bytes: usize,
+    ) -> core::result::Result<Self, IngestError> {
+        if !(1..=MAX_RECORD_BYTES_LIMIT).contains(&max_record_bytes) {
+            return Err(IngestError::Config(Error::LimitExceeded {
+                what: "record bytes (max_record_bytes)",
+                requested: max_record_bytes as u64,
+                limit: MAX_RECORD_BYTES_LIMIT as u64,
+            }));
+        }
+        let mut r = Self {
+            inner,
+            format: Format::Json,
+            max: max_record_bytes,
+            buf: std::vec![0; max_record_bytes + 1 + CHUNK],
+            start: 0,
+            end: 0,
+            scan: 0,
+            skipped_bytes: None,
+            eof: false,
+            number: 0,
+            scratch: Vec::new(),
+        };
+        r.format = match format {
+            FormatChoice::Json => Format::Json,
+            FormatChoice::Binary => Format::Binary,
+            FormatChoice::Auto => r.detect()?,
+        };
+        Ok(r)
+    }
+
+    /// The format being read.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Records read so far (the number of the last one).
+    pub fn records(&self) -> u64 {
+        self.number
+    }
+
+    fn fill(&mut self) -> io::Result<usize> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.scan -= self.start;
+            self.start = 0;
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    if n == 0 {
+                        self.eof = true;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn detect(&mut self) -> core::result::Result<Format, IngestError> {
+        // Read until the buffer holds a whole first frame (a 0x00), or a
+        // whole first line that starts like JSON, or is full, or holds the
+        // whole input. (A binary frame can hold a 0x0a byte, so a newline
+        // alone ends nothing.)
+        while !self.eof && self.end < self.buf.len() {
+            let head = &self.buf[..self.end];
+            if memchr::memchr(0, head).is_some() {
+                break;
+            }
+            let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
+            if matches!(text.first(), Some(b'{' | b'[' | b'#'))
+                && memchr::memchr(b'\n', text).is_some()
+            {
+                break;
+            }
+            self.fill()?;
+        }
+        let head = &self.buf[..self.end];
+        // Binary first: JSON text never holds a 0x00, and no JSON line
+        // decodes as a COBS frame of a report (its version byte would be
+        // an ASCII character).
+        let frames = &head[head.iter().position(|&b| b != 0).unwrap_or(head.len())..];
+        if frames.is_empty() && !head.is_empty() {
+            return Ok(Format::Binary);
+        }
+        if let Some(end) = memchr::memchr(0, frames) {
+            let mut scratch = Vec::new();
+            if decode_frame(&frames[..end], &mut scratch, true).is_ok() {
+                return Ok(Format::Binary);
+            }
+        }
+        let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
+        match text.first() {
+            None | Some(b'{' | b'[' | b'#') => Ok(Format::Json),
+            Some(_) => Err(IngestError::UndetectableFormat {
+                head: head[..head.len().min(8)].to_vec(),
+            }),
+        }
+    }
+
+    fn delimiter(&self) -> u8 {
+        match self.format {
+            Format::Json => b'\n',
+            Format::Binary => 0,
+        }
+    }
+
+    fn next_raw(&mut self) -> io::Result<Option<Raw>> {
+        let delim = self.delimiter();
+        loop {
+            if let Some(i) = memchr::memchr(delim, &self.buf[self.scan..self.end]) {
+                let pos = self.scan + i;
+                let rec = self.start;
+                self.start = pos + 1;
+                self.scan = self.start;
+                self.number += 1;
+                let len = (pos - rec) as u64;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    return Ok(Some(Raw::TooLong(skipped + len)));
+                }
+                if pos - rec > self.max {
+                    return Ok(Some(Raw::TooLong(len)));
+                }
+                return Ok(Some(Raw::Bytes(rec, pos, true)));
+            }
+            self.scan = self.end;
+            if self.end - self.start > self.max {
+                // Too long already: drop it and remember how much.
+                let dropped = (self.end - self.start) as u64;
+                self.skipped_bytes = Some(self.skipped_bytes.unwrap_or(0) + dropped);
+                self.start = self.end;
+            }
+            if self.eof {
+                let rec = self.start;
+                self.start = self.end;
+                self.scan = self.end;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    self.number += 1;
+                    return Ok(Some(Raw::TooLong(skipped + (self.end - rec) as u64)));
+                }
+                if rec < self.end {
+                    self.number += 1;
+                    return Ok(Some(Raw::Bytes(rec, self.end, false)));
+                }
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// The next record's raw bytes (without its delimiter), or its
+    /// rejection if it is too long. `Ok(None)` at the end of the input.
+    pub fn next_bytes(&mut self) -> io::Result<Option<RawRecord<'_>>> {
+        Ok(self.next_raw()?.map(|raw| match raw {
+            Raw::TooLong(length) => (
+                self.number,
+                Err(RecordRejection::TooLong {
+                    length,
+                    limit: self.max,
+                }),
+            ),
+            Raw::Bytes(a, b, _) => (self.number, Ok(&self.buf[a..b])),
+        }))
+    }
+
+    /// The next record: its number and what it is. `Ok(None)` at the end
+    /// of the input; `Err` only for I/O errors.
+    pub fn next_record(&mut self) -> io::Result<Option<(u64, Decoded)>> {
+        let Some(raw) = self.next_raw()? else {
+            return Ok(None);
+        };
+        let decoded = match raw {
+            Raw::TooLong(length) => Decoded::Rejected(RecordRejection::TooLong {
+                length,
+                limit: self.max,
+            }),
+            Raw::Bytes(a, b, terminated) => {
+                let bytes = &self.buf[a..b];
+                match self.format {
+                    Format::Json => decode_json_record(bytes),
+                    Format::Binary => decode_binary_record(bytes, terminated, &mut self.scratch),
+                }
+            }
+        };
+        Ok(Some((self.number, decoded)))
+    }
+}
+
+/// Decode one JSON record (a line without its `\n`): BOM, `\r` and
+/// surrounding whitespace are ignored; blank and `#` lines are skipped.
+pub fn decode_json_record(bytes: &[u8]) -> Decoded {
+    let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
+    match b.first() {
+        None | Some(b'#') => return Decoded::Skipped,
+        Some(b'[') => return Decoded::Rejected(RecordRejection::JsonArray),
+        _ => {}
+    }
+    // The layout this crate writes, without serde (same result, ~5x faster).
+    if let Some(r) = crate::fast_json::parse_canonical(b) {
+        return Decoded::Report(r);
+    }
+    match core::str::from_utf8(b) {
+        Err(e) => Decoded::Rejected(RecordRejection::NotUtf8 {
+            valid_up_to: e.valid_up_to(),
+        }),
+        Ok(s) => match Report::from_json(s) {
+            Ok(r) => Decoded::Report(r),
+            Err(why) => Decoded::Rejected(why.into()),
+        },
+    }
+}
+
+/// Decode one binary record (a COBS frame without its `0x00`); empty
+/// frames are skipped, an unterminated last frame is truncated.
+pub fn decode_binary_record(bytes: &[u8], terminated: bool, scratch: &mut Vec<u8>) -> Decoded {
+    if bytes.is_empty() {
+        return Decoded::Skipped;
+    }
+    if !terminated {
+        return Decoded::Rejected(RecordRejection::Report(Rejection::Truncated {
+            detail: "stream ends inside a frame (no 0x00 terminator)".into(),
+        }));
+    }
+    match decode_frame(bytes, scratch, true) {
+        Ok(r) => Decoded::Report(r),
+        Err(why) => Decoded::Rejected(why.into()),
+    }
+}
+
+/// Which estimator a group reports besides the (clipped) mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Estimator {
+    /// The mean (always computed).
+    #[default]
+    Mean,
+    /// Also the median of means over this many buckets
+    /// ([`crate::robust`]).
+    MedianOfMeans {
+        /// K.
+        buckets: u32,
+    },
+}
+
+/// How a [`ReportAggregator`] treats accepted reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AggregationConfig {
+    /// Clipping level; `None` turns clipping off (unbounded influence).
+    pub clip: Option<ClipLevel>,
+    /// Extra robust estimator.
+    pub estimator: Estimator,
+    /// Largest number of (query, mechanism, ε, δ) groups.
+    pub max_groups: usize,
+}
+
+impl Default for AggregationConfig {
+    /// Clipping at the default level, mean only, 4096 groups.
+    fn default() -> Self {
+        Self {
+            clip: Some(ClipLevel::default()),
+            estimator: Estimator::Mean,
+            max_groups: DEFAULT_MAX_GROUPS,
+        }
+    }
+}
+
+/// Ordered (not hashed): lookups stay O(log groups) whatever keys a client
+/// sends, with no hash flooding.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupKey {
+    query: QueryKey,
+    mechanism: MechanismName,
+    epsilon: u64,
+    delta: u64,
+}
+
+impl GroupKey {
+    /// A cheap mix of the key's words for the look-up cache (not for
+    /// security: a cache miss falls back to the ordered map).
+    #[inline]
+    fn slot(&self) -> usize {
+        let mut h =
+            (self.mechanism as u64) ^ self.epsilon.rotate_left(17) ^ self.delta.rotate_left(41);
+        let mut mix = |w: u64| h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(27);
+        match &self.query {
+            QueryKey::Threshold(a) => a.iter().for_each(|&w| mix(w)),
+            QueryKey::Interval(a) | QueryKey::TwoWay(a) => a.iter().for_each(|&w| mix(w)),
+            QueryKey::Kde(v) => v.iter().for_each(|&w| mix(w)),
+        }
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize
+    }
+}
+
+/// log2 of the direct-mapped cache in front of the group map.
+const CACHE_BITS: u32 = 12;
+
+#[derive(Clone, Debug)]
+struct Group {
+    key: GroupKey,
+    query: QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    clip: Option<ClipPolicy>,
+    clipped: u64,
+    aggregate: Aggregator,
+    robust: Option<MedianOfMeans>,
+}
+
+/// The public clipping numbers that come with an estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ClipSummary {
+    /// B = [lower, upper].
+    pub bounds: [f64; 2],
+    /// z, in units of σ_max.
+    pub z: f64,
+    /// σ_max.
+    pub sigma_max: f64,
+    /// σ_max · E[(|Z| − z)+]: bound on the honest bias of the mean.
+    pub bias_bound: f64,
+    /// width(B)/n: the most one report moves the mean.
+    pub influence_bound: f64,
+    /// sqrt(n) E[(|Z| − z)+]/sd(Z): bound on bias / standard error.
+    pub bias_to_se_bound: Option<f64>,
+    /// How many reports of the group were clipped.
+    pub clipped: u64,
+}
+
+/// The estimate of one group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupEstimate {
+    /// The query.
+    pub query: QueryDescriptor,
+    /// The mechanism.
+    pub mechanism: MechanismName,
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The mean of the (clipped) reports.
+    pub estimate: Estimate,
+    /// The clipping numbers (None with clipping off).
+    pub clip: Option<ClipSummary>,
+    /// The median of means, if asked for and n >= K.
+    pub robust: Option<RobustEstimate>,
+}
+
+/// Counts of a stream: every record is exactly one of accepted, rejected
+/// or skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Records read.
+    pub records: u64,
+    /// Reports aggregated.
+    pub accepted: u64,
+    /// Records refused.
+    pub rejected: u64,
+    /// Blank lines, comment lines, empty frames.
+    pub skipped: u64,
+}
+
+/// Validates, groups, clips and aggregates reports (module docs).
+#[derive(Clone, Debug)]
+pub struct ReportAggregator {
+    policy: ValidationPolicy,
+    config: AggregationConfig,
+    index: BTreeMap<GroupKey, usize>,
+    groups: Vec<Group>,
+    levels: Vec<(NoiseShape, f64)>,
+    /// Direct-mapped cache: slot -> group index + 1 (0: empty). A hit is
+    /// verified against the group's full key; a miss searches the ordered
+    /// map, so a crafted key costs O(log groups), never more.
+    cache: Vec<u32>,
+}
+
+impl ReportAggregator {
+    /// An empty aggregator. `config.max_groups` is capped at
+    /// [`MAX_GROUPS_LIMIT`].
+    pub fn new(policy: ValidationPolicy, config: AggregationConfig) -> Self {
+        let mut config = config;
+        config.max_groups = config.max_groups.min(MAX_GROUPS_LIMIT);
+        Self {
+            policy,
+            config,
+            index: BTreeMap::new(),
+            groups: Vec::new(),
+            levels: Vec::new(),
+            cache: std::vec![0; 1 << CACHE_BITS],
+        }
+    }
+
+    /// Number of groups so far.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn clip_for(&mut self, report: &Report) -> Result<Option<ClipPolicy>> {
+        let Some(level) = self.config.clip else {
+            return Ok(None);
+        };
+        let m = default_mechanism(report.mechanism, report.epsilon, report.delta)?;
+        let level = match (level, m.noise_shape()) {
+            (
+                ClipLevel::Auto {
+                    deployment_n,
+                    bias_to_se,
+                },
+                Some(shape),
+            ) => {
+                let cached = self.levels.iter().find(|(s, _)| *s == shape);
+                let z = match cached {
+                    Some(&(_, z)) => z,
+                    None => {
+                        let z = default_z(shape, deployment_n, bias_to_se)?;
+                        self.levels.push((shape, z));
+                        z
+                    }
+                };
+                ClipLevel::Fixed(z)
+            }
+            (level, _) => level,
+        };
+        let q = report.query.to_query()?;
+        ClipPolicy::for_mechanism(&m, &q, level).map(Some)
+    }
+
+    /// Validate a report and add its (clipped) value to its group.
+    pub fn offer(&mut self, report: Report) -> core::result::Result<(), RecordRejection> {
+        self.policy.validate(&report)?;
+        let key = GroupKey {
+            query: report.query.key(),
+            mechanism: report.mechanism,
+            // -0 and +0 are the same budget.
+            epsilon: (report.epsilon + 0.0).to_bits(),
+            delta: (report.delta + 0.0).to_bits(),
+        };
+        let slot = key.slot();
+        let cached = self.cache[slot] as usize;
+        let hit = cached
+            .checked_sub(1)
+            .filter(|&i| self.groups.get(i).is_some_and(|g| g.key == key));
+        let i = match hit.or_else(|| self.index.get(&key).copied()) {
+            Some(i) => i,
+            None => {
+                if self.groups.len() >= self.config.max_groups {
+                    return Err(RecordRejection::TooManyGroups {
+                        limit: self.config.max_groups,
+                    });
+                }
+                let clip = self
+                    .clip_for(&report)
+                    .map_err(|error| RecordRejection::Unclippable { error })?;
+                let robust = match self.config.estimator {
+                    Estimator::Mean => None,
+                    Estimator::MedianOfMeans { buckets } => Some(
+                        MedianOfMeans::new(buckets)
+                            .map_err(|error| RecordRejection::Unclippable { error })?,
+                    ),
+                };
+                self.groups.push(Group {
+                    key: key.clone(),
+                    mechanism: report.mechanism,
+                    epsilon: report.epsilon,
+                    delta: report.delta,
+                    query: report.query,
+                    clip,
+                    clipped: 0,
+                    aggregate: Aggregator::new(),
+                    robust,
+                });
+                self.index.insert(key, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        self.cache[slot] = (i + 1) as u32;
+        let g = &mut self.groups[i];
+        let value = match &g.clip {
+            Some(c) => {
+                let v = c.clip(report.value);
+                g.clipped += (v != report.value) as u64;
+                v
+            }
+            None => report.value,
+        };
+        g.aggregate
+            .add(value)
+            .map_err(|error| RecordRejection::Overflow { error })?;
+        if let Some(r) = g.robust.as_mut() {
+            r.add(value)
+                .map_err(|error| RecordRejection::Overflow { error })?;
+        }
+        Ok(())
+    }
+
+    /// Read every record of `reader`, offer the reports, and call
+    /// `on_reject(record number, reason)` for each refused record. Returns
+    /// the counts; `records == accepted + rejected + skipped`.
+    pub fn ingest<R: Read>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        mut on_reject: impl FnMut(u64, &RecordRejection),
+    ) -> io::Result<Counts> {
+        let mut counts = Counts::default();
+        while let Some((number, decoded)) = reader.next_record()? {
+            counts.records += 1;
+            let outcome = match decoded {
+                Decoded::Skipped => {
+                    counts.skipped += 1;
+                    continue;
+                }
+                Decoded::Rejected(why) => Err(why),
+                Decoded::Report(r) => self.offer(r),
+            };
+            match outcome {
+                Ok(()) => counts.accepted += 1,
+                Err(why) => {
+                    counts.rejected += 1;
+                    on_reject(number, &why);
+                }
+            }
+        }
+        Ok(counts)
+    }
+
+    /// One estimate per group, sorted by (canonical id, mechanism, ε, δ).
+    pub fn estimates(&self) -> Vec<GroupEstimate> {
+        let mut out: Vec<(String, GroupEstimate)> = self
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let estimate = g.aggregate.estimate()?;
+                let clip = g.clip.map(|c| ClipSummary {
+                    bounds: c.bounds(),
+                    z: c.z(),
+                    sigma_max: c.sigma_max(),
+                    bias_bound: c.bias_bound(),
+                    influence_bound: c.influence_bound(estimate.n).unwrap_or(f64::INFINITY),
+                    bias_to_se_bound: c.bias_to_se_bound(estimate.n),
+                    clipped: g.clipped,
+                });
+                Some((
+                    g.query.canonical_id(),
+                    GroupEstimate {
+                        query: g.query.clone(),
+                        mechanism: g.mechanism,
+                        epsilon: g.epsilon,
+                        delta: g.delta,
+                        estimate,
+                        clip,
+                        robust: g.robust.as_ref().and_then(MedianOfMeans::estimate),
+                    },
+                ))
+            })
+            .collect();
+        out.sort_by(|(a, x), (b, y)| {
+            a.cmp(b)
+                .then(x.mechanism.cmp(&y.mechanism))
+                .then(x.epsilon.total_cmp(&y.epsilon))
+                .then(x.delta.total_cmp(&y.delta))
+        });
+        out.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// Read an allow-list of queries: one canonical id per line (blank and `#`
+/// lines ignored), at most `max_queries` of them, lines of at most 4 KiB.
+/// A bad line is an error naming its line number (escaped, cut).
+pub fn read_allow_list<R: Read>(
+    input: R,
+    max_queries: usize,
+) -> core::result::Result<Vec<QueryDescriptor>, String> {
+    let mut reader =
+        RecordReader::new(input, FormatChoice::Json, 4096).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some((n, raw)) = reader.next_bytes().map_err(|e| e.to_string())? {
+        let bytes = raw.map_err(|why| std::format!("line {n}: {why}"))?;
+        let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
+        if b.is_empty() || b[0] == b'#' {
+            continue;
+        }
+        let s = core::str::from_utf8(b).map_err(|_| std::format!("line {n}: not UTF-8"))?;
+        let q: QueryDescriptor = s
+            .parse()
+            .map_err(|e| std::format!("line {n}: {}: {e}", Untrusted(s)))?;
+        if out.len() >= max_queries {
+            return Err(std::format!(
+                "line {n}: more than {max_queries} queries in the allow-list"
+            ));
+        }
+        out.push(q);
+    }
+    Ok(out)
+}

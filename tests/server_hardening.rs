@@ -1,0 +1,434 @@
+//! Regression tests for issue 12, one per finding: poisoning, lost
+//! batches, memory, overflow, tool crashes, log injection and mixing
+//! (docs/MATH.md §10).
+
+use geopriv::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
+use geopriv::audit::{audit_mechanism, MAX_AUDIT_PAIRS};
+use geopriv::clip::{ClipLevel, ClipPolicy};
+use geopriv::ingest::{
+    AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader, RecordRejection,
+    ReportAggregator,
+};
+use geopriv::{
+    Error, Mechanism, MechanismName, QueryDescriptor, Report, SoftThreshold, ValidationPolicy,
+};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::io::Read;
+
+const EPS: f64 = 1.0 / 20_000.0;
+
+fn threshold() -> QueryDescriptor {
+    QueryDescriptor::Threshold {
+        threshold: 100_000.0,
+        width: 20_000.0,
+    }
+}
+
+fn honest_lines(n: usize) -> String {
+    let q = SoftThreshold::new(100_000.0, 20_000.0).unwrap();
+    let m = Mechanism::polyplace(EPS).unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut out = String::new();
+    for i in 0..n {
+        let x = [150_000.0 * (i as f64 + 0.5) / n as f64];
+        let r = Report::release_unmetered(&m, &q, &x, &mut rng).unwrap();
+        out.push_str(&r.to_json_line());
+        out.push('\n');
+    }
+    out
+}
+
+fn policy() -> ValidationPolicy {
+    // The honest reports are simulated with a seeded generator.
+    ValidationPolicy::new(1.0, 1e-4).unwrap().accept_seeded()
+}
+
+/// Aggregate a JSON stream; returns the counts, the rejections and the
+/// aggregator.
+fn ingest(
+    input: &[u8],
+    config: AggregationConfig,
+) -> (Counts, Vec<(u64, RecordRejection)>, ReportAggregator) {
+    let mut reader = RecordReader::new(input, FormatChoice::Auto, 1 << 16).unwrap();
+    let mut agg = ReportAggregator::new(policy(), config);
+    let mut rejected = Vec::new();
+    let counts = agg
+        .ingest(&mut reader, |n, why| rejected.push((n, why.clone())))
+        .unwrap();
+    (counts, rejected, agg)
+}
+
+fn poisoned(honest: &str, value: f64, copies: usize) -> String {
+    let mut s = honest.to_string();
+    for _ in 0..copies {
+        s.push_str(
+            &Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, value).to_json_line(),
+        );
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn one_poisoned_report_moves_the_mean_by_at_most_width_over_n() {
+    let honest = honest_lines(20_000);
+    let (_, _, clean) = ingest(honest.as_bytes(), AggregationConfig::default());
+    let base = clean.estimates()[0].clone();
+    for (value, copies) in [
+        (1e4, 1),
+        (1e3, 1),
+        (f64::MAX, 1),
+        (f64::MAX, 2),
+        (-f64::MAX, 2),
+    ] {
+        let text = poisoned(&honest, value, copies);
+        let (counts, _, agg) = ingest(text.as_bytes(), AggregationConfig::default());
+        assert_eq!(counts.accepted, 20_000 + copies as u64);
+        let e = &agg.estimates()[0];
+        let clip = e.clip.unwrap();
+        let moved = (e.estimate.mean - base.estimate.mean).abs();
+        // Each poisoned report moves the sum by at most width(B).
+        assert!(
+            moved <= copies as f64 * clip.influence_bound * 1.000_001,
+            "{value} x{copies}: moved {moved}, bound {}",
+            clip.influence_bound
+        );
+        assert!(e.estimate.sum.is_finite(), "no null sum");
+        assert_eq!(clip.clipped, copies as u64);
+        assert!(clip.bias_bound > 0.0 && clip.bias_to_se_bound.unwrap() < 0.1);
+    }
+    // Unclipped, the same single report of 1e4 moves the mean by far more:
+    // what the clipping prevents.
+    let text = poisoned(&honest, 1e4, 1);
+    let (_, _, raw) = ingest(
+        text.as_bytes(),
+        AggregationConfig {
+            clip: None,
+            ..AggregationConfig::default()
+        },
+    );
+    assert!((raw.estimates()[0].estimate.mean - base.estimate.mean).abs() > 0.4);
+}
+
+#[test]
+fn the_median_of_means_states_its_bias_and_resists_poison() {
+    let honest = honest_lines(2_000);
+    let text = poisoned(&honest, f64::MAX, 3);
+    let config = AggregationConfig {
+        clip: None,
+        estimator: Estimator::MedianOfMeans { buckets: 16 },
+        ..AggregationConfig::default()
+    };
+    // Unclipped values, robust estimator only: f64::MAX in 3 of 16
+    // buckets does not move the median of means beyond the honest range.
+    let (_, _, agg) = ingest(text.as_bytes(), config);
+    let r = agg.estimates()[0].robust.unwrap();
+    assert!(r.median_of_means.abs() < 5.0, "{r:?}");
+    assert!(r.bias_bound > 0.0 && r.bias_bound.is_finite());
+}
+
+#[test]
+fn no_byte_sequence_costs_a_good_record() {
+    let good = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_json_line();
+    let mut input = Vec::new();
+    input.extend_from_slice(b"\xEF\xBB\xBF# exported by device fleet 7\n");
+    input.extend_from_slice(good.as_bytes());
+    input.extend_from_slice(b"\n\xff\xfe\x00 not utf-8\n");
+    input.extend_from_slice(format!("[{good},{good}]\n").as_bytes());
+    input.extend_from_slice(b"{\"version\":2,\"anything\":1}\n");
+    input.extend_from_slice(format!("\u{feff}{good}\r\n\n").as_bytes());
+    input.extend_from_slice(good.as_bytes()); // no final newline
+    let (counts, rejected, agg) = ingest(&input, AggregationConfig::default());
+    assert_eq!(counts.records, 8);
+    assert_eq!(
+        (counts.accepted, counts.rejected, counts.skipped),
+        (3, 3, 2)
+    );
+    let codes: Vec<(u64, &str)> = rejected.iter().map(|(n, r)| (*n, r.code())).collect();
+    assert_eq!(
+        codes,
+        [
+            (3, "not-utf8"),
+            (4, "json-array"),
+            (5, "unsupported-version")
+        ]
+    );
+    assert_eq!(agg.estimates()[0].estimate.n, 3);
+}
+
+#[test]
+fn auto_refuses_loudly_instead_of_misreading() {
+    for head in [&b"\x07garbage\n"[..], b"hello\n", b"\x01\x02\x03"] {
+        match RecordReader::new(head, FormatChoice::Auto, 1024) {
+            Err(IngestError::UndetectableFormat { .. }) => {}
+            other => panic!("{head:?}: {:?}", other.map(|r| r.format())),
+        }
+    }
+    // A binary stream is recognised even after leading empty frames.
+    let mut frames = vec![0u8, 0];
+    frames.extend(Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame());
+    let r = RecordReader::new(&frames[..], FormatChoice::Auto, 1024).unwrap();
+    assert_eq!(r.format(), geopriv::ingest::Format::Binary);
+}
+
+/// An endless source of one byte, counting what was read.
+struct Endless {
+    byte: u8,
+    left: u64,
+}
+
+impl Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.left as usize);
+        buf[..n].fill(self.byte);
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[test]
+fn oversized_records_are_skipped_without_buffering() {
+    // 64 MB without a delimiter, then a good record: the reader holds at
+    // most max + 64 KiB and rejects the long record by itself.
+    for (byte, format) in [(b'a', FormatChoice::Json), (0x05, FormatChoice::Binary)] {
+        let good = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5);
+        let tail = if format == FormatChoice::Json {
+            let mut t = b"\n".to_vec();
+            t.extend(good.to_json_line().into_bytes());
+            t
+        } else {
+            let mut t = vec![0u8];
+            t.extend(good.to_frame());
+            t
+        };
+        let source = Endless {
+            byte,
+            left: 64 << 20,
+        }
+        .chain(&tail[..]);
+        let mut reader = RecordReader::new(source, format, 4096).unwrap();
+        let mut agg = ReportAggregator::new(policy(), AggregationConfig::default());
+        let mut rejected = Vec::new();
+        let counts = agg
+            .ingest(&mut reader, |n, why| rejected.push((n, why.clone())))
+            .unwrap();
+        assert_eq!((counts.accepted, counts.rejected), (1, 1));
+        assert_eq!(
+            rejected[0],
+            (
+                1,
+                RecordRejection::TooLong {
+                    length: 64 << 20,
+                    limit: 4096
+                }
+            )
+        );
+    }
+    assert!(RecordReader::new(&b""[..], FormatChoice::Json, 1 << 40).is_err());
+}
+
+#[test]
+fn distinct_queries_are_bounded_and_allow_listed() {
+    let mut input = String::new();
+    for i in 0..500 {
+        let q = QueryDescriptor::Threshold {
+            threshold: i as f64,
+            width: 1.0,
+        };
+        input.push_str(&Report::new(q, MechanismName::Polyplace, 0.5, 0.0, 0.5).to_json_line());
+        input.push('\n');
+    }
+    let config = AggregationConfig {
+        max_groups: 100,
+        ..AggregationConfig::default()
+    };
+    let (counts, rejected, agg) = ingest(input.as_bytes(), config);
+    assert_eq!((counts.accepted, counts.rejected), (100, 400));
+    assert_eq!(agg.groups(), 100);
+    assert!(rejected.iter().all(|(_, r)| r.code() == "too-many-groups"));
+    // Allow-list from a file: one id per line, comments allowed.
+    let list = geopriv::ingest::read_allow_list(
+        &b"# collected\nthreshold:T=3;w=1\n\nthreshold:T=7;w=1\n"[..],
+        10,
+    )
+    .unwrap();
+    let mut reader = RecordReader::new(input.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+    let mut agg = ReportAggregator::new(policy().only_queries(&list), AggregationConfig::default());
+    let counts = agg.ingest(&mut reader, |_, _| {}).unwrap();
+    assert_eq!((counts.accepted, counts.rejected), (2, 498));
+    assert!(
+        geopriv::ingest::read_allow_list(&b"threshold:T=3;w=0\n"[..], 10)
+            .unwrap_err()
+            .starts_with("line 1:")
+    );
+    assert!(
+        geopriv::ingest::read_allow_list(&b"threshold:T=1;w=1\nthreshold:T=2;w=1\n"[..], 1)
+            .is_err()
+    );
+}
+
+#[test]
+fn grid_sizes_are_checked_before_allocating() {
+    let axis: Vec<f64> = (0..200_000).map(|i| i as f64).collect();
+    let e = GridAggregator::kde_grid(&axis, &axis, 1.0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::LimitExceeded {
+                what: "grid cells",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(GridAggregator::two_way_grid(&axis, &axis[..2], 1.0).is_err());
+    let side: Vec<f64> = (0..512).map(|i| i as f64).collect();
+    assert_eq!(MAX_GRID_CELLS, 512 * 512);
+    assert!(GridAggregator::two_way_grid(&side, &side[..1], 1.0).is_ok());
+}
+
+#[test]
+fn counters_never_wrap() {
+    // A restored aggregate at n = u64::MAX: adding is refused, unchanged.
+    let mut a = Aggregator::new();
+    a.add(2.0).unwrap();
+    let json =
+        serde_json::to_string(&a)
+            .unwrap()
+            .replacen("\"n\":1", "\"n\":18446744073709551615", 1);
+    let mut big: Aggregator = serde_json::from_str(&json).unwrap();
+    let before = big.clone();
+    assert!(matches!(big.add(1.0), Err(Error::Overflow { .. })));
+    assert_eq!(big, before);
+    assert!(matches!(big.merge(&a), Err(Error::Overflow { .. })));
+    assert_eq!(big, before);
+    // A state whose sums are larger than n finite values can make is
+    // refused on restore (a forged top limb).
+    for forged in [
+        r#"{"n":1,"sum":{"offset":67,"limbs":[2147483647]},"sum_sq":{"offset":133,"limbs":[2147483647]}}"#,
+        r#"{"n":3,"sum":{"offset":0,"limbs":[]},"sum_sq":{"offset":133,"limbs":[1]}}"#,
+    ] {
+        assert!(
+            serde_json::from_str::<Aggregator>(forged).is_err(),
+            "{forged}"
+        );
+    }
+    // Near capacity: n = 2^62 reports of about 2^1024 each (Σx = 2^2160,
+    // Σx² = 2^4258, so n Σx² = (Σx)²), merged with itself, fits exactly;
+    // one more merge would pass 2^64 reports and is refused instead of
+    // wrapping or truncating the top limb.
+    let top = format!(
+        r#"{{"n":{},"sum":{{"offset":67,"limbs":[{}]}},"sum_sq":{{"offset":133,"limbs":[4]}}}}"#,
+        1u64 << 62,
+        1i64 << 16,
+    );
+    let mut near: Aggregator = serde_json::from_str(&top).unwrap();
+    let copy = near.clone();
+    near.merge(&copy).unwrap();
+    assert_eq!(near.n(), 1 << 63);
+    let doubled = near.clone();
+    assert!(matches!(near.merge(&doubled), Err(Error::Overflow { .. })));
+    assert_eq!(near, doubled);
+    assert!(near.estimate().is_some());
+}
+
+#[test]
+fn the_audit_refuses_what_it_cannot_audit() {
+    let cases: [(f64, f64, f64, usize); 5] = [
+        (1e20, 1e-10, 0.01, 100),
+        (1e308, 1e307, 0.01, 100),
+        (100.0, 20.0, 0.05, usize::MAX),
+        (100.0, 20.0, 0.05, 1_000_000_000_000),
+        (100.0, 20.0, 1e-200, 100),
+    ];
+    for (t, w, eps, pairs) in cases {
+        let q = SoftThreshold::new(t, w).unwrap();
+        let m = Mechanism::polyplace(eps).unwrap();
+        let r = audit_mechanism(&m, &q, pairs, 1);
+        assert!(
+            matches!(
+                r,
+                Err(Error::Unauditable { .. } | Error::LimitExceeded { .. })
+            ),
+            "T={t} w={w} eps={eps} pairs={pairs}: {r:?}"
+        );
+    }
+    const { assert!(MAX_AUDIT_PAIRS >= 10_000) };
+}
+
+#[test]
+fn rejection_messages_cannot_forge_log_lines() {
+    let forged = "{\"version\":1,\"a\\nline 1: report accepted\\n\\u001b[2J\":1}\n";
+    let big = format!("{{\"version\":1,\"{}\":1}}\n", "x".repeat(10 << 20));
+    let mut reader = RecordReader::new(forged.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+    let mut agg = ReportAggregator::new(policy(), AggregationConfig::default());
+    let mut messages = Vec::new();
+    agg.ingest(&mut reader, |_, why| messages.push(why.to_string()))
+        .unwrap();
+    let direct = Report::from_json(&big).unwrap_err().to_string();
+    messages.push(direct);
+    for m in &messages {
+        assert!(!m.contains('\n') && !m.contains('\u{1b}'), "{m}");
+        assert!(m.len() < 1000, "{} bytes", m.len());
+    }
+}
+
+#[test]
+fn mechanisms_and_budgets_are_never_mixed() {
+    let mut input = String::new();
+    for (m, eps, delta, v) in [
+        (MechanismName::Polyplace, EPS, 0.0, 0.2),
+        (MechanismName::APriori, EPS, 0.0, 0.9),
+        (MechanismName::Polyplace, 2.0 * EPS, 0.0, 0.4),
+        (MechanismName::Laplace, EPS, 1e-6, 0.6),
+        (MechanismName::Polyplace, EPS, 0.0, 0.4),
+    ] {
+        input.push_str(&Report::new(threshold(), m, eps, delta, v).to_json_line());
+        input.push('\n');
+    }
+    let (_, _, agg) = ingest(input.as_bytes(), AggregationConfig::default());
+    let groups: Vec<(MechanismName, f64, u64)> = agg
+        .estimates()
+        .iter()
+        .map(|e| (e.mechanism, e.epsilon, e.estimate.n))
+        .collect();
+    assert_eq!(groups.len(), 4);
+    assert!(groups.contains(&(MechanismName::Polyplace, EPS, 2)));
+    assert!(groups.contains(&(MechanismName::APriori, EPS, 1)));
+}
+
+#[test]
+fn clipping_bounds_follow_the_mechanism() {
+    // PolyPlace: σ_max = L_global/γ = (1/w)/(ε/9) = 9 at ε = 1/w.
+    let p = ClipPolicy::for_reports(
+        &threshold(),
+        MechanismName::Polyplace,
+        EPS,
+        0.0,
+        ClipLevel::default(),
+    )
+    .unwrap();
+    assert!((p.sigma_max() - 9.0).abs() < 1e-12);
+    let [lo, hi] = p.bounds();
+    assert!((hi - 1.0 - p.z() * 9.0).abs() < 1e-12 && (lo + p.z() * 9.0).abs() < 1e-12);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Any bytes: every record is counted exactly once, never a panic.
+    #[test]
+    fn every_record_is_counted_once(bytes in proptest::collection::vec(any::<u8>(), 0..2000),
+                                    binary in any::<bool>(), max in 1usize..300) {
+        let format = if binary { FormatChoice::Binary } else { FormatChoice::Json };
+        let mut reader = RecordReader::new(&bytes[..], format, max).unwrap();
+        let mut agg = ReportAggregator::new(policy(), AggregationConfig::default());
+        let counts = agg.ingest(&mut reader, |_, _| {}).unwrap();
+        let delim = if binary { 0 } else { b'\n' };
+        let delims = bytes.iter().filter(|&&b| b == delim).count() as u64;
+        let trailing = u64::from(bytes.last().is_some_and(|&b| b != delim));
+        prop_assert_eq!(counts.records, delims + trailing);
+        prop_assert_eq!(counts.accepted + counts.rejected + counts.skipped, counts.records);
+    }
+}
