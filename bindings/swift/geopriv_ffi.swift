@@ -3644,6 +3644,135 @@ public func FfiConverterTypeBudgetUnit_lower(_ value: BudgetUnit) -> RustBuffer 
 
 
 /**
+ * Noise and constants of a central median/quantile release.
+ *
+ * Python: `CentralNoiseKind.POLY_PLACE()`, `CentralNoiseKind.LAPLACE(delta)`.
+ */
+
+public enum CentralNoiseKind: Equatable, Hashable {
+    
+    /**
+     * PolyPlace, no budget split (ε-DP).
+     */
+    case polyPlace
+    /**
+     * Student's t with 3 degrees of freedom (ε-DP).
+     */
+    case studentT
+    /**
+     * Generalized Cauchy, k = 4 (ε-DP).
+     */
+    case cauchy
+    /**
+     * Laplace, (ε, δ)-DP.
+     */
+    case laplace(
+        /**
+         * δ in (0, 1).
+         */delta: Double
+    )
+    /**
+     * The lecture notes' Cauchy constants (reference).
+     */
+    case lectureCauchy
+    /**
+     * The lecture notes' Laplace constants (reference), total δ.
+     */
+    case lectureLaplace(
+        /**
+         * δ in (0, 1).
+         */delta: Double
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension CentralNoiseKind: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCentralNoiseKind: FfiConverterRustBuffer {
+    typealias SwiftType = CentralNoiseKind
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CentralNoiseKind {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .polyPlace
+        
+        case 2: return .studentT
+        
+        case 3: return .cauchy
+        
+        case 4: return .laplace(delta: try FfiConverterDouble.read(from: &buf)
+        )
+        
+        case 5: return .lectureCauchy
+        
+        case 6: return .lectureLaplace(delta: try FfiConverterDouble.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: CentralNoiseKind, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .polyPlace:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .studentT:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .cauchy:
+            writeInt(&buf, Int32(3))
+        
+        
+        case let .laplace(delta):
+            writeInt(&buf, Int32(4))
+            FfiConverterDouble.write(delta, into: &buf)
+            
+        
+        case .lectureCauchy:
+            writeInt(&buf, Int32(5))
+        
+        
+        case let .lectureLaplace(delta):
+            writeInt(&buf, Int32(6))
+            FfiConverterDouble.write(delta, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCentralNoiseKind_lift(_ buf: RustBuffer) throws -> CentralNoiseKind {
+    return try FfiConverterTypeCentralNoiseKind.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCentralNoiseKind_lower(_ value: CentralNoiseKind) -> RustBuffer {
+    return FfiConverterTypeCentralNoiseKind.lower(value)
+}
+
+
+
+/**
  * Why a call failed. In Kotlin this is `GeoprivException` with one
  * subclass per variant, in Swift `GeoprivError`, in Python `GeoprivError`
  * with nested subclasses; the message says what to fix.
@@ -4474,6 +4603,83 @@ public func libraryVersion() -> String  {
 })
 }
 /**
+ * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
+ * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
+ * unless `seed` is given.
+ */
+public func centralQuantile(values: [Double], lambda: Double, quantile: Double, epsilon: Double, noise: CentralNoiseKind, seed: UInt64?)throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_central_quantile(
+        FfiConverterSequenceDouble.lower(values),
+        FfiConverterDouble.lower(lambda),
+        FfiConverterDouble.lower(quantile),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterTypeCentralNoiseKind_lower(noise),
+        FfiConverterOptionUInt64.lower(seed),uniffiCallStatus
+    )
+})
+}
+/**
+ * The exact β-smooth sensitivity of the `quantile`-quantile of `values`
+ * in [0, `lambda`] (data-dependent: not private by itself).
+ */
+public func centralSmoothSensitivity(values: [Double], lambda: Double, quantile: Double, beta: Double)throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(
+        FfiConverterSequenceDouble.lower(values),
+        FfiConverterDouble.lower(lambda),
+        FfiConverterDouble.lower(quantile),
+        FfiConverterDouble.lower(beta),uniffiCallStatus
+    )
+})
+}
+/**
+ * Canard–Olivier Algorithm 1 on a chain of levels with the given sorted
+ * local sensitivities: the Laplace scale 1/λ_k of every level.
+ */
+public func instanceBasedChainScales(localSensitivities: [Double], epsilon: Double, delta: Double)throws  -> [Double]  {
+    return try  FfiConverterSequenceDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(
+        FfiConverterSequenceDouble.lower(localSensitivities),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(delta),uniffiCallStatus
+    )
+})
+}
+/**
+ * The β at which Smooth Noisy Max needs its smooth bound: the Laplace
+ * variant when `laplace_delta` is given, else Student's t.
+ */
+public func smoothNoisyMaxBeta(epsilon: Double, laplaceDelta: Double?)throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterOptionDouble.lower(laplaceDelta),uniffiCallStatus
+    )
+})
+}
+/**
+ * Smooth Noisy Max: the index of the selected candidate, given the
+ * utilities and a smooth upper bound on their local sensitivity computed
+ * at `smooth_noisy_max_beta(epsilon, laplace_delta)`.
+ */
+public func smoothNoisyMaxSelect(utilities: [Double], smoothSensitivity: Double, epsilon: Double, laplaceDelta: Double?, seed: UInt64?)throws  -> UInt64  {
+    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(
+        FfiConverterSequenceDouble.lower(utilities),
+        FfiConverterDouble.lower(smoothSensitivity),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterOptionDouble.lower(laplaceDelta),
+        FfiConverterOptionUInt64.lower(seed),uniffiCallStatus
+    )
+})
+}
+/**
  * Project a location (WGS84 degrees) to `[x east, y north]` metres, the
  * 2-D point the two-way and KDE queries take. Latitude must be in
  * [-90, 90] (±85.05 for Web Mercator) and longitude in [-180, 180]; NaN or
@@ -4507,6 +4713,21 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.contractVersionMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_library_version() != 60138) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_central_quantile() != 39413) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity() != 60380) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales() != 14806) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select() != 24213) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_project() != 34708) {

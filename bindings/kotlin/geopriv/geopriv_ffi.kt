@@ -677,6 +677,16 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_geopriv_ffi_checksum_func_library_version(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_central_quantile(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_func_project(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
@@ -1049,6 +1059,16 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_central_quantile(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`epsilon`: Double,`noise`: RustBuffer.ByValue,`seed`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`beta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(`localSensitivities`: RustBuffer.ByValue,`epsilon`: Double,`delta`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(`epsilon`: Double,`laplaceDelta`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(`utilities`: RustBuffer.ByValue,`smoothSensitivity`: Double,`epsilon`: Double,`laplaceDelta`: RustBuffer.ByValue,`seed`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1171,6 +1191,21 @@ private fun uniffiCheckContractApiVersion(lib: IntegrityCheckingUniffiLib) {
 @Suppress("UNUSED_PARAMETER")
 private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_library_version() and 0xFFFF) != 60138) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_central_quantile() and 0xFFFF) != 39413) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity() and 0xFFFF) != 60380) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales() and 0xFFFF) != 14806) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() and 0xFFFF) != 17350) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_select() and 0xFFFF) != 24213) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_func_project() and 0xFFFF) != 34708) {
@@ -5738,6 +5773,174 @@ public object FfiConverterTypeBudgetUnit : FfiConverterRustBuffer<BudgetUnit>{
 
 
 
+/**
+ * Noise and constants of a central median/quantile release.
+ *
+ * Python: `CentralNoiseKind.POLY_PLACE()`, `CentralNoiseKind.LAPLACE(delta)`.
+ */
+sealed class CentralNoiseKind {
+    
+    /**
+     * PolyPlace, no budget split (ε-DP).
+     */
+    object PolyPlace : CentralNoiseKind()
+    
+    
+    /**
+     * Student's t with 3 degrees of freedom (ε-DP).
+     */
+    object StudentT : CentralNoiseKind()
+    
+    
+    /**
+     * Generalized Cauchy, k = 4 (ε-DP).
+     */
+    object Cauchy : CentralNoiseKind()
+    
+    
+    /**
+     * Laplace, (ε, δ)-DP.
+     */
+    data class Laplace(
+        /**
+         * δ in (0, 1).
+         */
+        val `delta`: kotlin.Double) : CentralNoiseKind()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * The lecture notes' Cauchy constants (reference).
+     */
+    object LectureCauchy : CentralNoiseKind()
+    
+    
+    /**
+     * The lecture notes' Laplace constants (reference), total δ.
+     */
+    data class LectureLaplace(
+        /**
+         * δ in (0, 1).
+         */
+        val `delta`: kotlin.Double) : CentralNoiseKind()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeCentralNoiseKind : FfiConverterRustBuffer<CentralNoiseKind>{
+    override fun read(buf: ByteBuffer): CentralNoiseKind {
+        return when(buf.getInt()) {
+            1 -> CentralNoiseKind.PolyPlace
+            2 -> CentralNoiseKind.StudentT
+            3 -> CentralNoiseKind.Cauchy
+            4 -> CentralNoiseKind.Laplace(
+                FfiConverterDouble.read(buf),
+                )
+            5 -> CentralNoiseKind.LectureCauchy
+            6 -> CentralNoiseKind.LectureLaplace(
+                FfiConverterDouble.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: CentralNoiseKind): ULong = when(value) {
+        is CentralNoiseKind.PolyPlace -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is CentralNoiseKind.StudentT -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is CentralNoiseKind.Cauchy -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is CentralNoiseKind.Laplace -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterDouble.allocationSize(value.`delta`)
+            )
+        }
+        is CentralNoiseKind.LectureCauchy -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is CentralNoiseKind.LectureLaplace -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterDouble.allocationSize(value.`delta`)
+            )
+        }
+    }
+
+    override fun write(value: CentralNoiseKind, buf: ByteBuffer) {
+        when(value) {
+            is CentralNoiseKind.PolyPlace -> {
+                buf.putInt(1)
+                Unit
+            }
+            is CentralNoiseKind.StudentT -> {
+                buf.putInt(2)
+                Unit
+            }
+            is CentralNoiseKind.Cauchy -> {
+                buf.putInt(3)
+                Unit
+            }
+            is CentralNoiseKind.Laplace -> {
+                buf.putInt(4)
+                FfiConverterDouble.write(value.`delta`, buf)
+                Unit
+            }
+            is CentralNoiseKind.LectureCauchy -> {
+                buf.putInt(5)
+                Unit
+            }
+            is CentralNoiseKind.LectureLaplace -> {
+                buf.putInt(6)
+                FfiConverterDouble.write(value.`delta`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
 
 
 /**
@@ -6500,6 +6703,103 @@ public object FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer<List
     UniffiLib.uniffi_geopriv_ffi_fn_func_library_version(
     
         _status)
+}
+    )
+    }
+    
+
+        /**
+         * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
+         * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
+         * unless `seed` is given.
+         */
+    @Throws(GeoprivException::class) fun `centralQuantile`(`values`: List<kotlin.Double>, `lambda`: kotlin.Double, `quantile`: kotlin.Double, `epsilon`: kotlin.Double, `noise`: CentralNoiseKind, `seed`: kotlin.ULong?): kotlin.Double {
+            return FfiConverterDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile(
+    
+        
+        FfiConverterSequenceDouble.lower(`values`),
+        FfiConverterDouble.lower(`lambda`),
+        FfiConverterDouble.lower(`quantile`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterTypeCentralNoiseKind.lower(`noise`),
+        FfiConverterOptionalULong.lower(`seed`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The exact β-smooth sensitivity of the `quantile`-quantile of `values`
+         * in [0, `lambda`] (data-dependent: not private by itself).
+         */
+    @Throws(GeoprivException::class) fun `centralSmoothSensitivity`(`values`: List<kotlin.Double>, `lambda`: kotlin.Double, `quantile`: kotlin.Double, `beta`: kotlin.Double): kotlin.Double {
+            return FfiConverterDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(
+    
+        
+        FfiConverterSequenceDouble.lower(`values`),
+        FfiConverterDouble.lower(`lambda`),
+        FfiConverterDouble.lower(`quantile`),
+        FfiConverterDouble.lower(`beta`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Canard–Olivier Algorithm 1 on a chain of levels with the given sorted
+         * local sensitivities: the Laplace scale 1/λ_k of every level.
+         */
+    @Throws(GeoprivException::class) fun `instanceBasedChainScales`(`localSensitivities`: List<kotlin.Double>, `epsilon`: kotlin.Double, `delta`: kotlin.Double): List<kotlin.Double> {
+            return FfiConverterSequenceDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_instance_based_chain_scales(
+    
+        
+        FfiConverterSequenceDouble.lower(`localSensitivities`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`delta`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The β at which Smooth Noisy Max needs its smooth bound: the Laplace
+         * variant when `laplace_delta` is given, else Student's t.
+         */
+    @Throws(GeoprivException::class) fun `smoothNoisyMaxBeta`(`epsilon`: kotlin.Double, `laplaceDelta`: kotlin.Double?): kotlin.Double {
+            return FfiConverterDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterOptionalDouble.lower(`laplaceDelta`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Smooth Noisy Max: the index of the selected candidate, given the
+         * utilities and a smooth upper bound on their local sensitivity computed
+         * at `smooth_noisy_max_beta(epsilon, laplace_delta)`.
+         */
+    @Throws(GeoprivException::class) fun `smoothNoisyMaxSelect`(`utilities`: List<kotlin.Double>, `smoothSensitivity`: kotlin.Double, `epsilon`: kotlin.Double, `laplaceDelta`: kotlin.Double?, `seed`: kotlin.ULong?): kotlin.ULong {
+            return FfiConverterULong.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(
+    
+        
+        FfiConverterSequenceDouble.lower(`utilities`),
+        FfiConverterDouble.lower(`smoothSensitivity`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterOptionalDouble.lower(`laplaceDelta`),
+        FfiConverterOptionalULong.lower(`seed`),_status)
 }
     )
     }
