@@ -176,7 +176,7 @@ def spark_estimates(spark, path):
     result = aggregate(spark.read.text(path), max_epsilon=1e-3, max_delta=1e-6)
     for e in result.estimates:  # one per (query, mechanism, ε, δ), as `geopriv aggregate --no-clip` prints them
         print(e.query, e.n, e.mean, e.standard_error, e.ci95)
-    print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "empty": 1}
+    print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "truncated": 1}
     return result
 
 
