@@ -26,9 +26,16 @@ python3 - bindings/tests/swift/QuickStart.swift bindings/swift/geopriv_ffi.swift
 import re, sys
 quick, generated = (open(p).read() for p in sys.argv[1:])
 calls = re.findall(r"\b([A-Z]\w*)?\.?(\w+)\((\w+):", quick.split("import Foundation", 1)[1])
+# Type(label: ...) is a memberwise/designated initializer: look for init(label: in the generated type.
+inits = re.findall(r"\b([A-Z]\w*)\((\w+):", quick.split("import Foundation", 1)[1])
+calls = [c for c in calls if (c[0] + c[1], c[2]) not in inits]
 missing = [f"{name}({label}:" for _, name, label in calls
-           if not re.search(rf"func {name}\({label}:", generated) and not re.search(rf"\b{name}\b", "deviceUpload")]
-types = set(re.findall(r"\b(GeoQuery|GeoMechanism|PrivacyBudget|ReportPolicy|Aggregator)\b", quick))
+           if not re.search(rf"func `?{name}`?\({label}:", generated) and not re.search(rf"\b{name}\b", "deviceUpload openLedger")]
+missing += [f"{t}({label}:" for t, label in inits
+            if not (m := re.search(rf"(class|struct) {t}\b", generated))
+            or not re.search(rf"init\((?:\s|/\*\*.*?\*/)*{label}:", generated[m.end():m.end() + 4000], re.S)]
+calls += inits
+types = set(re.findall(r"\b(GeoQuery|GeoMechanism|PrivacyLedger|BudgetPolicy|BudgetUnit|ReportPolicy|Aggregator)\b", quick))
 missing += [t for t in types if not re.search(rf"(class|struct|enum) {t}\b", generated)]
 if missing or not calls:
     sys.exit(f"error: README's Swift quick start uses {missing} not in bindings/swift/geopriv_ffi.swift")

@@ -2,7 +2,8 @@
 
 A DataFrame with one column of reports (JSON lines as strings, or the
 binary form ``PrivateReport.bytes`` as binary) becomes one estimate per
-query id (:func:`aggregate`) or one estimate per cell of a map
+(query, mechanism, ε, δ) group, as ``geopriv aggregate`` groups them
+(:func:`aggregate`), or one estimate per cell of a map
 (:func:`aggregate_map`)::
 
     from pyspark.sql import SparkSession
@@ -18,7 +19,7 @@ How it runs (docs/MATH.md §5 for the exact sums):
 
 1. ``mapPartitionsWithIndex``: every partition validates its rows with a
    ``ReportPolicy`` built on the executor, routes the accepted values by
-   query id into the core's exact ``Aggregator`` and emits its partial
+   group into the core's exact ``Aggregator`` and emits its partial
    state (``Aggregator.to_json()``: count, sum and sum of squares as exact
    integers) together with its rejection counts. A bad row (malformed,
    truncated, wrong version, out of policy, null) is rejected with its
@@ -26,7 +27,14 @@ How it runs (docs/MATH.md §5 for the exact sums):
 2. The driver collects the partials and merges them in a fixed order
    (a balanced binary tree over the partition indices). The sums are
    exact, so the result is bit-for-bit the one of a single process
-   (``geopriv aggregate`` on the same reports) under any partitioning.
+   (``geopriv aggregate --no-clip`` on the same reports) under any
+   partitioning.
+
+Like the CLI, blank JSON rows (after a BOM and ASCII whitespace) and rows
+starting with ``#`` are skipped (counted in ``skipped``, not rejected), and
+reports marked ``"seeded":true`` are rejected unless ``accept_seeded=True``
+(tests only). Clipping is not applied yet (see the TODO below): compare
+with ``geopriv aggregate --no-clip``.
 
 Executors need the ``geopriv`` wheel installed in the Python that Spark
 runs (``spark.pyspark.python``); see bindings/README.md ("Spark").
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 __all__ = [
@@ -46,6 +55,7 @@ __all__ = [
     "SparkMap",
     "aggregate",
     "aggregate_map",
+    "mechanism_str",
     "merge_partials",
 ]
 
@@ -70,12 +80,17 @@ class PolicySpec:
     max_delta: float = 1e-4
     allow_ldp: Optional[float] = None
     only_queries: Optional[Tuple[str, ...]] = None
+    #: Accept reports marked ``seeded`` (reproducible, NOT secure noise),
+    #: like ``geopriv aggregate --accept-seeded``. For tests only.
+    accept_seeded: bool = False
 
     def build(self) -> Any:
         """The ``geopriv.ReportPolicy`` this spec describes."""
         import geopriv
 
         policy = geopriv.ReportPolicy(self.max_epsilon, self.max_delta)
+        if self.accept_seeded:
+            policy = policy.accept_seeded()
         if self.allow_ldp is not None:
             policy = policy.allow_ldp(self.allow_ldp)
         if self.only_queries is not None:
@@ -85,10 +100,14 @@ class PolicySpec:
 
 @dataclasses.dataclass(frozen=True)
 class QueryEstimate:
-    """The estimate for one query id: the fields of ``geopriv aggregate``'s
-    output lines (``ci95`` is ``None`` below 2 reports)."""
+    """The estimate for one (query, mechanism, ε, δ) group: the fields of
+    ``geopriv aggregate --no-clip``'s output lines (``ci95`` is ``None``
+    below 2 reports)."""
 
     query: str
+    mechanism: str
+    epsilon: float
+    delta: float
     n: int
     mean: float
     sum: float
@@ -99,6 +118,9 @@ class QueryEstimate:
         """The CLI's JSON object for this estimate."""
         return {
             "query": self.query,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
             "n": self.n,
             "mean": self.mean,
             "sum": self.sum,
@@ -122,28 +144,33 @@ class Rejection:
 class SparkAggregate:
     """Result of :func:`aggregate`."""
 
-    #: One estimate per query id with at least one accepted report, sorted by id.
+    #: One estimate per (query, mechanism, ε, δ) group with at least one
+    #: accepted report, sorted like the CLI (query id, mechanism, ε, δ).
     estimates: List[QueryEstimate]
     accepted: int
     rejected: int
+    #: Blank and ``#`` JSON rows (skipped like the CLI does, not rejected).
+    skipped: int
     #: Rejections by code.
     rejections: Dict[str, int]
     #: The first rejected rows of each partition, with their reasons.
     examples: List[Rejection]
     partitions: int
-    #: The merged exact state per query id (``Aggregator.to_json()``), to
-    #: merge with other runs (``Aggregator.from_json``/``merge``).
-    states: Dict[str, str]
+    #: The merged exact state per group ``(query, mechanism, ε, δ)``
+    #: (``Aggregator.to_json()``), to merge with other runs
+    #: (``Aggregator.from_json``/``merge``).
+    states: Dict[Tuple[str, str, float, float], str]
 
     def to_json_lines(self) -> str:
         """The estimates in the format of ``geopriv aggregate`` (one JSON
-        object per line, sorted by query id)."""
+        object per line, sorted like the CLI; no clipping fields, as with
+        ``--no-clip``)."""
         import json
 
         return "".join(json.dumps(e.to_dict(), separators=(",", ":")) + "\n" for e in self.estimates)
 
     def to_dataframe(self, spark: Any) -> Any:
-        """The estimates as a Spark DataFrame (one row per query id)."""
+        """The estimates as a Spark DataFrame (one row per group)."""
         from pyspark.sql.types import (
             ArrayType,
             DoubleType,
@@ -156,6 +183,9 @@ class SparkAggregate:
         schema = StructType(
             [
                 StructField("query", StringType(), False),
+                StructField("mechanism", StringType(), False),
+                StructField("epsilon", DoubleType(), False),
+                StructField("delta", DoubleType(), False),
                 StructField("n", LongType(), False),
                 StructField("mean", DoubleType(), False),
                 StructField("sum", DoubleType(), False),
@@ -172,11 +202,13 @@ class SparkMap:
     """Result of :func:`aggregate_map`: one cell per query, in the order
     the queries were given (``estimate`` is ``None`` for a cell without
     reports); a density map over ``GridAggregator.kde_grid``'s queries is
-    row-major in y, then x."""
+    row-major in y, then x. Cells are per query id (all mechanisms, ε and
+    δ pooled, as ``GridAggregator`` does)."""
 
     cells: List[Tuple[str, Optional[QueryEstimate]]]
     accepted: int
     rejected: int
+    skipped: int
     rejections: Dict[str, int]
     examples: List[Rejection]
     partitions: int
@@ -211,9 +243,26 @@ def _clip_hook(clip: Any) -> Optional[Callable[[Any], float]]:
     )
 
 
+def mechanism_str(name: Any) -> str:
+    """The CLI's name of a ``MechanismName`` (``STUDENT_T`` gives ``student-t``)."""
+    return name.name.lower().replace("_", "-")
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _skippable(record: str) -> bool:
+    """A blank or ``#`` JSON row, which ``geopriv aggregate`` skips: a BOM
+    and ASCII whitespace around the row are ignored."""
+    text = record[1:] if record.startswith("\ufeff") else record
+    text = text.strip(" \t\n\r\x0c")
+    return not text or text.startswith("#")
+
+
 def _partition(
-    spec: PolicySpec, binary: bool, clip: Any
-) -> Callable[[int, Iterable[Any]], Iterator[Tuple[int, Dict[str, str], int, Dict[str, int], List[Rejection]]]]:
+    spec: PolicySpec, binary: bool, clip: Any, by_query: bool
+) -> Callable[[int, Iterable[Any]], Iterator[Tuple[int, Dict[Any, str], int, int, Dict[str, int], List[Rejection]]]]:
     """The function run on every partition (module-level, so it pickles)."""
 
     def run(index: int, rows: Iterable[Any]) -> Iterator[Any]:
@@ -222,21 +271,22 @@ def _partition(
         policy = spec.build()
         accept = policy.accept_bytes if binary else policy.accept_json
         transform = _clip_hook(clip)
-        aggregators: Dict[str, Any] = {}
-        pending: Dict[str, List[float]] = {}
+        aggregators: Dict[Any, Any] = {}
+        pending: Dict[Any, List[float]] = {}
         rejections: Dict[str, int] = {}
         examples: List[Rejection] = []
         accepted = 0
+        skipped = 0
 
         def reject(row: int, code: str, reason: str) -> None:
             rejections[code] = rejections.get(code, 0) + 1
             if len(examples) < EXAMPLES_PER_PARTITION:
                 examples.append(Rejection(index, row, code, reason))
 
-        def flush(query_id: str, values: List[float]) -> None:
-            agg = aggregators.get(query_id)
+        def flush(key: Any, values: List[float]) -> None:
+            agg = aggregators.get(key)
             if agg is None:
-                agg = aggregators[query_id] = geopriv.Aggregator()
+                agg = aggregators[key] = geopriv.Aggregator()
             agg.add_values(values)  # finite: the policy checked every value
             values.clear()
 
@@ -244,6 +294,9 @@ def _partition(
             record = row[0] if isinstance(row, (tuple, list)) else row
             if record is None:
                 reject(row_number, "empty", "null report [empty]")
+                continue
+            if not binary and isinstance(record, str) and _skippable(record):
+                skipped += 1
                 continue
             try:
                 report = accept(bytes(record) if binary else record)
@@ -254,18 +307,24 @@ def _partition(
             except (TypeError, ValueError, UnicodeError) as e:  # a cell of the wrong type
                 reject(row_number, "wrong-type", f"{type(e).__name__}: {e} [wrong-type]")
                 continue
-            values = pending.get(report.query_id)
+            # The CLI's group key: ε and δ by their bits.
+            key = (
+                report.query_id
+                if by_query
+                else (report.query_id, mechanism_str(report.mechanism), _bits(report.epsilon), _bits(report.delta))
+            )
+            values = pending.get(key)
             if values is None:
-                values = pending[report.query_id] = []
+                values = pending[key] = []
             values.append(value)
             accepted += 1
             if len(values) >= _FLUSH:
-                flush(report.query_id, values)
-        for query_id, values in pending.items():
+                flush(key, values)
+        for key, values in pending.items():
             if values:
-                flush(query_id, values)
-        states = {q: a.to_json() for q, a in aggregators.items()}
-        yield (index, states, accepted, rejections, examples)
+                flush(key, values)
+        states = {k: a.to_json() for k, a in aggregators.items()}
+        yield (index, states, accepted, skipped, rejections, examples)
 
     return run
 
@@ -310,34 +369,53 @@ def _report_column(df: Any, column: Optional[str]) -> Tuple[str, bool]:
     raise ValueError(f"column {column!r} is {kind.simpleString()}: reports are strings (JSON) or binary")
 
 
-def _run(df: Any, column: Optional[str], spec: PolicySpec, clip: Any) -> Tuple[Dict[str, str], int, Dict[str, int], List[Rejection], int]:
+def _sort_key(key: Any) -> Any:
+    """The CLI's order: query id, mechanism (declaration order), ε, δ."""
+    import geopriv
+
+    if isinstance(key, str):
+        return key
+    query, mechanism, epsilon, delta = key
+    rank = geopriv.MechanismName[mechanism.upper().replace("-", "_")].value
+    return (query, rank, struct.unpack("<d", epsilon)[0], struct.unpack("<d", delta)[0])
+
+
+def _run(
+    df: Any, column: Optional[str], spec: PolicySpec, clip: Any, by_query: bool = False
+) -> Tuple[Dict[Any, str], int, int, Dict[str, int], List[Rejection], int]:
     _clip_hook(clip)  # refuse an unsupported clip on the driver, before any job
     name, binary = _report_column(df, column)
     rdd = df.select(name).rdd
-    partials = sorted(rdd.mapPartitionsWithIndex(_partition(spec, binary, clip)).collect(), key=lambda p: p[0])
-    by_query: Dict[str, List[str]] = {}
+    partials = sorted(rdd.mapPartitionsWithIndex(_partition(spec, binary, clip, by_query)).collect(), key=lambda p: p[0])
+    by_group: Dict[Any, List[str]] = {}
     rejections: Dict[str, int] = {}
     examples: List[Rejection] = []
     accepted = 0
-    for _, states, n, rejected, some in partials:
+    skipped = 0
+    for _, states, n, blank, rejected, some in partials:
         for q, s in states.items():
-            by_query.setdefault(q, []).append(s)
+            by_group.setdefault(q, []).append(s)
         accepted += n
+        skipped += blank
         for code, count in rejected.items():
             rejections[code] = rejections.get(code, 0) + count
         examples.extend(some)
-    merged = {q: merge_partials(s) for q, s in sorted(by_query.items())}
-    return merged, accepted, dict(sorted(rejections.items())), examples, len(partials)
+    merged = {q: merge_partials(by_group[q]) for q in sorted(by_group, key=_sort_key)}
+    return merged, accepted, skipped, dict(sorted(rejections.items())), examples, len(partials)
 
 
-def _estimate(query_id: str, state: str) -> Optional[QueryEstimate]:
+def _estimate(key: Any, state: str) -> Optional[QueryEstimate]:
     import geopriv
 
     e = geopriv.Aggregator.from_json(state).estimate()
     if e is None:
         return None
     ci = None if e.ci95_low is None or e.ci95_high is None else (e.ci95_low, e.ci95_high)
-    return QueryEstimate(query_id, e.n, e.mean, e.sum, e.standard_error, ci)
+    if isinstance(key, str):  # a map cell: every mechanism, ε and δ pooled
+        return QueryEstimate(key, "", float("nan"), float("nan"), e.n, e.mean, e.sum, e.standard_error, ci)
+    query, mechanism, epsilon, delta = key
+    eps, dlt = struct.unpack("<d", epsilon)[0], struct.unpack("<d", delta)[0]
+    return QueryEstimate(query, mechanism, eps, dlt, e.n, e.mean, e.sum, e.standard_error, ci)
 
 
 def aggregate(
@@ -348,26 +426,35 @@ def aggregate(
     max_delta: float = 1e-4,
     allow_ldp: Optional[float] = None,
     only_queries: Optional[Sequence[str]] = None,
+    accept_seeded: bool = False,
     clip: Any = None,
 ) -> SparkAggregate:
-    """One estimate per query id from a DataFrame of reports.
+    """One estimate per (query, mechanism, ε, δ) group from a DataFrame of
+    reports, as ``geopriv aggregate --no-clip`` prints them.
 
     ``column`` (default: the only column) holds JSON reports (string) or
     binary reports (binary). The policy flags are those of ``geopriv
     aggregate`` (same defaults); ``only_queries`` lists the canonical ids
-    to accept. ``clip`` is reserved for the clipping policy of the
+    to accept; ``accept_seeded=True`` accepts reports marked ``seeded``
+    (``--accept-seeded``, for tests only). ``clip`` is reserved for the clipping policy of the
     server-hardening work and raises ``NotImplementedError`` for now.
     Rows that fail validation are counted by code in ``rejections`` (the
     first few of each partition with their reason in ``examples``).
     """
-    spec = PolicySpec(max_epsilon, max_delta, allow_ldp, None if only_queries is None else tuple(only_queries))
+    spec = PolicySpec(
+        max_epsilon, max_delta, allow_ldp, None if only_queries is None else tuple(only_queries), accept_seeded
+    )
     spec.build()  # refuse bad limits on the driver
-    states, accepted, rejections, examples, partitions = _run(df, column, spec, clip)
-    estimates = [e for e in (_estimate(q, s) for q, s in states.items()) if e is not None]
+    raw, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clip)
+    states = {
+        (q, m, struct.unpack("<d", e)[0], struct.unpack("<d", d)[0]): s for (q, m, e, d), s in raw.items()
+    }
+    estimates = [e for e in (_estimate(k, s) for k, s in raw.items()) if e is not None]
     return SparkAggregate(
         estimates=estimates,
         accepted=accepted,
         rejected=sum(rejections.values()),
+        skipped=skipped,
         rejections=rejections,
         examples=examples,
         partitions=partitions,
@@ -383,6 +470,7 @@ def aggregate_map(
     max_epsilon: float = 1.0,
     max_delta: float = 1e-4,
     allow_ldp: Optional[float] = None,
+    accept_seeded: bool = False,
     clip: Any = None,
 ) -> SparkMap:
     """One estimate per cell of a map: ``queries`` are ``GeoQuery`` objects
@@ -391,21 +479,16 @@ def aggregate_map(
     equal those of a ``GridAggregator`` over the same queries fed the same
     reports, bit for bit."""
     ids = tuple(q if isinstance(q, str) else q.query_id() for q in queries)
-    result = aggregate(
-        df,
-        column,
-        max_epsilon=max_epsilon,
-        max_delta=max_delta,
-        allow_ldp=allow_ldp,
-        only_queries=ids,
-        clip=clip,
-    )
-    by_id = {e.query: e for e in result.estimates}
+    spec = PolicySpec(max_epsilon, max_delta, allow_ldp, ids, accept_seeded)
+    spec.build()  # refuse bad limits on the driver
+    states, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clip, by_query=True)
+    by_id = {q: _estimate(q, s) for q, s in states.items()}
     return SparkMap(
         cells=[(q, by_id.get(q)) for q in ids],
-        accepted=result.accepted,
-        rejected=result.rejected,
-        rejections=result.rejections,
-        examples=result.examples,
-        partitions=result.partitions,
+        accepted=accepted,
+        rejected=sum(rejections.values()),
+        skipped=skipped,
+        rejections=rejections,
+        examples=examples,
+        partitions=partitions,
     )

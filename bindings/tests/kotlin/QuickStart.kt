@@ -6,13 +6,17 @@ import geopriv.*
 import kotlin.random.Random
 import kotlin.system.exitProcess
 
-/** Device: privatize "income above $100k" (ε = 1/5000 per dollar), within the user's budget. */
-fun deviceUpload(income: Double, budget: PrivacyBudget): String? =
+/** Device: the user's lifetime budget, ε = 1/2500 per dollar, in a file created on first use. */
+fun openLedger(path: String): PrivacyLedger =
+    PrivacyLedger.openOrCreate(path, BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = 1.0 / 2500, totalDelta = 0.0))
+
+/** Device: privatize "income above $100k" (ε = 1/5000 per dollar), charged to the ledger first. */
+fun deviceUpload(income: Double, ledger: PrivacyLedger): String? =
     GeoQuery.threshold(100_000.0, 20_000.0).use { query ->
-        GeoMechanism.polyplace(epsilon = 1.0 / 5000).use { mechanism ->
+        GeoMechanism.polyplace(epsilon = 1.0 / 5000).use { it.withUnit(BudgetUnit.PerDollar) }.use { mechanism ->
             try {
-                mechanism.privatizeWithBudget(budget, query, listOf(income)).json  // upload this
-            } catch (e: GeoprivException.BudgetExceeded) {
+                mechanism.privatize(ledger, query, listOf(income)).json  // upload this
+            } catch (e: GeoprivException.BudgetExceeded) {  // nothing was released or charged
                 null
             }
         }
@@ -41,12 +45,17 @@ fun main() {
     }
     val rnd = Random(14)
     val incomes = List(4000) { 60_000.0 + 50_000.0 * rnd.nextDouble() * rnd.nextDouble() * 2.0 }
+    val perDevice = BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = 1.0 / 2500, totalDelta = 0.0)
     val uploads = incomes.mapNotNull { income ->
-        PrivacyBudget(1.0 / 2500, 0.0).use { budget -> deviceUpload(income, budget) }
+        PrivacyLedger.inMemory(perDevice).use { ledger -> deviceUpload(income, ledger) }
     }
     check(uploads.size == incomes.size, "every device released once")
-    val spent = PrivacyBudget(1.0 / 5000, 0.0)
-    check(deviceUpload(1.0, spent) != null && deviceUpload(1.0, spent) == null, "the budget refuses a second release")
+    val dir = java.nio.file.Files.createTempDirectory("geopriv-quickstart")
+    val path = dir.resolve("ledger").toString()
+    val first = openLedger(path).use { ledger -> listOf(deviceUpload(1.0, ledger), deviceUpload(1.0, ledger)) }
+    val third = openLedger(path).use { ledger -> deviceUpload(1.0, ledger) }  // reopened from the file
+    check(first.all { it != null } && third == null, "the file ledger refuses a third release after reopening")
+    dir.toFile().deleteRecursively()
     val estimate = serverEstimate(uploads + listOf("{not json", ""))
     val truth = incomes.map { ((it - 100_000.0) / 20_000.0 + 0.5).coerceIn(0.0, 1.0) }.average()
     check(estimate != null && estimate.n == incomes.size.toULong(), "two bad uploads rejected, the rest counted")

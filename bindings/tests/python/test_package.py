@@ -81,7 +81,7 @@ def _():
 @test("the public names: the generated API and __all__")
 def _():
     for name in ["GeoQuery", "GeoMechanism", "ReportPolicy", "Aggregator", "GridAggregator",
-                 "PrivacyBudget", "Projection", "GeoprivError", "library_version", "project"]:
+                 "PrivacyLedger", "BudgetPolicy", "BudgetUnit", "Projection", "GeoprivError", "library_version", "project"]:
         expect(name in geopriv.__all__ and hasattr(geopriv, name), name)
     q = geopriv.GeoQuery.threshold(100_000.0, 20_000.0)
     expect(q.query_id() == "threshold:T=100000;w=20000", q.query_id())
@@ -103,6 +103,10 @@ def _():
     both = geopriv.Aggregator()
     both.add_values([0.5, 0.25, 0.125])
     expect(spark.merge_partials([a.to_json(), b.to_json()]) == both.to_json(), "tree merge")
+    expect(spark.mechanism_str(geopriv.MechanismName.STUDENT_T) == "student-t", "CLI mechanism names")
+    expect(not spark.PolicySpec().accept_seeded and spark._skippable("\ufeff  # note") and spark._skippable(" \r"),
+           "seeded reports refused by default; blank and # rows skipped")
+    expect(not spark._skippable("{") and not spark._skippable("\x0b"), "only ASCII whitespace (as the CLI) is blank")
 
 
 @test("a second interpreter imports the package from any directory")

@@ -32,8 +32,11 @@ from geopriv.spark import aggregate, aggregate_map
 CLI = os.environ["GEOPRIV_CLI"]
 N = int(os.environ.get("GEOPRIV_SPARK_REPORTS", "1000000"))
 WORK = os.environ["GEOPRIV_SPARK_WORK"]
-POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6"]
-LIMITS = dict(max_epsilon=0.001, max_delta=1e-6)
+# Spark does not clip yet (the TODO in geopriv/spark.py), so the reference
+# is the CLI without clipping; the big set is seeded (reproducible), so
+# both accept seeded reports (tests only).
+POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6", "--no-clip", "--accept-seeded"]
+LIMITS = dict(max_epsilon=0.001, max_delta=1e-6, accept_seeded=True)
 
 PASSED = 0
 FAILED = 0
@@ -66,8 +69,11 @@ def bits(x):
 
 # ---------------------------------------------------------------- reports
 # Four query families, each with its own mechanism, released by the CLI
-# (seeded, so the run is reproducible), and a few bad records at random
-# places (so they land in different partitions).
+# (`--unmetered`: simulated devices; seeded, so the run is reproducible,
+# except the small set, made with secure noise so that the README quick
+# start runs with the default policy), and a few bad records at random
+# places (so they land in different partitions). The blank line is
+# skipped (not rejected) by the CLI and by Spark alike.
 FAMILIES = [
     (["threshold", "--threshold", "100000", "--width", "20000"], ["--mechanism", "polyplace", "--epsilon", "0.0005"],
      lambda r: f"{r.gauss(80_000, 30_000)}"),
@@ -80,7 +86,7 @@ FAMILIES = [
      lambda r: f"{r.gauss(1_000, 300)},{r.gauss(-200, 300)}"),
 ]
 BAD = [
-    ("", "empty"),
+    ("", None),
     ("{not json", "malformed"),
     ('{"version":1,"query":', None),
     ('{"version":99,"query":{"threshold":{"threshold":1.0,"width":1.0}},"mechanism":"polyplace","epsilon":0.001,'
@@ -90,29 +96,30 @@ BAD = [
 
 
 def privatize(query, mechanism, points, seed):
+    seeding = [] if seed is None else ["--seed", str(seed)]
     out = subprocess.run(
-        [CLI, "privatize", *query, *mechanism, "--seed", str(seed)],
+        [CLI, "privatize", *query, *mechanism, "--unmetered", *seeding],
         input="\n".join(points) + "\n", capture_output=True, text=True, check=True,
     )
     return out.stdout.splitlines()
 
 
-def make_reports(n, seed):
+def make_reports(n, seed, seeded=True):
     """n valid reports of the four families plus the bad records; returns
-    the lines and the number of bad ones."""
+    the lines and the number of bad ones (the blank line, skipped, aside)."""
     rnd = random.Random(seed)
     lines = []
     per = n // len(FAMILIES)
     for k, (query, mechanism, draw) in enumerate(FAMILIES):
         count = per if k < len(FAMILIES) - 1 else n - per * (len(FAMILIES) - 1)
-        lines += privatize(query, mechanism, [draw(rnd) for _ in range(count)], seed + k)
+        lines += privatize(query, mechanism, [draw(rnd) for _ in range(count)], seed + k if seeded else None)
     # An honest-looking report over the server's ε limit.
-    greedy = privatize(FAMILIES[0][0], ["--mechanism", "polyplace", "--epsilon", "0.01"], ["1"], seed)
+    greedy = privatize(FAMILIES[0][0], ["--mechanism", "polyplace", "--epsilon", "0.01"], ["1"], seed if seeded else None)
     bad = [b for b, _ in BAD] + greedy
     rnd.shuffle(lines)
     for b in bad:
         lines.insert(rnd.randrange(len(lines) + 1), b)
-    return lines, len(bad)
+    return lines, len([b for b in bad if b.strip()])
 
 
 def write(name, lines):
@@ -122,34 +129,43 @@ def write(name, lines):
     return path
 
 
-def cli_aggregate(path):
-    """The CLI's estimates ({query: line}) and its rejection reasons (one per bad line)."""
+def group(e):
+    """The CLI's group key of an estimate line: (query, mechanism, ε, δ)."""
+    return (e["query"], e["mechanism"], bits(e["epsilon"]), bits(e["delta"]))
+
+
+def cli_aggregate(path, policy=POLICY):
+    """The CLI's estimates ({group: line}) and its rejection reasons (one per
+    bad line, "reason [code]" as the bindings give them)."""
     with open(path, "rb") as f:
-        out = subprocess.run([CLI, "aggregate", "--format", "json", *POLICY], stdin=f, capture_output=True)
+        out = subprocess.run([CLI, "aggregate", "--format", "json", *policy], stdin=f, capture_output=True)
     # Exit status 1: some records were rejected (their reasons on stderr).
     if out.returncode not in (0, 1) or (out.returncode == 1) != (b"\nline " in b"\n" + out.stderr):
         raise RuntimeError(f"geopriv aggregate failed ({out.returncode}): {out.stderr[-2000:]!r}")
-    estimates = {e["query"]: e for e in map(json.loads, out.stdout.decode().splitlines())}
-    reasons = [line.split(": ", 1)[1] for line in out.stderr.decode().splitlines() if line.startswith("line ")]
+    estimates = {group(e): e for e in map(json.loads, out.stdout.decode().splitlines())}
+    lines = out.stderr.decode().splitlines()
+    reasons = [line.split(": ", 1)[1] for line in lines if line.startswith("line ")]
+    expect(lines and " records: " in lines[-1], f"the CLI's record counts: {lines[-1:]}")
     return estimates, reasons
 
 
 def same_as_cli(result, expected, reasons, what):
-    """Every estimate equals the CLI's, bit for bit; the same number of
-    rows is rejected, each shown reason being one the CLI gave (the
-    bindings append the code: "... [malformed]")."""
-    got = {e.query: e.to_dict() for e in result.estimates}
-    expect(sorted(got) == sorted(expected), f"{what}: queries {sorted(got)} != {sorted(expected)}")
-    for q, e in expected.items():
-        g = got[q]
-        expect(g["n"] == e["n"], f"{what} {q}: n {g['n']} != {e['n']}")
-        for field in ("mean", "sum", "standard_error"):
-            expect(bits(g[field]) == bits(e[field]), f"{what} {q}: {field} {g[field]!r} != CLI {e[field]!r}")
-        expect([bits(x) for x in g["ci95"] or []] == [bits(x) for x in e["ci95"] or []], f"{what} {q}: ci95")
+    """Every estimate line equals the CLI's, field for field and bit for bit,
+    in the CLI's order; the same number of rows is rejected, each shown
+    reason being one the CLI gave ("... [malformed]")."""
+    got = [group(e.to_dict()) for e in result.estimates]
+    expect(got == list(expected), f"{what}: groups {got} != CLI {list(expected)}")
+    for e in result.estimates:
+        g, c = e.to_dict(), expected[group(e.to_dict())]
+        expect(sorted(g) == sorted(c), f"{what}: fields {sorted(g)} != CLI {sorted(c)}")
+        for field, x in c.items():
+            same = (bits(g[field]) == bits(x) if isinstance(x, float)
+                    else [bits(v) for v in g[field]] == [bits(v) for v in x] if isinstance(x, list) else g[field] == x)
+            expect(same, f"{what} {e.query}: {field} {g[field]!r} != CLI {x!r}")
     expect(result.rejected == len(reasons) == sum(result.rejections.values()),
            f"{what}: {result.rejections} against the CLI's {reasons}")
     for x in result.examples:
-        expect(x.reason.endswith(f" [{x.code}]") and x.reason[: -len(x.code) - 3] in reasons, f"{what}: {x}")
+        expect(x.reason.endswith(f" [{x.code}]") and x.reason in reasons, f"{what}: {x} not in {reasons}")
     expect(len(result.examples) >= min(len(reasons), 5), f"{what}: examples {result.examples}")
 
 
@@ -158,9 +174,9 @@ def same_as_cli(result, expected, reasons, what):
 def spark_estimates(spark, path):
     """Estimates per query id from a folder (or file) of uploaded JSON lines."""
     result = aggregate(spark.read.text(path), max_epsilon=1e-3, max_delta=1e-6)
-    for e in result.estimates:  # sorted by query id, as `geopriv aggregate` prints them
+    for e in result.estimates:  # one per (query, mechanism, ε, δ), as `geopriv aggregate --no-clip` prints them
         print(e.query, e.n, e.mean, e.standard_error, e.ci95)
-    print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "empty": 1}
+    print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "truncated": 1}
     return result
 
 
@@ -190,7 +206,7 @@ print(f"generating {N} reports with {CLI}", flush=True)
 t0 = time.perf_counter()
 BIG, BIG_BAD = make_reports(N, 20261122)
 BIG_PATH = write("reports.jsonl", BIG)
-SMALL, SMALL_BAD = make_reports(20_000, 7)
+SMALL, SMALL_BAD = make_reports(20_000, 7, seeded=False)
 SMALL_PATH = write("small.jsonl", SMALL)
 BIG_CLI, BIG_REASONS = cli_aggregate(BIG_PATH)
 SMALL_CLI, SMALL_REASONS = cli_aggregate(SMALL_PATH)
@@ -200,6 +216,7 @@ print(f"  reports and CLI reference in {time.perf_counter() - t0:.0f} s", flush=
 @test("the CLI reference rejects exactly the bad records")
 def _():
     expect(len(BIG_REASONS) == BIG_BAD and len(SMALL_REASONS) == SMALL_BAD, (BIG_REASONS, SMALL_REASONS))
+    expect(all(e.get("clip") is None for e in BIG_CLI.values()), "--no-clip printed clipping numbers")
     expect(sum(e["n"] for e in BIG_CLI.values()) == N and len(BIG_CLI) == 4, {q: e["n"] for q, e in BIG_CLI.items()})
 
 
@@ -216,7 +233,7 @@ def _():
     for k, d in enumerate(runs):
         r = aggregate(d, **LIMITS)
         same_as_cli(r, SMALL_CLI, SMALL_REASONS, f"partitioning {k} ({r.partitions} partitions)")
-        expect(r.accepted == 20_000 and r.rejected == SMALL_BAD, (r.accepted, r.rejected))
+        expect(r.accepted == 20_000 and r.rejected == SMALL_BAD and r.skipped == 1, (r.accepted, r.rejected, r.skipped))
         expect(states is None or r.states == states, "exact states differ between partitionings")
         states = r.states
     r = aggregate(df, **LIMITS)
@@ -232,7 +249,7 @@ def _():
     mechanism = geopriv.GeoMechanism.student_t(1e-3).seeded(11)
     query = geopriv.GeoQuery.interval(40_000.0, 90_000.0, 10_000.0)
     rnd = random.Random(5)
-    reports = [mechanism.privatize(query, [rnd.gauss(60_000, 25_000)]) for _ in range(5_000)]
+    reports = [mechanism.privatize_unmetered(query, [rnd.gauss(60_000, 25_000)]) for _ in range(5_000)]
     as_bytes = [(bytes(r.bytes),) for r in reports] + [(None,), (b"\x07garbage",), (b"",)]
     as_json = [(r.json,) for r in reports]
     b = aggregate(spark.createDataFrame(as_bytes, StructType([StructField("report", BinaryType())])).repartition(3), **LIMITS)
@@ -241,6 +258,13 @@ def _():
     expect(b.rejected == 3 and set(b.rejections) <= {"empty", "malformed", "truncated", "unsupported-version"}, b.rejections)
     cli, reasons = cli_aggregate(write("binary.jsonl", [r.json for r in reports]))
     same_as_cli(j, cli, reasons, "json of the binary set")
+    # Seeded reports are refused unless the caller says so, as by the CLI.
+    strict = aggregate(spark.createDataFrame(as_json, StructType([StructField("report", StringType())])),
+                       max_epsilon=1e-3, max_delta=1e-6)
+    cli, reasons = cli_aggregate(write("binary.jsonl", [r.json for r in reports]),
+                                 ["--max-epsilon", "0.001", "--max-delta", "1e-6", "--no-clip"])
+    expect(strict.accepted == 0 and strict.rejected == 5_000 == len(reasons) and len(strict.rejections) == 1
+           and not cli, (strict.rejections, len(reasons), cli))
     try:
         aggregate(spark.createDataFrame([(1,)], "x int"), **LIMITS)
         raise AssertionError("an int column was accepted")
@@ -258,9 +282,9 @@ def _():
     lines = []
     for i in range(6_000):
         q = geopriv.GeoQuery.from_id(ids[i % len(ids)])
-        lines.append(mechanism.privatize(q, [rnd.gauss(200, 150), rnd.gauss(150, 150)]).json)
-    stranger = mechanism.privatize(geopriv.GeoQuery.kde([5_000.0, 5_000.0], 150.0), [0.0, 0.0]).json
-    policy = geopriv.ReportPolicy(1e-3, 1e-6)
+        lines.append(mechanism.privatize_unmetered(q, [rnd.gauss(200, 150), rnd.gauss(150, 150)]).json)
+    stranger = mechanism.privatize_unmetered(geopriv.GeoQuery.kde([5_000.0, 5_000.0], 150.0), [0.0, 0.0]).json
+    policy = geopriv.ReportPolicy(1e-3, 1e-6).accept_seeded()
     for line in lines:
         grid.add_report(policy.accept_json(line))
     m = aggregate_map(spark.createDataFrame([(x,) for x in lines + [stranger]], "report string").repartition(4),

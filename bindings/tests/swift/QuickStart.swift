@@ -4,12 +4,18 @@
 // generated bindings/swift/geopriv_ffi.swift (name and argument labels).
 import Foundation  // + bindings/swift/geopriv_ffi.swift and GeoprivFFI.xcframework
 
-/// Device: privatize "income above $100k" (ε = 1/5000 per dollar), within the user's budget.
-func deviceUpload(income: Double, budget: PrivacyBudget) -> Data? {
+/// Device: the user's lifetime budget, ε = 1/2500 per dollar, in a file created on first use.
+func openLedger(path: String) throws -> PrivacyLedger {
+    let policy = BudgetPolicy(unit: .perDollar, totalEpsilon: 1.0 / 2500, totalDelta: 0)
+    return try PrivacyLedger.openOrCreate(path: path, policy: policy)
+}
+
+/// Device: privatize "income above $100k" (ε = 1/5000 per dollar), charged to the ledger first.
+func deviceUpload(income: Double, ledger: PrivacyLedger) -> Data? {
     do {
         let query = try GeoQuery.threshold(threshold: 100_000, width: 20_000)
-        let mechanism = try GeoMechanism.polyplace(epsilon: 1.0 / 5000)
-        return try mechanism.privatizeWithBudget(budget: budget, query: query, x: [income]).bytes
+        let mechanism = try GeoMechanism.polyplace(epsilon: 1.0 / 5000).withUnit(unit: .perDollar)
+        return try mechanism.privatize(ledger: ledger, query: query, x: [income]).bytes
     } catch {  // GeoprivError.BudgetExceeded: nothing was released or charged
         return nil
     }
