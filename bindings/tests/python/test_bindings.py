@@ -924,8 +924,15 @@ def _():
     b.add_value(3.0)
 
     def cross(k):
+        # Repeated cross-merges double the counts; once they would overflow
+        # the merge is refused with the state unchanged (server hardening),
+        # which is the correct answer here, not a failure.
         for _ in range(50):
-            (a.merge(b) if k % 2 == 0 else b.merge(a))
+            try:
+                (a.merge(b) if k % 2 == 0 else b.merge(a))
+            except Exception as e:  # noqa: BLE001 - only the overflow refusal is expected
+                if "overflow" not in str(e):
+                    raise
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(cross, range(threads), timeout=30))
