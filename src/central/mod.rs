@@ -128,43 +128,8 @@ pub enum Fault {
     WrongBeta(f64),
 }
 
-#[allow(clippy::too_many_arguments)]
-fn simpson<F: Fn(f64) -> f64>(
-    f: &F,
-    a: f64,
-    b: f64,
-    fa: f64,
-    fm: f64,
-    fb: f64,
-    whole: f64,
-    tol: f64,
-    depth: u32,
-) -> f64 {
-    let m = 0.5 * (a + b);
-    let (lm, rm) = (0.5 * (a + m), 0.5 * (m + b));
-    let (flm, frm) = (f(lm), f(rm));
-    let left = (m - a) / 6.0 * (fa + 4.0 * flm + fm);
-    let right = (b - m) / 6.0 * (fm + 4.0 * frm + fb);
-    let delta = left + right - whole;
-    if depth == 0 || delta.abs() <= 15.0 * tol {
-        left + right + delta / 15.0
-    } else {
-        simpson(f, a, m, fa, flm, fm, left, 0.5 * tol, depth - 1)
-            + simpson(f, m, b, fm, frm, fb, right, 0.5 * tol, depth - 1)
-    }
-}
-
 /// ∫_a^b f by adaptive Simpson quadrature on 64 starting panels, absolute
 /// tolerance `tol` (used for exact selection probabilities and audits).
 pub(crate) fn integrate<F: Fn(f64) -> f64>(f: &F, a: f64, b: f64, tol: f64) -> f64 {
-    let n = 64;
-    let h = (b - a) / n as f64;
-    (0..n)
-        .map(|i| {
-            let (lo, hi) = (a + i as f64 * h, a + (i + 1) as f64 * h);
-            let (flo, fmid, fhi) = (f(lo), f(0.5 * (lo + hi)), f(hi));
-            let whole = (hi - lo) / 6.0 * (flo + 4.0 * fmid + fhi);
-            simpson(f, lo, hi, flo, fmid, fhi, whole, tol / n as f64, 30)
-        })
-        .sum()
+    crate::noise::quad::integrate_panels(f, a, b, tol, 30, 0.0)
 }

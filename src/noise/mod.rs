@@ -68,9 +68,9 @@ pub(crate) fn probability(name: &'static str, p: f64) -> Result<f64> {
     }
 }
 
-/// Test helpers shared by the unit tests of the distributions: adaptive
-/// Simpson quadrature on finite intervals and on [a, ∞).
-#[cfg(test)]
+/// Adaptive Simpson quadrature on finite intervals and on [a, ∞): used by
+/// the unit tests of the distributions and by the central model's exact
+/// selection probabilities and audits.
 pub(crate) mod quad {
     #[allow(clippy::too_many_arguments)]
     fn simpson<F: Fn(f64) -> f64>(
@@ -83,6 +83,7 @@ pub(crate) mod quad {
         whole: f64,
         tol: f64,
         depth: u32,
+        relative_floor: f64,
     ) -> f64 {
         let m = 0.5 * (a + b);
         let lm = 0.5 * (a + m);
@@ -93,17 +94,48 @@ pub(crate) mod quad {
         let right = (b - m) / 6.0 * (fm + 4.0 * frm + fb);
         let delta = left + right - whole;
         // Stop at the tolerance, or when the difference is rounding noise.
-        if depth == 0 || delta.abs() <= 15.0 * tol.max(1e-15 * (left + right).abs()) {
+        if depth == 0 || delta.abs() <= 15.0 * tol.max(relative_floor * (left + right).abs()) {
             left + right + delta / 15.0
         } else {
-            simpson(f, a, m, fa, flm, fm, left, 0.5 * tol, depth - 1)
-                + simpson(f, m, b, fm, frm, fb, right, 0.5 * tol, depth - 1)
+            simpson(
+                f,
+                a,
+                m,
+                fa,
+                flm,
+                fm,
+                left,
+                0.5 * tol,
+                depth - 1,
+                relative_floor,
+            ) + simpson(
+                f,
+                m,
+                b,
+                fm,
+                frm,
+                fb,
+                right,
+                0.5 * tol,
+                depth - 1,
+                relative_floor,
+            )
         }
     }
 
-    /// ∫_a^b f with absolute tolerance `tol` (adaptive Simpson).
-    pub(crate) fn integrate<F: Fn(f64) -> f64>(f: F, a: f64, b: f64, tol: f64) -> f64 {
-        // Start from 64 panels so that narrow features are not missed.
+    /// ∫_a^b f by adaptive Simpson on 64 starting panels (so that narrow
+    /// features are not missed), absolute tolerance `tol`, at most
+    /// `max_depth` halvings per panel; a panel also stops once its
+    /// correction is below `relative_floor` times its value (rounding
+    /// noise; 0 for a purely absolute tolerance).
+    pub(crate) fn integrate_panels<F: Fn(f64) -> f64>(
+        f: &F,
+        a: f64,
+        b: f64,
+        tol: f64,
+        max_depth: u32,
+        relative_floor: f64,
+    ) -> f64 {
         let n = 64;
         let h = (b - a) / n as f64;
         (0..n)
@@ -111,13 +143,32 @@ pub(crate) mod quad {
                 let (lo, hi) = (a + i as f64 * h, a + (i + 1) as f64 * h);
                 let (flo, fmid, fhi) = (f(lo), f(0.5 * (lo + hi)), f(hi));
                 let whole = (hi - lo) / 6.0 * (flo + 4.0 * fmid + fhi);
-                simpson(&f, lo, hi, flo, fmid, fhi, whole, tol / n as f64, 40)
+                simpson(
+                    f,
+                    lo,
+                    hi,
+                    flo,
+                    fmid,
+                    fhi,
+                    whole,
+                    tol / n as f64,
+                    max_depth,
+                    relative_floor,
+                )
             })
             .sum()
     }
 
+    /// ∫_a^b f with absolute tolerance `tol` (adaptive Simpson, stopping at
+    /// rounding noise).
+    #[cfg(test)]
+    pub(crate) fn integrate<F: Fn(f64) -> f64>(f: F, a: f64, b: f64, tol: f64) -> f64 {
+        integrate_panels(&f, a, b, tol, 40, 1e-15)
+    }
+
     /// ∫_a^∞ f with the substitution x = a + L (t/(1-t))^3, which turns
     /// power-law tails as heavy as x^-1.4 into integrable, bounded ones.
+    #[cfg(test)]
     pub(crate) fn integrate_to_inf<F: Fn(f64) -> f64>(f: F, a: f64, length: f64, tol: f64) -> f64 {
         let g = |t: f64| {
             if t >= 1.0 {
