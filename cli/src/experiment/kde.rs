@@ -17,11 +17,13 @@
 //! is ε-GP for *all* grid points together).
 
 use super::data::{airports, Region, SyntheticCity};
+use super::error::{ExperimentError, Result};
+use super::grid::Grid;
 use super::mechanisms::{build_all, Contender, MechParams, Release};
 use super::plot::{self, HeatPanel};
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_epsilon, print_paths, rng_for, write_outcome,
-    CommonArgs, Error, Outcome, Record, SweepArgs, SweepDefaults,
+    add_in_order, fmt_count, fmt_eps, parse_epsilon, print_paths, rng_for, run_cells,
+    write_outcome, CommonArgs, Outcome, Record, SweepArgs, SweepDefaults,
 };
 use clap::Args;
 use geopriv::noise::PlanarLaplace;
@@ -79,54 +81,6 @@ pub struct KdeArgs {
     /// LDP reference: ε_LDP = ε × this many metres.
     #[arg(long, default_value_t = 1000.0)]
     pub ldp_scale: f64,
-}
-
-/// The query grid over a bounding box.
-#[derive(Clone, Debug)]
-pub struct Grid {
-    /// Points per axis.
-    pub k: usize,
-    /// [xmin, xmax, ymin, ymax], metres.
-    pub bbox: [f64; 4],
-    /// Grid points, index i * k + j for (x_i, y_j).
-    pub centers: Vec<[f64; 2]>,
-    /// Cell sides (dx, dy).
-    pub cell: [f64; 2],
-}
-
-impl Grid {
-    /// K × K points spanning `bbox`, ends included.
-    pub fn new(k: usize, bbox: [f64; 4]) -> Result<Self, String> {
-        if k < 2 {
-            return Err("the grid needs at least 2 points per axis".into());
-        }
-        // Refused before any allocation: K² cells of exact aggregates.
-        let limit = geopriv::aggregate::MAX_GRID_CELLS;
-        if k.checked_mul(k).is_none_or(|cells| cells > limit) {
-            return Err(format!(
-                "a grid of {k} x {k} points is above the limit of {limit} cells (at most 512 points per axis)"
-            ));
-        }
-        let dx = (bbox[1] - bbox[0]) / (k - 1) as f64;
-        let dy = (bbox[3] - bbox[2]) / (k - 1) as f64;
-        if !(dx > 0.0 && dy > 0.0) {
-            return Err("the data's bounding box is degenerate".into());
-        }
-        let centers = (0..k)
-            .flat_map(|i| (0..k).map(move |j| [bbox[0] + dx * i as f64, bbox[2] + dy * j as f64]))
-            .collect();
-        Ok(Self {
-            k,
-            bbox,
-            centers,
-            cell: [dx, dy],
-        })
-    }
-
-    /// One grid-cell diagonal.
-    pub fn diagonal(&self) -> f64 {
-        self.cell[0].hypot(self.cell[1])
-    }
 }
 
 /// `471 m` or `242.6 km`.
@@ -218,7 +172,7 @@ impl Source {
     }
 }
 
-fn load_source(args: &KdeArgs) -> Result<(Source, Dataset), Error> {
+fn load_source(args: &KdeArgs) -> Result<(Source, Dataset)> {
     let dataset = args.dataset.unwrap_or(if args.common.full {
         Dataset::City
     } else {
@@ -229,8 +183,8 @@ fn load_source(args: &KdeArgs) -> Result<(Source, Dataset), Error> {
         Dataset::Airports => {
             let (pts, what) = match &args.csv {
                 Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    let text =
+                        std::fs::read_to_string(path).map_err(ExperimentError::io(path))?;
                     (airports(Some(&text), args.region)?, path.display().to_string())
                 }
                 None => (
@@ -242,7 +196,9 @@ fn load_source(args: &KdeArgs) -> Result<(Source, Dataset), Error> {
                 ),
             };
             if pts.len() < 2 {
-                return Err("fewer than 2 locations in the data".into());
+                return Err(ExperimentError::Data(
+                    "fewer than 2 locations in the data".into(),
+                ));
             }
             (Source::Fixed(pts, what), dataset)
         }
@@ -273,7 +229,7 @@ pub struct KdeRun {
 }
 
 /// Run the KDE experiment, write outputs, print paths.
-pub fn run(args: KdeArgs) -> Result<(), Error> {
+pub fn run(args: KdeArgs) -> Result<()> {
     let dir = args.common.out_dir("kde");
     let result = compute(&args, false)?;
     let paths = write_kde(&result, &dir, !args.common.no_plots)?;
@@ -281,7 +237,7 @@ pub fn run(args: KdeArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, Error> {
+fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>> {
     let mut paths = write_outcome(&result.outcome, dir, plots)?;
     if plots {
         for Maps {
@@ -324,7 +280,7 @@ fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, E
 }
 
 /// Compute every cell; `narrate` prints the device/server story (demo).
-pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
+pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
     args.common.init_threads();
     let full = args.common.full;
     let (source, dataset) = load_source(args)?;
@@ -390,11 +346,9 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
         );
         println!("server: averages the n reports of each grid point and compares with the non-private KDE");
     }
-    let start = Instant::now();
-    let mut records = Vec::new();
     let mut maps = Vec::new();
     let group = String::new();
-    for (n, eps) in sweep.cells() {
+    let (records, seconds) = run_cells("kde", &sweep, |n, eps| {
         let users = source.users(n, seed);
         let t0 = Instant::now();
         let truth: Vec<f64> = queries
@@ -414,6 +368,11 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 1.0 / eps,
                 eps * h
             );
+            println!(
+                "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
+                queries.len(),
+                queries.len()
+            );
         } else {
             eprintln!(
                 "kde: n = {}, ε = {}: true KDE in {:.1} s",
@@ -422,25 +381,14 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 t0.elapsed().as_secs_f64()
             );
         }
-        if narrate {
-            println!(
-                "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
-                queries.len(),
-                queries.len()
-            );
-        }
         let releases = build_all(&mechs, eps, params)?;
+        let mut records = Vec::new();
         let mut ests = Vec::new();
         for r in &releases {
             let t1 = Instant::now();
-            let sums = device_sums(r, &queries, &users, seed, n, eps)?;
+            let sums = device_sums(r, &grid, &queries, &users, seed, n, eps)?;
             let est: Vec<f64> = sums.iter().map(|s| s / n as f64).collect();
-            let ase = est
-                .iter()
-                .zip(&truth)
-                .map(|(e, t)| (e - t).powi(2))
-                .sum::<f64>()
-                / est.len() as f64;
+            let ase = grid.ase(&est, &truth);
             let line = format!(
                 "  {:<22} ASE {:.3e}   ({} releases in {:.1} s)",
                 r.kind.label(),
@@ -464,7 +412,8 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             });
             ests.push((r.kind, est, ase));
         }
-        match crate::map::equal_budget_lines(grid.bbox, k, h, eps, &users, &truth, seed) {
+        let truth_scan: Vec<f64> = grid.scan().map(|i| truth[i]).collect();
+        match crate::map::equal_budget_lines(grid.bbox, k, h, eps, &users, &truth_scan, seed) {
             Ok(lines) => {
                 for line in lines {
                     if narrate {
@@ -483,7 +432,8 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 estimates: ests,
             });
         }
-    }
+        Ok((records, format!("{} mechanisms", releases.len())))
+    })?;
     let settings = vec![
         format!("data: {}", source.describe()),
         "locations in metres (Web Mercator for real data)".into(),
@@ -524,7 +474,7 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             groups: vec![group],
             sweep,
             records,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds,
         },
         grid,
         maps,
@@ -533,18 +483,21 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
 }
 
 /// Σ over devices of each device's report at each grid point.
+/// Reports are drawn cell by cell in the grid's scan order (see
+/// [`Grid::scan`]) and stored in the core's order.
 fn device_sums(
     r: &Release,
+    grid: &Grid,
     queries: &[GaussianKde],
     users: &[[f64; 2]],
     seed: u64,
     n: usize,
     eps: f64,
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>> {
     let g = queries.len();
     let chunks = users.len().div_ceil(CHUNK);
     let mut total = vec![0.0; g];
-    let a_priori = PlanarLaplace::new(eps).map_err(|e| e.to_string())?;
+    let a_priori = PlanarLaplace::new(eps)?;
     let start = Instant::now();
     for wave in (0..chunks).step_by(WAVE) {
         // Progress of long (full-scale) runs, about every 10% of the devices.
@@ -567,18 +520,18 @@ fn device_sums(
                         // One noisy location per device, for every grid point.
                         let z = a_priori.sample(&mut rng);
                         let noisy = [x[0] + z[0], x[1] + z[1]];
-                        for (p, q) in part.iter_mut().zip(queries) {
-                            *p += q.value(&noisy).map_err(|e| e.to_string())?;
+                        for i in grid.scan() {
+                            part[i] += queries[i].value(&noisy)?;
                         }
                     } else {
-                        for (p, q) in part.iter_mut().zip(queries) {
-                            *p += r.release(q, x, &mut rng)?;
+                        for i in grid.scan() {
+                            part[i] += r.release(&queries[i], x, &mut rng)?;
                         }
                     }
                 }
                 Ok(part)
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_>>()?;
         let sum = add_in_order(parts, g);
         for (t, s) in total.iter_mut().zip(sum) {
             *t += s;
@@ -619,7 +572,7 @@ pub struct DemoArgs {
 /// The end-to-end demo: the KDE of the bundled airports, privatized on the
 /// devices and aggregated by the server; writes the table and the pictures
 /// and prints where they are.
-pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
+pub fn run_demo(args: DemoArgs) -> Result<()> {
     let start = Instant::now();
     println!("geopriv demo: a geo-private kernel density map of US airports");
     let kde = KdeArgs {
@@ -650,21 +603,4 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
     println!("done in {:.1} s", start.elapsed().as_secs_f64());
     print_paths(&paths);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grid_spans_the_box_and_h_is_a_cell_diagonal() {
-        let g = Grid::new(3, [0.0, 4.0, 10.0, 13.0]).unwrap();
-        assert_eq!(g.centers.len(), 9);
-        assert_eq!(g.centers[0], [0.0, 10.0]);
-        assert_eq!(g.centers[1], [0.0, 11.5]);
-        assert_eq!(g.centers[8], [4.0, 13.0]);
-        assert!((g.diagonal() - 2.5).abs() < 1e-12);
-        assert!(Grid::new(1, [0.0, 1.0, 0.0, 1.0]).is_err());
-        assert!(Grid::new(5, [0.0, 0.0, 0.0, 1.0]).is_err());
-    }
 }
