@@ -146,7 +146,7 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome> {
 
     let settings = vec![
         format!(
-            "incomes: log-normal, μ = {}, σ = {} (log-dollars; mean ${:.0}k), a simulation from the fit to US household income of SPEC §7",
+            "incomes: log-normal, μ = {}, σ = {} (log-dollars; mean ${:.0}k), a simulation from the fit to US household income of docs/MATH.md §7",
             model.mu,
             model.sigma,
             model.mean() / 1000.0

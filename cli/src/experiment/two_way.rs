@@ -152,7 +152,7 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome> {
     })?;
     let settings = vec![
         format!(
-            "(income, debt): log-normal with σ = {} for both, correlation {} of the logs, mean debt = {} × mean income (a simulation from the fit of SPEC §7)",
+            "(income, debt): log-normal with σ = {} for both, correlation {} of the logs, mean debt = {} × mean income (a simulation from the fit of docs/MATH.md §7)",
             model.income.sigma, model.log_correlation, model.debt_mean_ratio
         ),
         format!(
