@@ -78,7 +78,6 @@ impl Grid {
 
     /// Values given in scan order (e.g. a `geopriv::map` estimate),
     /// re-indexed into the core's order.
-    #[allow(dead_code)] // used by the equal-budget maps (next commit)
     pub fn reorder_scanned(&self, values: &[f64]) -> Vec<f64> {
         let mut out = vec![f64::NAN; self.len()];
         for (v, i) in values.iter().zip(self.scan()) {

@@ -26,6 +26,7 @@ pub mod data;
 pub mod error;
 mod grid;
 mod kde;
+mod maps;
 pub mod mechanisms;
 mod plot;
 mod population;
@@ -350,6 +351,18 @@ pub struct Outcome {
     pub records: Vec<Record>,
     /// Wall time of the computation, seconds.
     pub seconds: f64,
+    /// When each device answered every query at ε each: the per-device
+    /// column of the table (m·ε by sequential composition).
+    pub per_device: Option<PerDevice>,
+}
+
+/// The per-device cost column of a per-query run.
+#[derive(Clone, Debug)]
+pub struct PerDevice {
+    /// Queries every device answered, m.
+    pub queries: usize,
+    /// Column heading, naming the accounting.
+    pub heading: &'static str,
 }
 
 impl Outcome {

@@ -180,6 +180,7 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome> {
         sweep,
         records,
         seconds,
+        per_device: None,
     })
 }
 

@@ -185,6 +185,7 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome> {
         sweep,
         records,
         seconds,
+        per_device: None,
     })
 }
 
