@@ -14,7 +14,8 @@
 //!   whole vector by the certified ℓ1 constant L1 of the query set;
 //! * sampled k of m: k cells chosen independently of x, PolyPlace at ε/k
 //!   each (k = the planner's best k), total ε by sequential composition;
-//!   cells nobody answered are estimated as 0;
+//!   cells nobody answered are estimated as 0 (run up to `max_releases`
+//!   n·k releases, else the planner's upper bound);
 //! * noise a priori: one noisy location per device (ε for every map of it),
 //!   mapped by the server with the plain kernel (λ = 0), the fully
 //!   debiased deconvolution kernel (λ = 1) and a partial one (the
@@ -318,14 +319,14 @@ pub fn measure(s: &Setting<'_>, eps: f64) -> Result<MapCell> {
             estimate: None,
         }
     });
-    // (c) sampled k of m, k = the planner's best k (always run: n · k).
-    let k = p
-        .predictions
-        .iter()
-        .find(|q| q.k.is_some())
-        .and_then(|q| q.k)
-        .unwrap_or(1);
-    {
+    // (c) sampled k of m, k = the planner's best k (run up to the release
+    // budget, n · k releases; else the planner's upper bound).
+    let best_sampled = p.predictions.iter().find(|q| q.k.is_some());
+    let k = best_sampled.and_then(|q| q.k).unwrap_or(1);
+    let sampled_accounting = format!(
+        "ε by sequential composition of {k} PolyPlace releases at ε/{k} (cells chosen independently of x)"
+    );
+    if n as u64 * k as u64 <= s.max_releases {
         let agg = library_map(s, &set, MapMechanism::Sampled { k }, eps, 3)?;
         let raw = agg.estimate(None)?.values;
         let filled: Vec<f64> = raw
@@ -337,10 +338,16 @@ pub fn measure(s: &Setting<'_>, eps: f64) -> Result<MapCell> {
             label: format!("sampled {k} of m"),
             ase: grid.ase(&est, s.truth),
             obtained: Obtained::Measured,
-            accounting: format!(
-                "ε by sequential composition of {k} PolyPlace releases at ε/{k} (cells chosen independently of x)"
-            ),
+            accounting: sampled_accounting,
             estimate: keep(est),
+        });
+    } else {
+        rows.push(MapRow {
+            label: format!("sampled {k} of m"),
+            ase: best_sampled.map_or(f64::NAN, |q| q.ase),
+            obtained: Obtained::UpperBound,
+            accounting: sampled_accounting,
+            estimate: None,
         });
     }
     // (d) noise a priori: plain, debiased, partial.
@@ -505,6 +512,7 @@ mod tests {
         assert_eq!(c2.rows[0].obtained, Obtained::UpperBound);
         assert_eq!(c2.rows[1].obtained, Obtained::Predicted);
         assert_eq!(c2.rows[2].obtained, Obtained::Predicted);
+        assert_eq!(c2.rows[3].obtained, Obtained::UpperBound);
         assert_eq!(c2.rows[4].ase, cell.rows[4].ase);
     }
 }
