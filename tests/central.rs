@@ -86,14 +86,7 @@ fn smooth_sensitivity_equals_brute_force_over_every_dataset() {
 }
 
 fn median_kinds() -> Vec<CentralNoise> {
-    vec![
-        CentralNoise::PolyPlace,
-        CentralNoise::STUDENT_T,
-        CentralNoise::CAUCHY,
-        CentralNoise::Laplace { delta: 1e-6 },
-        CentralNoise::LectureCauchy { k: 4.0 },
-        CentralNoise::LectureLaplace { delta: 1e-6 },
-    ]
+    CentralNoise::ALL.to_vec()
 }
 
 #[test]

@@ -398,9 +398,8 @@ pub fn two_triangle_layer_sensitivity(vertices: usize, k: usize) -> f64 {
     a * (a - 1.0).max(0.0) / 2.0 + 2.0 * a * a
 }
 
-/// The layered level structure of Example 23: level k = graphs with k
-/// edges, k = 0..=N(N-1)/2, a chain.
-pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
+/// At least 3 vertices (a triangle needs them).
+fn check_vertices(vertices: usize) -> Result<()> {
     if vertices < 3 {
         return Err(Error::InvalidParameter {
             name: "vertices",
@@ -408,6 +407,13 @@ pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
             requirement: "at least 3",
         });
     }
+    Ok(())
+}
+
+/// The layered level structure of Example 23: level k = graphs with k
+/// edges, k = 0..=N(N-1)/2, a chain.
+pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
+    check_vertices(vertices)?;
     let max_edges = vertices * (vertices - 1) / 2;
     LevelStructure::chain(
         (0..=max_edges)
@@ -445,13 +451,7 @@ pub fn two_triangle_common_neighbour_sensitivity(a: usize) -> f64 {
 /// tighter than the edge-count layers on sparse graphs such as co-location
 /// graphs, where A is small while the edge count is not.
 pub fn two_triangle_common_neighbour_levels(vertices: usize) -> Result<LevelStructure> {
-    if vertices < 3 {
-        return Err(Error::InvalidParameter {
-            name: "vertices",
-            value: vertices as f64,
-            requirement: "at least 3",
-        });
-    }
+    check_vertices(vertices)?;
     LevelStructure::chain(
         (0..=vertices - 2)
             .map(two_triangle_common_neighbour_sensitivity)
