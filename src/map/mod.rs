@@ -27,6 +27,7 @@ mod bins;
 #[cfg(feature = "std")]
 mod fft;
 mod kernel;
+mod ladder;
 #[cfg(feature = "std")]
 mod planner;
 mod query_set;
@@ -38,6 +39,7 @@ pub use bins::{BinSpec, BinnedCounts};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 pub use kernel::DebiasKernel;
+pub use ladder::LadderDebias;
 #[cfg(feature = "std")]
 pub use planner::{plan, Plan, Prediction, LAMBDAS};
 pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};

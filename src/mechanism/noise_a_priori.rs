@@ -27,3 +27,19 @@ impl Mechanism {
         Self::baseline(MechanismName::APriori, Kind::APriori, epsilon)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        refuses_bad_epsilon(Mechanism::noise_a_priori);
+    }
+
+    #[test]
+    fn bad_points_are_errors_not_panics() {
+        test_support::bad_points_are_errors_not_panics(&Mechanism::noise_a_priori(1.0).unwrap());
+    }
+}
