@@ -431,5 +431,88 @@ fn debiased_ladder_bias_vanishes_as_n_grows() {
             (mean - q.value(x).unwrap()).abs()
         })
         .fold(0.0, f64::max);
-    assert!(plain_bias > 5.0 * deb_bias[2], "{plain_bias} vs {deb_bias:?}");
+    assert!(
+        plain_bias > 5.0 * deb_bias[2],
+        "{plain_bias} vs {deb_bias:?}"
+    );
+}
+
+#[test]
+fn one_dimensional_noisy_location_meets_its_floating_point_guarantee() {
+    // Exact enumeration (docs/MATH.md §8.1, §9.5) of the 1-D location sent
+    // by noise a priori: y = snap(±(-b ln w) + x) on Λ = 2^⌊log2 b⌋ 2^-20,
+    // b = 1/ε, w the full-resolution uniform: the same arithmetic as
+    // `MapRelease` (checked below on one draw). Measured η and δ_fp must
+    // be within `location_floating_point_guarantee()`. The 2-D location
+    // (planar Laplace, not a product of 1-D noises) is covered by the
+    // argument only.
+    use geopriv::audit::enumeration::{compare_pair, CellPlan, FullResolution, MonotoneSampler};
+    use geopriv::map::{RampLadder, RampQuery};
+    use geopriv::noise::Laplace;
+    use geopriv::SoftThreshold;
+    let eps = 1.0 / 7_000.0; // per dollar
+    let set = QuerySet::Ramps(
+        RampLadder::new(
+            vec![RampQuery::Threshold(
+                SoftThreshold::new(50e3, 10e3).unwrap(),
+            )],
+            [0.0, 400e3],
+        )
+        .unwrap(),
+    );
+    let rel = MapRelease::new(set, MapMechanism::APriori, eps).unwrap();
+    let g = rel.location_floating_point_guarantee().unwrap();
+    let b = 1.0 / eps;
+    let grid = 2f64.powi(b.log2().floor() as i32) * 2f64.powi(-(g.grid_bits as i32));
+    let lap = Laplace::new(b).unwrap();
+    let snap = |y: f64| (y / grid).round() * grid;
+    let (x, x2) = (123_456.7, 123_456.7 + 350.0);
+    let rx = move |w: f64, neg: bool| {
+        let m = lap.magnitude_at(w);
+        snap(if neg { -m } else { m } + x)
+    };
+    let rx2 = move |w: f64, neg: bool| {
+        let m = lap.magnitude_at(w);
+        snap(if neg { -m } else { m } + x2)
+    };
+    // Same arithmetic as the release: every sent location is on the grid.
+    let mut rng = StdRng::seed_from_u64(0);
+    for _ in 0..1000 {
+        let y = rel
+            .release_unmetered(&[x], &mut rng)
+            .unwrap()
+            .location
+            .unwrap()[0];
+        assert_eq!(y, snap(y));
+    }
+    let law = FullResolution;
+    let plan = CellPlan {
+        centre: x,
+        scale: b,
+        grid,
+        epsilon_d: eps * (x2 - x),
+        eta: g.eta,
+        z_max: g.z_max,
+        tail_beyond_z_max: g.delta_fp,
+        exact_cells: 32,
+        samples: 3_000,
+        seed: 3,
+    };
+    let f = compare_pair(
+        &MonotoneSampler {
+            law: &law,
+            release: &rx,
+        },
+        &MonotoneSampler {
+            law: &law,
+            release: &rx2,
+        },
+        &plan,
+    );
+    println!(
+        "1-D noisy location: η measured {:e} (stated {:e}), δ_fp {:e} (stated {:e}), cells {}",
+        f.eta_measured, g.eta, f.delta_fp, g.delta_fp, f.cells
+    );
+    assert!(f.eta_measured <= g.eta, "{f:?}");
+    assert!(f.delta_fp <= g.delta_fp * (1.0 + 1e-9), "{f:?}");
 }

@@ -43,6 +43,8 @@ pub use ladder::LadderDebias;
 #[cfg(feature = "std")]
 pub use planner::{plan, Plan, Prediction, LAMBDAS};
 pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};
-pub use release::{set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal};
+pub use release::{
+    set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal, LOCATION_GRID_BITS,
+};
 #[cfg(feature = "std")]
 pub use server::{MapAggregator, DEFAULT_MAX_BINS};
