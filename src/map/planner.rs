@@ -1,5 +1,5 @@
 //! The planner (std only): predicts each mechanism's map error at a
-//! per-device ε and picks one, explained in one line (docs/MATH.md §9.3).
+//! per-device ε and picks one, explained in one line (docs/MATH.md §9.4).
 //!
 //! Error measure: ASE = mean over the m cells of E(estimate_j - F_j)²,
 //! with F_j = (1/n) Σ_i f_j(x_i) the map of the same devices.
