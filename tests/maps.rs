@@ -516,3 +516,76 @@ fn one_dimensional_noisy_location_meets_its_floating_point_guarantee() {
     assert!(f.eta_measured <= g.eta, "{f:?}");
     assert!(f.delta_fp <= g.delta_fp * (1.0 + 1e-9), "{f:?}");
 }
+
+#[test]
+fn cell_correlation_sums_range_from_independent_to_fully_correlated() {
+    // (1/m)Σ_jk ρ² is 1 for independent cells and m when all cells move
+    // together (docs/MATH.md §9.4): a narrow kernel (h far below the grid
+    // step) against a very wide one.
+    let grid = KdeGrid::square(10_000.0, 9).unwrap();
+    let eps = 1.0 / grid.bandwidth();
+    let spec = BinSpec::for_estimation(&grid, eps, 2048).unwrap();
+    let mut counts = BinnedCounts::new(spec);
+    counts.add(&[5_000.0, 5_000.0]).unwrap();
+    let mapper = FftMapper::new(counts).unwrap();
+    let m = grid.len() as f64;
+    let (s1, s2) = mapper.correlation_sums(|w| (-0.5 * (w * 50.0).powi(2)).exp());
+    assert!(
+        (s1 - 1.0).abs() < 1e-3 && (s2 - 1.0).abs() < 1e-3,
+        "{s1} {s2}"
+    );
+    let (s1, s2) = mapper.correlation_sums(|w| (-0.5 * (w * 1e6).powi(2)).exp());
+    assert!(
+        s1 > 0.9 * m && s2 > 0.9 * m && s2 <= m * (1.0 + 1e-9),
+        "{s1} {s2}"
+    );
+}
+
+#[test]
+fn ladder_server_merges_shards_and_fixes_its_smoothing_before_reports() {
+    use geopriv::map::{RampLadder, RampQuery};
+    use geopriv::SoftThreshold;
+    let set = QuerySet::Ramps(
+        RampLadder::new(
+            vec![RampQuery::Threshold(
+                SoftThreshold::new(50e3, 10e3).unwrap(),
+            )],
+            [0.0, 200e3],
+        )
+        .unwrap(),
+    );
+    let eps = 1e-4;
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut rng = StdRng::seed_from_u64(1);
+    let reports: Vec<_> = (0..300)
+        .map(|i| {
+            dev.release_unmetered(&[1_000.0 * i as f64 % 200e3], &mut rng)
+                .unwrap()
+        })
+        .collect();
+    let new = || MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut whole = new();
+    let (mut a, mut b) = (new(), new());
+    for (i, r) in reports.iter().enumerate() {
+        whole.add(r).unwrap();
+        if i % 3 == 0 { &mut a } else { &mut b }.add(r).unwrap();
+    }
+    a.merge(&b).unwrap();
+    let (d1, d2) = (
+        a.estimate(Some(1.0)).unwrap(),
+        whole.estimate(Some(1.0)).unwrap(),
+    );
+    assert!((d1.values[0] - d2.values[0]).abs() < 1e-12);
+    assert_eq!(d1.lambda, 1.0);
+    assert_eq!(a.estimate(None).unwrap().lambda, 0.0);
+    // The bandwidth is public and fixed before any report.
+    assert!(whole.clone().with_ladder_smoothing(500.0).is_err());
+    let other = new().with_ladder_smoothing(500.0).unwrap();
+    assert!(a.merge(&other).is_err());
+    // Not a ladder: refused.
+    let grid = QuerySet::Kde(KdeGrid::square(10_000.0, 5).unwrap());
+    assert!(MapAggregator::new(grid, MapMechanism::APriori, eps)
+        .unwrap()
+        .with_ladder_smoothing(1.0)
+        .is_err());
+}
