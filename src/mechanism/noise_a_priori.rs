@@ -13,6 +13,11 @@
 //! z_max = 34.5 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
 //! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-15
 //! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).
+//! That is the release f(x̃) on f's grid. A map device sends the noisy
+//! location x̃ itself, snapped per coordinate to 2^⌊log2(1/ε)⌋ · 2^-20:
+//! its own (η, δ_fp) table is
+//! [`MapRelease::location_floating_point_guarantee`](crate::map::MapRelease::location_floating_point_guarantee)
+//! (docs/MATH.md §9.5).
 
 use super::{Kind, Mechanism};
 use crate::error::Result;
