@@ -682,7 +682,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json() != 64733:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 33229:
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -2557,13 +2557,13 @@ class MapEstimate:
     mechanisms it is the mean of the cell's released values and its
     standard error (NaN value, infinite error for a cell nobody answered).
 """
-    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, _lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str]):
+    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str]):
         self.values = values
         self.standard_errors = standard_errors
         self.xs = xs
         self.ys = ys
         self.n = n
-        self._lambda = _lambda
+        self.kernel_lambda = kernel_lambda
         self.mechanism = mechanism
         self.per_device_epsilon = per_device_epsilon
         self.accounting = accounting
@@ -2574,7 +2574,7 @@ class MapEstimate:
 
     
     def __str__(self):
-        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, _lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self._lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner)
+        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner)
     def __eq__(self, other):
         if self.values != other.values:
             return False
@@ -2586,7 +2586,7 @@ class MapEstimate:
             return False
         if self.n != other.n:
             return False
-        if self._lambda != other._lambda:
+        if self.kernel_lambda != other.kernel_lambda:
             return False
         if self.mechanism != other.mechanism:
             return False
@@ -2609,7 +2609,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
             xs=_UniffiFfiConverterSequenceFloat64.read(buf),
             ys=_UniffiFfiConverterSequenceFloat64.read(buf),
             n=_UniffiFfiConverterUInt64.read(buf),
-            _lambda=_UniffiFfiConverterFloat64.read(buf),
+            kernel_lambda=_UniffiFfiConverterFloat64.read(buf),
             mechanism=_UniffiFfiConverterString.read(buf),
             per_device_epsilon=_UniffiFfiConverterFloat64.read(buf),
             accounting=_UniffiFfiConverterString.read(buf),
@@ -2624,7 +2624,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         _UniffiFfiConverterSequenceFloat64.check_lower(value.xs)
         _UniffiFfiConverterSequenceFloat64.check_lower(value.ys)
         _UniffiFfiConverterUInt64.check_lower(value.n)
-        _UniffiFfiConverterFloat64.check_lower(value._lambda)
+        _UniffiFfiConverterFloat64.check_lower(value.kernel_lambda)
         _UniffiFfiConverterString.check_lower(value.mechanism)
         _UniffiFfiConverterFloat64.check_lower(value.per_device_epsilon)
         _UniffiFfiConverterString.check_lower(value.accounting)
@@ -2638,7 +2638,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         _UniffiFfiConverterSequenceFloat64.write(value.xs, buf)
         _UniffiFfiConverterSequenceFloat64.write(value.ys, buf)
         _UniffiFfiConverterUInt64.write(value.n, buf)
-        _UniffiFfiConverterFloat64.write(value._lambda, buf)
+        _UniffiFfiConverterFloat64.write(value.kernel_lambda, buf)
         _UniffiFfiConverterString.write(value.mechanism, buf)
         _UniffiFfiConverterFloat64.write(value.per_device_epsilon, buf)
         _UniffiFfiConverterString.write(value.accounting, buf)
@@ -2957,10 +2957,10 @@ class MapPrediction:
     One mechanism's predicted map error (ASE: mean over cells of the
     expected squared error against the devices' own map).
 """
-    def __init__(self, *, name:str, mechanism:MapMechanism, _lambda:typing.Optional[float], ase:float, variance:float, bias2:float, upper_bound:bool):
+    def __init__(self, *, name:str, mechanism:MapMechanism, kernel_lambda:typing.Optional[float], ase:float, variance:float, bias2:float, upper_bound:bool):
         self.name = name
         self.mechanism = mechanism
-        self._lambda = _lambda
+        self.kernel_lambda = kernel_lambda
         self.ase = ase
         self.variance = variance
         self.bias2 = bias2
@@ -2970,13 +2970,13 @@ class MapPrediction:
 
     
     def __str__(self):
-        return "MapPrediction(name={}, mechanism={}, _lambda={}, ase={}, variance={}, bias2={}, upper_bound={})".format(self.name, self.mechanism, self._lambda, self.ase, self.variance, self.bias2, self.upper_bound)
+        return "MapPrediction(name={}, mechanism={}, kernel_lambda={}, ase={}, variance={}, bias2={}, upper_bound={})".format(self.name, self.mechanism, self.kernel_lambda, self.ase, self.variance, self.bias2, self.upper_bound)
     def __eq__(self, other):
         if self.name != other.name:
             return False
         if self.mechanism != other.mechanism:
             return False
-        if self._lambda != other._lambda:
+        if self.kernel_lambda != other.kernel_lambda:
             return False
         if self.ase != other.ase:
             return False
@@ -2994,7 +2994,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
         return MapPrediction(
             name=_UniffiFfiConverterString.read(buf),
             mechanism=_UniffiFfiConverterTypeMapMechanism.read(buf),
-            _lambda=_UniffiFfiConverterOptionalFloat64.read(buf),
+            kernel_lambda=_UniffiFfiConverterOptionalFloat64.read(buf),
             ase=_UniffiFfiConverterFloat64.read(buf),
             variance=_UniffiFfiConverterFloat64.read(buf),
             bias2=_UniffiFfiConverterFloat64.read(buf),
@@ -3005,7 +3005,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
     def check_lower(value):
         _UniffiFfiConverterString.check_lower(value.name)
         _UniffiFfiConverterTypeMapMechanism.check_lower(value.mechanism)
-        _UniffiFfiConverterOptionalFloat64.check_lower(value._lambda)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.kernel_lambda)
         _UniffiFfiConverterFloat64.check_lower(value.ase)
         _UniffiFfiConverterFloat64.check_lower(value.variance)
         _UniffiFfiConverterFloat64.check_lower(value.bias2)
@@ -3015,7 +3015,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
     def write(value, buf):
         _UniffiFfiConverterString.write(value.name, buf)
         _UniffiFfiConverterTypeMapMechanism.write(value.mechanism, buf)
-        _UniffiFfiConverterOptionalFloat64.write(value._lambda, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.kernel_lambda, buf)
         _UniffiFfiConverterFloat64.write(value.ase, buf)
         _UniffiFfiConverterFloat64.write(value.variance, buf)
         _UniffiFfiConverterFloat64.write(value.bias2, buf)
@@ -6798,9 +6798,9 @@ class MapServerProtocol(typing.Protocol):
         and changes nothing else.
 """
         raise NotImplementedError
-    def estimate(self, _lambda: typing.Optional[float]) -> MapEstimate:
+    def estimate(self, kernel_lambda: typing.Optional[float]) -> MapEstimate:
         """
-        The map. For noise a priori, `lambda` picks the kernel K_λ (0
+        The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
         plain, 1 fully debiased, in between partially); `null` lets the
         planner pick from the reports, as `geopriv map aggregate` does
         without `--lambda` (same numbers, bit for bit). Ignored by the
@@ -7026,19 +7026,19 @@ class MapServer(MapServerProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
-    def estimate(self, _lambda: typing.Optional[float]) -> MapEstimate:
+    def estimate(self, kernel_lambda: typing.Optional[float]) -> MapEstimate:
         """
-        The map. For noise a priori, `lambda` picks the kernel K_λ (0
+        The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
         plain, 1 fully debiased, in between partially); `null` lets the
         planner pick from the reports, as `geopriv map aggregate` does
         without `--lambda` (same numbers, bit for bit). Ignored by the
         other mechanisms. `InvalidInput` before the first report.
 """
         
-        _UniffiFfiConverterOptionalFloat64.check_lower(_lambda)
+        _UniffiFfiConverterOptionalFloat64.check_lower(kernel_lambda)
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
-            _UniffiFfiConverterOptionalFloat64.lower(_lambda),
+            _UniffiFfiConverterOptionalFloat64.lower(kernel_lambda),
         )
         _uniffi_lift_return = _UniffiFfiConverterTypeMapEstimate.lift
         _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError

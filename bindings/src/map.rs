@@ -343,8 +343,8 @@ pub struct MapEstimate {
     pub ys: Vec<f64>,
     /// Reports used.
     pub n: u64,
-    /// λ of the kernel (noise a priori; 0 otherwise).
-    pub lambda: f64,
+    /// λ of the kernel K_λ (noise a priori; 0 otherwise).
+    pub kernel_lambda: f64,
     /// The mechanism's name.
     pub mechanism: String,
     /// The per-device total ε of every report (per metre).
@@ -366,7 +366,7 @@ pub struct MapPrediction {
     /// The mechanism to construct for it.
     pub mechanism: MapMechanism,
     /// λ of the server's kernel (noise a priori).
-    pub lambda: Option<f64>,
+    pub kernel_lambda: Option<f64>,
     /// Predicted ASE = variance + bias².
     pub ase: f64,
     /// Its variance part.
@@ -402,7 +402,7 @@ fn plan_record(p: geopriv::map::Plan) -> MapPlan {
                 (None, None) if q.name == "composition" => MapMechanism::Composition,
                 (None, None) => MapMechanism::VectorLaplace,
             },
-            lambda: q.lambda,
+            kernel_lambda: q.lambda,
             ase: q.ase,
             variance: q.variance,
             bias2: q.bias2,
@@ -821,12 +821,12 @@ impl MapServer {
         })
     }
 
-    /// The map. For noise a priori, `lambda` picks the kernel K_λ (0
+    /// The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
     /// plain, 1 fully debiased, in between partially); `null` lets the
     /// planner pick from the reports, as `geopriv map aggregate` does
     /// without `--lambda` (same numbers, bit for bit). Ignored by the
     /// other mechanisms. `InvalidInput` before the first report.
-    pub fn estimate(&self, lambda: Option<f64>) -> Result<MapEstimate, GeoprivError> {
+    pub fn estimate(&self, kernel_lambda: Option<f64>) -> Result<MapEstimate, GeoprivError> {
         guard(|| {
             let map = self.with_state(|s| Ok(s.map.clone()))?;
             if map.accepted() == 0 {
@@ -837,7 +837,7 @@ impl MapServer {
             let set = self.release.set();
             let (est, line) = match map.mapper()? {
                 Some(mapper) => {
-                    let (lam, line) = match lambda {
+                    let (lam, line) = match kernel_lambda {
                         Some(l) => (l, None),
                         None => {
                             let p = plan(set, self.params.epsilon, map.accepted(), Some(&mapper))?;
@@ -856,7 +856,7 @@ impl MapServer {
                 xs,
                 ys,
                 n: est.n,
-                lambda: est.lambda,
+                kernel_lambda: est.lambda,
                 mechanism: self.params.mechanism.name(),
                 per_device_epsilon: total.epsilon,
                 accounting: total.accounting,

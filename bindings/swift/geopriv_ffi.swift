@@ -2500,13 +2500,13 @@ public protocol MapServerProtocol: AnyObject, Sendable {
     func addJson(line: String) throws 
     
     /**
-     * The map. For noise a priori, `lambda` picks the kernel K_λ (0
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
      * plain, 1 fully debiased, in between partially); `null` lets the
      * planner pick from the reports, as `geopriv map aggregate` does
      * without `--lambda` (same numbers, bit for bit). Ignored by the
      * other mechanisms. `InvalidInput` before the first report.
      */
-    func estimate(lambda: Double?) throws  -> MapEstimate
+    func estimate(kernelLambda: Double?) throws  -> MapEstimate
     
     /**
      * Fold another shard's server (same grid, mechanism, ε and
@@ -2711,18 +2711,18 @@ open func addJson(line: String)throws   {try rustCallWithError(FfiConverterTypeG
 }
     
     /**
-     * The map. For noise a priori, `lambda` picks the kernel K_λ (0
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
      * plain, 1 fully debiased, in between partially); `null` lets the
      * planner pick from the reports, as `geopriv map aggregate` does
      * without `--lambda` (same numbers, bit for bit). Ignored by the
      * other mechanisms. `InvalidInput` before the first report.
      */
-open func estimate(lambda: Double?)throws  -> MapEstimate  {
+open func estimate(kernelLambda: Double?)throws  -> MapEstimate  {
     return try  FfiConverterTypeMapEstimate_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_mapserver_estimate(
             self.uniffiCloneHandle(),
-        FfiConverterOptionDouble.lower(lambda),uniffiCallStatus
+        FfiConverterOptionDouble.lower(kernelLambda),uniffiCallStatus
     )
 })
 }
@@ -4025,9 +4025,9 @@ public struct MapEstimate: Equatable, Hashable {
      */
     public var n: UInt64
     /**
-     * λ of the kernel (noise a priori; 0 otherwise).
+     * λ of the kernel K_λ (noise a priori; 0 otherwise).
      */
-    public var lambda: Double
+    public var kernelLambda: Double
     /**
      * The mechanism's name.
      */
@@ -4068,8 +4068,8 @@ public struct MapEstimate: Equatable, Hashable {
          * Reports used.
          */n: UInt64, 
         /**
-         * λ of the kernel (noise a priori; 0 otherwise).
-         */lambda: Double, 
+         * λ of the kernel K_λ (noise a priori; 0 otherwise).
+         */kernelLambda: Double, 
         /**
          * The mechanism's name.
          */mechanism: String, 
@@ -4090,7 +4090,7 @@ public struct MapEstimate: Equatable, Hashable {
         self.xs = xs
         self.ys = ys
         self.n = n
-        self.lambda = lambda
+        self.kernelLambda = kernelLambda
         self.mechanism = mechanism
         self.perDeviceEpsilon = perDeviceEpsilon
         self.accounting = accounting
@@ -4119,7 +4119,7 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
                 xs: FfiConverterSequenceDouble.read(from: &buf), 
                 ys: FfiConverterSequenceDouble.read(from: &buf), 
                 n: FfiConverterUInt64.read(from: &buf), 
-                lambda: FfiConverterDouble.read(from: &buf), 
+                kernelLambda: FfiConverterDouble.read(from: &buf), 
                 mechanism: FfiConverterString.read(from: &buf), 
                 perDeviceEpsilon: FfiConverterDouble.read(from: &buf), 
                 accounting: FfiConverterString.read(from: &buf), 
@@ -4134,7 +4134,7 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
         FfiConverterSequenceDouble.write(value.xs, into: &buf)
         FfiConverterSequenceDouble.write(value.ys, into: &buf)
         FfiConverterUInt64.write(value.n, into: &buf)
-        FfiConverterDouble.write(value.lambda, into: &buf)
+        FfiConverterDouble.write(value.kernelLambda, into: &buf)
         FfiConverterString.write(value.mechanism, into: &buf)
         FfiConverterDouble.write(value.perDeviceEpsilon, into: &buf)
         FfiConverterString.write(value.accounting, into: &buf)
@@ -4382,7 +4382,7 @@ public struct MapPrediction: Equatable, Hashable {
     /**
      * λ of the server's kernel (noise a priori).
      */
-    public var lambda: Double?
+    public var kernelLambda: Double?
     /**
      * Predicted ASE = variance + bias².
      */
@@ -4411,7 +4411,7 @@ public struct MapPrediction: Equatable, Hashable {
          */mechanism: MapMechanism, 
         /**
          * λ of the server's kernel (noise a priori).
-         */lambda: Double?, 
+         */kernelLambda: Double?, 
         /**
          * Predicted ASE = variance + bias².
          */ase: Double, 
@@ -4426,7 +4426,7 @@ public struct MapPrediction: Equatable, Hashable {
          */upperBound: Bool) {
         self.name = name
         self.mechanism = mechanism
-        self.lambda = lambda
+        self.kernelLambda = kernelLambda
         self.ase = ase
         self.variance = variance
         self.bias2 = bias2
@@ -4451,7 +4451,7 @@ public struct FfiConverterTypeMapPrediction: FfiConverterRustBuffer {
             try MapPrediction(
                 name: FfiConverterString.read(from: &buf), 
                 mechanism: FfiConverterTypeMapMechanism.read(from: &buf), 
-                lambda: FfiConverterOptionDouble.read(from: &buf), 
+                kernelLambda: FfiConverterOptionDouble.read(from: &buf), 
                 ase: FfiConverterDouble.read(from: &buf), 
                 variance: FfiConverterDouble.read(from: &buf), 
                 bias2: FfiConverterDouble.read(from: &buf), 
@@ -4462,7 +4462,7 @@ public struct FfiConverterTypeMapPrediction: FfiConverterRustBuffer {
     public static func write(_ value: MapPrediction, into buf: inout [UInt8]) {
         FfiConverterString.write(value.name, into: &buf)
         FfiConverterTypeMapMechanism.write(value.mechanism, into: &buf)
-        FfiConverterOptionDouble.write(value.lambda, into: &buf)
+        FfiConverterOptionDouble.write(value.kernelLambda, into: &buf)
         FfiConverterDouble.write(value.ase, into: &buf)
         FfiConverterDouble.write(value.variance, into: &buf)
         FfiConverterDouble.write(value.bias2, into: &buf)
@@ -6549,7 +6549,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_mapserver_add_json() != 64733) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 33229) {
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776) {

@@ -526,7 +526,7 @@ void uniffi_geopriv_ffi_fn_method_mapserver_add_json(uint64_t ptr, RustBuffer li
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
-RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_estimate(uint64_t ptr, RustBuffer lambda, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_estimate(uint64_t ptr, RustBuffer kernel_lambda, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MERGE

@@ -1019,7 +1019,7 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_geopriv_ffi_fn_method_mapserver_add_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
-    external fun uniffi_geopriv_ffi_fn_method_mapserver_estimate(`ptr`: Long,`lambda`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_estimate(`ptr`: Long,`kernelLambda`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_mapserver_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
@@ -1394,7 +1394,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json() and 0xFFFF) != 64733) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() and 0xFFFF) != 33229) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() and 0xFFFF) != 56280) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() and 0xFFFF) != 48776) {
@@ -4861,13 +4861,13 @@ public interface MapServerInterface {
     fun `addJson`(`line`: kotlin.String)
     
     /**
-     * The map. For noise a priori, `lambda` picks the kernel K_λ (0
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
      * plain, 1 fully debiased, in between partially); `null` lets the
      * planner pick from the reports, as `geopriv map aggregate` does
      * without `--lambda` (same numbers, bit for bit). Ignored by the
      * other mechanisms. `InvalidInput` before the first report.
      */
-    fun `estimate`(`lambda`: kotlin.Double?): MapEstimate
+    fun `estimate`(`kernelLambda`: kotlin.Double?): MapEstimate
     
     /**
      * Fold another shard's server (same grid, mechanism, ε and
@@ -5113,20 +5113,20 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
 
     
     /**
-     * The map. For noise a priori, `lambda` picks the kernel K_λ (0
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
      * plain, 1 fully debiased, in between partially); `null` lets the
      * planner pick from the reports, as `geopriv map aggregate` does
      * without `--lambda` (same numbers, bit for bit). Ignored by the
      * other mechanisms. `InvalidInput` before the first report.
      */
-    @Throws(GeoprivException::class)override fun `estimate`(`lambda`: kotlin.Double?): MapEstimate {
+    @Throws(GeoprivException::class)override fun `estimate`(`kernelLambda`: kotlin.Double?): MapEstimate {
             return FfiConverterTypeMapEstimate.lift(
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
     UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate(
         it,
         
-        FfiConverterOptionalDouble.lower(`lambda`),_status)
+        FfiConverterOptionalDouble.lower(`kernelLambda`),_status)
 }
     }
     )
@@ -6671,9 +6671,9 @@ data class MapEstimate (
     var `n`: kotlin.ULong
     , 
     /**
-     * λ of the kernel (noise a priori; 0 otherwise).
+     * λ of the kernel K_λ (noise a priori; 0 otherwise).
      */
-    var `lambda`: kotlin.Double
+    var `kernelLambda`: kotlin.Double
     , 
     /**
      * The mechanism's name.
@@ -6735,7 +6735,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
             FfiConverterSequenceDouble.allocationSize(value.`xs`) +
             FfiConverterSequenceDouble.allocationSize(value.`ys`) +
             FfiConverterULong.allocationSize(value.`n`) +
-            FfiConverterDouble.allocationSize(value.`lambda`) +
+            FfiConverterDouble.allocationSize(value.`kernelLambda`) +
             FfiConverterString.allocationSize(value.`mechanism`) +
             FfiConverterDouble.allocationSize(value.`perDeviceEpsilon`) +
             FfiConverterString.allocationSize(value.`accounting`) +
@@ -6749,7 +6749,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
             FfiConverterSequenceDouble.write(value.`xs`, buf)
             FfiConverterSequenceDouble.write(value.`ys`, buf)
             FfiConverterULong.write(value.`n`, buf)
-            FfiConverterDouble.write(value.`lambda`, buf)
+            FfiConverterDouble.write(value.`kernelLambda`, buf)
             FfiConverterString.write(value.`mechanism`, buf)
             FfiConverterDouble.write(value.`perDeviceEpsilon`, buf)
             FfiConverterString.write(value.`accounting`, buf)
@@ -6929,7 +6929,7 @@ data class MapPrediction (
     /**
      * λ of the server's kernel (noise a priori).
      */
-    var `lambda`: kotlin.Double?
+    var `kernelLambda`: kotlin.Double?
     , 
     /**
      * Predicted ASE = variance + bias².
@@ -6979,7 +6979,7 @@ public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPredictio
     override fun allocationSize(value: MapPrediction) = (
             FfiConverterString.allocationSize(value.`name`) +
             FfiConverterTypeMapMechanism.allocationSize(value.`mechanism`) +
-            FfiConverterOptionalDouble.allocationSize(value.`lambda`) +
+            FfiConverterOptionalDouble.allocationSize(value.`kernelLambda`) +
             FfiConverterDouble.allocationSize(value.`ase`) +
             FfiConverterDouble.allocationSize(value.`variance`) +
             FfiConverterDouble.allocationSize(value.`bias2`) +
@@ -6989,7 +6989,7 @@ public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPredictio
     override fun write(value: MapPrediction, buf: ByteBuffer) {
             FfiConverterString.write(value.`name`, buf)
             FfiConverterTypeMapMechanism.write(value.`mechanism`, buf)
-            FfiConverterOptionalDouble.write(value.`lambda`, buf)
+            FfiConverterOptionalDouble.write(value.`kernelLambda`, buf)
             FfiConverterDouble.write(value.`ase`, buf)
             FfiConverterDouble.write(value.`variance`, buf)
             FfiConverterDouble.write(value.`bias2`, buf)
