@@ -696,7 +696,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 4403:
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -6907,7 +6907,7 @@ class MapServer(MapServerProtocol):
     @classmethod
     def with_max_bins(cls, grid: MapGrid,mechanism: MapMechanism,epsilon: float,max_bins: int) -> MapServer:
         """
-        As `new` with at most `max_bins` bins per axis (1 to 8192; fewer
+        As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
         bins: less memory and a faster FFT, a larger discretisation bound).
 """
         

@@ -35,8 +35,9 @@ use crate::{guard, lock, GeoprivError, PrivacyLedger, Projection};
 /// `GridAggregator`: 2^18, a 512 × 512 map); larger grids are refused
 /// (`InvalidParameter`) before anything is allocated.
 pub const MAX_MAP_CELLS: u64 = geopriv::aggregate::MAX_GRID_CELLS as u64;
-/// Largest `max_bins` a server accepts (bins per axis of its fine grid).
-const MAX_BINS_LIMIT: u32 = 8192;
+/// Largest `max_bins` a server accepts (bins per axis of its fine grid:
+/// 4096² exact counts are 128 MB, before the FFT buffers).
+const MAX_BINS_LIMIT: u32 = 4096;
 /// Version tag of the partial-state JSON.
 const STATE_FORMAT: &str = "geopriv-map-state/1";
 
@@ -645,7 +646,7 @@ impl MapServer {
         Self::with_max_bins(grid, mechanism, epsilon, DEFAULT_MAX_BINS as u32)
     }
 
-    /// As `new` with at most `max_bins` bins per axis (1 to 8192; fewer
+    /// As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
     /// bins: less memory and a faster FFT, a larger discretisation bound).
     #[uniffi::constructor]
     pub fn with_max_bins(

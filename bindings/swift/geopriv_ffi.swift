@@ -2639,7 +2639,7 @@ public static func fromJson(state: String)throws  -> MapServer  {
 }
     
     /**
-     * As `new` with at most `max_bins` bins per axis (1 to 8192; fewer
+     * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
      * bins: less memory and a faster FFT, a larger discretisation bound).
      */
 public static func withMaxBins(grid: MapGrid, mechanism: MapMechanism, epsilon: Double, maxBins: UInt32)throws  -> MapServer  {
@@ -6687,7 +6687,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 4403) {
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466) {

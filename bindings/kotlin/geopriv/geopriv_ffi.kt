@@ -1532,7 +1532,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() and 0xFFFF) != 62693) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() and 0xFFFF) != 4403) {
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() and 0xFFFF) != 5189) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() and 0xFFFF) != 26466) {
@@ -5235,7 +5235,7 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
 
         
     /**
-     * As `new` with at most `max_bins` bins per axis (1 to 8192; fewer
+     * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
      * bins: less memory and a faster FFT, a larger discretisation bound).
      */
     @Throws(GeoprivException::class) fun `withMaxBins`(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double, `maxBins`: kotlin.UInt): MapServer {
