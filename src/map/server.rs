@@ -130,7 +130,8 @@ impl MapAggregator {
     /// the same public parameters as [`with_max_bins`](Self::with_max_bins),
     /// the bin counts (noise a priori on a kernel grid: one per bin, and
     /// the locations beyond the bins) or the per-cell aggregates (the
-    /// others), and the number of reports accepted. Refused with a typed
+    /// others), and the number of reports accepted (not yet for noise a
+    /// priori on a ladder: refused). Refused with a typed
     /// error if the parts do not fit the parameters or disagree with
     /// `accepted` (each report adds one location, m values, or k values).
     ///
@@ -155,6 +156,10 @@ impl MapAggregator {
     ) -> Result<Self> {
         let mut fresh = Self::with_max_bins(set, mechanism, epsilon, max_bins)?;
         let bad = |reason| Err(Error::InvalidReport { reason });
+        if fresh.ladder.is_some() {
+            // A ladder's debiased terms are not among the parts.
+            return bad("partial states of noise a priori on a ladder are not restorable yet");
+        }
         match (fresh.counts.take(), counts) {
             (Some(empty), Some((c, outside))) => {
                 let c = BinnedCounts::from_counts(empty.spec().clone(), c, outside)?;
