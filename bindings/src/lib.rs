@@ -57,6 +57,7 @@ mod growth;
 mod mechanism;
 mod query;
 mod report;
+mod server;
 
 pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
 pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
@@ -67,6 +68,10 @@ pub use growth::Growth;
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
 pub use query::{GeoQuery, QueryFamily};
 pub use report::{ReceivedReport, ReportPolicy};
+pub use server::{
+    BatchResult, ClipBound, ClipSummary, GroupEstimate, IngestCounts, InputFormat,
+    MedianOfMeansEstimate, RejectedRecord, ReportServer, ServerConfig,
+};
 
 /// The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
 /// check at run time that the loaded native library matches its bindings.
@@ -121,6 +126,8 @@ fn assert_thread_safe() {
     is_send_sync::<Aggregator>();
     is_send_sync::<GridAggregator>();
     is_send_sync::<ReportPolicy>();
+    is_send_sync::<ReportServer>();
+    is_send_sync::<ServerConfig>();
     is_send_sync::<GeoprivError>();
     is_send_sync::<Growth>();
     is_send_sync::<Projection>();
