@@ -22,3 +22,4 @@ ln -sf "$FFI_LIB" "$OUT/"
 
 cd "$OUT"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_bindings.py"
+PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_server.py"
