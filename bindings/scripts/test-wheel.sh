@@ -9,7 +9,8 @@
 #   * bindings/tests/python/quickstart.py: README.md's Python quick start;
 #   * bindings/tests/python/test_bindings.py: the whole binding suite, run
 #     against the installed package (run_installed.py maps the suite's
-#     `geopriv_ffi` import to the installed `geopriv`).
+#     `geopriv_ffi` import to the installed `geopriv`), and test_server.py
+#     (the hardened server: clipping, batch reader) the same way.
 # Prints the wheel's path and size, and "python-wheel: N passed, M failed".
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -34,7 +35,8 @@ python3 -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install -q --no-index --no-deps "$WHEEL"
 mkdir "$WORK/tests"
 cp "$REPO/bindings/tests/python/test_package.py" "$REPO/bindings/tests/python/test_bindings.py" \
-  "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" "$WORK/tests/"
+  "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" \
+  "$REPO/bindings/tests/python/test_server.py" "$WORK/tests/"
 
 cd "$WORK/tests"
 # -I: isolated mode (no PYTHONPATH, no user site-packages, the script's own
@@ -47,3 +49,4 @@ version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/bindings/Cargo.toml" | hea
 run test_package.py
 run quickstart.py
 run run_installed.py test_bindings.py
+run run_installed.py test_server.py
