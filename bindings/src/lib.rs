@@ -85,6 +85,14 @@ pub fn library_version() -> String {
 /// Every exported function goes through here. A panic means a bug in
 /// geopriv (inputs are validated first); it must surface as an exception
 /// with a message, never unwind into foreign frames or abort the app.
+///
+/// Why a closure per export and not nothing: uniffi's scaffolding does catch
+/// panics, but it reports them as its own untyped error (`InternalException`
+/// in Kotlin, `InternalError` in Python), outside `GeoprivException`, so an
+/// app that handles our one error type would crash on it. The closures are
+/// the one place where that mapping happens; the error *conversion* from the
+/// core (`From<geopriv::Error> for GeoprivError`, in `error.rs`) is the one
+/// mapping of error kinds. Decision recorded for issue 9.
 pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T, GeoprivError> {
     // AssertUnwindSafe: immutable objects cannot be broken by a panic, and
     // stateful ones keep their state in a Mutex, which a panic poisons;
