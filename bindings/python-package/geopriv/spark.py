@@ -28,7 +28,8 @@ How it runs (docs/MATH.md §5 for the exact sums):
 1. ``mapPartitionsWithIndex``: every partition builds a ``ReportServer``
    (the CLI's validation, grouping and clipping) on the executor and hands
    it its rows in chunks of ``CHUNK`` reports, one call across the FFI per
-   chunk (``add_json_batch``/``add_bytes_batch``), then emits its exact
+   chunk (JSON: the chunk joined into one byte stream for ``ingest``, the
+   CLI's reader; binary: ``add_bytes_batch``), then emits its exact
    partial state (``ReportServer.to_json()``: per group the exact integer
    sums of the clipped values) with its rejection counts. A bad row
    (malformed, truncated, wrong version, too long, out of policy, null)
@@ -405,13 +406,25 @@ def _server_partition(
 
         native = geopriv.ReportServer(spec.build(), server.build())
         add = native.add_bytes_batch if binary else native.add_json_batch
+        json_format = geopriv.InputFormat.JSON
         rejections: Dict[str, int] = {}
         examples: List[Rejection] = []
         totals = [0, 0]  # accepted, skipped
         first = 0  # row number (in the partition) of chunk[0]
 
         def flush(chunk: List[Any]) -> None:
-            r = add(chunk)
+            r = None
+            if not binary and None not in chunk:
+                # One byte stream for the CLI's reader: encoding and joining
+                # run in C, where lowering a list costs Python work per row.
+                # Lone surrogates become invalid UTF-8 (rejected as not-utf8,
+                # as the CLI rejects those bytes); a row holding a newline
+                # would split, so such a chunk goes row by row.
+                blob = ("\n".join(chunk) + "\n").encode("utf-8", "surrogatepass")
+                if blob.count(b"\n") == len(chunk):
+                    r = native.ingest(blob, json_format)
+            if r is None:
+                r = add(chunk)
             totals[0] += r.accepted
             totals[1] += r.skipped
             for code, count in r.rejected_by_code.items():

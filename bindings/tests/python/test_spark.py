@@ -295,6 +295,11 @@ def _():
     b = aggregate(spark.createDataFrame(as_bytes, StructType([StructField("report", BinaryType())])).repartition(3), **LIMITS)
     j = aggregate(spark.createDataFrame(as_json, StructType([StructField("report", StringType())])), **LIMITS)
     expect(b.state == j.state and b.accepted == j.accepted == 5_000, (b.accepted, j.accepted))
+    # A row holding a newline (never produced by spark.read.text) is one
+    # record: rejected by itself, its chunk still counted row by row.
+    joined = aggregate(spark.createDataFrame(as_json + [(as_json[0][0] + "\n" + as_json[1][0],)], "report string"),
+                       **LIMITS)
+    expect(joined.accepted == 5_000 and joined.rejected == 1, joined.rejections)
     expect(b.rejected == 3 and set(b.rejections) <= {"empty", "malformed", "truncated", "unsupported-version"}, b.rejections)
     cli, reasons = cli_aggregate(write("binary.jsonl", [r.json for r in reports]))
     same_as_cli(j, cli, reasons, "json of the binary set")
