@@ -35,6 +35,11 @@
 //! allow-list ([`ValidationPolicy::only_queries`]), and clips every
 //! value with the group's [`ClipPolicy`].
 //!
+//! For sharded aggregation (Spark, several servers) an aggregator's exact
+//! partial state ([`ReportAggregator::state`], serde) merges into another
+//! with the same configuration ([`ReportAggregator::merge_state`]), bit for
+//! bit the result of one aggregator fed every report.
+//!
 //! ```
 //! use geopriv::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
 //! use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};

@@ -9,8 +9,10 @@ pyspark and the built wheel (nothing from the source tree). Environment:
 
 Checks: JSON and binary reports; bad rows rejected with their reason and
 counted, the job never failing; estimates bit-for-bit those of the CLI
-under 1, 3, 8 and randomly shuffled partitions; maps equal to a
-``GridAggregator``; the full 10^6 reports in local mode (throughput
+with its default flags (clipping on) and, with ``clip=False``, those of
+``--no-clip``, under 1, 3, 8 and randomly shuffled partitions; a forged
+report moving the clipped mean by at most B/n; maps equal to a
+``GridAggregator`` (clipped or not); the full 10^6 reports in local mode (throughput
 printed) and on a standalone cluster on 127.0.0.1 (a master and two
 workers started and stopped here). Closes with ``spark: N passed, M failed``.
 """
@@ -340,6 +342,17 @@ def _():
         expect(qid == cell.query_id and got.n == e.n, qid)
         expect(bits(got.mean) == bits(e.mean) and bits(got.standard_error) == bits(e.standard_error), qid)
     expect(len(m.means()) == len(xs) * len(ys), m.means())
+    # clip=True: each report clamped to its group's B, as ReportServer does.
+    clipped_grid, config = geopriv.GridAggregator.kde_grid(xs, ys, 150.0), geopriv.ServerConfig()
+    for line in lines:
+        report = policy.accept_json(line)
+        bound = config.clip_bound(report)
+        report.value = min(max(report.value, bound.lower), bound.upper)
+        clipped_grid.add_report(report)
+    mc = aggregate_map(spark.createDataFrame([(x,) for x in lines], "report string").repartition(3), ids, clip=True,
+                       **LIMITS)
+    for (qid, got), cell in zip(mc.cells, clipped_grid.estimates()):
+        expect(bits(got.mean) == bits(cell.estimate.mean) and got.n == cell.estimate.n, qid)
 
 
 @test("README Spark quick start: the same estimates as the CLI")
