@@ -1,8 +1,10 @@
 //! Fuzz harness on stable Rust (no cargo-fuzz): random and structured
 //! inputs for every report decoder, the server's record reader and
 //! aggregator (what `geopriv aggregate` runs), the allow-list reader, the
-//! query-id parser and every state restore path (Aggregator,
-//! GridAggregator, as JSON and postcard).
+//! query-id parser, every state restore path (Aggregator, GridAggregator,
+//! as JSON and postcard; the privacy ledger: `PrivacyBudget::restore` and
+//! `FileLedger::open` on a file of arbitrary bytes) and the map report
+//! decoder with `MapAggregator::add`.
 //!
 //! `cargo run --release --example fuzz -- N [SEED]` runs N inputs and
 //! prints the counts; a panic or a broken invariant aborts with the seed
@@ -10,13 +12,15 @@
 //! once (records = accepted + rejected + skipped, records = the number of
 //! records written), and no pristine report is ever rejected, whatever
 //! garbage surrounds it. `tests/fuzz_smoke.rs` runs a short round in CI.
-//!
-//! (The ledger's state, src/budget.rs, is fuzzed by its owner.)
+//! Ledger invariant: a restored state charges, serialises and restores to
+//! itself; a refused charge changes nothing.
 
+use geopriv::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, PrivacyBudget};
 use geopriv::ingest::{
     decode_binary_record, decode_json_record, read_allow_list, AggregationConfig, Decoded,
     Estimator, FormatChoice, RecordReader, ReportAggregator,
 };
+use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet};
 use geopriv::{
     Aggregator, GridAggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy,
 };
@@ -336,13 +340,131 @@ fn stream(rng: &mut SmallRng, stats: &mut Stats) {
     }
 }
 
+fn ledger_policy() -> BudgetPolicy {
+    BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 1e-6).expect("valid policy")
+}
+
+/// The ledger's restore path on one input: a restored state must charge,
+/// serialise and restore to itself; a refused charge changes nothing.
+fn ledger(bytes: &[u8], file: Option<&std::path::Path>, stats: &mut Stats) {
+    stats.inputs += 1;
+    let policy = ledger_policy();
+    let restored = match std::str::from_utf8(bytes) {
+        Ok(s) => PrivacyBudget::restore(s, &policy).ok(),
+        Err(_) => None,
+    };
+    if let Some(mut b) = restored {
+        stats.accepted += 1;
+        let again = PrivacyBudget::restore(&b.to_json(), &policy).expect("round trip");
+        assert_eq!(again.to_json(), b.to_json(), "restore is not a fixed point");
+        let charge = Charge::new(BudgetUnit::PerMetre, 1e-3, 1e-7).expect("valid charge");
+        let before = b.to_json();
+        if b.try_charge(&charge).is_err() {
+            assert_eq!(b.to_json(), before, "a refused charge changed the ledger");
+        } else {
+            PrivacyBudget::restore(&b.to_json(), &policy).expect("a charged state restores");
+        }
+    }
+    if let Some(path) = file {
+        std::fs::write(path, bytes).expect("temp file");
+        if let Ok(l) = FileLedger::open(path, &policy) {
+            let _ = l.state().remaining();
+        }
+    }
+}
+
+/// Map aggregators for one small KDE set, one per mechanism.
+fn map_servers() -> (Vec<MapRelease>, Vec<MapAggregator>) {
+    let set = QuerySet::Kde(KdeGrid::square(20_000.0, 5).expect("valid grid"));
+    let mut releases = Vec::new();
+    let mut servers = Vec::new();
+    for m in [
+        MapMechanism::APriori,
+        MapMechanism::Composition,
+        MapMechanism::VectorLaplace,
+        MapMechanism::Sampled { k: 3 },
+    ] {
+        releases.push(MapRelease::new(set.clone(), m, 1e-3).expect("valid release"));
+        servers.push(MapAggregator::new(set.clone(), m, 1e-3).expect("valid server"));
+    }
+    (releases, servers)
+}
+
+/// The map report decoder and `MapAggregator::add` on one input: a
+/// refused report changes nothing.
+fn map_report(bytes: &[u8], servers: &mut [MapAggregator], stats: &mut Stats) {
+    stats.inputs += 1;
+    let Ok(r) = serde_json::from_slice::<MapReport>(bytes) else {
+        return;
+    };
+    stats.accepted += 1;
+    for s in servers.iter_mut() {
+        let before = s.accepted();
+        if s.add(&r).is_err() {
+            assert_eq!(s.accepted(), before, "a refused map report was counted");
+        }
+    }
+}
+
 /// Run `n` inputs from `seed`.
 pub fn run(n: u64, seed: u64) -> Stats {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut stats = Stats::default();
     let mut case = 0u64;
+    let (map_releases, mut servers) = map_servers();
+    let dir = std::env::temp_dir().join(format!("geopriv-fuzz-{}-{seed}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let ledger_file = dir.join("ledger.json");
     while stats.inputs < n {
         case += 1;
+        if rng.random_bool(0.25) {
+            // Ledger and map paths (a quarter of the cases).
+            match rng.random_range(0..6) {
+                0 | 1 => {
+                    // Structured: a real ledger state, charged, mutated.
+                    let mut b = PrivacyBudget::new(ledger_policy());
+                    for _ in 0..rng.random_range(0..4) {
+                        let eps = if rng.random_bool(0.7) {
+                            1e-3
+                        } else {
+                            float(&mut rng)
+                        };
+                        if let Ok(c) = Charge::new(BudgetUnit::PerMetre, eps, 0.0) {
+                            let _ = b.try_charge(&c);
+                        }
+                    }
+                    let mut bytes = b.to_json().into_bytes();
+                    if rng.random_bool(0.9) {
+                        mutate(&mut rng, &mut bytes);
+                    }
+                    // File I/O is slow: one case in 16 goes through a file.
+                    let file = rng.random_bool(1.0 / 16.0).then_some(ledger_file.as_path());
+                    ledger(&bytes, file, &mut stats);
+                }
+                2 => {
+                    let b = random_bytes(&mut rng, 96);
+                    let file = rng.random_bool(1.0 / 16.0).then_some(ledger_file.as_path());
+                    ledger(&b, file, &mut stats);
+                }
+                3 | 4 => {
+                    let i = rng.random_range(0..map_releases.len());
+                    let x = [rng.random_range(-1e4..3e4), rng.random_range(-1e4..3e4)];
+                    let mut b = match map_releases[i].release_unmetered(&x, &mut rng) {
+                        Ok(r) => serde_json::to_vec(&r).expect("serializable"),
+                        Err(_) => random_bytes(&mut rng, 64),
+                    };
+                    if rng.random_bool(0.8) {
+                        mutate(&mut rng, &mut b);
+                    }
+                    map_report(&b, &mut servers, &mut stats);
+                }
+                _ => {
+                    let b = random_bytes(&mut rng, 64);
+                    map_report(&b, &mut servers, &mut stats);
+                }
+            }
+            continue;
+        }
         match case % 8 {
             0 => stream(&mut rng, &mut stats),
             1 | 2 => {
@@ -387,6 +509,7 @@ pub fn run(n: u64, seed: u64) -> Stats {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
     stats
 }
 

@@ -30,35 +30,9 @@ fn phi(u: f64) -> f64 {
     (-0.5 * u * u).exp()
 }
 
-/// Golden-section maximisation of `f` on [a, b].
-fn golden_max(f: &dyn Fn(f64) -> f64, mut a: f64, mut b: f64) -> (f64, f64) {
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    let mut x1 = b - g * (b - a);
-    let mut x2 = a + g * (b - a);
-    let (mut f1, mut f2) = (f(x1), f(x2));
-    for _ in 0..90 {
-        if f1 < f2 {
-            a = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = a + g * (b - a);
-            f2 = f(x2);
-        } else {
-            b = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = b - g * (b - a);
-            f1 = f(x1);
-        }
-        if (b - a).abs() < 1e-15 * (1.0 + a.abs()) {
-            break;
-        }
-    }
-    if f1 > f2 {
-        (x1, f1)
-    } else {
-        (x2, f2)
-    }
+/// Golden-section maximisation of `f` on [a, b] (the library's).
+fn golden_max(f: &dyn Fn(f64) -> f64, a: f64, b: f64) -> (f64, f64) {
+    geopriv::audit::golden_max(f, a, b, 90)
 }
 
 /// Maximise f over a grid of `n` points on [lo, hi] plus `extra` points,

@@ -50,6 +50,7 @@
 //! about 2·10^5 secant evaluations per 2-D point, ~40 s of CPU for the file
 //! with the optimised test profile.
 
+use geopriv::audit::golden_max;
 use geopriv::{Growth, GrowthKind, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -703,39 +704,6 @@ fn direction_profile<M: Model>(m: &M, y: &P, fy: Dd, ndirs: usize, grid: Grid) -
             let (v, z) = ray_best(m, y, fy, psi, lo, hi, 60);
             if v > best.0 {
                 best = (v, z);
-            }
-        }
-    }
-    best
-}
-
-/// Golden-section search for the maximum of a unimodal `f` on [lo, hi];
-/// returns the best point evaluated and its value.
-fn golden_max(mut f: impl FnMut(f64) -> f64, lo: f64, hi: f64, iters: usize) -> (f64, f64) {
-    let r = 0.5 * (5f64.sqrt() - 1.0);
-    let (mut a, mut b) = (lo, hi);
-    let mut c = b - r * (b - a);
-    let mut d = a + r * (b - a);
-    let (mut fc, mut fd) = (f(c), f(d));
-    let mut best = if fc > fd { (c, fc) } else { (d, fd) };
-    for _ in 0..iters {
-        if fc >= fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - r * (b - a);
-            fc = f(c);
-            if fc > best.1 {
-                best = (c, fc);
-            }
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + r * (b - a);
-            fd = f(d);
-            if fd > best.1 {
-                best = (d, fd);
             }
         }
     }

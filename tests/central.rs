@@ -3,8 +3,10 @@
 //! discretised domain, and the privacy audits over neighbouring datasets,
 //! which must pass for every central mechanism and fail on seeded faults.
 
+use geopriv::audit::sampling::SamplingOptions;
 use geopriv::central::audit::{
-    audit_instance_based, audit_median, audit_noisy_max, neighbouring_pairs, sampling_check,
+    audit_instance_based, audit_median, audit_noisy_max, audit_noisy_max_margins,
+    neighbouring_pairs, sampling_check_median,
 };
 use geopriv::central::instance_based::{
     two_triangle_levels, Calibration, InstanceBasedLaplace, LevelStructure,
@@ -12,8 +14,6 @@ use geopriv::central::instance_based::{
 use geopriv::central::median::{CentralNoise, MedianMechanism, SortedDataset};
 use geopriv::central::noisy_max::{SmoothNoisyMax, SnmNoise};
 use geopriv::central::Fault;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 
 /// All datasets of n values on the grid {0, 1, ..., g} (Λ = g), as index
 /// tuples (base g+1).
@@ -86,14 +86,7 @@ fn smooth_sensitivity_equals_brute_force_over_every_dataset() {
 }
 
 fn median_kinds() -> Vec<CentralNoise> {
-    vec![
-        CentralNoise::PolyPlace,
-        CentralNoise::STUDENT_T,
-        CentralNoise::CAUCHY,
-        CentralNoise::Laplace { delta: 1e-6 },
-        CentralNoise::LectureCauchy { k: 4.0 },
-        CentralNoise::LectureLaplace { delta: 1e-6 },
-    ]
+    CentralNoise::ALL.to_vec()
 }
 
 #[test]
@@ -183,6 +176,36 @@ fn smooth_noisy_max_audit_passes_and_catches_faults() {
     }
 }
 
+/// The instances where the dilation touches every candidate (|R| - 1 at
+/// one margin): the guarantee holds at each |R| and its ln ratio does not
+/// grow with |R| (docs/MATH.md §11.2); the seeded faults are caught.
+#[test]
+fn smooth_noisy_max_many_candidates_audit() {
+    for variant in [SnmNoise::Laplace { delta: 1e-6 }, SnmNoise::StudentT] {
+        let snm = SmoothNoisyMax::new(variant, 1.0).unwrap();
+        let per_size: Vec<f64> = [2, 12]
+            .iter()
+            .map(|&r| {
+                let ok = audit_noisy_max_margins(&snm, Fault::None, &[r]).unwrap();
+                println!(
+                    "{variant:?} |R| = {r}: max ln ratio {:.4}, excess mass {:.3e}",
+                    ok.max_log_ratio, ok.max_excess_mass
+                );
+                assert!(ok.passed, "{ok:?}");
+                ok.max_log_ratio
+            })
+            .collect();
+        if variant == SnmNoise::StudentT {
+            // Pure ε: the worst ratio at |R| = 12 is no larger than at 2.
+            assert!(per_size[1] <= per_size[0] * 1.05, "{per_size:?}");
+        }
+        let shrunk = audit_noisy_max_margins(&snm, Fault::ShrinkSensitivity(0.125), &[5]).unwrap();
+        assert!(!shrunk.passed, "{shrunk:?}");
+        let wrong = audit_noisy_max_margins(&snm, Fault::WrongBeta(20.0), &[5]).unwrap();
+        assert!(!wrong.passed, "{wrong:?}");
+    }
+}
+
 #[test]
 fn instance_based_audit_passes_and_catches_faults() {
     let (eps, delta) = (1.0, 1e-4);
@@ -212,23 +235,27 @@ fn sampling_check_passes_and_catches_a_halved_sensitivity() {
     let x = vec![0.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 10.0];
     let mut xp = x.clone();
     xp[0] = 10.0;
-    let mech = MedianMechanism::new(CentralNoise::PolyPlace, 1.0, lambda).unwrap();
-    for (fault, should_pass) in [(Fault::None, true), (Fault::HalveSensitivity, false)] {
-        let m = mech.with_fault(fault);
-        let (dx, dxp) = (
-            SortedDataset::new(&x, lambda).unwrap(),
-            SortedDataset::new(&xp, lambda).unwrap(),
-        );
-        let mut r1 = StdRng::seed_from_u64(1);
-        let mut r2 = StdRng::seed_from_u64(2);
-        let rep = sampling_check(
-            || m.release(&dx, 0.5, &mut r1).unwrap(),
-            || m.release(&dxp, 0.5, &mut r2).unwrap(),
-            400_000,
-            1.0,
-            0.0,
-            1e-6,
-        );
-        assert_eq!(rep.passed, should_pass, "{fault:?}: {rep:?}");
+    let options = SamplingOptions {
+        samples: 200_000,
+        pilot: 20_000,
+        bins: 32,
+        alpha: 1e-6,
+        seed: 1,
+    };
+    // The (ε, δ) Laplace keeps slack (η = ε/2 here): the tester sees a
+    // quarter of its sensitivity, PolyPlace's half.
+    for (kind, fault) in [
+        (CentralNoise::PolyPlace, Fault::HalveSensitivity),
+        (
+            CentralNoise::Laplace { delta: 1e-6 },
+            Fault::ShrinkSensitivity(0.25),
+        ),
+    ] {
+        let mech = MedianMechanism::new(kind, 1.0, lambda).unwrap();
+        for (fault, should_pass) in [(Fault::None, true), (fault, false)] {
+            let m = mech.with_fault(fault);
+            let v = sampling_check_median(&m, 0.5, &x, &xp, &options).unwrap();
+            assert_eq!(v.passed, should_pass, "{kind:?} {fault:?}: {v:?}");
+        }
     }
 }

@@ -386,31 +386,54 @@ fn output_offsets() -> Vec<f64> {
     t
 }
 
-fn golden_max(f: &dyn Fn(f64) -> f64, mut a: f64, mut b: f64) -> (f64, f64) {
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    let mut x1 = b - g * (b - a);
-    let mut x2 = a + g * (b - a);
-    let (mut f1, mut f2) = (f(x1), f(x2));
-    for _ in 0..60 {
-        if f1 < f2 {
-            a = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = a + g * (b - a);
-            f2 = f(x2);
+/// Golden-section search for the maximum of a unimodal `f` on [lo, hi]:
+/// at most `iterations` steps (each shrinks the bracket by 0.618), stopping
+/// early once it is below 1e-15 (1 + |a|); returns the best point evaluated
+/// and its value (so a non-unimodal f still gets a lower bound on its max).
+/// One implementation for the audits and the brute-force tests.
+///
+/// ```
+/// use geopriv::audit::golden_max;
+/// let (x, v) = golden_max(|x| -(x - 0.3) * (x - 0.3), 0.0, 1.0, 80);
+/// assert!((x - 0.3).abs() < 1e-7 && v <= 0.0);
+/// ```
+pub fn golden_max(
+    mut f: impl FnMut(f64) -> f64,
+    lo: f64,
+    hi: f64,
+    iterations: usize,
+) -> (f64, f64) {
+    let r = 0.5 * (libm::sqrt(5.0) - 1.0);
+    let (mut a, mut b) = (lo, hi);
+    let mut c = b - r * (b - a);
+    let mut d = a + r * (b - a);
+    let (mut fc, mut fd) = (f(c), f(d));
+    let mut best = if fc > fd { (c, fc) } else { (d, fd) };
+    for _ in 0..iterations {
+        if fc >= fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - r * (b - a);
+            fc = f(c);
+            if fc > best.1 {
+                best = (c, fc);
+            }
         } else {
-            b = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = b - g * (b - a);
-            f1 = f(x1);
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + r * (b - a);
+            fd = f(d);
+            if fd > best.1 {
+                best = (d, fd);
+            }
+        }
+        if (b - a).abs() < 1e-15 * (1.0 + a.abs()) {
+            break;
         }
     }
-    if f1 > f2 {
-        (x1, f1)
-    } else {
-        (x2, f2)
-    }
+    best
 }
 
 /// ∫_u^v of a Laplace(a, b) density restricted to one side of a, where
@@ -537,7 +560,7 @@ where
             }
             // Refine around the best grid output.
             let step = 0.05 * from.scale().min(to.scale());
-            let (y, v) = golden_max(&loss, best_y - step, best_y + step);
+            let (y, v) = golden_max(&loss, best_y - step, best_y + step, 60);
             if v > best && ((y - from.location()) / from.scale()).abs() <= tail {
                 best = v;
                 best_y = y;

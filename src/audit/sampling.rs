@@ -291,6 +291,29 @@ pub fn test_pair(
     epsilon_d: f64,
     options: &SamplingOptions,
 ) -> Result<PairVerdict> {
+    test_pair_approx(release, x, x_prime, epsilon_d, 0.0, options)
+}
+
+/// [`test_pair`] for an (ε, δ) guarantee: the bound tested is
+/// ln((p_lo(O) - δ)/q_hi(O)) <= ε d, since P_x(O) <= e^{εd} P_x'(O) + δ
+/// (sets with p_lo <= δ cannot show a violation and are skipped). With
+/// δ = 0 this is [`test_pair`]. The inputs may be any vectors, e.g. two
+/// neighbouring datasets of the central model (`central::audit`).
+pub fn test_pair_approx(
+    release: &Release,
+    x: &[f64],
+    x_prime: &[f64],
+    epsilon_d: f64,
+    delta: f64,
+    options: &SamplingOptions,
+) -> Result<PairVerdict> {
+    if !(0.0..1.0).contains(&delta) {
+        return Err(Error::InvalidParameter {
+            name: "delta",
+            value: delta,
+            requirement: "in [0, 1)",
+        });
+    }
     if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
         return Err(Error::InvalidParameter {
             name: "samples",
@@ -324,7 +347,10 @@ pub fn test_pair(
             if a == 0 || (b > 0 && (a as f64 / b as f64).ln() <= best.0) {
                 continue;
             }
-            let lo = clopper_pearson_lower(a, n, level);
+            let lo = clopper_pearson_lower(a, n, level) - delta;
+            if lo <= 0.0 {
+                continue;
+            }
             let hi = clopper_pearson_upper(b, n, level);
             let bound = (lo / hi).ln();
             if bound > best.0 {

@@ -8,22 +8,19 @@
 //!   the tails) or the excess mass ∫ max(0, p_x - e^ε p_x') <= δ
 //!   (approximate ones; adaptive quadrature). Selection mechanisms have
 //!   finite outputs, so their probabilities are compared directly.
-//! * **Sampling check** (black box): draw releases under both datasets,
-//!   choose candidate sets on one half of the draws, and on the other half
-//!   bound ln((P_x(O) - δ)/P_x'(O)) from below with Clopper–Pearson
-//!   intervals (Bonferroni over sets and directions). A lower bound above ε
-//!   is a certified violation.
-//!
-//! TODO(after merge): the end-to-end privacy work is building a general
-//! sampling tester in `src/audit/sampling.rs`; [`sampling_check`] is a
-//! small one for the central releases and should be unified with it.
+//! * **Sampling check** (black box): the library's one sampling tester
+//!   ([`crate::audit::sampling`], pilot-chosen sets, Clopper–Pearson bounds
+//!   with Bonferroni) run on dataset pairs: a dataset is the tester's input
+//!   vector and the release is the mechanism's *implemented* (snapped)
+//!   output, with δ subtracted for the approximate mechanisms
+//!   ([`sampling_check_median`]).
 
 use super::instance_based::{InstanceBasedLaplace, LevelStructure};
 use super::median::{MedianMechanism, ReleaseDensity, SortedDataset};
 use super::noisy_max::SmoothNoisyMax;
 use super::{integrate, Fault};
+use crate::audit::sampling::{test_pair_approx, PairVerdict, SamplingOptions};
 use crate::error::Result;
-use crate::noise::special::beta_reg;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::string::String;
@@ -53,6 +50,48 @@ pub struct CentralAuditReport {
     pub worst: String,
     /// Whether the guarantee held on every pair.
     pub passed: bool,
+}
+
+impl CentralAuditReport {
+    fn new(mechanism: String, epsilon: f64, delta: f64) -> Self {
+        Self {
+            mechanism,
+            epsilon,
+            delta,
+            pairs: 0,
+            max_log_ratio: f64::NEG_INFINITY,
+            max_excess_mass: 0.0,
+            worst: String::new(),
+            passed: true,
+        }
+    }
+
+    /// Record one ordered pair: its worst ln ratio and excess mass; the
+    /// pair fails on excess mass above δ (approximate mechanisms) or a
+    /// ratio above ε (1 + `tolerance`) (pure ones). The worst pair is the
+    /// one with the largest mass (approximate) or ratio (pure).
+    fn record(&mut self, ratio: f64, mass: f64, tolerance: f64, describe: impl FnOnce() -> String) {
+        self.pairs += 1;
+        let approximate = self.delta > 0.0;
+        let (key, worst_key) = if approximate {
+            (mass, self.max_excess_mass)
+        } else {
+            (ratio, self.max_log_ratio)
+        };
+        if key > worst_key || self.worst.is_empty() {
+            self.worst = describe();
+        }
+        self.max_log_ratio = self.max_log_ratio.max(ratio);
+        self.max_excess_mass = self.max_excess_mass.max(mass);
+        let bad = if approximate {
+            mass > self.delta * (1.0 + tolerance)
+        } else {
+            ratio > self.epsilon * (1.0 + tolerance)
+        };
+        if bad {
+            self.passed = false;
+        }
+    }
 }
 
 /// Adversarial and random pairs of neighbouring datasets of size n (odd and
@@ -179,47 +218,49 @@ pub fn audit_median(
 ) -> Result<CentralAuditReport> {
     let eps = mech.epsilon();
     let delta = mech.delta();
-    let approximate = delta > 0.0;
-    let mut report = CentralAuditReport {
-        mechanism: format!("{} beta={}", mech.kind().name(), mech.beta()),
-        epsilon: eps,
+    let mut report = CentralAuditReport::new(
+        format!("{} beta={}", mech.kind().name(), mech.beta()),
+        eps,
         delta,
-        pairs: 0,
-        max_log_ratio: f64::NEG_INFINITY,
-        max_excess_mass: 0.0,
-        worst: String::new(),
-        passed: true,
-    };
+    );
     for (x, xp) in pairs {
         let dx = SortedDataset::new(x, mech.lambda())?;
         let dxp = SortedDataset::new(xp, mech.lambda())?;
         let px = mech.density(&dx, q)?;
         let pxp = mech.density(&dxp, q)?;
         for (a, b, name) in [(&px, &pxp, (x, xp)), (&pxp, &px, (xp, x))] {
-            report.pairs += 1;
-            let (ratio, mass) = compare(a, b, eps, approximate);
-            let bad = if approximate {
-                mass > delta
-            } else {
-                ratio > eps * (1.0 + RATIO_TOLERANCE)
-            };
-            let key = if approximate { mass } else { ratio };
-            let worst_key = if approximate {
-                report.max_excess_mass
-            } else {
-                report.max_log_ratio
-            };
-            if key > worst_key || report.worst.is_empty() {
-                report.worst = format!("{:?} vs {:?}", name.0, name.1);
-            }
-            report.max_log_ratio = report.max_log_ratio.max(ratio);
-            report.max_excess_mass = report.max_excess_mass.max(mass);
-            if bad {
-                report.passed = false;
-            }
+            let (ratio, mass) = compare(a, b, eps, delta > 0.0);
+            report.record(ratio, mass, RATIO_TOLERANCE, || {
+                format!("{:?} vs {:?}", name.0, name.1)
+            });
         }
     }
     Ok(report)
+}
+
+/// Worst ln ratio (over outputs of probability above 1e-12, below that is
+/// quadrature noise) and excess mass Σ max(0, p_a - e^ε p_b) of two
+/// selection distributions.
+fn compare_discrete(a: &[f64], b: &[f64], epsilon: f64) -> (f64, f64) {
+    let mut ratio = f64::NEG_INFINITY;
+    let mut mass = 0.0;
+    for (pa, pb) in a.iter().zip(b.iter()) {
+        if *pa > 1e-12 {
+            ratio = ratio.max((pa / pb.max(1e-300)).ln());
+        }
+        mass += (pa - epsilon.exp() * pb).max(0.0);
+    }
+    (ratio, mass)
+}
+
+/// The β and the factor on S that a fault makes a mechanism use.
+fn faulty(beta: f64, fault: Fault) -> (f64, f64) {
+    match fault {
+        Fault::None => (beta, 1.0),
+        Fault::HalveSensitivity => (beta, 0.5),
+        Fault::ShrinkSensitivity(f) => (beta, f),
+        Fault::WrongBeta(f) => (beta * f, 1.0),
+    }
 }
 
 /// Density audit of Smooth Noisy Max for percentile selection: candidates
@@ -243,51 +284,71 @@ pub fn audit_noisy_max(
         let d = SortedDataset::new(x, lambda)?;
         let m = d.quantile_rank(q)?;
         let v = d.order_statistic(m)?;
-        let (beta, factor) = match fault {
-            Fault::None => (snm.beta(), 1.0),
-            Fault::HalveSensitivity => (snm.beta(), 0.5),
-            Fault::ShrinkSensitivity(f) => (snm.beta(), f),
-            Fault::WrongBeta(f) => (snm.beta() * f, 1.0),
-        };
+        let (beta, factor) = faulty(snm.beta(), fault);
         let s = factor * d.smooth_sensitivity(m, beta)?;
         let u: Vec<f64> = grid.iter().map(|c| -(v - c).abs()).collect();
         snm.probabilities(&u, s)
     };
-    let mut report = CentralAuditReport {
-        mechanism: format!("smooth-noisy-max beta={} fault={fault:?}", snm.beta()),
-        epsilon: eps,
+    let mut report = CentralAuditReport::new(
+        format!("smooth-noisy-max beta={} fault={fault:?}", snm.beta()),
+        eps,
         delta,
-        pairs: 0,
-        max_log_ratio: f64::NEG_INFINITY,
-        max_excess_mass: 0.0,
-        worst: String::new(),
-        passed: true,
-    };
+    );
     for (x, xp) in pairs {
         let (p, pp) = (probs(x)?, probs(xp)?);
         for (a, b) in [(&p, &pp), (&pp, &p)] {
-            report.pairs += 1;
-            let mut ratio = f64::NEG_INFINITY;
-            let mut mass = 0.0;
-            for (pa, pb) in a.iter().zip(b.iter()) {
-                // Probabilities below 1e-12 are quadrature noise.
-                if *pa > 1e-12 {
-                    ratio = ratio.max((pa / pb.max(1e-300)).ln());
+            let (ratio, mass) = compare_discrete(a, b, eps);
+            report.record(ratio, mass, 1e-4, || format!("{x:?} vs {xp:?}"));
+        }
+    }
+    Ok(report)
+}
+
+/// Density audit of Smooth Noisy Max on the instances where the dilation
+/// touches every candidate (`docs/MATH.md §11.2`): candidate 0 at utility
+/// 0 and the other |R| - 1 at one margin -g·S, for |R| in `sizes` and
+/// g from 0 to 300. The neighbour moves candidate 0 by ±S (or not) and
+/// has smooth bound S' = e^{±β} S (the two premises of the guarantee:
+/// |u - u'|∞ <= S, S'/S ∈ [e^-β, e^β]); a fault shrinks the scale used
+/// or dilates by e^{±fβ}.
+pub fn audit_noisy_max_margins(
+    snm: &SmoothNoisyMax,
+    fault: Fault,
+    sizes: &[usize],
+) -> Result<CentralAuditReport> {
+    let eps = snm.epsilon();
+    let (beta, factor) = faulty(snm.beta(), fault);
+    let mut report = CentralAuditReport::new(
+        format!(
+            "smooth-noisy-max margins beta={} fault={fault:?}",
+            snm.beta()
+        ),
+        eps,
+        snm.delta(),
+    );
+    for &r in sizes {
+        for gap in [0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0] {
+            for (dilate, shift) in [
+                (1.0, 1.0),
+                (-1.0, 1.0),
+                (1.0, -1.0),
+                (-1.0, -1.0),
+                (1.0, 0.0),
+                (-1.0, 0.0),
+            ] {
+                let s2 = (dilate * beta).exp();
+                let mut u = vec![-gap; r];
+                u[0] = 0.0;
+                let mut u2 = u.clone();
+                u2[0] += shift * s2.min(1.0);
+                let p = snm.probabilities(&u, factor)?;
+                let q = snm.probabilities(&u2, factor * s2)?;
+                for (a, b) in [(&p, &q), (&q, &p)] {
+                    let (ratio, mass) = compare_discrete(a, b, eps);
+                    report.record(ratio, mass, 1e-4, || {
+                        format!("|R| = {r}, margin {gap} S, S'/S = {s2}, shift {shift} S")
+                    });
                 }
-                mass += (pa - eps.exp() * pb).max(0.0);
-            }
-            let bad = if delta > 0.0 {
-                mass > delta + 1e-10
-            } else {
-                ratio > eps * (1.0 + 1e-6)
-            };
-            if ratio > report.max_log_ratio {
-                report.worst = format!("{x:?} vs {xp:?}");
-            }
-            report.max_log_ratio = report.max_log_ratio.max(ratio);
-            report.max_excess_mass = report.max_excess_mass.max(mass);
-            if bad {
-                report.passed = false;
             }
         }
     }
@@ -307,19 +368,14 @@ pub fn audit_instance_based(
     use crate::noise::Laplace;
     let eps = mech.epsilon();
     let delta = mech.delta();
-    let mut report = CentralAuditReport {
-        mechanism: format!(
+    let mut report = CentralAuditReport::new(
+        format!(
             "instance-based eps_A={} fault={fault:?}",
             mech.epsilon_algorithm()
         ),
-        epsilon: eps,
+        eps,
         delta,
-        pairs: 0,
-        max_log_ratio: f64::NEG_INFINITY,
-        max_excess_mass: 0.0,
-        worst: String::new(),
-        passed: true,
-    };
+    );
     let mut all: Vec<(usize, usize)> = neighbour_pairs.to_vec();
     all.extend((0..levels.len()).map(|k| (k, k)));
     for (k, l) in all {
@@ -340,145 +396,26 @@ pub fn audit_instance_based(
                 noise: unit,
             };
             for (p, q) in [(&a, &b), (&b, &a)] {
-                report.pairs += 1;
                 let (ratio, mass) = compare(p, q, eps, true);
-                if mass > report.max_excess_mass {
-                    report.worst = format!("levels {k} and {l}");
-                }
-                report.max_log_ratio = report.max_log_ratio.max(ratio);
-                report.max_excess_mass = report.max_excess_mass.max(mass);
-                if mass > delta {
-                    report.passed = false;
-                }
+                report.record(ratio, mass, 0.0, || format!("levels {k} and {l}"));
             }
         }
     }
     Ok(report)
 }
 
-/// Clopper–Pearson one-sided bounds on a binomial proportion k/n at error
-/// probability `alpha`: (lower, upper).
-pub fn clopper_pearson(k: u64, n: u64, alpha: f64) -> (f64, f64) {
-    // Beta quantile by bisection on the regularized incomplete beta.
-    let quantile = |a: f64, b: f64, p: f64| {
-        let (mut lo, mut hi) = (0.0f64, 1.0f64);
-        for _ in 0..100 {
-            let mid = 0.5 * (lo + hi);
-            if beta_reg(a, b, mid, 1.0 - mid).0 < p {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        0.5 * (lo + hi)
-    };
-    let (kf, nf) = (k as f64, n as f64);
-    let lower = if k == 0 {
-        0.0
-    } else {
-        quantile(kf, nf - kf + 1.0, alpha)
-    };
-    let upper = if k == n {
-        1.0
-    } else {
-        quantile(kf + 1.0, nf - kf, 1.0 - alpha)
-    };
-    (lower, upper)
-}
-
-/// Result of a sampling check.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SamplingReport {
-    /// Draws per dataset.
-    pub draws: usize,
-    /// Largest certified lower bound on ln((P_x(O) - δ)/P_x'(O)).
-    pub max_lower_log_ratio: f64,
-    /// The set achieving it, as an interval.
-    pub worst_set: (f64, f64),
-    /// False if some lower bound exceeds ε (a certified violation).
-    pub passed: bool,
-}
-
-/// Black-box sampling check of one pair of datasets: `sample_x` and
-/// `sample_xp` draw one release each. Candidate sets are half-lines and
-/// central intervals at empirical quantiles of the first half of the pooled
-/// draws; the second half is tested, with Bonferroni-corrected
-/// Clopper–Pearson bounds at overall error probability `alpha`.
-pub fn sampling_check<F, G>(
-    mut sample_x: F,
-    mut sample_xp: G,
-    draws: usize,
-    epsilon: f64,
-    delta: f64,
-    alpha: f64,
-) -> SamplingReport
-where
-    F: FnMut() -> f64,
-    G: FnMut() -> f64,
-{
-    let half = draws / 2;
-    let mut pool: Vec<f64> = (0..half).map(|_| sample_x()).collect();
-    pool.extend((0..half).map(|_| sample_xp()));
-    pool.sort_by(f64::total_cmp);
-    let qs = [
-        0.001, 0.005, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.995, 0.999,
-    ];
-    let at = |p: f64| pool[((p * pool.len() as f64) as usize).min(pool.len() - 1)];
-    let mut sets: Vec<(f64, f64)> = Vec::new();
-    for &p in &qs {
-        sets.push((f64::NEG_INFINITY, at(p)));
-        sets.push((at(p), f64::INFINITY));
-    }
-    for w in qs.windows(2) {
-        sets.push((at(w[0]), at(w[1])));
-    }
-    let tx: Vec<f64> = (0..draws - half).map(|_| sample_x()).collect();
-    let txp: Vec<f64> = (0..draws - half).map(|_| sample_xp()).collect();
-    let n = tx.len() as u64;
-    let tests = (2 * sets.len()) as f64;
-    let a = alpha / (2.0 * tests);
-    let mut report = SamplingReport {
-        draws,
-        max_lower_log_ratio: f64::NEG_INFINITY,
-        worst_set: (0.0, 0.0),
-        passed: true,
-    };
-    for &(lo, hi) in &sets {
-        let inside = |v: &f64| *v > lo && *v <= hi;
-        let kx = tx.iter().filter(|v| inside(v)).count() as u64;
-        let kxp = txp.iter().filter(|v| inside(v)).count() as u64;
-        for (k1, k2) in [(kx, kxp), (kxp, kx)] {
-            let (p1_lo, _) = clopper_pearson(k1, n, a);
-            let (_, p2_hi) = clopper_pearson(k2, n, a);
-            let num = p1_lo - delta;
-            if num <= 0.0 {
-                continue;
-            }
-            let lr = (num / p2_hi).ln();
-            if lr > report.max_lower_log_ratio {
-                report.max_lower_log_ratio = lr;
-                report.worst_set = (lo, hi);
-            }
-            if lr > epsilon {
-                report.passed = false;
-            }
-        }
-    }
-    report
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clopper_pearson_brackets_the_proportion() {
-        let (lo, hi) = clopper_pearson(50, 100, 0.025);
-        assert!(
-            (lo - 0.398).abs() < 0.002 && (hi - 0.602).abs() < 0.002,
-            "{lo} {hi}"
-        );
-        assert_eq!(clopper_pearson(0, 10, 0.05).0, 0.0);
-        assert_eq!(clopper_pearson(10, 10, 0.05).1, 1.0);
-    }
+/// Black-box check of one pair of datasets with the library's sampling
+/// tester ([`crate::audit::sampling::test_pair_approx`]): the release is
+/// the mechanism's implemented q-quantile release (snapped to its grid),
+/// the bound tested is ln((P_x(O) - δ)/P_x'(O)) <= ε. A failing verdict
+/// is a certified violation (false alarm probability `options.alpha`).
+pub fn sampling_check_median(
+    mech: &MedianMechanism,
+    q: f64,
+    x: &[f64],
+    x_prime: &[f64],
+    options: &SamplingOptions,
+) -> Result<PairVerdict> {
+    let release = |data: &[f64], rng: &mut StdRng| mech.release_quantile(data, q, rng);
+    test_pair_approx(&release, x, x_prime, mech.epsilon(), mech.delta(), options)
 }

@@ -50,7 +50,7 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
-use super::{check_delta, check_epsilon, Fault};
+use super::{check_delta, check_epsilon, CentralGrid, Fault, SCALE_FLOOR_FRACTION};
 use crate::error::{finite, Error, Result};
 use crate::math::{ln, log1p};
 use crate::noise::Laplace;
@@ -156,13 +156,24 @@ pub enum Calibration {
     AsPublished,
 }
 
-/// Laplace noise with a rate per level, by Algorithm 1.
+/// Laplace noise with a rate per level, by Algorithm 1, released on a
+/// public grid (`docs/MATH.md §11.3`, §11.5).
+///
+/// **Stated guarantee:** (ε, δ)-DP for the ideal release (Theorem 14 with
+/// the normalising factor, [`Calibration::Corrected`]); the implemented,
+/// snapped release adds η = 5.9e-9 per cell within z_max = 34.5 scales
+/// and δ_fp = 1e-15 (grid k = 15 below σ_ref = max(2 LS_r/ε_A, F/64), F
+/// the public bound on |f|, default 64 · 2 LS_r/ε_A). The rates are capped
+/// at 2^16/σ_ref (scales floored at 2^-16 σ_ref): capping every rate at one
+/// constant keeps both conditions of the theorem (module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceBasedLaplace {
     epsilon: f64,
     delta: f64,
     epsilon_algorithm: f64,
     rates: Vec<f64>,
+    value_bound: f64,
+    grid: CentralGrid,
 }
 
 impl InstanceBasedLaplace {
@@ -224,12 +235,70 @@ impl InstanceBasedLaplace {
                 });
             }
         }
+        Self::on_grid(epsilon, delta, eps_a, rates, None)
+    }
+
+    /// Fix the grid for the public bound `value_bound` on |f| (default
+    /// 64 σ_max) and cap the rates at 1/(2^-16 σ_ref). λ_l <= λ_k <= ρ λ_l
+    /// for neighbours k < l survives min(·, c): if λ_l >= c both become c;
+    /// if λ_l < c <= λ_k then λ_l < c <= λ_k <= ρ λ_l; otherwise nothing
+    /// changes. λ_k LS_k <= ε_A/2 only improves.
+    fn on_grid(
+        epsilon: f64,
+        delta: f64,
+        epsilon_algorithm: f64,
+        mut rates: Vec<f64>,
+        value_bound: Option<f64>,
+    ) -> Result<Self> {
+        // λ is non-increasing: the top level has the largest scale.
+        let sigma_max = 1.0 / rates[rates.len() - 1];
+        let value_bound = match value_bound {
+            Some(b) => crate::error::positive_finite("value_bound", b)?,
+            None => crate::release_grid::VALUE_SPAN_BOUND * sigma_max,
+        };
+        let grid = CentralGrid::new(
+            crate::mechanism::NoiseShape::Laplace,
+            sigma_max,
+            value_bound,
+        )?;
+        let cap = 1.0 / (grid.reference_scale * SCALE_FLOOR_FRACTION);
+        for r in rates.iter_mut() {
+            *r = r.min(cap);
+        }
         Ok(Self {
             epsilon,
             delta,
-            epsilon_algorithm: eps_a,
+            epsilon_algorithm,
             rates,
+            value_bound,
+            grid,
         })
+    }
+
+    /// The same mechanism for a public bound |f(x)| <= `value_bound` (the
+    /// grid widens when it exceeds 64 σ_max; releases of larger values are
+    /// refused with a typed error).
+    pub fn with_value_bound(self, value_bound: f64) -> Result<Self> {
+        // Recapping already capped rates keeps both conditions (on_grid);
+        // a smaller bound than before keeps the old, lower cap (more noise,
+        // never less privacy).
+        Self::on_grid(
+            self.epsilon,
+            self.delta,
+            self.epsilon_algorithm,
+            self.rates,
+            Some(value_bound),
+        )
+    }
+
+    /// The public bound on |f(x)|.
+    pub fn value_bound(&self) -> f64 {
+        self.value_bound
+    }
+
+    /// The public release grid and (η, δ_fp) (docs/MATH.md §11.5).
+    pub fn grid(&self) -> CentralGrid {
+        self.grid
     }
 
     /// ε of the guarantee.
@@ -267,15 +336,25 @@ impl InstanceBasedLaplace {
         }
     }
 
-    /// Release f(x) + Lap(1/λ_k) for a dataset in level k.
+    /// Release snap(f(x) + (1/λ_k) Z₁) for a dataset in level k, Z₁ the
+    /// exact unit Laplace draw; |f(x)| above [`Self::value_bound`] is refused.
     pub fn release<R: Rng + ?Sized>(&self, value: f64, level: usize, rng: &mut R) -> Result<f64> {
         let value = finite("value", value)?;
+        if value.abs() > self.value_bound {
+            return Err(Error::InvalidParameter {
+                name: "value",
+                value,
+                requirement: "|f(x)| at most the public value_bound",
+            });
+        }
         let rate = *self.rates.get(level).ok_or(Error::InvalidParameter {
             name: "level",
             value: level as f64,
             requirement: "an existing level",
         })?;
-        Ok(value + Laplace::new(1.0 / rate)?.sample(rng))
+        let sigma = 1.0 / rate;
+        self.grid
+            .snap(value + sigma * Laplace::new(1.0)?.sample(rng))
     }
 }
 
@@ -319,9 +398,8 @@ pub fn two_triangle_layer_sensitivity(vertices: usize, k: usize) -> f64 {
     a * (a - 1.0).max(0.0) / 2.0 + 2.0 * a * a
 }
 
-/// The layered level structure of Example 23: level k = graphs with k
-/// edges, k = 0..=N(N-1)/2, a chain.
-pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
+/// At least 3 vertices (a triangle needs them).
+fn check_vertices(vertices: usize) -> Result<()> {
     if vertices < 3 {
         return Err(Error::InvalidParameter {
             name: "vertices",
@@ -329,6 +407,13 @@ pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
             requirement: "at least 3",
         });
     }
+    Ok(())
+}
+
+/// The layered level structure of Example 23: level k = graphs with k
+/// edges, k = 0..=N(N-1)/2, a chain.
+pub fn two_triangle_levels(vertices: usize) -> Result<LevelStructure> {
+    check_vertices(vertices)?;
     let max_edges = vertices * (vertices - 1) / 2;
     LevelStructure::chain(
         (0..=max_edges)
@@ -366,13 +451,7 @@ pub fn two_triangle_common_neighbour_sensitivity(a: usize) -> f64 {
 /// tighter than the edge-count layers on sparse graphs such as co-location
 /// graphs, where A is small while the edge count is not.
 pub fn two_triangle_common_neighbour_levels(vertices: usize) -> Result<LevelStructure> {
-    if vertices < 3 {
-        return Err(Error::InvalidParameter {
-            name: "vertices",
-            value: vertices as f64,
-            requirement: "at least 3",
-        });
-    }
+    check_vertices(vertices)?;
     LevelStructure::chain(
         (0..=vertices - 2)
             .map(two_triangle_common_neighbour_sensitivity)
@@ -403,6 +482,36 @@ fn common_neighbours(adj: &[Vec<bool>], i: usize, j: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn releases_are_snapped_bounded_and_rates_capped() {
+        // A chain whose bottom level has LS = 0: its rate is capped.
+        let levels = LevelStructure::chain(vec![0.0, 1e-12, 1.0, 2.0, 4.0]).unwrap();
+        let m = InstanceBasedLaplace::new(&levels, 1.0, 1e-6).unwrap();
+        let g = m.grid();
+        assert!(g.fp.eta <= 1e-8 && g.fp.delta_fp <= 1.000_001e-15, "{g:?}");
+        assert_eq!(g.grid.to_bits() & 0x000F_FFFF_FFFF_FFFF, 0);
+        for k in 0..levels.len() {
+            assert!(m.scale(k) >= g.min_scale() * (1.0 - 1e-15), "{k}");
+        }
+        // Neighbouring rates still within ρ after the cap.
+        let rho = 1.0 + 0.5 * m.epsilon_algorithm() / ln(1e6);
+        for w in m.rates().windows(2) {
+            assert!(w[1] <= w[0] && w[0] <= rho * w[1] * (1.0 + 1e-12), "{w:?}");
+        }
+        let mut rng = StdRng::seed_from_u64(4);
+        for _ in 0..100 {
+            let y = m.release(3.0, 1, &mut rng).unwrap();
+            assert_eq!(y, (y / g.grid).round() * g.grid);
+        }
+        assert!(m.release(m.value_bound() * 2.0, 1, &mut rng).is_err());
+        let wide = m.clone().with_value_bound(1e9).unwrap();
+        assert!(wide.grid().grid > g.grid);
+        assert!(wide.release(1e8, 1, &mut rng).is_ok());
+        assert!(m.clone().with_value_bound(f64::NAN).is_err());
+    }
 
     #[test]
     fn neighbouring_rates_are_within_rho_and_capped() {

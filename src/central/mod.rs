@@ -51,7 +51,9 @@ pub(crate) fn check_delta(delta: f64) -> Result<f64> {
     }
 }
 
+use crate::mechanism::NoiseShape;
 use crate::noise::{GeneralizedCauchy, Laplace, PolyPlace, StudentT};
+use crate::release_grid::FloatingPointGuarantee;
 use rand::distr::Distribution;
 use rand::Rng;
 
@@ -101,6 +103,27 @@ impl Noise {
         }
     }
 
+    /// The shape (the same family at unit scale) and the scale: Z = scale · Z₁.
+    pub fn shape_and_scale(&self) -> (NoiseShape, f64) {
+        match self {
+            Noise::PolyPlace(n) => (NoiseShape::PolyPlace { alpha: n.alpha() }, n.s()),
+            Noise::StudentT(n) => (NoiseShape::StudentT { dof: n.dof() }, n.scale()),
+            Noise::Cauchy(n) => (NoiseShape::GeneralizedCauchy { k: n.k() }, n.scale()),
+            Noise::Laplace(n) => (NoiseShape::Laplace, n.scale()),
+        }
+    }
+
+    /// The same family at unit scale (what the release samples, so the
+    /// floating-point analysis of docs/MATH.md §8.1 applies as it is).
+    pub fn unit(&self) -> Result<Noise> {
+        Ok(match self {
+            Noise::PolyPlace(n) => Noise::PolyPlace(PolyPlace::new(1.0, n.alpha())?),
+            Noise::StudentT(n) => Noise::StudentT(StudentT::new(n.dof(), 1.0)?),
+            Noise::Cauchy(n) => Noise::Cauchy(GeneralizedCauchy::new(n.k(), 1.0)?),
+            Noise::Laplace(_) => Noise::Laplace(Laplace::new(1.0)?),
+        })
+    }
+
     /// One exact draw.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match self {
@@ -109,6 +132,72 @@ impl Noise {
             Noise::Cauchy(n) => n.sample(rng),
             Noise::Laplace(n) => n.sample(rng),
         }
+    }
+}
+
+/// Smallest noise scale of a central release as a fraction of the grid's
+/// reference scale σ_ref (2^-16): below it, rounding f(x) (|f| <= 64 σ_ref)
+/// could move a cell boundary by more than η allows (`docs/MATH.md §11.5`).
+/// The scales are floored there; a constant floor keeps a smooth bound
+/// β-smooth and keeps Algorithm 1's rate conditions (§11.5).
+pub const SCALE_FLOOR_FRACTION: f64 = 1.0 / 65536.0;
+
+/// The public release grid of a central release and the floating-point
+/// guarantee of its implementation (`docs/MATH.md §11.5`, after §8.1).
+///
+/// A release is y = snap(f(x) + σ(x) Z₁) with Z₁ the unit-scale noise
+/// drawn by the exact samplers of [`crate::noise`], σ(x) computed once, and
+/// snap to the nearest multiple of Λ_grid = 2^⌊log2 σ_ref⌋ 2^-k, where
+/// σ_ref = max(σ_max, F/64), σ_max the largest scale the public parameters
+/// allow and F the public bound on |f| (Λ for a quantile). The implemented
+/// release satisfies ln(P_x(c)/P_x'(c)) <= ε + η for every cell c within
+/// z_max noise scales of f(x), and the rest has mass at most δ + δ_fp.
+///
+/// ```
+/// use geopriv::central::median::{CentralNoise, MedianMechanism};
+/// let m = MedianMechanism::new(CentralNoise::PolyPlace, 1.0, 50.0)?;
+/// let g = m.grid();
+/// assert!(g.fp.eta <= 1e-8 && g.fp.delta_fp <= 1.000_001e-15);
+/// assert_eq!(g.grid, 2f64.powi(g.grid.log2() as i32)); // a power of two
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CentralGrid {
+    /// Λ_grid, a power of two.
+    pub grid: f64,
+    /// σ_ref = max(σ_max, F/64).
+    pub reference_scale: f64,
+    /// k, z_max, η, δ_fp of the noise shape (docs/MATH.md §8.1).
+    pub fp: FloatingPointGuarantee,
+}
+
+impl CentralGrid {
+    /// The grid for noise `shape` with largest scale `sigma_max` and public
+    /// bound `value_bound` on |f(x)|; refused when either is not a finite
+    /// positive normal number or the grid underflows.
+    pub(crate) fn new(shape: NoiseShape, sigma_max: f64, value_bound: f64) -> Result<Self> {
+        let reference_scale = sigma_max.max(value_bound / crate::release_grid::VALUE_SPAN_BOUND);
+        crate::error::release_number("largest noise scale", reference_scale, false)?;
+        let fp = FloatingPointGuarantee::for_shape(Some(shape));
+        // 2^⌊log2 σ_ref⌋: σ_ref with its mantissa bits cleared.
+        let power = f64::from_bits(reference_scale.to_bits() & 0xFFF0_0000_0000_0000);
+        let grid = crate::error::release_number("grid", power * fp.grid_fraction(), false)?;
+        Ok(Self {
+            grid,
+            reference_scale,
+            fp,
+        })
+    }
+
+    /// The smallest noise scale a release uses: σ_ref · 2^-16.
+    pub fn min_scale(&self) -> f64 {
+        self.reference_scale * SCALE_FLOOR_FRACTION
+    }
+
+    /// Snap a raw release to the grid; refused if either is not finite.
+    pub(crate) fn snap(&self, raw: f64) -> Result<f64> {
+        crate::error::release_number("value", raw, true)?;
+        crate::error::release_number("value", crate::mechanism::snap(raw, self.grid), true)
     }
 }
 

@@ -7,19 +7,34 @@
 //! Smooth Noisy Max releases argmax_r (u(x, r) + S(x) · Z_r) with i.i.d.
 //! Z_r, where S is a β-smooth upper bound on the local sensitivity of the
 //! utility vector, max over neighbours y of max_r |u(x, r) - u(y, r)|.
-//! The constants are those of the authors' public code
+//! The noise shapes and scales are those of the authors' public code
 //! (`percentile_selection/mechanims.py`, functions `rnm_lap_pmf` and
-//! `rnm_tdist_pmf`):
+//! `rnm_tdist_pmf`); the Laplace variant's β is ours (below):
 //!
-//! | variant | β | noise | guarantee (paper) |
+//! | variant | β | noise | guarantee |
 //! |---|---|---|---|
-//! | Laplace | ε / (2 ln(2/δ)) | Laplace, scale 2S/ε | (ε, δ) |
-//! | Student's t, d = 3 | ε / (2(d+1)) | t_d, scale 2S/α, α = 2√d (ε - β(d+1))/(d+1) | ε |
+//! | Laplace | ε / (2 ln(2M/δ)), M = most candidates | Laplace, scale 2S/ε | (ε, δ) for every \|R\| <= M |
+//! | Student's t, d = 3 | ε / (2(d+1)) | t_d, scale 2S/α, α = 2√d (ε - β(d+1))/(d+1) | ε (paper; audited) |
 //!
-//! The factor 2 in the scale is the usual report-noisy-max factor for
-//! utilities that can move in both directions. Our exact audit over
-//! neighbouring datasets (`central::audit`) checks these constants on
-//! adversarial instances.
+//! **Per candidate vs total** (`docs/MATH.md §11.2`). Moving from x to a
+//! neighbour x' changes the utilities by at most S (a *shift*) and the scale
+//! S by a factor e^{±β} (a *dilation*). The shift costs one candidate's
+//! worth: conditioned on the other candidates' noise, r wins iff its own
+//! noise clears a threshold that moves by at most 2S (the factor 2 in the
+//! scale). The dilation, however, acts on all |R| noise draws at once. We
+//! reduce it to a shift of the winner's noise by β G (G = the leader's
+//! margin over r in noise units) plus a bad event "some candidate's noise
+//! is beyond the Laplace cut-off"; that event is a union over the |R|
+//! candidates, so its probability is |R| times one candidate's. The paper's
+//! β = ε/(2 ln(2/δ)) prices that cut-off for one candidate: its δ holds per
+//! candidate, (ε, |R| δ) in total. We calibrate the cut-off at δ/M instead
+//! ([`SmoothNoisyMax::with_max_candidates`], default M =
+//! [`DEFAULT_MAX_CANDIDATES`]) and refuse more than M candidates, so δ is
+//! the total. ε does not grow with |R| (the argument is per output).
+//!
+//! The exact audit over neighbouring datasets (`central::audit`) checks
+//! both variants, including instances with many candidates at one margin
+//! (the case where the dilation touches every draw).
 //!
 //! ```
 //! use geopriv::central::noisy_max::{SmoothNoisyMax, SnmNoise};
@@ -42,6 +57,10 @@ use rand::Rng;
 /// Degrees of freedom of the Student's t variant (the paper's d = 3).
 pub const SNM_T_DOF: f64 = 3.0;
 
+/// Default largest candidate set M of [`SmoothNoisyMax::new`]: the Laplace
+/// variant's δ is the total over up to M candidates (module docs).
+pub const DEFAULT_MAX_CANDIDATES: usize = 4096;
+
 /// The noise of Smooth Noisy Max.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SnmNoise {
@@ -61,9 +80,17 @@ pub struct SmoothNoisyMax {
     epsilon: f64,
     beta: f64,
     noise: Noise,
+    max_candidates: usize,
 }
 
-fn check_candidates(utilities: &[f64]) -> Result<()> {
+fn check_candidates(utilities: &[f64], max_candidates: usize) -> Result<()> {
+    if utilities.len() > max_candidates {
+        return Err(Error::InvalidData {
+            index: max_candidates,
+            value: utilities.len() as f64,
+            reason: "more candidates than the mechanism was calibrated for (max_candidates)",
+        });
+    }
     if utilities.is_empty() {
         return Err(Error::InvalidData {
             index: 0,
@@ -84,14 +111,34 @@ fn check_candidates(utilities: &[f64]) -> Result<()> {
 }
 
 impl SmoothNoisyMax {
-    /// Smooth Noisy Max for budget ε.
+    /// Smooth Noisy Max for budget ε over at most
+    /// [`DEFAULT_MAX_CANDIDATES`] candidates.
     pub fn new(variant: SnmNoise, epsilon: f64) -> Result<Self> {
+        Self::with_max_candidates(variant, epsilon, DEFAULT_MAX_CANDIDATES)
+    }
+
+    /// Smooth Noisy Max for budget ε over at most `max_candidates`
+    /// candidates (>= 1): the Laplace variant's β = ε/(2 ln(2M/δ)) makes δ
+    /// the total over all of them (module docs); the Student's t variant
+    /// does not depend on M.
+    pub fn with_max_candidates(
+        variant: SnmNoise,
+        epsilon: f64,
+        max_candidates: usize,
+    ) -> Result<Self> {
         let epsilon = check_epsilon(epsilon)?;
+        if max_candidates == 0 {
+            return Err(Error::InvalidParameter {
+                name: "max_candidates",
+                value: 0.0,
+                requirement: "at least 1",
+            });
+        }
         let (beta, noise) = match variant {
             SnmNoise::Laplace { delta } => {
                 let delta = check_delta(delta)?;
                 (
-                    epsilon / (2.0 * ln(2.0 / delta)),
+                    epsilon / (2.0 * ln(2.0 * max_candidates as f64 / delta)),
                     Noise::Laplace(Laplace::new(2.0 / epsilon)?),
                 )
             }
@@ -107,7 +154,13 @@ impl SmoothNoisyMax {
             epsilon,
             beta,
             noise,
+            max_candidates,
         })
+    }
+
+    /// The largest candidate set M the guarantee covers.
+    pub fn max_candidates(&self) -> usize {
+        self.max_candidates
     }
 
     /// The β at which the caller computes the smooth upper bound S.
@@ -140,7 +193,7 @@ impl SmoothNoisyMax {
         smooth_sensitivity: f64,
         rng: &mut R,
     ) -> Result<usize> {
-        check_candidates(utilities)?;
+        check_candidates(utilities, self.max_candidates)?;
         let s = positive_finite("smooth_sensitivity", smooth_sensitivity)?;
         let mut best = f64::NEG_INFINITY;
         let mut arg = 0;
@@ -158,7 +211,7 @@ impl SmoothNoisyMax {
     /// P[r] = ∫ p_Z(z) Π_{s≠r} F_Z(z + (u_r - u_s)/S) dz, by adaptive
     /// Simpson quadrature after z = t/(1 - t²) (absolute error ~1e-12).
     pub fn probabilities(&self, utilities: &[f64], smooth_sensitivity: f64) -> Result<Vec<f64>> {
-        check_candidates(utilities)?;
+        check_candidates(utilities, self.max_candidates)?;
         let s = positive_finite("smooth_sensitivity", smooth_sensitivity)?;
         let noise = self.noise;
         let mut out = Vec::with_capacity(utilities.len());
@@ -198,7 +251,7 @@ pub fn exponential_probabilities(
     sensitivity: f64,
     epsilon: f64,
 ) -> Result<Vec<f64>> {
-    check_candidates(utilities)?;
+    check_candidates(utilities, usize::MAX)?;
     let delta = positive_finite("sensitivity", sensitivity)?;
     let epsilon = check_epsilon(epsilon)?;
     let top = utilities.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -238,7 +291,7 @@ pub fn permute_and_flip<R: Rng + ?Sized>(
     epsilon: f64,
     rng: &mut R,
 ) -> Result<usize> {
-    check_candidates(utilities)?;
+    check_candidates(utilities, usize::MAX)?;
     let delta = positive_finite("sensitivity", sensitivity)?;
     let epsilon = check_epsilon(epsilon)?;
     let top = utilities.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -288,6 +341,20 @@ mod tests {
     }
 
     #[test]
+    fn laplace_delta_is_the_total_over_the_candidates() {
+        let d = 1e-6;
+        let one =
+            SmoothNoisyMax::with_max_candidates(SnmNoise::Laplace { delta: d }, 1.0, 1).unwrap();
+        let many = SmoothNoisyMax::new(SnmNoise::Laplace { delta: d }, 1.0).unwrap();
+        // One candidate: the paper's β; M candidates: the cut-off at δ/M.
+        assert!((one.beta() - 1.0 / (2.0 * (2.0 / d).ln())).abs() < 1e-15);
+        let m = DEFAULT_MAX_CANDIDATES as f64;
+        assert!((many.beta() - 1.0 / (2.0 * (2.0 * m / d).ln())).abs() < 1e-15);
+        let t = SmoothNoisyMax::new(SnmNoise::StudentT, 1.0).unwrap();
+        assert_eq!(t.beta(), 1.0 / 8.0);
+    }
+
+    #[test]
     fn permute_and_flip_and_em_prefer_the_best() {
         let u = [0.0, -5.0, -5.0];
         let mut rng = StdRng::seed_from_u64(2);
@@ -313,6 +380,10 @@ mod tests {
         assert!(snm.select(&[1.0], 0.0, &mut rng).is_err());
         assert!(SmoothNoisyMax::new(SnmNoise::StudentT, 0.0).is_err());
         assert!(SmoothNoisyMax::new(SnmNoise::Laplace { delta: 0.0 }, 1.0).is_err());
+        let two = SmoothNoisyMax::with_max_candidates(SnmNoise::StudentT, 1.0, 2).unwrap();
+        assert!(two.select(&[0.0, 1.0, 2.0], 1.0, &mut rng).is_err());
+        assert!(two.probabilities(&[0.0, 1.0, 2.0], 1.0).is_err());
+        assert!(SmoothNoisyMax::with_max_candidates(SnmNoise::StudentT, 1.0, 0).is_err());
         assert!(permute_and_flip(&[], 1.0, 1.0, &mut rng).is_err());
         assert!(exponential_mechanism(&[1.0], 0.0, 1.0, &mut rng).is_err());
     }
