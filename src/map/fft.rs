@@ -206,6 +206,16 @@ impl FftMapper {
         (w2.sqrt(), corr)
     }
 
+    /// ω_a (signed) of axis `a` at flat DFT index.
+    fn omega_axis(&self, flat: usize, a: usize) -> f64 {
+        let p = self.periods();
+        let idx = [flat / self.n[1], flat % self.n[1]];
+        let k = idx[a] as i64;
+        let n = self.n[a] as i64;
+        let ks = if k > n / 2 { k - n } else { k };
+        2.0 * PI * ks as f64 / p[a]
+    }
+
     /// Samples of the periodised kernel Σ_m K_λ(z + mP) on the bin lattice
     /// (band-limited), z = (i0 Δ0, i1 Δ1) with wrapped indices, with the
     /// nearest-bin smoothing divided out (F multiplied by 1/Π sinc(ω_aΔ_a/2):
@@ -234,6 +244,53 @@ impl FftMapper {
         self.fft2(&mut g, false);
         let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
         self.at_map_points(&g, norm)
+    }
+
+    /// Correlation sums of the per-device terms g(t_j - x̃) of a radial
+    /// kernel g given by its transform `fourier` (of |ω|), for devices
+    /// spread locally uniformly: Cov(g(t_j - x̃), g(t_k - x̃)) is then
+    /// proportional to the autocorrelation A = g ⋆ g at t_j - t_k, so the
+    /// correlation is ρ(t_j - t_k) = A(t_j - t_k)/A(0). Returns
+    /// ((1/m) Σ_jk |ρ|, (1/m) Σ_jk ρ²) over the m map points: 1 for
+    /// independent cells, m for fully correlated ones (docs/MATH.md §9.4).
+    /// A is computed on the bin lattice by FFT (F[A] = F[g]², with the
+    /// same sinc correction as [`spatial_kernel`](Self::spatial_kernel)).
+    pub fn correlation_sums<F: Fn(f64) -> f64>(&self, fourier: F) -> (f64, f64) {
+        let mut g: Vec<Complex64> = (0..self.hat.len())
+            .map(|f| {
+                let (w, corr) = self.omega(f);
+                let v = fourier(w) * corr;
+                Complex64::new(v * v, 0.0)
+            })
+            .collect();
+        self.fft2(&mut g, false);
+        let a0 = g[0].re;
+        let spec = self.counts.spec();
+        let mp = spec.map_points();
+        if a0.is_nan() || a0 <= 0.0 {
+            return (1.0, 1.0);
+        }
+        let r = spec.refine();
+        let (mut s1, mut s2) = (0.0, 0.0);
+        for a in 0..mp[0] {
+            for b in 0..mp[1] {
+                // A is even in each axis (radial g): ρ(±a, ±b) = ρ(a, b).
+                let (i, k) = ((a * r) % self.n[0], (b * r) % self.n[1]);
+                let rho = (g[i * self.n[1] + k].re / a0).clamp(-1.0, 1.0);
+                let ways = |off: usize, len: usize| {
+                    if off == 0 {
+                        len as f64
+                    } else {
+                        2.0 * (len - off) as f64
+                    }
+                };
+                let w = ways(a, mp[0]) * ways(b, mp[1]);
+                s1 += w * rho.abs();
+                s2 += w * rho * rho;
+            }
+        }
+        let m = (mp[0] * mp[1]) as f64;
+        (s1 / m, s2 / m)
     }
 
     /// Values of an inverse-transformed field at the map points.
@@ -281,7 +338,6 @@ impl FftMapper {
         let d = spec.dim();
         let delta = spec.delta();
         let dnorm = (0..d).map(|a| delta[a] * delta[a]).sum::<f64>().sqrt();
-        let binning = kernel.lipschitz_bound() * 0.5 * dnorm;
         let total = self.counts.total() as f64;
         let outside = self.counts.outside() as f64 / total;
         let inside = 1.0 - outside;
@@ -317,6 +373,47 @@ impl FftMapper {
             4000,
         ) / (2.0 * PI).powi(d as i32);
         let vol: f64 = p.iter().product();
+        // Binning, from the data (docs/MATH.md §9.3): moving x̃ to its bin
+        // centre c changes K(t - ·) by at most (|Δ|/2) sup |∇K| over the
+        // ball of radius |Δ|/2 around t - c, which is at most
+        // |∇K(t - c)| + H |Δ|/2 (H >= sup ‖Hess K‖). |∇K| on the bin
+        // lattice comes from spectral differentiation of the band-limited
+        // kernel, off by at most the gradient's out-of-band part A1 (the
+        // aliasing integral with an extra |ω|). Averaged over the binned
+        // locations (a convolution with the counts) and maximised over the
+        // map points; never above the global Lip(K)·|Δ|/2.
+        let aliasing1 = simpson(
+            |w| surface * w.powi(d as i32) * kernel.fourier((w - dcell).max(0.0)),
+            lo,
+            lo + 80.0 / kernel.bandwidth(),
+            4000,
+        ) / (2.0 * PI).powi(d as i32);
+        let grads: Vec<Vec<Complex64>> = (0..d)
+            .map(|a| {
+                let mut g: Vec<Complex64> = (0..self.hat.len())
+                    .map(|f| {
+                        let (w, _) = self.omega(f);
+                        let wa = self.omega_axis(f, a);
+                        let mag = if w > 0.0 {
+                            kernel.fourier(w) * wa / vol
+                        } else {
+                            0.0
+                        };
+                        // i ω_a F: the transform of ∂_a K.
+                        Complex64::new(0.0, mag)
+                    })
+                    .collect();
+                self.fft2(&mut g, false);
+                g
+            })
+            .collect();
+        let gnorm: Vec<f64> = (0..self.hat.len())
+            .map(|f| grads.iter().map(|g| g[f].re * g[f].re).sum::<f64>().sqrt())
+            .collect();
+        let local = self.apply_spatial(&gnorm).into_iter().fold(0.0, f64::max);
+        let slack = aliasing1 + kernel.hessian_bound() * 0.5 * dnorm;
+        let binning =
+            (0.5 * dnorm * (local + inside * slack)).min(kernel.lipschitz_bound() * 0.5 * dnorm);
         let sinc_correction = (0..self.hat.len())
             .map(|f| {
                 let (w, corr) = self.omega(f);

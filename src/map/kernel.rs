@@ -165,6 +165,12 @@ impl DebiasKernel {
         self.radial_moment(1, 1)
     }
 
+    /// An upper bound of sup_z ‖Hess K_λ(z)‖ (operator norm):
+    /// (2π)^{-d} ∫ |ω|² |F[K_λ](ω)| dω.
+    pub fn hessian_bound(&self) -> f64 {
+        self.radial_moment(2, 1)
+    }
+
     /// ∫ K_λ(z)² dz = (2π)^{-d} ∫ F[K_λ]² (Plancherel): the size that sets
     /// the estimator's variance.
     pub fn squared_integral(&self) -> f64 {

@@ -27,6 +27,7 @@ mod bins;
 #[cfg(feature = "std")]
 mod fft;
 mod kernel;
+mod ladder;
 #[cfg(feature = "std")]
 mod planner;
 mod query_set;
@@ -38,9 +39,12 @@ pub use bins::{BinSpec, BinnedCounts};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 pub use kernel::DebiasKernel;
+pub use ladder::LadderDebias;
 #[cfg(feature = "std")]
 pub use planner::{plan, Plan, Prediction, LAMBDAS};
 pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};
-pub use release::{set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal};
+pub use release::{
+    set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal, LOCATION_GRID_BITS,
+};
 #[cfg(feature = "std")]
 pub use server::{MapAggregator, DEFAULT_MAX_BINS};

@@ -1,5 +1,5 @@
 //! The planner (std only): predicts each mechanism's map error at a
-//! per-device ε and picks one, explained in one line (docs/MATH.md §9.3).
+//! per-device ε and picks one, explained in one line (docs/MATH.md §9.4).
 //!
 //! Error measure: ASE = mean over the m cells of E(estimate_j - F_j)²,
 //! with F_j = (1/n) Σ_i f_j(x_i) the map of the same devices.
@@ -14,8 +14,9 @@
 //!   per-device spread of K_λ(t_j - x̃), scaled to the planned n), bias
 //!   estimated by b̂_j = map_λ - map_1 (unbiased for the bias, since map_1
 //!   is unbiased) with its own variance subtracted, averaged over the
-//!   cells, less the larger of two standard errors of that average and
-//!   twice the mean Var b̂ (cells are correlated), clipped at 0.
+//!   cells, less two standard errors of that average (from the
+//!   correlation of the cells' noise, [`FftMapper::correlation_sums`]),
+//!   clipped at 0.
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -146,34 +147,29 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             } else {
                 let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
                 let d2 = mapper.apply_spatial(&diff);
-                // Per cell, b̂² - Var b̂ is unbiased for b²; average over the
-                // cells first, then subtract two standard errors of that
-                // average (a bias that the reports cannot resolve is not
-                // charged) and clip at 0.
-                let terms: Vec<f64> = mean
-                    .iter()
-                    .zip(&mean1)
-                    .zip(&d2)
-                    .map(|((a, b), q)| {
-                        let bh = a - b;
-                        let vb = (q - bh * bh).max(0.0) / n_rep;
-                        bh * bh - vb
-                    })
-                    .collect();
-                let avg = terms.iter().sum::<f64>() / m;
-                let spread =
-                    terms.iter().map(|t| (t - avg) * (t - avg)).sum::<f64>() / (m - 1.0).max(1.0);
-                // Cells share devices, so their errors are correlated (over
-                // about 1/ε): the average's noise can be as large as the
-                // per-cell Var b̂ itself. Charge only what exceeds both.
-                let mean_vb = mean
-                    .iter()
-                    .zip(&mean1)
-                    .zip(&d2)
-                    .map(|((a, b), q)| (q - (a - b) * (a - b)).max(0.0) / n_rep)
-                    .sum::<f64>()
-                    / m;
-                (avg - (2.0 * (spread / m).sqrt()).max(2.0 * mean_vb)).max(0.0)
+                // Per cell, b̂² - Var b̂ is unbiased for b²; their average
+                // over the cells estimates the mean squared bias B². Its
+                // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
+                // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
+                // Var b̂ and S1, S2 the correlation sums of the per-device
+                // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
+                // Charged: the average less two such standard errors,
+                // clipped at 0 (a bias the reports cannot resolve is not
+                // charged).
+                let mut avg = 0.0;
+                let mut vbar = 0.0;
+                for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
+                    let bh = a - b;
+                    let vb = (q - bh * bh).max(0.0) / n_rep;
+                    avg += bh * bh - vb;
+                    vbar += vb;
+                }
+                avg /= m;
+                vbar /= m;
+                let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
+                let b2 = avg.max(0.0);
+                let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
+                (avg - 2.0 * se).max(0.0)
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),

@@ -6,6 +6,7 @@ use crate::budget::{spend_dyn, BudgetUnit, Charge, Ledger};
 use crate::error::{positive_finite, Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::{Laplace, PlanarLaplace, SphericalLaplace};
+use crate::release_grid::FloatingPointGuarantee;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -99,6 +100,35 @@ pub struct MapReport {
     pub values: Option<Vec<f64>>,
 }
 
+/// k of the public grid Λ = 2^⌊log2(1/ε)⌋ · 2^-k of the noisy location
+/// sent by noise a priori ([`MapRelease::location_floating_point_guarantee`]).
+pub const LOCATION_GRID_BITS: u32 = 20;
+
+/// z with P(radius of N > z/ε) = 1e-15 for the d-dimensional noise of
+/// density ∝ e^{-ε|z|} (radius Gamma(d, 1/ε): tail e^{-z} Σ_{i<d} z^i/i!),
+/// by bisection.
+fn radius_quantile(d: usize) -> f64 {
+    let tail = |z: f64| {
+        let mut term = 1.0;
+        let mut sum = 1.0;
+        for i in 1..d {
+            term *= z / i as f64;
+            sum += term;
+        }
+        libm::exp(-z) * sum
+    };
+    let (mut lo, mut hi) = (0.0, 200.0);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if tail(mid) > 1e-15 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 /// Largest power of two <= v (v > 0 normal).
 fn power_of_two_below(v: f64) -> f64 {
     f64::from_bits(v.to_bits() & 0xFFF0_0000_0000_0000)
@@ -159,6 +189,70 @@ impl MapRelease {
             l1,
             tag,
             unit: None,
+        })
+    }
+
+    /// The floating-point guarantee of the noisy location sent by noise a
+    /// priori (docs/MATH.md §9.5): the location is snapped per coordinate
+    /// to Λ = 2^⌊log2(1/ε)⌋ · 2^-20 ([`LOCATION_GRID_BITS`]), and every
+    /// cell (a cube of side Λ) within radius z_max/ε of x has
+    /// ln(P_x(c)/P_x'(c)) <= ε d(x, x') + η; the rest has mass δ_fp.
+    ///
+    /// The snapped *ideal* point is post-processing of x + N, so its cell
+    /// masses meet ε d exactly. The computed point differs from the ideal
+    /// one by at most e = 2^-53 ((c + 2) |N| + |y|) per coordinate (c ulp
+    /// of the sampler's own arithmetic: c = 2 for the 1-D Laplace, -b ln w;
+    /// c = 6 in the plane, Lambert W radius and sin/cos; c = 8 in d >= 3),
+    /// so an implemented cell lies between the ideal cell shrunk and
+    /// widened by e on each of its 2d faces: its log mass moves by at most
+    /// 2 d e/Λ, and a pair adds two such terms. With Λ >= 2^-21/ε,
+    /// |N| <= z_max/ε and |y| <= X + z_max/ε (X the largest |coordinate|
+    /// of the public domain):
+    ///
+    /// ```text
+    /// η <= 4 d e / Λ <= d 2^-30 ((c + 3) z_max + ε X)
+    /// ```
+    ///
+    /// z_max solves P(|N| > z_max/ε) = 1e-15 (the radius of N is
+    /// Gamma(d, 1/ε): z_max = 34.5 in 1-D, 38.2 in 2-D). At ε X <= 64:
+    ///
+    /// | d | grid k | z_max | η | δ_fp |
+    /// |---|---|---|---|---|
+    /// | 1 | 20 | 34.5 | <= 2.2e-7 (measured by exact enumeration: `tests/maps.rs`) | 1e-15 |
+    /// | 2 | 20 | 38.2 | <= 7.6e-7 (argument only: planar noise is not a product of 1-D noises, so the 1-D enumeration does not apply) | 1e-15 |
+    ///
+    /// `None` for mechanisms that send no location.
+    ///
+    /// ```
+    /// use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
+    /// let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 31)?), MapMechanism::APriori, 1e-3)?;
+    /// let g = map.location_floating_point_guarantee().unwrap();
+    /// assert_eq!(g.grid_bits, 20);
+    /// assert!(g.eta < 1e-6 && g.delta_fp <= 1e-15);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn location_floating_point_guarantee(&self) -> Option<FloatingPointGuarantee> {
+        if self.mechanism != MapMechanism::APriori {
+            return None;
+        }
+        let d = self.set.dim();
+        let (x_max, c, z_max) = match &self.set {
+            QuerySet::Kde(g) => {
+                let dom = g.domain();
+                let x = dom.iter().take(2 * d).fold(0.0f64, |m, v| m.max(v.abs()));
+                (x, if d == 1 { 2.0 } else { 6.0 }, radius_quantile(d))
+            }
+            QuerySet::Ramps(r) => {
+                let dom = r.domain();
+                (dom[0].abs().max(dom[1].abs()), 2.0, radius_quantile(1))
+            }
+        };
+        let eta = d as f64 * libm::ldexp((c + 3.0) * z_max + self.epsilon * x_max, -30);
+        Some(FloatingPointGuarantee {
+            grid_bits: LOCATION_GRID_BITS,
+            z_max,
+            eta,
+            delta_fp: 1e-15,
         })
     }
 
@@ -288,7 +382,8 @@ impl MapRelease {
                     _ => SphericalLaplace::new(d, self.epsilon)?.sample_into(rng, &mut noisy)?,
                 }
                 // Snap to a public power-of-two grid ~1e-6 of the noise scale.
-                let grid = power_of_two_below(1.0 / self.epsilon) / (1u64 << 20) as f64;
+                let grid =
+                    power_of_two_below(1.0 / self.epsilon) / (1u64 << LOCATION_GRID_BITS) as f64;
                 for (n, xi) in noisy.iter_mut().zip(x) {
                     *n = libm::round((*n + xi) / grid) * grid;
                     if !n.is_finite() {

@@ -4,6 +4,7 @@
 use super::bins::{BinSpec, BinnedCounts};
 use super::fft::{FftMapper, MapEstimate};
 use super::kernel::DebiasKernel;
+use super::ladder::LadderDebias;
 use super::query_set::QuerySet;
 use super::release::{set_tag, MapMechanism, MapReport};
 use crate::aggregate::Aggregator;
@@ -40,6 +41,9 @@ pub struct MapAggregator {
     tag: String,
     counts: Option<BinnedCounts>,
     cells: Vec<Aggregator>,
+    /// Noise a priori on a ladder: the debiased terms g(x̃) per query
+    /// (docs/MATH.md §9.2, "Ladders"), beside the plain f(x̃) in `cells`.
+    ladder: Option<(LadderDebias, Vec<Aggregator>)>,
     accepted: u64,
 }
 
@@ -69,6 +73,13 @@ impl MapAggregator {
         } else {
             vec![Aggregator::new(); set.len()]
         };
+        let ladder = match (&set, mechanism) {
+            (QuerySet::Ramps(r), MapMechanism::APriori) => Some((
+                LadderDebias::for_n(r.queries(), epsilon, 1)?,
+                vec![Aggregator::new(); set.len()],
+            )),
+            _ => None,
+        };
         Ok(Self {
             tag: set_tag(&set.id()),
             set,
@@ -76,8 +87,32 @@ impl MapAggregator {
             epsilon,
             counts,
             cells,
+            ladder,
             accepted: 0,
         })
+    }
+
+    /// For noise a priori on a ladder: the smoothing bandwidth h of the
+    /// debiased estimate (public; default θ_min/4, see
+    /// [`LadderDebias::for_n`] for a choice by the expected n). Refused once
+    /// reports were added (they were debiased with the old h).
+    pub fn with_ladder_smoothing(mut self, h: f64) -> Result<Self> {
+        if self.accepted > 0 || self.ladder.is_none() {
+            return Err(Error::InvalidParameter {
+                name: "smoothing",
+                value: h,
+                requirement: "set before any report, for noise a priori on a ladder",
+            });
+        }
+        if let Some((d, _)) = self.ladder.as_mut() {
+            *d = LadderDebias::new(self.epsilon, h)?;
+        }
+        Ok(self)
+    }
+
+    /// The ladder debiasing in use (noise a priori on a ladder).
+    pub fn ladder_debias(&self) -> Option<LadderDebias> {
+        self.ladder.as_ref().map(|(d, _)| *d)
     }
 
     /// Reports accepted so far.
@@ -118,9 +153,28 @@ impl MapAggregator {
                     c.add(x)?;
                 } else {
                     let vals = self.set.values(x)?;
-                    for (a, v) in self.cells.iter_mut().zip(vals) {
+                    // Compute everything first so a refusal changes nothing.
+                    let deb = match (&self.ladder, &self.set) {
+                        (Some((d, _)), QuerySet::Ramps(r)) => Some(
+                            r.queries()
+                                .iter()
+                                .map(|q| d.value(q, x[0]))
+                                .collect::<Result<Vec<f64>>>()?,
+                        ),
+                        _ => None,
+                    };
+                    let mut cells = self.cells.clone();
+                    for (a, v) in cells.iter_mut().zip(vals) {
                         a.add(v)?;
                     }
+                    if let (Some((_, dc)), Some(g)) = (self.ladder.as_mut(), deb) {
+                        let mut next = dc.clone();
+                        for (a, v) in next.iter_mut().zip(g) {
+                            a.add(v)?;
+                        }
+                        *dc = next;
+                    }
+                    self.cells = cells;
                 }
             }
             MapMechanism::VectorLaplace | MapMechanism::Composition => {
@@ -180,7 +234,28 @@ impl MapAggregator {
                 for (a, b) in merged.iter_mut().zip(&other.cells) {
                     a.merge(b)?;
                 }
+                let ladder = match (&self.ladder, &other.ladder) {
+                    (Some((d, a)), Some((e, b))) => {
+                        if d != e {
+                            return Err(Error::InvalidReport {
+                                reason: "partial ladder map with another smoothing",
+                            });
+                        }
+                        let mut m = a.clone();
+                        for (x, y) in m.iter_mut().zip(b) {
+                            x.merge(y)?;
+                        }
+                        Some((*d, m))
+                    }
+                    (None, None) => None,
+                    _ => {
+                        return Err(Error::InvalidReport {
+                            reason: "partial map with another state",
+                        })
+                    }
+                };
                 self.cells = merged;
+                self.ladder = ladder;
             }
             _ => {
                 return Err(Error::InvalidReport {
@@ -214,15 +289,22 @@ impl MapAggregator {
     }
 
     /// The map. For noise a priori on a kernel grid, `lambda` chooses the
-    /// kernel (None: 1, fully debiased); it is ignored otherwise. Cells
+    /// kernel (None: 1, fully debiased). For noise a priori on a ladder,
+    /// `Some(1.0)` gives the debiased estimate (unbiased for the ladder
+    /// smoothed by N(0, h²), bias at most [`LadderDebias::bias_bound`]),
+    /// anything else the plain average of f(x̃). Ignored otherwise. Cells
     /// nobody answered (sampled) are NaN with an infinite standard error.
     pub fn estimate(&self, lambda: Option<f64>) -> Result<MapEstimate> {
         if let Some(mapper) = self.mapper()? {
             return mapper.estimate(&self.kernel(lambda.unwrap_or(1.0))?);
         }
-        let mut values = Vec::with_capacity(self.cells.len());
-        let mut standard_errors = Vec::with_capacity(self.cells.len());
-        for c in &self.cells {
+        let (cells, lam) = match (&self.ladder, lambda) {
+            (Some((_, dc)), Some(1.0)) => (dc, 1.0),
+            _ => (&self.cells, 0.0),
+        };
+        let mut values = Vec::with_capacity(cells.len());
+        let mut standard_errors = Vec::with_capacity(cells.len());
+        for c in cells {
             match c.estimate() {
                 Some(e) => {
                     values.push(e.mean);
@@ -238,7 +320,7 @@ impl MapAggregator {
             values,
             standard_errors,
             n: self.accepted,
-            lambda: 0.0,
+            lambda: lam,
             discretisation_bound: 0.0,
         })
     }

@@ -61,3 +61,33 @@ impl Mechanism {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn calibration_matches_the_spec() {
+        let eps = 0.01;
+        let m = Mechanism::cauchy(eps).unwrap();
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        let g = m.growth().unwrap();
+        // ε = νγ + ν^{ν/(ν+1)} η with ν = 3.
+        assert!((3.0 * g.rate() + 3f64.powf(0.75) * eta - eps).abs() < 1e-15);
+    }
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        assert!(Mechanism::cauchy_with(1.0, 2.0, 0.2).is_err());
+        assert!(Mechanism::cauchy_with(1.0, f64::NAN, 0.2).is_err());
+        refuses_bad_epsilon(Mechanism::cauchy);
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::cauchy(0.05).unwrap(),
+        );
+    }
+}

@@ -26,3 +26,21 @@ impl Mechanism {
         Self::baseline(MechanismName::GlobalLaplace, Kind::GlobalLaplace, epsilon)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        refuses_bad_epsilon(Mechanism::global_laplace);
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::global_laplace(0.05).unwrap(),
+        );
+    }
+}

@@ -59,3 +59,34 @@ impl Mechanism {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn calibration_matches_the_spec() {
+        let eps = 0.01;
+        let m = Mechanism::laplace(eps, 1e-6).unwrap();
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        let g = m.growth().unwrap();
+        // ε = η + γ max(1, ln(1/δ)).
+        assert!((eta + g.rate() * (1e6f64).ln() - eps).abs() < 1e-15);
+    }
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        assert!(Mechanism::laplace(1.0, 0.0).is_err());
+        assert!(Mechanism::laplace(1.0, 1.0).is_err());
+        assert!(Mechanism::laplace_with(1.0, 1e-6, -0.1).is_err());
+        refuses_bad_epsilon(|e| Mechanism::laplace(e, 1e-6));
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::laplace(0.05, 1e-6).unwrap(),
+        );
+    }
+}

@@ -26,3 +26,21 @@ impl Mechanism {
         Self::baseline(MechanismName::Ldp, Kind::LocalDp, epsilon)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        refuses_bad_epsilon(Mechanism::local_dp);
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::local_dp(1.0).unwrap(),
+        );
+    }
+}

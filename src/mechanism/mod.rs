@@ -616,90 +616,6 @@ pub(crate) fn snap(y: f64, grid: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::SoftThreshold;
-    use rand::rngs::StdRng;
-    use rand::SeedableRng;
-
-    #[test]
-    fn calibrations_match_the_spec() {
-        let eps = 0.01;
-        let m = Mechanism::student_t(eps).unwrap();
-        let g = m.growth().unwrap();
-        // ε = νγ + ((ν+1)/(2√ν)) η with ν = 3, γ = ε/9.
-        let eta = 1.0 / m.scale_for(1.0).unwrap();
-        assert!((3.0 * g.rate() + 4.0 / (2.0 * 3f64.sqrt()) * eta - eps).abs() < 1e-15);
-        assert!((g.rate() - eps / 9.0).abs() < 1e-18);
-        let m = Mechanism::cauchy(eps).unwrap();
-        let eta = 1.0 / m.scale_for(1.0).unwrap();
-        let g = m.growth().unwrap();
-        assert!((3.0 * g.rate() + 3f64.powf(0.75) * eta - eps).abs() < 1e-15);
-        let m = Mechanism::laplace(eps, 1e-6).unwrap();
-        let eta = 1.0 / m.scale_for(1.0).unwrap();
-        let g = m.growth().unwrap();
-        assert!((eta + g.rate() * (1e6f64).ln() - eps).abs() < 1e-15);
-        let m = Mechanism::polyplace(eps).unwrap();
-        assert!((m.growth().unwrap().rate() - eps / 9.0).abs() < 1e-18);
-        assert!((m.scale_for(2.0).unwrap() - 2.0 / (eps / 9.0)).abs() < 1e-9);
-    }
-
-    #[test]
-    fn refuses_parameters_that_void_the_guarantee() {
-        assert!(Mechanism::polyplace_with(1.0, 1.0).is_err());
-        assert!(Mechanism::polyplace_with(1.0, 0.0).is_err());
-        assert!(Mechanism::student_t_with(1.0, 0.0, 0.3).is_err());
-        assert!(Mechanism::student_t_with(1.0, 0.9, 0.3).is_err());
-        assert!(Mechanism::student_t_with(1.0, 1.0, 0.3).is_err());
-        assert!(Mechanism::student_t_with(1.0, 3.0, 1.0).is_err());
-        assert!(Mechanism::cauchy_with(1.0, 2.0, 0.2).is_err());
-        assert!(Mechanism::cauchy_with(1.0, f64::NAN, 0.2).is_err());
-        assert!(Mechanism::laplace(1.0, 0.0).is_err());
-        assert!(Mechanism::laplace(1.0, 1.0).is_err());
-        assert!(Mechanism::laplace_with(1.0, 1e-6, -0.1).is_err());
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert!(Mechanism::polyplace(bad).is_err());
-            assert!(Mechanism::global_laplace(bad).is_err());
-            assert!(Mechanism::local_dp(bad).is_err());
-            assert!(Mechanism::noise_a_priori(bad).is_err());
-        }
-    }
-
-    #[test]
-    fn releases_are_on_the_public_grid_and_unbiased() {
-        let q = SoftThreshold::new(100.0, 20.0).unwrap();
-        let mut rng = StdRng::seed_from_u64(1);
-        for m in [
-            Mechanism::polyplace(0.05).unwrap(),
-            Mechanism::student_t(0.05).unwrap(),
-            Mechanism::cauchy(0.05).unwrap(),
-            Mechanism::laplace(0.05, 1e-6).unwrap(),
-            Mechanism::global_laplace(0.05).unwrap(),
-            Mechanism::local_dp(1.0).unwrap(),
-        ] {
-            let grid = m.release_grid(&q);
-            let n = 200_000;
-            let mut sum = 0.0;
-            for i in 0..n {
-                let x = [80.0 + (i % 40) as f64];
-                let y = m.privatize_unmetered(&q, &x, &mut rng).unwrap();
-                assert_eq!(y, (y / grid).round() * grid);
-                sum += y - q.value(&x).unwrap();
-            }
-            let mean = sum / n as f64;
-            // S <= L_global bounds the smooth mechanisms' spread; LDP scales
-            // with the range of f instead.
-            let sensitivity = if m.name() == MechanismName::Ldp {
-                1.0
-            } else {
-                q.global_lipschitz()
-            };
-            let sd = m.report_variance(sensitivity).unwrap().sqrt();
-            assert!(
-                mean.abs() < 6.0 * sd / (n as f64).sqrt(),
-                "{}: {mean}",
-                m.name()
-            );
-        }
-    }
 
     #[test]
     fn power_of_two_below_is_exact() {
@@ -710,18 +626,60 @@ mod tests {
         assert_eq!(power_of_two_below(0.0), 1.0);
         assert_eq!(power_of_two_below(f64::INFINITY), 1.0);
     }
+}
 
-    #[test]
-    fn bad_points_are_errors_not_panics() {
+/// Checks shared by the mechanisms' own tests (each file tests its own
+/// calibration and refusals, and calls these).
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use crate::query::SoftThreshold;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// 200,000 releases of a soft threshold at inputs 80..119: every report
+    /// is on the public grid and their mean error is within 6 standard
+    /// errors of 0 (S <= L_global bounds the smooth mechanisms' spread; LDP
+    /// scales with the range of f instead).
+    pub(crate) fn releases_are_on_the_public_grid_and_unbiased(m: &Mechanism) {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        let grid = m.release_grid(&q);
+        let n = 200_000;
+        let mut sum = 0.0;
+        for i in 0..n {
+            let x = [80.0 + (i % 40) as f64];
+            let y = m.privatize_unmetered(&q, &x, &mut rng).unwrap();
+            assert_eq!(y, (y / grid).round() * grid);
+            sum += y - q.value(&x).unwrap();
+        }
+        let mean = sum / n as f64;
+        let sensitivity = if m.name() == MechanismName::Ldp {
+            1.0
+        } else {
+            q.global_lipschitz()
+        };
+        let sd = m.report_variance(sensitivity).unwrap().sqrt();
+        assert!(
+            mean.abs() < 6.0 * sd / (n as f64).sqrt(),
+            "{}: {mean}",
+            m.name()
+        );
+    }
+
+    /// NaN, a wrong dimension and an empty point are errors, not panics.
+    pub(crate) fn bad_points_are_errors_not_panics(m: &Mechanism) {
         let q = SoftThreshold::new(0.0, 1.0).unwrap();
         let mut rng = StdRng::seed_from_u64(2);
-        for m in [
-            Mechanism::polyplace(1.0).unwrap(),
-            Mechanism::noise_a_priori(1.0).unwrap(),
-        ] {
-            assert!(m.privatize_unmetered(&q, &[f64::NAN], &mut rng).is_err());
-            assert!(m.privatize_unmetered(&q, &[1.0, 2.0], &mut rng).is_err());
-            assert!(m.privatize_unmetered(&q, &[], &mut rng).is_err());
+        assert!(m.privatize_unmetered(&q, &[f64::NAN], &mut rng).is_err());
+        assert!(m.privatize_unmetered(&q, &[1.0, 2.0], &mut rng).is_err());
+        assert!(m.privatize_unmetered(&q, &[], &mut rng).is_err());
+    }
+
+    /// Non-positive or non-finite ε is refused.
+    pub(crate) fn refuses_bad_epsilon(make: fn(f64) -> Result<Mechanism>) {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(make(bad).is_err(), "{bad}");
         }
     }
 }

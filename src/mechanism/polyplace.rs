@@ -58,3 +58,36 @@ impl Mechanism {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn calibration_matches_the_spec() {
+        let eps = 0.01;
+        let m = Mechanism::polyplace(eps).unwrap();
+        assert!((m.growth().unwrap().rate() - eps / 9.0).abs() < 1e-18);
+        assert!((m.scale_for(2.0).unwrap() - 2.0 / (eps / 9.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        assert!(Mechanism::polyplace_with(1.0, 1.0).is_err());
+        assert!(Mechanism::polyplace_with(1.0, 0.0).is_err());
+        refuses_bad_epsilon(Mechanism::polyplace);
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::polyplace(0.05).unwrap(),
+        );
+    }
+
+    #[test]
+    fn bad_points_are_errors_not_panics() {
+        test_support::bad_points_are_errors_not_panics(&Mechanism::polyplace(1.0).unwrap());
+    }
+}

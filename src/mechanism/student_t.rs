@@ -57,3 +57,36 @@ impl Mechanism {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{self, refuses_bad_epsilon};
+    use super::*;
+
+    #[test]
+    fn calibration_matches_the_spec() {
+        let eps = 0.01;
+        let m = Mechanism::student_t(eps).unwrap();
+        let g = m.growth().unwrap();
+        // ε = νγ + ((ν+1)/(2√ν)) η with ν = 3, γ = ε/9.
+        let eta = 1.0 / m.scale_for(1.0).unwrap();
+        assert!((3.0 * g.rate() + 4.0 / (2.0 * 3f64.sqrt()) * eta - eps).abs() < 1e-15);
+        assert!((g.rate() - eps / 9.0).abs() < 1e-18);
+    }
+
+    #[test]
+    fn refuses_parameters_that_void_the_guarantee() {
+        assert!(Mechanism::student_t_with(1.0, 0.0, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 0.9, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 1.0, 0.3).is_err());
+        assert!(Mechanism::student_t_with(1.0, 3.0, 1.0).is_err());
+        refuses_bad_epsilon(Mechanism::student_t);
+    }
+
+    #[test]
+    fn releases_are_on_the_public_grid_and_unbiased() {
+        test_support::releases_are_on_the_public_grid_and_unbiased(
+            &Mechanism::student_t(0.05).unwrap(),
+        );
+    }
+}
