@@ -532,6 +532,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_library_version() != 60138:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_plan_map() != 1328:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_project() != 34708:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350:
@@ -660,6 +662,42 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new() != 64686:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_accounting() != 46959:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon() != 23529:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release() != 36002:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 59370:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() != 58021:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new() != 1580:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes() != 57692:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json() != 8623:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes() != 57634:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json() != 64733:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_plan() != 34432:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_status() != 27452:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 27490:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 24196:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 10549:
@@ -785,6 +823,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_func_instance_based_chain_scales.restype 
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
@@ -977,6 +1018,60 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_kde_grid.resty
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_gridaggregator_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_accounting.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_accounting.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_merge.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_merge.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_plan.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_plan.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_status.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_status.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype = ctypes.c_uint16
@@ -1132,6 +1227,13 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_library_version.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_library_version.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -1521,6 +1623,117 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_gridaggregator_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_accounting.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_accounting.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_latlon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_latlon.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_maprelease_new.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_maprelease_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_bytes.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_json.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_merge.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_merge.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_plan.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_plan.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_status.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_status.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_to_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_uint32,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -1798,6 +2011,26 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_gridaggregator.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_maprelease.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_maprelease.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_maprelease.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_maprelease.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_mapserver.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_mapserver.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -3033,25 +3266,543 @@ class _UniffiFfiConverterTypeIngestCounts(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
         _UniffiFfiConverterUInt64.write(value.skipped, buf)
 
-class _UniffiFfiConverterBytes(_UniffiConverterRustBuffer):
+@dataclass
+class MapRejection:
+    """
+    One rejected record of a batch: its position, a stable code and the
+    reason. Codes: `empty`, `too-large`, `malformed` (not a map report),
+    `other-map`, `other-mechanism`, `other-epsilon`, `invalid-report`
+    (wrong shape or non-finite numbers), `overflow`.
+"""
+    def __init__(self, *, index:int, code:str, reason:str):
+        self.index = index
+        self.code = code
+        self.reason = reason
+        
+        
+
+    
+    def __str__(self):
+        return "MapRejection(index={}, code={}, reason={})".format(self.index, self.code, self.reason)
+    def __eq__(self, other):
+        if self.index != other.index:
+            return False
+        if self.code != other.code:
+            return False
+        if self.reason != other.reason:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapRejection(_UniffiConverterRustBuffer):
     @staticmethod
     def read(buf):
-        size = buf.read_i32()
-        if size < 0:
-            raise InternalError("Unexpected negative byte string length")
-        return buf.read(size)
+        return MapRejection(
+            index=_UniffiFfiConverterUInt64.read(buf),
+            code=_UniffiFfiConverterString.read(buf),
+            reason=_UniffiFfiConverterString.read(buf),
+        )
 
     @staticmethod
     def check_lower(value):
-        try:
-            memoryview(value)
-        except TypeError:
-            raise TypeError("a bytes-like object is required, not {!r}".format(type(value).__name__))
+        _UniffiFfiConverterUInt64.check_lower(value.index)
+        _UniffiFfiConverterString.check_lower(value.code)
+        _UniffiFfiConverterString.check_lower(value.reason)
 
     @staticmethod
     def write(value, buf):
-        buf.write_i32(len(value))
-        buf.write(value)
+        _UniffiFfiConverterUInt64.write(value.index, buf)
+        _UniffiFfiConverterString.write(value.code, buf)
+        _UniffiFfiConverterString.write(value.reason, buf)
+
+class _UniffiFfiConverterSequenceTypeMapRejection(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeMapRejection.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeMapRejection.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeMapRejection.read(buf) for i in range(count)
+        ]
+
+@dataclass
+class MapBatch:
+    """
+    The outcome of a batch: how many records were accepted, and every
+    rejected one with its reason. A batch never raises for bad records.
+"""
+    def __init__(self, *, accepted:int, rejected:int, rejections:typing.List[MapRejection]):
+        self.accepted = accepted
+        self.rejected = rejected
+        self.rejections = rejections
+        
+        
+
+    
+    def __str__(self):
+        return "MapBatch(accepted={}, rejected={}, rejections={})".format(self.accepted, self.rejected, self.rejections)
+    def __eq__(self, other):
+        if self.accepted != other.accepted:
+            return False
+        if self.rejected != other.rejected:
+            return False
+        if self.rejections != other.rejections:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapBatch(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapBatch(
+            accepted=_UniffiFfiConverterUInt64.read(buf),
+            rejected=_UniffiFfiConverterUInt64.read(buf),
+            rejections=_UniffiFfiConverterSequenceTypeMapRejection.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.accepted)
+        _UniffiFfiConverterUInt64.check_lower(value.rejected)
+        _UniffiFfiConverterSequenceTypeMapRejection.check_lower(value.rejections)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.accepted, buf)
+        _UniffiFfiConverterUInt64.write(value.rejected, buf)
+        _UniffiFfiConverterSequenceTypeMapRejection.write(value.rejections, buf)
+
+class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterFloat64.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterFloat64.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterFloat64.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterOptionalString(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterString.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterString.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterString.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+@dataclass
+class MapEstimate:
+    """
+    A map estimate with its per-cell standard errors.
+
+    Cell j = i·ys.len() + k is at (xs[i], ys[k]) (x index major, as
+    `geopriv map aggregate` prints). For noise a priori the value is
+    (1/n) Σ_r K_λ(t_j − x̃_r), K_1 = K̃ the deconvolution kernel (unbiased
+    for the devices' mean of f_j), K_0 the plain kernel; the standard error
+    is √(sample variance of the per-device terms / n). For the other
+    mechanisms it is the mean of the cell's released values and its
+    standard error (NaN value, infinite error for a cell nobody answered).
+"""
+    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str]):
+        self.values = values
+        self.standard_errors = standard_errors
+        self.xs = xs
+        self.ys = ys
+        self.n = n
+        self.kernel_lambda = kernel_lambda
+        self.mechanism = mechanism
+        self.per_device_epsilon = per_device_epsilon
+        self.accounting = accounting
+        self.discretisation_bound = discretisation_bound
+        self.planner = planner
+        
+        
+
+    
+    def __str__(self):
+        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner)
+    def __eq__(self, other):
+        if self.values != other.values:
+            return False
+        if self.standard_errors != other.standard_errors:
+            return False
+        if self.xs != other.xs:
+            return False
+        if self.ys != other.ys:
+            return False
+        if self.n != other.n:
+            return False
+        if self.kernel_lambda != other.kernel_lambda:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        if self.per_device_epsilon != other.per_device_epsilon:
+            return False
+        if self.accounting != other.accounting:
+            return False
+        if self.discretisation_bound != other.discretisation_bound:
+            return False
+        if self.planner != other.planner:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapEstimate(
+            values=_UniffiFfiConverterSequenceFloat64.read(buf),
+            standard_errors=_UniffiFfiConverterSequenceFloat64.read(buf),
+            xs=_UniffiFfiConverterSequenceFloat64.read(buf),
+            ys=_UniffiFfiConverterSequenceFloat64.read(buf),
+            n=_UniffiFfiConverterUInt64.read(buf),
+            kernel_lambda=_UniffiFfiConverterFloat64.read(buf),
+            mechanism=_UniffiFfiConverterString.read(buf),
+            per_device_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            accounting=_UniffiFfiConverterString.read(buf),
+            discretisation_bound=_UniffiFfiConverterFloat64.read(buf),
+            planner=_UniffiFfiConverterOptionalString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterSequenceFloat64.check_lower(value.values)
+        _UniffiFfiConverterSequenceFloat64.check_lower(value.standard_errors)
+        _UniffiFfiConverterSequenceFloat64.check_lower(value.xs)
+        _UniffiFfiConverterSequenceFloat64.check_lower(value.ys)
+        _UniffiFfiConverterUInt64.check_lower(value.n)
+        _UniffiFfiConverterFloat64.check_lower(value.kernel_lambda)
+        _UniffiFfiConverterString.check_lower(value.mechanism)
+        _UniffiFfiConverterFloat64.check_lower(value.per_device_epsilon)
+        _UniffiFfiConverterString.check_lower(value.accounting)
+        _UniffiFfiConverterFloat64.check_lower(value.discretisation_bound)
+        _UniffiFfiConverterOptionalString.check_lower(value.planner)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterSequenceFloat64.write(value.values, buf)
+        _UniffiFfiConverterSequenceFloat64.write(value.standard_errors, buf)
+        _UniffiFfiConverterSequenceFloat64.write(value.xs, buf)
+        _UniffiFfiConverterSequenceFloat64.write(value.ys, buf)
+        _UniffiFfiConverterUInt64.write(value.n, buf)
+        _UniffiFfiConverterFloat64.write(value.kernel_lambda, buf)
+        _UniffiFfiConverterString.write(value.mechanism, buf)
+        _UniffiFfiConverterFloat64.write(value.per_device_epsilon, buf)
+        _UniffiFfiConverterString.write(value.accounting, buf)
+        _UniffiFfiConverterFloat64.write(value.discretisation_bound, buf)
+        _UniffiFfiConverterOptionalString.write(value.planner, buf)
+
+@dataclass
+class MapGrid:
+    """
+    The map: `points_x × points_y` kernel-density cells spanning the box
+    `[x_min, x_max] × [y_min, y_max]` (metres, ends included) with Gaussian
+    bandwidth h, cell (i, k) at
+    (x_min + i·(x_max−x_min)/(points_x−1), y_min + k·(y_max−y_min)/(points_y−1))
+    estimating the mean over devices of f_ik(x) = exp(−|x − t_ik|²/(2h²)).
+    The box is also the public domain: a device outside it is refused.
+
+    `bandwidth` `null` means one cell diagonal (the CLI's default). At
+    least 2 points per axis, at most [`MAX_MAP_CELLS`] cells.
+    Kotlin: `MapGrid(0.0, 20_000.0, 0.0, 20_000.0, 61u, 61u, null)`.
+"""
+    def __init__(self, *, x_min:float, x_max:float, y_min:float, y_max:float, points_x:int, points_y:int, bandwidth:typing.Optional[float]):
+        self.x_min = x_min
+        self.x_max = x_max
+        self.y_min = y_min
+        self.y_max = y_max
+        self.points_x = points_x
+        self.points_y = points_y
+        self.bandwidth = bandwidth
+        
+        
+
+    
+    def __str__(self):
+        return "MapGrid(x_min={}, x_max={}, y_min={}, y_max={}, points_x={}, points_y={}, bandwidth={})".format(self.x_min, self.x_max, self.y_min, self.y_max, self.points_x, self.points_y, self.bandwidth)
+    def __eq__(self, other):
+        if self.x_min != other.x_min:
+            return False
+        if self.x_max != other.x_max:
+            return False
+        if self.y_min != other.y_min:
+            return False
+        if self.y_max != other.y_max:
+            return False
+        if self.points_x != other.points_x:
+            return False
+        if self.points_y != other.points_y:
+            return False
+        if self.bandwidth != other.bandwidth:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapGrid(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapGrid(
+            x_min=_UniffiFfiConverterFloat64.read(buf),
+            x_max=_UniffiFfiConverterFloat64.read(buf),
+            y_min=_UniffiFfiConverterFloat64.read(buf),
+            y_max=_UniffiFfiConverterFloat64.read(buf),
+            points_x=_UniffiFfiConverterUInt32.read(buf),
+            points_y=_UniffiFfiConverterUInt32.read(buf),
+            bandwidth=_UniffiFfiConverterOptionalFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.x_min)
+        _UniffiFfiConverterFloat64.check_lower(value.x_max)
+        _UniffiFfiConverterFloat64.check_lower(value.y_min)
+        _UniffiFfiConverterFloat64.check_lower(value.y_max)
+        _UniffiFfiConverterUInt32.check_lower(value.points_x)
+        _UniffiFfiConverterUInt32.check_lower(value.points_y)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.bandwidth)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.x_min, buf)
+        _UniffiFfiConverterFloat64.write(value.x_max, buf)
+        _UniffiFfiConverterFloat64.write(value.y_min, buf)
+        _UniffiFfiConverterFloat64.write(value.y_max, buf)
+        _UniffiFfiConverterUInt32.write(value.points_x, buf)
+        _UniffiFfiConverterUInt32.write(value.points_y, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.bandwidth, buf)
+
+
+
+
+
+
+class MapMechanism:
+    """
+    How a device spends its per-device ε on the whole map (core
+    `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
+    `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
+    `MapMechanism.A_PRIORI()`.
+"""
+    def __init__(self):
+        raise RuntimeError("MapMechanism cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class A_PRIORI:
+        """
+        One noisy location x̃ = x + N, density ∝ exp(−ε|z|) (planar
+        Laplace); the map is post-processing (the server debiases by FFT).
+        The best map at every (ε, n) measured (the planner's usual pick).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapMechanism.A_PRIORI()".format()
+        def __eq__(self, other):
+            if not isinstance(other, MapMechanism):
+                return NotImplemented
+            if not other.is_A_PRIORI():
+                return False
+            return True
+
+    @dataclass
+    class VECTOR_LAPLACE:
+        """
+        Every cell f_j(x) + Laplace(L1/ε), L1 the certified ℓ1 Lipschitz
+        constant of the whole map.
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapMechanism.VECTOR_LAPLACE()".format()
+        def __eq__(self, other):
+            if not isinstance(other, MapMechanism):
+                return NotImplemented
+            if not other.is_VECTOR_LAPLACE():
+                return False
+            return True
+
+    @dataclass
+    class COMPOSITION:
+        """
+        Every cell by PolyPlace at ε/m (sequential composition over m cells).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapMechanism.COMPOSITION()".format()
+        def __eq__(self, other):
+            if not isinstance(other, MapMechanism):
+                return NotImplemented
+            if not other.is_COMPOSITION():
+                return False
+            return True
+
+    @dataclass
+    class SAMPLED:
+        """
+        k cells chosen independently of x, each by PolyPlace at ε/k.
+"""
+        
+        def __init__(self, k:int):
+            self.k = k
+            
+            """
+        Cells answered per device (1..=m).
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapMechanism.SAMPLED(k={})".format(self.k)
+        def __eq__(self, other):
+            if not isinstance(other, MapMechanism):
+                return NotImplemented
+            if not other.is_SAMPLED():
+                return False
+            if self.k != other.k:
+                return False
+            return True
+
+    
+
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_A_PRIORI(self) -> bool:
+        return isinstance(self, MapMechanism.A_PRIORI)
+    def is_a_priori(self) -> bool:
+        return isinstance(self, MapMechanism.A_PRIORI)
+    def is_VECTOR_LAPLACE(self) -> bool:
+        return isinstance(self, MapMechanism.VECTOR_LAPLACE)
+    def is_vector_laplace(self) -> bool:
+        return isinstance(self, MapMechanism.VECTOR_LAPLACE)
+    def is_COMPOSITION(self) -> bool:
+        return isinstance(self, MapMechanism.COMPOSITION)
+    def is_composition(self) -> bool:
+        return isinstance(self, MapMechanism.COMPOSITION)
+    def is_SAMPLED(self) -> bool:
+        return isinstance(self, MapMechanism.SAMPLED)
+    def is_sampled(self) -> bool:
+        return isinstance(self, MapMechanism.SAMPLED)
+    
+
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+MapMechanism.A_PRIORI = type("MapMechanism.A_PRIORI", (MapMechanism.A_PRIORI, MapMechanism,), {})  # type: ignore
+MapMechanism.VECTOR_LAPLACE = type("MapMechanism.VECTOR_LAPLACE", (MapMechanism.VECTOR_LAPLACE, MapMechanism,), {})  # type: ignore
+MapMechanism.COMPOSITION = type("MapMechanism.COMPOSITION", (MapMechanism.COMPOSITION, MapMechanism,), {})  # type: ignore
+MapMechanism.SAMPLED = type("MapMechanism.SAMPLED", (MapMechanism.SAMPLED, MapMechanism,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeMapMechanism(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return MapMechanism.A_PRIORI(
+            )
+        if variant == 2:
+            return MapMechanism.VECTOR_LAPLACE(
+            )
+        if variant == 3:
+            return MapMechanism.COMPOSITION(
+            )
+        if variant == 4:
+            return MapMechanism.SAMPLED(
+                _UniffiFfiConverterUInt32.read(buf),
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value.is_A_PRIORI():
+            return
+        if value.is_VECTOR_LAPLACE():
+            return
+        if value.is_COMPOSITION():
+            return
+        if value.is_SAMPLED():
+            _UniffiFfiConverterUInt32.check_lower(value.k)
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value.is_A_PRIORI():
+            buf.write_i32(1)
+        if value.is_VECTOR_LAPLACE():
+            buf.write_i32(2)
+        if value.is_COMPOSITION():
+            buf.write_i32(3)
+        if value.is_SAMPLED():
+            buf.write_i32(4)
+            _UniffiFfiConverterUInt32.write(value.k, buf)
+
+
 
 class _UniffiFfiConverterBoolean:
     @classmethod
@@ -3073,6 +3824,261 @@ class _UniffiFfiConverterBoolean:
     @classmethod
     def write(cls, value, buf):
         buf.write_u8(value)
+
+@dataclass
+class MapPrediction:
+    """
+    One mechanism's predicted map error (ASE: mean over cells of the
+    expected squared error against the devices' own map).
+"""
+    def __init__(self, *, name:str, mechanism:MapMechanism, kernel_lambda:typing.Optional[float], ase:float, variance:float, bias2:float, upper_bound:bool):
+        self.name = name
+        self.mechanism = mechanism
+        self.kernel_lambda = kernel_lambda
+        self.ase = ase
+        self.variance = variance
+        self.bias2 = bias2
+        self.upper_bound = upper_bound
+        
+        
+
+    
+    def __str__(self):
+        return "MapPrediction(name={}, mechanism={}, kernel_lambda={}, ase={}, variance={}, bias2={}, upper_bound={})".format(self.name, self.mechanism, self.kernel_lambda, self.ase, self.variance, self.bias2, self.upper_bound)
+    def __eq__(self, other):
+        if self.name != other.name:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        if self.kernel_lambda != other.kernel_lambda:
+            return False
+        if self.ase != other.ase:
+            return False
+        if self.variance != other.variance:
+            return False
+        if self.bias2 != other.bias2:
+            return False
+        if self.upper_bound != other.upper_bound:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapPrediction(
+            name=_UniffiFfiConverterString.read(buf),
+            mechanism=_UniffiFfiConverterTypeMapMechanism.read(buf),
+            kernel_lambda=_UniffiFfiConverterOptionalFloat64.read(buf),
+            ase=_UniffiFfiConverterFloat64.read(buf),
+            variance=_UniffiFfiConverterFloat64.read(buf),
+            bias2=_UniffiFfiConverterFloat64.read(buf),
+            upper_bound=_UniffiFfiConverterBoolean.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.name)
+        _UniffiFfiConverterTypeMapMechanism.check_lower(value.mechanism)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.kernel_lambda)
+        _UniffiFfiConverterFloat64.check_lower(value.ase)
+        _UniffiFfiConverterFloat64.check_lower(value.variance)
+        _UniffiFfiConverterFloat64.check_lower(value.bias2)
+        _UniffiFfiConverterBoolean.check_lower(value.upper_bound)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.name, buf)
+        _UniffiFfiConverterTypeMapMechanism.write(value.mechanism, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.kernel_lambda, buf)
+        _UniffiFfiConverterFloat64.write(value.ase, buf)
+        _UniffiFfiConverterFloat64.write(value.variance, buf)
+        _UniffiFfiConverterFloat64.write(value.bias2, buf)
+        _UniffiFfiConverterBoolean.write(value.upper_bound, buf)
+
+class _UniffiFfiConverterSequenceTypeMapPrediction(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeMapPrediction.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeMapPrediction.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeMapPrediction.read(buf) for i in range(count)
+        ]
+
+@dataclass
+class MapPlan:
+    """
+    The planner's pick and every prediction, best first.
+"""
+    def __init__(self, *, pick:MapPrediction, line:str, predictions:typing.List[MapPrediction]):
+        self.pick = pick
+        self.line = line
+        self.predictions = predictions
+        
+        
+
+    
+    def __str__(self):
+        return "MapPlan(pick={}, line={}, predictions={})".format(self.pick, self.line, self.predictions)
+    def __eq__(self, other):
+        if self.pick != other.pick:
+            return False
+        if self.line != other.line:
+            return False
+        if self.predictions != other.predictions:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapPlan(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapPlan(
+            pick=_UniffiFfiConverterTypeMapPrediction.read(buf),
+            line=_UniffiFfiConverterString.read(buf),
+            predictions=_UniffiFfiConverterSequenceTypeMapPrediction.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterTypeMapPrediction.check_lower(value.pick)
+        _UniffiFfiConverterString.check_lower(value.line)
+        _UniffiFfiConverterSequenceTypeMapPrediction.check_lower(value.predictions)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterTypeMapPrediction.write(value.pick, buf)
+        _UniffiFfiConverterString.write(value.line, buf)
+        _UniffiFfiConverterSequenceTypeMapPrediction.write(value.predictions, buf)
+
+@dataclass
+class MapServerStatus:
+    """
+    What a server has seen: reports accepted and rejections by code
+    (over its whole life, merged partial states included).
+"""
+    def __init__(self, *, accepted:int, rejected:int, rejections:dict[str, int]):
+        self.accepted = accepted
+        self.rejected = rejected
+        self.rejections = rejections
+        
+        
+
+    
+    def __str__(self):
+        return "MapServerStatus(accepted={}, rejected={}, rejections={})".format(self.accepted, self.rejected, self.rejections)
+    def __eq__(self, other):
+        if self.accepted != other.accepted:
+            return False
+        if self.rejected != other.rejected:
+            return False
+        if self.rejections != other.rejections:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapServerStatus(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapServerStatus(
+            accepted=_UniffiFfiConverterUInt64.read(buf),
+            rejected=_UniffiFfiConverterUInt64.read(buf),
+            rejections=_UniffiFfiConverterMapStringUInt64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.accepted)
+        _UniffiFfiConverterUInt64.check_lower(value.rejected)
+        _UniffiFfiConverterMapStringUInt64.check_lower(value.rejections)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.accepted, buf)
+        _UniffiFfiConverterUInt64.write(value.rejected, buf)
+        _UniffiFfiConverterMapStringUInt64.write(value.rejections, buf)
+
+class _UniffiFfiConverterBytes(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        size = buf.read_i32()
+        if size < 0:
+            raise InternalError("Unexpected negative byte string length")
+        return buf.read(size)
+
+    @staticmethod
+    def check_lower(value):
+        try:
+            memoryview(value)
+        except TypeError:
+            raise TypeError("a bytes-like object is required, not {!r}".format(type(value).__name__))
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_i32(len(value))
+        buf.write(value)
+
+@dataclass
+class MapUpload:
+    """
+    What a device uploads for the map: one report, in two encodings.
+"""
+    def __init__(self, *, json:str, bytes:bytes, epsilon:float, mechanism:str):
+        self.json = json
+        self.bytes = bytes
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+        
+        
+
+    
+    def __str__(self):
+        return "MapUpload(json={}, bytes={}, epsilon={}, mechanism={})".format(self.json, self.bytes, self.epsilon, self.mechanism)
+    def __eq__(self, other):
+        if self.json != other.json:
+            return False
+        if self.bytes != other.bytes:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapUpload(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapUpload(
+            json=_UniffiFfiConverterString.read(buf),
+            bytes=_UniffiFfiConverterBytes.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            mechanism=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.json)
+        _UniffiFfiConverterBytes.check_lower(value.bytes)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterString.check_lower(value.mechanism)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.json, buf)
+        _UniffiFfiConverterBytes.write(value.bytes, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterString.write(value.mechanism, buf)
 
 @dataclass
 class PrivateReport:
@@ -4077,29 +5083,6 @@ class _UniffiFfiConverterTypeProjection(_UniffiConverterRustBuffer):
             _UniffiFfiConverterFloat64.write(value.ref_lon, buf)
 
 
-
-class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
-    @classmethod
-    def check_lower(cls, value):
-        for item in value:
-            _UniffiFfiConverterFloat64.check_lower(item)
-
-    @classmethod
-    def write(cls, value, buf):
-        items = len(value)
-        buf.write_i32(items)
-        for item in value:
-            _UniffiFfiConverterFloat64.write(item, buf)
-
-    @classmethod
-    def read(cls, buf):
-        count = buf.read_i32()
-        if count < 0:
-            raise InternalError("Unexpected negative sequence length")
-
-        return [
-            _UniffiFfiConverterFloat64.read(buf) for i in range(count)
-        ]
 
 
 class AggregatorProtocol(typing.Protocol):
@@ -6327,6 +7310,671 @@ class _UniffiFfiConverterTypeGridAggregator:
     def write(cls, value: GridAggregator, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
+
+class MapReleaseProtocol(typing.Protocol):
+    """
+    A device's release of its location for a whole map at a per-device
+    total ε (per metre), metered by its ledger. Immutable, thread-safe.
+
+    `release(ledger, [x, y])` checks the location (finite, inside the
+    map's box), charges the ledger ε once (unit: per metre) and returns the
+    report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+    `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+
+    ```python
+    release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+    upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+    send(upload.json)
+    ```
+"""
+    
+    def accounting(self, ) -> str:
+        """
+        Why that is the device's whole loss, in one line (e.g. "one noisy
+        location; every map of it is post-processing").
+"""
+        raise NotImplementedError
+    def per_device_epsilon(self, ) -> float:
+        """
+        The per-device total ε (per metre) each release charges.
+"""
+        raise NotImplementedError
+    def release(self, ledger: PrivacyLedger,location: typing.List[float]) -> MapUpload:
+        """
+        Release the location `[x, y]` (metres, the grid's coordinates) and
+        charge `ledger` the per-device ε once, before returning.
+"""
+        raise NotImplementedError
+    def release_latlon(self, ledger: PrivacyLedger,lat: float,lon: float,projection: Projection) -> MapUpload:
+        """
+        `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+        projected with `projection`; the grid must be in that projection's
+        metres (e.g. `project` its corners with the same projection).
+"""
+        raise NotImplementedError
+    def release_unmetered(self, location: typing.List[float]) -> MapUpload:
+        """
+        The report without charging any ledger: for simulations and tests
+        only (the name says it is unmetered).
+"""
+        raise NotImplementedError
+
+class MapRelease(MapReleaseProtocol):
+    """
+    A device's release of its location for a whole map at a per-device
+    total ε (per metre), metered by its ledger. Immutable, thread-safe.
+
+    `release(ledger, [x, y])` checks the location (finite, inside the
+    map's box), charges the ledger ε once (unit: per metre) and returns the
+    report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+    `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+
+    ```python
+    release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+    upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+    send(upload.json)
+    ```
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, grid: MapGrid,mechanism: MapMechanism,epsilon: float):
+        """
+        A release of `grid` with `mechanism` at per-device total `epsilon`
+        per metre (finite, > 0). Vector Laplace certifies its L1 here
+        (milliseconds to a second); the others are instant.
+"""
+        
+        _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+        _UniffiFfiConverterTypeMapMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeMapGrid.lower(grid),
+            _UniffiFfiConverterTypeMapMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapRelease.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_maprelease_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_maprelease, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_maprelease, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def accounting(self, ) -> str:
+        """
+        Why that is the device's whole loss, in one line (e.g. "one noisy
+        location; every map of it is post-processing").
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_accounting,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def per_device_epsilon(self, ) -> float:
+        """
+        The per-device total ε (per metre) each release charges.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def release(self, ledger: PrivacyLedger,location: typing.List[float]) -> MapUpload:
+        """
+        Release the location `[x, y]` (metres, the grid's coordinates) and
+        charge `ledger` the per-device ε once, before returning.
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(location)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterSequenceFloat64.lower(location),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapUpload.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def release_latlon(self, ledger: PrivacyLedger,lat: float,lon: float,projection: Projection) -> MapUpload:
+        """
+        `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+        projected with `projection`; the grid must be in that projection's
+        metres (e.g. `project` its corners with the same projection).
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterFloat64.check_lower(lat)
+
+        _UniffiFfiConverterFloat64.check_lower(lon)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterFloat64.lower(lat),
+            _UniffiFfiConverterFloat64.lower(lon),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapUpload.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_latlon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def release_unmetered(self, location: typing.List[float]) -> MapUpload:
+        """
+        The report without charging any ledger: for simulations and tests
+        only (the name says it is unmetered).
+"""
+        
+        _UniffiFfiConverterSequenceFloat64.check_lower(location)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceFloat64.lower(location),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapUpload.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeMapRelease:
+    @staticmethod
+    def lift(value: int) -> MapRelease:
+        return MapRelease._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: MapRelease):
+        if not isinstance(value, MapRelease):
+            raise TypeError("Expected MapRelease instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: MapRelease) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> MapRelease:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: MapRelease, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterSequenceBytes(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterBytes.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterBytes.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterBytes.read(buf) for i in range(count)
+        ]
+
+
+class MapServerProtocol(typing.Protocol):
+    """
+    The server of one map (grid, mechanism, per-device ε): reports in, a
+    map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+
+    Noise-a-priori reports are binned into exact integer counts on a fine
+    grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+    as `geopriv map aggregate`) and the map is the counts convolved with the
+    kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+    way the state is exact: `to_json` of a shard, `from_json` and `merge`
+    give bit for bit the map of one server that saw every report.
+
+    A report for another grid, mechanism or ε, malformed, or with
+    non-finite numbers is refused with a reason and counted (`status`);
+    `add_all_json`/`add_all_bytes` never raise for bad records.
+
+    ```python
+    server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+    batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+    m = server.estimate(None)                   # the planner picks λ, as the CLI does
+    print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+    ```
+"""
+    
+    def add_all_bytes(self, records: typing.List[bytes]) -> MapBatch:
+        """
+        Add a batch of byte reports, like `add_all_json`.
+"""
+        raise NotImplementedError
+    def add_all_json(self, lines: typing.List[str]) -> MapBatch:
+        """
+        Add a batch of JSON lines: each bad record is refused with its
+        reason and counted; the others are added. Never raises for bad
+        records (one call across the boundary for the whole batch).
+"""
+        raise NotImplementedError
+    def add_bytes(self, bytes: bytes) -> None:
+        """
+        Add one report given as bytes (`MapUpload.bytes`).
+"""
+        raise NotImplementedError
+    def add_json(self, line: str) -> None:
+        """
+        Add one JSON report line (whitespace and a BOM around it ignored).
+        A bad report raises `InvalidReport` ("reason [code]"), is counted,
+        and changes nothing else.
+"""
+        raise NotImplementedError
+    def estimate(self, kernel_lambda: typing.Optional[float]) -> MapEstimate:
+        """
+        The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+        plain, 1 fully debiased, in between partially); `null` lets the
+        planner pick from the reports, as `geopriv map aggregate` does
+        without `--lambda` (same numbers, bit for bit). Ignored by the
+        other mechanisms. `InvalidInput` before the first report.
+"""
+        raise NotImplementedError
+    def merge(self, other: MapServer) -> None:
+        """
+        Fold another shard's server (same grid, mechanism, ε and
+        binning) into this one: counts add exactly, so any sharding and
+        merge order give the same state. `InvalidParameter` for another
+        map; an overflow is refused and leaves the state unchanged.
+"""
+        raise NotImplementedError
+    def plan(self, n: typing.Optional[int]) -> MapPlan:
+        """
+        The planner with this server's reports (noise a priori: they give
+        the bias of plain and partial debiasing) for `n` devices (`null`:
+        the reports received so far).
+"""
+        raise NotImplementedError
+    def status(self, ) -> MapServerStatus:
+        """
+        Reports accepted and refusals by code.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The exact partial state as compact canonical JSON (equal states
+        give equal strings): ship it to a reducer (`from_json`, `merge`).
+"""
+        raise NotImplementedError
+
+class MapServer(MapServerProtocol):
+    """
+    The server of one map (grid, mechanism, per-device ε): reports in, a
+    map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+
+    Noise-a-priori reports are binned into exact integer counts on a fine
+    grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+    as `geopriv map aggregate`) and the map is the counts convolved with the
+    kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+    way the state is exact: `to_json` of a shard, `from_json` and `merge`
+    give bit for bit the map of one server that saw every report.
+
+    A report for another grid, mechanism or ε, malformed, or with
+    non-finite numbers is refused with a reason and counted (`status`);
+    `add_all_json`/`add_all_bytes` never raise for bad records.
+
+    ```python
+    server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+    batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+    m = server.estimate(None)                   # the planner picks λ, as the CLI does
+    print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+    ```
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def from_json(cls, state: str) -> MapServer:
+        """
+        A server restored from `to_json` (a shard's partial state).
+        `InvalidReport` if the state is malformed or inconsistent;
+        `InvalidParameter` if its grid is out of limits.
+"""
+        
+        _UniffiFfiConverterString.check_lower(state)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(state),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    def __init__(self, grid: MapGrid,mechanism: MapMechanism,epsilon: float):
+        """
+        A server for reports of `grid` made with `mechanism` at per-device
+        ε (per metre), with the default binning (that of `geopriv map
+        aggregate`).
+"""
+        
+        _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+        _UniffiFfiConverterTypeMapMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeMapGrid.lower(grid),
+            _UniffiFfiConverterTypeMapMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+    @classmethod
+    def with_max_bins(cls, grid: MapGrid,mechanism: MapMechanism,epsilon: float,max_bins: int) -> MapServer:
+        """
+        As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
+        bins: less memory and a faster FFT, a larger discretisation bound).
+"""
+        
+        _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+        _UniffiFfiConverterTypeMapMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterUInt32.check_lower(max_bins)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeMapGrid.lower(grid),
+            _UniffiFfiConverterTypeMapMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterUInt32.lower(max_bins),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_mapserver, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def add_all_bytes(self, records: typing.List[bytes]) -> MapBatch:
+        """
+        Add a batch of byte reports, like `add_all_json`.
+"""
+        
+        _UniffiFfiConverterSequenceBytes.check_lower(records)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceBytes.lower(records),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapBatch.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_all_json(self, lines: typing.List[str]) -> MapBatch:
+        """
+        Add a batch of JSON lines: each bad record is refused with its
+        reason and counted; the others are added. Never raises for bad
+        records (one call across the boundary for the whole batch).
+"""
+        
+        _UniffiFfiConverterSequenceString.check_lower(lines)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceString.lower(lines),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapBatch.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_bytes(self, bytes: bytes) -> None:
+        """
+        Add one report given as bytes (`MapUpload.bytes`).
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(bytes),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_json(self, line: str) -> None:
+        """
+        Add one JSON report line (whitespace and a BOM around it ignored).
+        A bad report raises `InvalidReport` ("reason [code]"), is counted,
+        and changes nothing else.
+"""
+        
+        _UniffiFfiConverterString.check_lower(line)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(line),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def estimate(self, kernel_lambda: typing.Optional[float]) -> MapEstimate:
+        """
+        The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+        plain, 1 fully debiased, in between partially); `null` lets the
+        planner pick from the reports, as `geopriv map aggregate` does
+        without `--lambda` (same numbers, bit for bit). Ignored by the
+        other mechanisms. `InvalidInput` before the first report.
+"""
+        
+        _UniffiFfiConverterOptionalFloat64.check_lower(kernel_lambda)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterOptionalFloat64.lower(kernel_lambda),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapEstimate.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def merge(self, other: MapServer) -> None:
+        """
+        Fold another shard's server (same grid, mechanism, ε and
+        binning) into this one: counts add exactly, so any sharding and
+        merge order give the same state. `InvalidParameter` for another
+        map; an overflow is refused and leaves the state unchanged.
+"""
+        
+        _UniffiFfiConverterTypeMapServer.check_lower(other)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeMapServer.lower(other),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_merge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def plan(self, n: typing.Optional[int]) -> MapPlan:
+        """
+        The planner with this server's reports (noise a priori: they give
+        the bias of plain and partial debiasing) for `n` devices (`null`:
+        the reports received so far).
+"""
+        
+        _UniffiFfiConverterOptionalUInt64.check_lower(n)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterOptionalUInt64.lower(n),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapPlan.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_plan,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def status(self, ) -> MapServerStatus:
+        """
+        Reports accepted and refusals by code.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServerStatus.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_status,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The exact partial state as compact canonical JSON (equal states
+        give equal strings): ship it to a reducer (`from_json`, `merge`).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeMapServer:
+    @staticmethod
+    def lift(value: int) -> MapServer:
+        return MapServer._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: MapServer):
+        if not isinstance(value, MapServer):
+            raise TypeError("Expected MapServer instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: MapServer) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> MapServer:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: MapServer, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
 class _UniffiFfiConverterSequenceTypeMechanismName(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -6713,31 +8361,6 @@ class _UniffiFfiConverterSequenceOptionalBytes(_UniffiConverterRustBuffer):
         return [
             _UniffiFfiConverterOptionalBytes.read(buf) for i in range(count)
         ]
-
-class _UniffiFfiConverterOptionalString(_UniffiConverterRustBuffer):
-    @classmethod
-    def check_lower(cls, value):
-        if value is not None:
-            _UniffiFfiConverterString.check_lower(value)
-
-    @classmethod
-    def write(cls, value, buf):
-        if value is None:
-            buf.write_u8(0)
-            return
-
-        buf.write_u8(1)
-        _UniffiFfiConverterString.write(value, buf)
-
-    @classmethod
-    def read(cls, buf):
-        flag = buf.read_u8()
-        if flag == 0:
-            return None
-        elif flag == 1:
-            return _UniffiFfiConverterString.read(buf)
-        else:
-            raise InternalError("Unexpected flag byte for optional type")
 
 class _UniffiFfiConverterSequenceOptionalString(_UniffiConverterRustBuffer):
     @classmethod
@@ -7613,6 +9236,37 @@ def library_version() -> str:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def plan_map(grid: MapGrid,epsilon: float,n: int) -> MapPlan:
+    """
+    The planner (docs/MATH.md §9.3): given the per-device ε (per metre),
+    the grid and the expected number of devices n, predict each
+    mechanism's map error and pick one, explained in one line. Without
+    reports the a-priori bias is not estimated (λ = 1 assumed); a
+    `MapServer`'s `plan` uses its reports for that.
+
+    ```kotlin
+    println(planMap(grid, 1e-3, 100_000uL).line)  // "pick a-priori λ=1.0: predicted ASE ..."
+    ```
+"""
+    
+    _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterUInt64.check_lower(n)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterTypeMapGrid.lower(grid),
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterUInt64.lower(n),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterTypeMapPlan.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def project(lat: float,lon: float,projection: Projection) -> typing.List[float]:
     """
     Project a location (WGS84 degrees) to `[x east, y north]` metres, the
@@ -7697,6 +9351,7 @@ __all__ = [
     "InternalError",
     "BudgetUnit",
     "MechanismName",
+    "MapMechanism",
     "QueryFamily",
     "CentralNoiseKind",
     "GeoprivError",
@@ -7715,12 +9370,21 @@ __all__ = [
     "MedianOfMeansEstimate",
     "GroupEstimate",
     "IngestCounts",
+    "MapRejection",
+    "MapBatch",
+    "MapEstimate",
+    "MapGrid",
+    "MapPrediction",
+    "MapPlan",
+    "MapServerStatus",
+    "MapUpload",
     "PrivateReport",
     "ReceivedReport",
     "central_quantile",
     "central_smooth_sensitivity",
     "instance_based_chain_scales",
     "library_version",
+    "plan_map",
     "project",
     "smooth_noisy_max_beta",
     "smooth_noisy_max_select",
@@ -7734,6 +9398,10 @@ __all__ = [
     "GeoMechanismProtocol",
     "GridAggregator",
     "GridAggregatorProtocol",
+    "MapRelease",
+    "MapReleaseProtocol",
+    "MapServer",
+    "MapServerProtocol",
     "ReportPolicy",
     "ReportPolicyProtocol",
     "ReportServer",

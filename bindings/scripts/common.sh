@@ -57,6 +57,9 @@ apt_install() {
 # to the repository) must appear verbatim in PATH (a test source), its
 # `import`/`from`/`use` lines aside, so the README shows exactly the code
 # the tests compile and run.
+#
+# PATH#NAME marks a second block copied from the same file
+# (`<!-- tested: PATH#NAME -->`).
 check_readme_example() {
   local path="$1" readme="${2:-bindings/README.md}" block content
   block="$(awk -v marker="<!-- tested: $path -->" '
@@ -68,7 +71,7 @@ check_readme_example() {
     echo "error: $readme has no code block marked <!-- tested: $path -->" >&2
     exit 1
   fi
-  content="$(cat "$REPO/$path")"
+  content="$(cat "$REPO/${path%%#*}")"
   if [[ "$content" != *"$block"* ]]; then
     echo "error: the $readme example marked <!-- tested: $path --> differs from its copy in $path; keep them identical" >&2
     exit 1

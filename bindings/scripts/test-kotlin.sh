@@ -20,7 +20,10 @@ check_readme_example bindings/tests/kotlin/Main.kt
 build_ffi
 
 SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/kotlin/Main.kt"
-  "$REPO/bindings/tests/kotlin/Server.kt")
+  "$REPO/bindings/tests/kotlin/Server.kt"
+  "$REPO/bindings/tests/kotlin/MapTest.kt")
+# The map suite compares with `geopriv map aggregate` (the debug CLI).
+(cd "$REPO" && cargo build --quiet -p geopriv-cli --bin geopriv)
 OUT="$TARGET_DIR/geopriv-ffi-tests/kotlin"
 mkdir -p "$OUT"
 hash="$( { echo "$KOTLIN_COMPILER_VERSION"; sha256sum "$JNA_JAR" "${SOURCES[@]}"; } | sha256sum | cut -c1-16)"
@@ -40,3 +43,5 @@ java -Djna.library.path="$(dirname "$FFI_LIB")" \
 # The hardened server (ReportServer; bindings/tests/kotlin/Server.kt).
 java -Djna.library.path="$(dirname "$FFI_LIB")" \
   -cp "$JAR:$JNA_JAR:$STDLIB" servertests.ServerKt
+GEOPRIV_CLI="$TARGET_DIR/debug/geopriv" java -Djna.library.path="$(dirname "$FFI_LIB")" \
+  -cp "$JAR:$JNA_JAR:$STDLIB" maptest.MapTestKt

@@ -20,6 +20,12 @@ mkdir -p "$OUT"
 cp "$REPO/bindings/python/geopriv_ffi.py" "$OUT/"
 ln -sf "$FFI_LIB" "$OUT/"
 
+# The map suite compares the server's maps with `geopriv map aggregate`
+# (the debug CLI: `cargo test --workspace` has built it already).
+(cd "$REPO" && cargo build --quiet -p geopriv-cli --bin geopriv)
+
 cd "$OUT"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_bindings.py"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_server.py"
+GEOPRIV_CLI="$TARGET_DIR/debug/geopriv" PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 \
+  python3 "$REPO/bindings/tests/python/test_map.py"

@@ -54,6 +54,7 @@ mod central;
 mod error;
 mod geo;
 mod growth;
+mod map;
 mod mechanism;
 mod query;
 mod report;
@@ -65,6 +66,10 @@ pub use central::CentralNoiseKind;
 pub use error::GeoprivError;
 pub use geo::{project, Projection};
 pub use growth::Growth;
+pub use map::{
+    plan_map, MapBatch, MapEstimate, MapGrid, MapMechanism, MapPlan, MapPrediction, MapRejection,
+    MapRelease, MapServer, MapServerStatus, MapUpload,
+};
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
 pub use query::{GeoQuery, QueryFamily};
 pub use report::{ReceivedReport, ReportPolicy};
@@ -139,6 +144,8 @@ fn assert_thread_safe() {
     is_send_sync::<GeoprivError>();
     is_send_sync::<Growth>();
     is_send_sync::<Projection>();
+    is_send_sync::<MapRelease>();
+    is_send_sync::<MapServer>();
 }
 
 #[cfg(test)]

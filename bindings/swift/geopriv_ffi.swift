@@ -2198,6 +2198,641 @@ public func FfiConverterTypeGridAggregator_lower(_ value: GridAggregator) -> UIn
 
 
 /**
+ * A device's release of its location for a whole map at a per-device
+ * total ε (per metre), metered by its ledger. Immutable, thread-safe.
+ *
+ * `release(ledger, [x, y])` checks the location (finite, inside the
+ * map's box), charges the ledger ε once (unit: per metre) and returns the
+ * report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+ * `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+ *
+ * ```python
+ * release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+ * send(upload.json)
+ * ```
+ */
+public protocol MapReleaseProtocol: AnyObject, Sendable {
+    
+    /**
+     * Why that is the device's whole loss, in one line (e.g. "one noisy
+     * location; every map of it is post-processing").
+     */
+    func accounting()  -> String
+    
+    /**
+     * The per-device total ε (per metre) each release charges.
+     */
+    func perDeviceEpsilon()  -> Double
+    
+    /**
+     * Release the location `[x, y]` (metres, the grid's coordinates) and
+     * charge `ledger` the per-device ε once, before returning.
+     */
+    func release(ledger: PrivacyLedger, location: [Double]) throws  -> MapUpload
+    
+    /**
+     * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+     * projected with `projection`; the grid must be in that projection's
+     * metres (e.g. `project` its corners with the same projection).
+     */
+    func releaseLatlon(ledger: PrivacyLedger, lat: Double, lon: Double, projection: Projection) throws  -> MapUpload
+    
+    /**
+     * The report without charging any ledger: for simulations and tests
+     * only (the name says it is unmetered).
+     */
+    func releaseUnmetered(location: [Double]) throws  -> MapUpload
+    
+}
+/**
+ * A device's release of its location for a whole map at a per-device
+ * total ε (per metre), metered by its ledger. Immutable, thread-safe.
+ *
+ * `release(ledger, [x, y])` checks the location (finite, inside the
+ * map's box), charges the ledger ε once (unit: per metre) and returns the
+ * report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+ * `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+ *
+ * ```python
+ * release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+ * send(upload.json)
+ * ```
+ */
+open class MapRelease: MapReleaseProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_maprelease(self.handle, $0) }
+    }
+    /**
+     * A release of `grid` with `mechanism` at per-device total `epsilon`
+     * per metre (finite, > 0). Vector Laplace certifies its L1 here
+     * (milliseconds to a second); the others are instant.
+     */
+public convenience init(grid: MapGrid, mechanism: MapMechanism, epsilon: Double)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_maprelease_new(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterTypeMapMechanism_lower(mechanism),
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_maprelease(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Why that is the device's whole loss, in one line (e.g. "one noisy
+     * location; every map of it is post-processing").
+     */
+open func accounting() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_maprelease_accounting(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The per-device total ε (per metre) each release charges.
+     */
+open func perDeviceEpsilon() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Release the location `[x, y]` (metres, the grid's coordinates) and
+     * charge `ledger` the per-device ε once, before returning.
+     */
+open func release(ledger: PrivacyLedger, location: [Double])throws  -> MapUpload  {
+    return try  FfiConverterTypeMapUpload_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_maprelease_release(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterSequenceDouble.lower(location),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+     * projected with `projection`; the grid must be in that projection's
+     * metres (e.g. `project` its corners with the same projection).
+     */
+open func releaseLatlon(ledger: PrivacyLedger, lat: Double, lon: Double, projection: Projection)throws  -> MapUpload  {
+    return try  FfiConverterTypeMapUpload_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_maprelease_release_latlon(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterDouble.lower(lat),
+        FfiConverterDouble.lower(lon),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The report without charging any ledger: for simulations and tests
+     * only (the name says it is unmetered).
+     */
+open func releaseUnmetered(location: [Double])throws  -> MapUpload  {
+    return try  FfiConverterTypeMapUpload_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceDouble.lower(location),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapRelease: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = MapRelease
+
+    public static func lift(_ handle: UInt64) throws -> MapRelease {
+        return MapRelease(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: MapRelease) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapRelease {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: MapRelease, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapRelease_lift(_ handle: UInt64) throws -> MapRelease {
+    return try FfiConverterTypeMapRelease.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapRelease_lower(_ value: MapRelease) -> UInt64 {
+    return FfiConverterTypeMapRelease.lower(value)
+}
+
+
+
+
+
+
+/**
+ * The server of one map (grid, mechanism, per-device ε): reports in, a
+ * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+ *
+ * Noise-a-priori reports are binned into exact integer counts on a fine
+ * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * as `geopriv map aggregate`) and the map is the counts convolved with the
+ * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+ * way the state is exact: `to_json` of a shard, `from_json` and `merge`
+ * give bit for bit the map of one server that saw every report.
+ *
+ * A report for another grid, mechanism or ε, malformed, or with
+ * non-finite numbers is refused with a reason and counted (`status`);
+ * `add_all_json`/`add_all_bytes` never raise for bad records.
+ *
+ * ```python
+ * server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+ * m = server.estimate(None)                   # the planner picks λ, as the CLI does
+ * print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+ * ```
+ */
+public protocol MapServerProtocol: AnyObject, Sendable {
+    
+    /**
+     * Add a batch of byte reports, like `add_all_json`.
+     */
+    func addAllBytes(records: [Data]) throws  -> MapBatch
+    
+    /**
+     * Add a batch of JSON lines: each bad record is refused with its
+     * reason and counted; the others are added. Never raises for bad
+     * records (one call across the boundary for the whole batch).
+     */
+    func addAllJson(lines: [String]) throws  -> MapBatch
+    
+    /**
+     * Add one report given as bytes (`MapUpload.bytes`).
+     */
+    func addBytes(bytes: Data) throws 
+    
+    /**
+     * Add one JSON report line (whitespace and a BOM around it ignored).
+     * A bad report raises `InvalidReport` ("reason [code]"), is counted,
+     * and changes nothing else.
+     */
+    func addJson(line: String) throws 
+    
+    /**
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+     * plain, 1 fully debiased, in between partially); `null` lets the
+     * planner pick from the reports, as `geopriv map aggregate` does
+     * without `--lambda` (same numbers, bit for bit). Ignored by the
+     * other mechanisms. `InvalidInput` before the first report.
+     */
+    func estimate(kernelLambda: Double?) throws  -> MapEstimate
+    
+    /**
+     * Fold another shard's server (same grid, mechanism, ε and
+     * binning) into this one: counts add exactly, so any sharding and
+     * merge order give the same state. `InvalidParameter` for another
+     * map; an overflow is refused and leaves the state unchanged.
+     */
+    func merge(other: MapServer) throws 
+    
+    /**
+     * The planner with this server's reports (noise a priori: they give
+     * the bias of plain and partial debiasing) for `n` devices (`null`:
+     * the reports received so far).
+     */
+    func plan(n: UInt64?) throws  -> MapPlan
+    
+    /**
+     * Reports accepted and refusals by code.
+     */
+    func status() throws  -> MapServerStatus
+    
+    /**
+     * The exact partial state as compact canonical JSON (equal states
+     * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     */
+    func toJson() throws  -> String
+    
+}
+/**
+ * The server of one map (grid, mechanism, per-device ε): reports in, a
+ * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+ *
+ * Noise-a-priori reports are binned into exact integer counts on a fine
+ * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * as `geopriv map aggregate`) and the map is the counts convolved with the
+ * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+ * way the state is exact: `to_json` of a shard, `from_json` and `merge`
+ * give bit for bit the map of one server that saw every report.
+ *
+ * A report for another grid, mechanism or ε, malformed, or with
+ * non-finite numbers is refused with a reason and counted (`status`);
+ * `add_all_json`/`add_all_bytes` never raise for bad records.
+ *
+ * ```python
+ * server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+ * m = server.estimate(None)                   # the planner picks λ, as the CLI does
+ * print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+ * ```
+ */
+open class MapServer: MapServerProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_mapserver(self.handle, $0) }
+    }
+    /**
+     * A server for reports of `grid` made with `mechanism` at per-device
+     * ε (per metre), with the default binning (that of `geopriv map
+     * aggregate`).
+     */
+public convenience init(grid: MapGrid, mechanism: MapMechanism, epsilon: Double)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_new(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterTypeMapMechanism_lower(mechanism),
+        FfiConverterDouble.lower(epsilon),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_mapserver(handle, $0) }
+    }
+
+    
+    /**
+     * A server restored from `to_json` (a shard's partial state).
+     * `InvalidReport` if the state is malformed or inconsistent;
+     * `InvalidParameter` if its grid is out of limits.
+     */
+public static func fromJson(state: String)throws  -> MapServer  {
+    return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(
+        FfiConverterString.lower(state),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
+     * bins: less memory and a faster FFT, a larger discretisation bound).
+     */
+public static func withMaxBins(grid: MapGrid, mechanism: MapMechanism, epsilon: Double, maxBins: UInt32)throws  -> MapServer  {
+    return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterTypeMapMechanism_lower(mechanism),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterUInt32.lower(maxBins),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * Add a batch of byte reports, like `add_all_json`.
+     */
+open func addAllBytes(records: [Data])throws  -> MapBatch  {
+    return try  FfiConverterTypeMapBatch_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceData.lower(records),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Add a batch of JSON lines: each bad record is refused with its
+     * reason and counted; the others are added. Never raises for bad
+     * records (one call across the boundary for the whole batch).
+     */
+open func addAllJson(lines: [String])throws  -> MapBatch  {
+    return try  FfiConverterTypeMapBatch_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_add_all_json(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceString.lower(lines),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Add one report given as bytes (`MapUpload.bytes`).
+     */
+open func addBytes(bytes: Data)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_add_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Add one JSON report line (whitespace and a BOM around it ignored).
+     * A bad report raises `InvalidReport` ("reason [code]"), is counted,
+     * and changes nothing else.
+     */
+open func addJson(line: String)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_add_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(line),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+     * plain, 1 fully debiased, in between partially); `null` lets the
+     * planner pick from the reports, as `geopriv map aggregate` does
+     * without `--lambda` (same numbers, bit for bit). Ignored by the
+     * other mechanisms. `InvalidInput` before the first report.
+     */
+open func estimate(kernelLambda: Double?)throws  -> MapEstimate  {
+    return try  FfiConverterTypeMapEstimate_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_estimate(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionDouble.lower(kernelLambda),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Fold another shard's server (same grid, mechanism, ε and
+     * binning) into this one: counts add exactly, so any sharding and
+     * merge order give the same state. `InvalidParameter` for another
+     * map; an overflow is refused and leaves the state unchanged.
+     */
+open func merge(other: MapServer)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_merge(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeMapServer_lower(other),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The planner with this server's reports (noise a priori: they give
+     * the bias of plain and partial debiasing) for `n` devices (`null`:
+     * the reports received so far).
+     */
+open func plan(n: UInt64?)throws  -> MapPlan  {
+    return try  FfiConverterTypeMapPlan_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_plan(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionUInt64.lower(n),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Reports accepted and refusals by code.
+     */
+open func status()throws  -> MapServerStatus  {
+    return try  FfiConverterTypeMapServerStatus_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_status(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The exact partial state as compact canonical JSON (equal states
+     * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     */
+open func toJson()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapServer: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = MapServer
+
+    public static func lift(_ handle: UInt64) throws -> MapServer {
+        return MapServer(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: MapServer) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapServer {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: MapServer, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapServer_lift(_ handle: UInt64) throws -> MapServer {
+    return try FfiConverterTypeMapServer.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapServer_lower(_ value: MapServer) -> UInt64 {
+    return FfiConverterTypeMapServer.lower(value)
+}
+
+
+
+
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -4541,6 +5176,835 @@ public func FfiConverterTypeIngestCounts_lower(_ value: IngestCounts) -> RustBuf
 
 
 /**
+ * The outcome of a batch: how many records were accepted, and every
+ * rejected one with its reason. A batch never raises for bad records.
+ */
+public struct MapBatch: Equatable, Hashable {
+    /**
+     * Records added to the map.
+     */
+    public var accepted: UInt64
+    /**
+     * Records refused (each listed in `rejections`).
+     */
+    public var rejected: UInt64
+    /**
+     * The refused records, in batch order.
+     */
+    public var rejections: [MapRejection]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Records added to the map.
+         */accepted: UInt64, 
+        /**
+         * Records refused (each listed in `rejections`).
+         */rejected: UInt64, 
+        /**
+         * The refused records, in batch order.
+         */rejections: [MapRejection]) {
+        self.accepted = accepted
+        self.rejected = rejected
+        self.rejections = rejections
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapBatch: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapBatch: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapBatch {
+        return
+            try MapBatch(
+                accepted: FfiConverterUInt64.read(from: &buf), 
+                rejected: FfiConverterUInt64.read(from: &buf), 
+                rejections: FfiConverterSequenceTypeMapRejection.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapBatch, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.accepted, into: &buf)
+        FfiConverterUInt64.write(value.rejected, into: &buf)
+        FfiConverterSequenceTypeMapRejection.write(value.rejections, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapBatch_lift(_ buf: RustBuffer) throws -> MapBatch {
+    return try FfiConverterTypeMapBatch.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapBatch_lower(_ value: MapBatch) -> RustBuffer {
+    return FfiConverterTypeMapBatch.lower(value)
+}
+
+
+/**
+ * A map estimate with its per-cell standard errors.
+ *
+ * Cell j = i·ys.len() + k is at (xs[i], ys[k]) (x index major, as
+ * `geopriv map aggregate` prints). For noise a priori the value is
+ * (1/n) Σ_r K_λ(t_j − x̃_r), K_1 = K̃ the deconvolution kernel (unbiased
+ * for the devices' mean of f_j), K_0 the plain kernel; the standard error
+ * is √(sample variance of the per-device terms / n). For the other
+ * mechanisms it is the mean of the cell's released values and its
+ * standard error (NaN value, infinite error for a cell nobody answered).
+ */
+public struct MapEstimate: Equatable, Hashable {
+    /**
+     * Estimated mean of f_j over the devices, per cell.
+     */
+    public var values: [Double]
+    /**
+     * Standard error per cell.
+     */
+    public var standardErrors: [Double]
+    /**
+     * Cell centres along x (metres).
+     */
+    public var xs: [Double]
+    /**
+     * Cell centres along y.
+     */
+    public var ys: [Double]
+    /**
+     * Reports used.
+     */
+    public var n: UInt64
+    /**
+     * λ of the kernel K_λ (noise a priori; 0 otherwise).
+     */
+    public var kernelLambda: Double
+    /**
+     * The mechanism's name.
+     */
+    public var mechanism: String
+    /**
+     * The per-device total ε of every report (per metre).
+     */
+    public var perDeviceEpsilon: Double
+    /**
+     * How that total is accounted, in words.
+     */
+    public var accounting: String
+    /**
+     * Bound on |value − exact estimator| from binning and the FFT.
+     */
+    public var discretisationBound: Double
+    /**
+     * The planner's line when it chose λ (`estimate(null)`), else `null`.
+     */
+    public var planner: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Estimated mean of f_j over the devices, per cell.
+         */values: [Double], 
+        /**
+         * Standard error per cell.
+         */standardErrors: [Double], 
+        /**
+         * Cell centres along x (metres).
+         */xs: [Double], 
+        /**
+         * Cell centres along y.
+         */ys: [Double], 
+        /**
+         * Reports used.
+         */n: UInt64, 
+        /**
+         * λ of the kernel K_λ (noise a priori; 0 otherwise).
+         */kernelLambda: Double, 
+        /**
+         * The mechanism's name.
+         */mechanism: String, 
+        /**
+         * The per-device total ε of every report (per metre).
+         */perDeviceEpsilon: Double, 
+        /**
+         * How that total is accounted, in words.
+         */accounting: String, 
+        /**
+         * Bound on |value − exact estimator| from binning and the FFT.
+         */discretisationBound: Double, 
+        /**
+         * The planner's line when it chose λ (`estimate(null)`), else `null`.
+         */planner: String?) {
+        self.values = values
+        self.standardErrors = standardErrors
+        self.xs = xs
+        self.ys = ys
+        self.n = n
+        self.kernelLambda = kernelLambda
+        self.mechanism = mechanism
+        self.perDeviceEpsilon = perDeviceEpsilon
+        self.accounting = accounting
+        self.discretisationBound = discretisationBound
+        self.planner = planner
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapEstimate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapEstimate {
+        return
+            try MapEstimate(
+                values: FfiConverterSequenceDouble.read(from: &buf), 
+                standardErrors: FfiConverterSequenceDouble.read(from: &buf), 
+                xs: FfiConverterSequenceDouble.read(from: &buf), 
+                ys: FfiConverterSequenceDouble.read(from: &buf), 
+                n: FfiConverterUInt64.read(from: &buf), 
+                kernelLambda: FfiConverterDouble.read(from: &buf), 
+                mechanism: FfiConverterString.read(from: &buf), 
+                perDeviceEpsilon: FfiConverterDouble.read(from: &buf), 
+                accounting: FfiConverterString.read(from: &buf), 
+                discretisationBound: FfiConverterDouble.read(from: &buf), 
+                planner: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapEstimate, into buf: inout [UInt8]) {
+        FfiConverterSequenceDouble.write(value.values, into: &buf)
+        FfiConverterSequenceDouble.write(value.standardErrors, into: &buf)
+        FfiConverterSequenceDouble.write(value.xs, into: &buf)
+        FfiConverterSequenceDouble.write(value.ys, into: &buf)
+        FfiConverterUInt64.write(value.n, into: &buf)
+        FfiConverterDouble.write(value.kernelLambda, into: &buf)
+        FfiConverterString.write(value.mechanism, into: &buf)
+        FfiConverterDouble.write(value.perDeviceEpsilon, into: &buf)
+        FfiConverterString.write(value.accounting, into: &buf)
+        FfiConverterDouble.write(value.discretisationBound, into: &buf)
+        FfiConverterOptionString.write(value.planner, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapEstimate_lift(_ buf: RustBuffer) throws -> MapEstimate {
+    return try FfiConverterTypeMapEstimate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapEstimate_lower(_ value: MapEstimate) -> RustBuffer {
+    return FfiConverterTypeMapEstimate.lower(value)
+}
+
+
+/**
+ * The map: `points_x × points_y` kernel-density cells spanning the box
+ * `[x_min, x_max] × [y_min, y_max]` (metres, ends included) with Gaussian
+ * bandwidth h, cell (i, k) at
+ * (x_min + i·(x_max−x_min)/(points_x−1), y_min + k·(y_max−y_min)/(points_y−1))
+ * estimating the mean over devices of f_ik(x) = exp(−|x − t_ik|²/(2h²)).
+ * The box is also the public domain: a device outside it is refused.
+ *
+ * `bandwidth` `null` means one cell diagonal (the CLI's default). At
+ * least 2 points per axis, at most [`MAX_MAP_CELLS`] cells.
+ * Kotlin: `MapGrid(0.0, 20_000.0, 0.0, 20_000.0, 61u, 61u, null)`.
+ */
+public struct MapGrid: Equatable, Hashable {
+    /**
+     * West edge (metres).
+     */
+    public var xMin: Double
+    /**
+     * East edge.
+     */
+    public var xMax: Double
+    /**
+     * South edge.
+     */
+    public var yMin: Double
+    /**
+     * North edge.
+     */
+    public var yMax: Double
+    /**
+     * Cells along x (>= 2).
+     */
+    public var pointsX: UInt32
+    /**
+     * Cells along y (>= 2).
+     */
+    public var pointsY: UInt32
+    /**
+     * Bandwidth h in metres; `null`: one cell diagonal.
+     */
+    public var bandwidth: Double?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * West edge (metres).
+         */xMin: Double, 
+        /**
+         * East edge.
+         */xMax: Double, 
+        /**
+         * South edge.
+         */yMin: Double, 
+        /**
+         * North edge.
+         */yMax: Double, 
+        /**
+         * Cells along x (>= 2).
+         */pointsX: UInt32, 
+        /**
+         * Cells along y (>= 2).
+         */pointsY: UInt32, 
+        /**
+         * Bandwidth h in metres; `null`: one cell diagonal.
+         */bandwidth: Double?) {
+        self.xMin = xMin
+        self.xMax = xMax
+        self.yMin = yMin
+        self.yMax = yMax
+        self.pointsX = pointsX
+        self.pointsY = pointsY
+        self.bandwidth = bandwidth
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapGrid: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapGrid: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapGrid {
+        return
+            try MapGrid(
+                xMin: FfiConverterDouble.read(from: &buf), 
+                xMax: FfiConverterDouble.read(from: &buf), 
+                yMin: FfiConverterDouble.read(from: &buf), 
+                yMax: FfiConverterDouble.read(from: &buf), 
+                pointsX: FfiConverterUInt32.read(from: &buf), 
+                pointsY: FfiConverterUInt32.read(from: &buf), 
+                bandwidth: FfiConverterOptionDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapGrid, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.xMin, into: &buf)
+        FfiConverterDouble.write(value.xMax, into: &buf)
+        FfiConverterDouble.write(value.yMin, into: &buf)
+        FfiConverterDouble.write(value.yMax, into: &buf)
+        FfiConverterUInt32.write(value.pointsX, into: &buf)
+        FfiConverterUInt32.write(value.pointsY, into: &buf)
+        FfiConverterOptionDouble.write(value.bandwidth, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapGrid_lift(_ buf: RustBuffer) throws -> MapGrid {
+    return try FfiConverterTypeMapGrid.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapGrid_lower(_ value: MapGrid) -> RustBuffer {
+    return FfiConverterTypeMapGrid.lower(value)
+}
+
+
+/**
+ * The planner's pick and every prediction, best first.
+ */
+public struct MapPlan: Equatable, Hashable {
+    /**
+     * The pick (the first prediction).
+     */
+    public var pick: MapPrediction
+    /**
+     * The explanation, one line.
+     */
+    public var line: String
+    /**
+     * Every prediction, best first.
+     */
+    public var predictions: [MapPrediction]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The pick (the first prediction).
+         */pick: MapPrediction, 
+        /**
+         * The explanation, one line.
+         */line: String, 
+        /**
+         * Every prediction, best first.
+         */predictions: [MapPrediction]) {
+        self.pick = pick
+        self.line = line
+        self.predictions = predictions
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapPlan: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapPlan: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapPlan {
+        return
+            try MapPlan(
+                pick: FfiConverterTypeMapPrediction.read(from: &buf), 
+                line: FfiConverterString.read(from: &buf), 
+                predictions: FfiConverterSequenceTypeMapPrediction.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapPlan, into buf: inout [UInt8]) {
+        FfiConverterTypeMapPrediction.write(value.pick, into: &buf)
+        FfiConverterString.write(value.line, into: &buf)
+        FfiConverterSequenceTypeMapPrediction.write(value.predictions, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapPlan_lift(_ buf: RustBuffer) throws -> MapPlan {
+    return try FfiConverterTypeMapPlan.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapPlan_lower(_ value: MapPlan) -> RustBuffer {
+    return FfiConverterTypeMapPlan.lower(value)
+}
+
+
+/**
+ * One mechanism's predicted map error (ASE: mean over cells of the
+ * expected squared error against the devices' own map).
+ */
+public struct MapPrediction: Equatable, Hashable {
+    /**
+     * Name (`a-priori λ=0.6`, `vector-laplace`, `sampled-4`, ...).
+     */
+    public var name: String
+    /**
+     * The mechanism to construct for it.
+     */
+    public var mechanism: MapMechanism
+    /**
+     * λ of the server's kernel (noise a priori).
+     */
+    public var kernelLambda: Double?
+    /**
+     * Predicted ASE = variance + bias².
+     */
+    public var ase: Double
+    /**
+     * Its variance part.
+     */
+    public var variance: Double
+    /**
+     * Its squared-bias part.
+     */
+    public var bias2: Double
+    /**
+     * `ase` is an upper bound rather than an estimate.
+     */
+    public var upperBound: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Name (`a-priori λ=0.6`, `vector-laplace`, `sampled-4`, ...).
+         */name: String, 
+        /**
+         * The mechanism to construct for it.
+         */mechanism: MapMechanism, 
+        /**
+         * λ of the server's kernel (noise a priori).
+         */kernelLambda: Double?, 
+        /**
+         * Predicted ASE = variance + bias².
+         */ase: Double, 
+        /**
+         * Its variance part.
+         */variance: Double, 
+        /**
+         * Its squared-bias part.
+         */bias2: Double, 
+        /**
+         * `ase` is an upper bound rather than an estimate.
+         */upperBound: Bool) {
+        self.name = name
+        self.mechanism = mechanism
+        self.kernelLambda = kernelLambda
+        self.ase = ase
+        self.variance = variance
+        self.bias2 = bias2
+        self.upperBound = upperBound
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapPrediction: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapPrediction: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapPrediction {
+        return
+            try MapPrediction(
+                name: FfiConverterString.read(from: &buf), 
+                mechanism: FfiConverterTypeMapMechanism.read(from: &buf), 
+                kernelLambda: FfiConverterOptionDouble.read(from: &buf), 
+                ase: FfiConverterDouble.read(from: &buf), 
+                variance: FfiConverterDouble.read(from: &buf), 
+                bias2: FfiConverterDouble.read(from: &buf), 
+                upperBound: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapPrediction, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterTypeMapMechanism.write(value.mechanism, into: &buf)
+        FfiConverterOptionDouble.write(value.kernelLambda, into: &buf)
+        FfiConverterDouble.write(value.ase, into: &buf)
+        FfiConverterDouble.write(value.variance, into: &buf)
+        FfiConverterDouble.write(value.bias2, into: &buf)
+        FfiConverterBool.write(value.upperBound, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapPrediction_lift(_ buf: RustBuffer) throws -> MapPrediction {
+    return try FfiConverterTypeMapPrediction.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapPrediction_lower(_ value: MapPrediction) -> RustBuffer {
+    return FfiConverterTypeMapPrediction.lower(value)
+}
+
+
+/**
+ * One rejected record of a batch: its position, a stable code and the
+ * reason. Codes: `empty`, `too-large`, `malformed` (not a map report),
+ * `other-map`, `other-mechanism`, `other-epsilon`, `invalid-report`
+ * (wrong shape or non-finite numbers), `overflow`.
+ */
+public struct MapRejection: Equatable, Hashable {
+    /**
+     * Index of the record in the batch.
+     */
+    public var index: UInt64
+    /**
+     * The stable code.
+     */
+    public var code: String
+    /**
+     * The reason, ending with the code in brackets.
+     */
+    public var reason: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Index of the record in the batch.
+         */index: UInt64, 
+        /**
+         * The stable code.
+         */code: String, 
+        /**
+         * The reason, ending with the code in brackets.
+         */reason: String) {
+        self.index = index
+        self.code = code
+        self.reason = reason
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapRejection: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapRejection: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapRejection {
+        return
+            try MapRejection(
+                index: FfiConverterUInt64.read(from: &buf), 
+                code: FfiConverterString.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapRejection, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.index, into: &buf)
+        FfiConverterString.write(value.code, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapRejection_lift(_ buf: RustBuffer) throws -> MapRejection {
+    return try FfiConverterTypeMapRejection.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapRejection_lower(_ value: MapRejection) -> RustBuffer {
+    return FfiConverterTypeMapRejection.lower(value)
+}
+
+
+/**
+ * What a server has seen: reports accepted and rejections by code
+ * (over its whole life, merged partial states included).
+ */
+public struct MapServerStatus: Equatable, Hashable {
+    /**
+     * Reports in the map.
+     */
+    public var accepted: UInt64
+    /**
+     * Reports refused.
+     */
+    public var rejected: UInt64
+    /**
+     * Refusals per code (see `MapRejection`).
+     */
+    public var rejections: [String: UInt64]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Reports in the map.
+         */accepted: UInt64, 
+        /**
+         * Reports refused.
+         */rejected: UInt64, 
+        /**
+         * Refusals per code (see `MapRejection`).
+         */rejections: [String: UInt64]) {
+        self.accepted = accepted
+        self.rejected = rejected
+        self.rejections = rejections
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapServerStatus: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapServerStatus: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapServerStatus {
+        return
+            try MapServerStatus(
+                accepted: FfiConverterUInt64.read(from: &buf), 
+                rejected: FfiConverterUInt64.read(from: &buf), 
+                rejections: FfiConverterDictionaryStringUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapServerStatus, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.accepted, into: &buf)
+        FfiConverterUInt64.write(value.rejected, into: &buf)
+        FfiConverterDictionaryStringUInt64.write(value.rejections, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapServerStatus_lift(_ buf: RustBuffer) throws -> MapServerStatus {
+    return try FfiConverterTypeMapServerStatus.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapServerStatus_lower(_ value: MapServerStatus) -> RustBuffer {
+    return FfiConverterTypeMapServerStatus.lower(value)
+}
+
+
+/**
+ * What a device uploads for the map: one report, in two encodings.
+ */
+public struct MapUpload: Equatable, Hashable {
+    /**
+     * One JSON line (no newline), the format `geopriv map release`
+     * writes and `geopriv map aggregate` reads.
+     */
+    public var json: String
+    /**
+     * The same report as bytes (the UTF-8 of `json`), for binary columns.
+     */
+    public var bytes: Data
+    /**
+     * The per-device total ε charged (per metre).
+     */
+    public var epsilon: Double
+    /**
+     * The mechanism's name (`a-priori`, `vector-laplace`, `composition`,
+     * `sampled-k`).
+     */
+    public var mechanism: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * One JSON line (no newline), the format `geopriv map release`
+         * writes and `geopriv map aggregate` reads.
+         */json: String, 
+        /**
+         * The same report as bytes (the UTF-8 of `json`), for binary columns.
+         */bytes: Data, 
+        /**
+         * The per-device total ε charged (per metre).
+         */epsilon: Double, 
+        /**
+         * The mechanism's name (`a-priori`, `vector-laplace`, `composition`,
+         * `sampled-k`).
+         */mechanism: String) {
+        self.json = json
+        self.bytes = bytes
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapUpload: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapUpload: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapUpload {
+        return
+            try MapUpload(
+                json: FfiConverterString.read(from: &buf), 
+                bytes: FfiConverterData.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                mechanism: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapUpload, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.json, into: &buf)
+        FfiConverterData.write(value.bytes, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterString.write(value.mechanism, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapUpload_lift(_ buf: RustBuffer) throws -> MapUpload {
+    return try FfiConverterTypeMapUpload.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapUpload_lower(_ value: MapUpload) -> RustBuffer {
+    return FfiConverterTypeMapUpload.lower(value)
+}
+
+
+/**
  * The median-of-means estimate of a group and its stated bias.
  */
 public struct MedianOfMeansEstimate: Equatable, Hashable {
@@ -5564,6 +7028,113 @@ public func FfiConverterTypeInputFormat_lower(_ value: InputFormat) -> RustBuffe
 
 
 
+/**
+ * How a device spends its per-device ε on the whole map (core
+ * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
+ * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
+ * `MapMechanism.A_PRIORI()`.
+ */
+
+public enum MapMechanism: Equatable, Hashable {
+    
+    /**
+     * One noisy location x̃ = x + N, density ∝ exp(−ε|z|) (planar
+     * Laplace); the map is post-processing (the server debiases by FFT).
+     * The best map at every (ε, n) measured (the planner's usual pick).
+     */
+    case aPriori
+    /**
+     * Every cell f_j(x) + Laplace(L1/ε), L1 the certified ℓ1 Lipschitz
+     * constant of the whole map.
+     */
+    case vectorLaplace
+    /**
+     * Every cell by PolyPlace at ε/m (sequential composition over m cells).
+     */
+    case composition
+    /**
+     * k cells chosen independently of x, each by PolyPlace at ε/k.
+     */
+    case sampled(
+        /**
+         * Cells answered per device (1..=m).
+         */k: UInt32
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension MapMechanism: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapMechanism: FfiConverterRustBuffer {
+    typealias SwiftType = MapMechanism
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapMechanism {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .aPriori
+        
+        case 2: return .vectorLaplace
+        
+        case 3: return .composition
+        
+        case 4: return .sampled(k: try FfiConverterUInt32.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: MapMechanism, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .aPriori:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .vectorLaplace:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .composition:
+            writeInt(&buf, Int32(3))
+        
+        
+        case let .sampled(k):
+            writeInt(&buf, Int32(4))
+            FfiConverterUInt32.write(k, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapMechanism_lift(_ buf: RustBuffer) throws -> MapMechanism {
+    return try FfiConverterTypeMapMechanism.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapMechanism_lower(_ value: MapMechanism) -> RustBuffer {
+    return FfiConverterTypeMapMechanism.lower(value)
+}
+
+
+
 
 public enum MechanismName: Equatable, Hashable {
     
@@ -6171,6 +7742,31 @@ fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceData: FfiConverterRustBuffer {
+    typealias SwiftType = [Data]
+
+    public static func write(_ value: [Data], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterData.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [Data] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [Data]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterData.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeGeoQuery: FfiConverterRustBuffer {
     typealias SwiftType = [GeoQuery]
 
@@ -6238,6 +7834,56 @@ fileprivate struct FfiConverterSequenceTypeGroupEstimate: FfiConverterRustBuffer
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeGroupEstimate.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMapPrediction: FfiConverterRustBuffer {
+    typealias SwiftType = [MapPrediction]
+
+    public static func write(_ value: [MapPrediction], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMapPrediction.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MapPrediction] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MapPrediction]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMapPrediction.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer {
+    typealias SwiftType = [MapRejection]
+
+    public static func write(_ value: [MapRejection], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMapRejection.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MapRejection] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MapRejection]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMapRejection.read(from: &buf))
         }
         return seq
     }
@@ -6473,6 +8119,27 @@ public func project(lat: Double, lon: Double, projection: Projection)throws  -> 
     )
 })
 }
+/**
+ * The planner (docs/MATH.md §9.3): given the per-device ε (per metre),
+ * the grid and the expected number of devices n, predict each
+ * mechanism's map error and pick one, explained in one line. Without
+ * reports the a-priori bias is not estimated (λ = 1 assumed); a
+ * `MapServer`'s `plan` uses its reports for that.
+ *
+ * ```kotlin
+ * println(planMap(grid, 1e-3, 100_000uL).line)  // "pick a-priori λ=1.0: predicted ASE ..."
+ * ```
+ */
+public func planMap(grid: MapGrid, epsilon: Double, n: UInt64)throws  -> MapPlan  {
+    return try  FfiConverterTypeMapPlan_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_plan_map(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterUInt64.lower(n),uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -6508,6 +8175,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_project() != 34708) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_plan_map() != 1328) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354) {
@@ -6577,6 +8247,48 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_accounting() != 46959) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon() != 23529) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_release() != 36002) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 59370) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() != 58021) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes() != 57692) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json() != 8623) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes() != 57634) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_add_json() != 64733) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_plan() != 34432) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_status() != 27452) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 27490) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_delta() != 37879) {
@@ -6754,6 +8466,18 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_maprelease_new() != 1580) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 24196) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466) {

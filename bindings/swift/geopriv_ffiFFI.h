@@ -439,6 +439,116 @@ RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_status(uint64_t ptr, RustC
 RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPRELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPRELEASE
+uint64_t uniffi_geopriv_ffi_fn_clone_maprelease(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MAPRELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MAPRELEASE
+void uniffi_geopriv_ffi_fn_free_maprelease(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPRELEASE_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPRELEASE_NEW
+uint64_t uniffi_geopriv_ffi_fn_constructor_maprelease_new(RustBuffer grid, RustBuffer mechanism, double epsilon, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_ACCOUNTING
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_ACCOUNTING
+RustBuffer uniffi_geopriv_ffi_fn_method_maprelease_accounting(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_PER_DEVICE_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_PER_DEVICE_EPSILON
+double uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE
+RustBuffer uniffi_geopriv_ffi_fn_method_maprelease_release(uint64_t ptr, uint64_t ledger, RustBuffer location, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE_LATLON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE_LATLON
+RustBuffer uniffi_geopriv_ffi_fn_method_maprelease_release_latlon(uint64_t ptr, uint64_t ledger, double lat, double lon, RustBuffer projection, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE_UNMETERED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPRELEASE_RELEASE_UNMETERED
+RustBuffer uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered(uint64_t ptr, RustBuffer location, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPSERVER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPSERVER
+uint64_t uniffi_geopriv_ffi_fn_clone_mapserver(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MAPSERVER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MAPSERVER
+void uniffi_geopriv_ffi_fn_free_mapserver(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_FROM_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_FROM_JSON
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(RustBuffer state, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_NEW
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_new(RustBuffer grid, RustBuffer mechanism, double epsilon, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(RustBuffer grid, RustBuffer mechanism, double epsilon, uint32_t max_bins, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_ALL_BYTES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_ALL_BYTES
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(uint64_t ptr, RustBuffer records, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_ALL_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_ALL_JSON
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_add_all_json(uint64_t ptr, RustBuffer lines, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_BYTES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_BYTES
+void uniffi_geopriv_ffi_fn_method_mapserver_add_bytes(uint64_t ptr, RustBuffer bytes, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_JSON
+void uniffi_geopriv_ffi_fn_method_mapserver_add_json(uint64_t ptr, RustBuffer line, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_estimate(uint64_t ptr, RustBuffer kernel_lambda, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MERGE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MERGE
+void uniffi_geopriv_ffi_fn_method_mapserver_merge(uint64_t ptr, uint64_t other, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_PLAN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_PLAN
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_plan(uint64_t ptr, RustBuffer n, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_STATUS
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_status(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_TO_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_TO_JSON
+RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_GEOMECHANISM
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_GEOMECHANISM
 uint64_t uniffi_geopriv_ffi_fn_clone_geomechanism(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -886,6 +996,11 @@ uint64_t uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(RustBuffer utilities
 RustBuffer uniffi_geopriv_ffi_fn_func_project(double lat, double lon, RustBuffer projection, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
+RustBuffer uniffi_geopriv_ffi_fn_func_plan_map(RustBuffer grid, double epsilon, uint64_t n, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_FFI_GEOPRIV_FFI_RUSTBUFFER_ALLOC
 #define UNIFFI_FFIDEF_FFI_GEOPRIV_FFI_RUSTBUFFER_ALLOC
 RustBuffer ffi_geopriv_ffi_rustbuffer_alloc(uint64_t size, RustCallStatus *_Nonnull out_status
@@ -1188,6 +1303,12 @@ uint16_t uniffi_geopriv_ffi_checksum_func_project(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
+uint16_t uniffi_geopriv_ffi_checksum_func_plan_map(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_AGGREGATOR_ADD_REPORT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_AGGREGATOR_ADD_REPORT
 uint16_t uniffi_geopriv_ffi_checksum_method_aggregator_add_report(void
@@ -1323,6 +1444,90 @@ uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_status(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_TO_JSON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_TO_JSON
 uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_ACCOUNTING
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_ACCOUNTING
+uint16_t uniffi_geopriv_ffi_checksum_method_maprelease_accounting(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_PER_DEVICE_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_PER_DEVICE_EPSILON
+uint16_t uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE
+uint16_t uniffi_geopriv_ffi_checksum_method_maprelease_release(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE_LATLON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE_LATLON
+uint16_t uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE_UNMETERED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPRELEASE_RELEASE_UNMETERED
+uint16_t uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_ALL_BYTES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_ALL_BYTES
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_ALL_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_ALL_JSON
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_BYTES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_BYTES
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ADD_JSON
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_add_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ESTIMATE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ESTIMATE
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_estimate(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_MERGE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_MERGE
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_merge(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_PLAN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_PLAN
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_plan(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_STATUS
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_status(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_TO_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_TO_JSON
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_to_json(void
     
 );
 #endif
@@ -1677,6 +1882,30 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create(vo
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_RESTORE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_RESTORE
 uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPRELEASE_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPRELEASE_NEW
+uint16_t uniffi_geopriv_ffi_checksum_constructor_maprelease_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_FROM_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_FROM_JSON
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins(void
     
 );
 #endif

@@ -50,7 +50,10 @@ impl BinSpec {
         for a in 0..grid.dim() {
             delta[a] = step[a] / refine as f64;
             first[a] = o[a] - margin as f64 * delta[a];
-            bins[a] = (pts[a] - 1) * refine + 1 + 2 * margin;
+            bins[a] = (pts[a] - 1)
+                .saturating_mul(refine)
+                .saturating_add(1)
+                .saturating_add(margin.saturating_mul(2));
         }
         if bins[0].saturating_mul(bins[1]) > 1 << 26 {
             return Err(Error::InvalidParameter {
@@ -207,18 +210,59 @@ impl BinnedCounts {
         self.total += 1;
         Ok(())
     }
-    /// Add another shard's counts (same binning, else an error and no change).
+    /// Counts restored from their parts (a partial state shipped from
+    /// another shard): one count per bin of `spec` and the locations
+    /// beyond the bins. Refused (typed error) if the length differs or the
+    /// total would overflow.
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::new(spec.clone());
+    /// a.add(&[100.0, 200.0])?;
+    /// let back = BinnedCounts::from_counts(spec, a.counts().to_vec(), a.outside())?;
+    /// assert_eq!(back, a);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn from_counts(spec: BinSpec, counts: Vec<u64>, outside: u64) -> Result<Self> {
+        if counts.len() != spec.len() {
+            return Err(Error::InvalidReport {
+                reason: "counts with another number of bins",
+            });
+        }
+        let total = counts
+            .iter()
+            .try_fold(outside, |t, &c| t.checked_add(c))
+            .ok_or(Error::Overflow { what: "map count" })?;
+        Ok(Self {
+            spec,
+            counts,
+            outside,
+            total,
+        })
+    }
+
+    /// Add another shard's counts (same binning, else an error and no
+    /// change). Integer addition: any sharding and merge order gives the
+    /// same counts. A total that would overflow is refused
+    /// ([`Error::Overflow`]) and nothing changes.
     pub fn merge(&mut self, other: &BinnedCounts) -> Result<()> {
         if other.spec != self.spec {
             return Err(Error::InvalidReport {
                 reason: "counts for another map grid or binning",
             });
         }
+        // Every bin is at most the total, so a total that fits means every
+        // bin sum fits too.
+        let total = self
+            .total
+            .checked_add(other.total)
+            .ok_or(Error::Overflow { what: "map count" })?;
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
         }
         self.outside += other.outside;
-        self.total += other.total;
+        self.total = total;
         Ok(())
     }
     /// Count per bin (row-major, index i0·bins1 + i1).
@@ -270,13 +314,17 @@ impl BinSpec {
         let mut refine = (libm::ceil(8.0 * step / h) as usize).clamp(1, 64);
         loop {
             let delta = step / refine as f64;
-            let margin = libm::ceil(radius / delta) as usize;
-            let bins = (pts - 1) * refine + 1 + 2 * margin;
+            // Saturating: an extreme ε·h asks for an absurd margin, which
+            // the cap below brings back to `max_bins` (the discretisation
+            // bound then says what was lost).
+            let margin = libm::ceil(radius / delta).min(usize::MAX as f64 / 4.0) as usize;
+            let inner = (pts - 1).saturating_mul(refine).saturating_add(1);
+            let bins = inner.saturating_add(margin.saturating_mul(2));
             if bins <= max_bins || refine == 1 {
                 let margin = if bins <= max_bins {
                     margin
                 } else {
-                    max_bins.saturating_sub((pts - 1) * refine + 1) / 2
+                    max_bins.saturating_sub(inner) / 2
                 };
                 return Self::new(grid, refine, margin);
             }

@@ -120,6 +120,81 @@ impl MapAggregator {
         self.accepted
     }
 
+    /// The per-cell exact aggregates (every mechanism but noise a priori
+    /// on a kernel grid; empty otherwise).
+    pub fn cells(&self) -> &[Aggregator] {
+        &self.cells
+    }
+
+    /// A server restored from a partial state shipped from another shard:
+    /// the same public parameters as [`with_max_bins`](Self::with_max_bins),
+    /// the bin counts (noise a priori on a kernel grid: one per bin, and
+    /// the locations beyond the bins) or the per-cell aggregates (the
+    /// others), and the number of reports accepted (not yet for noise a
+    /// priori on a ladder: refused). Refused with a typed
+    /// error if the parts do not fit the parameters or disagree with
+    /// `accepted` (each report adds one location, m values, or k values).
+    ///
+    /// ```
+    /// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, QuerySet};
+    /// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+    /// let a = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, 1e-3, 512)?;
+    /// let c = a.counts().unwrap();
+    /// let back = MapAggregator::restore(set, MapMechanism::APriori, 1e-3, 512,
+    ///     Some((c.counts().to_vec(), c.outside())), Vec::new(), 0)?;
+    /// assert_eq!(back.accepted(), 0);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn restore(
+        set: QuerySet,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        max_bins: usize,
+        counts: Option<(Vec<u64>, u64)>,
+        cells: Vec<Aggregator>,
+        accepted: u64,
+    ) -> Result<Self> {
+        let mut fresh = Self::with_max_bins(set, mechanism, epsilon, max_bins)?;
+        let bad = |reason| Err(Error::InvalidReport { reason });
+        if fresh.ladder.is_some() {
+            // A ladder's debiased terms are not among the parts.
+            return bad("partial states of noise a priori on a ladder are not restorable yet");
+        }
+        match (fresh.counts.take(), counts) {
+            (Some(empty), Some((c, outside))) => {
+                let c = BinnedCounts::from_counts(empty.spec().clone(), c, outside)?;
+                if c.total() != accepted {
+                    return bad("partial map whose counts disagree with its report count");
+                }
+                fresh.counts = Some(c);
+            }
+            (None, None) => {
+                if cells.len() != fresh.cells.len() {
+                    return bad("partial map with another number of cells");
+                }
+                let per_report = match mechanism {
+                    MapMechanism::Sampled { k } => k as u64,
+                    _ => fresh.set.len() as u64,
+                };
+                let answers = cells
+                    .iter()
+                    .try_fold(0u64, |t, c| t.checked_add(c.n()))
+                    .ok_or(Error::Overflow { what: "map count" })?;
+                let consistent = match mechanism {
+                    MapMechanism::Sampled { .. } => true,
+                    _ => cells.iter().all(|c| c.n() == accepted),
+                };
+                if !consistent || accepted.checked_mul(per_report) != Some(answers) {
+                    return bad("partial map whose cells disagree with its report count");
+                }
+                fresh.cells = cells;
+            }
+            _ => return bad("partial map with another state"),
+        }
+        fresh.accepted = accepted;
+        Ok(fresh)
+    }
+
     /// The binned counts (noise a priori on a kernel grid).
     pub fn counts(&self) -> Option<&BinnedCounts> {
         self.counts.as_ref()
@@ -226,6 +301,10 @@ impl MapAggregator {
                 reason: "partial map for another set, mechanism or epsilon",
             });
         }
+        let accepted = self
+            .accepted
+            .checked_add(other.accepted)
+            .ok_or(Error::Overflow { what: "map count" })?;
         match (self.counts.as_mut(), other.counts.as_ref()) {
             (Some(a), Some(b)) => a.merge(b)?,
             (None, None) => {
@@ -263,7 +342,7 @@ impl MapAggregator {
                 })
             }
         }
-        self.accepted += other.accepted;
+        self.accepted = accepted;
         Ok(())
     }
 

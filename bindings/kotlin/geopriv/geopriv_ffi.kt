@@ -689,6 +689,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_project(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_plan_map(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes(
@@ -734,6 +736,34 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_status(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_maprelease_accounting(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_maprelease_release(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_add_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_estimate(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_merge(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_plan(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_status(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_to_json(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_delta(
     ): Int
@@ -852,6 +882,14 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_maprelease_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy(
     ): Int
@@ -992,6 +1030,50 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_maprelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_maprelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_maprelease_new(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_maprelease_accounting(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_maprelease_release(`ptr`: Long,`ledger`: Long,`location`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_maprelease_release_latlon(`ptr`: Long,`ledger`: Long,`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered(`ptr`: Long,`location`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_mapserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_mapserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_new(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(`ptr`: Long,`records`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_add_all_json(`ptr`: Long,`lines`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_add_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_add_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_estimate(`ptr`: Long,`kernelLambda`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_plan(`ptr`: Long,`n`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_geomechanism(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1171,6 +1253,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_plan_map(`grid`: RustBuffer.ByValue,`epsilon`: Double,`n`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_from_bytes(`bytes`: ForeignBytes.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1311,6 +1395,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_project() and 0xFFFF) != 34708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_plan_map() and 0xFFFF) != 1328) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() and 0xFFFF) != 28354) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1378,6 +1465,48 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() and 0xFFFF) != 43953) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_accounting() and 0xFFFF) != 46959) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_per_device_epsilon() and 0xFFFF) != 23529) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release() and 0xFFFF) != 36002) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() and 0xFFFF) != 59370) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() and 0xFFFF) != 58021) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_bytes() and 0xFFFF) != 57692) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_all_json() and 0xFFFF) != 8623) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_bytes() and 0xFFFF) != 57634) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json() and 0xFFFF) != 64733) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() and 0xFFFF) != 56280) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() and 0xFFFF) != 48776) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_plan() and 0xFFFF) != 34432) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_status() and 0xFFFF) != 27452) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() and 0xFFFF) != 27490) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta() and 0xFFFF) != 37879) {
@@ -1555,6 +1684,18 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() and 0xFFFF) != 16099) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new() and 0xFFFF) != 1580) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() and 0xFFFF) != 24196) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() and 0xFFFF) != 62693) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() and 0xFFFF) != 5189) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() and 0xFFFF) != 26466) {
@@ -4430,6 +4571,983 @@ public object FfiConverterTypeGridAggregator: FfiConverter<GridAggregator, Long>
 
 
 /**
+ * A device's release of its location for a whole map at a per-device
+ * total ε (per metre), metered by its ledger. Immutable, thread-safe.
+ *
+ * `release(ledger, [x, y])` checks the location (finite, inside the
+ * map's box), charges the ledger ε once (unit: per metre) and returns the
+ * report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+ * `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+ *
+ * ```python
+ * release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+ * send(upload.json)
+ * ```
+ */
+public interface MapReleaseInterface {
+    
+    /**
+     * Why that is the device's whole loss, in one line (e.g. "one noisy
+     * location; every map of it is post-processing").
+     */
+    fun `accounting`(): kotlin.String
+    
+    /**
+     * The per-device total ε (per metre) each release charges.
+     */
+    fun `perDeviceEpsilon`(): kotlin.Double
+    
+    /**
+     * Release the location `[x, y]` (metres, the grid's coordinates) and
+     * charge `ledger` the per-device ε once, before returning.
+     */
+    fun `release`(`ledger`: PrivacyLedger, `location`: List<kotlin.Double>): MapUpload
+    
+    /**
+     * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+     * projected with `projection`; the grid must be in that projection's
+     * metres (e.g. `project` its corners with the same projection).
+     */
+    fun `releaseLatlon`(`ledger`: PrivacyLedger, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): MapUpload
+    
+    /**
+     * The report without charging any ledger: for simulations and tests
+     * only (the name says it is unmetered).
+     */
+    fun `releaseUnmetered`(`location`: List<kotlin.Double>): MapUpload
+    
+    companion object
+}
+
+/**
+ * A device's release of its location for a whole map at a per-device
+ * total ε (per metre), metered by its ledger. Immutable, thread-safe.
+ *
+ * `release(ledger, [x, y])` checks the location (finite, inside the
+ * map's box), charges the ledger ε once (unit: per metre) and returns the
+ * report; a refused release (`BudgetExceeded`, `UnitMismatch`,
+ * `InvalidInput`) charges nothing. Noise from the OS's secure generator.
+ *
+ * ```python
+ * release = geopriv.MapRelease(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * upload = release.release(ledger, [5_000.0, 7_500.0])   # ledger charged 1e-3
+ * send(upload.json)
+ * ```
+ */
+open class MapRelease: Disposable, AutoCloseable, MapReleaseInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A release of `grid` with `mechanism` at per-device total `epsilon`
+     * per metre (finite, > 0). Vector Laplace certifies its L1 here
+     * (milliseconds to a second); the others are instant.
+     */
+    constructor(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_maprelease_new(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterTypeMapMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_maprelease(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_maprelease(handle, status)
+        }
+    }
+
+    
+    /**
+     * Why that is the device's whole loss, in one line (e.g. "one noisy
+     * location; every map of it is post-processing").
+     */override fun `accounting`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_accounting(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The per-device total ε (per metre) each release charges.
+     */override fun `perDeviceEpsilon`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_per_device_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Release the location `[x, y]` (metres, the grid's coordinates) and
+     * charge `ledger` the per-device ε once, before returning.
+     */
+    @Throws(GeoprivException::class)override fun `release`(`ledger`: PrivacyLedger, `location`: List<kotlin.Double>): MapUpload {
+            return FfiConverterTypeMapUpload.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterSequenceDouble.lower(`location`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
+     * projected with `projection`; the grid must be in that projection's
+     * metres (e.g. `project` its corners with the same projection).
+     */
+    @Throws(GeoprivException::class)override fun `releaseLatlon`(`ledger`: PrivacyLedger, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): MapUpload {
+            return FfiConverterTypeMapUpload.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_latlon(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterDouble.lower(`lat`),
+        FfiConverterDouble.lower(`lon`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The report without charging any ledger: for simulations and tests
+     * only (the name says it is unmetered).
+     */
+    @Throws(GeoprivException::class)override fun `releaseUnmetered`(`location`: List<kotlin.Double>): MapUpload {
+            return FfiConverterTypeMapUpload.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_maprelease_release_unmetered(
+        it,
+        
+        FfiConverterSequenceDouble.lower(`location`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapRelease: FfiConverter<MapRelease, Long> {
+    override fun lower(value: MapRelease): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): MapRelease {
+        return MapRelease(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): MapRelease {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: MapRelease) = 8UL
+
+    override fun write(value: MapRelease, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * The server of one map (grid, mechanism, per-device ε): reports in, a
+ * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+ *
+ * Noise-a-priori reports are binned into exact integer counts on a fine
+ * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * as `geopriv map aggregate`) and the map is the counts convolved with the
+ * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+ * way the state is exact: `to_json` of a shard, `from_json` and `merge`
+ * give bit for bit the map of one server that saw every report.
+ *
+ * A report for another grid, mechanism or ε, malformed, or with
+ * non-finite numbers is refused with a reason and counted (`status`);
+ * `add_all_json`/`add_all_bytes` never raise for bad records.
+ *
+ * ```python
+ * server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+ * m = server.estimate(None)                   # the planner picks λ, as the CLI does
+ * print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+ * ```
+ */
+public interface MapServerInterface {
+    
+    /**
+     * Add a batch of byte reports, like `add_all_json`.
+     */
+    fun `addAllBytes`(`records`: List<kotlin.ByteArray>): MapBatch
+    
+    /**
+     * Add a batch of JSON lines: each bad record is refused with its
+     * reason and counted; the others are added. Never raises for bad
+     * records (one call across the boundary for the whole batch).
+     */
+    fun `addAllJson`(`lines`: List<kotlin.String>): MapBatch
+    
+    /**
+     * Add one report given as bytes (`MapUpload.bytes`).
+     */
+    fun `addBytes`(`bytes`: kotlin.ByteArray)
+    
+    /**
+     * Add one JSON report line (whitespace and a BOM around it ignored).
+     * A bad report raises `InvalidReport` ("reason [code]"), is counted,
+     * and changes nothing else.
+     */
+    fun `addJson`(`line`: kotlin.String)
+    
+    /**
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+     * plain, 1 fully debiased, in between partially); `null` lets the
+     * planner pick from the reports, as `geopriv map aggregate` does
+     * without `--lambda` (same numbers, bit for bit). Ignored by the
+     * other mechanisms. `InvalidInput` before the first report.
+     */
+    fun `estimate`(`kernelLambda`: kotlin.Double?): MapEstimate
+    
+    /**
+     * Fold another shard's server (same grid, mechanism, ε and
+     * binning) into this one: counts add exactly, so any sharding and
+     * merge order give the same state. `InvalidParameter` for another
+     * map; an overflow is refused and leaves the state unchanged.
+     */
+    fun `merge`(`other`: MapServer)
+    
+    /**
+     * The planner with this server's reports (noise a priori: they give
+     * the bias of plain and partial debiasing) for `n` devices (`null`:
+     * the reports received so far).
+     */
+    fun `plan`(`n`: kotlin.ULong?): MapPlan
+    
+    /**
+     * Reports accepted and refusals by code.
+     */
+    fun `status`(): MapServerStatus
+    
+    /**
+     * The exact partial state as compact canonical JSON (equal states
+     * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     */
+    fun `toJson`(): kotlin.String
+    
+    companion object
+}
+
+/**
+ * The server of one map (grid, mechanism, per-device ε): reports in, a
+ * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
+ *
+ * Noise-a-priori reports are binned into exact integer counts on a fine
+ * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * as `geopriv map aggregate`) and the map is the counts convolved with the
+ * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
+ * way the state is exact: `to_json` of a shard, `from_json` and `merge`
+ * give bit for bit the map of one server that saw every report.
+ *
+ * A report for another grid, mechanism or ε, malformed, or with
+ * non-finite numbers is refused with a reason and counted (`status`);
+ * `add_all_json`/`add_all_bytes` never raise for bad records.
+ *
+ * ```python
+ * server = geopriv.MapServer(grid, geopriv.MapMechanism.A_PRIORI(), 1e-3)
+ * batch = server.add_all_json(lines)          # batch.rejections: index, code, reason
+ * m = server.estimate(None)                   # the planner picks λ, as the CLI does
+ * print(m.values[0], m.standard_errors[0], m.per_device_epsilon)
+ * ```
+ */
+open class MapServer: Disposable, AutoCloseable, MapServerInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * A server for reports of `grid` made with `mechanism` at per-device
+     * ε (per metre), with the default binning (that of `geopriv map
+     * aggregate`).
+     */
+    constructor(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterTypeMapMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`epsilon`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_mapserver(handle, status)
+        }
+    }
+
+    
+    /**
+     * Add a batch of byte reports, like `add_all_json`.
+     */
+    @Throws(GeoprivException::class)override fun `addAllBytes`(`records`: List<kotlin.ByteArray>): MapBatch {
+            return FfiConverterTypeMapBatch.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(
+        it,
+        
+        FfiConverterSequenceByteArray.lower(`records`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Add a batch of JSON lines: each bad record is refused with its
+     * reason and counted; the others are added. Never raises for bad
+     * records (one call across the boundary for the whole batch).
+     */
+    @Throws(GeoprivException::class)override fun `addAllJson`(`lines`: List<kotlin.String>): MapBatch {
+            return FfiConverterTypeMapBatch.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_all_json(
+        it,
+        
+        FfiConverterSequenceString.lower(`lines`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Add one report given as bytes (`MapUpload.bytes`).
+     */
+    @Throws(GeoprivException::class)override fun `addBytes`(`bytes`: kotlin.ByteArray)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_bytes(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Add one JSON report line (whitespace and a BOM around it ignored).
+     * A bad report raises `InvalidReport` ("reason [code]"), is counted,
+     * and changes nothing else.
+     */
+    @Throws(GeoprivException::class)override fun `addJson`(`line`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_add_json(
+        it,
+        
+        FfiConverterString.lower(`line`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The map. For noise a priori, `kernel_lambda` picks the kernel K_λ (0
+     * plain, 1 fully debiased, in between partially); `null` lets the
+     * planner pick from the reports, as `geopriv map aggregate` does
+     * without `--lambda` (same numbers, bit for bit). Ignored by the
+     * other mechanisms. `InvalidInput` before the first report.
+     */
+    @Throws(GeoprivException::class)override fun `estimate`(`kernelLambda`: kotlin.Double?): MapEstimate {
+            return FfiConverterTypeMapEstimate.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate(
+        it,
+        
+        FfiConverterOptionalDouble.lower(`kernelLambda`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Fold another shard's server (same grid, mechanism, ε and
+     * binning) into this one: counts add exactly, so any sharding and
+     * merge order give the same state. `InvalidParameter` for another
+     * map; an overflow is refused and leaves the state unchanged.
+     */
+    @Throws(GeoprivException::class)override fun `merge`(`other`: MapServer)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_merge(
+        it,
+        
+        FfiConverterTypeMapServer.lower(`other`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The planner with this server's reports (noise a priori: they give
+     * the bias of plain and partial debiasing) for `n` devices (`null`:
+     * the reports received so far).
+     */
+    @Throws(GeoprivException::class)override fun `plan`(`n`: kotlin.ULong?): MapPlan {
+            return FfiConverterTypeMapPlan.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_plan(
+        it,
+        
+        FfiConverterOptionalULong.lower(`n`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Reports accepted and refusals by code.
+     */
+    @Throws(GeoprivException::class)override fun `status`(): MapServerStatus {
+            return FfiConverterTypeMapServerStatus.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_status(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The exact partial state as compact canonical JSON (equal states
+     * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     */
+    @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * A server restored from `to_json` (a shard's partial state).
+     * `InvalidReport` if the state is malformed or inconsistent;
+     * `InvalidParameter` if its grid is out of limits.
+     */
+    @Throws(GeoprivException::class) fun `fromJson`(`state`: kotlin.String): MapServer {
+            return FfiConverterTypeMapServer.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(
+    
+        
+        FfiConverterString.lower(`state`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
+     * bins: less memory and a faster FFT, a larger discretisation bound).
+     */
+    @Throws(GeoprivException::class) fun `withMaxBins`(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double, `maxBins`: kotlin.UInt): MapServer {
+            return FfiConverterTypeMapServer.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterTypeMapMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterUInt.lower(`maxBins`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapServer: FfiConverter<MapServer, Long> {
+    override fun lower(value: MapServer): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): MapServer {
+        return MapServer(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): MapServer {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: MapServer) = 8UL
+
+    override fun write(value: MapServer, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -7106,6 +8224,607 @@ public object FfiConverterTypeIngestCounts: FfiConverterRustBuffer<IngestCounts>
 
 
 /**
+ * The outcome of a batch: how many records were accepted, and every
+ * rejected one with its reason. A batch never raises for bad records.
+ */
+data class MapBatch (
+    /**
+     * Records added to the map.
+     */
+    var `accepted`: kotlin.ULong
+    , 
+    /**
+     * Records refused (each listed in `rejections`).
+     */
+    var `rejected`: kotlin.ULong
+    , 
+    /**
+     * The refused records, in batch order.
+     */
+    var `rejections`: List<MapRejection>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapBatch: FfiConverterRustBuffer<MapBatch> {
+    override fun read(buf: ByteBuffer): MapBatch {
+        return MapBatch(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterSequenceTypeMapRejection.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapBatch) = (
+            FfiConverterULong.allocationSize(value.`accepted`) +
+            FfiConverterULong.allocationSize(value.`rejected`) +
+            FfiConverterSequenceTypeMapRejection.allocationSize(value.`rejections`)
+    )
+
+    override fun write(value: MapBatch, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`accepted`, buf)
+            FfiConverterULong.write(value.`rejected`, buf)
+            FfiConverterSequenceTypeMapRejection.write(value.`rejections`, buf)
+    }
+}
+
+
+
+/**
+ * A map estimate with its per-cell standard errors.
+ *
+ * Cell j = i·ys.len() + k is at (xs[i], ys[k]) (x index major, as
+ * `geopriv map aggregate` prints). For noise a priori the value is
+ * (1/n) Σ_r K_λ(t_j − x̃_r), K_1 = K̃ the deconvolution kernel (unbiased
+ * for the devices' mean of f_j), K_0 the plain kernel; the standard error
+ * is √(sample variance of the per-device terms / n). For the other
+ * mechanisms it is the mean of the cell's released values and its
+ * standard error (NaN value, infinite error for a cell nobody answered).
+ */
+data class MapEstimate (
+    /**
+     * Estimated mean of f_j over the devices, per cell.
+     */
+    var `values`: List<kotlin.Double>
+    , 
+    /**
+     * Standard error per cell.
+     */
+    var `standardErrors`: List<kotlin.Double>
+    , 
+    /**
+     * Cell centres along x (metres).
+     */
+    var `xs`: List<kotlin.Double>
+    , 
+    /**
+     * Cell centres along y.
+     */
+    var `ys`: List<kotlin.Double>
+    , 
+    /**
+     * Reports used.
+     */
+    var `n`: kotlin.ULong
+    , 
+    /**
+     * λ of the kernel K_λ (noise a priori; 0 otherwise).
+     */
+    var `kernelLambda`: kotlin.Double
+    , 
+    /**
+     * The mechanism's name.
+     */
+    var `mechanism`: kotlin.String
+    , 
+    /**
+     * The per-device total ε of every report (per metre).
+     */
+    var `perDeviceEpsilon`: kotlin.Double
+    , 
+    /**
+     * How that total is accounted, in words.
+     */
+    var `accounting`: kotlin.String
+    , 
+    /**
+     * Bound on |value − exact estimator| from binning and the FFT.
+     */
+    var `discretisationBound`: kotlin.Double
+    , 
+    /**
+     * The planner's line when it chose λ (`estimate(null)`), else `null`.
+     */
+    var `planner`: kotlin.String?
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
+    override fun read(buf: ByteBuffer): MapEstimate {
+        return MapEstimate(
+            FfiConverterSequenceDouble.read(buf),
+            FfiConverterSequenceDouble.read(buf),
+            FfiConverterSequenceDouble.read(buf),
+            FfiConverterSequenceDouble.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterOptionalString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapEstimate) = (
+            FfiConverterSequenceDouble.allocationSize(value.`values`) +
+            FfiConverterSequenceDouble.allocationSize(value.`standardErrors`) +
+            FfiConverterSequenceDouble.allocationSize(value.`xs`) +
+            FfiConverterSequenceDouble.allocationSize(value.`ys`) +
+            FfiConverterULong.allocationSize(value.`n`) +
+            FfiConverterDouble.allocationSize(value.`kernelLambda`) +
+            FfiConverterString.allocationSize(value.`mechanism`) +
+            FfiConverterDouble.allocationSize(value.`perDeviceEpsilon`) +
+            FfiConverterString.allocationSize(value.`accounting`) +
+            FfiConverterDouble.allocationSize(value.`discretisationBound`) +
+            FfiConverterOptionalString.allocationSize(value.`planner`)
+    )
+
+    override fun write(value: MapEstimate, buf: ByteBuffer) {
+            FfiConverterSequenceDouble.write(value.`values`, buf)
+            FfiConverterSequenceDouble.write(value.`standardErrors`, buf)
+            FfiConverterSequenceDouble.write(value.`xs`, buf)
+            FfiConverterSequenceDouble.write(value.`ys`, buf)
+            FfiConverterULong.write(value.`n`, buf)
+            FfiConverterDouble.write(value.`kernelLambda`, buf)
+            FfiConverterString.write(value.`mechanism`, buf)
+            FfiConverterDouble.write(value.`perDeviceEpsilon`, buf)
+            FfiConverterString.write(value.`accounting`, buf)
+            FfiConverterDouble.write(value.`discretisationBound`, buf)
+            FfiConverterOptionalString.write(value.`planner`, buf)
+    }
+}
+
+
+
+/**
+ * The map: `points_x × points_y` kernel-density cells spanning the box
+ * `[x_min, x_max] × [y_min, y_max]` (metres, ends included) with Gaussian
+ * bandwidth h, cell (i, k) at
+ * (x_min + i·(x_max−x_min)/(points_x−1), y_min + k·(y_max−y_min)/(points_y−1))
+ * estimating the mean over devices of f_ik(x) = exp(−|x − t_ik|²/(2h²)).
+ * The box is also the public domain: a device outside it is refused.
+ *
+ * `bandwidth` `null` means one cell diagonal (the CLI's default). At
+ * least 2 points per axis, at most [`MAX_MAP_CELLS`] cells.
+ * Kotlin: `MapGrid(0.0, 20_000.0, 0.0, 20_000.0, 61u, 61u, null)`.
+ */
+data class MapGrid (
+    /**
+     * West edge (metres).
+     */
+    var `xMin`: kotlin.Double
+    , 
+    /**
+     * East edge.
+     */
+    var `xMax`: kotlin.Double
+    , 
+    /**
+     * South edge.
+     */
+    var `yMin`: kotlin.Double
+    , 
+    /**
+     * North edge.
+     */
+    var `yMax`: kotlin.Double
+    , 
+    /**
+     * Cells along x (>= 2).
+     */
+    var `pointsX`: kotlin.UInt
+    , 
+    /**
+     * Cells along y (>= 2).
+     */
+    var `pointsY`: kotlin.UInt
+    , 
+    /**
+     * Bandwidth h in metres; `null`: one cell diagonal.
+     */
+    var `bandwidth`: kotlin.Double?
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapGrid: FfiConverterRustBuffer<MapGrid> {
+    override fun read(buf: ByteBuffer): MapGrid {
+        return MapGrid(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapGrid) = (
+            FfiConverterDouble.allocationSize(value.`xMin`) +
+            FfiConverterDouble.allocationSize(value.`xMax`) +
+            FfiConverterDouble.allocationSize(value.`yMin`) +
+            FfiConverterDouble.allocationSize(value.`yMax`) +
+            FfiConverterUInt.allocationSize(value.`pointsX`) +
+            FfiConverterUInt.allocationSize(value.`pointsY`) +
+            FfiConverterOptionalDouble.allocationSize(value.`bandwidth`)
+    )
+
+    override fun write(value: MapGrid, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`xMin`, buf)
+            FfiConverterDouble.write(value.`xMax`, buf)
+            FfiConverterDouble.write(value.`yMin`, buf)
+            FfiConverterDouble.write(value.`yMax`, buf)
+            FfiConverterUInt.write(value.`pointsX`, buf)
+            FfiConverterUInt.write(value.`pointsY`, buf)
+            FfiConverterOptionalDouble.write(value.`bandwidth`, buf)
+    }
+}
+
+
+
+/**
+ * The planner's pick and every prediction, best first.
+ */
+data class MapPlan (
+    /**
+     * The pick (the first prediction).
+     */
+    var `pick`: MapPrediction
+    , 
+    /**
+     * The explanation, one line.
+     */
+    var `line`: kotlin.String
+    , 
+    /**
+     * Every prediction, best first.
+     */
+    var `predictions`: List<MapPrediction>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapPlan: FfiConverterRustBuffer<MapPlan> {
+    override fun read(buf: ByteBuffer): MapPlan {
+        return MapPlan(
+            FfiConverterTypeMapPrediction.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceTypeMapPrediction.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapPlan) = (
+            FfiConverterTypeMapPrediction.allocationSize(value.`pick`) +
+            FfiConverterString.allocationSize(value.`line`) +
+            FfiConverterSequenceTypeMapPrediction.allocationSize(value.`predictions`)
+    )
+
+    override fun write(value: MapPlan, buf: ByteBuffer) {
+            FfiConverterTypeMapPrediction.write(value.`pick`, buf)
+            FfiConverterString.write(value.`line`, buf)
+            FfiConverterSequenceTypeMapPrediction.write(value.`predictions`, buf)
+    }
+}
+
+
+
+/**
+ * One mechanism's predicted map error (ASE: mean over cells of the
+ * expected squared error against the devices' own map).
+ */
+data class MapPrediction (
+    /**
+     * Name (`a-priori λ=0.6`, `vector-laplace`, `sampled-4`, ...).
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The mechanism to construct for it.
+     */
+    var `mechanism`: MapMechanism
+    , 
+    /**
+     * λ of the server's kernel (noise a priori).
+     */
+    var `kernelLambda`: kotlin.Double?
+    , 
+    /**
+     * Predicted ASE = variance + bias².
+     */
+    var `ase`: kotlin.Double
+    , 
+    /**
+     * Its variance part.
+     */
+    var `variance`: kotlin.Double
+    , 
+    /**
+     * Its squared-bias part.
+     */
+    var `bias2`: kotlin.Double
+    , 
+    /**
+     * `ase` is an upper bound rather than an estimate.
+     */
+    var `upperBound`: kotlin.Boolean
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPrediction> {
+    override fun read(buf: ByteBuffer): MapPrediction {
+        return MapPrediction(
+            FfiConverterString.read(buf),
+            FfiConverterTypeMapMechanism.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapPrediction) = (
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterTypeMapMechanism.allocationSize(value.`mechanism`) +
+            FfiConverterOptionalDouble.allocationSize(value.`kernelLambda`) +
+            FfiConverterDouble.allocationSize(value.`ase`) +
+            FfiConverterDouble.allocationSize(value.`variance`) +
+            FfiConverterDouble.allocationSize(value.`bias2`) +
+            FfiConverterBoolean.allocationSize(value.`upperBound`)
+    )
+
+    override fun write(value: MapPrediction, buf: ByteBuffer) {
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterTypeMapMechanism.write(value.`mechanism`, buf)
+            FfiConverterOptionalDouble.write(value.`kernelLambda`, buf)
+            FfiConverterDouble.write(value.`ase`, buf)
+            FfiConverterDouble.write(value.`variance`, buf)
+            FfiConverterDouble.write(value.`bias2`, buf)
+            FfiConverterBoolean.write(value.`upperBound`, buf)
+    }
+}
+
+
+
+/**
+ * One rejected record of a batch: its position, a stable code and the
+ * reason. Codes: `empty`, `too-large`, `malformed` (not a map report),
+ * `other-map`, `other-mechanism`, `other-epsilon`, `invalid-report`
+ * (wrong shape or non-finite numbers), `overflow`.
+ */
+data class MapRejection (
+    /**
+     * Index of the record in the batch.
+     */
+    var `index`: kotlin.ULong
+    , 
+    /**
+     * The stable code.
+     */
+    var `code`: kotlin.String
+    , 
+    /**
+     * The reason, ending with the code in brackets.
+     */
+    var `reason`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapRejection: FfiConverterRustBuffer<MapRejection> {
+    override fun read(buf: ByteBuffer): MapRejection {
+        return MapRejection(
+            FfiConverterULong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapRejection) = (
+            FfiConverterULong.allocationSize(value.`index`) +
+            FfiConverterString.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`reason`)
+    )
+
+    override fun write(value: MapRejection, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`index`, buf)
+            FfiConverterString.write(value.`code`, buf)
+            FfiConverterString.write(value.`reason`, buf)
+    }
+}
+
+
+
+/**
+ * What a server has seen: reports accepted and rejections by code
+ * (over its whole life, merged partial states included).
+ */
+data class MapServerStatus (
+    /**
+     * Reports in the map.
+     */
+    var `accepted`: kotlin.ULong
+    , 
+    /**
+     * Reports refused.
+     */
+    var `rejected`: kotlin.ULong
+    , 
+    /**
+     * Refusals per code (see `MapRejection`).
+     */
+    var `rejections`: Map<kotlin.String, kotlin.ULong>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapServerStatus: FfiConverterRustBuffer<MapServerStatus> {
+    override fun read(buf: ByteBuffer): MapServerStatus {
+        return MapServerStatus(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterMapStringULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapServerStatus) = (
+            FfiConverterULong.allocationSize(value.`accepted`) +
+            FfiConverterULong.allocationSize(value.`rejected`) +
+            FfiConverterMapStringULong.allocationSize(value.`rejections`)
+    )
+
+    override fun write(value: MapServerStatus, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`accepted`, buf)
+            FfiConverterULong.write(value.`rejected`, buf)
+            FfiConverterMapStringULong.write(value.`rejections`, buf)
+    }
+}
+
+
+
+/**
+ * What a device uploads for the map: one report, in two encodings.
+ */
+data class MapUpload (
+    /**
+     * One JSON line (no newline), the format `geopriv map release`
+     * writes and `geopriv map aggregate` reads.
+     */
+    var `json`: kotlin.String
+    , 
+    /**
+     * The same report as bytes (the UTF-8 of `json`), for binary columns.
+     */
+    var `bytes`: kotlin.ByteArray
+    , 
+    /**
+     * The per-device total ε charged (per metre).
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * The mechanism's name (`a-priori`, `vector-laplace`, `composition`,
+     * `sampled-k`).
+     */
+    var `mechanism`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapUpload: FfiConverterRustBuffer<MapUpload> {
+    override fun read(buf: ByteBuffer): MapUpload {
+        return MapUpload(
+            FfiConverterString.read(buf),
+            FfiConverterByteArray.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapUpload) = (
+            FfiConverterString.allocationSize(value.`json`) +
+            FfiConverterByteArray.allocationSize(value.`bytes`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterString.allocationSize(value.`mechanism`)
+    )
+
+    override fun write(value: MapUpload, buf: ByteBuffer) {
+            FfiConverterString.write(value.`json`, buf)
+            FfiConverterByteArray.write(value.`bytes`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterString.write(value.`mechanism`, buf)
+    }
+}
+
+
+
+/**
  * The median-of-means estimate of a group and its stated bias.
  */
 data class MedianOfMeansEstimate (
@@ -7996,6 +9715,131 @@ public object FfiConverterTypeInputFormat: FfiConverterRustBuffer<InputFormat> {
 
 
 
+/**
+ * How a device spends its per-device ε on the whole map (core
+ * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
+ * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
+ * `MapMechanism.A_PRIORI()`.
+ */
+sealed class MapMechanism {
+    
+    /**
+     * One noisy location x̃ = x + N, density ∝ exp(−ε|z|) (planar
+     * Laplace); the map is post-processing (the server debiases by FFT).
+     * The best map at every (ε, n) measured (the planner's usual pick).
+     */
+    object APriori : MapMechanism()
+    
+    
+    /**
+     * Every cell f_j(x) + Laplace(L1/ε), L1 the certified ℓ1 Lipschitz
+     * constant of the whole map.
+     */
+    object VectorLaplace : MapMechanism()
+    
+    
+    /**
+     * Every cell by PolyPlace at ε/m (sequential composition over m cells).
+     */
+    object Composition : MapMechanism()
+    
+    
+    /**
+     * k cells chosen independently of x, each by PolyPlace at ε/k.
+     */
+    data class Sampled(
+        /**
+         * Cells answered per device (1..=m).
+         */
+        val `k`: kotlin.UInt) : MapMechanism()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapMechanism : FfiConverterRustBuffer<MapMechanism>{
+    override fun read(buf: ByteBuffer): MapMechanism {
+        return when(buf.getInt()) {
+            1 -> MapMechanism.APriori
+            2 -> MapMechanism.VectorLaplace
+            3 -> MapMechanism.Composition
+            4 -> MapMechanism.Sampled(
+                FfiConverterUInt.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: MapMechanism): ULong = when(value) {
+        is MapMechanism.APriori -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is MapMechanism.VectorLaplace -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is MapMechanism.Composition -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is MapMechanism.Sampled -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterUInt.allocationSize(value.`k`)
+            )
+        }
+    }
+
+    override fun write(value: MapMechanism, buf: ByteBuffer) {
+        when(value) {
+            is MapMechanism.APriori -> {
+                buf.putInt(1)
+                Unit
+            }
+            is MapMechanism.VectorLaplace -> {
+                buf.putInt(2)
+                Unit
+            }
+            is MapMechanism.Composition -> {
+                buf.putInt(3)
+                Unit
+            }
+            is MapMechanism.Sampled -> {
+                buf.putInt(4)
+                FfiConverterUInt.write(value.`k`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
 
 enum class MechanismName {
     
@@ -8600,6 +10444,34 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
 /**
  * @suppress
  */
+public object FfiConverterSequenceByteArray: FfiConverterRustBuffer<List<kotlin.ByteArray>> {
+    override fun read(buf: ByteBuffer): List<kotlin.ByteArray> {
+        val len = buf.getInt()
+        return List<kotlin.ByteArray>(len) {
+            FfiConverterByteArray.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.ByteArray>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterByteArray.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.ByteArray>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterByteArray.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeGeoQuery: FfiConverterRustBuffer<List<GeoQuery>> {
     override fun read(buf: ByteBuffer): List<GeoQuery> {
         val len = buf.getInt()
@@ -8674,6 +10546,62 @@ public object FfiConverterSequenceTypeGroupEstimate: FfiConverterRustBuffer<List
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeGroupEstimate.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeMapPrediction: FfiConverterRustBuffer<List<MapPrediction>> {
+    override fun read(buf: ByteBuffer): List<MapPrediction> {
+        val len = buf.getInt()
+        return List<MapPrediction>(len) {
+            FfiConverterTypeMapPrediction.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<MapPrediction>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeMapPrediction.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<MapPrediction>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeMapPrediction.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer<List<MapRejection>> {
+    override fun read(buf: ByteBuffer): List<MapRejection> {
+        val len = buf.getInt()
+        return List<MapRejection>(len) {
+            FfiConverterTypeMapRejection.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<MapRejection>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeMapRejection.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<MapRejection>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeMapRejection.write(it, buf)
         }
     }
 }
@@ -8955,6 +10883,31 @@ public object FfiConverterMapStringULong: FfiConverterRustBuffer<Map<kotlin.Stri
         FfiConverterDouble.lower(`lat`),
         FfiConverterDouble.lower(`lon`),
         FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The planner (docs/MATH.md §9.3): given the per-device ε (per metre),
+         * the grid and the expected number of devices n, predict each
+         * mechanism's map error and pick one, explained in one line. Without
+         * reports the a-priori bias is not estimated (λ = 1 assumed); a
+         * `MapServer`'s `plan` uses its reports for that.
+         *
+         * ```kotlin
+         * println(planMap(grid, 1e-3, 100_000uL).line)  // "pick a-priori λ=1.0: predicted ASE ..."
+         * ```
+         */
+    @Throws(GeoprivException::class) fun `planMap`(`grid`: MapGrid, `epsilon`: kotlin.Double, `n`: kotlin.ULong): MapPlan {
+            return FfiConverterTypeMapPlan.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterULong.lower(`n`),_status)
 }
     )
     }

@@ -3,8 +3,10 @@
 A DataFrame with one column of reports (JSON lines as strings, or the
 binary form ``PrivateReport.bytes`` as binary) becomes one estimate per
 (query, mechanism, ε, δ) group, as ``geopriv aggregate`` groups them
-(:func:`aggregate`), or one estimate per cell of a map
-(:func:`aggregate_map`)::
+(:func:`aggregate`), one estimate per cell of a map of per-query
+reports (:func:`aggregate_map`), or the map of device map reports
+(:func:`aggregate_device_map`: one noisy location per device, exact bin
+counts per partition)::
 
     from pyspark.sql import SparkSession
     from geopriv.spark import aggregate
@@ -63,8 +65,10 @@ __all__ = [
     "Rejection",
     "ServerSpec",
     "SparkAggregate",
+    "SparkDeviceMap",
     "SparkMap",
     "aggregate",
+    "aggregate_device_map",
     "aggregate_map",
     "mechanism_str",
     "merge_partials",
@@ -273,6 +277,13 @@ class SparkMap:
     rejections: Dict[str, int]
     examples: List[Rejection]
     partitions: int
+    #: Per-device total ε of the map when every device answers every cell
+    #: once: Σ over the cells of the cell's (largest) ε, by sequential
+    #: composition (961 cells at ε each cost a device 961 ε); ``nan``
+    #: without reports.
+    per_device_epsilon: float = float("nan")
+    #: How ``per_device_epsilon`` is accounted, in words.
+    accounting: str = ""
 
     def means(self) -> List[Optional[float]]:
         """The estimated mean of each cell (``None`` without reports)."""
@@ -632,21 +643,169 @@ def aggregate_map(
     or canonical ids (e.g. ``GridAggregator.kde_grid(xs, ys, h).query_ids()``);
     reports of other queries are rejected (``[unknown-query]``). The cells
     equal those of a ``GridAggregator`` over the same queries fed the same
-    reports, bit for bit. ``clip`` (off by default, like ``GridAggregator``):
-    ``True`` or a level z clamps each report to the public bound B of its
-    (query, mechanism, ε, δ), as :func:`aggregate` does."""
+    reports, bit for bit (every mechanism, ε and δ of a cell pooled).
+    ``clip`` (off by default, like ``GridAggregator``): ``True`` or a level
+    z clamps each report to the public bound B of its (query, mechanism, ε,
+    δ), as :func:`aggregate` does.
+
+    Each cell's estimate names its reports' mechanism (several joined by
+    ``+``) and their ε and δ (the largest, if they differ); the map's
+    per-device total (``per_device_epsilon``, sequential composition over
+    the cells) says what a device that answered every cell spent. For one
+    noisy location per device (the cheaper map at the same per-device ε) see
+    :func:`aggregate_device_map`."""
+    import geopriv
+
     ids = tuple(q if isinstance(q, str) else q.query_id() for q in queries)
     spec = PolicySpec(max_epsilon, max_delta, allow_ldp, ids, accept_seeded)
     spec.build()  # refuse bad limits on the driver
     clipping = None if clip is None or clip is False else ServerSpec(clip)
-    states, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clipping, by_query=True)
-    by_id = {q: _estimate(q, s) for q, s in states.items()}
+    groups, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clipping)
+    by_id: Dict[str, List[Tuple[str, float, float, str]]] = {}
+    for (query, mechanism, epsilon, delta), state in groups.items():  # in the CLI's order
+        eps, dlt = struct.unpack("<d", epsilon)[0], struct.unpack("<d", delta)[0]
+        by_id.setdefault(query, []).append((mechanism, eps, dlt, state))
+    cells: List[Tuple[str, Optional[QueryEstimate]]] = []
+    total = 0.0
+    for q in ids:
+        parts = by_id.get(q)
+        if not parts:
+            cells.append((q, None))
+            continue
+        pooled = geopriv.Aggregator.from_json(merge_partials([p[3] for p in parts]))
+        e = pooled.estimate()
+        mechanisms = "+".join(dict.fromkeys(p[0] for p in parts))
+        eps, dlt = max(p[1] for p in parts), max(p[2] for p in parts)
+        total += eps
+        ci = None if e.ci95_low is None or e.ci95_high is None else (e.ci95_low, e.ci95_high)
+        cells.append((q, QueryEstimate(q, mechanisms, eps, dlt, e.n, e.mean, e.sum, e.standard_error, ci)))
+    answered = sum(1 for _, e in cells if e is not None)
     return SparkMap(
-        cells=[(q, by_id.get(q)) for q in ids],
+        cells=cells,
         accepted=accepted,
         rejected=sum(rejections.values()),
         skipped=skipped,
         rejections=rejections,
         examples=examples,
         partitions=partitions,
+        per_device_epsilon=total if answered else float("nan"),
+        accounting=f"sequential composition of {answered} cell releases (each cell's largest ε), "
+        "for a device that answered every cell once",
+    )
+
+
+# ------------------------------------------------------------ device maps
+# One noisy location per device for the whole map (geopriv.MapRelease):
+# every partition feeds its rows to a MapServer restored from the driver's
+# empty state and ships back its exact partial state (integer bin counts);
+# the driver merges them. Integer counts: bit for bit the single-process
+# map, i.e. `geopriv map aggregate` on the same reports.
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkDeviceMap:
+    """Result of :func:`aggregate_device_map`."""
+
+    #: The map: ``values`` and ``standard_errors`` per cell (cell
+    #: i·len(ys) + k at (xs[i], ys[k])), ``mechanism``,
+    #: ``per_device_epsilon``, ``accounting``, ``kernel_lambda``, ``n``.
+    #: ``None`` when no report was accepted.
+    estimate: Any
+    accepted: int
+    rejected: int
+    #: Rejections by code (``malformed``, ``empty``, ``other-map``,
+    #: ``other-mechanism``, ``other-epsilon``, ``invalid-report``,
+    #: ``too-large``).
+    rejections: Dict[str, int]
+    #: The first rejected rows of each partition, with their reasons.
+    examples: List[Rejection]
+    partitions: int
+    #: The merged exact state (``MapServer.to_json()``), to merge with
+    #: other runs (``MapServer.from_json``/``merge``).
+    state: str
+
+
+def _device_map_partition(empty: str, binary: bool) -> Callable[[int, Iterable[Any]], Iterator[Any]]:
+    """The function run on every partition (module-level, so it pickles)."""
+
+    def run(index: int, rows: Iterable[Any]) -> Iterator[Any]:
+        import geopriv
+
+        server = geopriv.MapServer.from_json(empty)
+        examples: List[Rejection] = []
+        batch: List[Any] = []
+        first = 0
+
+        def flush() -> None:
+            nonlocal first
+            result = server.add_all_bytes(batch) if binary else server.add_all_json(batch)
+            for r in result.rejections:
+                if len(examples) < EXAMPLES_PER_PARTITION:
+                    examples.append(Rejection(index, first + r.index, r.code, r.reason))
+            first += len(batch)
+            batch.clear()
+
+        for row in rows:
+            record = row[0] if isinstance(row, (tuple, list)) else row
+            if record is None:  # a null row: rejected by the server as empty
+                record = b"" if binary else ""
+            # The column is string or binary (checked on the driver).
+            batch.append(bytes(record) if binary else record)
+            if len(batch) >= _FLUSH:
+                flush()
+        flush()
+        yield (index, server.to_json(), examples)
+
+    return run
+
+
+def aggregate_device_map(
+    df: Any,
+    grid: Any,
+    mechanism: Any,
+    epsilon: float,
+    column: Optional[str] = None,
+    *,
+    max_bins: Optional[int] = None,
+    kernel_lambda: Optional[float] = None,
+) -> SparkDeviceMap:
+    """The map of a DataFrame of device map reports (``MapUpload.json`` as
+    strings or ``MapUpload.bytes`` as binary, e.g. from ``geopriv map
+    release``) made for ``grid`` (a ``geopriv.MapGrid``) with ``mechanism``
+    (a ``geopriv.MapMechanism``) at per-device ``epsilon`` per metre.
+
+    Every partition bins its reports into exact integer counts (a
+    ``MapServer`` partial state); the driver merges them, so the map is
+    bit-for-bit ``MapServer.estimate(kernel_lambda)`` of one process — and
+    ``geopriv map aggregate`` on the same reports — under any
+    partitioning. ``kernel_lambda`` ``None`` lets the planner pick the
+    debiasing (as the CLI without ``--lambda``). Bad rows (malformed,
+    for another grid, mechanism or ε, null) are counted by code in
+    ``rejections``; the job does not fail.
+    """
+    import geopriv
+
+    if max_bins is None:
+        server = geopriv.MapServer(grid, mechanism, epsilon)
+    else:
+        server = geopriv.MapServer.with_max_bins(grid, mechanism, epsilon, max_bins)
+    name, binary = _report_column(df, column)
+    empty = server.to_json()
+    partials = sorted(
+        df.select(name).rdd.mapPartitionsWithIndex(_device_map_partition(empty, binary)).collect(),
+        key=lambda p: p[0],
+    )
+    examples: List[Rejection] = []
+    for _, state, some in partials:
+        server.merge(geopriv.MapServer.from_json(state))
+        examples.extend(some)
+    status = server.status()
+    return SparkDeviceMap(
+        estimate=server.estimate(kernel_lambda) if status.accepted else None,
+        accepted=status.accepted,
+        rejected=status.rejected,
+        rejections=dict(sorted(status.rejections.items())),
+        examples=examples,
+        partitions=len(partials),
+        state=server.to_json(),
     )

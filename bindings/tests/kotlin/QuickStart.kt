@@ -37,6 +37,45 @@ fun serverEstimate(uploads: List<String>): Estimate? =
         }
     }
 
+/** The city map: 21 x 21 cells over 20 km (metres), bandwidth one cell diagonal. */
+val CITY = MapGrid(0.0, 20_000.0, 0.0, 20_000.0, 21u, 21u, null)
+
+/** Device: release my location for the whole map at ε = 1/1000 per metre, charged to the ledger once. */
+fun mapUpload(location: List<Double>, ledger: PrivacyLedger): String? =
+    MapRelease(CITY, MapMechanism.APriori, epsilon = 1e-3).use { map ->
+        try {
+            map.release(ledger, location).json  // upload this (or .bytes)
+        } catch (e: GeoprivException.BudgetExceeded) {  // nothing was released or charged
+            null
+        }
+    }
+
+/** Server: the map with per-cell standard errors; bad uploads are counted with their reason, never thrown. */
+fun serverMap(uploads: List<String>): MapEstimate =
+    MapServer(CITY, MapMechanism.APriori, epsilon = 1e-3).use { server ->
+        server.addAllJson(uploads).rejections.forEach { System.err.println("rejected #${it.index}: ${it.reason}") }
+        server.estimate(kernelLambda = null)  // values, standardErrors, xs, ys, perDeviceEpsilon; λ by the planner
+    }
+
+/** The map quick start: 2000 devices around one district, each with its own ledger. */
+fun mapChecks(check: (Boolean, String) -> Unit) {
+    val rnd = java.util.Random(5)
+    val perDevice = BudgetPolicy(BudgetUnit.PerMetre, totalEpsilon = 1e-3, totalDelta = 0.0)
+    val homes = List(2000) { listOf(8_000.0 + 1_500 * rnd.nextGaussian(), 12_000.0 + 1_500 * rnd.nextGaussian()) }
+    var secondRefused = 0
+    val uploads = homes.map { home -> PrivacyLedger.inMemory(perDevice).use { ledger ->
+        mapUpload(home, ledger).also { if (mapUpload(home, ledger) == null) secondRefused++ }
+    } }
+    check(uploads.all { it != null } && secondRefused == homes.size, "every device released once; a second release is refused")
+    val map = serverMap(uploads.filterNotNull() + "{not json")
+    check(map.n == 2000uL && map.perDeviceEpsilon == 1e-3 && map.values.size == 21 * 21, "the map of 2000 devices")
+    val cell = map.xs.indexOf(8_000.0) * map.ys.size + map.ys.indexOf(12_000.0)
+    val h = Math.hypot(1_000.0, 1_000.0)
+    val truth = homes.map { (x, y) -> Math.exp(-((x - 8_000.0) * (x - 8_000.0) + (y - 12_000.0) * (y - 12_000.0)) / (2 * h * h)) }.average()
+    check(Math.abs(map.values[cell] - truth) <= 5 * map.standardErrors[cell] + map.discretisationBound,
+        "the district's cell ${map.values[cell]} ± ${map.standardErrors[cell]} covers the truth $truth")
+}
+
 fun main() {
     var passed = 0
     var failed = 0
@@ -62,6 +101,7 @@ fun main() {
     check(estimate != null && Math.abs(estimate.mean - truth) <= 5 * estimate.standardError!!,
         "estimate ${estimate?.mean} ± ${estimate?.standardError} covers the truth $truth")
     check(libraryVersion() == System.getProperty("geopriv.expectedVersion", libraryVersion()), "library version")
+    mapChecks(::check)
     println("jar: $passed passed, $failed failed")
     if (failed > 0) exitProcess(1)
 }

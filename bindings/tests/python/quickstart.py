@@ -1,12 +1,14 @@
 """The Python quick start of README.md, run against the installed wheel by
 bindings/scripts/test-wheel.sh. Closes with ``quickstart: N passed, M failed``."""
 
+import math
 import os
 import random
 import sys
 import tempfile
 
 from geopriv import Aggregator, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
+from geopriv import MapGrid, MapMechanism, MapRelease, MapServer
 
 PER_DOLLAR = BudgetUnit.PER_DOLLAR()
 
@@ -38,6 +40,24 @@ def server(uploads):
     return total.estimate(), rejected  # n, mean, standard_error, ci95_low, ci95_high
 
 
+CITY = MapGrid(x_min=0.0, x_max=20_000.0, y_min=0.0, y_max=20_000.0, points_x=21, points_y=21, bandwidth=None)
+
+
+def map_device(location, ledger):
+    """Device: release my location [x, y] (metres) for the whole map at ε = 1/1000 per metre, charged once."""
+    try:
+        return MapRelease(CITY, MapMechanism.A_PRIORI(), 1e-3).release(ledger, location).json  # upload this
+    except GeoprivError.BudgetExceeded:  # nothing was released or charged
+        return None
+
+
+def map_server(uploads):
+    """Server: the map with per-cell standard errors; bad uploads are counted with their reason, never raised."""
+    server = MapServer(CITY, MapMechanism.A_PRIORI(), 1e-3)
+    batch = server.add_all_json(uploads)  # batch.rejections: index, code, reason of each bad upload
+    return server.estimate(None), batch.rejected  # values, standard_errors, xs, ys, per_device_epsilon
+
+
 if __name__ == "__main__":
     rnd = random.Random(14)
     incomes = [60_000 + 100_000 * rnd.random() * rnd.random() for _ in range(4000)]
@@ -53,6 +73,19 @@ if __name__ == "__main__":
     truth = sum(min(1.0, max(0.0, (x - 100_000) / 20_000 + 0.5)) for x in incomes) / len(incomes)
     checks += [rejected == {"malformed": 1, "empty": 1} and estimate.n == len(incomes),
                abs(estimate.mean - truth) <= 5 * estimate.standard_error]
+    # The map: 2000 devices around one district, each with its own ledger of ε = 1/1000 per metre.
+    per_metre = BudgetPolicy(unit=BudgetUnit.PER_METRE(), total_epsilon=1e-3, total_delta=0.0)
+    homes = [[rnd.gauss(8_000, 1_500), rnd.gauss(12_000, 1_500)] for _ in range(2000)]
+    ledgers = [PrivacyLedger.in_memory(per_metre) for _ in homes]
+    map_uploads = [map_device(home, ledger) for home, ledger in zip(homes, ledgers)]
+    checks += [all(u is not None for u in map_uploads), map_device(homes[0], ledgers[0]) is None]
+    estimate_map, map_rejected = map_server(map_uploads + ["{not json"])
+    cell = estimate_map.xs.index(8_000.0) * len(estimate_map.ys) + estimate_map.ys.index(12_000.0)
+    h2 = 2 * math.hypot(1_000.0, 1_000.0) ** 2  # 2 h², h = one cell diagonal
+    map_truth = sum(math.exp(-((x - 8_000) ** 2 + (y - 12_000) ** 2) / h2) for x, y in homes) / len(homes)
+    checks += [map_rejected == 1 and estimate_map.n == 2000 and estimate_map.per_device_epsilon == 1e-3,
+               abs(estimate_map.values[cell] - map_truth)
+               <= 5 * estimate_map.standard_errors[cell] + estimate_map.discretisation_bound]
     failed = checks.count(False)
     if failed:
         print(f"FAIL quickstart: checks {checks}, estimate {estimate}, truth {truth}, rejected {rejected}")

@@ -29,7 +29,7 @@ import traceback
 import urllib.request
 
 import geopriv
-from geopriv.spark import aggregate, aggregate_map
+from geopriv.spark import aggregate, aggregate_device_map, aggregate_map
 
 CLI = os.environ["GEOPRIV_CLI"]
 N = int(os.environ.get("GEOPRIV_SPARK_REPORTS", "1000000"))
@@ -341,6 +341,7 @@ def _():
         e = cell.estimate
         expect(qid == cell.query_id and got.n == e.n, qid)
         expect(bits(got.mean) == bits(e.mean) and bits(got.standard_error) == bits(e.standard_error), qid)
+        expect(got.mechanism == "polyplace" and got.epsilon == 1e-3 and got.delta == 0.0, got)
     expect(len(m.means()) == len(xs) * len(ys), m.means())
     # clip=True: each report clamped to its group's B, as ReportServer does.
     clipped_grid, config = geopriv.GridAggregator.kde_grid(xs, ys, 150.0), geopriv.ServerConfig()
@@ -353,6 +354,39 @@ def _():
                        **LIMITS)
     for (qid, got), cell in zip(mc.cells, clipped_grid.estimates()):
         expect(bits(got.mean) == bits(cell.estimate.mean) and got.n == cell.estimate.n, qid)
+    # Every device answering all six cells at ε = 1e-3 spends 6e-3 (sequential composition).
+    expect(m.per_device_epsilon == sum([1e-3] * len(ids)) and "sequential composition" in m.accounting,
+           (m.per_device_epsilon, m.accounting))
+
+
+@test("device maps: aggregate_device_map equals `geopriv map aggregate` bit for bit under 1, 3, 7 partitions")
+def _():
+    grid = geopriv.MapGrid(x_min=0.0, x_max=10_000.0, y_min=0.0, y_max=10_000.0, points_x=11, points_y=11,
+                           bandwidth=None)
+    a_priori = geopriv.MapMechanism.A_PRIORI()
+    device = geopriv.MapRelease(grid, a_priori, 2e-3)
+    rnd = random.Random(21)
+    lines = [device.release_unmetered([rnd.uniform(2_000, 8_000), rnd.uniform(1_000, 9_000)]).json
+             for _ in range(5_000)]
+    other = geopriv.MapRelease(grid, a_priori, 1e-3).release_unmetered([5.0, 5.0]).json
+    rows = lines[:1_000] + ["garbage"] + lines[1_000:] + [other]
+    path = write("device-map.jsonl", rows)
+    with open(path) as stdin:
+        p = subprocess.run([CLI, "map", "aggregate", "--bbox", "0", "10000", "0", "10000", "--grid", "11",
+                            "--epsilon", "0.002"], stdin=stdin, capture_output=True, text=True, timeout=600)
+    cli = json.loads(p.stdout)
+    expect(p.returncode == 1 and sum(1 for e in p.stderr.splitlines() if e.startswith("line ")) == 2, p.stderr)
+    for parts, binary in [(1, False), (3, True), (7, False)]:
+        df = (spark.createDataFrame([(bytearray(x.encode()),) for x in rows], "report binary") if binary
+              else spark.createDataFrame([(x,) for x in rows], "report string"))
+        m = aggregate_device_map(df.repartition(parts), grid, a_priori, 2e-3)
+        expect(m.accepted == 5_000 and m.rejections == {"malformed": 1, "other-epsilon": 1}, m.rejections)
+        est = m.estimate
+        expect(est.mechanism == "a-priori" and est.per_device_epsilon == 2e-3 and cli["n"] == est.n, est.mechanism)
+        expect([bits(v) for v in cli["values"]] == [bits(v) for v in est.values], f"values differ ({parts})")
+        expect([bits(v) for v in cli["standard_errors"]] == [bits(v) for v in est.standard_errors],
+               f"standard errors differ ({parts})")
+        expect(bits(cli["lambda"]) == bits(est.kernel_lambda), (cli["lambda"], est.kernel_lambda))
 
 
 @test("README Spark quick start: the same estimates as the CLI")

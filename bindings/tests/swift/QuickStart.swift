@@ -20,3 +20,14 @@ func deviceUpload(income: Double, ledger: PrivacyLedger) -> Data? {
         return nil
     }
 }
+
+/// Device: release my location (metres on the city grid) for the whole map at ε = 1/1000 per metre, charged once.
+func mapUpload(location: [Double], ledger: PrivacyLedger) -> Data? {
+    let city = MapGrid(xMin: 0, xMax: 20_000, yMin: 0, yMax: 20_000, pointsX: 21, pointsY: 21, bandwidth: nil)
+    do {
+        let map = try MapRelease(grid: city, mechanism: .aPriori, epsilon: 1e-3)
+        return try map.release(ledger: ledger, location: location).bytes
+    } catch {  // GeoprivError.BudgetExceeded: nothing was released or charged
+        return nil
+    }
+}
