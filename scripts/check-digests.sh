@@ -17,8 +17,9 @@
 #     with the exit status and the stderr text;
 #   * `geopriv aggregate` on each of those outputs (JSON and binary input);
 #   * `geopriv sensitivity` for every family and both growth functions;
-#   * the experiment tables (threshold, two-way, kde) at small seeded sizes,
-#     without the wall-time line.
+#   * the experiment tables (threshold, two-way, the per-query kde and the
+#     kde at equal per-device ε) at small seeded sizes, without the
+#     wall-time line.
 #
 # When a change is MEANT to change outputs (e.g. a new sampler), run the
 # script with --update (and --full --update), check that only the expected
@@ -140,16 +141,21 @@ for fam in "${families[@]}"; do
 done
 
 # The experiment tables (the wall-time line dropped).
+# experiment NAME LABEL ARGS...: `geopriv experiment NAME ARGS`, recorded
+# as experiment.LABEL.
 experiment() {
-  local name="$1"
-  shift
-  "$bin" experiment "$name" --no-plots --threads 2 --seed 11 --out "$work/exp.$name" "$@" >/dev/null 2>&1
-  grep -v 'computed in' "$work/exp.$name/results.md" >"$work/exp.$name.md"
-  record "experiment.$name" "$work/exp.$name.md"
+  local name="$1" label="$2"
+  shift 2
+  "$bin" experiment "$name" --no-plots --threads 2 --seed 11 --out "$work/exp.$label" "$@" >/dev/null 2>&1
+  grep -v 'computed in' "$work/exp.$label/results.md" >"$work/exp.$label.md"
+  record "experiment.$label" "$work/exp.$label.md"
 }
-experiment threshold --n 500,1000 --epsilon 1/800,1/12000 --reps 2 --thresholds 100k,1M
-experiment two-way --n 300,600 --epsilon 1/12000,1/3000 --grid 3 --reps 2
-experiment kde --n 300 --epsilon 1e-5,1e-4 --grid 6
+experiment threshold threshold --n 500,1000 --epsilon 1/800,1/12000 --reps 2 --thresholds 100k,1M
+experiment two-way two-way --n 300,600 --epsilon 1/12000,1/3000 --grid 3 --reps 2
+# The paper's per-query KDE, and every map mechanism at equal per-device ε
+# (airports and the synthetic city; few server bins to stay quick in debug).
+experiment kde kde --per-query-paper --n 300 --epsilon 1e-5,1e-4 --grid 6
+experiment kde kde-equal --n 300 --eps-h 1,10 --grid 6 --map-bins 64
 
 if [ "$update" = 1 ]; then
   mkdir -p scripts/digests

@@ -184,7 +184,7 @@ fn releases_stay_unbiased() {
             let mean = ys.iter().sum::<f64>() / n as f64;
             let var = ys.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
             let se = (var / n as f64).sqrt();
-            // Noise a priori is biased for nonlinear f by design (SPEC §4).
+            // Noise a priori is biased for nonlinear f by design (docs/MATH.md §4.9).
             if m.name().as_str() != "a-priori" {
                 assert!(
                     mean.abs() < 5.0 * se,

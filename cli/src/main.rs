@@ -142,8 +142,8 @@ fn main() -> ExitCode {
         Command::Privatize(cmd) => privatize_main(&cmd),
         Command::Aggregate(args) => aggregate_main(&args),
         Command::Audit(cmd) => audit_main(&cmd),
-        Command::Experiment(cmd) => experiment_exit(experiment::run(cmd)),
-        Command::Demo(args) => experiment_exit(experiment::run_demo(args)),
+        Command::Experiment(cmd) => experiment_exit(experiment::run(cmd).map_err(Into::into)),
+        Command::Demo(args) => experiment_exit(experiment::run_demo(args).map_err(Into::into)),
         Command::Central(cmd) => experiment_exit(central::run(cmd)),
         Command::Map(cmd) => match map::run(cmd) {
             Ok(true) => ExitCode::SUCCESS,

@@ -106,6 +106,7 @@ fn kde_on_the_bundled_airports_writes_heat_maps() {
     geopriv(&[
         "experiment",
         "kde",
+        "--per-query-paper",
         "--n",
         "300",
         "--epsilon",
@@ -119,6 +120,8 @@ fn kde_on_the_bundled_airports_writes_heat_maps() {
     ]);
     let table = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(table.contains("airports") && table.contains("PolyPlace"));
+    // Labelled with its true per-device cost: 36 cells at ε each.
+    assert!(table.contains("36ε = 3.600e-4"), "{table}");
     for png in [
         "error_vs_epsilon.png",
         "heatmap_eps_1_100000.png",
@@ -126,4 +129,48 @@ fn kde_on_the_bundled_airports_writes_heat_maps() {
     ] {
         assert!(is_png(&out.join(png)), "{png}");
     }
+}
+
+#[test]
+fn kde_at_equal_per_device_epsilon_prints_the_total_and_the_pick() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kde-equal");
+    geopriv(&[
+        "experiment",
+        "kde",
+        "--dataset",
+        "airports",
+        "--n",
+        "200",
+        "--eps-h",
+        "10",
+        "--grid",
+        "5",
+        "--map-bins",
+        "64",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let table = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(table.contains("per-device total ε"), "{table}");
+    assert!(
+        table.contains("**"),
+        "the planner's pick is marked: {table}"
+    );
+    for row in ["PolyPlace at ε/m", "vector Laplace", "a priori, debiased"] {
+        assert!(table.contains(row), "{row}");
+    }
+    let pngs: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("heatmap_airports_eps_")
+        })
+        .collect();
+    assert_eq!(pngs.len(), 1);
+    assert!(is_png(&pngs[0].path()));
 }

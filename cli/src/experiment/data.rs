@@ -3,6 +3,7 @@
 //!
 //! Provenance and licences are in `examples/data/README.md`.
 
+use super::error::{ExperimentError, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -14,10 +15,10 @@ pub const AIRPORTS_CSV: &str = include_str!("../../../examples/data/airports.csv
 /// Web Mercator projection (EPSG:3857) of (latitude, longitude) in degrees
 /// to metres, through the core crate's `geopriv::geo::WebMercator`.
 /// Distances in this plane are ground distances times 1/cos φ.
-pub fn web_mercator(lat_deg: f64, lon_deg: f64) -> Result<[f64; 2], String> {
+pub fn web_mercator(lat_deg: f64, lon_deg: f64) -> Result<[f64; 2]> {
     use geopriv::geo::{LatLon, Projection, WebMercator};
-    let point = LatLon::new(lat_deg, lon_deg).map_err(|e| e.to_string())?;
-    WebMercator.forward(point).map_err(|e| e.to_string())
+    let point = LatLon::new(lat_deg, lon_deg)?;
+    Ok(WebMercator.forward(point)?)
 }
 
 /// Which airports to keep.
@@ -64,9 +65,11 @@ pub fn split_csv_line(line: &str) -> Vec<String> {
 /// Parse a CSV with a header naming `latitude` and `longitude` columns
 /// (or `lat`, `lon`/`lng`; other columns are ignored). Returns (latitude,
 /// longitude) pairs in degrees.
-pub fn parse_lat_lon_csv(text: &str) -> Result<Vec<(f64, f64)>, String> {
+pub fn parse_lat_lon_csv(text: &str) -> Result<Vec<(f64, f64)>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header = lines.next().ok_or("empty CSV")?;
+    let header = lines
+        .next()
+        .ok_or_else(|| ExperimentError::Data("empty CSV".into()))?;
     let cols: Vec<String> = split_csv_line(header)
         .iter()
         .map(|c| c.trim().to_ascii_lowercase())
@@ -74,20 +77,22 @@ pub fn parse_lat_lon_csv(text: &str) -> Result<Vec<(f64, f64)>, String> {
     let find = |names: &[&str]| {
         cols.iter()
             .position(|c| names.contains(&c.as_str()))
-            .ok_or_else(|| format!("CSV header lacks a column named {}", names[0]))
+            .ok_or_else(|| {
+                ExperimentError::Data(format!("CSV header lacks a column named {}", names[0]))
+            })
     };
     let ilat = find(&["latitude", "lat"])?;
     let ilon = find(&["longitude", "lon", "lng"])?;
     let mut out = Vec::new();
     for (k, line) in lines.enumerate() {
         let fields = split_csv_line(line);
-        let get = |i: usize| -> Result<f64, String> {
-            let f = fields
-                .get(i)
-                .ok_or_else(|| format!("CSV line {}: too few fields", k + 2))?;
+        let get = |i: usize| -> Result<f64> {
+            let f = fields.get(i).ok_or_else(|| {
+                ExperimentError::Data(format!("CSV line {}: too few fields", k + 2))
+            })?;
             f.trim()
                 .parse::<f64>()
-                .map_err(|e| format!("CSV line {}: {e}: {f:?}", k + 2))
+                .map_err(|e| ExperimentError::Data(format!("CSV line {}: {e}: {f:?}", k + 2)))
         };
         out.push((get(ilat)?, get(ilon)?));
     }
@@ -96,7 +101,7 @@ pub fn parse_lat_lon_csv(text: &str) -> Result<Vec<(f64, f64)>, String> {
 
 /// Locations (Web Mercator metres) of the airports in `region`, from `csv`
 /// text (the bundled table when `None`).
-pub fn airports(csv: Option<&str>, region: Region) -> Result<Vec<[f64; 2]>, String> {
+pub fn airports(csv: Option<&str>, region: Region) -> Result<Vec<[f64; 2]>> {
     parse_lat_lon_csv(csv.unwrap_or(AIRPORTS_CSV))?
         .into_iter()
         .filter(|&(lat, lon)| region.contains(lat, lon))

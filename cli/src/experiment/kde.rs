@@ -1,12 +1,23 @@
-//! `geopriv experiment kde` and `geopriv demo`: a Gaussian kernel density
-//! map of user locations (docs/MATH.md §7).
+//! `geopriv experiment kde` and `geopriv demo`: Gaussian kernel density
+//! maps of user locations (docs/MATH.md §7, §9).
 //!
-//! A K × K grid of query points t covers the bounding box of the data; the
-//! bandwidth h is one grid-cell diagonal. Every device answers every grid
-//! point: for each t it releases a privatized f_t(x) = exp(-||x - t||²/2h²)
-//! (ε-GP per release; composition across the K² releases is not accounted
-//! for, as in the paper). The server averages the n reports of each grid
-//! point. ASE = mean over the grid of (estimate - non-private KDE)².
+//! **Default: every mechanism at the same per-device ε** (docs/MATH.md §9,
+//! issue 11). A K × K grid of kernel queries covers the data's bounding
+//! box (h = one grid-cell diagonal). Each device spends the per-device
+//! total ε on the whole map, whatever the mechanism: per-cell PolyPlace or
+//! global Laplace at ε/m, vector global Laplace, sampled k of m, or one
+//! noisy location (noise a priori) mapped plainly, debiased or partially
+//! debiased (see `maps.rs`). The sweep covers (n, ε) over the bundled
+//! airports and the synthetic city, n up to 10^6 (`--large-n` for more);
+//! every row prints its per-device total and the planner's pick.
+//!
+//! **`--per-query-paper`: the paper's experiment.** Every device answers
+//! every grid point at ε *each*: for each t it releases a privatized
+//! f_t(x) = exp(-||x - t||²/2h²); the server averages the n reports of each
+//! grid point; ASE = mean over the grid of (estimate - non-private KDE)².
+//! A device then spends m·ε (m = K² cells) by sequential composition, and
+//! the table says so in a per-device column (global Laplace: L1/L·ε by the
+//! certified ℓ1 bound of the query set; noise a priori: ε, see below).
 //!
 //! Noise a priori is run the way a device would run it: one planar-Laplace
 //! noisy location per device, reused for every grid point (the server could
@@ -17,25 +28,22 @@
 //! is ε-GP for *all* grid points together).
 
 use super::data::{airports, Region, SyntheticCity};
-use super::mechanisms::{build_all, Contender, MechParams, Release};
+use super::error::{ExperimentError, Result};
+use super::grid::Grid;
+use super::maps::{self, device_sums, MapCell, Obtained, Setting, ROWS};
+use super::mechanisms::{build_all, Contender, MechParams};
 use super::plot::{self, HeatPanel};
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_epsilon, print_paths, rng_for, write_outcome,
-    CommonArgs, Error, Outcome, Record, SweepArgs, SweepDefaults,
+    fmt_count, fmt_eps, parse_count, parse_epsilon, print_paths, rng_for, run_cells, write_outcome,
+    CommonArgs, Outcome, PerDevice, Record, SweepArgs, SweepDefaults,
 };
 use clap::Args;
-use geopriv::noise::PlanarLaplace;
 use geopriv::{GaussianKde, Query};
-use rand::distr::Distribution;
 use rand::Rng;
 use rayon::prelude::*;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// Devices per work unit.
-const CHUNK: usize = 128;
-/// Work units per wave (partial sums are added in order after each wave).
-const WAVE: usize = 64;
 
 /// Where the locations come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -48,19 +56,27 @@ pub enum Dataset {
 
 /// Options of `geopriv experiment kde`.
 ///
-/// Defaults (about a minute on 2 cores): the airports (3,069 in the
-/// contiguous US) on a 31 × 31 grid; n ∈ {N/4, N/2, N} at ε = 1/1000 per
-/// metre; ε ∈ {1/1000, 1e-4, 1e-5, 1e-6} per metre at n = N. With
-/// `--dataset city`: n ∈ {2.5k, 5k, 10k}, ε ∈ {1/250, 1/1000, 1/4000}.
-/// `--full` (the paper's setting; 48 min measured on 2 shared cores): the synthetic city with
-/// n = 200,000, a 61 × 61 grid and ε = 1/1000 per metre.
+/// Default (equal per-device ε): the airports (3,069 in the contiguous
+/// US; n ∈ {N/4, N/2, N}) and the synthetic city (n ∈ {10^3, 10^4, 10^5,
+/// 10^6}) on a 31 × 31 grid, at per-device totals εh ∈ {0.3, 1, 10} (ε per
+/// metre = εh / h), every mechanism of `maps.rs`. Per-cell mechanisms are
+/// run up to `--max-releases` n·m releases per cell and predicted beyond.
+///
+/// `--per-query-paper` (the paper's per-query experiment): one data set
+/// [default: airports]; n ∈ {N/4, N/2, N} at ε = 1/1000 per metre; ε ∈
+/// {1/1000, 1e-4, 1e-5, 1e-6} per metre at n = N (ε per query: each device
+/// spends m·ε). With `--dataset city`: n ∈ {2.5k, 5k, 10k}, ε ∈ {1/250,
+/// 1/1000, 1/4000}. `--full` (the paper's setting, implies
+/// --per-query-paper; 48 min measured on 2 shared cores): the synthetic
+/// city with n = 200,000, a 61 × 61 grid and ε = 1/1000 per metre.
 #[derive(Args, Debug, Clone)]
 pub struct KdeArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Data set [default: airports; with --full: city].
-    #[arg(long, value_enum)]
-    pub dataset: Option<Dataset>,
+    /// Data sets, comma-separated [default: airports,city; with
+    /// --per-query-paper: airports, or city with --full].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub dataset: Option<Vec<Dataset>>,
     /// A CSV with latitude/longitude columns to use instead of the bundled
     /// airports.
     #[arg(long)]
@@ -70,6 +86,26 @@ pub struct KdeArgs {
     pub region: Region,
     #[command(flatten)]
     pub sweep: SweepArgs,
+    /// Per-device totals as εh (ε per metre times the bandwidth), used
+    /// when --epsilon is not given (equal per-device ε mode).
+    #[arg(long, value_delimiter = ',', default_value = "0.3,1,10")]
+    pub eps_h: Vec<f64>,
+    /// Run the paper's per-query experiment instead (ε per query; each
+    /// row labelled with its true per-device cost m·ε); implied by --full.
+    #[arg(long)]
+    pub per_query_paper: bool,
+    /// Allow n above 10^6 (memory and time grow linearly).
+    #[arg(long)]
+    pub large_n: bool,
+    /// Run the per-cell mechanisms (n·m releases) only up to this many
+    /// releases per cell; above it their ASE is the planner's prediction
+    /// (exact for the Laplace rows, an upper bound for PolyPlace), marked.
+    #[arg(long, value_parser = parse_count, default_value = "5M")]
+    pub max_releases: usize,
+    /// Bins per axis (at most) of the noise-a-priori server map (fewer:
+    /// faster, with a larger stated discretisation error).
+    #[arg(long, default_value_t = maps::MAX_BINS)]
+    pub map_bins: usize,
     /// Grid points per axis [default: 31; full: 61].
     #[arg(long)]
     pub grid: Option<usize>,
@@ -79,54 +115,6 @@ pub struct KdeArgs {
     /// LDP reference: ε_LDP = ε × this many metres.
     #[arg(long, default_value_t = 1000.0)]
     pub ldp_scale: f64,
-}
-
-/// The query grid over a bounding box.
-#[derive(Clone, Debug)]
-pub struct Grid {
-    /// Points per axis.
-    pub k: usize,
-    /// [xmin, xmax, ymin, ymax], metres.
-    pub bbox: [f64; 4],
-    /// Grid points, index i * k + j for (x_i, y_j).
-    pub centers: Vec<[f64; 2]>,
-    /// Cell sides (dx, dy).
-    pub cell: [f64; 2],
-}
-
-impl Grid {
-    /// K × K points spanning `bbox`, ends included.
-    pub fn new(k: usize, bbox: [f64; 4]) -> Result<Self, String> {
-        if k < 2 {
-            return Err("the grid needs at least 2 points per axis".into());
-        }
-        // Refused before any allocation: K² cells of exact aggregates.
-        let limit = geopriv::aggregate::MAX_GRID_CELLS;
-        if k.checked_mul(k).is_none_or(|cells| cells > limit) {
-            return Err(format!(
-                "a grid of {k} x {k} points is above the limit of {limit} cells (at most 512 points per axis)"
-            ));
-        }
-        let dx = (bbox[1] - bbox[0]) / (k - 1) as f64;
-        let dy = (bbox[3] - bbox[2]) / (k - 1) as f64;
-        if !(dx > 0.0 && dy > 0.0) {
-            return Err("the data's bounding box is degenerate".into());
-        }
-        let centers = (0..k)
-            .flat_map(|i| (0..k).map(move |j| [bbox[0] + dx * i as f64, bbox[2] + dy * j as f64]))
-            .collect();
-        Ok(Self {
-            k,
-            bbox,
-            centers,
-            cell: [dx, dy],
-        })
-    }
-
-    /// One grid-cell diagonal.
-    pub fn diagonal(&self) -> f64 {
-        self.cell[0].hypot(self.cell[1])
-    }
 }
 
 /// `471 m` or `242.6 km`.
@@ -218,19 +206,14 @@ impl Source {
     }
 }
 
-fn load_source(args: &KdeArgs) -> Result<(Source, Dataset), Error> {
-    let dataset = args.dataset.unwrap_or(if args.common.full {
-        Dataset::City
-    } else {
-        Dataset::Airports
-    });
+fn load_source(args: &KdeArgs, dataset: Dataset) -> Result<Source> {
     Ok(match dataset {
-        Dataset::City => (Source::City(SyntheticCity::standard()), dataset),
+        Dataset::City => Source::City(SyntheticCity::standard()),
         Dataset::Airports => {
             let (pts, what) = match &args.csv {
                 Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    let text =
+                        std::fs::read_to_string(path).map_err(ExperimentError::io(path))?;
                     (airports(Some(&text), args.region)?, path.display().to_string())
                 }
                 None => (
@@ -242,9 +225,11 @@ fn load_source(args: &KdeArgs) -> Result<(Source, Dataset), Error> {
                 ),
             };
             if pts.len() < 2 {
-                return Err("fewer than 2 locations in the data".into());
+                return Err(ExperimentError::Data(
+                    "fewer than 2 locations in the data".into(),
+                ));
             }
-            (Source::Fixed(pts, what), dataset)
+            Source::Fixed(pts, what)
         }
     })
 }
@@ -272,16 +257,23 @@ pub struct KdeRun {
     pub bandwidth: f64,
 }
 
-/// Run the KDE experiment, write outputs, print paths.
-pub fn run(args: KdeArgs) -> Result<(), Error> {
+/// Run the KDE experiment (equal per-device ε, or the paper's per-query
+/// run with `--per-query-paper`), write outputs, print paths.
+pub fn run(args: KdeArgs) -> Result<()> {
     let dir = args.common.out_dir("kde");
-    let result = compute(&args, false)?;
-    let paths = write_kde(&result, &dir, !args.common.no_plots)?;
+    // `--full` is the paper's setting, hence the per-query run.
+    let paths = if args.per_query_paper || args.common.full {
+        let result = compute(&args, false)?;
+        write_kde(&result, &dir, !args.common.no_plots)?
+    } else {
+        let run = equal_budget(&EqualPlan::from_args(&args)?, false)?;
+        write_equal(&run, &dir, !args.common.no_plots)?
+    };
     print_paths(&paths);
     Ok(())
 }
 
-fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, Error> {
+fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>> {
     let mut paths = write_outcome(&result.outcome, dir, plots)?;
     if plots {
         for Maps {
@@ -324,10 +316,20 @@ fn write_kde(result: &KdeRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, E
 }
 
 /// Compute every cell; `narrate` prints the device/server story (demo).
-pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
+pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
     args.common.init_threads();
     let full = args.common.full;
-    let (source, dataset) = load_source(args)?;
+    let dataset = match args.dataset.as_deref() {
+        Some([d]) => *d,
+        Some(_) => {
+            return Err(ExperimentError::Data(
+                "--per-query-paper runs one data set at a time".into(),
+            ))
+        }
+        None if full => Dataset::City,
+        None => Dataset::Airports,
+    };
+    let source = load_source(args, dataset)?;
     let k = args.grid.unwrap_or(if full { 61 } else { 31 });
     let grid = Grid::new(k, source.bbox())?;
     let h = args.bandwidth.unwrap_or_else(|| grid.diagonal());
@@ -390,11 +392,9 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
         );
         println!("server: averages the n reports of each grid point and compares with the non-private KDE");
     }
-    let start = Instant::now();
-    let mut records = Vec::new();
     let mut maps = Vec::new();
     let group = String::new();
-    for (n, eps) in sweep.cells() {
+    let (records, seconds) = run_cells("kde", &sweep, |n, eps| {
         let users = source.users(n, seed);
         let t0 = Instant::now();
         let truth: Vec<f64> = queries
@@ -414,6 +414,11 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 1.0 / eps,
                 eps * h
             );
+            println!(
+                "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
+                queries.len(),
+                queries.len()
+            );
         } else {
             eprintln!(
                 "kde: n = {}, ε = {}: true KDE in {:.1} s",
@@ -422,25 +427,14 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 t0.elapsed().as_secs_f64()
             );
         }
-        if narrate {
-            println!(
-                "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
-                queries.len(),
-                queries.len()
-            );
-        }
         let releases = build_all(&mechs, eps, params)?;
+        let mut records = Vec::new();
         let mut ests = Vec::new();
         for r in &releases {
             let t1 = Instant::now();
-            let sums = device_sums(r, &queries, &users, seed, n, eps)?;
+            let sums = device_sums(r, &grid, &queries, &users, seed, n, eps)?;
             let est: Vec<f64> = sums.iter().map(|s| s / n as f64).collect();
-            let ase = est
-                .iter()
-                .zip(&truth)
-                .map(|(e, t)| (e - t).powi(2))
-                .sum::<f64>()
-                / est.len() as f64;
+            let ase = grid.ase(&est, &truth);
             let line = format!(
                 "  {:<22} ASE {:.3e}   ({} releases in {:.1} s)",
                 r.kind.label(),
@@ -464,18 +458,6 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             });
             ests.push((r.kind, est, ase));
         }
-        match crate::map::equal_budget_lines(grid.bbox, k, h, eps, &users, &truth, seed) {
-            Ok(lines) => {
-                for line in lines {
-                    if narrate {
-                        println!("{line}");
-                    } else {
-                        eprintln!("{line}");
-                    }
-                }
-            }
-            Err(e) => eprintln!("  (equal per-device budget maps unavailable: {e})"),
-        }
         if n == sweep.ref_n && sweep.epsilons.contains(&eps) {
             maps.push(Maps {
                 epsilon: eps,
@@ -483,7 +465,14 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
                 estimates: ests,
             });
         }
-    }
+        Ok((records, format!("{} mechanisms", releases.len())))
+    })?;
+    let m = queries.len();
+    let tight_l1 = geopriv::map::KdeGrid::new_2d(grid.bbox, [k, k], h)?
+        .l1()
+        .bound
+        * h
+        / (-0.5f64).exp();
     let settings = vec![
         format!("data: {}", source.describe()),
         "locations in metres (Web Mercator for real data)".into(),
@@ -501,7 +490,10 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             fmt_count(sweep.ref_n as f64)
         ),
         "ASE: squared error of the estimated KDE (mean report) against the non-private KDE of the same users, averaged over the grid".into(),
-        "every device answers every grid point, each release ε-GP on its own (composition across grid points not accounted for, as in the paper); noise a priori: one planar-Laplace location per device, reused for all grid points".into(),
+        format!(
+            "every device answers all {m} grid points at ε each (the paper's per-query experiment), so it spends m·ε = {m}ε per metre by sequential composition (the per-device column); counted tightly, global Laplace spends L1/L·ε = {:.1}ε (certified ℓ1 bound of the query set, L = e^(-1/2)/h), and noise a priori ε (one planar-Laplace location per device, reused for all grid points); `geopriv experiment kde` without --per-query-paper compares every mechanism at the same per-device ε",
+            tight_l1
+        ),
         format!(
             "approximate-GP Laplace: δ = {:e}; local DP: ε_LDP = ε × {} m",
             params.delta, params.ldp_scale
@@ -524,7 +516,11 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
             groups: vec![group],
             sweep,
             records,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds,
+            per_device: Some(PerDevice {
+                queries: m,
+                heading: "per device (m·ε, sequential composition)",
+            }),
         },
         grid,
         maps,
@@ -532,59 +528,334 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun, Error> {
     })
 }
 
-/// Σ over devices of each device's report at each grid point.
-fn device_sums(
-    r: &Release,
-    queries: &[GaussianKde],
-    users: &[[f64; 2]],
+/// One data set of an equal-budget sweep.
+pub struct EqualSet {
+    dataset: Dataset,
+    source: Source,
+    grid: Grid,
+    bandwidth: f64,
+    ns: Vec<usize>,
+    epsilons: Vec<f64>,
+}
+
+/// What an equal-budget run measures: data sets with their (n, ε) lists.
+pub struct EqualPlan {
+    sets: Vec<EqualSet>,
     seed: u64,
-    n: usize,
-    eps: f64,
-) -> Result<Vec<f64>, String> {
-    let g = queries.len();
-    let chunks = users.len().div_ceil(CHUNK);
-    let mut total = vec![0.0; g];
-    let a_priori = PlanarLaplace::new(eps).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    for wave in (0..chunks).step_by(WAVE) {
-        // Progress of long (full-scale) runs, about every 10% of the devices.
-        let step = (chunks / 10).max(WAVE).div_ceil(WAVE) * WAVE;
-        if users.len() >= 50_000 && wave > 0 && wave % step == 0 {
-            eprintln!(
-                "    {}: {:.0}% of the devices in {:.0} s",
-                r.kind.name(),
-                100.0 * wave as f64 / chunks as f64,
-                start.elapsed().as_secs_f64()
-            );
+    max_releases: u64,
+    max_bins: usize,
+    plots: bool,
+}
+
+impl EqualPlan {
+    /// The sweep of `geopriv experiment kde` (see [`KdeArgs`]).
+    fn from_args(args: &KdeArgs) -> Result<Self> {
+        args.common.init_threads();
+        let datasets = args
+            .dataset
+            .clone()
+            .unwrap_or_else(|| vec![Dataset::Airports, Dataset::City]);
+        let mut sets = Vec::new();
+        for d in datasets {
+            let source = load_source(args, d)?;
+            let grid = Grid::new(args.grid.unwrap_or(31), source.bbox())?;
+            let bandwidth = args.bandwidth.unwrap_or_else(|| grid.diagonal());
+            let mut ns = args
+                .sweep
+                .n
+                .clone()
+                .unwrap_or_else(|| match source.available() {
+                    Some(all) => vec![all.div_ceil(4), all.div_ceil(2), all],
+                    None => vec![1_000, 10_000, 100_000, 1_000_000],
+                });
+            if let Some(all) = source.available() {
+                for n in &mut ns {
+                    *n = (*n).min(all);
+                }
+            }
+            ns.dedup();
+            if let Some(&big) = ns.iter().find(|&&n| n > 1_000_000) {
+                if !args.large_n {
+                    return Err(ExperimentError::parse(
+                        &big.to_string(),
+                        "n above 10^6 needs --large-n",
+                    ));
+                }
+            }
+            let epsilons = args
+                .sweep
+                .epsilon
+                .clone()
+                .unwrap_or_else(|| args.eps_h.iter().map(|e| e / bandwidth).collect());
+            sets.push(EqualSet {
+                dataset: d,
+                source,
+                grid,
+                bandwidth,
+                ns,
+                epsilons,
+            });
         }
-        let parts: Vec<Vec<f64>> = (wave..(wave + WAVE).min(chunks))
-            .into_par_iter()
-            .map(|c| {
-                let mut rng = rng_for(seed, &[21, n as u64, eps.to_bits(), r.kind.tag(), c as u64]);
-                let mut part = vec![0.0; g];
-                for x in &users[c * CHUNK..((c + 1) * CHUNK).min(users.len())] {
-                    if r.kind == Contender::A_PRIORI {
-                        // One noisy location per device, for every grid point.
-                        let z = a_priori.sample(&mut rng);
-                        let noisy = [x[0] + z[0], x[1] + z[1]];
-                        for (p, q) in part.iter_mut().zip(queries) {
-                            *p += q.value(&noisy).map_err(|e| e.to_string())?;
-                        }
+        Ok(Self {
+            sets,
+            seed: args.common.seed,
+            max_releases: args.max_releases as u64,
+            max_bins: args.map_bins,
+            plots: !args.common.no_plots,
+        })
+    }
+}
+
+/// The results of one data set of an equal-budget run.
+pub struct EqualSetRun {
+    /// Data set.
+    pub dataset: Dataset,
+    /// Description of the data.
+    pub describe: String,
+    /// The grid.
+    pub grid: Grid,
+    /// Bandwidth h.
+    pub bandwidth: f64,
+    /// Every (n, cell), in run order.
+    pub cells: Vec<(usize, MapCell)>,
+    /// At the largest n: the true map (for the heat maps).
+    pub truth: Vec<f64>,
+    /// The largest n.
+    pub max_n: usize,
+}
+
+/// Everything an equal-budget run produced.
+pub struct EqualRun {
+    /// Per data set.
+    pub sets: Vec<EqualSetRun>,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// The seed.
+    pub seed: u64,
+    /// The release budget of measured per-cell rows.
+    pub max_releases: u64,
+}
+
+/// The lines printing one cell (every row with its per-device total).
+fn cell_lines(n: usize, h: f64, cell: &MapCell) -> Vec<String> {
+    let mut out = vec![format!(
+        "n = {}, per-device total ε = {:.2e} per metre (εh = {:.3}); every row spends exactly this per device:",
+        fmt_count(n as f64),
+        cell.epsilon,
+        cell.epsilon * h
+    )];
+    for (i, r) in cell.rows.iter().enumerate() {
+        out.push(format!(
+            "  {:<26} ASE {}{}   per-device total {:.2e} per metre: {}",
+            r.label,
+            fmt_ase(r.ase, r.obtained),
+            if i == cell.pick {
+                "   <- planner's pick"
+            } else {
+                ""
+            },
+            cell.epsilon,
+            r.accounting
+        ));
+    }
+    out.push(format!("  planner: {}", cell.plan_line));
+    out
+}
+
+/// `1.234e-4` measured, `(1.234e-4)` predicted, `<=1.234e-4` bound.
+fn fmt_ase(v: f64, how: Obtained) -> String {
+    match how {
+        Obtained::Measured => format!("{v:.3e}"),
+        Obtained::Predicted => format!("({v:.3e})"),
+        Obtained::UpperBound => format!("<={v:.3e}"),
+    }
+}
+
+/// Run every (data set, n, ε) cell at equal per-device ε; `narrate`
+/// prints the cells on stdout (the demo), else on stderr.
+pub fn equal_budget(plan: &EqualPlan, narrate: bool) -> Result<EqualRun> {
+    let start = Instant::now();
+    let mut sets = Vec::new();
+    for set in &plan.sets {
+        let max_n = set.ns.iter().copied().max().unwrap_or(0);
+        let mut cells = Vec::new();
+        let mut truth_at_max = Vec::new();
+        for &n in &set.ns {
+            let users = set.source.users(n, plan.seed);
+            let truth = maps::true_map(&set.grid, set.bandwidth, &users);
+            for &eps in &set.epsilons {
+                let t0 = Instant::now();
+                let setting = Setting {
+                    grid: &set.grid,
+                    bandwidth: set.bandwidth,
+                    users: &users,
+                    truth: &truth,
+                    seed: plan.seed,
+                    max_releases: plan.max_releases,
+                    keep_maps: plan.plots && n == max_n,
+                    max_bins: plan.max_bins,
+                };
+                let cell = maps::measure(&setting, eps)?;
+                for line in cell_lines(n, set.bandwidth, &cell) {
+                    if narrate {
+                        println!("{line}");
                     } else {
-                        for (p, q) in part.iter_mut().zip(queries) {
-                            *p += r.release(q, x, &mut rng)?;
-                        }
+                        eprintln!("{line}");
                     }
                 }
-                Ok(part)
-            })
-            .collect::<Result<_, String>>()?;
-        let sum = add_in_order(parts, g);
-        for (t, s) in total.iter_mut().zip(sum) {
-            *t += s;
+                eprintln!(
+                    "kde ({}): n = {}, ε = {:.2e}: {:.1} s",
+                    dataset_name(set.dataset),
+                    fmt_count(n as f64),
+                    eps,
+                    t0.elapsed().as_secs_f64()
+                );
+                cells.push((n, cell));
+            }
+            if n == max_n {
+                truth_at_max = truth;
+            }
+        }
+        sets.push(EqualSetRun {
+            dataset: set.dataset,
+            describe: set.source.describe(),
+            grid: set.grid.clone(),
+            bandwidth: set.bandwidth,
+            cells,
+            truth: truth_at_max,
+            max_n,
+        });
+    }
+    Ok(EqualRun {
+        sets,
+        seconds: start.elapsed().as_secs_f64(),
+        seed: plan.seed,
+        max_releases: plan.max_releases,
+    })
+}
+
+fn dataset_name(d: Dataset) -> &'static str {
+    match d {
+        Dataset::Airports => "airports",
+        Dataset::City => "synthetic city",
+    }
+}
+
+/// results.md of an equal-budget run (no wall time inside the tables).
+pub fn equal_markdown(run: &EqualRun) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Gaussian KDE maps at equal per-device ε\n");
+    for set in &run.sets {
+        let _ = writeln!(
+            s,
+            "- {}: {}; {k} × {k} grid over the bounding box, h = {:.1} m (one cell diagonal), m = {} cells",
+            dataset_name(set.dataset),
+            set.describe,
+            set.bandwidth,
+            set.grid.len(),
+            k = set.grid.k
+        );
+    }
+    let _ = writeln!(
+        s,
+        "- every row of a cell spends the same per-device total ε (column 3) on the whole map; the accounting of each mechanism is listed below the table\n- ASE against the true (non-private) map of the same devices, one run; `(x)`: not run (more than {} per-cell releases), the planner's exact expected ASE; `<=x`: the planner's upper bound; **bold**: the planner's pick\n- seed {}",
+        fmt_count(run.max_releases as f64),
+        run.seed
+    );
+    let _ = writeln!(s, "- computed in {:.1} s\n", run.seconds);
+    let _ = writeln!(s, "## ASE at equal per-device ε\n");
+    let _ = write!(s, "| data | n | per-device total ε (per metre) | εh |");
+    for r in ROWS {
+        let _ = write!(s, " {r} |");
+    }
+    let _ = writeln!(s, " planner's pick |");
+    let _ = writeln!(s, "|---|---:|---:|---:|{}---|", "---:|".repeat(ROWS.len()));
+    for set in &run.sets {
+        for (n, cell) in &set.cells {
+            let _ = write!(
+                s,
+                "| {} | {} | {:.3e} | {:.3} |",
+                dataset_name(set.dataset),
+                fmt_count(*n as f64),
+                cell.epsilon,
+                cell.epsilon * set.bandwidth
+            );
+            for (i, r) in cell.rows.iter().enumerate() {
+                let v = fmt_ase(r.ase, r.obtained);
+                if i == cell.pick {
+                    let _ = write!(s, " **{v}** |");
+                } else {
+                    let _ = write!(s, " {v} |");
+                }
+            }
+            let _ = writeln!(s, " {} |", cell.rows[cell.pick].label);
         }
     }
-    Ok(total)
+    let _ = writeln!(s, "\n## Per-device total of each mechanism\n");
+    if let Some((_, cell)) = run.sets.first().and_then(|set| set.cells.first()) {
+        for r in &cell.rows {
+            let _ = writeln!(s, "- {}: {}", r.label, r.accounting);
+        }
+    }
+    s
+}
+
+fn write_equal(run: &EqualRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(ExperimentError::io(dir))?;
+    let md = dir.join("results.md");
+    std::fs::write(&md, equal_markdown(run)).map_err(ExperimentError::io(&md))?;
+    let mut paths = vec![md];
+    if !plots {
+        return Ok(paths);
+    }
+    for set in &run.sets {
+        for (n, cell) in set.cells.iter().filter(|(n, _)| *n == set.max_n) {
+            let vmax = set.truth.iter().cloned().fold(0.0, f64::max);
+            let mut panels = vec![HeatPanel {
+                title: "true (non-private) KDE".into(),
+                values: set.truth.clone(),
+            }];
+            for (i, r) in cell.rows.iter().enumerate() {
+                if let Some(v) = &r.estimate {
+                    panels.push(HeatPanel {
+                        title: format!(
+                            "{}{}  ASE {:.2e}",
+                            if i == cell.pick { "* planner: " } else { "" },
+                            r.label,
+                            r.ase
+                        ),
+                        values: v.clone(),
+                    });
+                }
+            }
+            let name = format!(
+                "heatmap_{}_eps_{:.0e}.png",
+                match set.dataset {
+                    Dataset::Airports => "airports",
+                    Dataset::City => "city",
+                },
+                cell.epsilon
+            );
+            let path = dir.join(name);
+            plot::heatmaps(
+                &path,
+                &format!(
+                    "KDE, n = {}, per-device total ε = {:.1e} per metre for every map (εh = {:.2}), h = {}, {} × {} grid",
+                    fmt_count(*n as f64),
+                    cell.epsilon,
+                    cell.epsilon * set.bandwidth,
+                    fmt_metres(set.bandwidth),
+                    set.grid.k,
+                    set.grid.k
+                ),
+                &set.grid,
+                &panels,
+                vmax,
+            )?;
+            paths.push(path);
+        }
+    }
+    Ok(paths)
 }
 
 /// Options of `geopriv demo`.
@@ -599,11 +870,12 @@ pub struct DemoArgs {
     /// Grid points per axis.
     #[arg(long, default_value_t = 31)]
     pub grid: usize,
-    /// Budgets per metre.
+    /// Per-device total budgets per metre (with --per-query-paper: ε per
+    /// grid query).
     #[arg(long, value_delimiter = ',', value_parser = parse_epsilon,
           default_value = "1e-3,1e-4,1e-5,1e-6")]
     pub epsilon: Vec<f64>,
-    /// Mechanisms.
+    /// Mechanisms of the --per-query-paper run.
     #[arg(
         long,
         value_enum,
@@ -614,14 +886,18 @@ pub struct DemoArgs {
     /// Worker threads [default: all cores].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The old demo instead: the paper's per-query run (every device
+    /// answers each of the m grid points at ε, spending m·ε).
+    #[arg(long)]
+    pub per_query_paper: bool,
 }
 
 /// The end-to-end demo: the KDE of the bundled airports, privatized on the
-/// devices and aggregated by the server; writes the table and the pictures
-/// and prints where they are.
-pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
+/// devices and aggregated by the server, every mechanism at the same
+/// per-device ε; writes the table and the pictures and prints where they
+/// are.
+pub fn run_demo(args: DemoArgs) -> Result<()> {
     let start = Instant::now();
-    println!("geopriv demo: a geo-private kernel density map of US airports");
     let kde = KdeArgs {
         common: CommonArgs {
             out: Some(args.out.clone()),
@@ -632,7 +908,7 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
             delta: 1e-6,
             no_plots: false,
         },
-        dataset: Some(Dataset::Airports),
+        dataset: Some(vec![Dataset::Airports]),
         csv: None,
         region: Region::Conus,
         sweep: SweepArgs {
@@ -641,30 +917,43 @@ pub fn run_demo(args: DemoArgs) -> Result<(), Error> {
             ref_n: None,
             ref_epsilon: None,
         },
+        eps_h: Vec::new(),
+        per_query_paper: args.per_query_paper,
+        large_n: false,
+        max_releases: 5_000_000,
+        map_bins: maps::MAX_BINS,
         grid: Some(args.grid),
         bandwidth: None,
         ldp_scale: 1000.0,
     };
-    let result = compute(&kde, true)?;
-    let paths = write_kde(&result, &args.out, true)?;
+    let paths = if args.per_query_paper {
+        println!("geopriv demo --per-query-paper: the paper's per-query KDE of US airports (each device spends m·ε)");
+        let result = compute(&kde, true)?;
+        write_kde(&result, &args.out, true)?
+    } else {
+        println!("geopriv demo: a geo-private kernel density map of US airports, every mechanism at the same per-device ε");
+        let plan = EqualPlan::from_args(&kde)?;
+        if let Some(set) = plan.sets.first() {
+            let m = set.grid.len();
+            println!("data: {}", set.source.describe());
+            println!(
+                "query grid: {k} × {k} = {m} points over {:.0} km × {:.0} km (Web Mercator), bandwidth h = {:.1} km (one cell diagonal)",
+                (set.grid.bbox[1] - set.grid.bbox[0]) / 1000.0,
+                (set.grid.bbox[3] - set.grid.bbox[2]) / 1000.0,
+                set.bandwidth / 1000.0,
+                k = set.grid.k
+            );
+            println!(
+                "devices: each device spends the per-device total ε on the whole map, whatever the mechanism: every cell at ε/{m} (PolyPlace, global Laplace), one vector with Laplace(L1/ε), k sampled cells at ε/k, or one noisy location (noise a priori)"
+            );
+            println!(
+                "server: averages the reports (noise a priori: bins the noisy locations and applies the plain, debiased or partial kernel by FFT); the planner picks a mechanism from the reports; ASE against the true map"
+            );
+        }
+        let run = equal_budget(&plan, true)?;
+        write_equal(&run, &args.out, true)?
+    };
     println!("done in {:.1} s", start.elapsed().as_secs_f64());
     print_paths(&paths);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grid_spans_the_box_and_h_is_a_cell_diagonal() {
-        let g = Grid::new(3, [0.0, 4.0, 10.0, 13.0]).unwrap();
-        assert_eq!(g.centers.len(), 9);
-        assert_eq!(g.centers[0], [0.0, 10.0]);
-        assert_eq!(g.centers[1], [0.0, 11.5]);
-        assert_eq!(g.centers[8], [4.0, 13.0]);
-        assert!((g.diagonal() - 2.5).abs() < 1e-12);
-        assert!(Grid::new(1, [0.0, 1.0, 0.0, 1.0]).is_err());
-        assert!(Grid::new(5, [0.0, 0.0, 0.0, 1.0]).is_err());
-    }
 }

@@ -1,6 +1,7 @@
 //! The mechanisms an experiment compares, by name, and how each is built
 //! for a budget ε.
 
+use super::error::{ExperimentError, Result};
 use geopriv::{Mechanism, MechanismName, MechanismParams, Query};
 use rand::Rng;
 
@@ -91,7 +92,7 @@ pub struct Release {
 
 impl Release {
     /// Build `kind` at budget `epsilon` (per unit of the data).
-    pub fn new(kind: Contender, epsilon: f64, params: MechParams) -> Result<Self, String> {
+    pub fn new(kind: Contender, epsilon: f64, params: MechParams) -> Result<Self> {
         let mechanism = match kind {
             Contender::NonPrivate => None,
             Contender::Mechanism(name) => {
@@ -103,7 +104,7 @@ impl Release {
                 let delta = if name.is_pure() { 0.0 } else { params.delta };
                 Some(
                     Mechanism::from_name(name, MechanismParams::new(epsilon, delta))
-                        .map_err(|e| format!("{}: {e}", kind.name()))?,
+                        .map_err(ExperimentError::mechanism(kind.name()))?,
                 )
             }
         };
@@ -117,12 +118,12 @@ impl Release {
         query: &Q,
         x: &[f64],
         rng: &mut R,
-    ) -> Result<f64, String> {
+    ) -> Result<f64> {
         match &self.mechanism {
             Some(m) => m.privatize_unmetered(query, x, rng),
             None => query.value(x),
         }
-        .map_err(|e| format!("{}: {e}", self.kind.name()))
+        .map_err(ExperimentError::mechanism(self.kind.name()))
     }
 }
 
@@ -130,27 +131,19 @@ impl Release {
     /// The variance of this device's report around f(x), from the noise's
     /// closed-form variance at the device's own scale: 0 for the
     /// non-private value, `None` for noise a priori (no closed form).
-    pub fn report_variance<Q: Query + ?Sized>(
-        &self,
-        query: &Q,
-        x: &[f64],
-    ) -> Result<Option<f64>, String> {
+    pub fn report_variance<Q: Query + ?Sized>(&self, query: &Q, x: &[f64]) -> Result<Option<f64>> {
         match &self.mechanism {
             None => Ok(Some(0.0)),
             Some(m) => Ok(m
                 .output_density(query, x)
-                .map_err(|e| format!("{}: {e}", self.kind.name()))?
+                .map_err(ExperimentError::mechanism(self.kind.name()))?
                 .and_then(|d| d.variance())),
         }
     }
 }
 
 /// Build every mechanism in `kinds` at `epsilon`.
-pub fn build_all(
-    kinds: &[Contender],
-    epsilon: f64,
-    params: MechParams,
-) -> Result<Vec<Release>, String> {
+pub fn build_all(kinds: &[Contender], epsilon: f64, params: MechParams) -> Result<Vec<Release>> {
     kinds
         .iter()
         .map(|&k| Release::new(k, epsilon, params))

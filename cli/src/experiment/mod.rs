@@ -23,9 +23,13 @@
 //! composition, exactly as the paper's experiments do not.
 
 pub mod data;
+pub mod error;
+mod grid;
 mod kde;
+mod maps;
 pub mod mechanisms;
 mod plot;
+mod population;
 mod table;
 mod threshold;
 mod two_way;
@@ -35,11 +39,11 @@ use mechanisms::Contender;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 pub use kde::{run_demo, DemoArgs};
 
-/// Errors of the experiment commands.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub use error::{ExperimentError, Result};
 
 /// The experiments.
 #[derive(Subcommand, Debug, Clone)]
@@ -56,7 +60,7 @@ pub enum ExperimentCommand {
 }
 
 /// Run one experiment.
-pub fn run(cmd: ExperimentCommand) -> Result<(), Error> {
+pub fn run(cmd: ExperimentCommand) -> Result<()> {
     match cmd {
         ExperimentCommand::Threshold(a) => threshold::run(a),
         ExperimentCommand::TwoWay(a) => two_way::run(a),
@@ -118,45 +122,46 @@ impl CommonArgs {
 }
 
 /// Parse a budget: `1/800`, `0.00125` or `1.25e-3`.
-pub fn parse_epsilon(s: &str) -> Result<f64, String> {
+pub fn parse_epsilon(s: &str) -> Result<f64> {
+    let num = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .map_err(|e| ExperimentError::parse(s, e))
+    };
     let v = match s.split_once('/') {
-        Some((a, b)) => {
-            let a: f64 = a.trim().parse().map_err(|e| format!("{s}: {e}"))?;
-            let b: f64 = b.trim().parse().map_err(|e| format!("{s}: {e}"))?;
-            a / b
-        }
-        None => s.trim().parse().map_err(|e| format!("{s}: {e}"))?,
+        Some((a, b)) => num(a)? / num(b)?,
+        None => num(s)?,
     };
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(format!("{s}: ε must be positive and finite"))
+        Err(ExperimentError::parse(s, "ε must be positive and finite"))
     }
 }
 
 /// Parse a size with an optional k/M suffix: `200k`, `1.6M`, `3000`.
-pub fn parse_amount(s: &str) -> Result<f64, String> {
+pub fn parse_amount(s: &str) -> Result<f64> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
         Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
         _ => (t, 1.0),
     };
-    let v: f64 = num.parse().map_err(|e| format!("{s}: {e}"))?;
+    let v: f64 = num.parse().map_err(|e| ExperimentError::parse(s, e))?;
     if v.is_finite() && v > 0.0 {
         Ok(v * mult)
     } else {
-        Err(format!("{s}: must be positive"))
+        Err(ExperimentError::parse(s, "must be positive"))
     }
 }
 
 /// Parse a count (`200k`, `1.6M`, `3000`).
-pub fn parse_count(s: &str) -> Result<usize, String> {
+pub fn parse_count(s: &str) -> Result<usize> {
     let v = parse_amount(s)?;
     if v.fract() == 0.0 && v >= 1.0 {
         Ok(v as usize)
     } else {
-        Err(format!("{s}: not a whole count"))
+        Err(ExperimentError::parse(s, "not a whole count"))
     }
 }
 
@@ -346,6 +351,18 @@ pub struct Outcome {
     pub records: Vec<Record>,
     /// Wall time of the computation, seconds.
     pub seconds: f64,
+    /// When each device answered every query at ε each: the per-device
+    /// column of the table (m·ε by sequential composition).
+    pub per_device: Option<PerDevice>,
+}
+
+/// The per-device cost column of a per-query run.
+#[derive(Clone, Debug)]
+pub struct PerDevice {
+    /// Queries every device answered, m.
+    pub queries: usize,
+    /// Column heading, naming the accounting.
+    pub heading: &'static str,
 }
 
 impl Outcome {
@@ -358,16 +375,55 @@ impl Outcome {
 }
 
 /// Write results.md and the error plots into `dir`; return the paths.
-fn write_outcome(outcome: &Outcome, dir: &Path, plots: bool) -> Result<Vec<PathBuf>, Error> {
-    std::fs::create_dir_all(dir)?;
+fn write_outcome(outcome: &Outcome, dir: &Path, plots: bool) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(ExperimentError::io(dir))?;
     let mut paths = Vec::new();
     let md = dir.join("results.md");
-    std::fs::write(&md, table::markdown(outcome))?;
+    std::fs::write(&md, table::markdown(outcome)).map_err(ExperimentError::io(&md))?;
     paths.push(md);
     if plots {
         paths.extend(plot::error_plots(outcome, dir)?);
     }
     Ok(paths)
+}
+
+/// The generic runner of every sweep (threshold, two-way, kde): measures
+/// each (n, ε) cell of `sweep` in order with `cell` (which returns the
+/// cell's records and a progress note), reports each cell's wall time on
+/// stderr, and returns all records with the total wall time in seconds.
+fn run_cells(
+    name: &str,
+    sweep: &Sweep,
+    mut cell: impl FnMut(usize, f64) -> Result<(Vec<Record>, String)>,
+) -> Result<(Vec<Record>, f64)> {
+    let start = Instant::now();
+    let mut records = Vec::new();
+    for (n, eps) in sweep.cells() {
+        let cell_start = Instant::now();
+        let (rs, note) = cell(n, eps)?;
+        records.extend(rs);
+        eprintln!(
+            "{name}: n = {}, ε = {}: {note} in {:.1} s",
+            fmt_count(n as f64),
+            fmt_eps(eps),
+            cell_start.elapsed().as_secs_f64()
+        );
+    }
+    Ok((records, start.elapsed().as_secs_f64()))
+}
+
+/// Run an experiment whose `compute` returns its [`Outcome`]: write the
+/// table and the plots into its directory and print the paths.
+fn run_outcome(
+    name: &str,
+    common: &CommonArgs,
+    compute: impl FnOnce() -> Result<Outcome>,
+) -> Result<()> {
+    let dir = common.out_dir(name);
+    let outcome = compute()?;
+    let paths = write_outcome(&outcome, &dir, !common.no_plots)?;
+    print_paths(&paths);
+    Ok(())
 }
 
 fn print_paths(paths: &[PathBuf]) {

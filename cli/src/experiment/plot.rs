@@ -4,9 +4,10 @@
 //! Text is drawn with ab_glyph from DejaVu Sans, embedded in the binary
 //! (cli/assets, Bitstream Vera licence), so no system font library is needed.
 
-use super::kde::Grid;
+use super::error::{ExperimentError, Result};
+use super::grid::Grid;
 use super::mechanisms::Contender;
-use super::{fmt_count, fmt_eps, Error, Outcome};
+use super::{fmt_count, fmt_eps, Outcome};
 use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,8 @@ fn register_font() {
     });
 }
 
-fn err<E: std::fmt::Display>(e: E) -> Error {
-    e.to_string().into()
+fn err<E: std::fmt::Display>(e: E) -> ExperimentError {
+    ExperimentError::Plot(e.to_string())
 }
 
 /// Line colours, indexed by [`Contender::tag`] (table order).
@@ -53,7 +54,7 @@ enum Axis {
 
 /// error_vs_n.png and error_vs_epsilon.png (each when its sweep has at
 /// least two points): one panel per group, one line per mechanism.
-pub fn error_plots(o: &Outcome, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+pub fn error_plots(o: &Outcome, dir: &Path) -> Result<Vec<PathBuf>> {
     register_font();
     let mut paths = Vec::new();
     if o.sweep.ns.len() > 1 {
@@ -85,7 +86,7 @@ fn log_range(vals: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     }
 }
 
-fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<(), Error> {
+fn line_figure(o: &Outcome, path: &Path, axis: Axis) -> Result<()> {
     let groups = &o.groups;
     let cols = groups.len().clamp(1, 2);
     let rows = groups.len().div_ceil(cols).max(1);
@@ -214,7 +215,7 @@ fn legend_per_row(width: u32) -> usize {
 fn draw_legend(
     area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
     mechs: &[Contender],
-) -> Result<(), Error> {
+) -> Result<()> {
     let (w, _) = area.dim_in_pixel();
     let per_row = legend_per_row(w);
     for (i, &m) in mechs.iter().enumerate() {
@@ -239,7 +240,7 @@ fn draw_legend(
 pub struct HeatPanel {
     /// Panel title.
     pub title: String,
-    /// Values at the grid points (index i * k + j).
+    /// Values at the grid points, in the grid's (the core's) cell order.
     pub values: Vec<f64>,
 }
 
@@ -251,7 +252,7 @@ pub fn heatmaps(
     grid: &Grid,
     panels: &[HeatPanel],
     vmax: f64,
-) -> Result<(), Error> {
+) -> Result<()> {
     register_font();
     let [x0, x1, y0, y1] = grid.bbox;
     let [dx, dy] = grid.cell;
@@ -274,7 +275,6 @@ pub fn heatmaps(
     let (body, bar) = rest.split_vertically(ph * rows as u32);
     top.titled(title, (SANS, 22)).map_err(err)?;
     let vmax = if vmax > 0.0 { vmax } else { 1.0 };
-    let k = grid.k;
     for (area, p) in body.split_evenly((rows, cols)).iter().zip(panels) {
         let mut chart = ChartBuilder::on(area)
             .caption(&p.title, (SANS, 15))
@@ -303,7 +303,6 @@ pub fn heatmaps(
                 Rectangle::new([(cx - hx, cy - hy), (cx + hx, cy + hy)], col.filled())
             }))
             .map_err(err)?;
-        let _ = k;
     }
     // Colour bar.
     let (bw, _) = bar.dim_in_pixel();

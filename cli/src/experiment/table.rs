@@ -52,6 +52,9 @@ pub fn markdown(o: &Outcome) -> String {
                 let _ = writeln!(s, "### {g}\n");
             }
             let _ = write!(s, "| n | ε ({}) |", o.eps_unit);
+            if let Some(pd) = &o.per_device {
+                let _ = write!(s, " {} |", pd.heading);
+            }
             for m in &o.mechs {
                 let _ = write!(s, " {} |", m.label());
             }
@@ -60,6 +63,9 @@ pub fn markdown(o: &Outcome) -> String {
             }
             let _ = writeln!(s);
             let _ = write!(s, "|---:|---:|");
+            if o.per_device.is_some() {
+                let _ = write!(s, "---:|");
+            }
             for _ in &o.mechs {
                 let _ = write!(s, "---:|");
             }
@@ -69,6 +75,9 @@ pub fn markdown(o: &Outcome) -> String {
             let _ = writeln!(s);
             for (n, eps) in o.sweep.cells() {
                 let _ = write!(s, "| {} | {} |", fmt_count(n as f64), fmt_eps(eps));
+                if let Some(pd) = &o.per_device {
+                    let _ = write!(s, " {}ε = {:.3e} |", pd.queries, pd.queries as f64 * eps);
+                }
                 for &m in &o.mechs {
                     let v = o.get(g, n, eps, m).and_then(pick);
                     let _ = write!(s, " {} |", v.map(sci).unwrap_or_else(|| "–".into()));

@@ -9,18 +9,14 @@
 //! The non-private row shows the bias of the soft query alone.
 
 use super::data::IncomeModel;
-use super::mechanisms::{build_all, MechParams, Release};
+use super::mechanisms::{build_all, MechParams};
+use super::population::Job;
 use super::{
-    add_in_order, fmt_count, fmt_eps, parse_amount, print_paths, rng_for, write_outcome,
-    CommonArgs, Error, Outcome, Record, SweepArgs, SweepDefaults,
+    fmt_count, fmt_eps, parse_amount, run_cells, run_outcome, CommonArgs, Outcome, Record, Result,
+    SweepArgs, SweepDefaults,
 };
 use clap::Args;
 use geopriv::SoftThreshold;
-use rayon::prelude::*;
-use std::time::Instant;
-
-/// Users per work unit.
-const CHUNK: usize = 8192;
 
 /// Options of `geopriv experiment threshold`.
 ///
@@ -53,16 +49,12 @@ pub fn ramp_width(t: f64, eps: f64) -> f64 {
 }
 
 /// Run the experiment, write the outputs, print where they are.
-pub fn run(args: ThresholdArgs) -> Result<(), Error> {
-    let dir = args.common.out_dir("threshold");
-    let outcome = compute(&args)?;
-    let paths = write_outcome(&outcome, &dir, !args.common.no_plots)?;
-    print_paths(&paths);
-    Ok(())
+pub fn run(args: ThresholdArgs) -> Result<()> {
+    run_outcome("threshold", &args.common, || compute(&args))
 }
 
 /// Compute every cell of the sweep.
-pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
+pub fn compute(args: &ThresholdArgs) -> Result<Outcome> {
     args.common.init_threads();
     let full = args.common.full;
     let sweep = args.sweep.resolve(
@@ -96,52 +88,46 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
     let ts = &args.thresholds;
     let model = IncomeModel::CENSUS_FIT;
     let seed = args.common.seed;
-    let start = Instant::now();
-    let mut records = Vec::new();
     let groups: Vec<String> = ts
         .iter()
         .map(|&t| format!("T = ${}", fmt_count(t)))
         .collect();
 
-    for (n, eps) in sweep.cells() {
-        let cell_start = Instant::now();
+    let (records, seconds) = run_cells("threshold", &sweep, |n, eps| {
         let queries: Vec<SoftThreshold> = ts
             .iter()
             .map(|&t| SoftThreshold::new(t, ramp_width(t, eps)))
             .collect::<Result<_, _>>()?;
         let releases = build_all(&mechs, eps, params)?;
+        let job = Job {
+            family: &model,
+            queries: &queries,
+            releases: &releases,
+            seed,
+            n,
+            eps,
+        };
         let (nt, nm) = (ts.len(), mechs.len());
         // Per (T, mechanism): Σ (estimate - hard)² and Σ (estimate - soft)².
         let mut sq = vec![0.0; nt * nm];
         let mut sq_noise = vec![0.0; nt * nm];
         let mut expected = vec![f64::NAN; nt * nm];
         for rep in 0..reps {
-            let n_chunks = n.div_ceil(CHUNK);
-            let parts: Vec<Vec<f64>> = (0..n_chunks)
-                .into_par_iter()
-                .map(|c| {
-                    let len = CHUNK.min(n - c * CHUNK);
-                    chunk_sums(&model, &queries, &releases, seed, n, rep, c, eps, len)
-                })
-                .collect::<Result<_, String>>()?;
-            // Layout: [hard counts (nt), soft sums (nt), release sums
-            // (nt × nm), report variance sums (nt × nm, first repetition)].
-            let total = add_in_order(parts, 2 * nt + 2 * nt * nm);
-            if rep == 0 {
-                for (e, v) in expected.iter_mut().zip(&total[2 * nt + nt * nm..]) {
-                    *e = v / (n as f64 * n as f64);
-                }
-            }
+            let total = job.totals(rep)?;
             for ti in 0..nt {
-                let hard = total[ti] / n as f64;
-                let soft = total[nt + ti] / n as f64;
+                let hard = total.hard(ti) / n as f64;
+                let soft = total.soft(ti) / n as f64;
                 for mi in 0..nm {
-                    let est = total[2 * nt + ti * nm + mi] / n as f64;
+                    if rep == 0 {
+                        expected[ti * nm + mi] = total.variance(ti, mi) / (n as f64 * n as f64);
+                    }
+                    let est = total.released(ti, mi) / n as f64;
                     sq[ti * nm + mi] += (est - hard).powi(2);
                     sq_noise[ti * nm + mi] += (est - soft).powi(2);
                 }
             }
         }
+        let mut records = Vec::new();
         for (ti, g) in groups.iter().enumerate() {
             for (mi, &m) in mechs.iter().enumerate() {
                 records.push(Record {
@@ -155,17 +141,12 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
                 });
             }
         }
-        eprintln!(
-            "threshold: n = {}, ε = {}: {reps} repetitions in {:.1} s",
-            fmt_count(n as f64),
-            fmt_eps(eps),
-            cell_start.elapsed().as_secs_f64()
-        );
-    }
+        Ok((records, format!("{reps} repetitions")))
+    })?;
 
     let settings = vec![
         format!(
-            "incomes: log-normal, μ = {}, σ = {} (log-dollars; mean ${:.0}k), a simulation from the fit to US household income of SPEC §7",
+            "incomes: log-normal, μ = {}, σ = {} (log-dollars; mean ${:.0}k), a simulation from the fit to US household income of docs/MATH.md §7",
             model.mu,
             model.sigma,
             model.mean() / 1000.0
@@ -198,66 +179,9 @@ pub fn compute(args: &ThresholdArgs) -> Result<Outcome, Error> {
         groups,
         sweep,
         records,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
+        per_device: None,
     })
-}
-
-/// One chunk of households: draw their incomes, then every report.
-#[allow(clippy::too_many_arguments)]
-fn chunk_sums(
-    model: &IncomeModel,
-    queries: &[SoftThreshold],
-    releases: &[Release],
-    seed: u64,
-    n: usize,
-    rep: usize,
-    chunk: usize,
-    eps: f64,
-    len: usize,
-) -> Result<Vec<f64>, String> {
-    use geopriv::Query;
-    let (nt, nm) = (queries.len(), releases.len());
-    // The population depends on (n, rep) only: every ε and mechanism sees
-    // the same households.
-    let mut pop_rng = rng_for(seed, &[1, n as u64, rep as u64, chunk as u64]);
-    let incomes: Vec<f64> = (0..len).map(|_| model.sample(&mut pop_rng)).collect();
-    let mut out = vec![0.0; 2 * nt + 2 * nt * nm];
-    for (ti, q) in queries.iter().enumerate() {
-        let t = q.threshold();
-        for &x in &incomes {
-            if x > t {
-                out[ti] += 1.0;
-            }
-            out[nt + ti] += q.value(&[x]).map_err(|e| e.to_string())?;
-        }
-        for (mi, r) in releases.iter().enumerate() {
-            let mut rng = rng_for(
-                seed,
-                &[
-                    2,
-                    n as u64,
-                    rep as u64,
-                    chunk as u64,
-                    eps.to_bits(),
-                    ti as u64,
-                    r.kind.tag(),
-                ],
-            );
-            let mut s = 0.0;
-            for &x in &incomes {
-                s += r.release(q, &[x], &mut rng)?;
-            }
-            out[2 * nt + ti * nm + mi] = s;
-            if rep == 0 {
-                let mut v = 0.0;
-                for &x in &incomes {
-                    v += r.report_variance(q, &[x])?.unwrap_or(f64::NAN);
-                }
-                out[2 * nt + nt * nm + ti * nm + mi] = v;
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

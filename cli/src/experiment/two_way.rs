@@ -8,18 +8,14 @@
 //! repetitions.
 
 use super::data::IncomeDebtModel;
-use super::mechanisms::{build_all, MechParams, Release};
+use super::mechanisms::{build_all, MechParams};
+use super::population::Job;
 use super::{
-    add_in_order, fmt_count, fmt_eps, print_paths, rng_for, write_outcome, CommonArgs, Error,
-    Outcome, Record, SweepArgs, SweepDefaults,
+    fmt_count, fmt_eps, run_cells, run_outcome, CommonArgs, Outcome, Record, Result, SweepArgs,
+    SweepDefaults,
 };
 use clap::Args;
 use geopriv::TwoWayThreshold;
-use rayon::prelude::*;
-use std::time::Instant;
-
-/// Users per work unit.
-const CHUNK: usize = 4096;
 
 /// Options of `geopriv experiment two-way`.
 ///
@@ -62,16 +58,12 @@ pub fn band_width(t: [f64; 2], eps: f64) -> f64 {
 }
 
 /// Run, write, print paths.
-pub fn run(args: TwoWayArgs) -> Result<(), Error> {
-    let dir = args.common.out_dir("two-way");
-    let outcome = compute(&args)?;
-    let paths = write_outcome(&outcome, &dir, !args.common.no_plots)?;
-    print_paths(&paths);
-    Ok(())
+pub fn run(args: TwoWayArgs) -> Result<()> {
+    run_outcome("two-way", &args.common, || compute(&args))
 }
 
 /// Compute every cell of the sweep.
-pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
+pub fn compute(args: &TwoWayArgs) -> Result<Outcome> {
     args.common.init_threads();
     let full = args.common.full;
     let sweep = args.sweep.resolve(
@@ -106,51 +98,47 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
     let model = IncomeDebtModel::CENSUS_FIT;
     let seed = args.common.seed;
     let group = format!("{k} × {k} grid of (T1, T2)");
-    let start = Instant::now();
-    let mut records = Vec::new();
-    for (n, eps) in sweep.cells() {
-        let cell_start = Instant::now();
+    let (records, seconds) = run_cells("two-way", &sweep, |n, eps| {
         let queries: Vec<TwoWayThreshold> = grid
             .iter()
             .map(|&t| TwoWayThreshold::new(t[0], t[1], band_width(t, eps)))
             .collect::<Result<_, _>>()?;
         let releases = build_all(&mechs, eps, params)?;
+        let job = Job {
+            family: &model,
+            queries: &queries,
+            releases: &releases,
+            seed,
+            n,
+            eps,
+        };
         let (nq, nm) = (queries.len(), mechs.len());
         let mut ase = vec![0.0; nm];
         let mut ase_noise = vec![0.0; nm];
         let mut expected = vec![0.0; nm];
         for rep in 0..reps {
-            let parts: Vec<Vec<f64>> = (0..n.div_ceil(CHUNK))
-                .into_par_iter()
-                .map(|c| {
-                    let len = CHUNK.min(n - c * CHUNK);
-                    chunk_sums(&model, &queries, &releases, seed, n, rep, c, eps, len)
-                })
-                .collect::<Result<_, String>>()?;
-            // Layout: [hard counts, soft sums, release sums (nq × nm),
-            // report variance sums (nq × nm, first repetition)].
-            let total = add_in_order(parts, 2 * nq + 2 * nq * nm);
+            let total = job.totals(rep)?;
             if rep == 0 {
                 for qi in 0..nq {
-                    for mi in 0..nm {
-                        expected[mi] += total[2 * nq + nq * nm + qi * nm + mi]
-                            / (n as f64 * n as f64)
-                            / nq as f64;
+                    for (mi, e) in expected.iter_mut().enumerate() {
+                        *e += total.variance(qi, mi) / (n as f64 * n as f64) / nq as f64;
                     }
                 }
             }
             for qi in 0..nq {
-                let hard = total[qi] / n as f64;
-                let soft = total[nq + qi] / n as f64;
+                let hard = total.hard(qi) / n as f64;
+                let soft = total.soft(qi) / n as f64;
                 for mi in 0..nm {
-                    let est = total[2 * nq + qi * nm + mi] / n as f64;
+                    let est = total.released(qi, mi) / n as f64;
                     ase[mi] += (est - hard).powi(2) / nq as f64;
                     ase_noise[mi] += (est - soft).powi(2) / nq as f64;
                 }
             }
         }
-        for (mi, &m) in mechs.iter().enumerate() {
-            records.push(Record {
+        let records = mechs
+            .iter()
+            .enumerate()
+            .map(|(mi, &m)| Record {
                 group: group.clone(),
                 n,
                 epsilon: eps,
@@ -158,19 +146,13 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
                 error: ase[mi] / reps as f64,
                 noise_error: ase_noise[mi] / reps as f64,
                 expected_noise: Some(expected[mi]).filter(|v| v.is_finite()),
-            });
-        }
-        eprintln!(
-            "two-way: n = {}, ε = {}: {} queries × {reps} repetitions in {:.1} s",
-            fmt_count(n as f64),
-            fmt_eps(eps),
-            nq,
-            cell_start.elapsed().as_secs_f64()
-        );
-    }
+            })
+            .collect();
+        Ok((records, format!("{nq} queries × {reps} repetitions")))
+    })?;
     let settings = vec![
         format!(
-            "(income, debt): log-normal with σ = {} for both, correlation {} of the logs, mean debt = {} × mean income (a simulation from the fit of SPEC §7)",
+            "(income, debt): log-normal with σ = {} for both, correlation {} of the logs, mean debt = {} × mean income (a simulation from the fit of docs/MATH.md §7)",
             model.income.sigma, model.log_correlation, model.debt_mean_ratio
         ),
         format!(
@@ -202,68 +184,9 @@ pub fn compute(args: &TwoWayArgs) -> Result<Outcome, Error> {
         groups: vec![group],
         sweep,
         records,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
+        per_device: None,
     })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn chunk_sums(
-    model: &IncomeDebtModel,
-    queries: &[TwoWayThreshold],
-    releases: &[Release],
-    seed: u64,
-    n: usize,
-    rep: usize,
-    chunk: usize,
-    eps: f64,
-    len: usize,
-) -> Result<Vec<f64>, String> {
-    use geopriv::Query;
-    let (nq, nm) = (queries.len(), releases.len());
-    let mut pop_rng = rng_for(seed, &[11, n as u64, rep as u64, chunk as u64]);
-    let people: Vec<[f64; 2]> = (0..len).map(|_| model.sample(&mut pop_rng)).collect();
-    let mut out = vec![0.0; 2 * nq + 2 * nq * nm];
-    let mut rngs: Vec<_> = releases
-        .iter()
-        .map(|r| {
-            rng_for(
-                seed,
-                &[
-                    12,
-                    n as u64,
-                    rep as u64,
-                    chunk as u64,
-                    eps.to_bits(),
-                    r.kind.tag(),
-                ],
-            )
-        })
-        .collect();
-    for (qi, q) in queries.iter().enumerate() {
-        let [t1, t2] = q.thresholds();
-        for x in &people {
-            if x[0] > t1 && x[1] > t2 {
-                out[qi] += 1.0;
-            }
-            out[nq + qi] += q.value(x).map_err(|e| e.to_string())?;
-        }
-        for (mi, r) in releases.iter().enumerate() {
-            let rng = &mut rngs[mi];
-            let mut s = 0.0;
-            for x in &people {
-                s += r.release(q, x, rng)?;
-            }
-            out[2 * nq + qi * nm + mi] = s;
-            if rep == 0 {
-                let mut v = 0.0;
-                for x in &people {
-                    v += r.report_variance(q, x)?.unwrap_or(f64::NAN);
-                }
-                out[2 * nq + nq * nm + qi * nm + mi] = v;
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
