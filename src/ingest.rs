@@ -35,6 +35,11 @@
 //! allow-list ([`ValidationPolicy::only_queries`]), and clips every
 //! value with the group's [`ClipPolicy`].
 //!
+//! For sharded aggregation (Spark, several servers) an aggregator's exact
+//! partial state ([`ReportAggregator::state`], serde) merges into another
+//! with the same configuration ([`ReportAggregator::merge_state`]), bit for
+//! bit the result of one aggregator fed every report.
+//!
 //! ```
 //! use geopriv::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
 //! use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
@@ -63,7 +68,7 @@ use crate::report::{
     decode_frame, MechanismName, QueryDescriptor, QueryKey, Rejection, Report, ValidationPolicy,
 };
 use crate::robust::{MedianOfMeans, RobustEstimate};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read};
@@ -177,6 +182,12 @@ pub enum RecordRejection {
         /// The error.
         error: Error,
     },
+    /// A partial state ([`AggregatorState`]) that cannot be merged into
+    /// this aggregator (other clipping level, order-dependent estimator).
+    IncompatibleState {
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl RecordRejection {
@@ -191,6 +202,7 @@ impl RecordRejection {
             RecordRejection::TooManyGroups { .. } => "too-many-groups",
             RecordRejection::Unclippable { .. } => "unclippable",
             RecordRejection::Overflow { .. } => "overflow",
+            RecordRejection::IncompatibleState { .. } => "incompatible-state",
         }
     }
 }
@@ -220,6 +232,9 @@ impl fmt::Display for RecordRejection {
                 write!(f, "no clipping bound for this report's group: {error}")
             }
             RecordRejection::Overflow { error } => write!(f, "{error}"),
+            RecordRejection::IncompatibleState { reason } => {
+                write!(f, "partial state cannot be merged: {reason}")
+            }
         }
     }
 }
@@ -627,6 +642,78 @@ pub struct GroupEstimate {
     pub robust: Option<RobustEstimate>,
 }
 
+impl GroupEstimate {
+    /// The estimate as one line of `geopriv aggregate`'s output (compact
+    /// JSON, no newline): query (canonical id), mechanism, epsilon, delta,
+    /// n, mean, sum, standard_error, ci95, then `clip` and
+    /// `median_of_means` when present. The CLI and the bindings print
+    /// through here, so their lines agree byte for byte.
+    pub fn to_json_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            query: &'a str,
+            mechanism: &'a str,
+            epsilon: f64,
+            delta: f64,
+            n: u64,
+            mean: f64,
+            sum: f64,
+            standard_error: Option<f64>,
+            ci95: Option<[f64; 2]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            clip: Option<ClipSummary>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            median_of_means: Option<RobustEstimate>,
+        }
+        let id = self.query.canonical_id();
+        let e = &self.estimate;
+        let line = Line {
+            query: &id,
+            mechanism: self.mechanism.as_str(),
+            epsilon: self.epsilon,
+            delta: self.delta,
+            n: e.n,
+            mean: e.mean,
+            sum: e.sum,
+            standard_error: e.standard_error,
+            ci95: e.ci95,
+            clip: self.clip,
+            median_of_means: self.robust,
+        };
+        // Serializing plain numbers and strings cannot fail; non-finite
+        // numbers become null.
+        serde_json::to_string(&line).unwrap_or_default()
+    }
+}
+
+/// The exact partial state of a [`ReportAggregator`]
+/// ([`ReportAggregator::state`]), serializable (serde) to ship between
+/// machines and merged with [`ReportAggregator::merge_state`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AggregatorState {
+    /// The clipping level the values were clipped at (None: not clipped).
+    pub clip: Option<ClipLevel>,
+    /// One entry per group, in key order.
+    pub groups: Vec<GroupState>,
+}
+
+/// One group of an [`AggregatorState`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupState {
+    /// The query.
+    pub query: QueryDescriptor,
+    /// The mechanism.
+    pub mechanism: MechanismName,
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The exact aggregate of the group's (clipped) values.
+    pub aggregate: Aggregator,
+    /// How many of them were clipped.
+    pub clipped: u64,
+}
+
 /// Counts of a stream: every record is exactly one of accepted, rejected
 /// or skipped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -676,11 +763,17 @@ impl ReportAggregator {
         self.groups.len()
     }
 
-    fn clip_for(&mut self, report: &Report) -> Result<Option<ClipPolicy>> {
+    fn clip_for(
+        &mut self,
+        query: &QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+    ) -> Result<Option<ClipPolicy>> {
         let Some(level) = self.config.clip else {
             return Ok(None);
         };
-        let m = default_mechanism(report.mechanism, report.epsilon, report.delta)?;
+        let m = default_mechanism(mechanism, epsilon, delta)?;
         let level = match (level, m.noise_shape()) {
             (
                 ClipLevel::Auto {
@@ -702,19 +795,26 @@ impl ReportAggregator {
             }
             (level, _) => level,
         };
-        let q = report.query.to_query()?;
+        let q = query.to_query()?;
         ClipPolicy::for_mechanism(&m, &q, level).map(Some)
     }
 
-    /// Validate a report and add its (clipped) value to its group.
-    pub fn offer(&mut self, report: Report) -> core::result::Result<(), RecordRejection> {
-        self.policy.validate(&report)?;
+    /// The index of the group of (`query`, `mechanism`, `epsilon`,
+    /// `delta`), opened (with its clipping policy) if new and within
+    /// `max_groups`.
+    fn group_index(
+        &mut self,
+        query: &QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+    ) -> core::result::Result<usize, RecordRejection> {
         let key = GroupKey {
-            query: report.query.key(),
-            mechanism: report.mechanism,
+            query: query.key(),
+            mechanism,
             // -0 and +0 are the same budget.
-            epsilon: (report.epsilon + 0.0).to_bits(),
-            delta: (report.delta + 0.0).to_bits(),
+            epsilon: (epsilon + 0.0).to_bits(),
+            delta: (delta + 0.0).to_bits(),
         };
         let slot = key.slot();
         let cached = self.cache[slot] as usize;
@@ -730,7 +830,7 @@ impl ReportAggregator {
                     });
                 }
                 let clip = self
-                    .clip_for(&report)
+                    .clip_for(query, mechanism, epsilon, delta)
                     .map_err(|error| RecordRejection::Unclippable { error })?;
                 let robust = match self.config.estimator {
                     Estimator::Mean => None,
@@ -741,10 +841,10 @@ impl ReportAggregator {
                 };
                 self.groups.push(Group {
                     key: key.clone(),
-                    mechanism: report.mechanism,
-                    epsilon: report.epsilon,
-                    delta: report.delta,
-                    query: report.query,
+                    mechanism,
+                    epsilon,
+                    delta,
+                    query: query.clone(),
                     clip,
                     clipped: 0,
                     aggregate: Aggregator::new(),
@@ -755,6 +855,18 @@ impl ReportAggregator {
             }
         };
         self.cache[slot] = (i + 1) as u32;
+        Ok(i)
+    }
+
+    /// Validate a report and add its (clipped) value to its group.
+    pub fn offer(&mut self, report: Report) -> core::result::Result<(), RecordRejection> {
+        self.policy.validate(&report)?;
+        let i = self.group_index(
+            &report.query,
+            report.mechanism,
+            report.epsilon,
+            report.delta,
+        )?;
         let g = &mut self.groups[i];
         let value = match &g.clip {
             Some(c) => {
@@ -771,6 +883,89 @@ impl ReportAggregator {
             r.add(value)
                 .map_err(|error| RecordRejection::Overflow { error })?;
         }
+        Ok(())
+    }
+
+    /// The exact partial state: per group its key, the exact aggregate of
+    /// its (clipped) values and how many were clipped, in the order of the
+    /// group keys, so equal contents give equal states whatever the order
+    /// the reports came in. For sharded aggregation: each shard ships its
+    /// state, a reducer [`merge_state`](Self::merge_state)s them, and the
+    /// result is bit for bit the one of a single aggregator fed every
+    /// report (the sums are exact, docs/MATH.md §5).
+    pub fn state(&self) -> AggregatorState {
+        AggregatorState {
+            clip: self.config.clip,
+            groups: self
+                .index
+                .values()
+                .map(|&i| {
+                    let g = &self.groups[i];
+                    GroupState {
+                        query: g.query.clone(),
+                        mechanism: g.mechanism,
+                        epsilon: g.epsilon,
+                        delta: g.delta,
+                        aggregate: g.aggregate.clone(),
+                        clipped: g.clipped,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Fold a partial state (from [`state`](Self::state) of an aggregator
+    /// with the same configuration) into this one. All or nothing: on a
+    /// refusal `self` is unchanged. Refused: another clipping level, a
+    /// median-of-means aggregator (its buckets depend on the order of the
+    /// reports, so it does not merge exactly), a group this aggregator's
+    /// policy refuses or cannot open (limit, no clipping bound), counters
+    /// that would overflow.
+    pub fn merge_state(
+        &mut self,
+        state: &AggregatorState,
+    ) -> core::result::Result<(), RecordRejection> {
+        if self.config.estimator != Estimator::Mean {
+            return Err(RecordRejection::IncompatibleState {
+                reason: "median-of-means buckets depend on the report order, so they do not merge exactly",
+            });
+        }
+        if state.clip != self.config.clip {
+            return Err(RecordRejection::IncompatibleState {
+                reason: "the state was clipped at another level",
+            });
+        }
+        let mut merged = self.clone();
+        for g in &state.groups {
+            // The key must be one this policy accepts (the value is a
+            // placeholder: only the query, mechanism, ε and δ are checked).
+            merged.policy.validate(&Report::new(
+                g.query.clone(),
+                g.mechanism,
+                g.epsilon,
+                g.delta,
+                0.0,
+            ))?;
+            let i = merged.group_index(&g.query, g.mechanism, g.epsilon, g.delta)?;
+            let mine = &mut merged.groups[i];
+            mine.aggregate
+                .merge(&g.aggregate)
+                .map_err(|error| RecordRejection::Overflow { error })?;
+            mine.clipped =
+                mine.clipped
+                    .checked_add(g.clipped)
+                    .ok_or(RecordRejection::Overflow {
+                        error: Error::Overflow {
+                            what: "merged clipped count",
+                        },
+                    })?;
+            if g.clipped > mine.aggregate.n() {
+                return Err(RecordRejection::IncompatibleState {
+                    reason: "more clipped reports than reports",
+                });
+            }
+        }
+        *self = merged;
         Ok(())
     }
 

@@ -437,3 +437,57 @@ proptest! {
         prop_assert_eq!(counts.accepted + counts.rejected + counts.skipped, counts.records);
     }
 }
+
+#[test]
+fn partial_states_merge_bit_for_bit_and_refuse_what_does_not_fit() {
+    // Sharded aggregation (Spark): any split of the stream, merged through
+    // serialized states, gives the single aggregator's state and lines.
+    let all = poisoned(&honest_lines(3_000), 1e4, 2);
+    let (_, _, whole) = ingest(all.as_bytes(), AggregationConfig::default());
+    let cut = all[..all.len() / 3].rfind('\n').unwrap() + 1;
+    let (_, _, a) = ingest(&all.as_bytes()[..cut], AggregationConfig::default());
+    let (_, _, b) = ingest(&all.as_bytes()[cut..], AggregationConfig::default());
+    let mut reducer = ReportAggregator::new(policy(), AggregationConfig::default());
+    for part in [&b, &a] {
+        let json = serde_json::to_string(&part.state()).unwrap();
+        reducer
+            .merge_state(&serde_json::from_str(&json).unwrap())
+            .unwrap();
+    }
+    assert_eq!(reducer.state(), whole.state());
+    let lines = |agg: &ReportAggregator| -> Vec<String> {
+        agg.estimates().iter().map(|g| g.to_json_line()).collect()
+    };
+    assert_eq!(lines(&reducer), lines(&whole));
+    assert_eq!(whole.estimates()[0].clip.unwrap().clipped, 2);
+
+    // Refused, leaving the reducer unchanged: another clipping level, an
+    // order-dependent estimator, a group the policy refuses.
+    let before = reducer.state();
+    let fixed = AggregationConfig {
+        clip: Some(ClipLevel::Fixed(1.0)),
+        ..AggregationConfig::default()
+    };
+    let (_, _, other) = ingest(all.as_bytes(), fixed);
+    assert!(matches!(
+        reducer.merge_state(&other.state()),
+        Err(RecordRejection::IncompatibleState { .. })
+    ));
+    let mut mom = ReportAggregator::new(
+        policy(),
+        AggregationConfig {
+            estimator: Estimator::MedianOfMeans { buckets: 4 },
+            ..AggregationConfig::default()
+        },
+    );
+    assert!(mom.merge_state(&whole.state()).is_err());
+    let mut strict = ReportAggregator::new(
+        ValidationPolicy::new(EPS / 2.0, 0.0).unwrap(),
+        AggregationConfig::default(),
+    );
+    assert_eq!(
+        strict.merge_state(&whole.state()).unwrap_err().code(),
+        "epsilon-out-of-policy"
+    );
+    assert_eq!(reducer.state(), before);
+}

@@ -736,6 +736,52 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() != 560:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() != 19764:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_counts() != 34449:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates() != 2105:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 26866:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 35642:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 51171:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() != 23437:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_reportserver_new() != 15646:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound() != 37153:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_clips() != 26211:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries() != 20356:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() != 19408:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() != 51613:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z() != 6738:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries() != 7593:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() != 43170:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() != 24444:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping() != 2053:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_serverconfig_new() != 55988:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
 
 # A ctypes library to expose the extern-C FFI definitions.
 # This is an implementation detail which will be called internally by the public API.
@@ -1083,6 +1129,75 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.restype 
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_counts.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_counts.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_merge.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_merge.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportserver_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportserver_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_clips.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_clips.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_serverconfig_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_serverconfig_new.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_fn_func_central_quantile.argtypes = (
     _UniffiRustBuffer,
     ctypes.c_double,
@@ -1726,6 +1841,136 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_counts.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_counts.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_estimates.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_estimates.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_ingest.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_ingest.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge_json.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge_json.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportserver_new.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportserver_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clips.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clips.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_queries.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_queries.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint32,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_serverconfig_new.argtypes = (
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_serverconfig_new.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_aggregator.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -1806,6 +2051,26 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportserver.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportserver.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_serverconfig.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_serverconfig.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig.restype = None
 
 _uniffi_check_contract_api_version(_UniffiLib)
 # _uniffi_check_api_checksums(_UniffiLib)
@@ -1814,6 +2079,19 @@ _uniffi_check_contract_api_version(_UniffiLib)
 
 # Public interface members begin here.
 
+
+class _UniffiFfiConverterUInt64(_UniffiConverterPrimitiveInt):
+    CLASS_NAME = "u64"
+    VALUE_MIN = 0
+    VALUE_MAX = 2**64
+
+    @staticmethod
+    def read(buf):
+        return buf.read_u64()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_u64(value)
 
 class _UniffiFfiConverterString:
     @staticmethod
@@ -1846,6 +2124,170 @@ class _UniffiFfiConverterString:
         with _UniffiRustBuffer.alloc_with_builder() as builder:
             builder.write(value.encode("utf-8"))
             return builder.finalize()
+
+class _UniffiFfiConverterMapStringUInt64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, items):
+        for (key, value) in items.items():
+            _UniffiFfiConverterString.check_lower(key)
+            _UniffiFfiConverterUInt64.check_lower(value)
+
+    @classmethod
+    def write(cls, items, buf):
+        buf.write_i32(len(items))
+        for (key, value) in items.items():
+            _UniffiFfiConverterString.write(key, buf)
+            _UniffiFfiConverterUInt64.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative map size")
+
+        # It would be nice to use a dict comprehension,
+        # but in Python 3.7 and before the evaluation order is not according to spec,
+        # so we we're reading the value before the key.
+        # This loop makes the order explicit: first reading the key, then the value.
+        d = {}
+        for i in range(count):
+            key = _UniffiFfiConverterString.read(buf)
+            val = _UniffiFfiConverterUInt64.read(buf)
+            d[key] = val
+        return d
+
+@dataclass
+class RejectedRecord:
+    """
+    One rejected record: its number (1-based, within the call), the stable
+    code and the reason (control characters escaped, long text cut).
+"""
+    def __init__(self, *, record:int, code:str, reason:str):
+        self.record = record
+        self.code = code
+        self.reason = reason
+        
+        
+
+    
+    def __str__(self):
+        return "RejectedRecord(record={}, code={}, reason={})".format(self.record, self.code, self.reason)
+    def __eq__(self, other):
+        if self.record != other.record:
+            return False
+        if self.code != other.code:
+            return False
+        if self.reason != other.reason:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeRejectedRecord(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return RejectedRecord(
+            record=_UniffiFfiConverterUInt64.read(buf),
+            code=_UniffiFfiConverterString.read(buf),
+            reason=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.record)
+        _UniffiFfiConverterString.check_lower(value.code)
+        _UniffiFfiConverterString.check_lower(value.reason)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.record, buf)
+        _UniffiFfiConverterString.write(value.code, buf)
+        _UniffiFfiConverterString.write(value.reason, buf)
+
+class _UniffiFfiConverterSequenceTypeRejectedRecord(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeRejectedRecord.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeRejectedRecord.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeRejectedRecord.read(buf) for i in range(count)
+        ]
+
+@dataclass
+class BatchResult:
+    """
+    What one batch or stream did: every record is exactly one of accepted,
+    rejected or skipped (blank line, `#` comment line, empty frame).
+"""
+    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int, rejected_by_code:dict[str, int], rejections:typing.List[RejectedRecord]):
+        self.records = records
+        self.accepted = accepted
+        self.rejected = rejected
+        self.skipped = skipped
+        self.rejected_by_code = rejected_by_code
+        self.rejections = rejections
+        
+        
+
+    
+    def __str__(self):
+        return "BatchResult(records={}, accepted={}, rejected={}, skipped={}, rejected_by_code={}, rejections={})".format(self.records, self.accepted, self.rejected, self.skipped, self.rejected_by_code, self.rejections)
+    def __eq__(self, other):
+        if self.records != other.records:
+            return False
+        if self.accepted != other.accepted:
+            return False
+        if self.rejected != other.rejected:
+            return False
+        if self.skipped != other.skipped:
+            return False
+        if self.rejected_by_code != other.rejected_by_code:
+            return False
+        if self.rejections != other.rejections:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeBatchResult(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return BatchResult(
+            records=_UniffiFfiConverterUInt64.read(buf),
+            accepted=_UniffiFfiConverterUInt64.read(buf),
+            rejected=_UniffiFfiConverterUInt64.read(buf),
+            skipped=_UniffiFfiConverterUInt64.read(buf),
+            rejected_by_code=_UniffiFfiConverterMapStringUInt64.read(buf),
+            rejections=_UniffiFfiConverterSequenceTypeRejectedRecord.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.records)
+        _UniffiFfiConverterUInt64.check_lower(value.accepted)
+        _UniffiFfiConverterUInt64.check_lower(value.rejected)
+        _UniffiFfiConverterUInt64.check_lower(value.skipped)
+        _UniffiFfiConverterMapStringUInt64.check_lower(value.rejected_by_code)
+        _UniffiFfiConverterSequenceTypeRejectedRecord.check_lower(value.rejections)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.records, buf)
+        _UniffiFfiConverterUInt64.write(value.accepted, buf)
+        _UniffiFfiConverterUInt64.write(value.rejected, buf)
+        _UniffiFfiConverterUInt64.write(value.skipped, buf)
+        _UniffiFfiConverterMapStringUInt64.write(value.rejected_by_code, buf)
+        _UniffiFfiConverterSequenceTypeRejectedRecord.write(value.rejections, buf)
 
 
 
@@ -2132,19 +2574,6 @@ class _UniffiFfiConverterTypeBudgetShare(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.delta, buf)
 
-class _UniffiFfiConverterUInt64(_UniffiConverterPrimitiveInt):
-    CLASS_NAME = "u64"
-    VALUE_MIN = 0
-    VALUE_MAX = 2**64
-
-    @staticmethod
-    def read(buf):
-        return buf.read_u64()
-
-    @staticmethod
-    def write(value, buf):
-        buf.write_u64(value)
-
 @dataclass
 class BudgetStatus:
     """
@@ -2378,6 +2807,464 @@ class _UniffiFfiConverterTypeCellEstimate(_UniffiConverterRustBuffer):
     def write(value, buf):
         _UniffiFfiConverterString.write(value.query_id, buf)
         _UniffiFfiConverterOptionalTypeEstimate.write(value.estimate, buf)
+
+@dataclass
+class ClipBound:
+    """
+    The public clipping interval B = [lower, upper] of one group.
+"""
+    def __init__(self, *, lower:float, upper:float, z:float, sigma_max:float, bias_bound:float):
+        self.lower = lower
+        self.upper = upper
+        self.z = z
+        self.sigma_max = sigma_max
+        self.bias_bound = bias_bound
+        
+        
+
+    
+    def __str__(self):
+        return "ClipBound(lower={}, upper={}, z={}, sigma_max={}, bias_bound={})".format(self.lower, self.upper, self.z, self.sigma_max, self.bias_bound)
+    def __eq__(self, other):
+        if self.lower != other.lower:
+            return False
+        if self.upper != other.upper:
+            return False
+        if self.z != other.z:
+            return False
+        if self.sigma_max != other.sigma_max:
+            return False
+        if self.bias_bound != other.bias_bound:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeClipBound(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return ClipBound(
+            lower=_UniffiFfiConverterFloat64.read(buf),
+            upper=_UniffiFfiConverterFloat64.read(buf),
+            z=_UniffiFfiConverterFloat64.read(buf),
+            sigma_max=_UniffiFfiConverterFloat64.read(buf),
+            bias_bound=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.lower)
+        _UniffiFfiConverterFloat64.check_lower(value.upper)
+        _UniffiFfiConverterFloat64.check_lower(value.z)
+        _UniffiFfiConverterFloat64.check_lower(value.sigma_max)
+        _UniffiFfiConverterFloat64.check_lower(value.bias_bound)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.lower, buf)
+        _UniffiFfiConverterFloat64.write(value.upper, buf)
+        _UniffiFfiConverterFloat64.write(value.z, buf)
+        _UniffiFfiConverterFloat64.write(value.sigma_max, buf)
+        _UniffiFfiConverterFloat64.write(value.bias_bound, buf)
+
+@dataclass
+class ClipSummary:
+    """
+    The public clipping numbers that come with an estimate.
+"""
+    def __init__(self, *, lower:float, upper:float, z:float, sigma_max:float, bias_bound:float, influence_bound:float, bias_to_se_bound:typing.Optional[float], clipped:int):
+        self.lower = lower
+        self.upper = upper
+        self.z = z
+        self.sigma_max = sigma_max
+        self.bias_bound = bias_bound
+        self.influence_bound = influence_bound
+        self.bias_to_se_bound = bias_to_se_bound
+        self.clipped = clipped
+        
+        
+
+    
+    def __str__(self):
+        return "ClipSummary(lower={}, upper={}, z={}, sigma_max={}, bias_bound={}, influence_bound={}, bias_to_se_bound={}, clipped={})".format(self.lower, self.upper, self.z, self.sigma_max, self.bias_bound, self.influence_bound, self.bias_to_se_bound, self.clipped)
+    def __eq__(self, other):
+        if self.lower != other.lower:
+            return False
+        if self.upper != other.upper:
+            return False
+        if self.z != other.z:
+            return False
+        if self.sigma_max != other.sigma_max:
+            return False
+        if self.bias_bound != other.bias_bound:
+            return False
+        if self.influence_bound != other.influence_bound:
+            return False
+        if self.bias_to_se_bound != other.bias_to_se_bound:
+            return False
+        if self.clipped != other.clipped:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeClipSummary(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return ClipSummary(
+            lower=_UniffiFfiConverterFloat64.read(buf),
+            upper=_UniffiFfiConverterFloat64.read(buf),
+            z=_UniffiFfiConverterFloat64.read(buf),
+            sigma_max=_UniffiFfiConverterFloat64.read(buf),
+            bias_bound=_UniffiFfiConverterFloat64.read(buf),
+            influence_bound=_UniffiFfiConverterFloat64.read(buf),
+            bias_to_se_bound=_UniffiFfiConverterOptionalFloat64.read(buf),
+            clipped=_UniffiFfiConverterUInt64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.lower)
+        _UniffiFfiConverterFloat64.check_lower(value.upper)
+        _UniffiFfiConverterFloat64.check_lower(value.z)
+        _UniffiFfiConverterFloat64.check_lower(value.sigma_max)
+        _UniffiFfiConverterFloat64.check_lower(value.bias_bound)
+        _UniffiFfiConverterFloat64.check_lower(value.influence_bound)
+        _UniffiFfiConverterOptionalFloat64.check_lower(value.bias_to_se_bound)
+        _UniffiFfiConverterUInt64.check_lower(value.clipped)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.lower, buf)
+        _UniffiFfiConverterFloat64.write(value.upper, buf)
+        _UniffiFfiConverterFloat64.write(value.z, buf)
+        _UniffiFfiConverterFloat64.write(value.sigma_max, buf)
+        _UniffiFfiConverterFloat64.write(value.bias_bound, buf)
+        _UniffiFfiConverterFloat64.write(value.influence_bound, buf)
+        _UniffiFfiConverterOptionalFloat64.write(value.bias_to_se_bound, buf)
+        _UniffiFfiConverterUInt64.write(value.clipped, buf)
+
+
+
+
+
+
+class MechanismName(enum.Enum):
+    
+    POLYPLACE = 0
+    
+    STUDENT_T = 1
+    
+    CAUCHY = 2
+    
+    LAPLACE = 3
+    
+    GLOBAL_LAPLACE = 4
+    
+    A_PRIORI = 5
+    
+    LDP = 6
+    
+
+
+class _UniffiFfiConverterTypeMechanismName(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return MechanismName.POLYPLACE
+        if variant == 2:
+            return MechanismName.STUDENT_T
+        if variant == 3:
+            return MechanismName.CAUCHY
+        if variant == 4:
+            return MechanismName.LAPLACE
+        if variant == 5:
+            return MechanismName.GLOBAL_LAPLACE
+        if variant == 6:
+            return MechanismName.A_PRIORI
+        if variant == 7:
+            return MechanismName.LDP
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value == MechanismName.POLYPLACE:
+            return
+        if value == MechanismName.STUDENT_T:
+            return
+        if value == MechanismName.CAUCHY:
+            return
+        if value == MechanismName.LAPLACE:
+            return
+        if value == MechanismName.GLOBAL_LAPLACE:
+            return
+        if value == MechanismName.A_PRIORI:
+            return
+        if value == MechanismName.LDP:
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value == MechanismName.POLYPLACE:
+            buf.write_i32(1)
+        if value == MechanismName.STUDENT_T:
+            buf.write_i32(2)
+        if value == MechanismName.CAUCHY:
+            buf.write_i32(3)
+        if value == MechanismName.LAPLACE:
+            buf.write_i32(4)
+        if value == MechanismName.GLOBAL_LAPLACE:
+            buf.write_i32(5)
+        if value == MechanismName.A_PRIORI:
+            buf.write_i32(6)
+        if value == MechanismName.LDP:
+            buf.write_i32(7)
+
+
+
+class _UniffiFfiConverterOptionalTypeClipSummary(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeClipSummary.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeClipSummary.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeClipSummary.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+class _UniffiFfiConverterUInt32(_UniffiConverterPrimitiveInt):
+    CLASS_NAME = "u32"
+    VALUE_MIN = 0
+    VALUE_MAX = 2**32
+
+    @staticmethod
+    def read(buf):
+        return buf.read_u32()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_u32(value)
+
+@dataclass
+class MedianOfMeansEstimate:
+    """
+    The median-of-means estimate of a group and its stated bias.
+"""
+    def __init__(self, *, buckets:int, median_of_means:float, bucket_sd:float, standard_error:float, bias_bound:float):
+        self.buckets = buckets
+        self.median_of_means = median_of_means
+        self.bucket_sd = bucket_sd
+        self.standard_error = standard_error
+        self.bias_bound = bias_bound
+        
+        
+
+    
+    def __str__(self):
+        return "MedianOfMeansEstimate(buckets={}, median_of_means={}, bucket_sd={}, standard_error={}, bias_bound={})".format(self.buckets, self.median_of_means, self.bucket_sd, self.standard_error, self.bias_bound)
+    def __eq__(self, other):
+        if self.buckets != other.buckets:
+            return False
+        if self.median_of_means != other.median_of_means:
+            return False
+        if self.bucket_sd != other.bucket_sd:
+            return False
+        if self.standard_error != other.standard_error:
+            return False
+        if self.bias_bound != other.bias_bound:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMedianOfMeansEstimate(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MedianOfMeansEstimate(
+            buckets=_UniffiFfiConverterUInt32.read(buf),
+            median_of_means=_UniffiFfiConverterFloat64.read(buf),
+            bucket_sd=_UniffiFfiConverterFloat64.read(buf),
+            standard_error=_UniffiFfiConverterFloat64.read(buf),
+            bias_bound=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt32.check_lower(value.buckets)
+        _UniffiFfiConverterFloat64.check_lower(value.median_of_means)
+        _UniffiFfiConverterFloat64.check_lower(value.bucket_sd)
+        _UniffiFfiConverterFloat64.check_lower(value.standard_error)
+        _UniffiFfiConverterFloat64.check_lower(value.bias_bound)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt32.write(value.buckets, buf)
+        _UniffiFfiConverterFloat64.write(value.median_of_means, buf)
+        _UniffiFfiConverterFloat64.write(value.bucket_sd, buf)
+        _UniffiFfiConverterFloat64.write(value.standard_error, buf)
+        _UniffiFfiConverterFloat64.write(value.bias_bound, buf)
+
+class _UniffiFfiConverterOptionalTypeMedianOfMeansEstimate(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeMedianOfMeansEstimate.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeMedianOfMeansEstimate.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeMedianOfMeansEstimate.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+@dataclass
+class GroupEstimate:
+    """
+    The estimate of one (query, mechanism, ε, δ) group.
+"""
+    def __init__(self, *, query_id:str, mechanism:MechanismName, epsilon:float, delta:float, estimate:Estimate, clip:typing.Optional[ClipSummary], median_of_means:typing.Optional[MedianOfMeansEstimate], json_line:str):
+        self.query_id = query_id
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.estimate = estimate
+        self.clip = clip
+        self.median_of_means = median_of_means
+        self.json_line = json_line
+        
+        
+
+    
+    def __str__(self):
+        return "GroupEstimate(query_id={}, mechanism={}, epsilon={}, delta={}, estimate={}, clip={}, median_of_means={}, json_line={})".format(self.query_id, self.mechanism, self.epsilon, self.delta, self.estimate, self.clip, self.median_of_means, self.json_line)
+    def __eq__(self, other):
+        if self.query_id != other.query_id:
+            return False
+        if self.mechanism != other.mechanism:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        if self.estimate != other.estimate:
+            return False
+        if self.clip != other.clip:
+            return False
+        if self.median_of_means != other.median_of_means:
+            return False
+        if self.json_line != other.json_line:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeGroupEstimate(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return GroupEstimate(
+            query_id=_UniffiFfiConverterString.read(buf),
+            mechanism=_UniffiFfiConverterTypeMechanismName.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+            estimate=_UniffiFfiConverterTypeEstimate.read(buf),
+            clip=_UniffiFfiConverterOptionalTypeClipSummary.read(buf),
+            median_of_means=_UniffiFfiConverterOptionalTypeMedianOfMeansEstimate.read(buf),
+            json_line=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterString.check_lower(value.query_id)
+        _UniffiFfiConverterTypeMechanismName.check_lower(value.mechanism)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+        _UniffiFfiConverterTypeEstimate.check_lower(value.estimate)
+        _UniffiFfiConverterOptionalTypeClipSummary.check_lower(value.clip)
+        _UniffiFfiConverterOptionalTypeMedianOfMeansEstimate.check_lower(value.median_of_means)
+        _UniffiFfiConverterString.check_lower(value.json_line)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterString.write(value.query_id, buf)
+        _UniffiFfiConverterTypeMechanismName.write(value.mechanism, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
+        _UniffiFfiConverterTypeEstimate.write(value.estimate, buf)
+        _UniffiFfiConverterOptionalTypeClipSummary.write(value.clip, buf)
+        _UniffiFfiConverterOptionalTypeMedianOfMeansEstimate.write(value.median_of_means, buf)
+        _UniffiFfiConverterString.write(value.json_line, buf)
+
+@dataclass
+class IngestCounts:
+    """
+    Totals of a [`ReportServer`] over all its calls.
+"""
+    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int):
+        self.records = records
+        self.accepted = accepted
+        self.rejected = rejected
+        self.skipped = skipped
+        
+        
+
+    
+    def __str__(self):
+        return "IngestCounts(records={}, accepted={}, rejected={}, skipped={})".format(self.records, self.accepted, self.rejected, self.skipped)
+    def __eq__(self, other):
+        if self.records != other.records:
+            return False
+        if self.accepted != other.accepted:
+            return False
+        if self.rejected != other.rejected:
+            return False
+        if self.skipped != other.skipped:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeIngestCounts(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return IngestCounts(
+            records=_UniffiFfiConverterUInt64.read(buf),
+            accepted=_UniffiFfiConverterUInt64.read(buf),
+            rejected=_UniffiFfiConverterUInt64.read(buf),
+            skipped=_UniffiFfiConverterUInt64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.records)
+        _UniffiFfiConverterUInt64.check_lower(value.accepted)
+        _UniffiFfiConverterUInt64.check_lower(value.rejected)
+        _UniffiFfiConverterUInt64.check_lower(value.skipped)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.records, buf)
+        _UniffiFfiConverterUInt64.write(value.accepted, buf)
+        _UniffiFfiConverterUInt64.write(value.rejected, buf)
+        _UniffiFfiConverterUInt64.write(value.skipped, buf)
 
 @dataclass
 class MapRejection:
@@ -2644,19 +3531,6 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.write(value.accounting, buf)
         _UniffiFfiConverterFloat64.write(value.discretisation_bound, buf)
         _UniffiFfiConverterOptionalString.write(value.planner, buf)
-
-class _UniffiFfiConverterUInt32(_UniffiConverterPrimitiveInt):
-    CLASS_NAME = "u32"
-    VALUE_MIN = 0
-    VALUE_MAX = 2**32
-
-    @staticmethod
-    def read(buf):
-        return buf.read_u32()
-
-    @staticmethod
-    def write(value, buf):
-        buf.write_u32(value)
 
 @dataclass
 class MapGrid:
@@ -3089,37 +3963,6 @@ class _UniffiFfiConverterTypeMapPlan(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.write(value.line, buf)
         _UniffiFfiConverterSequenceTypeMapPrediction.write(value.predictions, buf)
 
-class _UniffiFfiConverterMapStringUInt64(_UniffiConverterRustBuffer):
-    @classmethod
-    def check_lower(cls, items):
-        for (key, value) in items.items():
-            _UniffiFfiConverterString.check_lower(key)
-            _UniffiFfiConverterUInt64.check_lower(value)
-
-    @classmethod
-    def write(cls, items, buf):
-        buf.write_i32(len(items))
-        for (key, value) in items.items():
-            _UniffiFfiConverterString.write(key, buf)
-            _UniffiFfiConverterUInt64.write(value, buf)
-
-    @classmethod
-    def read(cls, buf):
-        count = buf.read_i32()
-        if count < 0:
-            raise InternalError("Unexpected negative map size")
-
-        # It would be nice to use a dict comprehension,
-        # but in Python 3.7 and before the evaluation order is not according to spec,
-        # so we we're reading the value before the key.
-        # This loop makes the order explicit: first reading the key, then the value.
-        d = {}
-        for i in range(count):
-            key = _UniffiFfiConverterString.read(buf)
-            val = _UniffiFfiConverterUInt64.read(buf)
-            d[key] = val
-        return d
-
 @dataclass
 class MapServerStatus:
     """
@@ -3236,86 +4079,6 @@ class _UniffiFfiConverterTypeMapUpload(_UniffiConverterRustBuffer):
         _UniffiFfiConverterBytes.write(value.bytes, buf)
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterString.write(value.mechanism, buf)
-
-
-
-
-
-
-class MechanismName(enum.Enum):
-    
-    POLYPLACE = 0
-    
-    STUDENT_T = 1
-    
-    CAUCHY = 2
-    
-    LAPLACE = 3
-    
-    GLOBAL_LAPLACE = 4
-    
-    A_PRIORI = 5
-    
-    LDP = 6
-    
-
-
-class _UniffiFfiConverterTypeMechanismName(_UniffiConverterRustBuffer):
-    @staticmethod
-    def read(buf):
-        variant = buf.read_i32()
-        if variant == 1:
-            return MechanismName.POLYPLACE
-        if variant == 2:
-            return MechanismName.STUDENT_T
-        if variant == 3:
-            return MechanismName.CAUCHY
-        if variant == 4:
-            return MechanismName.LAPLACE
-        if variant == 5:
-            return MechanismName.GLOBAL_LAPLACE
-        if variant == 6:
-            return MechanismName.A_PRIORI
-        if variant == 7:
-            return MechanismName.LDP
-        raise InternalError("Raw enum value doesn't match any cases")
-
-    @staticmethod
-    def check_lower(value):
-        if value == MechanismName.POLYPLACE:
-            return
-        if value == MechanismName.STUDENT_T:
-            return
-        if value == MechanismName.CAUCHY:
-            return
-        if value == MechanismName.LAPLACE:
-            return
-        if value == MechanismName.GLOBAL_LAPLACE:
-            return
-        if value == MechanismName.A_PRIORI:
-            return
-        if value == MechanismName.LDP:
-            return
-        raise ValueError(value)
-
-    @staticmethod
-    def write(value, buf):
-        if value == MechanismName.POLYPLACE:
-            buf.write_i32(1)
-        if value == MechanismName.STUDENT_T:
-            buf.write_i32(2)
-        if value == MechanismName.CAUCHY:
-            buf.write_i32(3)
-        if value == MechanismName.LAPLACE:
-            buf.write_i32(4)
-        if value == MechanismName.GLOBAL_LAPLACE:
-            buf.write_i32(5)
-        if value == MechanismName.A_PRIORI:
-            buf.write_i32(6)
-        if value == MechanismName.LDP:
-            buf.write_i32(7)
-
-
 
 @dataclass
 class PrivateReport:
@@ -4115,6 +4878,68 @@ class _UniffiFfiConverterTypeGrowth(_UniffiConverterRustBuffer):
         if value.is_LINEAR():
             buf.write_i32(2)
             _UniffiFfiConverterFloat64.write(value.rate, buf)
+
+
+
+
+
+
+
+
+class InputFormat(enum.Enum):
+    """
+    How [`ReportServer::ingest`] reads a byte stream.
+"""
+    
+    AUTO = 0
+    """
+    Decided from the first record (JSON if it starts with `{`, `[` or
+    `#` after an optional BOM, binary if it is a report frame); a stream
+    that is neither is refused before anything is read.
+"""
+    
+    JSON = 1
+    """
+    One JSON report per line.
+"""
+    
+    BINARY = 2
+    """
+    COBS-framed binary reports, each followed by a 0x00 byte.
+"""
+    
+
+
+class _UniffiFfiConverterTypeInputFormat(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return InputFormat.AUTO
+        if variant == 2:
+            return InputFormat.JSON
+        if variant == 3:
+            return InputFormat.BINARY
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value == InputFormat.AUTO:
+            return
+        if value == InputFormat.JSON:
+            return
+        if value == InputFormat.BINARY:
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value == InputFormat.AUTO:
+            buf.write_i32(1)
+        if value == InputFormat.JSON:
+            buf.write_i32(2)
+        if value == InputFormat.BINARY:
+            buf.write_i32(3)
 
 
 
@@ -7488,6 +8313,829 @@ class _UniffiFfiConverterTypeReportPolicy:
     @classmethod
     def write(cls, value: ReportPolicy, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterOptionalBytes(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterBytes.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterBytes.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterBytes.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+class _UniffiFfiConverterSequenceOptionalBytes(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterOptionalBytes.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterOptionalBytes.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterOptionalBytes.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterSequenceOptionalString(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterOptionalString.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterOptionalString.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterOptionalString.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterSequenceTypeGroupEstimate(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeGroupEstimate.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeGroupEstimate.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeGroupEstimate.read(buf) for i in range(count)
+        ]
+
+
+class ReportServerProtocol(typing.Protocol):
+    """
+    Validates, groups, clips and aggregates reports as `geopriv aggregate`
+    does (module docs); thread-safe (a `Mutex` inside).
+"""
+    
+    def add_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode, validate, clip and add one binary report
+        (`PrivateReport.bytes`).
+"""
+        raise NotImplementedError
+    def add_bytes_batch(self, records: typing.List[typing.Optional[bytes]]) -> BatchResult:
+        """
+        Add many binary reports (`PrivateReport.bytes` each) in one call,
+        like `add_json_batch` (`null` and empty entries are rejected).
+"""
+        raise NotImplementedError
+    def add_json(self, line: str) -> ReceivedReport:
+        """
+        Decode, validate, clip and add one JSON report (BOM, `\r` and
+        surrounding whitespace ignored); returns it as received (the value
+        before clipping). `InvalidReport` with the reason and code when
+        refused (a blank or `#` line: `[empty]`); the state is then
+        unchanged.
+"""
+        raise NotImplementedError
+    def add_json_batch(self, lines: typing.List[typing.Optional[str]]) -> BatchResult:
+        """
+        Add many JSON reports in one call (`null` entries are rejected as
+        `[empty]`, blank and `#` lines skipped). Never fails on a bad
+        record: each is rejected by itself with its 1-based position in
+        `lines`. The same outcome as `add_json` on each line in turn.
+"""
+        raise NotImplementedError
+    def counts(self, ) -> IngestCounts:
+        """
+        Totals over every call so far.
+"""
+        raise NotImplementedError
+    def estimates(self, ) -> typing.List[GroupEstimate]:
+        """
+        One estimate per group with reports, sorted as the CLI prints them
+        (query id, mechanism, ε, δ).
+"""
+        raise NotImplementedError
+    def ingest(self, data: bytes,format: InputFormat) -> BatchResult:
+        """
+        Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+        0x00-terminated binary frames, records numbered from 1 (JSON: the
+        line number), each bad record (not UTF-8, too long, a JSON array,
+        malformed, wrong version, out of policy, ...) rejected by itself.
+        Only a stream whose format `Auto` cannot tell is refused as a whole
+        (`InvalidInput`, nothing read).
+"""
+        raise NotImplementedError
+    def merge(self, other: ReportServer) -> None:
+        """
+        Fold another server's state into this one (`merge_json` of its
+        `to_json`); `other` is unchanged.
+"""
+        raise NotImplementedError
+    def merge_json(self, state: str) -> None:
+        """
+        Fold a partial state from `to_json` of a server with the same policy
+        and configuration into this one (exact). All or nothing:
+        `InvalidReport` (state unchanged) for a malformed state, another
+        clipping level, a median-of-means server, a group this policy
+        refuses, or counters that would overflow.
+"""
+        raise NotImplementedError
+    def to_json(self, ) -> str:
+        """
+        The exact partial state (per group: key, exact sums, clipped count)
+        as canonical JSON: equal contents give equal strings, whatever the
+        order the reports came in. Ship it to a reducer's `merge_json`.
+"""
+        raise NotImplementedError
+    def to_json_lines(self, ) -> str:
+        """
+        The estimates exactly as `geopriv aggregate` prints them: one JSON
+        line per group, each ending with a newline.
+"""
+        raise NotImplementedError
+
+class ReportServer(ReportServerProtocol):
+    """
+    Validates, groups, clips and aggregates reports as `geopriv aggregate`
+    does (module docs); thread-safe (a `Mutex` inside).
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, policy: ReportPolicy,config: ServerConfig):
+        """
+        An empty server accepting what `policy` accepts, configured by
+        `config` (`ServerConfig()` for the CLI's defaults).
+"""
+        
+        _UniffiFfiConverterTypeReportPolicy.check_lower(policy)
+
+        _UniffiFfiConverterTypeServerConfig.check_lower(config)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeReportPolicy.lower(policy),
+            _UniffiFfiConverterTypeServerConfig.lower(config),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportServer.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportserver_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_reportserver, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def add_bytes(self, bytes: bytes) -> ReceivedReport:
+        """
+        Decode, validate, clip and add one binary report
+        (`PrivateReport.bytes`).
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(bytes),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_bytes_batch(self, records: typing.List[typing.Optional[bytes]]) -> BatchResult:
+        """
+        Add many binary reports (`PrivateReport.bytes` each) in one call,
+        like `add_json_batch` (`null` and empty entries are rejected).
+"""
+        
+        _UniffiFfiConverterSequenceOptionalBytes.check_lower(records)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceOptionalBytes.lower(records),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_json(self, line: str) -> ReceivedReport:
+        """
+        Decode, validate, clip and add one JSON report (BOM, `\r` and
+        surrounding whitespace ignored); returns it as received (the value
+        before clipping). `InvalidReport` with the reason and code when
+        refused (a blank or `#` line: `[empty]`); the state is then
+        unchanged.
+"""
+        
+        _UniffiFfiConverterString.check_lower(line)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(line),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReceivedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_json_batch(self, lines: typing.List[typing.Optional[str]]) -> BatchResult:
+        """
+        Add many JSON reports in one call (`null` entries are rejected as
+        `[empty]`, blank and `#` lines skipped). Never fails on a bad
+        record: each is rejected by itself with its 1-based position in
+        `lines`. The same outcome as `add_json` on each line in turn.
+"""
+        
+        _UniffiFfiConverterSequenceOptionalString.check_lower(lines)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceOptionalString.lower(lines),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def counts(self, ) -> IngestCounts:
+        """
+        Totals over every call so far.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeIngestCounts.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_counts,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def estimates(self, ) -> typing.List[GroupEstimate]:
+        """
+        One estimate per group with reports, sorted as the CLI prints them
+        (query id, mechanism, ε, δ).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterSequenceTypeGroupEstimate.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_estimates,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def ingest(self, data: bytes,format: InputFormat) -> BatchResult:
+        """
+        Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+        0x00-terminated binary frames, records numbered from 1 (JSON: the
+        line number), each bad record (not UTF-8, too long, a JSON array,
+        malformed, wrong version, out of policy, ...) rejected by itself.
+        Only a stream whose format `Auto` cannot tell is refused as a whole
+        (`InvalidInput`, nothing read).
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(data)
+
+        _UniffiFfiConverterTypeInputFormat.check_lower(format)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(data),
+            _UniffiFfiConverterTypeInputFormat.lower(format),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_ingest,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def merge(self, other: ReportServer) -> None:
+        """
+        Fold another server's state into this one (`merge_json` of its
+        `to_json`); `other` is unchanged.
+"""
+        
+        _UniffiFfiConverterTypeReportServer.check_lower(other)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeReportServer.lower(other),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def merge_json(self, state: str) -> None:
+        """
+        Fold a partial state from `to_json` of a server with the same policy
+        and configuration into this one (exact). All or nothing:
+        `InvalidReport` (state unchanged) for a malformed state, another
+        clipping level, a median-of-means server, a group this policy
+        refuses, or counters that would overflow.
+"""
+        
+        _UniffiFfiConverterString.check_lower(state)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(state),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json(self, ) -> str:
+        """
+        The exact partial state (per group: key, exact sums, clipped count)
+        as canonical JSON: equal contents give equal strings, whatever the
+        order the reports came in. Ship it to a reducer's `merge_json`.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json_lines(self, ) -> str:
+        """
+        The estimates exactly as `geopriv aggregate` prints them: one JSON
+        line per group, each ending with a newline.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeReportServer:
+    @staticmethod
+    def lift(value: int) -> ReportServer:
+        return ReportServer._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: ReportServer):
+        if not isinstance(value, ReportServer):
+            raise TypeError("Expected ReportServer instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: ReportServer) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> ReportServer:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: ReportServer, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterOptionalTypeClipBound(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeClipBound.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeClipBound.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeClipBound.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+
+class ServerConfigProtocol(typing.Protocol):
+    """
+    Clipping, estimator and limits of a [`ReportServer`], immutable; the
+    `with_*` methods return a changed copy. The defaults are those of
+    `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+    most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+    --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+    δ) groups and records of at most 65536 bytes.
+"""
+    
+    def clip_bound(self, report: ReceivedReport) -> typing.Optional[ClipBound]:
+        """
+        The clipping bound of the group of `report` (its query, mechanism,
+        ε and δ; the mechanism's default calibration), or `null` without
+        clipping: the interval B every value of the group is clamped to.
+"""
+        raise NotImplementedError
+    def clips(self, ) -> bool:
+        """
+        Whether reports are clipped.
+"""
+        raise NotImplementedError
+    def max_queries(self, ) -> int:
+        """
+        The largest number of groups.
+"""
+        raise NotImplementedError
+    def max_record_bytes(self, ) -> int:
+        """
+        The largest record in bytes.
+"""
+        raise NotImplementedError
+    def with_clip_target(self, deployment_n: int,bias_to_se: float) -> ServerConfig:
+        """
+        Clip at the smallest z whose honest bias is at most `bias_to_se`
+        standard errors at `deployment_n` reports per group (`--clip-n`,
+        `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+"""
+        raise NotImplementedError
+    def with_clip_z(self, z: float) -> ServerConfig:
+        """
+        Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+        z (finite, >= 0; `--clip-z`).
+"""
+        raise NotImplementedError
+    def with_max_queries(self, max_queries: int) -> ServerConfig:
+        """
+        At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+        `--max-queries`); a report that would open one more is rejected
+        (`[too-many-groups]`).
+"""
+        raise NotImplementedError
+    def with_max_record_bytes(self, bytes: int) -> ServerConfig:
+        """
+        Records of at most this many bytes (1..=67108864;
+        `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+"""
+        raise NotImplementedError
+    def with_median_of_means(self, buckets: int) -> ServerConfig:
+        """
+        Also estimate the median of the means of `buckets` buckets
+        (2..=1024; `--estimator median-of-means --buckets K`). Its state
+        depends on the order of the reports, so such a server's states do
+        not merge (`merge_json` refuses them).
+"""
+        raise NotImplementedError
+    def without_clipping(self, ) -> ServerConfig:
+        """
+        No clipping (`--no-clip`): one report can then move a mean
+        arbitrarily far.
+"""
+        raise NotImplementedError
+
+class ServerConfig(ServerConfigProtocol):
+    """
+    Clipping, estimator and limits of a [`ReportServer`], immutable; the
+    `with_*` methods return a changed copy. The defaults are those of
+    `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+    most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+    --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+    δ) groups and records of at most 65536 bytes.
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, ):
+        """
+        The CLI's defaults (type docs).
+"""
+        _uniffi_lowered_args = (
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_serverconfig_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_serverconfig, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def clip_bound(self, report: ReceivedReport) -> typing.Optional[ClipBound]:
+        """
+        The clipping bound of the group of `report` (its query, mechanism,
+        ε and δ; the mechanism's default calibration), or `null` without
+        clipping: the interval B every value of the group is clamped to.
+"""
+        
+        _UniffiFfiConverterTypeReceivedReport.check_lower(report)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeReceivedReport.lower(report),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeClipBound.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def clips(self, ) -> bool:
+        """
+        Whether reports are clipped.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clips,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_queries(self, ) -> int:
+        """
+        The largest number of groups.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_queries,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_record_bytes(self, ) -> int:
+        """
+        The largest record in bytes.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_clip_target(self, deployment_n: int,bias_to_se: float) -> ServerConfig:
+        """
+        Clip at the smallest z whose honest bias is at most `bias_to_se`
+        standard errors at `deployment_n` reports per group (`--clip-n`,
+        `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(deployment_n)
+
+        _UniffiFfiConverterFloat64.check_lower(bias_to_se)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(deployment_n),
+            _UniffiFfiConverterFloat64.lower(bias_to_se),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_clip_z(self, z: float) -> ServerConfig:
+        """
+        Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+        z (finite, >= 0; `--clip-z`).
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(z)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterFloat64.lower(z),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_max_queries(self, max_queries: int) -> ServerConfig:
+        """
+        At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+        `--max-queries`); a report that would open one more is rejected
+        (`[too-many-groups]`).
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(max_queries)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(max_queries),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_max_record_bytes(self, bytes: int) -> ServerConfig:
+        """
+        Records of at most this many bytes (1..=67108864;
+        `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(bytes)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(bytes),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_median_of_means(self, buckets: int) -> ServerConfig:
+        """
+        Also estimate the median of the means of `buckets` buckets
+        (2..=1024; `--estimator median-of-means --buckets K`). Its state
+        depends on the order of the reports, so such a server's states do
+        not merge (`merge_json` refuses them).
+"""
+        
+        _UniffiFfiConverterUInt32.check_lower(buckets)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt32.lower(buckets),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def without_clipping(self, ) -> ServerConfig:
+        """
+        No clipping (`--no-clip`): one report can then move a mean
+        arbitrarily far.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeServerConfig:
+    @staticmethod
+    def lift(value: int) -> ServerConfig:
+        return ServerConfig._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: ServerConfig):
+        if not isinstance(value, ServerConfig):
+            raise TypeError("Expected ServerConfig instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: ServerConfig) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> ServerConfig:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: ServerConfig, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
 def central_quantile(values: typing.List[float],_lambda: float,quantile: float,epsilon: float,noise: CentralNoiseKind,seed: typing.Optional[int]) -> float:
     """
     Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
@@ -7702,18 +9350,26 @@ def smooth_noisy_max_select(utilities: typing.List[float],smooth_sensitivity: fl
 __all__ = [
     "InternalError",
     "BudgetUnit",
-    "MapMechanism",
     "MechanismName",
+    "MapMechanism",
     "QueryFamily",
     "CentralNoiseKind",
     "GeoprivError",
     "Growth",
+    "InputFormat",
     "Projection",
+    "RejectedRecord",
+    "BatchResult",
     "BudgetPolicy",
     "BudgetShare",
     "BudgetStatus",
     "Estimate",
     "CellEstimate",
+    "ClipBound",
+    "ClipSummary",
+    "MedianOfMeansEstimate",
+    "GroupEstimate",
+    "IngestCounts",
     "MapRejection",
     "MapBatch",
     "MapEstimate",
@@ -7748,4 +9404,8 @@ __all__ = [
     "MapServerProtocol",
     "ReportPolicy",
     "ReportPolicyProtocol",
+    "ReportServer",
+    "ReportServerProtocol",
+    "ServerConfig",
+    "ServerConfigProtocol",
 ]

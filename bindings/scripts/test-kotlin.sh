@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Kotlin/JVM test of the bindings: compiles bindings/tests/kotlin/Main.kt with
+# Kotlin/JVM test of the bindings: compiles bindings/tests/kotlin/Main.kt (and
+# Server.kt, the hardened server, run as its own program) with
 # the generated bindings/kotlin sources against JNA, and runs it on the JVM
 # with the cdylib built from this checkout. Installs what it needs on a fresh
 # Debian machine (Java 17 must be present):
@@ -19,6 +20,7 @@ check_readme_example bindings/tests/kotlin/Main.kt
 build_ffi
 
 SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/kotlin/Main.kt"
+  "$REPO/bindings/tests/kotlin/Server.kt"
   "$REPO/bindings/tests/kotlin/MapTest.kt")
 # The map suite compares with `geopriv map aggregate` (the debug CLI).
 (cd "$REPO" && cargo build --quiet -p geopriv-cli --bin geopriv)
@@ -38,5 +40,8 @@ fi
 # the name "geopriv_ffi").
 java -Djna.library.path="$(dirname "$FFI_LIB")" \
   -cp "$JAR:$JNA_JAR:$STDLIB" MainKt
+# The hardened server (ReportServer; bindings/tests/kotlin/Server.kt).
+java -Djna.library.path="$(dirname "$FFI_LIB")" \
+  -cp "$JAR:$JNA_JAR:$STDLIB" servertests.ServerKt
 GEOPRIV_CLI="$TARGET_DIR/debug/geopriv" java -Djna.library.path="$(dirname "$FFI_LIB")" \
   -cp "$JAR:$JNA_JAR:$STDLIB" maptest.MapTestKt

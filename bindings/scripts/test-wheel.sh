@@ -9,8 +9,9 @@
 #   * bindings/tests/python/quickstart.py: README.md's Python quick start;
 #   * bindings/tests/python/test_bindings.py: the whole binding suite, run
 #     against the installed package (run_installed.py maps the suite's
-#     `geopriv_ffi` import to the installed `geopriv`), and the map suite
-#     bindings/tests/python/test_map.py likewise.
+#     `geopriv_ffi` import to the installed `geopriv`), the map suite
+#     bindings/tests/python/test_map.py and the server suite
+#     bindings/tests/python/test_server.py likewise.
 # Prints the wheel's path and size, and "python-wheel: N passed, M failed".
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -36,7 +37,7 @@ python3 -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install -q --no-index --no-deps "$WHEEL"
 mkdir "$WORK/tests"
 cp "$REPO/bindings/tests/python/test_package.py" "$REPO/bindings/tests/python/test_bindings.py" \
-  "$REPO/bindings/tests/python/test_map.py" \
+  "$REPO/bindings/tests/python/test_map.py" "$REPO/bindings/tests/python/test_server.py" \
   "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" "$WORK/tests/"
 
 cd "$WORK/tests"
@@ -51,3 +52,4 @@ run test_package.py
 run quickstart.py
 run run_installed.py test_bindings.py
 run run_installed.py test_map.py  # the map suite (its CLI comparison runs in test-python.sh)
+run run_installed.py test_server.py

@@ -58,6 +58,7 @@ mod map;
 mod mechanism;
 mod query;
 mod report;
+mod server;
 
 pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
 pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
@@ -72,6 +73,10 @@ pub use map::{
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
 pub use query::{GeoQuery, QueryFamily};
 pub use report::{ReceivedReport, ReportPolicy};
+pub use server::{
+    BatchResult, ClipBound, ClipSummary, GroupEstimate, IngestCounts, InputFormat,
+    MedianOfMeansEstimate, RejectedRecord, ReportServer, ServerConfig,
+};
 
 /// The version of the geopriv-ffi library, e.g. `"0.1.0"`. Lets an app
 /// check at run time that the loaded native library matches its bindings.
@@ -134,6 +139,8 @@ fn assert_thread_safe() {
     is_send_sync::<Aggregator>();
     is_send_sync::<GridAggregator>();
     is_send_sync::<ReportPolicy>();
+    is_send_sync::<ReportServer>();
+    is_send_sync::<ServerConfig>();
     is_send_sync::<GeoprivError>();
     is_send_sync::<Growth>();
     is_send_sync::<Projection>();

@@ -88,6 +88,13 @@ pub struct ReportPolicy {
     inner: geopriv::ValidationPolicy,
 }
 
+impl ReportPolicy {
+    /// The core policy.
+    pub(crate) fn core(&self) -> &geopriv::ValidationPolicy {
+        &self.inner
+    }
+}
+
 #[uniffi::export]
 impl ReportPolicy {
     /// Accept any valid query from any geo-private mechanism with

@@ -3442,6 +3442,817 @@ public func FfiConverterTypeReportPolicy_lower(_ value: ReportPolicy) -> UInt64 
 
 
 
+
+
+/**
+ * Validates, groups, clips and aggregates reports as `geopriv aggregate`
+ * does (module docs); thread-safe (a `Mutex` inside).
+ */
+public protocol ReportServerProtocol: AnyObject, Sendable {
+    
+    /**
+     * Decode, validate, clip and add one binary report
+     * (`PrivateReport.bytes`).
+     */
+    func addBytes(bytes: Data) throws  -> ReceivedReport
+    
+    /**
+     * Add many binary reports (`PrivateReport.bytes` each) in one call,
+     * like `add_json_batch` (`null` and empty entries are rejected).
+     */
+    func addBytesBatch(records: [Data?]) throws  -> BatchResult
+    
+    /**
+     * Decode, validate, clip and add one JSON report (BOM, `\r` and
+     * surrounding whitespace ignored); returns it as received (the value
+     * before clipping). `InvalidReport` with the reason and code when
+     * refused (a blank or `#` line: `[empty]`); the state is then
+     * unchanged.
+     */
+    func addJson(line: String) throws  -> ReceivedReport
+    
+    /**
+     * Add many JSON reports in one call (`null` entries are rejected as
+     * `[empty]`, blank and `#` lines skipped). Never fails on a bad
+     * record: each is rejected by itself with its 1-based position in
+     * `lines`. The same outcome as `add_json` on each line in turn.
+     */
+    func addJsonBatch(lines: [String?]) throws  -> BatchResult
+    
+    /**
+     * Totals over every call so far.
+     */
+    func counts() throws  -> IngestCounts
+    
+    /**
+     * One estimate per group with reports, sorted as the CLI prints them
+     * (query id, mechanism, ε, δ).
+     */
+    func estimates() throws  -> [GroupEstimate]
+    
+    /**
+     * Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+     * 0x00-terminated binary frames, records numbered from 1 (JSON: the
+     * line number), each bad record (not UTF-8, too long, a JSON array,
+     * malformed, wrong version, out of policy, ...) rejected by itself.
+     * Only a stream whose format `Auto` cannot tell is refused as a whole
+     * (`InvalidInput`, nothing read).
+     */
+    func ingest(data: Data, format: InputFormat) throws  -> BatchResult
+    
+    /**
+     * Fold another server's state into this one (`merge_json` of its
+     * `to_json`); `other` is unchanged.
+     */
+    func merge(other: ReportServer) throws 
+    
+    /**
+     * Fold a partial state from `to_json` of a server with the same policy
+     * and configuration into this one (exact). All or nothing:
+     * `InvalidReport` (state unchanged) for a malformed state, another
+     * clipping level, a median-of-means server, a group this policy
+     * refuses, or counters that would overflow.
+     */
+    func mergeJson(state: String) throws 
+    
+    /**
+     * The exact partial state (per group: key, exact sums, clipped count)
+     * as canonical JSON: equal contents give equal strings, whatever the
+     * order the reports came in. Ship it to a reducer's `merge_json`.
+     */
+    func toJson() throws  -> String
+    
+    /**
+     * The estimates exactly as `geopriv aggregate` prints them: one JSON
+     * line per group, each ending with a newline.
+     */
+    func toJsonLines() throws  -> String
+    
+}
+/**
+ * Validates, groups, clips and aggregates reports as `geopriv aggregate`
+ * does (module docs); thread-safe (a `Mutex` inside).
+ */
+open class ReportServer: ReportServerProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_reportserver(self.handle, $0) }
+    }
+    /**
+     * An empty server accepting what `policy` accepts, configured by
+     * `config` (`ServerConfig()` for the CLI's defaults).
+     */
+public convenience init(policy: ReportPolicy, config: ServerConfig) {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_reportserver_new(
+        FfiConverterTypeReportPolicy_lower(policy),
+        FfiConverterTypeServerConfig_lower(config),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_reportserver(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Decode, validate, clip and add one binary report
+     * (`PrivateReport.bytes`).
+     */
+open func addBytes(bytes: Data)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Add many binary reports (`PrivateReport.bytes` each) in one call,
+     * like `add_json_batch` (`null` and empty entries are rejected).
+     */
+open func addBytesBatch(records: [Data?])throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceOptionData.lower(records),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Decode, validate, clip and add one JSON report (BOM, `\r` and
+     * surrounding whitespace ignored); returns it as received (the value
+     * before clipping). `InvalidReport` with the reason and code when
+     * refused (a blank or `#` line: `[empty]`); the state is then
+     * unchanged.
+     */
+open func addJson(line: String)throws  -> ReceivedReport  {
+    return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(line),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Add many JSON reports in one call (`null` entries are rejected as
+     * `[empty]`, blank and `#` lines skipped). Never fails on a bad
+     * record: each is rejected by itself with its 1-based position in
+     * `lines`. The same outcome as `add_json` on each line in turn.
+     */
+open func addJsonBatch(lines: [String?])throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceOptionString.lower(lines),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Totals over every call so far.
+     */
+open func counts()throws  -> IngestCounts  {
+    return try  FfiConverterTypeIngestCounts_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_counts(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * One estimate per group with reports, sorted as the CLI prints them
+     * (query id, mechanism, ε, δ).
+     */
+open func estimates()throws  -> [GroupEstimate]  {
+    return try  FfiConverterSequenceTypeGroupEstimate.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_estimates(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+     * 0x00-terminated binary frames, records numbered from 1 (JSON: the
+     * line number), each bad record (not UTF-8, too long, a JSON array,
+     * malformed, wrong version, out of policy, ...) rejected by itself.
+     * Only a stream whose format `Auto` cannot tell is refused as a whole
+     * (`InvalidInput`, nothing read).
+     */
+open func ingest(data: Data, format: InputFormat)throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_ingest(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(data),
+        FfiConverterTypeInputFormat_lower(format),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Fold another server's state into this one (`merge_json` of its
+     * `to_json`); `other` is unchanged.
+     */
+open func merge(other: ReportServer)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_merge(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeReportServer_lower(other),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Fold a partial state from `to_json` of a server with the same policy
+     * and configuration into this one (exact). All or nothing:
+     * `InvalidReport` (state unchanged) for a malformed state, another
+     * clipping level, a median-of-means server, a group this policy
+     * refuses, or counters that would overflow.
+     */
+open func mergeJson(state: String)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_merge_json(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(state),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The exact partial state (per group: key, exact sums, clipped count)
+     * as canonical JSON: equal contents give equal strings, whatever the
+     * order the reports came in. Ship it to a reducer's `merge_json`.
+     */
+open func toJson()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The estimates exactly as `geopriv aggregate` prints them: one JSON
+     * line per group, each ending with a newline.
+     */
+open func toJsonLines()throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeReportServer: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ReportServer
+
+    public static func lift(_ handle: UInt64) throws -> ReportServer {
+        return ReportServer(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ReportServer) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ReportServer {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ReportServer, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportServer_lift(_ handle: UInt64) throws -> ReportServer {
+    return try FfiConverterTypeReportServer.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportServer_lower(_ value: ReportServer) -> UInt64 {
+    return FfiConverterTypeReportServer.lower(value)
+}
+
+
+
+
+
+
+/**
+ * Clipping, estimator and limits of a [`ReportServer`], immutable; the
+ * `with_*` methods return a changed copy. The defaults are those of
+ * `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+ * most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+ * --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+ * δ) groups and records of at most 65536 bytes.
+ */
+public protocol ServerConfigProtocol: AnyObject, Sendable {
+    
+    /**
+     * The clipping bound of the group of `report` (its query, mechanism,
+     * ε and δ; the mechanism's default calibration), or `null` without
+     * clipping: the interval B every value of the group is clamped to.
+     */
+    func clipBound(report: ReceivedReport) throws  -> ClipBound?
+    
+    /**
+     * Whether reports are clipped.
+     */
+    func clips()  -> Bool
+    
+    /**
+     * The largest number of groups.
+     */
+    func maxQueries()  -> UInt64
+    
+    /**
+     * The largest record in bytes.
+     */
+    func maxRecordBytes()  -> UInt64
+    
+    /**
+     * Clip at the smallest z whose honest bias is at most `bias_to_se`
+     * standard errors at `deployment_n` reports per group (`--clip-n`,
+     * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+     */
+    func withClipTarget(deploymentN: UInt64, biasToSe: Double) throws  -> ServerConfig
+    
+    /**
+     * Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+     * z (finite, >= 0; `--clip-z`).
+     */
+    func withClipZ(z: Double) throws  -> ServerConfig
+    
+    /**
+     * At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+     * `--max-queries`); a report that would open one more is rejected
+     * (`[too-many-groups]`).
+     */
+    func withMaxQueries(maxQueries: UInt64) throws  -> ServerConfig
+    
+    /**
+     * Records of at most this many bytes (1..=67108864;
+     * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+     */
+    func withMaxRecordBytes(bytes: UInt64) throws  -> ServerConfig
+    
+    /**
+     * Also estimate the median of the means of `buckets` buckets
+     * (2..=1024; `--estimator median-of-means --buckets K`). Its state
+     * depends on the order of the reports, so such a server's states do
+     * not merge (`merge_json` refuses them).
+     */
+    func withMedianOfMeans(buckets: UInt32) throws  -> ServerConfig
+    
+    /**
+     * No clipping (`--no-clip`): one report can then move a mean
+     * arbitrarily far.
+     */
+    func withoutClipping()  -> ServerConfig
+    
+}
+/**
+ * Clipping, estimator and limits of a [`ReportServer`], immutable; the
+ * `with_*` methods return a changed copy. The defaults are those of
+ * `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+ * most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+ * --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+ * δ) groups and records of at most 65536 bytes.
+ */
+open class ServerConfig: ServerConfigProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_serverconfig(self.handle, $0) }
+    }
+    /**
+     * The CLI's defaults (type docs).
+     */
+public convenience init() {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_serverconfig_new(uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_serverconfig(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * The clipping bound of the group of `report` (its query, mechanism,
+     * ε and δ; the mechanism's default calibration), or `null` without
+     * clipping: the interval B every value of the group is clamped to.
+     */
+open func clipBound(report: ReceivedReport)throws  -> ClipBound?  {
+    return try  FfiConverterOptionTypeClipBound.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeReceivedReport_lower(report),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether reports are clipped.
+     */
+open func clips() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_clips(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The largest number of groups.
+     */
+open func maxQueries() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_max_queries(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The largest record in bytes.
+     */
+open func maxRecordBytes() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Clip at the smallest z whose honest bias is at most `bias_to_se`
+     * standard errors at `deployment_n` reports per group (`--clip-n`,
+     * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+     */
+open func withClipTarget(deploymentN: UInt64, biasToSe: Double)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(deploymentN),
+        FfiConverterDouble.lower(biasToSe),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+     * z (finite, >= 0; `--clip-z`).
+     */
+open func withClipZ(z: Double)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z(
+            self.uniffiCloneHandle(),
+        FfiConverterDouble.lower(z),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+     * `--max-queries`); a report that would open one more is rejected
+     * (`[too-many-groups]`).
+     */
+open func withMaxQueries(maxQueries: UInt64)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(maxQueries),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Records of at most this many bytes (1..=67108864;
+     * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+     */
+open func withMaxRecordBytes(bytes: UInt64)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Also estimate the median of the means of `buckets` buckets
+     * (2..=1024; `--estimator median-of-means --buckets K`). Its state
+     * depends on the order of the reports, so such a server's states do
+     * not merge (`merge_json` refuses them).
+     */
+open func withMedianOfMeans(buckets: UInt32)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(buckets),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * No clipping (`--no-clip`): one report can then move a mean
+     * arbitrarily far.
+     */
+open func withoutClipping() -> ServerConfig  {
+    return try!  FfiConverterTypeServerConfig_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeServerConfig: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ServerConfig
+
+    public static func lift(_ handle: UInt64) throws -> ServerConfig {
+        return ServerConfig(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ServerConfig) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ServerConfig {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ServerConfig, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeServerConfig_lift(_ handle: UInt64) throws -> ServerConfig {
+    return try FfiConverterTypeServerConfig.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeServerConfig_lower(_ value: ServerConfig) -> UInt64 {
+    return FfiConverterTypeServerConfig.lower(value)
+}
+
+
+
+
+/**
+ * What one batch or stream did: every record is exactly one of accepted,
+ * rejected or skipped (blank line, `#` comment line, empty frame).
+ */
+public struct BatchResult: Equatable, Hashable {
+    /**
+     * Records seen.
+     */
+    public var records: UInt64
+    /**
+     * Reports aggregated.
+     */
+    public var accepted: UInt64
+    /**
+     * Records rejected.
+     */
+    public var rejected: UInt64
+    /**
+     * Blank, comment or empty records.
+     */
+    public var skipped: UInt64
+    /**
+     * Rejections counted by code.
+     */
+    public var rejectedByCode: [String: UInt64]
+    /**
+     * The first rejections (at most 1000 per call), in record order.
+     */
+    public var rejections: [RejectedRecord]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Records seen.
+         */records: UInt64, 
+        /**
+         * Reports aggregated.
+         */accepted: UInt64, 
+        /**
+         * Records rejected.
+         */rejected: UInt64, 
+        /**
+         * Blank, comment or empty records.
+         */skipped: UInt64, 
+        /**
+         * Rejections counted by code.
+         */rejectedByCode: [String: UInt64], 
+        /**
+         * The first rejections (at most 1000 per call), in record order.
+         */rejections: [RejectedRecord]) {
+        self.records = records
+        self.accepted = accepted
+        self.rejected = rejected
+        self.skipped = skipped
+        self.rejectedByCode = rejectedByCode
+        self.rejections = rejections
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BatchResult: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBatchResult: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BatchResult {
+        return
+            try BatchResult(
+                records: FfiConverterUInt64.read(from: &buf), 
+                accepted: FfiConverterUInt64.read(from: &buf), 
+                rejected: FfiConverterUInt64.read(from: &buf), 
+                skipped: FfiConverterUInt64.read(from: &buf), 
+                rejectedByCode: FfiConverterDictionaryStringUInt64.read(from: &buf), 
+                rejections: FfiConverterSequenceTypeRejectedRecord.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BatchResult, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.records, into: &buf)
+        FfiConverterUInt64.write(value.accepted, into: &buf)
+        FfiConverterUInt64.write(value.rejected, into: &buf)
+        FfiConverterUInt64.write(value.skipped, into: &buf)
+        FfiConverterDictionaryStringUInt64.write(value.rejectedByCode, into: &buf)
+        FfiConverterSequenceTypeRejectedRecord.write(value.rejections, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBatchResult_lift(_ buf: RustBuffer) throws -> BatchResult {
+    return try FfiConverterTypeBatchResult.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBatchResult_lower(_ value: BatchResult) -> RustBuffer {
+    return FfiConverterTypeBatchResult.lower(value)
+}
+
+
 /**
  * The budget an app pins for a ledger: its unit, total ε and total δ. A
  * stored ledger whose unit or totals differ is refused
@@ -3792,6 +4603,238 @@ public func FfiConverterTypeCellEstimate_lower(_ value: CellEstimate) -> RustBuf
 
 
 /**
+ * The public clipping interval B = [lower, upper] of one group.
+ */
+public struct ClipBound: Equatable, Hashable {
+    /**
+     * f_min − z·σ_max.
+     */
+    public var lower: Double
+    /**
+     * f_max + z·σ_max.
+     */
+    public var upper: Double
+    /**
+     * The level z, in units of σ_max.
+     */
+    public var z: Double
+    /**
+     * σ_max, the largest honest noise scale of the group.
+     */
+    public var sigmaMax: Double
+    /**
+     * σ_max · E[(|Z| − z)+]: the largest bias clipping can cause in the
+     * mean of honest reports.
+     */
+    public var biasBound: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * f_min − z·σ_max.
+         */lower: Double, 
+        /**
+         * f_max + z·σ_max.
+         */upper: Double, 
+        /**
+         * The level z, in units of σ_max.
+         */z: Double, 
+        /**
+         * σ_max, the largest honest noise scale of the group.
+         */sigmaMax: Double, 
+        /**
+         * σ_max · E[(|Z| − z)+]: the largest bias clipping can cause in the
+         * mean of honest reports.
+         */biasBound: Double) {
+        self.lower = lower
+        self.upper = upper
+        self.z = z
+        self.sigmaMax = sigmaMax
+        self.biasBound = biasBound
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ClipBound: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeClipBound: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ClipBound {
+        return
+            try ClipBound(
+                lower: FfiConverterDouble.read(from: &buf), 
+                upper: FfiConverterDouble.read(from: &buf), 
+                z: FfiConverterDouble.read(from: &buf), 
+                sigmaMax: FfiConverterDouble.read(from: &buf), 
+                biasBound: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ClipBound, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.lower, into: &buf)
+        FfiConverterDouble.write(value.upper, into: &buf)
+        FfiConverterDouble.write(value.z, into: &buf)
+        FfiConverterDouble.write(value.sigmaMax, into: &buf)
+        FfiConverterDouble.write(value.biasBound, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeClipBound_lift(_ buf: RustBuffer) throws -> ClipBound {
+    return try FfiConverterTypeClipBound.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeClipBound_lower(_ value: ClipBound) -> RustBuffer {
+    return FfiConverterTypeClipBound.lower(value)
+}
+
+
+/**
+ * The public clipping numbers that come with an estimate.
+ */
+public struct ClipSummary: Equatable, Hashable {
+    /**
+     * Lower end of B.
+     */
+    public var lower: Double
+    /**
+     * Upper end of B.
+     */
+    public var upper: Double
+    /**
+     * The level z, in units of σ_max.
+     */
+    public var z: Double
+    /**
+     * σ_max.
+     */
+    public var sigmaMax: Double
+    /**
+     * Bound on the honest bias of the mean, σ_max · E[(|Z| − z)+].
+     */
+    public var biasBound: Double
+    /**
+     * width(B)/n: the most one report can move the mean.
+     */
+    public var influenceBound: Double
+    /**
+     * sqrt(n) E[(|Z| − z)+]/sd(Z): bound on bias / standard error; `null`
+     * for noise of infinite variance.
+     */
+    public var biasToSeBound: Double?
+    /**
+     * How many reports of the group were clipped.
+     */
+    public var clipped: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Lower end of B.
+         */lower: Double, 
+        /**
+         * Upper end of B.
+         */upper: Double, 
+        /**
+         * The level z, in units of σ_max.
+         */z: Double, 
+        /**
+         * σ_max.
+         */sigmaMax: Double, 
+        /**
+         * Bound on the honest bias of the mean, σ_max · E[(|Z| − z)+].
+         */biasBound: Double, 
+        /**
+         * width(B)/n: the most one report can move the mean.
+         */influenceBound: Double, 
+        /**
+         * sqrt(n) E[(|Z| − z)+]/sd(Z): bound on bias / standard error; `null`
+         * for noise of infinite variance.
+         */biasToSeBound: Double?, 
+        /**
+         * How many reports of the group were clipped.
+         */clipped: UInt64) {
+        self.lower = lower
+        self.upper = upper
+        self.z = z
+        self.sigmaMax = sigmaMax
+        self.biasBound = biasBound
+        self.influenceBound = influenceBound
+        self.biasToSeBound = biasToSeBound
+        self.clipped = clipped
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ClipSummary: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeClipSummary: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ClipSummary {
+        return
+            try ClipSummary(
+                lower: FfiConverterDouble.read(from: &buf), 
+                upper: FfiConverterDouble.read(from: &buf), 
+                z: FfiConverterDouble.read(from: &buf), 
+                sigmaMax: FfiConverterDouble.read(from: &buf), 
+                biasBound: FfiConverterDouble.read(from: &buf), 
+                influenceBound: FfiConverterDouble.read(from: &buf), 
+                biasToSeBound: FfiConverterOptionDouble.read(from: &buf), 
+                clipped: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ClipSummary, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.lower, into: &buf)
+        FfiConverterDouble.write(value.upper, into: &buf)
+        FfiConverterDouble.write(value.z, into: &buf)
+        FfiConverterDouble.write(value.sigmaMax, into: &buf)
+        FfiConverterDouble.write(value.biasBound, into: &buf)
+        FfiConverterDouble.write(value.influenceBound, into: &buf)
+        FfiConverterOptionDouble.write(value.biasToSeBound, into: &buf)
+        FfiConverterUInt64.write(value.clipped, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeClipSummary_lift(_ buf: RustBuffer) throws -> ClipSummary {
+    return try FfiConverterTypeClipSummary.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeClipSummary_lower(_ value: ClipSummary) -> RustBuffer {
+    return FfiConverterTypeClipSummary.lower(value)
+}
+
+
+/**
  * The estimate of the population mean of f(x) from the reports so far.
  */
 public struct Estimate: Equatable, Hashable {
@@ -3909,6 +4952,226 @@ public func FfiConverterTypeEstimate_lift(_ buf: RustBuffer) throws -> Estimate 
 #endif
 public func FfiConverterTypeEstimate_lower(_ value: Estimate) -> RustBuffer {
     return FfiConverterTypeEstimate.lower(value)
+}
+
+
+/**
+ * The estimate of one (query, mechanism, ε, δ) group.
+ */
+public struct GroupEstimate: Equatable, Hashable {
+    /**
+     * Canonical id of the query.
+     */
+    public var queryId: String
+    /**
+     * The mechanism.
+     */
+    public var mechanism: MechanismName
+    /**
+     * ε.
+     */
+    public var epsilon: Double
+    /**
+     * δ.
+     */
+    public var delta: Double
+    /**
+     * The mean of the (clipped) reports and its error bar.
+     */
+    public var estimate: Estimate
+    /**
+     * B, the bias bound and the influence bound; `null` without clipping.
+     */
+    public var clip: ClipSummary?
+    /**
+     * The median of means, when configured and n >= K.
+     */
+    public var medianOfMeans: MedianOfMeansEstimate?
+    /**
+     * This estimate as `geopriv aggregate` prints it (one JSON line, no
+     * newline), byte for byte.
+     */
+    public var jsonLine: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Canonical id of the query.
+         */queryId: String, 
+        /**
+         * The mechanism.
+         */mechanism: MechanismName, 
+        /**
+         * ε.
+         */epsilon: Double, 
+        /**
+         * δ.
+         */delta: Double, 
+        /**
+         * The mean of the (clipped) reports and its error bar.
+         */estimate: Estimate, 
+        /**
+         * B, the bias bound and the influence bound; `null` without clipping.
+         */clip: ClipSummary?, 
+        /**
+         * The median of means, when configured and n >= K.
+         */medianOfMeans: MedianOfMeansEstimate?, 
+        /**
+         * This estimate as `geopriv aggregate` prints it (one JSON line, no
+         * newline), byte for byte.
+         */jsonLine: String) {
+        self.queryId = queryId
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.estimate = estimate
+        self.clip = clip
+        self.medianOfMeans = medianOfMeans
+        self.jsonLine = jsonLine
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GroupEstimate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGroupEstimate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GroupEstimate {
+        return
+            try GroupEstimate(
+                queryId: FfiConverterString.read(from: &buf), 
+                mechanism: FfiConverterTypeMechanismName.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf), 
+                estimate: FfiConverterTypeEstimate.read(from: &buf), 
+                clip: FfiConverterOptionTypeClipSummary.read(from: &buf), 
+                medianOfMeans: FfiConverterOptionTypeMedianOfMeansEstimate.read(from: &buf), 
+                jsonLine: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GroupEstimate, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.queryId, into: &buf)
+        FfiConverterTypeMechanismName.write(value.mechanism, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+        FfiConverterTypeEstimate.write(value.estimate, into: &buf)
+        FfiConverterOptionTypeClipSummary.write(value.clip, into: &buf)
+        FfiConverterOptionTypeMedianOfMeansEstimate.write(value.medianOfMeans, into: &buf)
+        FfiConverterString.write(value.jsonLine, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGroupEstimate_lift(_ buf: RustBuffer) throws -> GroupEstimate {
+    return try FfiConverterTypeGroupEstimate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGroupEstimate_lower(_ value: GroupEstimate) -> RustBuffer {
+    return FfiConverterTypeGroupEstimate.lower(value)
+}
+
+
+/**
+ * Totals of a [`ReportServer`] over all its calls.
+ */
+public struct IngestCounts: Equatable, Hashable {
+    /**
+     * Records seen.
+     */
+    public var records: UInt64
+    /**
+     * Reports aggregated.
+     */
+    public var accepted: UInt64
+    /**
+     * Records rejected.
+     */
+    public var rejected: UInt64
+    /**
+     * Blank, comment or empty records.
+     */
+    public var skipped: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Records seen.
+         */records: UInt64, 
+        /**
+         * Reports aggregated.
+         */accepted: UInt64, 
+        /**
+         * Records rejected.
+         */rejected: UInt64, 
+        /**
+         * Blank, comment or empty records.
+         */skipped: UInt64) {
+        self.records = records
+        self.accepted = accepted
+        self.rejected = rejected
+        self.skipped = skipped
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension IngestCounts: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeIngestCounts: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> IngestCounts {
+        return
+            try IngestCounts(
+                records: FfiConverterUInt64.read(from: &buf), 
+                accepted: FfiConverterUInt64.read(from: &buf), 
+                rejected: FfiConverterUInt64.read(from: &buf), 
+                skipped: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: IngestCounts, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.records, into: &buf)
+        FfiConverterUInt64.write(value.accepted, into: &buf)
+        FfiConverterUInt64.write(value.rejected, into: &buf)
+        FfiConverterUInt64.write(value.skipped, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeIngestCounts_lift(_ buf: RustBuffer) throws -> IngestCounts {
+    return try FfiConverterTypeIngestCounts.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeIngestCounts_lower(_ value: IngestCounts) -> RustBuffer {
+    return FfiConverterTypeIngestCounts.lower(value)
 }
 
 
@@ -4742,6 +6005,105 @@ public func FfiConverterTypeMapUpload_lower(_ value: MapUpload) -> RustBuffer {
 
 
 /**
+ * The median-of-means estimate of a group and its stated bias.
+ */
+public struct MedianOfMeansEstimate: Equatable, Hashable {
+    /**
+     * Number of buckets K.
+     */
+    public var buckets: UInt32
+    /**
+     * The median of the K bucket means.
+     */
+    public var medianOfMeans: Double
+    /**
+     * Robust standard deviation of the bucket means (1.4826 × MAD).
+     */
+    public var bucketSd: Double
+    /**
+     * Its standard error, sqrt(π/2) · bucket_sd / sqrt(K).
+     */
+    public var standardError: Double
+    /**
+     * 2 · bucket_sd: the distribution-free bound on its bias.
+     */
+    public var biasBound: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Number of buckets K.
+         */buckets: UInt32, 
+        /**
+         * The median of the K bucket means.
+         */medianOfMeans: Double, 
+        /**
+         * Robust standard deviation of the bucket means (1.4826 × MAD).
+         */bucketSd: Double, 
+        /**
+         * Its standard error, sqrt(π/2) · bucket_sd / sqrt(K).
+         */standardError: Double, 
+        /**
+         * 2 · bucket_sd: the distribution-free bound on its bias.
+         */biasBound: Double) {
+        self.buckets = buckets
+        self.medianOfMeans = medianOfMeans
+        self.bucketSd = bucketSd
+        self.standardError = standardError
+        self.biasBound = biasBound
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MedianOfMeansEstimate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMedianOfMeansEstimate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MedianOfMeansEstimate {
+        return
+            try MedianOfMeansEstimate(
+                buckets: FfiConverterUInt32.read(from: &buf), 
+                medianOfMeans: FfiConverterDouble.read(from: &buf), 
+                bucketSd: FfiConverterDouble.read(from: &buf), 
+                standardError: FfiConverterDouble.read(from: &buf), 
+                biasBound: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MedianOfMeansEstimate, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.buckets, into: &buf)
+        FfiConverterDouble.write(value.medianOfMeans, into: &buf)
+        FfiConverterDouble.write(value.bucketSd, into: &buf)
+        FfiConverterDouble.write(value.standardError, into: &buf)
+        FfiConverterDouble.write(value.biasBound, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMedianOfMeansEstimate_lift(_ buf: RustBuffer) throws -> MedianOfMeansEstimate {
+    return try FfiConverterTypeMedianOfMeansEstimate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMedianOfMeansEstimate_lower(_ value: MedianOfMeansEstimate) -> RustBuffer {
+    return FfiConverterTypeMedianOfMeansEstimate.lower(value)
+}
+
+
+/**
  * What a device uploads after privatizing: the same report in two
  * encodings, plus its fields for the app's own bookkeeping.
  *
@@ -5001,6 +6363,88 @@ public func FfiConverterTypeReceivedReport_lift(_ buf: RustBuffer) throws -> Rec
 #endif
 public func FfiConverterTypeReceivedReport_lower(_ value: ReceivedReport) -> RustBuffer {
     return FfiConverterTypeReceivedReport.lower(value)
+}
+
+
+/**
+ * One rejected record: its number (1-based, within the call), the stable
+ * code and the reason (control characters escaped, long text cut).
+ */
+public struct RejectedRecord: Equatable, Hashable {
+    /**
+     * The record's number in the batch or stream (1-based; the line
+     * number for JSON streams).
+     */
+    public var record: UInt64
+    /**
+     * Stable code, e.g. `malformed`, `not-utf8`, `too-long`.
+     */
+    public var code: String
+    /**
+     * Why, ending with ` [code]`.
+     */
+    public var reason: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The record's number in the batch or stream (1-based; the line
+         * number for JSON streams).
+         */record: UInt64, 
+        /**
+         * Stable code, e.g. `malformed`, `not-utf8`, `too-long`.
+         */code: String, 
+        /**
+         * Why, ending with ` [code]`.
+         */reason: String) {
+        self.record = record
+        self.code = code
+        self.reason = reason
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RejectedRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRejectedRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RejectedRecord {
+        return
+            try RejectedRecord(
+                record: FfiConverterUInt64.read(from: &buf), 
+                code: FfiConverterString.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RejectedRecord, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.record, into: &buf)
+        FfiConverterString.write(value.code, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRejectedRecord_lift(_ buf: RustBuffer) throws -> RejectedRecord {
+    return try FfiConverterTypeRejectedRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRejectedRecord_lower(_ value: RejectedRecord) -> RustBuffer {
+    return FfiConverterTypeRejectedRecord.lower(value)
 }
 
 
@@ -5498,6 +6942,93 @@ public func FfiConverterTypeGrowth_lower(_ value: Growth) -> RustBuffer {
 
 
 /**
+ * How [`ReportServer::ingest`] reads a byte stream.
+ */
+
+public enum InputFormat: Equatable, Hashable {
+    
+    /**
+     * Decided from the first record (JSON if it starts with `{`, `[` or
+     * `#` after an optional BOM, binary if it is a report frame); a stream
+     * that is neither is refused before anything is read.
+     */
+    case auto
+    /**
+     * One JSON report per line.
+     */
+    case json
+    /**
+     * COBS-framed binary reports, each followed by a 0x00 byte.
+     */
+    case binary
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension InputFormat: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeInputFormat: FfiConverterRustBuffer {
+    typealias SwiftType = InputFormat
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> InputFormat {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .auto
+        
+        case 2: return .json
+        
+        case 3: return .binary
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: InputFormat, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .auto:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .json:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .binary:
+            writeInt(&buf, Int32(3))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInputFormat_lift(_ buf: RustBuffer) throws -> InputFormat {
+    return try FfiConverterTypeInputFormat.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInputFormat_lower(_ value: InputFormat) -> RustBuffer {
+    return FfiConverterTypeInputFormat.lower(value)
+}
+
+
+
+/**
  * How a device spends its per-device ε on the whole map (core
  * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
  * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
@@ -5969,6 +7500,30 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionData: FfiConverterRustBuffer {
+    typealias SwiftType = Data?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterData.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterData.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeBudgetShare: FfiConverterRustBuffer {
     typealias SwiftType = BudgetShare?
 
@@ -5993,6 +7548,54 @@ fileprivate struct FfiConverterOptionTypeBudgetShare: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeClipBound: FfiConverterRustBuffer {
+    typealias SwiftType = ClipBound?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeClipBound.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeClipBound.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeClipSummary: FfiConverterRustBuffer {
+    typealias SwiftType = ClipSummary?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeClipSummary.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeClipSummary.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeEstimate: FfiConverterRustBuffer {
     typealias SwiftType = Estimate?
 
@@ -6009,6 +7612,30 @@ fileprivate struct FfiConverterOptionTypeEstimate: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeEstimate.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeMedianOfMeansEstimate: FfiConverterRustBuffer {
+    typealias SwiftType = MedianOfMeansEstimate?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeMedianOfMeansEstimate.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeMedianOfMeansEstimate.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -6190,6 +7817,31 @@ fileprivate struct FfiConverterSequenceTypeCellEstimate: FfiConverterRustBuffer 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeGroupEstimate: FfiConverterRustBuffer {
+    typealias SwiftType = [GroupEstimate]
+
+    public static func write(_ value: [GroupEstimate], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeGroupEstimate.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [GroupEstimate] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [GroupEstimate]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeGroupEstimate.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeMapPrediction: FfiConverterRustBuffer {
     typealias SwiftType = [MapPrediction]
 
@@ -6240,6 +7892,31 @@ fileprivate struct FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffer {
+    typealias SwiftType = [RejectedRecord]
+
+    public static func write(_ value: [RejectedRecord], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeRejectedRecord.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [RejectedRecord] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [RejectedRecord]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeRejectedRecord.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer {
     typealias SwiftType = [MechanismName]
 
@@ -6257,6 +7934,56 @@ fileprivate struct FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeMechanismName.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceOptionString: FfiConverterRustBuffer {
+    typealias SwiftType = [String?]
+
+    public static func write(_ value: [String?], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterOptionString.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String?] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [String?]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterOptionString.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceOptionData: FfiConverterRustBuffer {
+    typealias SwiftType = [Data?]
+
+    public static func write(_ value: [Data?], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterOptionData.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [Data?] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [Data?]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterOptionData.read(from: &buf))
         }
         return seq
     }
@@ -6648,6 +8375,69 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() != 560) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() != 19764) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_counts() != 34449) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_estimates() != 2105) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 26866) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 35642) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 51171) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() != 23437) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound() != 37153) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_clips() != 26211) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries() != 20356) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() != 19408) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() != 51613) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z() != 6738) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries() != 7593) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() != 43170) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() != 24444) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping() != 2053) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json() != 53219) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -6745,6 +8535,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_reportserver_new() != 15646) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_serverconfig_new() != 55988) {
         return InitializationResult.apiChecksumMismatch
     }
 

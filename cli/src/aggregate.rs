@@ -6,13 +6,10 @@
 use clap::{Args, ValueEnum};
 use geopriv::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
 use geopriv::ingest::{
-    read_allow_list, AggregationConfig, ClipSummary, Counts, Estimator, Format, FormatChoice,
-    IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES,
-    MAX_GROUPS_LIMIT,
+    read_allow_list, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
+    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
-use geopriv::robust::RobustEstimate;
 use geopriv::ValidationPolicy;
-use serde::Serialize;
 use std::io::{self, Read, Write};
 
 /// Input encodings.
@@ -160,24 +157,6 @@ impl AggregateArgs {
     }
 }
 
-/// One output line.
-#[derive(Serialize)]
-struct EstimateLine<'a> {
-    query: &'a str,
-    mechanism: &'a str,
-    epsilon: f64,
-    delta: f64,
-    n: u64,
-    mean: f64,
-    sum: f64,
-    standard_error: Option<f64>,
-    ci95: Option<[f64; 2]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    clip: Option<ClipSummary>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    median_of_means: Option<RobustEstimate>,
-}
-
 /// What a run saw.
 pub type Summary = Counts;
 
@@ -209,22 +188,7 @@ pub fn run<R: Read, W: Write, E: Write>(
     })?;
     write_error?;
     for g in agg.estimates() {
-        let id = g.query.canonical_id();
-        let e = g.estimate;
-        let line = EstimateLine {
-            query: &id,
-            mechanism: g.mechanism.as_str(),
-            epsilon: g.epsilon,
-            delta: g.delta,
-            n: e.n,
-            mean: e.mean,
-            sum: e.sum,
-            standard_error: e.standard_error,
-            ci95: e.ci95,
-            clip: g.clip,
-            median_of_means: g.robust,
-        };
-        serde_json::to_writer(&mut out, &line).map_err(io::Error::other)?;
+        out.write_all(g.to_json_line().as_bytes())?;
         out.write_all(b"\n")?;
     }
     out.flush()?;

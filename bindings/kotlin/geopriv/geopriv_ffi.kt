@@ -821,6 +821,48 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_counts(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_estimates(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_ingest(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_merge(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_merge_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_clips(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_aggregator_new(
@@ -886,6 +928,10 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way_latlon(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_reportserver_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_serverconfig_new(
     ): Int
     external fun ffi_geopriv_ffi_uniffi_contract_version(
     ): Int
@@ -1138,6 +1184,60 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms(`ptr`: Long,`mechanisms`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(`ptr`: Long,`queries`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_clone_reportserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_reportserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_reportserver_new(`policy`: Long,`config`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch(`ptr`: Long,`records`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_json(`ptr`: Long,`line`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch(`ptr`: Long,`lines`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_counts(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_estimates(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_ingest(`ptr`: Long,`data`: RustBuffer.ByValue,`format`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_merge_json(`ptr`: Long,`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_serverconfig(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_serverconfig(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_serverconfig_new(uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound(`ptr`: Long,`report`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_clips(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_max_queries(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target(`ptr`: Long,`deploymentN`: Long,`biasToSe`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z(`ptr`: Long,`z`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries(`ptr`: Long,`maxQueries`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(`ptr`: Long,`bytes`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means(`ptr`: Long,`buckets`: Int,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1493,6 +1593,69 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() and 0xFFFF) != 63190) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() and 0xFFFF) != 560) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() and 0xFFFF) != 19764) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() and 0xFFFF) != 7693) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() and 0xFFFF) != 61958) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_counts() and 0xFFFF) != 34449) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates() and 0xFFFF) != 2105) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() and 0xFFFF) != 26866) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() and 0xFFFF) != 3352) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() and 0xFFFF) != 35642) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() and 0xFFFF) != 51171) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() and 0xFFFF) != 23437) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_clip_bound() and 0xFFFF) != 37153) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_clips() and 0xFFFF) != 26211) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries() and 0xFFFF) != 20356) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() and 0xFFFF) != 19408) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() and 0xFFFF) != 51613) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z() and 0xFFFF) != 6738) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries() and 0xFFFF) != 7593) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() and 0xFFFF) != 43170) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() and 0xFFFF) != 24444) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_without_clipping() and 0xFFFF) != 2053) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_aggregator_from_json() and 0xFFFF) != 53219) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1590,6 +1753,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() and 0xFFFF) != 48990) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_reportserver_new() and 0xFFFF) != 15646) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_serverconfig_new() and 0xFFFF) != 55988) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -6241,6 +6410,1156 @@ public object FfiConverterTypeReportPolicy: FfiConverter<ReportPolicy, Long> {
 }
 
 
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * Validates, groups, clips and aggregates reports as `geopriv aggregate`
+ * does (module docs); thread-safe (a `Mutex` inside).
+ */
+public interface ReportServerInterface {
+    
+    /**
+     * Decode, validate, clip and add one binary report
+     * (`PrivateReport.bytes`).
+     */
+    fun `addBytes`(`bytes`: kotlin.ByteArray): ReceivedReport
+    
+    /**
+     * Add many binary reports (`PrivateReport.bytes` each) in one call,
+     * like `add_json_batch` (`null` and empty entries are rejected).
+     */
+    fun `addBytesBatch`(`records`: List<kotlin.ByteArray?>): BatchResult
+    
+    /**
+     * Decode, validate, clip and add one JSON report (BOM, `\r` and
+     * surrounding whitespace ignored); returns it as received (the value
+     * before clipping). `InvalidReport` with the reason and code when
+     * refused (a blank or `#` line: `[empty]`); the state is then
+     * unchanged.
+     */
+    fun `addJson`(`line`: kotlin.String): ReceivedReport
+    
+    /**
+     * Add many JSON reports in one call (`null` entries are rejected as
+     * `[empty]`, blank and `#` lines skipped). Never fails on a bad
+     * record: each is rejected by itself with its 1-based position in
+     * `lines`. The same outcome as `add_json` on each line in turn.
+     */
+    fun `addJsonBatch`(`lines`: List<kotlin.String?>): BatchResult
+    
+    /**
+     * Totals over every call so far.
+     */
+    fun `counts`(): IngestCounts
+    
+    /**
+     * One estimate per group with reports, sorted as the CLI prints them
+     * (query id, mechanism, ε, δ).
+     */
+    fun `estimates`(): List<GroupEstimate>
+    
+    /**
+     * Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+     * 0x00-terminated binary frames, records numbered from 1 (JSON: the
+     * line number), each bad record (not UTF-8, too long, a JSON array,
+     * malformed, wrong version, out of policy, ...) rejected by itself.
+     * Only a stream whose format `Auto` cannot tell is refused as a whole
+     * (`InvalidInput`, nothing read).
+     */
+    fun `ingest`(`data`: kotlin.ByteArray, `format`: InputFormat): BatchResult
+    
+    /**
+     * Fold another server's state into this one (`merge_json` of its
+     * `to_json`); `other` is unchanged.
+     */
+    fun `merge`(`other`: ReportServer)
+    
+    /**
+     * Fold a partial state from `to_json` of a server with the same policy
+     * and configuration into this one (exact). All or nothing:
+     * `InvalidReport` (state unchanged) for a malformed state, another
+     * clipping level, a median-of-means server, a group this policy
+     * refuses, or counters that would overflow.
+     */
+    fun `mergeJson`(`state`: kotlin.String)
+    
+    /**
+     * The exact partial state (per group: key, exact sums, clipped count)
+     * as canonical JSON: equal contents give equal strings, whatever the
+     * order the reports came in. Ship it to a reducer's `merge_json`.
+     */
+    fun `toJson`(): kotlin.String
+    
+    /**
+     * The estimates exactly as `geopriv aggregate` prints them: one JSON
+     * line per group, each ending with a newline.
+     */
+    fun `toJsonLines`(): kotlin.String
+    
+    companion object
+}
+
+/**
+ * Validates, groups, clips and aggregates reports as `geopriv aggregate`
+ * does (module docs); thread-safe (a `Mutex` inside).
+ */
+open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * An empty server accepting what `policy` accepts, configured by
+     * `config` (`ServerConfig()` for the CLI's defaults).
+     */
+    constructor(`policy`: ReportPolicy, `config`: ServerConfig) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportserver_new(
+    
+        
+        FfiConverterTypeReportPolicy.lower(`policy`),
+        FfiConverterTypeServerConfig.lower(`config`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_reportserver(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver(handle, status)
+        }
+    }
+
+    
+    /**
+     * Decode, validate, clip and add one binary report
+     * (`PrivateReport.bytes`).
+     */
+    @Throws(GeoprivException::class)override fun `addBytes`(`bytes`: kotlin.ByteArray): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes(
+        it,
+        
+        FfiConverterByteArray.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Add many binary reports (`PrivateReport.bytes` each) in one call,
+     * like `add_json_batch` (`null` and empty entries are rejected).
+     */
+    @Throws(GeoprivException::class)override fun `addBytesBatch`(`records`: List<kotlin.ByteArray?>): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch(
+        it,
+        
+        FfiConverterSequenceOptionalByteArray.lower(`records`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Decode, validate, clip and add one JSON report (BOM, `\r` and
+     * surrounding whitespace ignored); returns it as received (the value
+     * before clipping). `InvalidReport` with the reason and code when
+     * refused (a blank or `#` line: `[empty]`); the state is then
+     * unchanged.
+     */
+    @Throws(GeoprivException::class)override fun `addJson`(`line`: kotlin.String): ReceivedReport {
+            return FfiConverterTypeReceivedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json(
+        it,
+        
+        FfiConverterString.lower(`line`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Add many JSON reports in one call (`null` entries are rejected as
+     * `[empty]`, blank and `#` lines skipped). Never fails on a bad
+     * record: each is rejected by itself with its 1-based position in
+     * `lines`. The same outcome as `add_json` on each line in turn.
+     */
+    @Throws(GeoprivException::class)override fun `addJsonBatch`(`lines`: List<kotlin.String?>): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch(
+        it,
+        
+        FfiConverterSequenceOptionalString.lower(`lines`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Totals over every call so far.
+     */
+    @Throws(GeoprivException::class)override fun `counts`(): IngestCounts {
+            return FfiConverterTypeIngestCounts.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_counts(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * One estimate per group with reports, sorted as the CLI prints them
+     * (query id, mechanism, ε, δ).
+     */
+    @Throws(GeoprivException::class)override fun `estimates`(): List<GroupEstimate> {
+            return FfiConverterSequenceTypeGroupEstimate.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_estimates(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+     * 0x00-terminated binary frames, records numbered from 1 (JSON: the
+     * line number), each bad record (not UTF-8, too long, a JSON array,
+     * malformed, wrong version, out of policy, ...) rejected by itself.
+     * Only a stream whose format `Auto` cannot tell is refused as a whole
+     * (`InvalidInput`, nothing read).
+     */
+    @Throws(GeoprivException::class)override fun `ingest`(`data`: kotlin.ByteArray, `format`: InputFormat): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_ingest(
+        it,
+        
+        FfiConverterByteArray.lower(`data`),
+        FfiConverterTypeInputFormat.lower(`format`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Fold another server's state into this one (`merge_json` of its
+     * `to_json`); `other` is unchanged.
+     */
+    @Throws(GeoprivException::class)override fun `merge`(`other`: ReportServer)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge(
+        it,
+        
+        FfiConverterTypeReportServer.lower(`other`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Fold a partial state from `to_json` of a server with the same policy
+     * and configuration into this one (exact). All or nothing:
+     * `InvalidReport` (state unchanged) for a malformed state, another
+     * clipping level, a median-of-means server, a group this policy
+     * refuses, or counters that would overflow.
+     */
+    @Throws(GeoprivException::class)override fun `mergeJson`(`state`: kotlin.String)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_merge_json(
+        it,
+        
+        FfiConverterString.lower(`state`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The exact partial state (per group: key, exact sums, clipped count)
+     * as canonical JSON: equal contents give equal strings, whatever the
+     * order the reports came in. Ship it to a reducer's `merge_json`.
+     */
+    @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The estimates exactly as `geopriv aggregate` prints them: one JSON
+     * line per group, each ending with a newline.
+     */
+    @Throws(GeoprivException::class)override fun `toJsonLines`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_to_json_lines(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReportServer: FfiConverter<ReportServer, Long> {
+    override fun lower(value: ReportServer): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ReportServer {
+        return ReportServer(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ReportServer {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ReportServer) = 8UL
+
+    override fun write(value: ReportServer, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * Clipping, estimator and limits of a [`ReportServer`], immutable; the
+ * `with_*` methods return a changed copy. The defaults are those of
+ * `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+ * most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+ * --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+ * δ) groups and records of at most 65536 bytes.
+ */
+public interface ServerConfigInterface {
+    
+    /**
+     * The clipping bound of the group of `report` (its query, mechanism,
+     * ε and δ; the mechanism's default calibration), or `null` without
+     * clipping: the interval B every value of the group is clamped to.
+     */
+    fun `clipBound`(`report`: ReceivedReport): ClipBound?
+    
+    /**
+     * Whether reports are clipped.
+     */
+    fun `clips`(): kotlin.Boolean
+    
+    /**
+     * The largest number of groups.
+     */
+    fun `maxQueries`(): kotlin.ULong
+    
+    /**
+     * The largest record in bytes.
+     */
+    fun `maxRecordBytes`(): kotlin.ULong
+    
+    /**
+     * Clip at the smallest z whose honest bias is at most `bias_to_se`
+     * standard errors at `deployment_n` reports per group (`--clip-n`,
+     * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+     */
+    fun `withClipTarget`(`deploymentN`: kotlin.ULong, `biasToSe`: kotlin.Double): ServerConfig
+    
+    /**
+     * Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+     * z (finite, >= 0; `--clip-z`).
+     */
+    fun `withClipZ`(`z`: kotlin.Double): ServerConfig
+    
+    /**
+     * At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+     * `--max-queries`); a report that would open one more is rejected
+     * (`[too-many-groups]`).
+     */
+    fun `withMaxQueries`(`maxQueries`: kotlin.ULong): ServerConfig
+    
+    /**
+     * Records of at most this many bytes (1..=67108864;
+     * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+     */
+    fun `withMaxRecordBytes`(`bytes`: kotlin.ULong): ServerConfig
+    
+    /**
+     * Also estimate the median of the means of `buckets` buckets
+     * (2..=1024; `--estimator median-of-means --buckets K`). Its state
+     * depends on the order of the reports, so such a server's states do
+     * not merge (`merge_json` refuses them).
+     */
+    fun `withMedianOfMeans`(`buckets`: kotlin.UInt): ServerConfig
+    
+    /**
+     * No clipping (`--no-clip`): one report can then move a mean
+     * arbitrarily far.
+     */
+    fun `withoutClipping`(): ServerConfig
+    
+    companion object
+}
+
+/**
+ * Clipping, estimator and limits of a [`ReportServer`], immutable; the
+ * `with_*` methods return a changed copy. The defaults are those of
+ * `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+ * most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+ * --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+ * δ) groups and records of at most 65536 bytes.
+ */
+open class ServerConfig: Disposable, AutoCloseable, ServerConfigInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * The CLI's defaults (type docs).
+     */
+    constructor() :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_serverconfig_new(
+    
+        _status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_serverconfig(handle, status)
+        }
+    }
+
+    
+    /**
+     * The clipping bound of the group of `report` (its query, mechanism,
+     * ε and δ; the mechanism's default calibration), or `null` without
+     * clipping: the interval B every value of the group is clamped to.
+     */
+    @Throws(GeoprivException::class)override fun `clipBound`(`report`: ReceivedReport): ClipBound? {
+            return FfiConverterOptionalTypeClipBound.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clip_bound(
+        it,
+        
+        FfiConverterTypeReceivedReport.lower(`report`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether reports are clipped.
+     */override fun `clips`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_clips(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The largest number of groups.
+     */override fun `maxQueries`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_queries(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The largest record in bytes.
+     */override fun `maxRecordBytes`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Clip at the smallest z whose honest bias is at most `bias_to_se`
+     * standard errors at `deployment_n` reports per group (`--clip-n`,
+     * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+     */
+    @Throws(GeoprivException::class)override fun `withClipTarget`(`deploymentN`: kotlin.ULong, `biasToSe`: kotlin.Double): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target(
+        it,
+        
+        FfiConverterULong.lower(`deploymentN`),
+        FfiConverterDouble.lower(`biasToSe`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+     * z (finite, >= 0; `--clip-z`).
+     */
+    @Throws(GeoprivException::class)override fun `withClipZ`(`z`: kotlin.Double): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z(
+        it,
+        
+        FfiConverterDouble.lower(`z`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+     * `--max-queries`); a report that would open one more is rejected
+     * (`[too-many-groups]`).
+     */
+    @Throws(GeoprivException::class)override fun `withMaxQueries`(`maxQueries`: kotlin.ULong): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries(
+        it,
+        
+        FfiConverterULong.lower(`maxQueries`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Records of at most this many bytes (1..=67108864;
+     * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+     */
+    @Throws(GeoprivException::class)override fun `withMaxRecordBytes`(`bytes`: kotlin.ULong): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(
+        it,
+        
+        FfiConverterULong.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Also estimate the median of the means of `buckets` buckets
+     * (2..=1024; `--estimator median-of-means --buckets K`). Its state
+     * depends on the order of the reports, so such a server's states do
+     * not merge (`merge_json` refuses them).
+     */
+    @Throws(GeoprivException::class)override fun `withMedianOfMeans`(`buckets`: kotlin.UInt): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means(
+        it,
+        
+        FfiConverterUInt.lower(`buckets`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * No clipping (`--no-clip`): one report can then move a mean
+     * arbitrarily far.
+     */override fun `withoutClipping`(): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeServerConfig: FfiConverter<ServerConfig, Long> {
+    override fun lower(value: ServerConfig): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ServerConfig {
+        return ServerConfig(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ServerConfig {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ServerConfig) = 8UL
+
+    override fun write(value: ServerConfig, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+
+/**
+ * What one batch or stream did: every record is exactly one of accepted,
+ * rejected or skipped (blank line, `#` comment line, empty frame).
+ */
+data class BatchResult (
+    /**
+     * Records seen.
+     */
+    var `records`: kotlin.ULong
+    , 
+    /**
+     * Reports aggregated.
+     */
+    var `accepted`: kotlin.ULong
+    , 
+    /**
+     * Records rejected.
+     */
+    var `rejected`: kotlin.ULong
+    , 
+    /**
+     * Blank, comment or empty records.
+     */
+    var `skipped`: kotlin.ULong
+    , 
+    /**
+     * Rejections counted by code.
+     */
+    var `rejectedByCode`: Map<kotlin.String, kotlin.ULong>
+    , 
+    /**
+     * The first rejections (at most 1000 per call), in record order.
+     */
+    var `rejections`: List<RejectedRecord>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeBatchResult: FfiConverterRustBuffer<BatchResult> {
+    override fun read(buf: ByteBuffer): BatchResult {
+        return BatchResult(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterMapStringULong.read(buf),
+            FfiConverterSequenceTypeRejectedRecord.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: BatchResult) = (
+            FfiConverterULong.allocationSize(value.`records`) +
+            FfiConverterULong.allocationSize(value.`accepted`) +
+            FfiConverterULong.allocationSize(value.`rejected`) +
+            FfiConverterULong.allocationSize(value.`skipped`) +
+            FfiConverterMapStringULong.allocationSize(value.`rejectedByCode`) +
+            FfiConverterSequenceTypeRejectedRecord.allocationSize(value.`rejections`)
+    )
+
+    override fun write(value: BatchResult, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`records`, buf)
+            FfiConverterULong.write(value.`accepted`, buf)
+            FfiConverterULong.write(value.`rejected`, buf)
+            FfiConverterULong.write(value.`skipped`, buf)
+            FfiConverterMapStringULong.write(value.`rejectedByCode`, buf)
+            FfiConverterSequenceTypeRejectedRecord.write(value.`rejections`, buf)
+    }
+}
+
+
 
 /**
  * The budget an app pins for a ledger: its unit, total ε and total δ. A
@@ -6490,6 +7809,174 @@ public object FfiConverterTypeCellEstimate: FfiConverterRustBuffer<CellEstimate>
 
 
 /**
+ * The public clipping interval B = [lower, upper] of one group.
+ */
+data class ClipBound (
+    /**
+     * f_min − z·σ_max.
+     */
+    var `lower`: kotlin.Double
+    , 
+    /**
+     * f_max + z·σ_max.
+     */
+    var `upper`: kotlin.Double
+    , 
+    /**
+     * The level z, in units of σ_max.
+     */
+    var `z`: kotlin.Double
+    , 
+    /**
+     * σ_max, the largest honest noise scale of the group.
+     */
+    var `sigmaMax`: kotlin.Double
+    , 
+    /**
+     * σ_max · E[(|Z| − z)+]: the largest bias clipping can cause in the
+     * mean of honest reports.
+     */
+    var `biasBound`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeClipBound: FfiConverterRustBuffer<ClipBound> {
+    override fun read(buf: ByteBuffer): ClipBound {
+        return ClipBound(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ClipBound) = (
+            FfiConverterDouble.allocationSize(value.`lower`) +
+            FfiConverterDouble.allocationSize(value.`upper`) +
+            FfiConverterDouble.allocationSize(value.`z`) +
+            FfiConverterDouble.allocationSize(value.`sigmaMax`) +
+            FfiConverterDouble.allocationSize(value.`biasBound`)
+    )
+
+    override fun write(value: ClipBound, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`lower`, buf)
+            FfiConverterDouble.write(value.`upper`, buf)
+            FfiConverterDouble.write(value.`z`, buf)
+            FfiConverterDouble.write(value.`sigmaMax`, buf)
+            FfiConverterDouble.write(value.`biasBound`, buf)
+    }
+}
+
+
+
+/**
+ * The public clipping numbers that come with an estimate.
+ */
+data class ClipSummary (
+    /**
+     * Lower end of B.
+     */
+    var `lower`: kotlin.Double
+    , 
+    /**
+     * Upper end of B.
+     */
+    var `upper`: kotlin.Double
+    , 
+    /**
+     * The level z, in units of σ_max.
+     */
+    var `z`: kotlin.Double
+    , 
+    /**
+     * σ_max.
+     */
+    var `sigmaMax`: kotlin.Double
+    , 
+    /**
+     * Bound on the honest bias of the mean, σ_max · E[(|Z| − z)+].
+     */
+    var `biasBound`: kotlin.Double
+    , 
+    /**
+     * width(B)/n: the most one report can move the mean.
+     */
+    var `influenceBound`: kotlin.Double
+    , 
+    /**
+     * sqrt(n) E[(|Z| − z)+]/sd(Z): bound on bias / standard error; `null`
+     * for noise of infinite variance.
+     */
+    var `biasToSeBound`: kotlin.Double?
+    , 
+    /**
+     * How many reports of the group were clipped.
+     */
+    var `clipped`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeClipSummary: FfiConverterRustBuffer<ClipSummary> {
+    override fun read(buf: ByteBuffer): ClipSummary {
+        return ClipSummary(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterOptionalDouble.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ClipSummary) = (
+            FfiConverterDouble.allocationSize(value.`lower`) +
+            FfiConverterDouble.allocationSize(value.`upper`) +
+            FfiConverterDouble.allocationSize(value.`z`) +
+            FfiConverterDouble.allocationSize(value.`sigmaMax`) +
+            FfiConverterDouble.allocationSize(value.`biasBound`) +
+            FfiConverterDouble.allocationSize(value.`influenceBound`) +
+            FfiConverterOptionalDouble.allocationSize(value.`biasToSeBound`) +
+            FfiConverterULong.allocationSize(value.`clipped`)
+    )
+
+    override fun write(value: ClipSummary, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`lower`, buf)
+            FfiConverterDouble.write(value.`upper`, buf)
+            FfiConverterDouble.write(value.`z`, buf)
+            FfiConverterDouble.write(value.`sigmaMax`, buf)
+            FfiConverterDouble.write(value.`biasBound`, buf)
+            FfiConverterDouble.write(value.`influenceBound`, buf)
+            FfiConverterOptionalDouble.write(value.`biasToSeBound`, buf)
+            FfiConverterULong.write(value.`clipped`, buf)
+    }
+}
+
+
+
+/**
  * The estimate of the population mean of f(x) from the reports so far.
  */
 data class Estimate (
@@ -6572,6 +8059,165 @@ public object FfiConverterTypeEstimate: FfiConverterRustBuffer<Estimate> {
             FfiConverterOptionalDouble.write(value.`standardError`, buf)
             FfiConverterOptionalDouble.write(value.`ci95Low`, buf)
             FfiConverterOptionalDouble.write(value.`ci95High`, buf)
+    }
+}
+
+
+
+/**
+ * The estimate of one (query, mechanism, ε, δ) group.
+ */
+data class GroupEstimate (
+    /**
+     * Canonical id of the query.
+     */
+    var `queryId`: kotlin.String
+    , 
+    /**
+     * The mechanism.
+     */
+    var `mechanism`: MechanismName
+    , 
+    /**
+     * ε.
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * δ.
+     */
+    var `delta`: kotlin.Double
+    , 
+    /**
+     * The mean of the (clipped) reports and its error bar.
+     */
+    var `estimate`: Estimate
+    , 
+    /**
+     * B, the bias bound and the influence bound; `null` without clipping.
+     */
+    var `clip`: ClipSummary?
+    , 
+    /**
+     * The median of means, when configured and n >= K.
+     */
+    var `medianOfMeans`: MedianOfMeansEstimate?
+    , 
+    /**
+     * This estimate as `geopriv aggregate` prints it (one JSON line, no
+     * newline), byte for byte.
+     */
+    var `jsonLine`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGroupEstimate: FfiConverterRustBuffer<GroupEstimate> {
+    override fun read(buf: ByteBuffer): GroupEstimate {
+        return GroupEstimate(
+            FfiConverterString.read(buf),
+            FfiConverterTypeMechanismName.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterTypeEstimate.read(buf),
+            FfiConverterOptionalTypeClipSummary.read(buf),
+            FfiConverterOptionalTypeMedianOfMeansEstimate.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GroupEstimate) = (
+            FfiConverterString.allocationSize(value.`queryId`) +
+            FfiConverterTypeMechanismName.allocationSize(value.`mechanism`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`) +
+            FfiConverterTypeEstimate.allocationSize(value.`estimate`) +
+            FfiConverterOptionalTypeClipSummary.allocationSize(value.`clip`) +
+            FfiConverterOptionalTypeMedianOfMeansEstimate.allocationSize(value.`medianOfMeans`) +
+            FfiConverterString.allocationSize(value.`jsonLine`)
+    )
+
+    override fun write(value: GroupEstimate, buf: ByteBuffer) {
+            FfiConverterString.write(value.`queryId`, buf)
+            FfiConverterTypeMechanismName.write(value.`mechanism`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+            FfiConverterTypeEstimate.write(value.`estimate`, buf)
+            FfiConverterOptionalTypeClipSummary.write(value.`clip`, buf)
+            FfiConverterOptionalTypeMedianOfMeansEstimate.write(value.`medianOfMeans`, buf)
+            FfiConverterString.write(value.`jsonLine`, buf)
+    }
+}
+
+
+
+/**
+ * Totals of a [`ReportServer`] over all its calls.
+ */
+data class IngestCounts (
+    /**
+     * Records seen.
+     */
+    var `records`: kotlin.ULong
+    , 
+    /**
+     * Reports aggregated.
+     */
+    var `accepted`: kotlin.ULong
+    , 
+    /**
+     * Records rejected.
+     */
+    var `rejected`: kotlin.ULong
+    , 
+    /**
+     * Blank, comment or empty records.
+     */
+    var `skipped`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeIngestCounts: FfiConverterRustBuffer<IngestCounts> {
+    override fun read(buf: ByteBuffer): IngestCounts {
+        return IngestCounts(
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: IngestCounts) = (
+            FfiConverterULong.allocationSize(value.`records`) +
+            FfiConverterULong.allocationSize(value.`accepted`) +
+            FfiConverterULong.allocationSize(value.`rejected`) +
+            FfiConverterULong.allocationSize(value.`skipped`)
+    )
+
+    override fun write(value: IngestCounts, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`records`, buf)
+            FfiConverterULong.write(value.`accepted`, buf)
+            FfiConverterULong.write(value.`rejected`, buf)
+            FfiConverterULong.write(value.`skipped`, buf)
     }
 }
 
@@ -7179,6 +8825,77 @@ public object FfiConverterTypeMapUpload: FfiConverterRustBuffer<MapUpload> {
 
 
 /**
+ * The median-of-means estimate of a group and its stated bias.
+ */
+data class MedianOfMeansEstimate (
+    /**
+     * Number of buckets K.
+     */
+    var `buckets`: kotlin.UInt
+    , 
+    /**
+     * The median of the K bucket means.
+     */
+    var `medianOfMeans`: kotlin.Double
+    , 
+    /**
+     * Robust standard deviation of the bucket means (1.4826 × MAD).
+     */
+    var `bucketSd`: kotlin.Double
+    , 
+    /**
+     * Its standard error, sqrt(π/2) · bucket_sd / sqrt(K).
+     */
+    var `standardError`: kotlin.Double
+    , 
+    /**
+     * 2 · bucket_sd: the distribution-free bound on its bias.
+     */
+    var `biasBound`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMedianOfMeansEstimate: FfiConverterRustBuffer<MedianOfMeansEstimate> {
+    override fun read(buf: ByteBuffer): MedianOfMeansEstimate {
+        return MedianOfMeansEstimate(
+            FfiConverterUInt.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MedianOfMeansEstimate) = (
+            FfiConverterUInt.allocationSize(value.`buckets`) +
+            FfiConverterDouble.allocationSize(value.`medianOfMeans`) +
+            FfiConverterDouble.allocationSize(value.`bucketSd`) +
+            FfiConverterDouble.allocationSize(value.`standardError`) +
+            FfiConverterDouble.allocationSize(value.`biasBound`)
+    )
+
+    override fun write(value: MedianOfMeansEstimate, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`buckets`, buf)
+            FfiConverterDouble.write(value.`medianOfMeans`, buf)
+            FfiConverterDouble.write(value.`bucketSd`, buf)
+            FfiConverterDouble.write(value.`standardError`, buf)
+            FfiConverterDouble.write(value.`biasBound`, buf)
+    }
+}
+
+
+
+/**
  * What a device uploads after privatizing: the same report in two
  * encodings, plus its fields for the app's own bookkeeping.
  *
@@ -7366,6 +9083,63 @@ public object FfiConverterTypeReceivedReport: FfiConverterRustBuffer<ReceivedRep
             FfiConverterDouble.write(value.`delta`, buf)
             FfiConverterDouble.write(value.`value`, buf)
             FfiConverterBoolean.write(value.`seeded`, buf)
+    }
+}
+
+
+
+/**
+ * One rejected record: its number (1-based, within the call), the stable
+ * code and the reason (control characters escaped, long text cut).
+ */
+data class RejectedRecord (
+    /**
+     * The record's number in the batch or stream (1-based; the line
+     * number for JSON streams).
+     */
+    var `record`: kotlin.ULong
+    , 
+    /**
+     * Stable code, e.g. `malformed`, `not-utf8`, `too-long`.
+     */
+    var `code`: kotlin.String
+    , 
+    /**
+     * Why, ending with ` [code]`.
+     */
+    var `reason`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeRejectedRecord: FfiConverterRustBuffer<RejectedRecord> {
+    override fun read(buf: ByteBuffer): RejectedRecord {
+        return RejectedRecord(
+            FfiConverterULong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: RejectedRecord) = (
+            FfiConverterULong.allocationSize(value.`record`) +
+            FfiConverterString.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`reason`)
+    )
+
+    override fun write(value: RejectedRecord, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`record`, buf)
+            FfiConverterString.write(value.`code`, buf)
+            FfiConverterString.write(value.`reason`, buf)
     }
 }
 
@@ -7893,6 +9667,55 @@ public object FfiConverterTypeGrowth : FfiConverterRustBuffer<Growth>{
 
 
 /**
+ * How [`ReportServer::ingest`] reads a byte stream.
+ */
+
+enum class InputFormat {
+    
+    /**
+     * Decided from the first record (JSON if it starts with `{`, `[` or
+     * `#` after an optional BOM, binary if it is a report frame); a stream
+     * that is neither is refused before anything is read.
+     */
+    AUTO,
+    /**
+     * One JSON report per line.
+     */
+    JSON,
+    /**
+     * COBS-framed binary reports, each followed by a 0x00 byte.
+     */
+    BINARY;
+
+    
+
+
+    companion object
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeInputFormat: FfiConverterRustBuffer<InputFormat> {
+    override fun read(buf: ByteBuffer) = try {
+        InputFormat.values()[buf.getInt() - 1]
+    } catch (e: IndexOutOfBoundsException) {
+        throw RuntimeException("invalid enum value, something is very wrong!!", e)
+    }
+
+    override fun allocationSize(value: InputFormat) = 4UL
+
+    override fun write(value: InputFormat, buf: ByteBuffer) {
+        buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
  * How a device spends its per-device ε on the whole map (core
  * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
  * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
@@ -8309,6 +10132,38 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
 /**
  * @suppress
  */
+public object FfiConverterOptionalByteArray: FfiConverterRustBuffer<kotlin.ByteArray?> {
+    override fun read(buf: ByteBuffer): kotlin.ByteArray? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterByteArray.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.ByteArray?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterByteArray.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.ByteArray?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterByteArray.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeBudgetShare: FfiConverterRustBuffer<BudgetShare?> {
     override fun read(buf: ByteBuffer): BudgetShare? {
         if (buf.get().toInt() == 0) {
@@ -8341,6 +10196,70 @@ public object FfiConverterOptionalTypeBudgetShare: FfiConverterRustBuffer<Budget
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeClipBound: FfiConverterRustBuffer<ClipBound?> {
+    override fun read(buf: ByteBuffer): ClipBound? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeClipBound.read(buf)
+    }
+
+    override fun allocationSize(value: ClipBound?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeClipBound.allocationSize(value)
+        }
+    }
+
+    override fun write(value: ClipBound?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeClipBound.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeClipSummary: FfiConverterRustBuffer<ClipSummary?> {
+    override fun read(buf: ByteBuffer): ClipSummary? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeClipSummary.read(buf)
+    }
+
+    override fun allocationSize(value: ClipSummary?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeClipSummary.allocationSize(value)
+        }
+    }
+
+    override fun write(value: ClipSummary?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeClipSummary.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeEstimate: FfiConverterRustBuffer<Estimate?> {
     override fun read(buf: ByteBuffer): Estimate? {
         if (buf.get().toInt() == 0) {
@@ -8363,6 +10282,38 @@ public object FfiConverterOptionalTypeEstimate: FfiConverterRustBuffer<Estimate?
         } else {
             buf.put(1)
             FfiConverterTypeEstimate.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeMedianOfMeansEstimate: FfiConverterRustBuffer<MedianOfMeansEstimate?> {
+    override fun read(buf: ByteBuffer): MedianOfMeansEstimate? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeMedianOfMeansEstimate.read(buf)
+    }
+
+    override fun allocationSize(value: MedianOfMeansEstimate?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeMedianOfMeansEstimate.allocationSize(value)
+        }
+    }
+
+    override fun write(value: MedianOfMeansEstimate?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeMedianOfMeansEstimate.write(value, buf)
         }
     }
 }
@@ -8577,6 +10528,34 @@ public object FfiConverterSequenceTypeCellEstimate: FfiConverterRustBuffer<List<
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeGroupEstimate: FfiConverterRustBuffer<List<GroupEstimate>> {
+    override fun read(buf: ByteBuffer): List<GroupEstimate> {
+        val len = buf.getInt()
+        return List<GroupEstimate>(len) {
+            FfiConverterTypeGroupEstimate.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<GroupEstimate>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeGroupEstimate.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<GroupEstimate>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeGroupEstimate.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeMapPrediction: FfiConverterRustBuffer<List<MapPrediction>> {
     override fun read(buf: ByteBuffer): List<MapPrediction> {
         val len = buf.getInt()
@@ -8633,6 +10612,34 @@ public object FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer<List<
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffer<List<RejectedRecord>> {
+    override fun read(buf: ByteBuffer): List<RejectedRecord> {
+        val len = buf.getInt()
+        return List<RejectedRecord>(len) {
+            FfiConverterTypeRejectedRecord.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<RejectedRecord>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeRejectedRecord.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<RejectedRecord>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeRejectedRecord.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer<List<MechanismName>> {
     override fun read(buf: ByteBuffer): List<MechanismName> {
         val len = buf.getInt()
@@ -8651,6 +10658,62 @@ public object FfiConverterSequenceTypeMechanismName: FfiConverterRustBuffer<List
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeMechanismName.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceOptionalString: FfiConverterRustBuffer<List<kotlin.String?>> {
+    override fun read(buf: ByteBuffer): List<kotlin.String?> {
+        val len = buf.getInt()
+        return List<kotlin.String?>(len) {
+            FfiConverterOptionalString.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.String?>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterOptionalString.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.String?>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterOptionalString.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceOptionalByteArray: FfiConverterRustBuffer<List<kotlin.ByteArray?>> {
+    override fun read(buf: ByteBuffer): List<kotlin.ByteArray?> {
+        val len = buf.getInt()
+        return List<kotlin.ByteArray?>(len) {
+            FfiConverterOptionalByteArray.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.ByteArray?>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterOptionalByteArray.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.ByteArray?>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterOptionalByteArray.write(it, buf)
         }
     }
 }

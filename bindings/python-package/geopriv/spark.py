@@ -17,26 +17,35 @@ counts per partition)::
         print(e.query, e.n, e.mean, e.ci95)
     print(result.rejections)  # {"malformed": 3, "epsilon-out-of-policy": 1}
 
+Reports are clipped like ``geopriv aggregate`` clips them (docs/MATH.md
+§10): every value is clamped to its group's public bound B, so one report
+moves a mean of n by at most width(B)/n, and each estimate carries B and
+the honest-bias bound (``QueryEstimate.clip``). The default level is the
+CLI's (honest bias below 0.1 standard error at 10^6 reports per group);
+``clip=False`` turns clipping off (``--no-clip``), ``clip=<z>`` fixes z
+(``--clip-z``).
+
 How it runs (docs/MATH.md §5 for the exact sums):
 
-1. ``mapPartitionsWithIndex``: every partition validates its rows with a
-   ``ReportPolicy`` built on the executor, routes the accepted values by
-   group into the core's exact ``Aggregator`` and emits its partial
-   state (``Aggregator.to_json()``: count, sum and sum of squares as exact
-   integers) together with its rejection counts. A bad row (malformed,
-   truncated, wrong version, out of policy, null) is rejected with its
-   reason and counted; it never fails the job.
-2. The driver collects the partials and merges them in a fixed order
-   (a balanced binary tree over the partition indices). The sums are
-   exact, so the result is bit-for-bit the one of a single process
-   (``geopriv aggregate --no-clip`` on the same reports) under any
-   partitioning.
+1. ``mapPartitionsWithIndex``: every partition builds a ``ReportServer``
+   (the CLI's validation, grouping and clipping) on the executor and hands
+   it its rows in chunks of ``CHUNK`` reports, one call across the FFI per
+   chunk (JSON: the chunk joined into one byte stream for ``ingest``, the
+   CLI's reader; binary: ``add_bytes_batch``), then emits its exact
+   partial state (``ReportServer.to_json()``: per group the exact integer
+   sums of the clipped values) with its rejection counts. A bad row
+   (malformed, truncated, wrong version, too long, out of policy, null)
+   is rejected with its reason and counted; it never fails the job.
+2. The driver merges the partial states into one ``ReportServer``
+   (``merge_json``). The sums are exact, so the result is bit-for-bit the
+   one of a single process (``geopriv aggregate`` with the same flags on
+   the same reports) under any partitioning.
 
 Like the CLI, blank JSON rows (after a BOM and ASCII whitespace) and rows
 starting with ``#`` are skipped (counted in ``skipped``, not rejected), and
 reports marked ``"seeded":true`` are rejected unless ``accept_seeded=True``
-(tests only). Clipping is not applied yet (see the TODO below): compare
-with ``geopriv aggregate --no-clip``.
+(tests only). :func:`aggregate_map` pools a cell's reports like
+``GridAggregator`` and does not clip unless ``clip`` is given.
 
 Executors need the ``geopriv`` wheel installed in the Python that Spark
 runs (``spark.pyspark.python``); see bindings/README.md ("Spark").
@@ -45,6 +54,7 @@ runs (``spark.pyspark.python``); see bindings/README.md ("Spark").
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -53,6 +63,7 @@ __all__ = [
     "PolicySpec",
     "QueryEstimate",
     "Rejection",
+    "ServerSpec",
     "SparkAggregate",
     "SparkDeviceMap",
     "SparkMap",
@@ -65,6 +76,8 @@ __all__ = [
 
 #: Rejected rows kept with their reason per partition (all are counted).
 EXAMPLES_PER_PARTITION = 5
+#: Reports handed to the native ``ReportServer`` per call.
+CHUNK = 8192
 #: Values buffered per query before they cross into Rust in one call.
 _FLUSH = 65536
 _CODE = re.compile(r"\[([a-z0-9-]+)\]\s*$")
@@ -103,10 +116,45 @@ class PolicySpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class ServerSpec:
+    """Clipping and limits of ``geopriv aggregate`` as plain data (shipped
+    to the executors, which build their own ``ServerConfig``).
+
+    ``clip``: ``True`` (default) clips at the smallest z whose honest bias
+    is at most ``clip_bias_se`` standard errors at ``clip_n`` reports per
+    group (``--clip-n``, ``--clip-bias-se``); a number is a fixed z
+    (``--clip-z``); ``False`` or ``None`` does not clip (``--no-clip``).
+    ``max_queries`` and ``max_record_bytes`` are the CLI's limits."""
+
+    clip: Any = True
+    clip_n: int = 1_000_000
+    clip_bias_se: float = 0.1
+    max_queries: int = 4096
+    max_record_bytes: int = 65536
+
+    def build(self) -> Any:
+        """The ``geopriv.ServerConfig`` this spec describes."""
+        import geopriv
+
+        config = geopriv.ServerConfig()
+        if self.clip is None or self.clip is False:
+            config = config.without_clipping()
+        elif self.clip is True:
+            config = config.with_clip_target(self.clip_n, self.clip_bias_se)
+        elif isinstance(self.clip, (int, float)):
+            config = config.with_clip_z(float(self.clip))
+        else:
+            raise ValueError(f"clip must be True, False, None or a level z, not {self.clip!r}")
+        return config.with_max_queries(self.max_queries).with_max_record_bytes(self.max_record_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
 class QueryEstimate:
     """The estimate for one (query, mechanism, ε, δ) group: the fields of
-    ``geopriv aggregate --no-clip``'s output lines (``ci95`` is ``None``
-    below 2 reports)."""
+    ``geopriv aggregate``'s output lines (``ci95`` is ``None`` below 2
+    reports). ``clip`` is the CLI's ``clip`` object (``bounds`` = B,
+    ``z``, ``sigma_max``, ``bias_bound``, ``influence_bound`` = width(B)/n,
+    ``bias_to_se_bound``, ``clipped``), ``None`` without clipping."""
 
     query: str
     mechanism: str
@@ -117,10 +165,11 @@ class QueryEstimate:
     sum: float
     standard_error: Optional[float]
     ci95: Optional[Tuple[float, float]]
+    clip: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """The CLI's JSON object for this estimate."""
-        return {
+        d = {
             "query": self.query,
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
@@ -131,6 +180,9 @@ class QueryEstimate:
             "standard_error": self.standard_error,
             "ci95": None if self.ci95 is None else list(self.ci95),
         }
+        if self.clip is not None:
+            d["clip"] = self.clip
+        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,18 +212,17 @@ class SparkAggregate:
     #: The first rejected rows of each partition, with their reasons.
     examples: List[Rejection]
     partitions: int
-    #: The merged exact state per group ``(query, mechanism, ε, δ)``
-    #: (``Aggregator.to_json()``), to merge with other runs
-    #: (``Aggregator.from_json``/``merge``).
-    states: Dict[Tuple[str, str, float, float], str]
+    #: The merged exact state (``ReportServer.to_json()``: canonical, the
+    #: same string under any partitioning), to merge with other runs
+    #: (``ReportServer.merge_json``).
+    state: str
+    #: The estimates exactly as ``geopriv aggregate`` prints them.
+    json_lines: str = ""
 
     def to_json_lines(self) -> str:
-        """The estimates in the format of ``geopriv aggregate`` (one JSON
-        object per line, sorted like the CLI; no clipping fields, as with
-        ``--no-clip``)."""
-        import json
-
-        return "".join(json.dumps(e.to_dict(), separators=(",", ":")) + "\n" for e in self.estimates)
+        """The estimates in the format of ``geopriv aggregate``, byte for
+        byte (one JSON object per line, sorted like the CLI)."""
+        return self.json_lines
 
     def to_dataframe(self, spark: Any) -> Any:
         """The estimates as a Spark DataFrame (one row per group)."""
@@ -195,9 +246,19 @@ class SparkAggregate:
                 StructField("sum", DoubleType(), False),
                 StructField("standard_error", DoubleType(), True),
                 StructField("ci95", ArrayType(DoubleType(), False), True),
+                StructField("clip_bounds", ArrayType(DoubleType(), False), True),
+                StructField("bias_bound", DoubleType(), True),
+                StructField("influence_bound", DoubleType(), True),
             ]
         )
-        rows = [tuple(e.to_dict().values()) for e in self.estimates]
+        rows = [
+            (e.query, e.mechanism, e.epsilon, e.delta, e.n, e.mean, e.sum, e.standard_error,
+             None if e.ci95 is None else list(e.ci95),
+             None if e.clip is None else list(e.clip["bounds"]),
+             None if e.clip is None else e.clip["bias_bound"],
+             None if e.clip is None else e.clip["influence_bound"])
+            for e in self.estimates
+        ]
         return spark.createDataFrame(rows, schema)
 
 
@@ -237,21 +298,26 @@ def rejection_code(error: BaseException) -> str:
     return m.group(1) if m else type(error).__name__
 
 
-# TODO(issue 12, clipping): the server-hardening work adds a per-query
-# clipping policy (bounded influence) to the core and the CLI. When the
-# bindings expose it, build it in `PolicySpec.build` (or next to it) and
-# apply it here, to every accepted report before it is aggregated, so that
-# Spark and `geopriv aggregate` keep giving the same bits. Until then
-# passing `clip=` raises NotImplementedError rather than silently
-# aggregating unclipped values.
-def _clip_hook(clip: Any) -> Optional[Callable[[Any], float]]:
-    """The value transform for the clipping policy ``clip`` (none yet)."""
-    if clip is None:
+def _clip_hook(clip: Optional["ServerSpec"]) -> Optional[Callable[[Any], float]]:
+    """The value transform of :func:`aggregate_map` for a clipping spec:
+    each accepted report is clamped to its group's public bound B (the
+    bindings' ``ServerConfig.clip_bound``, cached per (query, mechanism, ε,
+    δ)), as ``ReportServer`` and ``geopriv aggregate`` clamp it."""
+    if clip is None or clip.clip is None or clip.clip is False:
         return None
-    raise NotImplementedError(
-        "clipping (bounded influence) is not available in the bindings yet; "
-        "aggregate without `clip` (see the TODO in geopriv/spark.py)"
-    )
+    config = clip.build()
+    bounds: Dict[Any, Tuple[float, float]] = {}
+
+    def transform(report: Any) -> float:
+        key = (report.query_id, report.mechanism, _bits(report.epsilon), _bits(report.delta))
+        b = bounds.get(key)
+        if b is None:
+            bound = config.clip_bound(report)
+            b = bounds[key] = (bound.lower, bound.upper)
+        v = report.value
+        return b[1] if v >= b[1] else (v if v >= b[0] else b[0])
+
+    return transform
 
 
 def mechanism_str(name: Any) -> str:
@@ -336,6 +402,60 @@ def _partition(
                 flush(key, values)
         states = {k: a.to_json() for k, a in aggregators.items()}
         yield (index, states, accepted, skipped, rejections, examples)
+
+    return run
+
+
+def _server_partition(
+    spec: PolicySpec, server: ServerSpec, binary: bool
+) -> Callable[[int, Iterable[Any]], Iterator[Tuple[int, str, int, int, Dict[str, int], List[Rejection]]]]:
+    """The function run on every partition by :func:`aggregate`: the rows go
+    to a native ``ReportServer`` in chunks of ``CHUNK`` (one FFI call each)."""
+
+    def run(index: int, rows: Iterable[Any]) -> Iterator[Any]:
+        import geopriv
+
+        native = geopriv.ReportServer(spec.build(), server.build())
+        add = native.add_bytes_batch if binary else native.add_json_batch
+        json_format = geopriv.InputFormat.JSON
+        rejections: Dict[str, int] = {}
+        examples: List[Rejection] = []
+        totals = [0, 0]  # accepted, skipped
+        first = 0  # row number (in the partition) of chunk[0]
+
+        def flush(chunk: List[Any]) -> None:
+            r = None
+            if not binary and None not in chunk:
+                # One byte stream for the CLI's reader: encoding and joining
+                # run in C, where lowering a list costs Python work per row.
+                # Lone surrogates become invalid UTF-8 (rejected as not-utf8,
+                # as the CLI rejects those bytes); a row holding a newline
+                # would split, so such a chunk goes row by row.
+                blob = ("\n".join(chunk) + "\n").encode("utf-8", "surrogatepass")
+                if blob.count(b"\n") == len(chunk):
+                    r = native.ingest(blob, json_format)
+            if r is None:
+                r = add(chunk)
+            totals[0] += r.accepted
+            totals[1] += r.skipped
+            for code, count in r.rejected_by_code.items():
+                rejections[code] = rejections.get(code, 0) + count
+            for x in r.rejections[: max(0, EXAMPLES_PER_PARTITION - len(examples))]:
+                examples.append(Rejection(index, first + x.record - 1, x.code, x.reason))
+
+        chunk: List[Any] = []
+        for row in rows:
+            record = row[0]
+            if binary and record is not None:
+                record = bytes(record)
+            chunk.append(record)
+            if len(chunk) >= CHUNK:
+                flush(chunk)
+                first += len(chunk)
+                chunk = []
+        if chunk:
+            flush(chunk)
+        yield (index, native.to_json(), totals[0], totals[1], rejections, examples)
 
     return run
 
@@ -438,29 +558,63 @@ def aggregate(
     allow_ldp: Optional[float] = None,
     only_queries: Optional[Sequence[str]] = None,
     accept_seeded: bool = False,
-    clip: Any = None,
+    clip: Any = True,
+    clip_n: int = 1_000_000,
+    clip_bias_se: float = 0.1,
+    max_queries: int = 4096,
+    max_record_bytes: int = 65536,
 ) -> SparkAggregate:
     """One estimate per (query, mechanism, ε, δ) group from a DataFrame of
-    reports, as ``geopriv aggregate --no-clip`` prints them.
+    reports, bit for bit as ``geopriv aggregate`` prints them with the same
+    flags.
 
     ``column`` (default: the only column) holds JSON reports (string) or
     binary reports (binary). The policy flags are those of ``geopriv
     aggregate`` (same defaults); ``only_queries`` lists the canonical ids
     to accept; ``accept_seeded=True`` accepts reports marked ``seeded``
-    (``--accept-seeded``, for tests only). ``clip`` is reserved for the clipping policy of the
-    server-hardening work and raises ``NotImplementedError`` for now.
-    Rows that fail validation are counted by code in ``rejections`` (the
-    first few of each partition with their reason in ``examples``).
+    (``--accept-seeded``, for tests only). Clipping (:class:`ServerSpec`):
+    ``clip=True`` (default, the CLI's level), ``clip=False`` (``--no-clip``)
+    or ``clip=z`` (``--clip-z``); ``clip_n``/``clip_bias_se``,
+    ``max_queries`` and ``max_record_bytes`` are the CLI's flags of those
+    names. Rows that fail validation are counted by code in
+    ``rejections`` (the first few of each partition with their reason in
+    ``examples``). The median-of-means estimator is not offered here: its
+    buckets depend on the order of the reports, so it cannot be the same
+    under every partitioning.
     """
+    import geopriv
+
     spec = PolicySpec(
         max_epsilon, max_delta, allow_ldp, None if only_queries is None else tuple(only_queries), accept_seeded
     )
-    spec.build()  # refuse bad limits on the driver
-    raw, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clip)
-    states = {
-        (q, m, struct.unpack("<d", e)[0], struct.unpack("<d", d)[0]): s for (q, m, e, d), s in raw.items()
-    }
-    estimates = [e for e in (_estimate(k, s) for k, s in raw.items()) if e is not None]
+    server = ServerSpec(clip, clip_n, clip_bias_se, max_queries, max_record_bytes)
+    policy, config = spec.build(), server.build()  # refuse bad limits on the driver, before any job
+    name, binary = _report_column(df, column)
+    partials = sorted(
+        df.select(name).rdd.mapPartitionsWithIndex(_server_partition(spec, server, binary)).collect(),
+        key=lambda p: p[0],
+    )
+    reducer = geopriv.ReportServer(policy, config)
+    rejections: Dict[str, int] = {}
+    examples: List[Rejection] = []
+    accepted = skipped = 0
+    for _, state, n, blank, rejected, some in partials:
+        reducer.merge_json(state)  # exact: the order does not matter
+        accepted += n
+        skipped += blank
+        for code, count in rejected.items():
+            rejections[code] = rejections.get(code, 0) + count
+        examples.extend(some)
+    estimates = []
+    for g in reducer.estimates():
+        line = json.loads(g.json_line)
+        e = g.estimate
+        ci = None if e.ci95_low is None or e.ci95_high is None else (e.ci95_low, e.ci95_high)
+        estimates.append(
+            QueryEstimate(g.query_id, line["mechanism"], g.epsilon, g.delta, e.n, e.mean, e.sum, e.standard_error,
+                          ci, line.get("clip"))
+        )
+    rejections = dict(sorted(rejections.items()))
     return SparkAggregate(
         estimates=estimates,
         accepted=accepted,
@@ -468,8 +622,9 @@ def aggregate(
         skipped=skipped,
         rejections=rejections,
         examples=examples,
-        partitions=partitions,
-        states=states,
+        partitions=len(partials),
+        state=reducer.to_json(),
+        json_lines=reducer.to_json_lines(),
     )
 
 
@@ -489,6 +644,9 @@ def aggregate_map(
     reports of other queries are rejected (``[unknown-query]``). The cells
     equal those of a ``GridAggregator`` over the same queries fed the same
     reports, bit for bit (every mechanism, ε and δ of a cell pooled).
+    ``clip`` (off by default, like ``GridAggregator``): ``True`` or a level
+    z clamps each report to the public bound B of its (query, mechanism, ε,
+    δ), as :func:`aggregate` does.
 
     Each cell's estimate names its reports' mechanism (several joined by
     ``+``) and their ε and δ (the largest, if they differ); the map's
@@ -501,7 +659,8 @@ def aggregate_map(
     ids = tuple(q if isinstance(q, str) else q.query_id() for q in queries)
     spec = PolicySpec(max_epsilon, max_delta, allow_ldp, ids, accept_seeded)
     spec.build()  # refuse bad limits on the driver
-    groups, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clip)
+    clipping = None if clip is None or clip is False else ServerSpec(clip)
+    groups, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clipping)
     by_id: Dict[str, List[Tuple[str, float, float, str]]] = {}
     for (query, mechanism, epsilon, delta), state in groups.items():  # in the CLI's order
         eps, dlt = struct.unpack("<d", epsilon)[0], struct.unpack("<d", delta)[0]

@@ -87,15 +87,24 @@ def _():
     expect(q.query_id() == "threshold:T=100000;w=20000", q.query_id())
 
 
-@test("geopriv.spark imports without pyspark and refuses clipping until it exists")
+@test("geopriv.spark imports without pyspark; its clipping is the server's")
 def _():
     import geopriv.spark as spark
 
     expect(spark.rejection_code(Exception("bad thing [malformed]")) == "malformed", "code")
+    expect(spark._clip_hook(None) is None and spark._clip_hook(spark.ServerSpec(clip=False)) is None, "no clipping")
+    query = geopriv.GeoQuery.threshold(100_000.0, 20_000.0)
+    line = geopriv.GeoMechanism.polyplace(1e-4).privatize_unmetered(query, [90_000.0]).json
+    report = geopriv.ReportPolicy(1e-3, 0.0).accept_json(line)
+    clip = spark._clip_hook(spark.ServerSpec())
+    bound = geopriv.ServerConfig().clip_bound(report)
+    expect(clip(report) == min(max(report.value, bound.lower), bound.upper), "clamped into B")
+    report.value = 1e4  # a forged value: clamped to the upper end of B
+    expect(clip(report) == bound.upper < 1e4, (bound.upper, clip(report)))
     try:
-        spark._clip_hook(object())
-        raise AssertionError("clip accepted")
-    except NotImplementedError:
+        spark.ServerSpec(clip="yes").build()
+        raise AssertionError("clip='yes' accepted")
+    except ValueError:
         pass
     a, b = geopriv.Aggregator(), geopriv.Aggregator()
     a.add_values([0.5, 0.25])

@@ -9,8 +9,10 @@ pyspark and the built wheel (nothing from the source tree). Environment:
 
 Checks: JSON and binary reports; bad rows rejected with their reason and
 counted, the job never failing; estimates bit-for-bit those of the CLI
-under 1, 3, 8 and randomly shuffled partitions; maps equal to a
-``GridAggregator``; the full 10^6 reports in local mode (throughput
+with its default flags (clipping on) and, with ``clip=False``, those of
+``--no-clip``, under 1, 3, 8 and randomly shuffled partitions; a forged
+report moving the clipped mean by at most B/n; maps equal to a
+``GridAggregator`` (clipped or not); the full 10^6 reports in local mode (throughput
 printed) and on a standalone cluster on 127.0.0.1 (a master and two
 workers started and stopped here). Closes with ``spark: N passed, M failed``.
 """
@@ -32,10 +34,11 @@ from geopriv.spark import aggregate, aggregate_device_map, aggregate_map
 CLI = os.environ["GEOPRIV_CLI"]
 N = int(os.environ.get("GEOPRIV_SPARK_REPORTS", "1000000"))
 WORK = os.environ["GEOPRIV_SPARK_WORK"]
-# Spark does not clip yet (the TODO in geopriv/spark.py), so the reference
-# is the CLI without clipping; the big set is seeded (reproducible), so
-# both accept seeded reports (tests only).
-POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6", "--no-clip", "--accept-seeded"]
+# The reference is `geopriv aggregate` with its default flags (clipping
+# on) and, for `clip=False`, with `--no-clip`; the big set is seeded
+# (reproducible), so both accept seeded reports (tests only).
+POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6", "--accept-seeded"]
+NO_CLIP = POLICY + ["--no-clip"]
 LIMITS = dict(max_epsilon=0.001, max_delta=1e-6, accept_seeded=True)
 
 PASSED = 0
@@ -146,7 +149,12 @@ def cli_aggregate(path, policy=POLICY):
     lines = out.stderr.decode().splitlines()
     reasons = [line.split(": ", 1)[1] for line in lines if line.startswith("line ")]
     expect(lines and " records: " in lines[-1], f"the CLI's record counts: {lines[-1:]}")
+    STDOUT[path, tuple(policy)] = out.stdout.decode()
     return estimates, reasons
+
+
+#: The CLI's raw output per (file, flags), to compare `to_json_lines()` byte for byte.
+STDOUT = {}
 
 
 def same_as_cli(result, expected, reasons, what):
@@ -160,6 +168,8 @@ def same_as_cli(result, expected, reasons, what):
         expect(sorted(g) == sorted(c), f"{what}: fields {sorted(g)} != CLI {sorted(c)}")
         for field, x in c.items():
             same = (bits(g[field]) == bits(x) if isinstance(x, float)
+                    else all(bits(g[field][k]) == bits(v) if isinstance(v, float) else g[field][k] == v
+                             for k, v in x.items()) and sorted(g[field]) == sorted(x) if isinstance(x, dict)
                     else [bits(v) for v in g[field]] == [bits(v) for v in x] if isinstance(x, list) else g[field] == x)
             expect(same, f"{what} {e.query}: {field} {g[field]!r} != CLI {x!r}")
     expect(result.rejected == len(reasons) == sum(result.rejections.values()),
@@ -174,8 +184,8 @@ def same_as_cli(result, expected, reasons, what):
 def spark_estimates(spark, path):
     """Estimates per query id from a folder (or file) of uploaded JSON lines."""
     result = aggregate(spark.read.text(path), max_epsilon=1e-3, max_delta=1e-6)
-    for e in result.estimates:  # one per (query, mechanism, ε, δ), as `geopriv aggregate --no-clip` prints them
-        print(e.query, e.n, e.mean, e.standard_error, e.ci95)
+    for e in result.estimates:  # one per (query, mechanism, ε, δ), as `geopriv aggregate` prints them
+        print(e.query, e.n, e.mean, e.standard_error, e.ci95, e.clip["bounds"], e.clip["bias_bound"])
     print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "truncated": 1}
     return result
 
@@ -207,16 +217,22 @@ t0 = time.perf_counter()
 BIG, BIG_BAD = make_reports(N, 20261122)
 BIG_PATH = write("reports.jsonl", BIG)
 SMALL, SMALL_BAD = make_reports(20_000, 7, seeded=False)
+# A forged report of 1e4 (a threshold is in [0, 1]): accepted, clipped to B.
+POISON = json.loads(next(line for line in SMALL if '"polyplace"' in line))
+POISON["value"] = 1e4
+SMALL.insert(len(SMALL) // 2, json.dumps(POISON, separators=(",", ":")))
 SMALL_PATH = write("small.jsonl", SMALL)
 BIG_CLI, BIG_REASONS = cli_aggregate(BIG_PATH)
 SMALL_CLI, SMALL_REASONS = cli_aggregate(SMALL_PATH)
+SMALL_RAW, SMALL_RAW_REASONS = cli_aggregate(SMALL_PATH, NO_CLIP)
 print(f"  reports and CLI reference in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 @test("the CLI reference rejects exactly the bad records")
 def _():
     expect(len(BIG_REASONS) == BIG_BAD and len(SMALL_REASONS) == SMALL_BAD, (BIG_REASONS, SMALL_REASONS))
-    expect(all(e.get("clip") is None for e in BIG_CLI.values()), "--no-clip printed clipping numbers")
+    expect(all(e["clip"]["bias_to_se_bound"] <= 0.1 for e in BIG_CLI.values()), "default clipping numbers")
+    expect(all(e.get("clip") is None for e in SMALL_RAW.values()), "--no-clip printed clipping numbers")
     expect(sum(e["n"] for e in BIG_CLI.values()) == N and len(BIG_CLI) == 4, {q: e["n"] for q, e in BIG_CLI.items()})
 
 
@@ -233,13 +249,39 @@ def _():
     for k, d in enumerate(runs):
         r = aggregate(d, **LIMITS)
         same_as_cli(r, SMALL_CLI, SMALL_REASONS, f"partitioning {k} ({r.partitions} partitions)")
-        expect(r.accepted == 20_000 and r.rejected == SMALL_BAD and r.skipped == 1, (r.accepted, r.rejected, r.skipped))
-        expect(states is None or r.states == states, "exact states differ between partitionings")
-        states = r.states
+        expect(r.accepted == 20_001 and r.rejected == SMALL_BAD and r.skipped == 1, (r.accepted, r.rejected, r.skipped))
+        expect(states is None or r.state == states, "exact states differ between partitionings")
+        states = r.state
+        raw = aggregate(d, clip=False, **LIMITS)
+        same_as_cli(raw, SMALL_RAW, SMALL_RAW_REASONS, f"--no-clip, partitioning {k}")
+        expect(raw.to_json_lines() == STDOUT[SMALL_PATH, tuple(NO_CLIP)], "--no-clip json lines")
     r = aggregate(df, **LIMITS)
-    expect(r.to_json_lines().count("\n") == 4, "json lines")
+    expect(r.to_json_lines() == STDOUT[SMALL_PATH, tuple(POLICY)], "json lines differ from the CLI's output")
     rows = {row["query"]: row for row in r.to_dataframe(spark).collect()}
     expect(all(bits(rows[e.query]["mean"]) == bits(e.mean) and rows[e.query]["n"] == e.n for e in r.estimates), rows)
+
+
+@test("clipping: the forged report of 1e4 moves the clipped mean by at most B/n; B and the bias bound reported")
+def _():
+    df = spark.read.text(SMALL_PATH)
+    clipped, raw = aggregate(df, **LIMITS), aggregate(df, clip=False, **LIMITS)
+    key = next(e for e in clipped.estimates if e.mechanism == "polyplace")
+    unclipped = next(e for e in raw.estimates if e.query == key.query and e.mechanism == "polyplace")
+    lo, hi = key.clip["bounds"]
+    expect(lo < 0 < 1 < hi < 1e4 and key.clip["bias_bound"] > 0 and key.clip["clipped"] >= 1, key.clip)
+    expect(key.clip["influence_bound"] == (hi - lo) / key.n, key.clip)
+    # Without the forged report, the clipped mean moves by at most B/n.
+    honest = [line for line in SMALL if line != json.dumps(POISON, separators=(",", ":"))]
+    clean = aggregate(spark.createDataFrame([(x,) for x in honest], "report string"), **LIMITS)
+    base = next(e for e in clean.estimates if e.query == key.query and e.mechanism == "polyplace")
+    expect(abs(key.mean - base.mean) <= key.clip["influence_bound"], (key.mean, base.mean, key.clip))
+    expect(unclipped.mean - base.mean > 10 * key.clip["influence_bound"], (unclipped.mean, base.mean))
+    for bad in ("clip", -1.0):
+        try:
+            aggregate(df, clip=bad, **LIMITS)
+            raise AssertionError(f"clip={bad!r} was accepted")
+        except (ValueError, geopriv.GeoprivError):
+            pass
 
 
 @test("binary reports: the same estimates as their JSON form; null and garbage rows rejected")
@@ -254,7 +296,12 @@ def _():
     as_json = [(r.json,) for r in reports]
     b = aggregate(spark.createDataFrame(as_bytes, StructType([StructField("report", BinaryType())])).repartition(3), **LIMITS)
     j = aggregate(spark.createDataFrame(as_json, StructType([StructField("report", StringType())])), **LIMITS)
-    expect(b.states == j.states and b.accepted == j.accepted == 5_000, (b.accepted, j.accepted))
+    expect(b.state == j.state and b.accepted == j.accepted == 5_000, (b.accepted, j.accepted))
+    # A row holding a newline (never produced by spark.read.text) is one
+    # record: rejected by itself, its chunk still counted row by row.
+    joined = aggregate(spark.createDataFrame(as_json + [(as_json[0][0] + "\n" + as_json[1][0],)], "report string"),
+                       **LIMITS)
+    expect(joined.accepted == 5_000 and joined.rejected == 1, joined.rejections)
     expect(b.rejected == 3 and set(b.rejections) <= {"empty", "malformed", "truncated", "unsupported-version"}, b.rejections)
     cli, reasons = cli_aggregate(write("binary.jsonl", [r.json for r in reports]))
     same_as_cli(j, cli, reasons, "json of the binary set")
@@ -296,6 +343,17 @@ def _():
         expect(bits(got.mean) == bits(e.mean) and bits(got.standard_error) == bits(e.standard_error), qid)
         expect(got.mechanism == "polyplace" and got.epsilon == 1e-3 and got.delta == 0.0, got)
     expect(len(m.means()) == len(xs) * len(ys), m.means())
+    # clip=True: each report clamped to its group's B, as ReportServer does.
+    clipped_grid, config = geopriv.GridAggregator.kde_grid(xs, ys, 150.0), geopriv.ServerConfig()
+    for line in lines:
+        report = policy.accept_json(line)
+        bound = config.clip_bound(report)
+        report.value = min(max(report.value, bound.lower), bound.upper)
+        clipped_grid.add_report(report)
+    mc = aggregate_map(spark.createDataFrame([(x,) for x in lines], "report string").repartition(3), ids, clip=True,
+                       **LIMITS)
+    for (qid, got), cell in zip(mc.cells, clipped_grid.estimates()):
+        expect(bits(got.mean) == bits(cell.estimate.mean) and got.n == cell.estimate.n, qid)
     # Every device answering all six cells at ε = 1e-3 spends 6e-3 (sequential composition).
     expect(m.per_device_epsilon == sum([1e-3] * len(ids)) and "sequential composition" in m.accounting,
            (m.per_device_epsilon, m.accounting))

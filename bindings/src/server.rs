@@ -1,0 +1,817 @@
+//! The hardened server of the CLI's `geopriv aggregate`, for back-ends that
+//! call the library (core: `geopriv::ingest`, `geopriv::clip`,
+//! `geopriv::robust`; docs/MATH.md §10).
+//!
+//! * [`ServerConfig`]: the clipping level (bounded influence), the robust
+//!   estimator and the memory limits, with the CLI's defaults.
+//! * [`ReportServer`]: validates reports with a `ReportPolicy`, groups them
+//!   by (query, mechanism, ε, δ), clips each value to its group's public
+//!   bound B and aggregates it exactly. Reports come one at a time, in
+//!   batches (one call across the boundary per batch: `add_json_batch`,
+//!   `add_bytes_batch`) or as a byte stream (`ingest`, the CLI's reader).
+//!   Each bad record is rejected by itself with its number and an escaped,
+//!   cut reason; it never fails the batch. Estimates carry B, the honest
+//!   bias bound and the influence bound width(B)/n. Partial states
+//!   (`to_json`) merge exactly (`merge_json`), bit for bit the result of one
+//!   server fed every report.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use geopriv::clip::{ClipLevel, ClipPolicy};
+use geopriv::ingest::{
+    decode_json_record, AggregationConfig, AggregatorState, Counts, Decoded, Estimator,
+    FormatChoice, IngestError, RecordReader, RecordRejection, ReportAggregator,
+    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
+};
+use geopriv::{QueryDescriptor, Report};
+
+use crate::aggregate::Estimate;
+use crate::report::{ReceivedReport, ReportPolicy};
+use crate::{guard, lock, GeoprivError, MechanismName};
+
+/// Rejections listed one by one per batch (all are counted by code).
+pub const MAX_LISTED_REJECTIONS: usize = 1000;
+
+/// How [`ReportServer::ingest`] reads a byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum InputFormat {
+    /// Decided from the first record (JSON if it starts with `{`, `[` or
+    /// `#` after an optional BOM, binary if it is a report frame); a stream
+    /// that is neither is refused before anything is read.
+    Auto,
+    /// One JSON report per line.
+    Json,
+    /// COBS-framed binary reports, each followed by a 0x00 byte.
+    Binary,
+}
+
+/// Clipping, estimator and limits of a [`ReportServer`], immutable; the
+/// `with_*` methods return a changed copy. The defaults are those of
+/// `geopriv aggregate`: clipping at the smallest z whose honest bias is at
+/// most 0.1 standard error at 10^6 reports per group (`--clip-n 1000000
+/// --clip-bias-se 0.1`), the mean only, at most 4096 (query, mechanism, ε,
+/// δ) groups and records of at most 65536 bytes.
+#[derive(Debug, Clone, uniffi::Object)]
+pub struct ServerConfig {
+    config: AggregationConfig,
+    max_record_bytes: usize,
+}
+
+impl ServerConfig {
+    fn with(&self, f: impl FnOnce(&mut Self)) -> Arc<Self> {
+        let mut c = self.clone();
+        f(&mut c);
+        Arc::new(c)
+    }
+}
+
+#[uniffi::export]
+impl ServerConfig {
+    /// The CLI's defaults (type docs).
+    #[uniffi::constructor]
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            config: AggregationConfig::default(),
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        })
+    }
+
+    /// Clip at the smallest z whose honest bias is at most `bias_to_se`
+    /// standard errors at `deployment_n` reports per group (`--clip-n`,
+    /// `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
+    pub fn with_clip_target(
+        &self,
+        deployment_n: u64,
+        bias_to_se: f64,
+    ) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            if deployment_n == 0 {
+                return Err(GeoprivError::InvalidParameter(
+                    "deployment_n must be at least 1".into(),
+                ));
+            }
+            if !(bias_to_se.is_finite() && bias_to_se > 0.0) {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "bias_to_se must be finite and > 0, got {bias_to_se}"
+                )));
+            }
+            Ok(self.with(|c| {
+                c.config.clip = Some(ClipLevel::Auto {
+                    deployment_n,
+                    bias_to_se,
+                })
+            }))
+        })
+    }
+
+    /// Clip each report to B = [f_min − z·σ_max, f_max + z·σ_max] with this
+    /// z (finite, >= 0; `--clip-z`).
+    pub fn with_clip_z(&self, z: f64) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            if !(z.is_finite() && z >= 0.0) {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "the clipping level z must be finite and >= 0, got {z}"
+                )));
+            }
+            Ok(self.with(|c| c.config.clip = Some(ClipLevel::Fixed(z))))
+        })
+    }
+
+    /// No clipping (`--no-clip`): one report can then move a mean
+    /// arbitrarily far.
+    pub fn without_clipping(&self) -> Arc<ServerConfig> {
+        self.with(|c| c.config.clip = None)
+    }
+
+    /// Also estimate the median of the means of `buckets` buckets
+    /// (2..=1024; `--estimator median-of-means --buckets K`). Its state
+    /// depends on the order of the reports, so such a server's states do
+    /// not merge (`merge_json` refuses them).
+    pub fn with_median_of_means(&self, buckets: u32) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            geopriv::robust::MedianOfMeans::new(buckets)?;
+            Ok(self.with(|c| c.config.estimator = Estimator::MedianOfMeans { buckets }))
+        })
+    }
+
+    /// At most this many (query, mechanism, ε, δ) groups (1..=1048576;
+    /// `--max-queries`); a report that would open one more is rejected
+    /// (`[too-many-groups]`).
+    pub fn with_max_queries(&self, max_queries: u64) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            if max_queries == 0 || max_queries > MAX_GROUPS_LIMIT as u64 {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "max_queries must be between 1 and {MAX_GROUPS_LIMIT}, got {max_queries}"
+                )));
+            }
+            Ok(self.with(|c| c.config.max_groups = max_queries as usize))
+        })
+    }
+
+    /// Records of at most this many bytes (1..=67108864;
+    /// `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+    pub fn with_max_record_bytes(&self, bytes: u64) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            if bytes == 0 || bytes > MAX_RECORD_BYTES_LIMIT as u64 {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "max_record_bytes must be between 1 and {MAX_RECORD_BYTES_LIMIT}, got {bytes}"
+                )));
+            }
+            Ok(self.with(|c| c.max_record_bytes = bytes as usize))
+        })
+    }
+
+    /// Whether reports are clipped.
+    pub fn clips(&self) -> bool {
+        self.config.clip.is_some()
+    }
+
+    /// The largest number of groups.
+    pub fn max_queries(&self) -> u64 {
+        self.config.max_groups as u64
+    }
+
+    /// The largest record in bytes.
+    pub fn max_record_bytes(&self) -> u64 {
+        self.max_record_bytes as u64
+    }
+
+    /// The clipping bound of the group of `report` (its query, mechanism,
+    /// ε and δ; the mechanism's default calibration), or `null` without
+    /// clipping: the interval B every value of the group is clamped to.
+    pub fn clip_bound(&self, report: ReceivedReport) -> Result<Option<ClipBound>, GeoprivError> {
+        guard(|| {
+            let Some(level) = self.config.clip else {
+                return Ok(None);
+            };
+            let query: QueryDescriptor = report.query_id.parse()?;
+            let p = ClipPolicy::for_reports(
+                &query,
+                report.mechanism,
+                report.epsilon,
+                report.delta,
+                level,
+            )?;
+            let [lower, upper] = p.bounds();
+            Ok(Some(ClipBound {
+                lower,
+                upper,
+                z: p.z(),
+                sigma_max: p.sigma_max(),
+                bias_bound: p.bias_bound(),
+            }))
+        })
+    }
+}
+
+/// The public clipping interval B = [lower, upper] of one group.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ClipBound {
+    /// f_min − z·σ_max.
+    pub lower: f64,
+    /// f_max + z·σ_max.
+    pub upper: f64,
+    /// The level z, in units of σ_max.
+    pub z: f64,
+    /// σ_max, the largest honest noise scale of the group.
+    pub sigma_max: f64,
+    /// σ_max · E[(|Z| − z)+]: the largest bias clipping can cause in the
+    /// mean of honest reports.
+    pub bias_bound: f64,
+}
+
+/// The public clipping numbers that come with an estimate.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ClipSummary {
+    /// Lower end of B.
+    pub lower: f64,
+    /// Upper end of B.
+    pub upper: f64,
+    /// The level z, in units of σ_max.
+    pub z: f64,
+    /// σ_max.
+    pub sigma_max: f64,
+    /// Bound on the honest bias of the mean, σ_max · E[(|Z| − z)+].
+    pub bias_bound: f64,
+    /// width(B)/n: the most one report can move the mean.
+    pub influence_bound: f64,
+    /// sqrt(n) E[(|Z| − z)+]/sd(Z): bound on bias / standard error; `null`
+    /// for noise of infinite variance.
+    pub bias_to_se_bound: Option<f64>,
+    /// How many reports of the group were clipped.
+    pub clipped: u64,
+}
+
+/// The median-of-means estimate of a group and its stated bias.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct MedianOfMeansEstimate {
+    /// Number of buckets K.
+    pub buckets: u32,
+    /// The median of the K bucket means.
+    pub median_of_means: f64,
+    /// Robust standard deviation of the bucket means (1.4826 × MAD).
+    pub bucket_sd: f64,
+    /// Its standard error, sqrt(π/2) · bucket_sd / sqrt(K).
+    pub standard_error: f64,
+    /// 2 · bucket_sd: the distribution-free bound on its bias.
+    pub bias_bound: f64,
+}
+
+/// The estimate of one (query, mechanism, ε, δ) group.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct GroupEstimate {
+    /// Canonical id of the query.
+    pub query_id: String,
+    /// The mechanism.
+    pub mechanism: MechanismName,
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The mean of the (clipped) reports and its error bar.
+    pub estimate: Estimate,
+    /// B, the bias bound and the influence bound; `null` without clipping.
+    pub clip: Option<ClipSummary>,
+    /// The median of means, when configured and n >= K.
+    pub median_of_means: Option<MedianOfMeansEstimate>,
+    /// This estimate as `geopriv aggregate` prints it (one JSON line, no
+    /// newline), byte for byte.
+    pub json_line: String,
+}
+
+/// One rejected record: its number (1-based, within the call), the stable
+/// code and the reason (control characters escaped, long text cut).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct RejectedRecord {
+    /// The record's number in the batch or stream (1-based; the line
+    /// number for JSON streams).
+    pub record: u64,
+    /// Stable code, e.g. `malformed`, `not-utf8`, `too-long`.
+    pub code: String,
+    /// Why, ending with ` [code]`.
+    pub reason: String,
+}
+
+/// What one batch or stream did: every record is exactly one of accepted,
+/// rejected or skipped (blank line, `#` comment line, empty frame).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct BatchResult {
+    /// Records seen.
+    pub records: u64,
+    /// Reports aggregated.
+    pub accepted: u64,
+    /// Records rejected.
+    pub rejected: u64,
+    /// Blank, comment or empty records.
+    pub skipped: u64,
+    /// Rejections counted by code.
+    pub rejected_by_code: HashMap<String, u64>,
+    /// The first rejections (at most 1000 per call), in record order.
+    pub rejections: Vec<RejectedRecord>,
+}
+
+/// Totals of a [`ReportServer`] over all its calls.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct IngestCounts {
+    /// Records seen.
+    pub records: u64,
+    /// Reports aggregated.
+    pub accepted: u64,
+    /// Records rejected.
+    pub rejected: u64,
+    /// Blank, comment or empty records.
+    pub skipped: u64,
+}
+
+struct Tally {
+    result: BatchResult,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            result: BatchResult {
+                records: 0,
+                accepted: 0,
+                rejected: 0,
+                skipped: 0,
+                rejected_by_code: HashMap::new(),
+                rejections: Vec::new(),
+            },
+        }
+    }
+
+    fn reject(&mut self, record: u64, why: &RecordRejection) {
+        let r = &mut self.result;
+        r.rejected += 1;
+        *r.rejected_by_code
+            .entry(why.code().to_string())
+            .or_insert(0) += 1;
+        if r.rejections.len() < MAX_LISTED_REJECTIONS {
+            r.rejections.push(RejectedRecord {
+                record,
+                code: why.code().to_string(),
+                reason: message(why),
+            });
+        }
+    }
+}
+
+fn message(why: &RecordRejection) -> String {
+    format!("{why} [{}]", why.code())
+}
+
+fn refused(why: RecordRejection) -> GeoprivError {
+    GeoprivError::InvalidReport(message(&why))
+}
+
+struct Inner {
+    aggregator: ReportAggregator,
+    counts: Counts,
+}
+
+impl Inner {
+    /// Count and offer one record: `Ok(true)` accepted, `Ok(false)`
+    /// skipped.
+    fn offer(&mut self, decoded: Decoded) -> Result<bool, RecordRejection> {
+        self.counts.records += 1;
+        let outcome = match decoded {
+            Decoded::Skipped => {
+                self.counts.skipped += 1;
+                return Ok(false);
+            }
+            Decoded::Rejected(why) => Err(why),
+            Decoded::Report(r) => self.aggregator.offer(r),
+        };
+        match outcome {
+            Ok(()) => {
+                self.counts.accepted += 1;
+                Ok(true)
+            }
+            Err(why) => {
+                self.counts.rejected += 1;
+                Err(why)
+            }
+        }
+    }
+
+    fn batch<T>(&mut self, records: Vec<T>, decode: impl Fn(T) -> Decoded) -> BatchResult {
+        let mut tally = Tally::new();
+        for (i, record) in records.into_iter().enumerate() {
+            tally.result.records += 1;
+            match self.offer(decode(record)) {
+                Ok(true) => tally.result.accepted += 1,
+                Ok(false) => tally.result.skipped += 1,
+                Err(why) => tally.reject(i as u64 + 1, &why),
+            }
+        }
+        tally.result
+    }
+}
+
+/// Validates, groups, clips and aggregates reports as `geopriv aggregate`
+/// does (module docs); thread-safe (a `Mutex` inside).
+#[derive(uniffi::Object)]
+pub struct ReportServer {
+    inner: Mutex<Inner>,
+    max_record_bytes: usize,
+}
+
+impl std::fmt::Debug for ReportServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportServer").finish_non_exhaustive()
+    }
+}
+
+impl ReportServer {
+    fn with_inner<T>(
+        &self,
+        f: impl FnOnce(&mut Inner) -> Result<T, GeoprivError>,
+    ) -> Result<T, GeoprivError> {
+        f(&mut *lock(&self.inner, "report server")?)
+    }
+
+    fn too_long(&self, length: usize) -> Option<RecordRejection> {
+        (length > self.max_record_bytes).then_some(RecordRejection::TooLong {
+            length: length as u64,
+            limit: self.max_record_bytes,
+        })
+    }
+
+    fn decode_json(&self, line: Option<&str>) -> Decoded {
+        match line {
+            None => Decoded::Rejected(geopriv::Rejection::Empty.into()),
+            Some(l) => match self.too_long(l.len()) {
+                Some(why) => Decoded::Rejected(why),
+                None => decode_json_record(l.as_bytes()),
+            },
+        }
+    }
+
+    fn decode_bytes(&self, bytes: Option<&[u8]>) -> Decoded {
+        match bytes {
+            None => Decoded::Rejected(geopriv::Rejection::Empty.into()),
+            Some(b) => match self.too_long(b.len()) {
+                Some(why) => Decoded::Rejected(why),
+                None => match Report::from_bytes(b) {
+                    Ok(r) => Decoded::Report(r),
+                    Err(why) => Decoded::Rejected(why.into()),
+                },
+            },
+        }
+    }
+
+    fn add_one(&self, decoded: Decoded) -> Result<ReceivedReport, GeoprivError> {
+        let received = match &decoded {
+            Decoded::Report(r) => Some(ReceivedReport::from_core(r)),
+            _ => None,
+        };
+        self.with_inner(|s| match (s.offer(decoded), received) {
+            (Ok(true), Some(r)) => Ok(r),
+            (Ok(_), _) => Err(GeoprivError::InvalidReport(
+                "a blank or comment record holds no report [empty]".into(),
+            )),
+            (Err(why), _) => Err(refused(why)),
+        })
+    }
+}
+
+#[uniffi::export]
+impl ReportServer {
+    /// An empty server accepting what `policy` accepts, configured by
+    /// `config` (`ServerConfig()` for the CLI's defaults).
+    #[uniffi::constructor]
+    pub fn new(policy: Arc<ReportPolicy>, config: Arc<ServerConfig>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                aggregator: ReportAggregator::new(policy.core().clone(), config.config),
+                counts: Counts::default(),
+            }),
+            max_record_bytes: config.max_record_bytes,
+        })
+    }
+
+    /// Decode, validate, clip and add one JSON report (BOM, `\r` and
+    /// surrounding whitespace ignored); returns it as received (the value
+    /// before clipping). `InvalidReport` with the reason and code when
+    /// refused (a blank or `#` line: `[empty]`); the state is then
+    /// unchanged.
+    pub fn add_json(&self, line: String) -> Result<ReceivedReport, GeoprivError> {
+        guard(|| self.add_one(self.decode_json(Some(&line))))
+    }
+
+    /// Decode, validate, clip and add one binary report
+    /// (`PrivateReport.bytes`).
+    pub fn add_bytes(&self, bytes: Vec<u8>) -> Result<ReceivedReport, GeoprivError> {
+        guard(|| self.add_one(self.decode_bytes(Some(&bytes))))
+    }
+
+    /// Add many JSON reports in one call (`null` entries are rejected as
+    /// `[empty]`, blank and `#` lines skipped). Never fails on a bad
+    /// record: each is rejected by itself with its 1-based position in
+    /// `lines`. The same outcome as `add_json` on each line in turn.
+    pub fn add_json_batch(&self, lines: Vec<Option<String>>) -> Result<BatchResult, GeoprivError> {
+        guard(|| self.with_inner(|s| Ok(s.batch(lines, |l| self.decode_json(l.as_deref())))))
+    }
+
+    /// Add many binary reports (`PrivateReport.bytes` each) in one call,
+    /// like `add_json_batch` (`null` and empty entries are rejected).
+    pub fn add_bytes_batch(
+        &self,
+        records: Vec<Option<Vec<u8>>>,
+    ) -> Result<BatchResult, GeoprivError> {
+        guard(|| self.with_inner(|s| Ok(s.batch(records, |b| self.decode_bytes(b.as_deref())))))
+    }
+
+    /// Read a byte stream as `geopriv aggregate` reads stdin: JSON lines or
+    /// 0x00-terminated binary frames, records numbered from 1 (JSON: the
+    /// line number), each bad record (not UTF-8, too long, a JSON array,
+    /// malformed, wrong version, out of policy, ...) rejected by itself.
+    /// Only a stream whose format `Auto` cannot tell is refused as a whole
+    /// (`InvalidInput`, nothing read).
+    pub fn ingest(&self, data: Vec<u8>, format: InputFormat) -> Result<BatchResult, GeoprivError> {
+        guard(|| {
+            let choice = match format {
+                InputFormat::Auto => FormatChoice::Auto,
+                InputFormat::Json => FormatChoice::Json,
+                InputFormat::Binary => FormatChoice::Binary,
+            };
+            let mut reader = RecordReader::new(&data[..], choice, self.max_record_bytes).map_err(
+                |e| match e {
+                    IngestError::Config(e) => GeoprivError::from(e),
+                    other => GeoprivError::InvalidInput(other.to_string()),
+                },
+            )?;
+            self.with_inner(|s| {
+                let mut tally = Tally::new();
+                let counts = s
+                    .aggregator
+                    .ingest(&mut reader, |n, why| tally.reject(n, why))
+                    .map_err(|e| GeoprivError::Internal(format!("reading a byte slice: {e}")))?;
+                s.counts.records += counts.records;
+                s.counts.accepted += counts.accepted;
+                s.counts.rejected += counts.rejected;
+                s.counts.skipped += counts.skipped;
+                let r = &mut tally.result;
+                r.records = counts.records;
+                r.accepted = counts.accepted;
+                r.skipped = counts.skipped;
+                Ok(tally.result)
+            })
+        })
+    }
+
+    /// Totals over every call so far.
+    pub fn counts(&self) -> Result<IngestCounts, GeoprivError> {
+        guard(|| {
+            self.with_inner(|s| {
+                let c = s.counts;
+                Ok(IngestCounts {
+                    records: c.records,
+                    accepted: c.accepted,
+                    rejected: c.rejected,
+                    skipped: c.skipped,
+                })
+            })
+        })
+    }
+
+    /// One estimate per group with reports, sorted as the CLI prints them
+    /// (query id, mechanism, ε, δ).
+    pub fn estimates(&self) -> Result<Vec<GroupEstimate>, GeoprivError> {
+        guard(|| {
+            self.with_inner(|s| {
+                Ok(s.aggregator
+                    .estimates()
+                    .into_iter()
+                    .map(|g| GroupEstimate {
+                        query_id: g.query.canonical_id(),
+                        mechanism: g.mechanism,
+                        epsilon: g.epsilon,
+                        delta: g.delta,
+                        estimate: g.estimate.into(),
+                        clip: g.clip.map(|c| ClipSummary {
+                            lower: c.bounds[0],
+                            upper: c.bounds[1],
+                            z: c.z,
+                            sigma_max: c.sigma_max,
+                            bias_bound: c.bias_bound,
+                            influence_bound: c.influence_bound,
+                            bias_to_se_bound: c.bias_to_se_bound,
+                            clipped: c.clipped,
+                        }),
+                        median_of_means: g.robust.map(|r| MedianOfMeansEstimate {
+                            buckets: r.buckets,
+                            median_of_means: r.median_of_means,
+                            bucket_sd: r.bucket_sd,
+                            standard_error: r.standard_error,
+                            bias_bound: r.bias_bound,
+                        }),
+                        json_line: g.to_json_line(),
+                    })
+                    .collect())
+            })
+        })
+    }
+
+    /// The estimates exactly as `geopriv aggregate` prints them: one JSON
+    /// line per group, each ending with a newline.
+    pub fn to_json_lines(&self) -> Result<String, GeoprivError> {
+        guard(|| {
+            self.with_inner(|s| {
+                let mut out = String::new();
+                for g in s.aggregator.estimates() {
+                    out.push_str(&g.to_json_line());
+                    out.push('\n');
+                }
+                Ok(out)
+            })
+        })
+    }
+
+    /// The exact partial state (per group: key, exact sums, clipped count)
+    /// as canonical JSON: equal contents give equal strings, whatever the
+    /// order the reports came in. Ship it to a reducer's `merge_json`.
+    pub fn to_json(&self) -> Result<String, GeoprivError> {
+        guard(|| {
+            self.with_inner(|s| {
+                serde_json::to_string(&s.aggregator.state())
+                    .map_err(|e| GeoprivError::Internal(format!("server state: {e}")))
+            })
+        })
+    }
+
+    /// Fold a partial state from `to_json` of a server with the same policy
+    /// and configuration into this one (exact). All or nothing:
+    /// `InvalidReport` (state unchanged) for a malformed state, another
+    /// clipping level, a median-of-means server, a group this policy
+    /// refuses, or counters that would overflow.
+    pub fn merge_json(&self, state: String) -> Result<(), GeoprivError> {
+        guard(|| {
+            let state: AggregatorState = serde_json::from_str(state.trim()).map_err(|e| {
+                GeoprivError::InvalidReport(format!("invalid server state: {e} [malformed]"))
+            })?;
+            self.with_inner(|s| s.aggregator.merge_state(&state).map_err(refused))
+        })
+    }
+
+    /// Fold another server's state into this one (`merge_json` of its
+    /// `to_json`); `other` is unchanged.
+    pub fn merge(&self, other: Arc<ReportServer>) -> Result<(), GeoprivError> {
+        guard(|| {
+            // Copy `other` first: never two locks at once (no deadlock,
+            // and merging a server into itself doubles it).
+            let theirs = other.with_inner(|o| Ok(o.aggregator.state()))?;
+            self.with_inner(|s| s.aggregator.merge_state(&theirs).map_err(refused))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GeoMechanism, GeoQuery};
+
+    fn reports(n: usize, seed: u64) -> Vec<String> {
+        let q = GeoQuery::threshold(100_000.0, 20_000.0).unwrap();
+        let m = GeoMechanism::laplace(1e-4, 1e-6).unwrap().seeded(seed);
+        (0..n)
+            .map(|i| {
+                m.privatize_unmetered(q.clone(), vec![60_000.0 + (i % 97) as f64 * 1000.0])
+                    .unwrap()
+                    .json
+            })
+            .collect()
+    }
+
+    fn server(config: Arc<ServerConfig>) -> Arc<ReportServer> {
+        let policy = ReportPolicy::new(1.0, 1e-4).unwrap().accept_seeded();
+        ReportServer::new(policy, config)
+    }
+
+    #[test]
+    fn a_poisoned_report_moves_the_clipped_mean_by_at_most_width_over_n() {
+        let honest = reports(2000, 1);
+        let clean = server(ServerConfig::new());
+        let poisoned = server(ServerConfig::new());
+        clean
+            .add_json_batch(honest.iter().cloned().map(Some).collect())
+            .unwrap();
+        let mut bad: Vec<Option<String>> = honest.iter().cloned().map(Some).collect();
+        let mut forged: serde_json::Value = serde_json::from_str(&honest[0]).unwrap();
+        forged["value"] = serde_json::json!(1e4);
+        bad.push(Some(forged.to_string()));
+        let bad_copy = bad.clone();
+        let r = poisoned.add_json_batch(bad).unwrap();
+        assert_eq!((r.accepted, r.rejected), (2001, 0));
+        let (a, b) = (
+            &clean.estimates().unwrap()[0],
+            &poisoned.estimates().unwrap()[0],
+        );
+        let clip = b.clip.clone().unwrap();
+        assert!(clip.upper < 10_000.0 && clip.bias_bound > 0.0 && clip.clipped >= 1);
+        assert_eq!(clip.influence_bound, (clip.upper - clip.lower) / 2001.0);
+        assert!((b.estimate.mean - a.estimate.mean).abs() <= clip.influence_bound);
+        // Without clipping the same report moves the mean by about 5.
+        let raw = server(ServerConfig::new().without_clipping());
+        raw.add_json_batch(bad_copy).unwrap();
+        let moved = raw.estimates().unwrap()[0].estimate.mean - a.estimate.mean;
+        assert!(
+            raw.estimates().unwrap()[0].clip.is_none() && moved > 4.0,
+            "{moved}"
+        );
+    }
+
+    #[test]
+    fn each_bad_record_is_rejected_alone_with_its_number() {
+        let good = reports(3, 2);
+        let s = server(ServerConfig::new().with_max_record_bytes(1000).unwrap());
+        let mut stream = Vec::new();
+        stream.extend_from_slice(good[0].as_bytes());
+        stream.extend_from_slice(b"\n\xff\xfe not utf-8\n");
+        stream.extend_from_slice(&[b'x'; 2000]);
+        stream.extend_from_slice(b"\n");
+        stream.extend_from_slice(good[1].replace("\"version\":1", "\"version\":7").as_bytes());
+        stream.extend_from_slice(b"\n# comment\n");
+        stream.extend_from_slice(good[2].as_bytes());
+        stream.extend_from_slice(b"\n");
+        let r = s.ingest(stream, InputFormat::Json).unwrap();
+        assert_eq!((r.records, r.accepted, r.rejected, r.skipped), (6, 2, 3, 1));
+        let got: Vec<(u64, &str)> = r
+            .rejections
+            .iter()
+            .map(|x| (x.record, x.code.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [(2, "not-utf8"), (3, "too-long"), (4, "unsupported-version")]
+        );
+        assert!(r
+            .rejections
+            .iter()
+            .all(|x| x.reason.ends_with(&format!("[{}]", x.code))));
+        assert_eq!(s.estimates().unwrap()[0].estimate.n, 2);
+        // The batch call gives the same outcomes.
+        let b = server(ServerConfig::new().with_max_record_bytes(1000).unwrap());
+        let r = b
+            .add_json_batch(vec![
+                Some(good[0].clone()),
+                None,
+                Some("x".repeat(2000)),
+                Some("\u{1b}[31m\nline 1: report accepted".into()),
+                Some(good[2].clone()),
+            ])
+            .unwrap();
+        let got: Vec<(u64, &str)> = r
+            .rejections
+            .iter()
+            .map(|x| (x.record, x.code.as_str()))
+            .collect();
+        assert_eq!(got, [(2, "empty"), (3, "too-long"), (4, "malformed")]);
+        assert!(
+            !r.rejections[2].reason.contains('\n') && !r.rejections[2].reason.contains('\u{1b}')
+        );
+        assert_eq!(r.rejected_by_code["too-long"], 1);
+        assert!(matches!(
+            b.ingest(b"\x01\x02garbage".to_vec(), InputFormat::Auto),
+            Err(GeoprivError::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn partial_states_merge_to_the_single_server_result() {
+        let all = reports(500, 3);
+        let whole = server(ServerConfig::new());
+        whole
+            .add_json_batch(all.iter().cloned().map(Some).collect())
+            .unwrap();
+        let (a, b) = (server(ServerConfig::new()), server(ServerConfig::new()));
+        a.add_json_batch(all[..123].iter().cloned().map(Some).collect())
+            .unwrap();
+        b.add_json_batch(all[123..].iter().cloned().map(Some).collect())
+            .unwrap();
+        let reducer = server(ServerConfig::new());
+        reducer.merge_json(b.to_json().unwrap()).unwrap();
+        reducer.merge(a).unwrap();
+        assert_eq!(reducer.to_json().unwrap(), whole.to_json().unwrap());
+        assert_eq!(
+            reducer.to_json_lines().unwrap(),
+            whole.to_json_lines().unwrap()
+        );
+        let e = &whole.estimates().unwrap()[0];
+        assert_eq!(format!("{}\n", e.json_line), whole.to_json_lines().unwrap());
+        // Another clipping level, a robust server, garbage: refused, unchanged.
+        let other = server(ServerConfig::new().with_clip_z(3.0).unwrap());
+        assert!(other.merge_json(whole.to_json().unwrap()).is_err());
+        let mom = server(ServerConfig::new().with_median_of_means(4).unwrap());
+        assert!(mom.merge_json(whole.to_json().unwrap()).is_err());
+        assert!(reducer.merge_json("{".into()).is_err());
+        assert_eq!(reducer.to_json().unwrap(), whole.to_json().unwrap());
+        mom.add_json_batch(all.iter().cloned().map(Some).collect())
+            .unwrap();
+        let m = mom.estimates().unwrap()[0].median_of_means.clone().unwrap();
+        assert_eq!(m.buckets, 4);
+        assert!(m.bias_bound >= 0.0);
+    }
+}
