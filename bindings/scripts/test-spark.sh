@@ -28,7 +28,7 @@ rm -f "$log"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-cp "$REPO/bindings/tests/python/test_spark.py" "$WORK/"
+cp "$REPO/bindings/tests/python/test_spark.py" "$REPO/bindings/tests/python/harness.py" "$WORK/"
 cd "$WORK"
 env -u PYTHONPATH -u SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 GEOPRIV_CLI="$TARGET_DIR/release/geopriv" GEOPRIV_SPARK_WORK="$WORK" \
   PYSPARK_PYTHON="$VENV/bin/python" PYTHONDONTWRITEBYTECODE=1 \

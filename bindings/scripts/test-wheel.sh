@@ -38,7 +38,8 @@ python3 -m venv "$WORK/venv"
 mkdir "$WORK/tests"
 cp "$REPO/bindings/tests/python/test_package.py" "$REPO/bindings/tests/python/test_bindings.py" \
   "$REPO/bindings/tests/python/test_map.py" "$REPO/bindings/tests/python/test_server.py" \
-  "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" "$WORK/tests/"
+  "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" \
+  "$REPO/bindings/tests/python/harness.py" "$WORK/tests/"
 
 cd "$WORK/tests"
 # -I: isolated mode (no PYTHONPATH, no user site-packages, the script's own

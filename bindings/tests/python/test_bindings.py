@@ -16,9 +16,11 @@ import re
 import sys
 import threading
 import time
-import traceback
 
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared harness, also under -I
+from harness import expect, finish, test  # noqa: E402
 
 from geopriv_ffi import (
     Aggregator,
@@ -44,36 +46,12 @@ from geopriv_ffi import (
     smooth_noisy_max_select,
 )
 
-PASSED = 0
-FAILED = 0
 TIMING = os.environ.get("GEOPRIV_TIMING") is not None
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
 BAD_POSITIVE = NON_FINITE + [0.0, -1.0, -0.0, -5e-324]
 
 
-def test(name):
-    """Decorator: run the function now and count it."""
-
-    def run(body):
-        global PASSED, FAILED
-        t0 = time.perf_counter()
-        try:
-            body()
-            PASSED += 1
-        except Exception:  # noqa: BLE001 - a test harness reports everything
-            FAILED += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=3).strip()}")
-        if TIMING:
-            print(f"  {1000 * (time.perf_counter() - t0):.0f} ms  {name}")
-        return body
-
-    return run
-
-
-def expect(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 def assert_close(actual, expected, what):
@@ -1011,5 +989,4 @@ def _():
     expect(abs(scales[2] - 200.0 / 0.9639) < 5.0, f"top scale {scales[2]}")  # 2 LS_r / ε_A
 
 
-print(f"python: {PASSED} passed, {FAILED} failed")
-sys.exit(1 if FAILED else 0)
+finish("python")

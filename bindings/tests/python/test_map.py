@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared harness, also under -I
+from harness import expect, finish, test  # noqa: E402
 
 from geopriv_ffi import (
     BudgetPolicy,
@@ -35,8 +37,6 @@ from geopriv_ffi import (
     plan_map,
 )
 
-PASSED = 0
-FAILED = 0
 DEVICES = int(os.environ.get("GEOPRIV_MAP_DEVICES", "3000"))
 CLI = os.environ.get("GEOPRIV_CLI")
 
@@ -46,26 +46,6 @@ GRID = MapGrid(x_min=0.0, x_max=SIDE, y_min=0.0, y_max=SIDE, points_x=K, points_
 A_PRIORI = MapMechanism.A_PRIORI()
 
 
-def test(name):
-    def run(body):
-        global PASSED, FAILED
-        t0 = time.perf_counter()
-        try:
-            body()
-            PASSED += 1
-            if os.environ.get("GEOPRIV_TIMING"):
-                print(f"  {time.perf_counter() - t0:.2f} s  {name}")
-        except Exception:  # noqa: BLE001 - report everything
-            FAILED += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=3).strip()}")
-        return body
-
-    return run
-
-
-def expect(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 def bits(x):
@@ -281,5 +261,4 @@ def _():
         pass
 
 
-print(f"python-map: {PASSED} passed, {FAILED} failed")
-sys.exit(1 if FAILED else 0)
+finish("python-map")

@@ -8,31 +8,14 @@ import os
 import subprocess
 import sys
 import sysconfig
-import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared harness, also under -I
+from harness import expect, finish, test  # noqa: E402
 
 import geopriv
 
-PASSED = 0
-FAILED = 0
 
 
-def test(name):
-    def run(body):
-        global PASSED, FAILED
-        try:
-            body()
-            PASSED += 1
-        except Exception:  # noqa: BLE001 - report everything
-            FAILED += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=3).strip()}")
-        return body
-
-    return run
-
-
-def expect(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 PACKAGE = os.path.dirname(os.path.realpath(geopriv.__file__))
@@ -127,5 +110,4 @@ def _():
     expect(out.stdout.strip() == "0.5", out)
 
 
-print(f"python-wheel: {PASSED} passed, {FAILED} failed")
-sys.exit(1 if FAILED else 0)
+finish("python-wheel")

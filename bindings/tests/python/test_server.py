@@ -10,9 +10,12 @@ and, against the installed wheel, test-wheel.sh). Closes with
 """
 
 import json
+import os
 import sys
 import time
-import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared harness, also under -I
+from harness import expect, finish, test  # noqa: E402
 
 from geopriv_ffi import (
     GeoMechanism,
@@ -24,27 +27,8 @@ from geopriv_ffi import (
     ServerConfig,
 )
 
-PASSED = 0
-FAILED = 0
 
 
-def test(name):
-    def run(body):
-        global PASSED, FAILED
-        try:
-            body()
-            PASSED += 1
-        except Exception:  # noqa: BLE001 - a test harness reports everything
-            FAILED += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=3).strip()}")
-        return body
-
-    return run
-
-
-def expect(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 T0 = time.perf_counter()
@@ -182,5 +166,4 @@ def _():
     expect(m.buckets == 8 and m.bias_bound == 2 * m.bucket_sd and m.standard_error > 0, m)
 
 
-print(f"server: {PASSED} passed, {FAILED} failed ({time.perf_counter() - T0:.1f} s)")
-sys.exit(1 if FAILED else 0)
+finish("server", f" ({time.perf_counter() - T0:.1f} s)")

@@ -25,11 +25,15 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared harness, also under -I
+from harness import configure, expect, finish, test  # noqa: E402
 
 import geopriv
 from geopriv.spark import aggregate, aggregate_device_map, aggregate_map
+
+configure(progress=True, traceback_limit=4)
 
 CLI = os.environ["GEOPRIV_CLI"]
 N = int(os.environ.get("GEOPRIV_SPARK_REPORTS", "1000000"))
@@ -41,29 +45,8 @@ POLICY = ["--max-epsilon", "0.001", "--max-delta", "1e-6", "--accept-seeded"]
 NO_CLIP = POLICY + ["--no-clip"]
 LIMITS = dict(max_epsilon=0.001, max_delta=1e-6, accept_seeded=True)
 
-PASSED = 0
-FAILED = 0
 
 
-def test(name):
-    def run(body):
-        global PASSED, FAILED
-        t0 = time.perf_counter()
-        try:
-            body()
-            PASSED += 1
-            print(f"  ok {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        except Exception:  # noqa: BLE001 - report everything
-            FAILED += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=4).strip()}", flush=True)
-        return body
-
-    return run
-
-
-def expect(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 def bits(x):
@@ -475,5 +458,4 @@ def _():
                 p.wait()
 
 
-print(f"spark: {PASSED} passed, {FAILED} failed")
-sys.exit(1 if FAILED else 0)
+finish("spark")
