@@ -17,7 +17,8 @@ use std::io::{self, BufRead, Write};
 pub struct SetArgs {
     /// Map box xmin,xmax,ymin,ymax in metres [default: the synthetic
     /// city's 20 km square].
-    #[arg(long, value_delimiter = ',', num_args = 4)]
+    /// Either comma-separated or four separate numbers.
+    #[arg(long, value_delimiter = ',', num_args = 1..=4)]
     pub bbox: Option<Vec<f64>>,
     /// Grid points per axis.
     #[arg(long, default_value_t = 61)]
@@ -52,7 +53,15 @@ pub enum MechArg {
 impl SetArgs {
     fn set(&self) -> Result<QuerySet, String> {
         let b = match &self.bbox {
-            Some(v) => [v[0], v[1], v[2], v[3]],
+            Some(v) => match v[..] {
+                [x0, x1, y0, y1] => [x0, x1, y0, y1],
+                _ => {
+                    return Err(format!(
+                        "--bbox takes 4 numbers xmin,xmax,ymin,ymax, got {}",
+                        v.len()
+                    ))
+                }
+            },
             None => [0.0, SyntheticCity::SIDE, 0.0, SyntheticCity::SIDE],
         };
         let k = self.grid.max(2);
