@@ -378,7 +378,34 @@ impl<'de> Deserialize<'de> for Aggregator {
 pub struct GridAggregator {
     queries: Vec<QueryDescriptor>,
     cells: Vec<Aggregator>,
+    /// The largest (ε, δ) among the reports added with
+    /// [`add_report`](Self::add_report) (and merged grids); `None` until one is.
+    largest_budget: Option<[f64; 2]>,
     index: BTreeMap<QueryKey, usize>,
+}
+
+/// A device's total spend on a whole grid by sequential composition
+/// (see [`GridAggregator::per_device_total`]): ε = m·ε_max, δ = m·δ_max.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PerDeviceTotal {
+    /// m, the number of cells (queries) a device answered.
+    pub cells: u64,
+    /// ε_max: the largest ε among the reports.
+    pub epsilon_per_query: f64,
+    /// δ_max: the largest δ among the reports.
+    pub delta_per_query: f64,
+    /// m·ε_max, per unit distance.
+    pub epsilon: f64,
+    /// m·δ_max.
+    pub delta: f64,
+}
+
+/// The componentwise maximum of two (ε, δ) pairs.
+fn larger_budget(a: Option<[f64; 2]>, b: [f64; 2]) -> [f64; 2] {
+    match a {
+        Some([e, d]) => [e.max(b[0]), d.max(b[1])],
+        None => b,
+    }
 }
 
 /// The largest number of cells (queries) a [`GridAggregator`] holds:
@@ -406,6 +433,10 @@ fn grid_cells(a: usize, b: usize) -> Result<usize> {
 struct GridRepr {
     queries: Vec<QueryDescriptor>,
     cells: Vec<Aggregator>,
+    /// Absent in states without reports (and in states written before it
+    /// existed), so those serialize exactly as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    largest_budget: Option<[f64; 2]>,
 }
 
 impl From<GridAggregator> for GridRepr {
@@ -413,6 +444,7 @@ impl From<GridAggregator> for GridRepr {
         GridRepr {
             queries: g.queries,
             cells: g.cells,
+            largest_budget: g.largest_budget,
         }
     }
 }
@@ -425,8 +457,16 @@ impl TryFrom<GridRepr> for GridAggregator {
                 reason: "grid state: number of cells differs from number of queries",
             });
         }
+        if let Some([epsilon, delta]) = r.largest_budget {
+            if !(epsilon.is_finite() && epsilon > 0.0 && delta.is_finite() && delta >= 0.0) {
+                return Err(Error::InvalidReport {
+                    reason: "grid state: the largest (epsilon, delta) must be finite, epsilon > 0, delta >= 0",
+                });
+            }
+        }
         let mut g = GridAggregator::new(r.queries)?;
         g.cells = r.cells;
+        g.largest_budget = r.largest_budget;
         Ok(g)
     }
 }
@@ -465,6 +505,7 @@ impl GridAggregator {
             queries,
             cells,
             index,
+            largest_budget: None,
         })
     }
 
@@ -544,6 +585,31 @@ impl GridAggregator {
         cell.add(value)
     }
 
+    /// Add `value`, the release of a report made at (`epsilon`, `delta`), to
+    /// the cell at `index`, and count its budget in
+    /// [`per_device_total`](Self::per_device_total). For callers that hold
+    /// the report's fields rather than a [`Report`] (the bindings).
+    pub fn add_with_budget(
+        &mut self,
+        index: usize,
+        value: f64,
+        epsilon: f64,
+        delta: f64,
+    ) -> Result<()> {
+        let epsilon = finite("epsilon", epsilon)?;
+        let delta = finite("delta", delta)?;
+        if epsilon <= 0.0 || delta < 0.0 {
+            return Err(Error::InvalidParameter {
+                name: "epsilon",
+                value: epsilon,
+                requirement: "epsilon > 0 and delta >= 0",
+            });
+        }
+        self.add(index, value)?;
+        self.largest_budget = Some(larger_budget(self.largest_budget, [epsilon, delta]));
+        Ok(())
+    }
+
     /// Route a report to the cell of its query. A report whose query is not
     /// in the grid is refused with [`Rejection::UnknownQuery`], one with a
     /// non-finite value with [`Rejection::NonFiniteValue`]. Validate it
@@ -558,7 +624,40 @@ impl GridAggregator {
             .add(report.value)
             .map_err(|_| Rejection::NonFiniteValue {
                 value: report.value,
-            })
+            })?;
+        if report.epsilon.is_finite() && report.delta.is_finite() {
+            self.largest_budget = Some(larger_budget(
+                self.largest_budget,
+                [report.epsilon, report.delta],
+            ));
+        }
+        Ok(())
+    }
+
+    /// What one device spent if it answered every cell of this grid, as
+    /// far as the reports show: m·ε_max and m·δ_max by sequential
+    /// composition over the m cells, where (ε_max, δ_max) are the largest ε
+    /// and δ among the reports added ([`add_report`](Self::add_report)) and
+    /// merged. An upper bound; for a KDE map the tight joint loss of the
+    /// query set is smaller (docs/MATH.md §9.1), and one noisy location per
+    /// device spends ε once (`geopriv::map`). `None` when no report was
+    /// added (values added with [`add`](Self::add) carry no budget).
+    ///
+    /// ```
+    /// # use geopriv::GridAggregator;
+    /// let g = GridAggregator::kde_grid(&[0.0, 100.0], &[0.0], 50.0).unwrap();
+    /// assert!(g.per_device_total().is_none());
+    /// ```
+    pub fn per_device_total(&self) -> Option<PerDeviceTotal> {
+        let [epsilon, delta] = self.largest_budget?;
+        let m = self.queries.len() as f64;
+        Some(PerDeviceTotal {
+            cells: self.queries.len() as u64,
+            epsilon_per_query: epsilon,
+            delta_per_query: delta,
+            epsilon: m * epsilon,
+            delta: m * delta,
+        })
     }
 
     /// Fold another grid over the same queries into this one (exact, as
@@ -575,6 +674,9 @@ impl GridAggregator {
             a.merge(b)?;
         }
         self.cells = cells;
+        if let Some(b) = other.largest_budget {
+            self.largest_budget = Some(larger_budget(self.largest_budget, b));
+        }
         Ok(())
     }
 
@@ -743,5 +845,34 @@ mod tests {
         let back: GridAggregator = serde_json::from_str(&json).unwrap();
         assert_eq!(back, g);
         assert!(GridAggregator::kde_grid(&[0.0, 0.0], &[0.0], 1.0).is_err());
+    }
+
+    #[test]
+    fn grid_states_the_per_device_total_by_sequential_composition() {
+        let mut g = GridAggregator::kde_grid(&[0.0, 50.0, 100.0], &[0.0, 100.0], 70.0).unwrap();
+        let values_only = serde_json::to_string(&g).unwrap();
+        assert!(!values_only.contains("largest_budget"), "{values_only}");
+        g.add(0, 0.5).unwrap();
+        assert_eq!(g.per_device_total(), None);
+        let q = g.queries()[1].clone();
+        let polyplace = crate::report::MechanismName::Polyplace;
+        let laplace = crate::report::MechanismName::Laplace;
+        g.add_report(&Report::new(q.clone(), polyplace, 1e-3, 0.0, 0.25))
+            .unwrap();
+        let mut h = GridAggregator::kde_grid(&[0.0, 50.0, 100.0], &[0.0, 100.0], 70.0).unwrap();
+        h.add_report(&Report::new(q, laplace, 5e-4, 1e-9, 0.5))
+            .unwrap();
+        g.merge(&h).unwrap();
+        let total = g.per_device_total().unwrap();
+        assert_eq!(total.cells, 6);
+        assert_eq!(total.epsilon_per_query, 1e-3);
+        assert_eq!(total.delta_per_query, 1e-9);
+        assert_eq!(total.epsilon, 6.0 * 1e-3);
+        assert_eq!(total.delta, 6.0 * 1e-9);
+        let json = serde_json::to_string(&g).unwrap();
+        let back: GridAggregator = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.per_device_total(), Some(total));
+        let forged = json.replace("0.001", "-1.0");
+        assert!(serde_json::from_str::<GridAggregator>(&forged).is_err());
     }
 }

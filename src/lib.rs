@@ -67,7 +67,7 @@ mod roots;
 #[cfg(feature = "std")]
 mod secure_rng;
 
-pub use aggregate::{Aggregator, Estimate, GridAggregator};
+pub use aggregate::{Aggregator, Estimate, GridAggregator, PerDeviceTotal};
 pub use budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};

@@ -650,6 +650,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() != 40009:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total() != 44996:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() != 22363:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_size() != 8568:
@@ -1000,6 +1002,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of.restype = 
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids.restype = ctypes.c_uint16
@@ -1591,6 +1596,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2939,6 +2949,64 @@ class _UniffiFfiConverterTypeClipSummary(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.influence_bound, buf)
         _UniffiFfiConverterOptionalFloat64.write(value.bias_to_se_bound, buf)
         _UniffiFfiConverterUInt64.write(value.clipped, buf)
+
+@dataclass
+class GridPerDeviceTotal:
+    """
+    A device's total spend on a whole grid by sequential composition:
+    ε = m·ε_max, δ = m·δ_max (see `GridAggregator.perDeviceTotal`).
+"""
+    def __init__(self, *, cells:int, epsilon_per_query:float, delta_per_query:float, epsilon:float, delta:float):
+        self.cells = cells
+        self.epsilon_per_query = epsilon_per_query
+        self.delta_per_query = delta_per_query
+        self.epsilon = epsilon
+        self.delta = delta
+        
+        
+
+    
+    def __str__(self):
+        return "GridPerDeviceTotal(cells={}, epsilon_per_query={}, delta_per_query={}, epsilon={}, delta={})".format(self.cells, self.epsilon_per_query, self.delta_per_query, self.epsilon, self.delta)
+    def __eq__(self, other):
+        if self.cells != other.cells:
+            return False
+        if self.epsilon_per_query != other.epsilon_per_query:
+            return False
+        if self.delta_per_query != other.delta_per_query:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeGridPerDeviceTotal(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return GridPerDeviceTotal(
+            cells=_UniffiFfiConverterUInt64.read(buf),
+            epsilon_per_query=_UniffiFfiConverterFloat64.read(buf),
+            delta_per_query=_UniffiFfiConverterFloat64.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.cells)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon_per_query)
+        _UniffiFfiConverterFloat64.check_lower(value.delta_per_query)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.cells, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon_per_query, buf)
+        _UniffiFfiConverterFloat64.write(value.delta_per_query, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
 
 
 
@@ -6960,6 +7028,31 @@ class _UniffiFfiConverterOptionalUInt64(_UniffiConverterRustBuffer):
         else:
             raise InternalError("Unexpected flag byte for optional type")
 
+class _UniffiFfiConverterOptionalTypeGridPerDeviceTotal(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeGridPerDeviceTotal.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeGridPerDeviceTotal.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeGridPerDeviceTotal.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
 class _UniffiFfiConverterSequenceString(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -7022,6 +7115,15 @@ class GridAggregatorProtocol(typing.Protocol):
     def merge(self, other: GridAggregator) -> None:
         """
         Fold another grid over the same queries (same order) into this one.
+"""
+        raise NotImplementedError
+    def per_device_total(self, ) -> typing.Optional[GridPerDeviceTotal]:
+        """
+        What one device spent if it answered every cell, as far as the
+        reports show: m·ε_max and m·δ_max by sequential composition over the
+        m cells (ε_max, δ_max: the largest among the reports added or merged;
+        core `GridAggregator::per_device_total`). `null` before any report.
+        For a map, one noisy location per device (`MapRelease`) spends ε once.
 """
         raise NotImplementedError
     def query_ids(self, ) -> typing.List[str]:
@@ -7232,6 +7334,25 @@ class GridAggregator(GridAggregatorProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_merge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def per_device_total(self, ) -> typing.Optional[GridPerDeviceTotal]:
+        """
+        What one device spent if it answered every cell, as far as the
+        reports show: m·ε_max and m·δ_max by sequential composition over the
+        m cells (ε_max, δ_max: the largest among the reports added or merged;
+        core `GridAggregator::per_device_total`). `null` before any report.
+        For a map, one noisy location per device (`MapRelease`) spends ε once.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeGridPerDeviceTotal.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -9367,6 +9488,7 @@ __all__ = [
     "CellEstimate",
     "ClipBound",
     "ClipSummary",
+    "GridPerDeviceTotal",
     "MedianOfMeansEstimate",
     "GroupEstimate",
     "IngestCounts",

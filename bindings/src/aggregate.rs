@@ -168,6 +168,22 @@ impl Aggregator {
     }
 }
 
+/// A device's total spend on a whole grid by sequential composition:
+/// ε = m·ε_max, δ = m·δ_max (see `GridAggregator.perDeviceTotal`).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct GridPerDeviceTotal {
+    /// m, the number of cells a device answered.
+    pub cells: u64,
+    /// ε_max, the largest ε among the reports.
+    pub epsilon_per_query: f64,
+    /// δ_max, the largest δ among the reports.
+    pub delta_per_query: f64,
+    /// m·ε_max (per unit distance).
+    pub epsilon: f64,
+    /// m·δ_max.
+    pub delta: f64,
+}
+
 /// The estimate of one cell of a [`GridAggregator`].
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct CellEstimate {
@@ -296,7 +312,26 @@ impl GridAggregator {
                         report.query_id
                     ))
                 })?;
-                Ok(g.add(i, report.value)?)
+                Ok(g.add_with_budget(i, report.value, report.epsilon, report.delta)?)
+            })
+        })
+    }
+
+    /// What one device spent if it answered every cell, as far as the
+    /// reports show: m·ε_max and m·δ_max by sequential composition over the
+    /// m cells (ε_max, δ_max: the largest among the reports added or merged;
+    /// core `GridAggregator::per_device_total`). `null` before any report.
+    /// For a map, one noisy location per device (`MapRelease`) spends ε once.
+    pub fn per_device_total(&self) -> Result<Option<GridPerDeviceTotal>, GeoprivError> {
+        guard(|| {
+            self.with_state(|g| {
+                Ok(g.per_device_total().map(|t| GridPerDeviceTotal {
+                    cells: t.cells,
+                    epsilon_per_query: t.epsilon_per_query,
+                    delta_per_query: t.delta_per_query,
+                    epsilon: t.epsilon,
+                    delta: t.delta,
+                }))
             })
         })
     }

@@ -60,7 +60,7 @@ mod query;
 mod report;
 mod server;
 
-pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator};
+pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator, GridPerDeviceTotal};
 pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
 pub use central::CentralNoiseKind;
 pub use error::GeoprivError;

@@ -1920,6 +1920,15 @@ public protocol GridAggregatorProtocol: AnyObject, Sendable {
     func merge(other: GridAggregator) throws 
     
     /**
+     * What one device spent if it answered every cell, as far as the
+     * reports show: m·ε_max and m·δ_max by sequential composition over the
+     * m cells (ε_max, δ_max: the largest among the reports added or merged;
+     * core `GridAggregator::per_device_total`). `null` before any report.
+     * For a map, one noisy location per device (`MapRelease`) spends ε once.
+     */
+    func perDeviceTotal() throws  -> GridPerDeviceTotal?
+    
+    /**
      * The canonical ids of the queries, in cell order.
      */
     func queryIds() throws  -> [String]
@@ -2109,6 +2118,22 @@ open func merge(other: GridAggregator)throws   {try rustCallWithError(FfiConvert
         FfiConverterTypeGridAggregator_lower(other),uniffiCallStatus
     )
 }
+}
+    
+    /**
+     * What one device spent if it answered every cell, as far as the
+     * reports show: m·ε_max and m·δ_max by sequential composition over the
+     * m cells (ε_max, δ_max: the largest among the reports added or merged;
+     * core `GridAggregator::per_device_total`). `null` before any report.
+     * For a map, one noisy location per device (`MapRelease`) spends ε once.
+     */
+open func perDeviceTotal()throws  -> GridPerDeviceTotal?  {
+    return try  FfiConverterOptionTypeGridPerDeviceTotal.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
 }
     
     /**
@@ -4956,6 +4981,106 @@ public func FfiConverterTypeEstimate_lower(_ value: Estimate) -> RustBuffer {
 
 
 /**
+ * A device's total spend on a whole grid by sequential composition:
+ * ε = m·ε_max, δ = m·δ_max (see `GridAggregator.perDeviceTotal`).
+ */
+public struct GridPerDeviceTotal: Equatable, Hashable {
+    /**
+     * m, the number of cells a device answered.
+     */
+    public var cells: UInt64
+    /**
+     * ε_max, the largest ε among the reports.
+     */
+    public var epsilonPerQuery: Double
+    /**
+     * δ_max, the largest δ among the reports.
+     */
+    public var deltaPerQuery: Double
+    /**
+     * m·ε_max (per unit distance).
+     */
+    public var epsilon: Double
+    /**
+     * m·δ_max.
+     */
+    public var delta: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * m, the number of cells a device answered.
+         */cells: UInt64, 
+        /**
+         * ε_max, the largest ε among the reports.
+         */epsilonPerQuery: Double, 
+        /**
+         * δ_max, the largest δ among the reports.
+         */deltaPerQuery: Double, 
+        /**
+         * m·ε_max (per unit distance).
+         */epsilon: Double, 
+        /**
+         * m·δ_max.
+         */delta: Double) {
+        self.cells = cells
+        self.epsilonPerQuery = epsilonPerQuery
+        self.deltaPerQuery = deltaPerQuery
+        self.epsilon = epsilon
+        self.delta = delta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GridPerDeviceTotal: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGridPerDeviceTotal: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GridPerDeviceTotal {
+        return
+            try GridPerDeviceTotal(
+                cells: FfiConverterUInt64.read(from: &buf), 
+                epsilonPerQuery: FfiConverterDouble.read(from: &buf), 
+                deltaPerQuery: FfiConverterDouble.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GridPerDeviceTotal, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.cells, into: &buf)
+        FfiConverterDouble.write(value.epsilonPerQuery, into: &buf)
+        FfiConverterDouble.write(value.deltaPerQuery, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGridPerDeviceTotal_lift(_ buf: RustBuffer) throws -> GridPerDeviceTotal {
+    return try FfiConverterTypeGridPerDeviceTotal.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGridPerDeviceTotal_lower(_ value: GridPerDeviceTotal) -> RustBuffer {
+    return FfiConverterTypeGridPerDeviceTotal.lower(value)
+}
+
+
+/**
  * The estimate of one (query, mechanism, ε, δ) group.
  */
 public struct GroupEstimate: Equatable, Hashable {
@@ -7620,6 +7745,30 @@ fileprivate struct FfiConverterOptionTypeEstimate: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeGridPerDeviceTotal: FfiConverterRustBuffer {
+    typealias SwiftType = GridPerDeviceTotal?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeGridPerDeviceTotal.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeGridPerDeviceTotal.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeMedianOfMeansEstimate: FfiConverterRustBuffer {
     typealias SwiftType = MedianOfMeansEstimate?
 
@@ -8223,6 +8372,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() != 40009) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total() != 44996) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() != 22363) {

@@ -364,6 +364,11 @@ RustBuffer uniffi_geopriv_ffi_fn_method_gridaggregator_index_of(uint64_t ptr, Ru
 void uniffi_geopriv_ffi_fn_method_gridaggregator_merge(uint64_t ptr, uint64_t other, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GRIDAGGREGATOR_PER_DEVICE_TOTAL
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GRIDAGGREGATOR_PER_DEVICE_TOTAL
+RustBuffer uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GRIDAGGREGATOR_QUERY_IDS
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GRIDAGGREGATOR_QUERY_IDS
 RustBuffer uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -1396,6 +1401,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_gridaggregator_index_of(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_MERGE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_MERGE
 uint16_t uniffi_geopriv_ffi_checksum_method_gridaggregator_merge(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_PER_DEVICE_TOTAL
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_PER_DEVICE_TOTAL
+uint16_t uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total(void
     
 );
 #endif

@@ -721,6 +721,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_merge(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_size(
@@ -1001,6 +1003,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_gridaggregator_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_gridaggregator_query_ids(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_gridaggregator_size(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1441,6 +1445,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_merge() and 0xFFFF) != 40009) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_per_device_total() and 0xFFFF) != 44996) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_query_ids() and 0xFFFF) != 22363) {
@@ -4108,6 +4115,15 @@ public interface GridAggregatorInterface {
     fun `merge`(`other`: GridAggregator)
     
     /**
+     * What one device spent if it answered every cell, as far as the
+     * reports show: m·ε_max and m·δ_max by sequential composition over the
+     * m cells (ε_max, δ_max: the largest among the reports added or merged;
+     * core `GridAggregator::per_device_total`). `null` before any report.
+     * For a map, one noisy location per device (`MapRelease`) spends ε once.
+     */
+    fun `perDeviceTotal`(): GridPerDeviceTotal?
+    
+    /**
      * The canonical ids of the queries, in cell order.
      */
     fun `queryIds`(): List<kotlin.String>
@@ -4349,6 +4365,27 @@ open class GridAggregator: Disposable, AutoCloseable, GridAggregatorInterface
 }
     }
     
+    
+
+    
+    /**
+     * What one device spent if it answered every cell, as far as the
+     * reports show: m·ε_max and m·δ_max by sequential composition over the
+     * m cells (ε_max, δ_max: the largest among the reports added or merged;
+     * core `GridAggregator::per_device_total`). `null` before any report.
+     * For a map, one noisy location per device (`MapRelease`) spends ε once.
+     */
+    @Throws(GeoprivException::class)override fun `perDeviceTotal`(): GridPerDeviceTotal? {
+            return FfiConverterOptionalTypeGridPerDeviceTotal.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_gridaggregator_per_device_total(
+        it,
+        _status)
+}
+    }
+    )
+    }
     
 
     
@@ -8065,6 +8102,78 @@ public object FfiConverterTypeEstimate: FfiConverterRustBuffer<Estimate> {
 
 
 /**
+ * A device's total spend on a whole grid by sequential composition:
+ * ε = m·ε_max, δ = m·δ_max (see `GridAggregator.perDeviceTotal`).
+ */
+data class GridPerDeviceTotal (
+    /**
+     * m, the number of cells a device answered.
+     */
+    var `cells`: kotlin.ULong
+    , 
+    /**
+     * ε_max, the largest ε among the reports.
+     */
+    var `epsilonPerQuery`: kotlin.Double
+    , 
+    /**
+     * δ_max, the largest δ among the reports.
+     */
+    var `deltaPerQuery`: kotlin.Double
+    , 
+    /**
+     * m·ε_max (per unit distance).
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * m·δ_max.
+     */
+    var `delta`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGridPerDeviceTotal: FfiConverterRustBuffer<GridPerDeviceTotal> {
+    override fun read(buf: ByteBuffer): GridPerDeviceTotal {
+        return GridPerDeviceTotal(
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GridPerDeviceTotal) = (
+            FfiConverterULong.allocationSize(value.`cells`) +
+            FfiConverterDouble.allocationSize(value.`epsilonPerQuery`) +
+            FfiConverterDouble.allocationSize(value.`deltaPerQuery`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`)
+    )
+
+    override fun write(value: GridPerDeviceTotal, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`cells`, buf)
+            FfiConverterDouble.write(value.`epsilonPerQuery`, buf)
+            FfiConverterDouble.write(value.`deltaPerQuery`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+    }
+}
+
+
+
+/**
  * The estimate of one (query, mechanism, ε, δ) group.
  */
 data class GroupEstimate (
@@ -10282,6 +10391,38 @@ public object FfiConverterOptionalTypeEstimate: FfiConverterRustBuffer<Estimate?
         } else {
             buf.put(1)
             FfiConverterTypeEstimate.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeGridPerDeviceTotal: FfiConverterRustBuffer<GridPerDeviceTotal?> {
+    override fun read(buf: ByteBuffer): GridPerDeviceTotal? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeGridPerDeviceTotal.read(buf)
+    }
+
+    override fun allocationSize(value: GridPerDeviceTotal?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeGridPerDeviceTotal.allocationSize(value)
+        }
+    }
+
+    override fun write(value: GridPerDeviceTotal?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeGridPerDeviceTotal.write(value, buf)
         }
     }
 }

@@ -700,6 +700,9 @@ private fun aggregateTests() {
         expect(g.indexOf(ids[1]) == 1uL && g.indexOf("kde:t=5,5;h=50") == null) { "indexOf" }
         val est = g.estimates()
         expect(est[0].estimate == null && est[1].estimate!!.n == 2uL && est[1].queryId == ids[1]) { "$est" }
+        // 2 cells at ε = 0.01 each: a device spent 0.02 by sequential composition.
+        val total = g.perDeviceTotal()!!
+        expect(total.cells == 2uL && total.epsilonPerQuery == 0.01 && total.epsilon == 0.02) { "$total" }
         val stranger = m.privatizeUnmetered(GeoQuery.kde(listOf(5.0, 5.0), 50.0), listOf(0.0, 0.0))
         assertThrows<GeoprivException.InvalidReport>("report for another query", "unknown-query") { g.addReportJson(stranger.json) }
         val back = GridAggregator.fromJson(g.toJson())

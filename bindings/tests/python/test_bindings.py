@@ -699,6 +699,7 @@ def _():
 def _():
     g = GridAggregator.kde_grid([0.0, 100.0], [0.0], 50.0)
     expect(g.size() == 2, "size")
+    expect(g.per_device_total() is None, "no budget before any report")
     ids = g.query_ids()
     m = GeoMechanism.polyplace(0.01)
     r = m.privatize_unmetered(GeoQuery.from_id(ids[1]), [90.0, 5.0])
@@ -707,9 +708,12 @@ def _():
     expect(g.index_of(ids[1]) == 1 and g.index_of("kde:t=5,5;h=50") is None, "index_of")
     est = g.estimates()
     expect(est[0].estimate is None and est[1].estimate.n == 2 and est[1].query_id == ids[1], str(est))
+    total = g.per_device_total()  # 2 cells at 0.01 each: 0.02 by sequential composition
+    expect(total.cells == 2 and total.epsilon_per_query == 0.01 and total.epsilon == 0.02, str(total))
     stranger = m.privatize_unmetered(GeoQuery.kde([5.0, 5.0], 50.0), [0.0, 0.0])
     assert_raises(InvalidReport, "report for another query", lambda: g.add_report_json(stranger.json), "unknown-query")
     back = GridAggregator.from_json(g.to_json())
+    expect(back.per_device_total() == total, "the budget survives the state")
     back.merge(g)
     expect(back.estimates()[1].estimate.n == 4, "merge")
     assert_raises(InvalidParameter, "merge other grid", lambda: back.merge(GridAggregator.kde_grid([0.0], [0.0], 50.0)))
