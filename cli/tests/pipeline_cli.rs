@@ -528,54 +528,20 @@ fn audit_sampling_prints_the_tester_report() {
 
 #[test]
 fn map_bbox_takes_commas_or_spaces_and_refuses_other_counts() {
-    let comma = geopriv(
-        &[
-            "map",
-            "plan",
-            "--epsilon",
-            "0.002",
-            "--n",
-            "1000",
-            "--bbox",
-            "0,1000,0,1000",
-        ],
-        b"",
-    );
-    let spaces = geopriv(
-        &[
-            "map",
-            "plan",
-            "--epsilon",
-            "0.002",
-            "--n",
-            "1000",
-            "--bbox",
-            "0",
-            "1000",
-            "0",
-            "1000",
-        ],
-        b"",
-    );
+    let plan = |bbox: &[&str]| {
+        let mut args = vec!["map", "plan", "--epsilon", "0.002", "--n", "1000", "--bbox"];
+        args.extend_from_slice(bbox);
+        geopriv(&args, b"")
+    };
+    let comma = plan(&["0,1000,0,1000"]);
+    let spaces = plan(&["0", "1000", "0", "1000"]);
     assert!(
         comma.status.success(),
         "{}",
         String::from_utf8_lossy(&comma.stderr)
     );
     assert_eq!(comma.stdout, spaces.stdout);
-    let three = geopriv(
-        &[
-            "map",
-            "plan",
-            "--epsilon",
-            "0.002",
-            "--n",
-            "1000",
-            "--bbox",
-            "0,1000,0",
-        ],
-        b"",
-    );
+    let three = plan(&["0,1000,0"]);
     assert!(!three.status.success());
     assert!(String::from_utf8_lossy(&three.stderr).contains("4 numbers"));
 }
