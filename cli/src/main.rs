@@ -253,28 +253,30 @@ fn audit_main(cmd: &QueryCommand<audit::AuditArgs>) -> ExitCode {
             seed: args.seed,
             ..Default::default()
         };
-        return match geopriv::audit::sampling::sampling_audit(&mechanism, &query, &options) {
-            Ok(report) => {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
-                );
-                if report.passed {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
-            }
-            Err(e) => flag_error(e),
-        };
+        return print_verdict(
+            geopriv::audit::sampling::sampling_audit(&mechanism, &query, &options),
+            |r| r.passed,
+        );
     }
-    match geopriv::audit::audit_mechanism(&mechanism, &query, args.pairs, args.seed) {
+    print_verdict(
+        geopriv::audit::audit_mechanism(&mechanism, &query, args.pairs, args.seed),
+        |r| r.passed,
+    )
+}
+
+/// Print an audit report as one JSON line; exit 0 if it passed, 1 if not,
+/// 2 (through `flag_error`) if the audit was refused.
+fn print_verdict<T: serde::Serialize>(
+    outcome: geopriv::Result<T>,
+    passed: impl Fn(&T) -> bool,
+) -> ExitCode {
+    match outcome {
         Ok(report) => {
             println!(
                 "{}",
                 serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
             );
-            if report.passed {
+            if passed(&report) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
