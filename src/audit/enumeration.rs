@@ -327,6 +327,17 @@ pub struct Deviation {
     pub cells: usize,
 }
 
+impl PairFindings {
+    /// Fold one conditional comparison into the pair's worst case: the
+    /// pair's η is at most 2ρ (one ρ per input), δ_fp the larger of the two,
+    /// and the cells add up.
+    fn absorb_conditional(&mut self, dev: &Deviation) {
+        self.eta_measured = self.eta_measured.max(2.0 * dev.rho);
+        self.delta_fp = self.delta_fp.max(dev.delta_fp);
+        self.cells += dev.cells;
+    }
+}
+
 /// Compare a conditional sampler with its ideal counterpart on the cells
 /// of `plan` (the centre, scale and grid of the release; ε d unused).
 pub fn conditional_deviation(s: &ConditionalSampler, plan: &CellPlan) -> Deviation {
@@ -623,9 +634,7 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
                         ideal: &ideal,
                     };
                     let dev = conditional_deviation(&s, &plan_for(centre, sigma));
-                    worst.eta_measured = worst.eta_measured.max(2.0 * dev.rho);
-                    worst.delta_fp = worst.delta_fp.max(dev.delta_fp);
-                    worst.cells += dev.cells;
+                    worst.absorb_conditional(&dev);
                 }
             }
             report.findings = worst;
@@ -673,9 +682,7 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
                         ideal: &ideal,
                     };
                     let dev = conditional_deviation(&s, &plan_for(centre, sigma));
-                    worst.eta_measured = worst.eta_measured.max(2.0 * dev.rho);
-                    worst.delta_fp = worst.delta_fp.max(dev.delta_fp);
-                    worst.cells += dev.cells;
+                    worst.absorb_conditional(&dev);
                 }
             }
             report.findings = worst;
