@@ -3,8 +3,9 @@
 //! (target >= 2 M/s per core).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use geopriv::aggregate::Aggregator;
-use geopriv::report::{self, MechanismName, QueryDescriptor, Report, ValidationPolicy};
+use geopriv::report::{self, MechanismName, QueryDescriptor, Report};
+use geopriv::server::aggregate::Aggregator;
+use geopriv::ValidationPolicy;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

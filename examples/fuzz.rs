@@ -15,12 +15,14 @@
 //! Ledger invariant: a restored state charges, serialises and restores to
 //! itself; a refused charge changes nothing.
 
-use geopriv::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, PrivacyBudget};
-use geopriv::ingest::{
+use geopriv::device::budget::{
+    BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, PrivacyBudget,
+};
+use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet};
+use geopriv::server::ingest::{
     decode_binary_record, decode_json_record, read_allow_list, AggregationConfig, Decoded,
     Estimator, FormatChoice, RecordReader, ReportAggregator,
 };
-use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet};
 use geopriv::{
     Aggregator, GridAggregator, MechanismName, QueryDescriptor, Report, ValidationPolicy,
 };

@@ -83,9 +83,9 @@ pub enum Error {
     /// released or charged. See `docs/MATH.md §8.3`.
     UnitMismatch {
         /// The ledger's unit.
-        ledger: crate::budget::BudgetUnit,
+        ledger: crate::device::budget::BudgetUnit,
         /// The unit of the charge, if stated.
-        charge: Option<crate::budget::BudgetUnit>,
+        charge: Option<crate::device::budget::BudgetUnit>,
     },
     /// A stored ledger disagrees with the policy the app pinned (another
     /// unit, other totals): it was edited, or belongs to another policy.

@@ -43,7 +43,7 @@
 //! away can be told apart with odds up to about 20:1 from one release, and
 //! the town is not protected at all. Releases compose: k releases about the
 //! same location multiply the exponent by k (see
-//! [`PrivacyBudget`](crate::budget::PrivacyBudget)).
+//! [`PrivacyBudget`](crate::device::budget::PrivacyBudget)).
 //!
 //! # geo-types
 //!

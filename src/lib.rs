@@ -10,8 +10,14 @@
 //!
 //! ```text
 //! point -> query -> smooth sensitivity -> mechanism -> report -> aggregate -> estimate
-//!          query::*   Query::smooth_...    mechanism   report    aggregate
+//!          query::*   Query::smooth_...    mechanism   report    server::aggregate
 //! ```
+//!
+//! Two audiences, two modules: a phone developer reads [`device`] (the
+//! metered release and the ledger), a back-end developer reads [`server`]
+//! (ingestion, validation, clipping, exact aggregation); both share the
+//! wire format in [`report`]. Maps ([`map`]) and the central model
+//! ([`central`]) have a device and a server half of their own.
 //!
 //! ```
 //! use geopriv::{Growth, Query, SoftThreshold};
@@ -38,45 +44,38 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod aggregate;
 #[cfg(feature = "std")]
 pub mod audit;
-pub mod budget;
 pub mod central;
-pub mod clip;
+pub mod device;
 pub mod error;
-pub mod escape;
 pub mod geo;
 pub mod growth;
-#[cfg(feature = "std")]
-pub mod ingest;
 pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
-pub mod release;
 pub mod release_grid;
 pub mod report;
-pub mod robust;
+pub mod server;
 
 mod exact;
-#[cfg(feature = "std")]
-mod fast_json;
 mod math;
 mod roots;
 #[cfg(feature = "std")]
 mod secure_rng;
 
-pub use aggregate::{Aggregator, Estimate, GridAggregator, PerDeviceTotal};
-pub use budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
+pub use device::budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
 pub use error::{Error, Result};
 pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-pub use report::{QueryDescriptor, Rejection, Report, ValidationPolicy};
+pub use report::{QueryDescriptor, Report};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
+pub use server::aggregate::{Aggregator, Estimate, GridAggregator, PerDeviceTotal};
+pub use server::{Rejection, ValidationPolicy};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

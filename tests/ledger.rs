@@ -2,7 +2,9 @@
 //! metered release paths and the write-ahead file ledger, including a
 //! simulated crash between the charge and the upload.
 
-use geopriv::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, PrivacyBudget};
+use geopriv::device::budget::{
+    BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, PrivacyBudget,
+};
 use geopriv::{Error, GaussianKde, Mechanism, Report, SoftThreshold, ValidationPolicy};
 use rand::rngs::StdRng;
 use rand::SeedableRng;

@@ -2,10 +2,11 @@
 //! (including a sharded 1M-report run), the privacy-budget ledger and the
 //! lat/lon projections.
 
-use geopriv::aggregate::{Aggregator, GridAggregator};
 use geopriv::geo::{self, LatLon, LocalEquirectangular, Projection, WebMercator};
-use geopriv::report::{self, MechanismName, QueryDescriptor, Rejection, Report, ValidationPolicy};
+use geopriv::report::{self, MechanismName, QueryDescriptor, Report};
+use geopriv::server::aggregate::{Aggregator, GridAggregator};
 use geopriv::{Error, SoftThreshold};
+use geopriv::{Rejection, ValidationPolicy};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -2,10 +2,10 @@
 //! batches, memory, overflow, tool crashes, log injection and mixing
 //! (docs/MATH.md §10).
 
-use geopriv::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
 use geopriv::audit::{audit_mechanism, MAX_AUDIT_PAIRS};
-use geopriv::clip::{ClipLevel, ClipPolicy};
-use geopriv::ingest::{
+use geopriv::server::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
+use geopriv::server::clip::{ClipLevel, ClipPolicy};
+use geopriv::server::ingest::{
     AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader, RecordRejection,
     ReportAggregator,
 };
@@ -170,7 +170,7 @@ fn auto_refuses_loudly_instead_of_misreading() {
     let mut frames = vec![0u8, 0];
     frames.extend(Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame());
     let r = RecordReader::new(&frames[..], FormatChoice::Auto, 1024).unwrap();
-    assert_eq!(r.format(), geopriv::ingest::Format::Binary);
+    assert_eq!(r.format(), geopriv::server::ingest::Format::Binary);
 }
 
 /// An endless source of one byte, counting what was read.
@@ -249,7 +249,7 @@ fn distinct_queries_are_bounded_and_allow_listed() {
     assert_eq!(agg.groups(), 100);
     assert!(rejected.iter().all(|(_, r)| r.code() == "too-many-groups"));
     // Allow-list from a file: one id per line, comments allowed.
-    let list = geopriv::ingest::read_allow_list(
+    let list = geopriv::server::ingest::read_allow_list(
         &b"# collected\nthreshold:T=3;w=1\n\nthreshold:T=7;w=1\n"[..],
         10,
     )
@@ -259,14 +259,15 @@ fn distinct_queries_are_bounded_and_allow_listed() {
     let counts = agg.ingest(&mut reader, |_, _| {}).unwrap();
     assert_eq!((counts.accepted, counts.rejected), (2, 498));
     assert!(
-        geopriv::ingest::read_allow_list(&b"threshold:T=3;w=0\n"[..], 10)
+        geopriv::server::ingest::read_allow_list(&b"threshold:T=3;w=0\n"[..], 10)
             .unwrap_err()
             .starts_with("line 1:")
     );
-    assert!(
-        geopriv::ingest::read_allow_list(&b"threshold:T=1;w=1\nthreshold:T=2;w=1\n"[..], 1)
-            .is_err()
-    );
+    assert!(geopriv::server::ingest::read_allow_list(
+        &b"threshold:T=1;w=1\nthreshold:T=2;w=1\n"[..],
+        1
+    )
+    .is_err());
 }
 
 #[test]

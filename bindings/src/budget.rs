@@ -1,5 +1,5 @@
 //! The device's privacy ledger, [`PrivacyLedger`] (core:
-//! `geopriv::budget`), behind a `Mutex` so threads can share it.
+//! `geopriv::device::budget`), behind a `Mutex` so threads can share it.
 //!
 //! Every release in the bindings goes through it: `GeoMechanism.privatize`
 //! and `privatize_latlon` take a ledger and charge it before they return
@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use geopriv::budget::{FileLedger, Ledger};
+use geopriv::device::budget::{FileLedger, Ledger};
 
 use crate::{guard, lock, GeoMechanism, GeoprivError};
 

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use geopriv::budget::BudgetUnit as CoreUnit;
+use geopriv::device::budget::BudgetUnit as CoreUnit;
 use geopriv::map::{
     plan, KdeGrid, MapAggregator, MapMechanism as CoreMechanism, MapRelease as CoreRelease,
     MapReport, QuerySet, DEFAULT_MAX_BINS,
@@ -34,7 +34,7 @@ use crate::{guard, lock, GeoprivError, PrivacyLedger, Projection};
 /// Largest number of cells of a map grid (the limit of
 /// `GridAggregator`: 2^18, a 512 × 512 map); larger grids are refused
 /// (`InvalidParameter`) before anything is allocated.
-pub const MAX_MAP_CELLS: u64 = geopriv::aggregate::MAX_GRID_CELLS as u64;
+pub const MAX_MAP_CELLS: u64 = geopriv::server::aggregate::MAX_GRID_CELLS as u64;
 /// Largest `max_bins` a server accepts (bins per axis of its fine grid:
 /// 4096² exact counts are 128 MB, before the FFT buffers).
 const MAX_BINS_LIMIT: u32 = 4096;

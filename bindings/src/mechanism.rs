@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use geopriv::budget::NoiseRng;
+use geopriv::device::budget::NoiseRng;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 

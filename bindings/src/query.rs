@@ -76,7 +76,7 @@ impl GeoQuery {
         &self,
         mechanism: &geopriv::Mechanism,
         x: &[f64],
-        rng: &mut dyn geopriv::budget::NoiseRng,
+        rng: &mut dyn geopriv::device::budget::NoiseRng,
         ledger: Option<&mut dyn geopriv::Ledger>,
     ) -> Result<Report, GeoprivError> {
         self.check_point(x)?;

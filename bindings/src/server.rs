@@ -1,6 +1,6 @@
 //! The hardened server of the CLI's `geopriv aggregate`, for back-ends that
-//! call the library (core: `geopriv::ingest`, `geopriv::clip`,
-//! `geopriv::robust`; docs/MATH.md §10).
+//! call the library (core: `geopriv::server::ingest`, `geopriv::server::clip`,
+//! `geopriv::server::robust`; docs/MATH.md §10).
 //!
 //! * [`ServerConfig`]: the clipping level (bounded influence), the robust
 //!   estimator and the memory limits, with the CLI's defaults.
@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use geopriv::clip::{ClipLevel, ClipPolicy};
-use geopriv::ingest::{
+use geopriv::server::clip::{ClipLevel, ClipPolicy};
+use geopriv::server::ingest::{
     decode_json_record, AggregationConfig, AggregatorState, Counts, Decoded, Estimator,
     FormatChoice, IngestError, RecordReader, RecordRejection, ReportAggregator,
     DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
@@ -130,7 +130,7 @@ impl ServerConfig {
     /// not merge (`merge_json` refuses them).
     pub fn with_median_of_means(&self, buckets: u32) -> Result<Arc<ServerConfig>, GeoprivError> {
         guard(|| {
-            geopriv::robust::MedianOfMeans::new(buckets)?;
+            geopriv::server::robust::MedianOfMeans::new(buckets)?;
             Ok(self.with(|c| c.config.estimator = Estimator::MedianOfMeans { buckets }))
         })
     }

@@ -1,11 +1,11 @@
 //! `geopriv aggregate`: validate reports from stdin and print one estimate
 //! per (query, mechanism, ε, δ) group. Records are read as bytes
-//! (`geopriv::ingest`): each bad record is rejected by itself with its
+//! (`geopriv::server::ingest`): each bad record is rejected by itself with its
 //! number; memory is bounded by `--max-record-bytes` and `--max-queries`.
 
 use clap::{Args, ValueEnum};
-use geopriv::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
-use geopriv::ingest::{
+use geopriv::server::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
+use geopriv::server::ingest::{
     read_allow_list, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
     RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
@@ -83,7 +83,7 @@ pub struct AggregateArgs {
     #[arg(long, value_enum, default_value = "mean")]
     pub estimator: EstimatorArg,
     /// Buckets of the median of means (2..=1024).
-    #[arg(long, value_name = "K", default_value_t = geopriv::robust::DEFAULT_BUCKETS)]
+    #[arg(long, value_name = "K", default_value_t = geopriv::server::robust::DEFAULT_BUCKETS)]
     pub buckets: u32,
 }
 
@@ -134,7 +134,8 @@ impl AggregateArgs {
         let estimator = match self.estimator {
             EstimatorArg::Mean => Estimator::Mean,
             EstimatorArg::MedianOfMeans => {
-                geopriv::robust::MedianOfMeans::new(self.buckets).map_err(|e| e.to_string())?;
+                geopriv::server::robust::MedianOfMeans::new(self.buckets)
+                    .map_err(|e| e.to_string())?;
                 Estimator::MedianOfMeans {
                     buckets: self.buckets,
                 }

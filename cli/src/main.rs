@@ -193,7 +193,7 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
         ledger,
         query,
     };
-    let mut rng: Box<dyn geopriv::budget::NoiseRng> = match args.seed {
+    let mut rng: Box<dyn geopriv::device::budget::NoiseRng> = match args.seed {
         Some(seed) => Box::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
             seed,
         )),
@@ -224,7 +224,7 @@ fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
     match result {
         Ok(summary) if summary.rejected == 0 => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
-        Err(geopriv::ingest::IngestError::Io(e)) => exit_for(0, Err(e)),
+        Err(geopriv::server::ingest::IngestError::Io(e)) => exit_for(0, Err(e)),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)

@@ -3,7 +3,7 @@
 
 use crate::experiment::data::SyntheticCity;
 use clap::{Args, Subcommand, ValueEnum};
-use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet, LAMBDAS,
 };

@@ -3,7 +3,7 @@
 use crate::mechanism_args::MechanismArgs;
 use crate::sensitivity::for_each_point;
 use clap::{Args, ValueEnum};
-use geopriv::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, NoiseRng};
+use geopriv::device::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, NoiseRng};
 use geopriv::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 use geopriv::{AnyQuery, Mechanism, Query, QueryDescriptor, Report};
 use std::io::{self, BufRead, Write};

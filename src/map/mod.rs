@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
-//! use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+//! use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 //! # let mut budget = PrivacyBudget::new(BudgetPolicy::new(BudgetUnit::PerMetre, 1e-3, 0.0)?);
 //! let map = MapRelease::new(QuerySet::Kde(KdeGrid::square(20_000.0, 61)?), MapMechanism::APriori, 1e-3)?
 //!     .with_unit(BudgetUnit::PerMetre);

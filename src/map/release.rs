@@ -2,7 +2,7 @@
 //! per-device total ε (docs/MATH.md §9.1, §9.2), and the report it sends.
 
 use super::query_set::{L1Bound, QuerySet};
-use crate::budget::{spend_dyn, BudgetUnit, Charge, Ledger};
+use crate::device::budget::{spend_dyn, BudgetUnit, Charge, Ledger};
 use crate::error::{positive_finite, Error, Result};
 use crate::mechanism::Mechanism;
 use crate::noise::{Laplace, PlanarLaplace, SphericalLaplace};
@@ -138,7 +138,7 @@ fn power_of_two_below(v: f64) -> f64 {
 ///
 /// ```
 /// use geopriv::map::{KdeGrid, MapMechanism, MapRelease, QuerySet};
-/// use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+/// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 /// # use rand::SeedableRng;
 /// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
 /// let mut budget = PrivacyBudget::new(BudgetPolicy::new(BudgetUnit::PerMetre, 1e-3, 0.0)?); // the device's ledger
@@ -463,8 +463,8 @@ mod tests {
             let r = MapRelease::new(set(), mech, 0.01)
                 .unwrap()
                 .with_unit(BudgetUnit::PerMetre);
-            let mut b = crate::budget::PrivacyBudget::new(
-                crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0).unwrap(),
+            let mut b = crate::device::budget::PrivacyBudget::new(
+                crate::device::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0).unwrap(),
             );
             let rep = r.release(&mut b, &[100.0, 900.0], &mut rng).unwrap();
             assert_eq!(b.releases(), 1);
@@ -488,8 +488,8 @@ mod tests {
         let r = MapRelease::new(set(), MapMechanism::APriori, 0.01)
             .unwrap()
             .with_unit(BudgetUnit::PerMetre);
-        let mut b = crate::budget::PrivacyBudget::new(
-            crate::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap(),
+        let mut b = crate::device::budget::PrivacyBudget::new(
+            crate::device::budget::BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap(),
         );
         for x in [vec![-5.0, 10.0], vec![f64::NAN, 1.0], vec![1.0]] {
             assert!(r.release(&mut b, &x, &mut rng).is_err());

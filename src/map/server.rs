@@ -7,8 +7,8 @@ use super::kernel::DebiasKernel;
 use super::ladder::LadderDebias;
 use super::query_set::QuerySet;
 use super::release::{set_tag, MapMechanism, MapReport};
-use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
+use crate::server::aggregate::Aggregator;
 use std::string::String;
 use std::vec::Vec;
 

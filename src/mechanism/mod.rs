@@ -63,7 +63,7 @@
 //! leaking through its low bits and this one not;
 //! `tests/exact_enumeration.rs` measures η and δ_fp.
 
-use crate::budget::BudgetUnit;
+use crate::device::budget::BudgetUnit;
 use crate::error::{positive_finite, Error, Result};
 use crate::growth::Growth;
 use crate::noise::{

@@ -1,7 +1,8 @@
 //! The two encodings of one report: JSON lines and postcard bytes (see the
 //! [module docs](super) for the layouts).
 
-use super::{MechanismName, QueryDescriptor, Rejection, Report, FORMAT_VERSION};
+use super::{MechanismName, QueryDescriptor, Report, FORMAT_VERSION};
+use crate::server::Rejection;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};

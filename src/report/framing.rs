@@ -2,7 +2,8 @@
 //! `0x00`, so a reader resynchronizes after a damaged frame; in-memory
 //! ([`frames`]) and streaming (`read_frames`, with `std`) readers.
 
-use super::{Rejection, Report};
+use super::Report;
+use crate::server::Rejection;
 use alloc::string::ToString;
 use alloc::vec::Vec;
 

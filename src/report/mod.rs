@@ -85,7 +85,6 @@ use serde::{Deserialize, Serialize};
 mod codec;
 mod descriptor;
 mod framing;
-mod validation;
 
 pub use crate::mechanism::MechanismName;
 pub use descriptor::QueryDescriptor;
@@ -95,7 +94,6 @@ pub(crate) use framing::decode_frame;
 pub use framing::{frames, Frames};
 #[cfg(feature = "std")]
 pub use framing::{read_frames, read_json_lines};
-pub use validation::{Rejection, ValidationPolicy};
 
 /// The version of the report format this crate writes and accepts.
 pub const FORMAT_VERSION: u16 = 1;
@@ -166,6 +164,7 @@ impl Report {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::server::{Rejection, ValidationPolicy};
 
     pub(crate) fn threshold_report() -> Report {
         Report::new(

@@ -38,7 +38,7 @@ impl Grid {
             ));
         }
         // Refused before any allocation: K² cells of exact aggregates.
-        let limit = geopriv::aggregate::MAX_GRID_CELLS;
+        let limit = geopriv::server::aggregate::MAX_GRID_CELLS;
         if k.checked_mul(k).is_none_or(|cells| cells > limit) {
             return Err(ExperimentError::Grid(format!(
                 "a grid of {k} x {k} points is above the limit of {limit} cells (at most 512 points per axis)"

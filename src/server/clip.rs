@@ -33,7 +33,7 @@
 //! Cauchy (k = 4) 38.7 (checked by the test `default_levels_are_stated`).
 //!
 //! ```
-//! use geopriv::clip::{ClipLevel, ClipPolicy};
+//! use geopriv::server::clip::{ClipLevel, ClipPolicy};
 //! use geopriv::{MechanismName, QueryDescriptor};
 //!
 //! let q = QueryDescriptor::Threshold { threshold: 100_000.0, width: 20_000.0 };

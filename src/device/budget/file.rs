@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// ([`Error::InvalidLedgerState`]) instead of overwritten.
 ///
 /// ```
-/// use geopriv::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
+/// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
 /// # let dir = std::env::temp_dir().join(format!("geopriv-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// let path = dir.join("ledger.json");

@@ -47,7 +47,7 @@
 //! [`PrivacyBudget::even_split`] to plan k equal releases.
 //!
 //! ```
-//! use geopriv::budget::{BudgetPolicy, BudgetUnit, Charge, Ledger, PrivacyBudget};
+//! use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, Ledger, PrivacyBudget};
 //!
 //! // ε = 0.01 per metre in all.
 //! let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 1.0 / 100.0, 0.0)?;

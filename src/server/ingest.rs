@@ -41,7 +41,7 @@
 //! bit the result of one aggregator fed every report.
 //!
 //! ```
-//! use geopriv::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
+//! use geopriv::server::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
 //! use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
 //!
 //! let q = QueryDescriptor::Threshold { threshold: 100.0, width: 20.0 };
@@ -59,15 +59,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::aggregate::{Aggregator, Estimate};
-use crate::clip::{default_mechanism, default_z, ClipLevel, ClipPolicy};
 use crate::error::{Error, Result};
-use crate::escape::Untrusted;
 use crate::mechanism::NoiseShape;
-use crate::report::{
-    decode_frame, MechanismName, QueryDescriptor, QueryKey, Rejection, Report, ValidationPolicy,
-};
-use crate::robust::{MedianOfMeans, RobustEstimate};
+use crate::report::{decode_frame, MechanismName, QueryDescriptor, QueryKey, Report};
+use crate::server::aggregate::{Aggregator, Estimate};
+use crate::server::clip::{default_mechanism, default_z, ClipLevel, ClipPolicy};
+use crate::server::escape::Untrusted;
+use crate::server::robust::{MedianOfMeans, RobustEstimate};
+use crate::server::{Rejection, ValidationPolicy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -147,7 +146,7 @@ impl From<io::Error> for IngestError {
 }
 
 /// Why one record was refused. `Display` escapes control characters and
-/// cuts long attacker-supplied text ([`crate::escape`]).
+/// cuts long attacker-supplied text ([`crate::server::escape`]).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum RecordRejection {
@@ -494,7 +493,7 @@ pub fn decode_json_record(bytes: &[u8]) -> Decoded {
         _ => {}
     }
     // The layout this crate writes, without serde (same result, ~5x faster).
-    if let Some(r) = crate::fast_json::parse_canonical(b) {
+    if let Some(r) = crate::server::fast_json::parse_canonical(b) {
         return Decoded::Report(r);
     }
     match core::str::from_utf8(b) {
@@ -532,7 +531,7 @@ pub enum Estimator {
     #[default]
     Mean,
     /// Also the median of means over this many buckets
-    /// ([`crate::robust`]).
+    /// ([`crate::server::robust`]).
     MedianOfMeans {
         /// K.
         buckets: u32,

@@ -13,10 +13,10 @@
 //! was stated); the ledger refuses a charge in another unit or one it
 //! cannot afford; the value is computed and refused if it is not finite
 //! ([`Error::NonFiniteRelease`]); the charge is committed (written to disk
-//! for a [`FileLedger`](crate::budget::FileLedger)); the value is returned.
+//! for a [`FileLedger`](crate::device::budget::FileLedger)); the value is returned.
 //! Any refusal leaves the ledger unchanged and releases nothing.
 
-use crate::budget::{spend_dyn, BudgetUnit, Charge, Ledger, NoiseRng};
+use crate::device::budget::{spend_dyn, BudgetUnit, Charge, Ledger, NoiseRng};
 use crate::error::{Error, Result};
 use crate::mechanism::Mechanism;
 use crate::query::Query;
@@ -38,14 +38,14 @@ impl Mechanism {
     }
 
     /// Privatize f(x), **charged to `ledger`** before the value is
-    /// returned (the metered path of the [module docs](crate::release)):
+    /// returned (the metered path of the [module docs](crate::device::release)):
     /// refused with nothing released and nothing charged if the units
     /// differ, the budget cannot afford it, the input is bad or the release
     /// would not be finite; if the ledger cannot record the charge (a
     /// file that cannot be written), the value is dropped.
     ///
     /// ```
-    /// use geopriv::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
     /// use geopriv::{Mechanism, SoftThreshold};
     ///
     /// let q = SoftThreshold::new(100_000.0, 20_000.0)?;
@@ -136,7 +136,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{BudgetPolicy, PrivacyBudget};
+    use crate::device::budget::{BudgetPolicy, PrivacyBudget};
     use crate::query::{SoftInterval, SoftThreshold, TwoWayThreshold};
     use rand::rngs::StdRng;
     use rand::SeedableRng;

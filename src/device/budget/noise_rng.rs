@@ -14,7 +14,7 @@ use rand::RngCore;
 /// seeded) and [`DeclaredSecure`] (any generator the caller vouches for).
 ///
 /// ```
-/// use geopriv::budget::{NoiseRng, Seeded};
+/// use geopriv::device::budget::{NoiseRng, Seeded};
 /// use rand::SeedableRng;
 /// assert!(rand::rngs::StdRng::seed_from_u64(1).is_seeded());
 /// assert!(!geopriv::SecureRng::new().is_seeded());

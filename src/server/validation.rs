@@ -1,9 +1,9 @@
 //! The server's side: [`ValidationPolicy`] decides which decoded reports it
 //! accepts, and every refusal is a [`Rejection`] that says why.
 
-use super::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION};
 use crate::error::{Error, Result};
-use crate::escape::Untrusted;
+use crate::report::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION};
+use crate::server::escape::Untrusted;
 use crate::MechanismName;
 use alloc::collections::BTreeSet;
 use alloc::string::String;

@@ -6,7 +6,7 @@
 //! error from their sample variance.
 //!
 //! ```
-//! use geopriv::aggregate::Aggregator;
+//! use geopriv::server::aggregate::Aggregator;
 //!
 //! let mut agg = Aggregator::new();
 //! for v in [0.2, 1.4, -0.3, 0.9] {
@@ -50,7 +50,8 @@ use crate::error::{finite, Error, Result};
 use crate::exact::{
     self, Limbs, MAX_PENDING, SQ_EXP, SQ_LIMBS, SQ_VALUE_BITS, SUM_EXP, SUM_LIMBS, SUM_VALUE_BITS,
 };
-use crate::report::{QueryDescriptor, QueryKey, Rejection, Report};
+use crate::report::{QueryDescriptor, QueryKey, Report};
+use crate::server::Rejection;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
@@ -167,7 +168,7 @@ impl Aggregator {
     }
 
     /// Add the value of a report. The caller is responsible for having
-    /// validated it (see [`ValidationPolicy`](crate::report::ValidationPolicy))
+    /// validated it (see [`ValidationPolicy`](crate::server::ValidationPolicy))
     /// and for routing it to the aggregate of its query.
     pub fn add_report(&mut self, report: &Report) -> Result<()> {
         self.add(report.value)

@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Written as `per-metre`, `per-dollar`, `local-dp` or `custom:NAME`.
 ///
 /// ```
-/// use geopriv::budget::BudgetUnit;
+/// use geopriv::device::budget::BudgetUnit;
 /// let u: BudgetUnit = "custom:per-km".parse()?;
 /// assert_eq!(u, BudgetUnit::custom("per-km")?);
 /// assert_eq!(BudgetUnit::PerMetre.to_string(), "per-metre");

@@ -18,10 +18,10 @@
 //! normal the bias is far smaller, of order skewness × sd(M_j)/√m.)
 //!
 //! Bucket sums are f64 with Neumaier compensation: meant for clipped values
-//! ([`crate::clip`]), whose sums are bounded and well conditioned.
+//! ([`crate::server::clip`]), whose sums are bounded and well conditioned.
 //!
 //! ```
-//! use geopriv::robust::MedianOfMeans;
+//! use geopriv::server::robust::MedianOfMeans;
 //!
 //! let mut mom = MedianOfMeans::new(4)?;
 //! for v in [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 1e12] {

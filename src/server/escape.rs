@@ -9,7 +9,7 @@
 //! many bytes were left out.
 //!
 //! ```
-//! use geopriv::escape::Untrusted;
+//! use geopriv::server::escape::Untrusted;
 //!
 //! let forged = "x\nline 1: report accepted\n\x1b[2J";
 //! assert_eq!(

@@ -1,0 +1,15 @@
+//! What runs on the phone: the metered release and the privacy ledger.
+//!
+//! Every release a device makes goes through a [`budget::Ledger`] that is
+//! charged before the value is returned (`docs/MATH.md §8.3`):
+//!
+//! | module | what it does |
+//! |---|---|
+//! | [`budget`] | the ledger: units, the pinned policy, sequential composition, the write-ahead file |
+//! | [`release`] | the metered release paths (`Report::release`, `Mechanism::privatize`) |
+//!
+//! The server side is [`crate::server`]; both share the wire format in
+//! [`crate::report`].
+
+pub mod budget;
+pub mod release;
