@@ -330,7 +330,7 @@ impl Mechanism {
     /// geo-private ε never is.
     ///
     /// ```
-    /// use geopriv::{budget::BudgetUnit, Mechanism};
+    /// use geopriv::{BudgetUnit, Mechanism};
     /// let m = Mechanism::polyplace(1e-3)?.with_unit(BudgetUnit::PerMetre)?;
     /// assert_eq!(m.unit(), Some(&BudgetUnit::PerMetre));
     /// assert!(Mechanism::local_dp(1.0)?.with_unit(BudgetUnit::PerMetre).is_err());
