@@ -907,6 +907,7 @@ mod tests {
             unit: BudgetUnit::PerMetre,
             total_epsilon: total,
             total_delta: 0.0,
+            period: None,
         })
         .unwrap()
     }
@@ -929,6 +930,7 @@ mod tests {
             unit: BudgetUnit::PerDollar,
             total_epsilon: 1.0,
             total_delta: 0.0,
+            period: None,
         })
         .unwrap();
         let e = r.release(dollars.clone(), vec![1.0, 1.0]).unwrap_err();
