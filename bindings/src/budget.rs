@@ -445,6 +445,81 @@ mod tests {
     }
 
     #[test]
+    fn a_periodic_policy_limits_the_day_and_reports_both_remainders() {
+        let daily = BudgetPolicy {
+            unit: BudgetUnit::PerDollar,
+            total_epsilon: 1e-3,
+            total_delta: 0.0,
+            period: Some(BudgetPeriod {
+                seconds: 86_400,
+                epsilon: 2.0 / 5000.0,
+                delta: 0.0,
+            }),
+        };
+        let dir = std::env::temp_dir().join(format!("geopriv-ffi-daily-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.json").to_str().unwrap().to_string();
+        let ledger = PrivacyLedger::open_or_create(path.clone(), daily.clone()).unwrap();
+        let m = GeoMechanism::polyplace(1.0 / 5000.0)
+            .unwrap()
+            .with_unit(BudgetUnit::PerDollar)
+            .unwrap();
+        let q = GeoQuery::threshold(100_000.0, 20_000.0).unwrap();
+        for _ in 0..2 {
+            m.privatize(ledger.clone(), q.clone(), vec![9e4]).unwrap();
+        }
+        let e = m
+            .privatize(ledger.clone(), q.clone(), vec![9e4])
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::BudgetExceeded(_)), "{e:?}");
+        let s = ledger.status().unwrap();
+        assert_eq!(
+            (s.releases, s.period_remaining_epsilon, s.remaining_epsilon),
+            (2, 0.0, 0.0)
+        );
+        assert!((s.lifetime_remaining_epsilon - 6e-4).abs() < 1e-15, "{s:?}");
+        // Another period length is another policy.
+        let mut weekly = daily.clone();
+        weekly.period.as_mut().unwrap().seconds = 7 * 86_400;
+        let e = PrivacyLedger::open(path.clone(), weekly).unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        ledger.refresh().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn latlon_charges_mercator_and_ground_metres_apart() {
+        let q = GeoQuery::kde_latlon(48.86, 2.34, 1_000.0, crate::Projection::WebMercator).ok();
+        let Some(q) = q else { return };
+        let ledger = PrivacyLedger::in_memory(metres(1.0, 0.0)).unwrap();
+        let m = GeoMechanism::polyplace(1e-3).unwrap();
+        // Mercator metres into a ground-metre ledger: refused.
+        let e = m
+            .privatize_latlon(
+                ledger.clone(),
+                q.clone(),
+                48.86,
+                2.34,
+                crate::Projection::WebMercator,
+            )
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        let stated = m.with_unit(BudgetUnit::PerMetre).unwrap();
+        let e = stated
+            .privatize_latlon(
+                ledger.clone(),
+                q,
+                48.86,
+                2.34,
+                crate::Projection::WebMercator,
+            )
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        assert_eq!(ledger.status().unwrap().releases, 0);
+    }
+
+    #[test]
     fn bad_policies_are_invalid_parameter() {
         for (e, d) in [
             (0.0, 0.0),
