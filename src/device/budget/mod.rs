@@ -313,6 +313,11 @@ struct FormatOnly {
     format: u16,
 }
 
+/// A persisted state of type `T`, or [`Error::InvalidLedgerState`].
+fn parse_state<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
+    serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))
+}
+
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidLedgerState {
         reason: reason.into(),
@@ -494,8 +499,7 @@ impl PrivacyBudget {
     /// new device secret (`std` only; refused without it).
     pub fn restore(json: &str, policy: &BudgetPolicy) -> Result<Self> {
         let json = json.trim();
-        let version: FormatOnly =
-            serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))?;
+        let version: FormatOnly = parse_state(json)?;
         match version.format {
             1 => Self::restore_v1(json, policy),
             LEDGER_FORMAT_VERSION => Self::restore_v2(json, policy),
@@ -506,8 +510,7 @@ impl PrivacyBudget {
     }
 
     fn restore_v1(json: &str, policy: &BudgetPolicy) -> Result<Self> {
-        let s: StateV1 =
-            serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))?;
+        let s: StateV1 = parse_state(json)?;
         check_policy(
             policy,
             &s.unit,
@@ -554,8 +557,7 @@ impl PrivacyBudget {
     }
 
     fn restore_v2(json: &str, policy: &BudgetPolicy) -> Result<Self> {
-        let s: StateV2 =
-            serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))?;
+        let s: StateV2 = parse_state(json)?;
         check_policy(
             policy,
             &s.unit,
