@@ -569,3 +569,54 @@ fn version_1_files_are_migrated_on_open() {
     assert_eq!(again.device_secret(), secret);
     assert_eq!(again.state().releases(), 3);
 }
+
+#[test]
+fn the_outbox_keeps_charged_reports_across_a_crash_until_acknowledged() {
+    let dir = TempDir::new("outbox");
+    let path = dir.file("ledger.json");
+    let p = policy(0.3, 0.0);
+    let mut ledger = FileLedger::create(&path, &p).unwrap();
+    let a = ledger
+        .spend_to_outbox(&metres(0.1, 0.0), || Ok("{\"report\":1}".to_string()))
+        .unwrap();
+    let b = ledger
+        .spend_to_outbox(&metres(0.1, 0.0), || Ok("{\"report\":2}".to_string()))
+        .unwrap();
+    // A failing release is neither charged nor queued.
+    assert!(ledger
+        .spend_to_outbox(&metres(0.1, 0.0), || Err(Error::Numerical {
+            routine: "test"
+        }))
+        .is_err());
+    drop(ledger); // crash before the upload
+    let mut ledger = FileLedger::open(&path, &p).unwrap();
+    let pending = ledger.pending_uploads();
+    assert_eq!(pending.len(), 2);
+    assert_eq!((pending[0].0, pending[1].0), (a, b));
+    assert_eq!(pending[1].1, "{\"report\":2}");
+    assert_eq!(ledger.state().releases(), 2);
+    ledger.acknowledge(&[a]).unwrap();
+    let ledger = FileLedger::open(&path, &p).unwrap();
+    assert_eq!(
+        ledger.pending_uploads(),
+        vec![(b, "{\"report\":2}".to_string())]
+    );
+    // Over budget: nothing queued.
+    let mut ledger = ledger;
+    ledger
+        .spend_to_outbox(&metres(0.1, 0.0), || Ok("x".to_string()))
+        .unwrap();
+    assert!(ledger
+        .spend_to_outbox(&metres(0.1, 0.0), || Ok("y".to_string()))
+        .is_err());
+    assert_eq!(ledger.pending_uploads().len(), 2);
+    ledger.acknowledge(&[b]).unwrap();
+    assert_eq!(ledger.pending_uploads().len(), 1);
+    // An edited outbox (ids out of order) is refused.
+    let json = std::fs::read_to_string(&path).unwrap();
+    assert!(json.contains("\"outbox\":[["), "{json}");
+    let edited = json.replace("\"next_upload\":3", "\"next_upload\":0");
+    assert_ne!(edited, json);
+    std::fs::write(&path, edited).unwrap();
+    assert!(FileLedger::open(&path, &p).is_err());
+}

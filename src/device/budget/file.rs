@@ -338,6 +338,46 @@ impl FileLedger {
         self.locked_update(|b| b.after_once(memo_key, charge))
     }
 
+    /// Charge `charge`, run `release` (which builds the report to upload)
+    /// and put the report in the ledger's **outbox**, in the same atomic
+    /// write as the charge: a crash between the charge and the upload loses
+    /// nothing, the report is still there after a restart
+    /// ([`pending_uploads`](Self::pending_uploads)) until
+    /// [`acknowledge`](Self::acknowledge)d. Refused like
+    /// [`Ledger::spend`], and also when the outbox is full
+    /// ([`MAX_OUTBOX`](super::MAX_OUTBOX) reports of at most
+    /// [`MAX_UPLOAD_BYTES`](super::MAX_UPLOAD_BYTES)); a refusal releases
+    /// and records nothing. Returns the report's id.
+    pub fn spend_to_outbox(
+        &mut self,
+        charge: &Charge,
+        release: impl FnOnce() -> Result<String>,
+    ) -> Result<u64> {
+        self.budget.after(charge)?;
+        self.budget.outbox_room(0)?;
+        let report = release()?;
+        let mut id = 0;
+        self.locked_update(|b| {
+            let (next, new_id) = b.after_to_outbox(charge, report)?;
+            id = new_id;
+            Ok(Some(next))
+        })?;
+        Ok(id)
+    }
+
+    /// Reports charged and waiting for upload (oldest first) with their
+    /// ids, as this process last read the file.
+    pub fn pending_uploads(&self) -> Vec<(u64, String)> {
+        self.budget.pending_uploads().to_vec()
+    }
+
+    /// Remove uploaded reports from the outbox (durably; unknown ids are
+    /// ignored).
+    pub fn acknowledge(&mut self, ids: &[u64]) -> Result<()> {
+        self.locked_update(|b| Ok(Some(b.acknowledged(ids))))
+            .map(|_| ())
+    }
+
     /// The state on disk, read under the lock held by the caller, with
     /// this ledger's clock; refused if it does not extend what this
     /// process last saw or is below the monotonic counter.

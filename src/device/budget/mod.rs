@@ -113,6 +113,16 @@ pub const MAX_LEDGER_ENTRIES: usize = 1 << 16;
 /// At most this many keys in a ledger's memo table.
 pub const MAX_MEMO_KEYS: usize = 1 << 16;
 
+/// At most this many reports wait in a ledger's outbox.
+pub const MAX_OUTBOX: usize = 1024;
+
+/// At most this many bytes per report in the outbox.
+pub const MAX_UPLOAD_BYTES: usize = 64 << 10;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 pub(crate) fn check_delta(name: &'static str, delta: f64, max: f64) -> Result<f64> {
     if delta.is_finite() && (0.0..=max).contains(&delta) {
         Ok(delta)
@@ -237,6 +247,10 @@ pub struct PrivacyBudget {
     memo: Vec<[u8; 32]>,
     last_period: u64,
     carried: Option<Carried>,
+    /// Reports charged but not yet acknowledged as uploaded: (id, report).
+    outbox: Vec<(u64, String)>,
+    /// The id of the next report put in the outbox.
+    next_upload: u64,
     // Derived from the above (checked on restore).
     lifetime_epsilon: ExactSum,
     lifetime_delta: ExactSum,
@@ -253,6 +267,8 @@ impl PartialEq for PrivacyBudget {
             && self.memo == other.memo
             && self.last_period == other.last_period
             && self.carried == other.carried
+            && self.outbox == other.outbox
+            && self.next_upload == other.next_upload
     }
 }
 
@@ -292,6 +308,10 @@ struct StateV2 {
     charges: Vec<(u64, f64, f64, u64)>,
     memo: Vec<String>,
     device_secret: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    outbox: Vec<(u64, String)>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    next_upload: u64,
 }
 
 /// Persisted form of a version-1 ledger.
@@ -435,6 +455,8 @@ impl PrivacyBudget {
             memo: Vec::new(),
             last_period: 0,
             carried: None,
+            outbox: Vec::new(),
+            next_upload: 0,
             lifetime_epsilon: ExactSum::default(),
             lifetime_delta: ExactSum::default(),
             releases: 0,
@@ -475,6 +497,8 @@ impl PrivacyBudget {
                 .collect(),
             memo: self.memo.iter().map(to_hex).collect(),
             device_secret: to_hex(&self.secret),
+            outbox: self.outbox.clone(),
+            next_upload: self.next_upload,
         };
         // Cannot fail: plain fields, no maps; the numbers are finite.
         serde_json::to_string(&state).unwrap_or_default()
@@ -631,6 +655,17 @@ impl PrivacyBudget {
         b.memo = memo;
         b.last_period = s.last_period;
         b.carried = s.carried;
+        let outbox_ok = s.outbox.len() <= MAX_OUTBOX
+            && s.outbox
+                .iter()
+                .all(|(id, r)| *id < s.next_upload && r.len() <= MAX_UPLOAD_BYTES)
+            && s.outbox.windows(2).all(|w| w[0].0 < w[1].0)
+            && s.outbox.len() as u64 <= s.releases;
+        if !outbox_ok {
+            return Err(invalid("the outbox is not one this library writes"));
+        }
+        b.outbox = s.outbox;
+        b.next_upload = s.next_upload;
         b.recompute()
             .ok_or_else(|| invalid("the release count overflows"))?;
         // The history must add up to what the state says it spent.
@@ -874,6 +909,54 @@ impl PrivacyBudget {
         let mut next = self.after(charge)?;
         next.memo.insert(slot, memo_key);
         Ok(Some(next))
+    }
+
+    /// Reports charged but not yet acknowledged (oldest first), each with
+    /// its id (`FileLedger::spend_to_outbox`).
+    pub fn pending_uploads(&self) -> &[(u64, String)] {
+        &self.outbox
+    }
+
+    /// Refused if the outbox cannot take one more report of `bytes` bytes.
+    #[cfg(feature = "std")]
+    pub(crate) fn outbox_room(&self, bytes: usize) -> Result<()> {
+        if self.outbox.len() >= MAX_OUTBOX {
+            return Err(Error::LimitExceeded {
+                what: "reports waiting in the ledger's outbox",
+                requested: self.outbox.len() as u64 + 1,
+                limit: MAX_OUTBOX as u64,
+            });
+        }
+        if bytes > MAX_UPLOAD_BYTES {
+            return Err(Error::LimitExceeded {
+                what: "bytes of a report in the ledger's outbox",
+                requested: bytes as u64,
+                limit: MAX_UPLOAD_BYTES as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// The state after charging `charge` and putting `report` in the
+    /// outbox (same write), with the report's id.
+    #[cfg(feature = "std")]
+    pub(crate) fn after_to_outbox(&self, charge: &Charge, report: String) -> Result<(Self, u64)> {
+        self.outbox_room(report.len())?;
+        let mut next = self.after(charge)?;
+        let id = next.next_upload;
+        next.next_upload = id
+            .checked_add(1)
+            .ok_or_else(|| invalid("the outbox id would overflow"))?;
+        next.outbox.push((id, report));
+        Ok((next, id))
+    }
+
+    /// The state without the acknowledged reports.
+    #[cfg(feature = "std")]
+    pub(crate) fn acknowledged(&self, ids: &[u64]) -> Self {
+        let mut next = self.clone();
+        next.outbox.retain(|(id, _)| !ids.contains(id));
+        next
     }
 
     /// Whether `charge` would be accepted now.
