@@ -342,8 +342,10 @@ fn stream(rng: &mut SmallRng, stats: &mut Stats) {
     }
 }
 
+/// A periodic policy (format 2: periods, memo keys, device secret).
 fn ledger_policy() -> BudgetPolicy {
-    BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 1e-6).expect("valid policy")
+    BudgetPolicy::periodic(BudgetUnit::PerMetre, 0.005, 1e-6, 86_400, 0.01, 1e-6)
+        .expect("valid policy")
 }
 
 /// The ledger's restore path on one input: a restored state must charge,
@@ -365,6 +367,17 @@ fn ledger(bytes: &[u8], file: Option<&std::path::Path>, stats: &mut Stats) {
             assert_eq!(b.to_json(), before, "a refused charge changed the ledger");
         } else {
             PrivacyBudget::restore(&b.to_json(), &policy).expect("a charged state restores");
+        }
+        let before = b.to_json();
+        match b.commit_once([7; 32], &charge) {
+            Ok(true) => {
+                PrivacyBudget::restore(&b.to_json(), &policy).expect("a memo charge restores");
+            }
+            _ => assert_eq!(
+                b.to_json(),
+                before,
+                "a refused or repeated memo charge changed the ledger"
+            ),
         }
     }
     if let Some(path) = file {
@@ -432,7 +445,11 @@ pub fn run(n: u64, seed: u64) -> Stats {
                             float(&mut rng)
                         };
                         if let Ok(c) = Charge::new(BudgetUnit::PerMetre, eps, 0.0) {
-                            let _ = b.try_charge(&c);
+                            if rng.random_bool(0.5) {
+                                let _ = b.try_charge(&c);
+                            } else {
+                                let _ = b.commit_once([rng.random_range(0..3u8); 32], &c);
+                            }
                         }
                     }
                     let mut bytes = b.to_json().into_bytes();

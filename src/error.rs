@@ -113,6 +113,14 @@ pub enum Error {
         /// The operation and the operating system's message.
         detail: alloc::string::String,
     },
+    /// Another process held the ledger file's lock longer than the
+    /// ledger's timeout: nothing was charged or released; try again later.
+    LedgerBusy {
+        /// The ledger file.
+        path: alloc::string::String,
+        /// How long this process waited, in milliseconds.
+        waited_ms: u64,
+    },
     /// A release whose value, noise scale or release grid would not be a
     /// finite normal number (e.g. ε = 1e-300 makes the scale overflow).
     /// Refused before anything is charged.
@@ -175,8 +183,8 @@ impl fmt::Display for Error {
                 remaining_delta,
             } => write!(
                 f,
-                "privacy budget exceeded: release needs epsilon {requested_epsilon} and delta {requested_delta}, \
-                 but only epsilon {remaining_epsilon} and delta {remaining_delta} remain"
+                "privacy budget exceeded: release needs epsilon {requested_epsilon:e} and delta {requested_delta:e}, \
+                 but only epsilon {remaining_epsilon:e} and delta {remaining_delta:e} remain"
             ),
             Error::InvalidReport { reason } => write!(f, "invalid report: {reason}"),
             Error::Parse { what, reason } => write!(f, "cannot parse {what}: {reason}"),
@@ -217,6 +225,11 @@ impl fmt::Display for Error {
             Error::LedgerIo { detail } => {
                 write!(f, "ledger I/O failed, nothing released: {detail}")
             }
+            Error::LedgerBusy { path, waited_ms } => write!(
+                f,
+                "ledger {} is locked by another process (waited {waited_ms} ms), nothing released",
+                crate::server::escape::Untrusted(path)
+            ),
             Error::NonFiniteRelease { what, value } => write!(
                 f,
                 "release refused (nothing charged): its {what} would be {value}, not a finite normal number; \

@@ -574,7 +574,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 10183:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 8395:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 30753:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -670,7 +670,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release() != 36002:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 59370:
+    if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 1130:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() != 58021:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -702,9 +702,11 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 10549:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 11784:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 13555:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() != 9776:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 20839:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_status() != 5452:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -1083,6 +1085,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype =
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon.restype = ctypes.c_uint16
@@ -1756,6 +1761,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_refresh.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_refresh.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2299,6 +2309,61 @@ class _UniffiFfiConverterTypeBatchResult(_UniffiConverterRustBuffer):
         _UniffiFfiConverterMapStringUInt64.write(value.rejected_by_code, buf)
         _UniffiFfiConverterSequenceTypeRejectedRecord.write(value.rejections, buf)
 
+class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
+    @staticmethod
+    def read(buf):
+        return buf.read_double()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_double(value)
+
+@dataclass
+class BudgetPeriod:
+    """
+    A period of a periodic budget: its length and the (ε, δ) allowed
+    within each period (e.g. a day: `seconds = 86400`).
+"""
+    def __init__(self, *, seconds:int, epsilon:float, delta:float):
+        self.seconds = seconds
+        self.epsilon = epsilon
+        self.delta = delta
+        
+        
+
+    
+    def __str__(self):
+        return "BudgetPeriod(seconds={}, epsilon={}, delta={})".format(self.seconds, self.epsilon, self.delta)
+    def __eq__(self, other):
+        if self.seconds != other.seconds:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.delta != other.delta:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeBudgetPeriod(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return BudgetPeriod(
+            seconds=_UniffiFfiConverterUInt64.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            delta=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.seconds)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.delta)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.seconds, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.delta, buf)
+
 
 
 
@@ -2317,7 +2382,8 @@ class BudgetUnit:
     @dataclass
     class PER_METRE:
         """
-        ε per metre (per projected metre for lat/lon input).
+        ε per ground metre (planar metres; lat/lon input through the
+        local-equirectangular projection).
 """
         
         def __init__(self, ):
@@ -2333,6 +2399,29 @@ class BudgetUnit:
             if not isinstance(other, BudgetUnit):
                 return NotImplemented
             if not other.is_PER_METRE():
+                return False
+            return True
+
+    @dataclass
+    class PER_MERCATOR_METRE:
+        """
+        ε per Web Mercator (projected) metre: ε/cos(lat) per ground metre,
+        so never in the same ledger as `PerMetre`.
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "BudgetUnit.PER_MERCATOR_METRE()".format()
+        def __eq__(self, other):
+            if not isinstance(other, BudgetUnit):
+                return NotImplemented
+            if not other.is_PER_MERCATOR_METRE():
                 return False
             return True
 
@@ -2418,6 +2507,10 @@ class BudgetUnit:
         return isinstance(self, BudgetUnit.PER_METRE)
     def is_per_metre(self) -> bool:
         return isinstance(self, BudgetUnit.PER_METRE)
+    def is_PER_MERCATOR_METRE(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_MERCATOR_METRE)
+    def is_per_mercator_metre(self) -> bool:
+        return isinstance(self, BudgetUnit.PER_MERCATOR_METRE)
     def is_PER_DOLLAR(self) -> bool:
         return isinstance(self, BudgetUnit.PER_DOLLAR)
     def is_per_dollar(self) -> bool:
@@ -2436,6 +2529,7 @@ class BudgetUnit:
 # enum class, so that method calls and instance checks etc will work intuitively.
 # We might be able to do this a little more neatly with a metaclass, but this'll do.
 BudgetUnit.PER_METRE = type("BudgetUnit.PER_METRE", (BudgetUnit.PER_METRE, BudgetUnit,), {})  # type: ignore
+BudgetUnit.PER_MERCATOR_METRE = type("BudgetUnit.PER_MERCATOR_METRE", (BudgetUnit.PER_MERCATOR_METRE, BudgetUnit,), {})  # type: ignore
 BudgetUnit.PER_DOLLAR = type("BudgetUnit.PER_DOLLAR", (BudgetUnit.PER_DOLLAR, BudgetUnit,), {})  # type: ignore
 BudgetUnit.LOCAL_DP = type("BudgetUnit.LOCAL_DP", (BudgetUnit.LOCAL_DP, BudgetUnit,), {})  # type: ignore
 BudgetUnit.CUSTOM = type("BudgetUnit.CUSTOM", (BudgetUnit.CUSTOM, BudgetUnit,), {})  # type: ignore
@@ -2451,12 +2545,15 @@ class _UniffiFfiConverterTypeBudgetUnit(_UniffiConverterRustBuffer):
             return BudgetUnit.PER_METRE(
             )
         if variant == 2:
-            return BudgetUnit.PER_DOLLAR(
+            return BudgetUnit.PER_MERCATOR_METRE(
             )
         if variant == 3:
-            return BudgetUnit.LOCAL_DP(
+            return BudgetUnit.PER_DOLLAR(
             )
         if variant == 4:
+            return BudgetUnit.LOCAL_DP(
+            )
+        if variant == 5:
             return BudgetUnit.CUSTOM(
                 _UniffiFfiConverterString.read(buf),
             )
@@ -2465,6 +2562,8 @@ class _UniffiFfiConverterTypeBudgetUnit(_UniffiConverterRustBuffer):
     @staticmethod
     def check_lower(value):
         if value.is_PER_METRE():
+            return
+        if value.is_PER_MERCATOR_METRE():
             return
         if value.is_PER_DOLLAR():
             return
@@ -2479,48 +2578,71 @@ class _UniffiFfiConverterTypeBudgetUnit(_UniffiConverterRustBuffer):
     def write(value, buf):
         if value.is_PER_METRE():
             buf.write_i32(1)
-        if value.is_PER_DOLLAR():
+        if value.is_PER_MERCATOR_METRE():
             buf.write_i32(2)
-        if value.is_LOCAL_DP():
+        if value.is_PER_DOLLAR():
             buf.write_i32(3)
-        if value.is_CUSTOM():
+        if value.is_LOCAL_DP():
             buf.write_i32(4)
+        if value.is_CUSTOM():
+            buf.write_i32(5)
             _UniffiFfiConverterString.write(value.name, buf)
 
 
 
-class _UniffiFfiConverterFloat64(_UniffiConverterPrimitiveFloat):
-    @staticmethod
-    def read(buf):
-        return buf.read_double()
+class _UniffiFfiConverterOptionalTypeBudgetPeriod(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeBudgetPeriod.check_lower(value)
 
-    @staticmethod
-    def write(value, buf):
-        buf.write_double(value)
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeBudgetPeriod.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeBudgetPeriod.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
 
 @dataclass
 class BudgetPolicy:
     """
-    The budget an app pins for a ledger: its unit, total ε and total δ. A
-    stored ledger whose unit or totals differ is refused
-    (`LedgerRefused`), never adopted or reset.
+    The budget an app pins for a ledger: its unit, the lifetime totals ε
+    and δ and, optionally, a `period` with its own limit (a daily budget
+    under a lifetime cap; docs/MATH.md §8.3). A stored ledger whose unit,
+    totals or period differ is refused (`LedgerRefused`), never adopted or
+    reset.
 """
-    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float):
+    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float, period:typing.Optional[BudgetPeriod] = None):
         self.unit = unit
         self.total_epsilon = total_epsilon
         self.total_delta = total_delta
+        self.period = period
         
         
 
     
     def __str__(self):
-        return "BudgetPolicy(unit={}, total_epsilon={}, total_delta={})".format(self.unit, self.total_epsilon, self.total_delta)
+        return "BudgetPolicy(unit={}, total_epsilon={}, total_delta={}, period={})".format(self.unit, self.total_epsilon, self.total_delta, self.period)
     def __eq__(self, other):
         if self.unit != other.unit:
             return False
         if self.total_epsilon != other.total_epsilon:
             return False
         if self.total_delta != other.total_delta:
+            return False
+        if self.period != other.period:
             return False
         return True
 
@@ -2531,6 +2653,7 @@ class _UniffiFfiConverterTypeBudgetPolicy(_UniffiConverterRustBuffer):
             unit=_UniffiFfiConverterTypeBudgetUnit.read(buf),
             total_epsilon=_UniffiFfiConverterFloat64.read(buf),
             total_delta=_UniffiFfiConverterFloat64.read(buf),
+            period=_UniffiFfiConverterOptionalTypeBudgetPeriod.read(buf),
         )
 
     @staticmethod
@@ -2538,12 +2661,14 @@ class _UniffiFfiConverterTypeBudgetPolicy(_UniffiConverterRustBuffer):
         _UniffiFfiConverterTypeBudgetUnit.check_lower(value.unit)
         _UniffiFfiConverterFloat64.check_lower(value.total_epsilon)
         _UniffiFfiConverterFloat64.check_lower(value.total_delta)
+        _UniffiFfiConverterOptionalTypeBudgetPeriod.check_lower(value.period)
 
     @staticmethod
     def write(value, buf):
         _UniffiFfiConverterTypeBudgetUnit.write(value.unit, buf)
         _UniffiFfiConverterFloat64.write(value.total_epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.total_delta, buf)
+        _UniffiFfiConverterOptionalTypeBudgetPeriod.write(value.period, buf)
 
 @dataclass
 class BudgetShare:
@@ -2590,7 +2715,7 @@ class BudgetStatus:
     A snapshot of a ledger, read under one lock (so its fields agree even
     while other threads spend).
 """
-    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float, spent_epsilon:float, spent_delta:float, remaining_epsilon:float, remaining_delta:float, releases:int):
+    def __init__(self, *, unit:BudgetUnit, total_epsilon:float, total_delta:float, spent_epsilon:float, spent_delta:float, remaining_epsilon:float, remaining_delta:float, releases:int, period:int, period_remaining_epsilon:float, period_remaining_delta:float, lifetime_remaining_epsilon:float, lifetime_remaining_delta:float):
         self.unit = unit
         self.total_epsilon = total_epsilon
         self.total_delta = total_delta
@@ -2599,12 +2724,17 @@ class BudgetStatus:
         self.remaining_epsilon = remaining_epsilon
         self.remaining_delta = remaining_delta
         self.releases = releases
+        self.period = period
+        self.period_remaining_epsilon = period_remaining_epsilon
+        self.period_remaining_delta = period_remaining_delta
+        self.lifetime_remaining_epsilon = lifetime_remaining_epsilon
+        self.lifetime_remaining_delta = lifetime_remaining_delta
         
         
 
     
     def __str__(self):
-        return "BudgetStatus(unit={}, total_epsilon={}, total_delta={}, spent_epsilon={}, spent_delta={}, remaining_epsilon={}, remaining_delta={}, releases={})".format(self.unit, self.total_epsilon, self.total_delta, self.spent_epsilon, self.spent_delta, self.remaining_epsilon, self.remaining_delta, self.releases)
+        return "BudgetStatus(unit={}, total_epsilon={}, total_delta={}, spent_epsilon={}, spent_delta={}, remaining_epsilon={}, remaining_delta={}, releases={}, period={}, period_remaining_epsilon={}, period_remaining_delta={}, lifetime_remaining_epsilon={}, lifetime_remaining_delta={})".format(self.unit, self.total_epsilon, self.total_delta, self.spent_epsilon, self.spent_delta, self.remaining_epsilon, self.remaining_delta, self.releases, self.period, self.period_remaining_epsilon, self.period_remaining_delta, self.lifetime_remaining_epsilon, self.lifetime_remaining_delta)
     def __eq__(self, other):
         if self.unit != other.unit:
             return False
@@ -2622,6 +2752,16 @@ class BudgetStatus:
             return False
         if self.releases != other.releases:
             return False
+        if self.period != other.period:
+            return False
+        if self.period_remaining_epsilon != other.period_remaining_epsilon:
+            return False
+        if self.period_remaining_delta != other.period_remaining_delta:
+            return False
+        if self.lifetime_remaining_epsilon != other.lifetime_remaining_epsilon:
+            return False
+        if self.lifetime_remaining_delta != other.lifetime_remaining_delta:
+            return False
         return True
 
 class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
@@ -2636,6 +2776,11 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
             remaining_epsilon=_UniffiFfiConverterFloat64.read(buf),
             remaining_delta=_UniffiFfiConverterFloat64.read(buf),
             releases=_UniffiFfiConverterUInt64.read(buf),
+            period=_UniffiFfiConverterUInt64.read(buf),
+            period_remaining_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            period_remaining_delta=_UniffiFfiConverterFloat64.read(buf),
+            lifetime_remaining_epsilon=_UniffiFfiConverterFloat64.read(buf),
+            lifetime_remaining_delta=_UniffiFfiConverterFloat64.read(buf),
         )
 
     @staticmethod
@@ -2648,6 +2793,11 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.check_lower(value.remaining_epsilon)
         _UniffiFfiConverterFloat64.check_lower(value.remaining_delta)
         _UniffiFfiConverterUInt64.check_lower(value.releases)
+        _UniffiFfiConverterUInt64.check_lower(value.period)
+        _UniffiFfiConverterFloat64.check_lower(value.period_remaining_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.period_remaining_delta)
+        _UniffiFfiConverterFloat64.check_lower(value.lifetime_remaining_epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.lifetime_remaining_delta)
 
     @staticmethod
     def write(value, buf):
@@ -2659,6 +2809,11 @@ class _UniffiFfiConverterTypeBudgetStatus(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.remaining_epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.remaining_delta, buf)
         _UniffiFfiConverterUInt64.write(value.releases, buf)
+        _UniffiFfiConverterUInt64.write(value.period, buf)
+        _UniffiFfiConverterFloat64.write(value.period_remaining_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.period_remaining_delta, buf)
+        _UniffiFfiConverterFloat64.write(value.lifetime_remaining_epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.lifetime_remaining_delta, buf)
 
 class _UniffiFfiConverterOptionalFloat64(_UniffiConverterRustBuffer):
     @classmethod
@@ -5557,15 +5712,20 @@ class PrivacyLedgerProtocol(typing.Protocol):
         raise NotImplementedError
     def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
         """
-        The largest (ε, δ) such that `releases` releases of it fit the
-        remaining budget (checked with the ledger's own rounding: ten
-        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+        The largest (ε, δ) such that `releases` releases of it fit what is
+        left now (this period and lifetime; checked by replaying them).
+        `null` if `releases` is 0 or nothing is left.
+"""
+        raise NotImplementedError
+    def refresh(self, ) -> None:
+        """
+        Re-read a file-backed ledger (charges other processes made since);
+        nothing to do for an in-memory one.
 """
         raise NotImplementedError
     def remaining_epsilon(self, ) -> float:
         """
-        ε still available (rounded down).
+        ε a release may use now: this period and lifetime (rounded down).
 """
         raise NotImplementedError
     def status(self, ) -> BudgetStatus:
@@ -5752,10 +5912,9 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         return _uniffi_lift_return(_uniffi_ffi_result)
     def even_split(self, releases: int) -> typing.Optional[BudgetShare]:
         """
-        The largest (ε, δ) such that `releases` releases of it fit the
-        remaining budget (checked with the ledger's own rounding: ten
-        releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-        `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+        The largest (ε, δ) such that `releases` releases of it fit what is
+        left now (this period and lifetime; checked by replaying them).
+        `null` if `releases` is 0 or nothing is left.
 """
         
         _UniffiFfiConverterUInt64.check_lower(releases)
@@ -5771,9 +5930,25 @@ class PrivacyLedger(PrivacyLedgerProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def refresh(self, ) -> None:
+        """
+        Re-read a file-backed ledger (charges other processes made since);
+        nothing to do for an in-memory one.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_refresh,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def remaining_epsilon(self, ) -> float:
         """
-        ε still available (rounded down).
+        ε a release may use now: this period and lifetime (rounded down).
 """
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
@@ -6357,10 +6532,11 @@ class GeoMechanismProtocol(typing.Protocol):
         or KDE, in metres), charged to `ledger` (see `privatize`): the
         location is projected with `projection` (which must be the one a
         `*_latlon` constructor of the query used) and privatized. ε is per
-        **projected** metre (the unit is `PER_METRE` unless stated): under
-        `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-        per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-        are `InvalidInput`.
+        **projected** metre: under `WebMercator` one ground metre is
+        1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+        per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+        `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+        coordinates are `InvalidInput`.
 """
         raise NotImplementedError
     def privatize_latlon_unmetered(self, query: GeoQuery,lat: float,lon: float,projection: Projection) -> PrivateReport:
@@ -6783,10 +6959,11 @@ class GeoMechanism(GeoMechanismProtocol):
         or KDE, in metres), charged to `ledger` (see `privatize`): the
         location is projected with `projection` (which must be the one a
         `*_latlon` constructor of the query used) and privatized. ε is per
-        **projected** metre (the unit is `PER_METRE` unless stated): under
-        `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-        per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-        are `InvalidInput`.
+        **projected** metre: under `WebMercator` one ground metre is
+        1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+        per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+        `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+        coordinates are `InvalidInput`.
 """
         
         _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
@@ -7470,7 +7647,10 @@ class MapReleaseProtocol(typing.Protocol):
         """
         `release` for a GPS fix: latitude/longitude (WGS84 degrees)
         projected with `projection`; the grid must be in that projection's
-        metres (e.g. `project` its corners with the same projection).
+        metres (e.g. `project` its corners with the same projection). The
+        charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+        `WebMercator` and per ground metre (`PER_METRE`) under
+        `LocalEquirectangular`: the ledger must be in that unit.
 """
         raise NotImplementedError
     def release_unmetered(self, location: typing.List[float]) -> MapUpload:
@@ -7598,7 +7778,10 @@ class MapRelease(MapReleaseProtocol):
         """
         `release` for a GPS fix: latitude/longitude (WGS84 degrees)
         projected with `projection`; the grid must be in that projection's
-        metres (e.g. `project` its corners with the same projection).
+        metres (e.g. `project` its corners with the same projection). The
+        charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+        `WebMercator` and per ground metre (`PER_METRE`) under
+        `LocalEquirectangular`: the ledger must be in that unit.
 """
         
         _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
@@ -9481,6 +9664,7 @@ __all__ = [
     "Projection",
     "RejectedRecord",
     "BatchResult",
+    "BudgetPeriod",
     "BudgetPolicy",
     "BudgetShare",
     "BudgetStatus",

@@ -27,5 +27,6 @@ ln -sf "$FFI_LIB" "$OUT/"
 cd "$OUT"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_bindings.py"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_server.py"
+PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_ledger_processes.py"
 GEOPRIV_CLI="$TARGET_DIR/debug/geopriv" PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 \
   python3 "$REPO/bindings/tests/python/test_map.py"

@@ -17,8 +17,12 @@ use crate::{guard, lock, GeoMechanism, GeoprivError};
 /// local-DP charge (`UnitMismatch`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, uniffi::Enum)]
 pub enum BudgetUnit {
-    /// ε per metre (per projected metre for lat/lon input).
+    /// ε per ground metre (planar metres; lat/lon input through the
+    /// local-equirectangular projection).
     PerMetre,
+    /// ε per Web Mercator (projected) metre: ε/cos(lat) per ground metre,
+    /// so never in the same ledger as `PerMetre`.
+    PerMercatorMetre,
     /// ε per dollar.
     PerDollar,
     /// A local-DP ε (`GeoMechanism.local_dp`).
@@ -35,6 +39,7 @@ impl TryFrom<BudgetUnit> for geopriv::BudgetUnit {
     fn try_from(u: BudgetUnit) -> Result<Self, GeoprivError> {
         Ok(match u {
             BudgetUnit::PerMetre => geopriv::BudgetUnit::PerMetre,
+            BudgetUnit::PerMercatorMetre => geopriv::BudgetUnit::PerMercatorMetre,
             BudgetUnit::PerDollar => geopriv::BudgetUnit::PerDollar,
             BudgetUnit::LocalDp => geopriv::BudgetUnit::LocalDp,
             BudgetUnit::Custom { name } => geopriv::BudgetUnit::custom(&name)?,
@@ -46,6 +51,7 @@ impl From<&geopriv::BudgetUnit> for BudgetUnit {
     fn from(u: &geopriv::BudgetUnit) -> Self {
         match u {
             geopriv::BudgetUnit::PerMetre => BudgetUnit::PerMetre,
+            geopriv::BudgetUnit::PerMercatorMetre => BudgetUnit::PerMercatorMetre,
             geopriv::BudgetUnit::PerDollar => BudgetUnit::PerDollar,
             geopriv::BudgetUnit::LocalDp => BudgetUnit::LocalDp,
             geopriv::BudgetUnit::Custom(name) => BudgetUnit::Custom { name: name.clone() },
@@ -53,26 +59,51 @@ impl From<&geopriv::BudgetUnit> for BudgetUnit {
     }
 }
 
-/// The budget an app pins for a ledger: its unit, total ε and total δ. A
-/// stored ledger whose unit or totals differ is refused
-/// (`LedgerRefused`), never adopted or reset.
+/// A period of a periodic budget: its length and the (ε, δ) allowed
+/// within each period (e.g. a day: `seconds = 86400`).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct BudgetPeriod {
+    /// The period's length in seconds (periods are ⌊unix time / seconds⌋,
+    /// so days start at 00:00 UTC).
+    pub seconds: u64,
+    /// ε allowed per period (finite, > 0, at most `total_epsilon`).
+    pub epsilon: f64,
+    /// δ allowed per period (in [0, 1), at most `total_delta`).
+    pub delta: f64,
+}
+
+/// The budget an app pins for a ledger: its unit, the lifetime totals ε
+/// and δ and, optionally, a `period` with its own limit (a daily budget
+/// under a lifetime cap; docs/MATH.md §8.3). A stored ledger whose unit,
+/// totals or period differ is refused (`LedgerRefused`), never adopted or
+/// reset.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct BudgetPolicy {
     /// The unit of every ε charged.
     pub unit: BudgetUnit,
-    /// The total ε (finite, > 0).
+    /// The lifetime ε (finite, > 0).
     pub total_epsilon: f64,
-    /// The total δ (finite, in [0, 1)).
+    /// The lifetime δ (finite, in [0, 1)).
     pub total_delta: f64,
+    /// The per-period limit; none: lifetime only.
+    #[uniffi(default)]
+    pub period: Option<BudgetPeriod>,
 }
 
 impl BudgetPolicy {
     fn to_core(&self) -> Result<geopriv::BudgetPolicy, GeoprivError> {
-        Ok(geopriv::BudgetPolicy::new(
-            self.unit.clone().try_into()?,
-            self.total_epsilon,
-            self.total_delta,
-        )?)
+        let unit = self.unit.clone().try_into()?;
+        Ok(match &self.period {
+            None => geopriv::BudgetPolicy::new(unit, self.total_epsilon, self.total_delta)?,
+            Some(p) => geopriv::BudgetPolicy::periodic(
+                unit,
+                p.epsilon,
+                p.delta,
+                p.seconds,
+                self.total_epsilon,
+                self.total_delta,
+            )?,
+        })
     }
 }
 
@@ -90,12 +121,23 @@ pub struct BudgetStatus {
     pub spent_epsilon: f64,
     /// δ charged so far.
     pub spent_delta: f64,
-    /// ε still available (rounded down).
+    /// ε a release may use now: the smaller of what is left this period
+    /// and over the lifetime (rounded down).
     pub remaining_epsilon: f64,
-    /// δ still available (rounded down).
+    /// δ a release may use now (rounded down).
     pub remaining_delta: f64,
     /// Number of releases charged.
     pub releases: u64,
+    /// The current period (0 for a lifetime-only policy).
+    pub period: u64,
+    /// ε left in this period.
+    pub period_remaining_epsilon: f64,
+    /// δ left in this period.
+    pub period_remaining_delta: f64,
+    /// ε left over the ledger's life.
+    pub lifetime_remaining_epsilon: f64,
+    /// δ left over the ledger's life.
+    pub lifetime_remaining_delta: f64,
 }
 
 /// An (ε, δ) pair: one release's share of a budget.
@@ -245,24 +287,41 @@ impl PrivacyLedger {
     pub fn status(&self) -> Result<BudgetStatus, GeoprivError> {
         guard(|| {
             self.with_state(|l| {
-                let (remaining_epsilon, remaining_delta) = l.remaining();
+                let r = l.remaining();
                 BudgetStatus {
                     unit: l.unit().into(),
                     total_epsilon: l.total_epsilon(),
                     total_delta: l.total_delta(),
                     spent_epsilon: l.spent_epsilon(),
                     spent_delta: l.spent_delta(),
-                    remaining_epsilon,
-                    remaining_delta,
+                    remaining_epsilon: r.epsilon,
+                    remaining_delta: r.delta,
                     releases: l.releases(),
+                    period: r.period,
+                    period_remaining_epsilon: r.period_epsilon,
+                    period_remaining_delta: r.period_delta,
+                    lifetime_remaining_epsilon: r.lifetime_epsilon,
+                    lifetime_remaining_delta: r.lifetime_delta,
                 }
             })
         })
     }
 
-    /// ε still available (rounded down).
+    /// ε a release may use now: this period and lifetime (rounded down).
     pub fn remaining_epsilon(&self) -> Result<f64, GeoprivError> {
-        guard(|| self.with_state(|l| l.remaining().0))
+        guard(|| self.with_state(|l| l.remaining().epsilon))
+    }
+
+    /// Re-read a file-backed ledger (charges other processes made since);
+    /// nothing to do for an in-memory one.
+    pub fn refresh(&self) -> Result<(), GeoprivError> {
+        guard(|| {
+            let mut store = lock(&self.store, "privacy ledger")?;
+            if let Store::File(f) = &mut *store {
+                f.refresh()?;
+            }
+            Ok(())
+        })
     }
 
     /// Whether one release with `mechanism` fits now (same unit, enough
@@ -279,10 +338,9 @@ impl PrivacyLedger {
         })
     }
 
-    /// The largest (ε, δ) such that `releases` releases of it fit the
-    /// remaining budget (checked with the ledger's own rounding: ten
-    /// releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-    /// `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+    /// The largest (ε, δ) such that `releases` releases of it fit what is
+    /// left now (this period and lifetime; checked by replaying them).
+    /// `null` if `releases` is 0 or nothing is left.
     pub fn even_split(&self, releases: u64) -> Result<Option<BudgetShare>, GeoprivError> {
         guard(|| {
             self.with_state(|l| {
@@ -303,6 +361,7 @@ mod tests {
             unit: BudgetUnit::PerMetre,
             total_epsilon,
             total_delta,
+            period: None,
         }
     }
 
@@ -370,6 +429,7 @@ mod tests {
                     unit: BudgetUnit::PerDollar,
                     total_epsilon: 1.0,
                     total_delta: 1e-6,
+                    period: None,
                 },
                 json.clone(),
             ),
@@ -382,6 +442,81 @@ mod tests {
             let e = PrivacyLedger::restore(bad.clone(), policy).unwrap_err();
             assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{bad}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_periodic_policy_limits_the_day_and_reports_both_remainders() {
+        let daily = BudgetPolicy {
+            unit: BudgetUnit::PerDollar,
+            total_epsilon: 1e-3,
+            total_delta: 0.0,
+            period: Some(BudgetPeriod {
+                seconds: 86_400,
+                epsilon: 2.0 / 5000.0,
+                delta: 0.0,
+            }),
+        };
+        let dir = std::env::temp_dir().join(format!("geopriv-ffi-daily-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.json").to_str().unwrap().to_string();
+        let ledger = PrivacyLedger::open_or_create(path.clone(), daily.clone()).unwrap();
+        let m = GeoMechanism::polyplace(1.0 / 5000.0)
+            .unwrap()
+            .with_unit(BudgetUnit::PerDollar)
+            .unwrap();
+        let q = GeoQuery::threshold(100_000.0, 20_000.0).unwrap();
+        for _ in 0..2 {
+            m.privatize(ledger.clone(), q.clone(), vec![9e4]).unwrap();
+        }
+        let e = m
+            .privatize(ledger.clone(), q.clone(), vec![9e4])
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::BudgetExceeded(_)), "{e:?}");
+        let s = ledger.status().unwrap();
+        assert_eq!(
+            (s.releases, s.period_remaining_epsilon, s.remaining_epsilon),
+            (2, 0.0, 0.0)
+        );
+        assert!((s.lifetime_remaining_epsilon - 6e-4).abs() < 1e-15, "{s:?}");
+        // Another period length is another policy.
+        let mut weekly = daily.clone();
+        weekly.period.as_mut().unwrap().seconds = 7 * 86_400;
+        let e = PrivacyLedger::open(path.clone(), weekly).unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        ledger.refresh().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn latlon_charges_mercator_and_ground_metres_apart() {
+        let q = GeoQuery::kde_latlon(48.86, 2.34, 1_000.0, crate::Projection::WebMercator).ok();
+        let Some(q) = q else { return };
+        let ledger = PrivacyLedger::in_memory(metres(1.0, 0.0)).unwrap();
+        let m = GeoMechanism::polyplace(1e-3).unwrap();
+        // Mercator metres into a ground-metre ledger: refused.
+        let e = m
+            .privatize_latlon(
+                ledger.clone(),
+                q.clone(),
+                48.86,
+                2.34,
+                crate::Projection::WebMercator,
+            )
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        let stated = m.with_unit(BudgetUnit::PerMetre).unwrap();
+        let e = stated
+            .privatize_latlon(
+                ledger.clone(),
+                q,
+                48.86,
+                2.34,
+                crate::Projection::WebMercator,
+            )
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
+        assert_eq!(ledger.status().unwrap().releases, 0);
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl From<geopriv::Error> for GeoprivError {
             E::LedgerPolicyMismatch { .. } | E::InvalidLedgerState { .. } => {
                 GeoprivError::LedgerRefused(msg)
             }
-            E::LedgerIo { .. } => GeoprivError::LedgerIo(msg),
+            E::LedgerIo { .. } | E::LedgerBusy { .. } => GeoprivError::LedgerIo(msg),
             // Parameters too extreme for a finite release.
             E::NonFiniteRelease { .. } => GeoprivError::InvalidParameter(msg),
             // A size above its limit (e.g. a 200k x 200k grid) or an input

@@ -247,7 +247,10 @@ impl MapRelease {
 
     /// `release` for a GPS fix: latitude/longitude (WGS84 degrees)
     /// projected with `projection`; the grid must be in that projection's
-    /// metres (e.g. `project` its corners with the same projection).
+    /// metres (e.g. `project` its corners with the same projection). The
+    /// charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+    /// `WebMercator` and per ground metre (`PER_METRE`) under
+    /// `LocalEquirectangular`: the ledger must be in that unit.
     pub fn release_latlon(
         &self,
         ledger: Arc<PrivacyLedger>,
@@ -257,7 +260,18 @@ impl MapRelease {
     ) -> Result<MapUpload, GeoprivError> {
         guard(|| {
             let xy = projection.forward(lat, lon, crate::geo::PointRole::Input)?;
-            self.release(ledger, xy.to_vec())
+            let location = xy.to_vec();
+            self.location(&location)?;
+            // Web Mercator metres are not ground metres (docs/MATH.md §8.3).
+            let unit = match projection {
+                crate::Projection::WebMercator => CoreUnit::PerMercatorMetre,
+                crate::Projection::LocalEquirectangular { .. } => CoreUnit::PerMetre,
+            };
+            let inner = self.inner.clone().with_unit(unit);
+            let r = ledger.with_ledger(|l| {
+                Ok(inner.release(l, &location, &mut geopriv::SecureRng::new())?)
+            })?;
+            MapUpload::from_core(&r)
         })
     }
 
@@ -907,6 +921,7 @@ mod tests {
             unit: BudgetUnit::PerMetre,
             total_epsilon: total,
             total_delta: 0.0,
+            period: None,
         })
         .unwrap()
     }
@@ -929,6 +944,7 @@ mod tests {
             unit: BudgetUnit::PerDollar,
             total_epsilon: 1.0,
             total_delta: 0.0,
+            period: None,
         })
         .unwrap();
         let e = r.release(dollars.clone(), vec![1.0, 1.0]).unwrap_err();

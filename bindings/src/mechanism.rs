@@ -136,16 +136,32 @@ impl GeoMechanism {
         Ok(PrivateReport::from_core(&report))
     }
 
-    /// A lat/lon release: projected metres, so ε is per projected metre
-    /// unless the mechanism says otherwise (and then the ledger decides).
-    fn latlon_mechanism(&self) -> geopriv::Mechanism {
+    /// A lat/lon release: ε is per Web Mercator metre under `WebMercator`
+    /// (`PER_MERCATOR_METRE`) and per ground metre under
+    /// `LocalEquirectangular` (`PER_METRE`); a mechanism that states
+    /// another metre is refused (`UnitMismatch`), other units are left to
+    /// the ledger.
+    fn latlon_mechanism(
+        &self,
+        projection: &Projection,
+    ) -> Result<geopriv::Mechanism, GeoprivError> {
+        use geopriv::BudgetUnit as U;
+        let unit = match projection {
+            Projection::WebMercator => U::PerMercatorMetre,
+            Projection::LocalEquirectangular { .. } => U::PerMetre,
+        };
         match self.inner.unit() {
-            Some(_) => self.inner.clone(),
-            None => self
+            Some(u @ (U::PerMetre | U::PerMercatorMetre)) if *u != unit => {
+                Err(GeoprivError::UnitMismatch(format!(
+                    "this projection releases epsilon {unit}, but the mechanism states {u}"
+                )))
+            }
+            Some(_) => Ok(self.inner.clone()),
+            None => Ok(self
                 .inner
                 .clone()
-                .with_unit(geopriv::BudgetUnit::PerMetre)
-                .unwrap_or_else(|_| self.inner.clone()),
+                .with_unit(unit)
+                .unwrap_or_else(|_| self.inner.clone())),
         }
     }
 
@@ -384,10 +400,11 @@ impl GeoMechanism {
     /// or KDE, in metres), charged to `ledger` (see `privatize`): the
     /// location is projected with `projection` (which must be the one a
     /// `*_latlon` constructor of the query used) and privatized. ε is per
-    /// **projected** metre (the unit is `PER_METRE` unless stated): under
-    /// `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-    /// per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-    /// are `InvalidInput`.
+    /// **projected** metre: under `WebMercator` one ground metre is
+    /// 1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+    /// per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+    /// `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+    /// coordinates are `InvalidInput`.
     pub fn privatize_latlon(
         &self,
         ledger: Arc<PrivacyLedger>,
@@ -397,8 +414,9 @@ impl GeoMechanism {
         projection: Projection,
     ) -> Result<PrivateReport, GeoprivError> {
         guard(|| {
+            let mechanism = self.latlon_mechanism(&projection)?;
             let x = Self::project_for(&query, lat, lon, projection)?;
-            self.release(&self.latlon_mechanism(), &query, &x, Some(&ledger))
+            self.release(&mechanism, &query, &x, Some(&ledger))
         })
     }
 

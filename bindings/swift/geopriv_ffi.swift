@@ -982,10 +982,11 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
      * or KDE, in metres), charged to `ledger` (see `privatize`): the
      * location is projected with `projection` (which must be the one a
      * `*_latlon` constructor of the query used) and privatized. ε is per
-     * **projected** metre (the unit is `PER_METRE` unless stated): under
-     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-     * are `InvalidInput`.
+     * **projected** metre: under `WebMercator` one ground metre is
+     * 1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+     * per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+     * `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+     * coordinates are `InvalidInput`.
      */
     func privatizeLatlon(ledger: PrivacyLedger, query: GeoQuery, lat: Double, lon: Double, projection: Projection) throws  -> PrivateReport
     
@@ -1331,10 +1332,11 @@ open func privatize(ledger: PrivacyLedger, query: GeoQuery, x: [Double])throws  
      * or KDE, in metres), charged to `ledger` (see `privatize`): the
      * location is projected with `projection` (which must be the one a
      * `*_latlon` constructor of the query used) and privatized. ε is per
-     * **projected** metre (the unit is `PER_METRE` unless stated): under
-     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-     * are `InvalidInput`.
+     * **projected** metre: under `WebMercator` one ground metre is
+     * 1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+     * per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+     * `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+     * coordinates are `InvalidInput`.
      */
 open func privatizeLatlon(ledger: PrivacyLedger, query: GeoQuery, lat: Double, lon: Double, projection: Projection)throws  -> PrivateReport  {
     return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -2259,7 +2261,10 @@ public protocol MapReleaseProtocol: AnyObject, Sendable {
     /**
      * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
      * projected with `projection`; the grid must be in that projection's
-     * metres (e.g. `project` its corners with the same projection).
+     * metres (e.g. `project` its corners with the same projection). The
+     * charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+     * `WebMercator` and per ground metre (`PER_METRE`) under
+     * `LocalEquirectangular`: the ledger must be in that unit.
      */
     func releaseLatlon(ledger: PrivacyLedger, lat: Double, lon: Double, projection: Projection) throws  -> MapUpload
     
@@ -2397,7 +2402,10 @@ open func release(ledger: PrivacyLedger, location: [Double])throws  -> MapUpload
     /**
      * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
      * projected with `projection`; the grid must be in that projection's
-     * metres (e.g. `project` its corners with the same projection).
+     * metres (e.g. `project` its corners with the same projection). The
+     * charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+     * `WebMercator` and per ground metre (`PER_METRE`) under
+     * `LocalEquirectangular`: the ledger must be in that unit.
      */
 open func releaseLatlon(ledger: PrivacyLedger, lat: Double, lon: Double, projection: Projection)throws  -> MapUpload  {
     return try  FfiConverterTypeMapUpload_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -2883,15 +2891,20 @@ public protocol PrivacyLedgerProtocol: AnyObject, Sendable {
     func canAfford(mechanism: GeoMechanism) throws  -> Bool
     
     /**
-     * The largest (ε, δ) such that `releases` releases of it fit the
-     * remaining budget (checked with the ledger's own rounding: ten
-     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     * The largest (ε, δ) such that `releases` releases of it fit what is
+     * left now (this period and lifetime; checked by replaying them).
+     * `null` if `releases` is 0 or nothing is left.
      */
     func evenSplit(releases: UInt64) throws  -> BudgetShare?
     
     /**
-     * ε still available (rounded down).
+     * Re-read a file-backed ledger (charges other processes made since);
+     * nothing to do for an in-memory one.
+     */
+    func refresh() throws 
+    
+    /**
+     * ε a release may use now: this period and lifetime (rounded down).
      */
     func remainingEpsilon() throws  -> Double
     
@@ -3064,10 +3077,9 @@ open func canAfford(mechanism: GeoMechanism)throws  -> Bool  {
 }
     
     /**
-     * The largest (ε, δ) such that `releases` releases of it fit the
-     * remaining budget (checked with the ledger's own rounding: ten
-     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     * The largest (ε, δ) such that `releases` releases of it fit what is
+     * left now (this period and lifetime; checked by replaying them).
+     * `null` if `releases` is 0 or nothing is left.
      */
 open func evenSplit(releases: UInt64)throws  -> BudgetShare?  {
     return try  FfiConverterOptionTypeBudgetShare.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -3080,7 +3092,19 @@ open func evenSplit(releases: UInt64)throws  -> BudgetShare?  {
 }
     
     /**
-     * ε still available (rounded down).
+     * Re-read a file-backed ledger (charges other processes made since);
+     * nothing to do for an in-memory one.
+     */
+open func refresh()throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacyledger_refresh(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * ε a release may use now: this period and lifetime (rounded down).
      */
 open func remainingEpsilon()throws  -> Double  {
     return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -4279,9 +4303,93 @@ public func FfiConverterTypeBatchResult_lower(_ value: BatchResult) -> RustBuffe
 
 
 /**
- * The budget an app pins for a ledger: its unit, total ε and total δ. A
- * stored ledger whose unit or totals differ is refused
- * (`LedgerRefused`), never adopted or reset.
+ * A period of a periodic budget: its length and the (ε, δ) allowed
+ * within each period (e.g. a day: `seconds = 86400`).
+ */
+public struct BudgetPeriod: Equatable, Hashable {
+    /**
+     * The period's length in seconds (periods are ⌊unix time / seconds⌋,
+     * so days start at 00:00 UTC).
+     */
+    public var seconds: UInt64
+    /**
+     * ε allowed per period (finite, > 0, at most `total_epsilon`).
+     */
+    public var epsilon: Double
+    /**
+     * δ allowed per period (in [0, 1), at most `total_delta`).
+     */
+    public var delta: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The period's length in seconds (periods are ⌊unix time / seconds⌋,
+         * so days start at 00:00 UTC).
+         */seconds: UInt64, 
+        /**
+         * ε allowed per period (finite, > 0, at most `total_epsilon`).
+         */epsilon: Double, 
+        /**
+         * δ allowed per period (in [0, 1), at most `total_delta`).
+         */delta: Double) {
+        self.seconds = seconds
+        self.epsilon = epsilon
+        self.delta = delta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BudgetPeriod: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBudgetPeriod: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BudgetPeriod {
+        return
+            try BudgetPeriod(
+                seconds: FfiConverterUInt64.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                delta: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BudgetPeriod, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.seconds, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.delta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetPeriod_lift(_ buf: RustBuffer) throws -> BudgetPeriod {
+    return try FfiConverterTypeBudgetPeriod.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBudgetPeriod_lower(_ value: BudgetPeriod) -> RustBuffer {
+    return FfiConverterTypeBudgetPeriod.lower(value)
+}
+
+
+/**
+ * The budget an app pins for a ledger: its unit, the lifetime totals ε
+ * and δ and, optionally, a `period` with its own limit (a daily budget
+ * under a lifetime cap; docs/MATH.md §8.3). A stored ledger whose unit,
+ * totals or period differ is refused (`LedgerRefused`), never adopted or
+ * reset.
  */
 public struct BudgetPolicy: Equatable, Hashable {
     /**
@@ -4289,13 +4397,17 @@ public struct BudgetPolicy: Equatable, Hashable {
      */
     public var unit: BudgetUnit
     /**
-     * The total ε (finite, > 0).
+     * The lifetime ε (finite, > 0).
      */
     public var totalEpsilon: Double
     /**
-     * The total δ (finite, in [0, 1)).
+     * The lifetime δ (finite, in [0, 1)).
      */
     public var totalDelta: Double
+    /**
+     * The per-period limit; none: lifetime only.
+     */
+    public var period: BudgetPeriod?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -4304,14 +4416,18 @@ public struct BudgetPolicy: Equatable, Hashable {
          * The unit of every ε charged.
          */unit: BudgetUnit, 
         /**
-         * The total ε (finite, > 0).
+         * The lifetime ε (finite, > 0).
          */totalEpsilon: Double, 
         /**
-         * The total δ (finite, in [0, 1)).
-         */totalDelta: Double) {
+         * The lifetime δ (finite, in [0, 1)).
+         */totalDelta: Double, 
+        /**
+         * The per-period limit; none: lifetime only.
+         */period: BudgetPeriod? = nil) {
         self.unit = unit
         self.totalEpsilon = totalEpsilon
         self.totalDelta = totalDelta
+        self.period = period
     }
 
     
@@ -4332,7 +4448,8 @@ public struct FfiConverterTypeBudgetPolicy: FfiConverterRustBuffer {
             try BudgetPolicy(
                 unit: FfiConverterTypeBudgetUnit.read(from: &buf), 
                 totalEpsilon: FfiConverterDouble.read(from: &buf), 
-                totalDelta: FfiConverterDouble.read(from: &buf)
+                totalDelta: FfiConverterDouble.read(from: &buf), 
+                period: FfiConverterOptionTypeBudgetPeriod.read(from: &buf)
         )
     }
 
@@ -4340,6 +4457,7 @@ public struct FfiConverterTypeBudgetPolicy: FfiConverterRustBuffer {
         FfiConverterTypeBudgetUnit.write(value.unit, into: &buf)
         FfiConverterDouble.write(value.totalEpsilon, into: &buf)
         FfiConverterDouble.write(value.totalDelta, into: &buf)
+        FfiConverterOptionTypeBudgetPeriod.write(value.period, into: &buf)
     }
 }
 
@@ -4454,17 +4572,38 @@ public struct BudgetStatus: Equatable, Hashable {
      */
     public var spentDelta: Double
     /**
-     * ε still available (rounded down).
+     * ε a release may use now: the smaller of what is left this period
+     * and over the lifetime (rounded down).
      */
     public var remainingEpsilon: Double
     /**
-     * δ still available (rounded down).
+     * δ a release may use now (rounded down).
      */
     public var remainingDelta: Double
     /**
      * Number of releases charged.
      */
     public var releases: UInt64
+    /**
+     * The current period (0 for a lifetime-only policy).
+     */
+    public var period: UInt64
+    /**
+     * ε left in this period.
+     */
+    public var periodRemainingEpsilon: Double
+    /**
+     * δ left in this period.
+     */
+    public var periodRemainingDelta: Double
+    /**
+     * ε left over the ledger's life.
+     */
+    public var lifetimeRemainingEpsilon: Double
+    /**
+     * δ left over the ledger's life.
+     */
+    public var lifetimeRemainingDelta: Double
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -4485,14 +4624,30 @@ public struct BudgetStatus: Equatable, Hashable {
          * δ charged so far.
          */spentDelta: Double, 
         /**
-         * ε still available (rounded down).
+         * ε a release may use now: the smaller of what is left this period
+         * and over the lifetime (rounded down).
          */remainingEpsilon: Double, 
         /**
-         * δ still available (rounded down).
+         * δ a release may use now (rounded down).
          */remainingDelta: Double, 
         /**
          * Number of releases charged.
-         */releases: UInt64) {
+         */releases: UInt64, 
+        /**
+         * The current period (0 for a lifetime-only policy).
+         */period: UInt64, 
+        /**
+         * ε left in this period.
+         */periodRemainingEpsilon: Double, 
+        /**
+         * δ left in this period.
+         */periodRemainingDelta: Double, 
+        /**
+         * ε left over the ledger's life.
+         */lifetimeRemainingEpsilon: Double, 
+        /**
+         * δ left over the ledger's life.
+         */lifetimeRemainingDelta: Double) {
         self.unit = unit
         self.totalEpsilon = totalEpsilon
         self.totalDelta = totalDelta
@@ -4501,6 +4656,11 @@ public struct BudgetStatus: Equatable, Hashable {
         self.remainingEpsilon = remainingEpsilon
         self.remainingDelta = remainingDelta
         self.releases = releases
+        self.period = period
+        self.periodRemainingEpsilon = periodRemainingEpsilon
+        self.periodRemainingDelta = periodRemainingDelta
+        self.lifetimeRemainingEpsilon = lifetimeRemainingEpsilon
+        self.lifetimeRemainingDelta = lifetimeRemainingDelta
     }
 
     
@@ -4526,7 +4686,12 @@ public struct FfiConverterTypeBudgetStatus: FfiConverterRustBuffer {
                 spentDelta: FfiConverterDouble.read(from: &buf), 
                 remainingEpsilon: FfiConverterDouble.read(from: &buf), 
                 remainingDelta: FfiConverterDouble.read(from: &buf), 
-                releases: FfiConverterUInt64.read(from: &buf)
+                releases: FfiConverterUInt64.read(from: &buf), 
+                period: FfiConverterUInt64.read(from: &buf), 
+                periodRemainingEpsilon: FfiConverterDouble.read(from: &buf), 
+                periodRemainingDelta: FfiConverterDouble.read(from: &buf), 
+                lifetimeRemainingEpsilon: FfiConverterDouble.read(from: &buf), 
+                lifetimeRemainingDelta: FfiConverterDouble.read(from: &buf)
         )
     }
 
@@ -4539,6 +4704,11 @@ public struct FfiConverterTypeBudgetStatus: FfiConverterRustBuffer {
         FfiConverterDouble.write(value.remainingEpsilon, into: &buf)
         FfiConverterDouble.write(value.remainingDelta, into: &buf)
         FfiConverterUInt64.write(value.releases, into: &buf)
+        FfiConverterUInt64.write(value.period, into: &buf)
+        FfiConverterDouble.write(value.periodRemainingEpsilon, into: &buf)
+        FfiConverterDouble.write(value.periodRemainingDelta, into: &buf)
+        FfiConverterDouble.write(value.lifetimeRemainingEpsilon, into: &buf)
+        FfiConverterDouble.write(value.lifetimeRemainingDelta, into: &buf)
     }
 }
 
@@ -6582,9 +6752,15 @@ public func FfiConverterTypeRejectedRecord_lower(_ value: RejectedRecord) -> Rus
 public enum BudgetUnit: Equatable, Hashable {
     
     /**
-     * ε per metre (per projected metre for lat/lon input).
+     * ε per ground metre (planar metres; lat/lon input through the
+     * local-equirectangular projection).
      */
     case perMetre
+    /**
+     * ε per Web Mercator (projected) metre: ε/cos(lat) per ground metre,
+     * so never in the same ledger as `PerMetre`.
+     */
+    case perMercatorMetre
     /**
      * ε per dollar.
      */
@@ -6624,11 +6800,13 @@ public struct FfiConverterTypeBudgetUnit: FfiConverterRustBuffer {
         
         case 1: return .perMetre
         
-        case 2: return .perDollar
+        case 2: return .perMercatorMetre
         
-        case 3: return .localDp
+        case 3: return .perDollar
         
-        case 4: return .custom(name: try FfiConverterString.read(from: &buf)
+        case 4: return .localDp
+        
+        case 5: return .custom(name: try FfiConverterString.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
@@ -6643,16 +6821,20 @@ public struct FfiConverterTypeBudgetUnit: FfiConverterRustBuffer {
             writeInt(&buf, Int32(1))
         
         
-        case .perDollar:
+        case .perMercatorMetre:
             writeInt(&buf, Int32(2))
         
         
-        case .localDp:
+        case .perDollar:
             writeInt(&buf, Int32(3))
         
         
-        case let .custom(name):
+        case .localDp:
             writeInt(&buf, Int32(4))
+        
+        
+        case let .custom(name):
+            writeInt(&buf, Int32(5))
             FfiConverterString.write(name, into: &buf)
             
         }
@@ -7649,6 +7831,30 @@ fileprivate struct FfiConverterOptionData: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeBudgetPeriod: FfiConverterRustBuffer {
+    typealias SwiftType = BudgetPeriod?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeBudgetPeriod.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeBudgetPeriod.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeBudgetShare: FfiConverterRustBuffer {
     typealias SwiftType = BudgetShare?
 
@@ -8389,10 +8595,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 10549) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 11784) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 13555) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() != 9776) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() != 20839) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_status() != 5452) {
@@ -8410,7 +8619,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_maprelease_release() != 36002) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 59370) {
+    if (uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() != 1130) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() != 58021) {
@@ -8461,7 +8670,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() != 10183) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 8395) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() != 30753) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424) {

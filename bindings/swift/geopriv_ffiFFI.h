@@ -429,6 +429,11 @@ int8_t uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(uint64_t ptr, uint6
 RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_even_split(uint64_t ptr, uint64_t releases, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_REFRESH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_REFRESH
+void uniffi_geopriv_ffi_fn_method_privacyledger_refresh(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_REMAINING_EPSILON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_REMAINING_EPSILON
 double uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -1437,6 +1442,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_EVEN_SPLIT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_EVEN_SPLIT
 uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_even_split(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_REFRESH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_REFRESH
+uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_refresh(void
     
 );
 #endif

@@ -72,9 +72,11 @@ pub struct PrivatizeArgs {
     /// device. Either this or --ledger is required.
     #[arg(long)]
     pub unmetered: bool,
-    /// Unit of --epsilon, charged to the ledger: per-metre, per-dollar,
-    /// local-dp or custom:NAME. Default: local-dp for `ldp`, per-metre
-    /// with --latlon; otherwise required with --ledger.
+    /// Unit of --epsilon, charged to the ledger: per-metre (ground
+    /// metres), per-mercator-metre, per-dollar, local-dp or custom:NAME.
+    /// Default: local-dp for `ldp`; with --latlon, per-mercator-metre under
+    /// the Mercator projection and per-metre under `local:` (any other unit
+    /// is refused there); otherwise required with --ledger.
     #[arg(long, value_name = "UNIT", value_parser = unit)]
     pub unit: Option<BudgetUnit>,
     /// The ledger's pinned total ε (in --unit).
@@ -83,6 +85,17 @@ pub struct PrivatizeArgs {
     /// The ledger's pinned total δ.
     #[arg(long, value_name = "D", default_value = "0", requires = "ledger")]
     pub budget_delta: f64,
+    /// A periodic budget: the period's length in seconds (86400 for a
+    /// day); --budget-epsilon is then the lifetime cap and
+    /// --period-epsilon the ε allowed within each period.
+    #[arg(long, value_name = "SECONDS", requires_all = ["ledger", "period_epsilon"])]
+    pub period_seconds: Option<u64>,
+    /// ε allowed per period (with --period-seconds).
+    #[arg(long, value_name = "E", value_parser = crate::query_args::positive, requires = "period_seconds")]
+    pub period_epsilon: Option<f64>,
+    /// δ allowed per period (with --period-seconds).
+    #[arg(long, value_name = "D", default_value = "0", requires = "ledger")]
+    pub period_delta: f64,
     /// Projection for --latlon: `mercator` or `local:LAT,LON`.
     #[arg(long, value_name = "mercator|local:LAT,LON", value_parser = projection, default_value = "mercator", allow_hyphen_values = true)]
     pub projection: ProjectionChoice,
@@ -115,9 +128,18 @@ impl PrivatizeArgs {
         if m.unit().is_some() && self.unit.is_none() {
             return Ok(m); // local DP: unit implied
         }
+        let latlon_unit = match self.projection {
+            ProjectionChoice::Mercator => BudgetUnit::PerMercatorMetre,
+            ProjectionChoice::Local(..) => BudgetUnit::PerMetre,
+        };
         let unit = match (&self.unit, self.latlon) {
+            (Some(u), true) if *u != latlon_unit => {
+                return Err(format!(
+                    "--latlon with this projection releases epsilon {latlon_unit}, not {u} (docs/MATH.md §8.3)"
+                ))
+            }
             (Some(u), _) => u.clone(),
-            (None, true) => BudgetUnit::PerMetre,
+            (None, true) => latlon_unit,
             (None, false) if self.ledger.is_some() => {
                 return Err("--ledger needs --unit (the unit of --epsilon: per-metre, per-dollar, local-dp or custom:NAME)".into())
             }
@@ -136,8 +158,18 @@ impl PrivatizeArgs {
             .budget_epsilon
             .ok_or("--ledger needs --budget-epsilon (the pinned total)")?;
         let unit = mechanism.unit().cloned().ok_or("--ledger needs --unit")?;
-        let policy =
-            BudgetPolicy::new(unit, total, self.budget_delta).map_err(|e| e.to_string())?;
+        let policy = match (self.period_seconds, self.period_epsilon) {
+            (Some(seconds), Some(per_period)) => BudgetPolicy::periodic(
+                unit,
+                per_period,
+                self.period_delta,
+                seconds,
+                total,
+                self.budget_delta,
+            ),
+            _ => BudgetPolicy::new(unit, total, self.budget_delta),
+        }
+        .map_err(|e| e.to_string())?;
         FileLedger::open_or_create(path, &policy)
             .map(Some)
             .map_err(|e| e.to_string())

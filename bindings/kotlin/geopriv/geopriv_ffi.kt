@@ -733,6 +733,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_even_split(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_refresh(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_status(
@@ -1029,6 +1031,8 @@ internal object UniffiLib {
     ): Byte
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_even_split(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_refresh(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_remaining_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_status(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1462,10 +1466,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() and 0xFFFF) != 2171) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() and 0xFFFF) != 10549) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() and 0xFFFF) != 11784) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() and 0xFFFF) != 13555) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() and 0xFFFF) != 9776) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_remaining_epsilon() and 0xFFFF) != 20839) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_status() and 0xFFFF) != 5452) {
@@ -1483,7 +1490,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release() and 0xFFFF) != 36002) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() and 0xFFFF) != 59370) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_latlon() and 0xFFFF) != 1130) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_release_unmetered() and 0xFFFF) != 58021) {
@@ -1534,7 +1541,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize() and 0xFFFF) != 10183) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() and 0xFFFF) != 8395) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon() and 0xFFFF) != 30753) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() and 0xFFFF) != 58424) {
@@ -2751,10 +2758,11 @@ public interface GeoMechanismInterface {
      * or KDE, in metres), charged to `ledger` (see `privatize`): the
      * location is projected with `projection` (which must be the one a
      * `*_latlon` constructor of the query used) and privatized. ε is per
-     * **projected** metre (the unit is `PER_METRE` unless stated): under
-     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-     * are `InvalidInput`.
+     * **projected** metre: under `WebMercator` one ground metre is
+     * 1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+     * per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+     * `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+     * coordinates are `InvalidInput`.
      */
     fun `privatizeLatlon`(`ledger`: PrivacyLedger, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport
     
@@ -3025,10 +3033,11 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
      * or KDE, in metres), charged to `ledger` (see `privatize`): the
      * location is projected with `projection` (which must be the one a
      * `*_latlon` constructor of the query used) and privatized. ε is per
-     * **projected** metre (the unit is `PER_METRE` unless stated): under
-     * `WebMercator` one ground metre is 1/cos(lat) projected metres, so ε
-     * per projected metre is ε/cos(lat) per ground metre. Bad coordinates
-     * are `InvalidInput`.
+     * **projected** metre: under `WebMercator` one ground metre is
+     * 1/cos(lat) projected metres, so ε per projected metre is ε/cos(lat)
+     * per ground metre, and the charge is `PER_MERCATOR_METRE`; under
+     * `LocalEquirectangular` it is `PER_METRE` (ground metres). Bad
+     * coordinates are `InvalidInput`.
      */
     @Throws(GeoprivException::class)override fun `privatizeLatlon`(`ledger`: PrivacyLedger, `query`: GeoQuery, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): PrivateReport {
             return FfiConverterTypePrivateReport.lift(
@@ -4644,7 +4653,10 @@ public interface MapReleaseInterface {
     /**
      * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
      * projected with `projection`; the grid must be in that projection's
-     * metres (e.g. `project` its corners with the same projection).
+     * metres (e.g. `project` its corners with the same projection). The
+     * charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+     * `WebMercator` and per ground metre (`PER_METRE`) under
+     * `LocalEquirectangular`: the ledger must be in that unit.
      */
     fun `releaseLatlon`(`ledger`: PrivacyLedger, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): MapUpload
     
@@ -4846,7 +4858,10 @@ open class MapRelease: Disposable, AutoCloseable, MapReleaseInterface
     /**
      * `release` for a GPS fix: latitude/longitude (WGS84 degrees)
      * projected with `projection`; the grid must be in that projection's
-     * metres (e.g. `project` its corners with the same projection).
+     * metres (e.g. `project` its corners with the same projection). The
+     * charge is per Web Mercator metre (`PER_MERCATOR_METRE`) under
+     * `WebMercator` and per ground metre (`PER_METRE`) under
+     * `LocalEquirectangular`: the ledger must be in that unit.
      */
     @Throws(GeoprivException::class)override fun `releaseLatlon`(`ledger`: PrivacyLedger, `lat`: kotlin.Double, `lon`: kotlin.Double, `projection`: Projection): MapUpload {
             return FfiConverterTypeMapUpload.lift(
@@ -5610,15 +5625,20 @@ public interface PrivacyLedgerInterface {
     fun `canAfford`(`mechanism`: GeoMechanism): kotlin.Boolean
     
     /**
-     * The largest (ε, δ) such that `releases` releases of it fit the
-     * remaining budget (checked with the ledger's own rounding: ten
-     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     * The largest (ε, δ) such that `releases` releases of it fit what is
+     * left now (this period and lifetime; checked by replaying them).
+     * `null` if `releases` is 0 or nothing is left.
      */
     fun `evenSplit`(`releases`: kotlin.ULong): BudgetShare?
     
     /**
-     * ε still available (rounded down).
+     * Re-read a file-backed ledger (charges other processes made since);
+     * nothing to do for an in-memory one.
+     */
+    fun `refresh`()
+    
+    /**
+     * ε a release may use now: this period and lifetime (rounded down).
      */
     fun `remainingEpsilon`(): kotlin.Double
     
@@ -5775,10 +5795,9 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
 
     
     /**
-     * The largest (ε, δ) such that `releases` releases of it fit the
-     * remaining budget (checked with the ledger's own rounding: ten
-     * releases of 0.1 do *not* fit 1.0 in binary floating point, ten of
-     * `even_split(10)` do). `null` if `releases` is 0 or nothing is left.
+     * The largest (ε, δ) such that `releases` releases of it fit what is
+     * left now (this period and lifetime; checked by replaying them).
+     * `null` if `releases` is 0 or nothing is left.
      */
     @Throws(GeoprivException::class)override fun `evenSplit`(`releases`: kotlin.ULong): BudgetShare? {
             return FfiConverterOptionalTypeBudgetShare.lift(
@@ -5796,7 +5815,24 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
 
     
     /**
-     * ε still available (rounded down).
+     * Re-read a file-backed ledger (charges other processes made since);
+     * nothing to do for an in-memory one.
+     */
+    @Throws(GeoprivException::class)override fun `refresh`()
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_refresh(
+        it,
+        _status)
+}
+    }
+    
+    
+
+    
+    /**
+     * ε a release may use now: this period and lifetime (rounded down).
      */
     @Throws(GeoprivException::class)override fun `remainingEpsilon`(): kotlin.Double {
             return FfiConverterDouble.lift(
@@ -7599,9 +7635,68 @@ public object FfiConverterTypeBatchResult: FfiConverterRustBuffer<BatchResult> {
 
 
 /**
- * The budget an app pins for a ledger: its unit, total ε and total δ. A
- * stored ledger whose unit or totals differ is refused
- * (`LedgerRefused`), never adopted or reset.
+ * A period of a periodic budget: its length and the (ε, δ) allowed
+ * within each period (e.g. a day: `seconds = 86400`).
+ */
+data class BudgetPeriod (
+    /**
+     * The period's length in seconds (periods are ⌊unix time / seconds⌋,
+     * so days start at 00:00 UTC).
+     */
+    var `seconds`: kotlin.ULong
+    , 
+    /**
+     * ε allowed per period (finite, > 0, at most `total_epsilon`).
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * δ allowed per period (in [0, 1), at most `total_delta`).
+     */
+    var `delta`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeBudgetPeriod: FfiConverterRustBuffer<BudgetPeriod> {
+    override fun read(buf: ByteBuffer): BudgetPeriod {
+        return BudgetPeriod(
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: BudgetPeriod) = (
+            FfiConverterULong.allocationSize(value.`seconds`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`delta`)
+    )
+
+    override fun write(value: BudgetPeriod, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`seconds`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`delta`, buf)
+    }
+}
+
+
+
+/**
+ * The budget an app pins for a ledger: its unit, the lifetime totals ε
+ * and δ and, optionally, a `period` with its own limit (a daily budget
+ * under a lifetime cap; docs/MATH.md §8.3). A stored ledger whose unit,
+ * totals or period differ is refused (`LedgerRefused`), never adopted or
+ * reset.
  */
 data class BudgetPolicy (
     /**
@@ -7610,14 +7705,19 @@ data class BudgetPolicy (
     var `unit`: BudgetUnit
     , 
     /**
-     * The total ε (finite, > 0).
+     * The lifetime ε (finite, > 0).
      */
     var `totalEpsilon`: kotlin.Double
     , 
     /**
-     * The total δ (finite, in [0, 1)).
+     * The lifetime δ (finite, in [0, 1)).
      */
     var `totalDelta`: kotlin.Double
+    , 
+    /**
+     * The per-period limit; none: lifetime only.
+     */
+    var `period`: BudgetPeriod? = null 
     
 ){
     
@@ -7637,19 +7737,22 @@ public object FfiConverterTypeBudgetPolicy: FfiConverterRustBuffer<BudgetPolicy>
             FfiConverterTypeBudgetUnit.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
+            FfiConverterOptionalTypeBudgetPeriod.read(buf),
         )
     }
 
     override fun allocationSize(value: BudgetPolicy) = (
             FfiConverterTypeBudgetUnit.allocationSize(value.`unit`) +
             FfiConverterDouble.allocationSize(value.`totalEpsilon`) +
-            FfiConverterDouble.allocationSize(value.`totalDelta`)
+            FfiConverterDouble.allocationSize(value.`totalDelta`) +
+            FfiConverterOptionalTypeBudgetPeriod.allocationSize(value.`period`)
     )
 
     override fun write(value: BudgetPolicy, buf: ByteBuffer) {
             FfiConverterTypeBudgetUnit.write(value.`unit`, buf)
             FfiConverterDouble.write(value.`totalEpsilon`, buf)
             FfiConverterDouble.write(value.`totalDelta`, buf)
+            FfiConverterOptionalTypeBudgetPeriod.write(value.`period`, buf)
     }
 }
 
@@ -7733,12 +7836,13 @@ data class BudgetStatus (
     var `spentDelta`: kotlin.Double
     , 
     /**
-     * ε still available (rounded down).
+     * ε a release may use now: the smaller of what is left this period
+     * and over the lifetime (rounded down).
      */
     var `remainingEpsilon`: kotlin.Double
     , 
     /**
-     * δ still available (rounded down).
+     * δ a release may use now (rounded down).
      */
     var `remainingDelta`: kotlin.Double
     , 
@@ -7746,6 +7850,31 @@ data class BudgetStatus (
      * Number of releases charged.
      */
     var `releases`: kotlin.ULong
+    , 
+    /**
+     * The current period (0 for a lifetime-only policy).
+     */
+    var `period`: kotlin.ULong
+    , 
+    /**
+     * ε left in this period.
+     */
+    var `periodRemainingEpsilon`: kotlin.Double
+    , 
+    /**
+     * δ left in this period.
+     */
+    var `periodRemainingDelta`: kotlin.Double
+    , 
+    /**
+     * ε left over the ledger's life.
+     */
+    var `lifetimeRemainingEpsilon`: kotlin.Double
+    , 
+    /**
+     * δ left over the ledger's life.
+     */
+    var `lifetimeRemainingDelta`: kotlin.Double
     
 ){
     
@@ -7770,6 +7899,11 @@ public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus>
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
         )
     }
 
@@ -7781,7 +7915,12 @@ public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus>
             FfiConverterDouble.allocationSize(value.`spentDelta`) +
             FfiConverterDouble.allocationSize(value.`remainingEpsilon`) +
             FfiConverterDouble.allocationSize(value.`remainingDelta`) +
-            FfiConverterULong.allocationSize(value.`releases`)
+            FfiConverterULong.allocationSize(value.`releases`) +
+            FfiConverterULong.allocationSize(value.`period`) +
+            FfiConverterDouble.allocationSize(value.`periodRemainingEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`periodRemainingDelta`) +
+            FfiConverterDouble.allocationSize(value.`lifetimeRemainingEpsilon`) +
+            FfiConverterDouble.allocationSize(value.`lifetimeRemainingDelta`)
     )
 
     override fun write(value: BudgetStatus, buf: ByteBuffer) {
@@ -7793,6 +7932,11 @@ public object FfiConverterTypeBudgetStatus: FfiConverterRustBuffer<BudgetStatus>
             FfiConverterDouble.write(value.`remainingEpsilon`, buf)
             FfiConverterDouble.write(value.`remainingDelta`, buf)
             FfiConverterULong.write(value.`releases`, buf)
+            FfiConverterULong.write(value.`period`, buf)
+            FfiConverterDouble.write(value.`periodRemainingEpsilon`, buf)
+            FfiConverterDouble.write(value.`periodRemainingDelta`, buf)
+            FfiConverterDouble.write(value.`lifetimeRemainingEpsilon`, buf)
+            FfiConverterDouble.write(value.`lifetimeRemainingDelta`, buf)
     }
 }
 
@@ -9262,9 +9406,17 @@ public object FfiConverterTypeRejectedRecord: FfiConverterRustBuffer<RejectedRec
 sealed class BudgetUnit {
     
     /**
-     * ε per metre (per projected metre for lat/lon input).
+     * ε per ground metre (planar metres; lat/lon input through the
+     * local-equirectangular projection).
      */
     object PerMetre : BudgetUnit()
+    
+    
+    /**
+     * ε per Web Mercator (projected) metre: ε/cos(lat) per ground metre,
+     * so never in the same ledger as `PerMetre`.
+     */
+    object PerMercatorMetre : BudgetUnit()
     
     
     /**
@@ -9311,9 +9463,10 @@ public object FfiConverterTypeBudgetUnit : FfiConverterRustBuffer<BudgetUnit>{
     override fun read(buf: ByteBuffer): BudgetUnit {
         return when(buf.getInt()) {
             1 -> BudgetUnit.PerMetre
-            2 -> BudgetUnit.PerDollar
-            3 -> BudgetUnit.LocalDp
-            4 -> BudgetUnit.Custom(
+            2 -> BudgetUnit.PerMercatorMetre
+            3 -> BudgetUnit.PerDollar
+            4 -> BudgetUnit.LocalDp
+            5 -> BudgetUnit.Custom(
                 FfiConverterString.read(buf),
                 )
             else -> throw RuntimeException("invalid enum value, something is very wrong!!")
@@ -9322,6 +9475,12 @@ public object FfiConverterTypeBudgetUnit : FfiConverterRustBuffer<BudgetUnit>{
 
     override fun allocationSize(value: BudgetUnit): ULong = when(value) {
         is BudgetUnit.PerMetre -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is BudgetUnit.PerMercatorMetre -> {
             // Add the size for the Int that specifies the variant plus the size needed for all fields
             (
                 4UL
@@ -9354,16 +9513,20 @@ public object FfiConverterTypeBudgetUnit : FfiConverterRustBuffer<BudgetUnit>{
                 buf.putInt(1)
                 Unit
             }
-            is BudgetUnit.PerDollar -> {
+            is BudgetUnit.PerMercatorMetre -> {
                 buf.putInt(2)
                 Unit
             }
-            is BudgetUnit.LocalDp -> {
+            is BudgetUnit.PerDollar -> {
                 buf.putInt(3)
                 Unit
             }
-            is BudgetUnit.Custom -> {
+            is BudgetUnit.LocalDp -> {
                 buf.putInt(4)
+                Unit
+            }
+            is BudgetUnit.Custom -> {
+                buf.putInt(5)
                 FfiConverterString.write(value.`name`, buf)
                 Unit
             }
@@ -10263,6 +10426,38 @@ public object FfiConverterOptionalByteArray: FfiConverterRustBuffer<kotlin.ByteA
         } else {
             buf.put(1)
             FfiConverterByteArray.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeBudgetPeriod: FfiConverterRustBuffer<BudgetPeriod?> {
+    override fun read(buf: ByteBuffer): BudgetPeriod? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeBudgetPeriod.read(buf)
+    }
+
+    override fun allocationSize(value: BudgetPeriod?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeBudgetPeriod.allocationSize(value)
+        }
+    }
+
+    override fun write(value: BudgetPeriod?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeBudgetPeriod.write(value, buf)
         }
     }
 }

@@ -6,9 +6,15 @@ import geopriv.*
 import kotlin.random.Random
 import kotlin.system.exitProcess
 
-/** Device: the user's lifetime budget, ε = 1/2500 per dollar, in a file created on first use. */
+/** Device: ε = 1/2500 per dollar a day, at most 1/10 per dollar over the device's life, in a file created on first use. */
 fun openLedger(path: String): PrivacyLedger =
-    PrivacyLedger.openOrCreate(path, BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = 1.0 / 2500, totalDelta = 0.0))
+    PrivacyLedger.openOrCreate(
+        path,
+        BudgetPolicy(
+            BudgetUnit.PerDollar, totalEpsilon = 0.1, totalDelta = 0.0,
+            period = BudgetPeriod(seconds = 86_400uL, epsilon = 1.0 / 2500, delta = 0.0),
+        ),
+    )
 
 /** Device: privatize "income above $100k" (ε = 1/5000 per dollar), charged to the ledger first. */
 fun deviceUpload(income: Double, ledger: PrivacyLedger): String? =

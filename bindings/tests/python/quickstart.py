@@ -7,15 +7,16 @@ import random
 import sys
 import tempfile
 
-from geopriv import Aggregator, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
+from geopriv import Aggregator, BudgetPeriod, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
 from geopriv import MapGrid, MapMechanism, MapRelease, MapServer
 
 PER_DOLLAR = BudgetUnit.PER_DOLLAR()
 
 
 def open_ledger(path):
-    """Device: the user's lifetime budget, ε = 1/2500 per dollar, in a file created on first use."""
-    return PrivacyLedger.open_or_create(path, BudgetPolicy(unit=PER_DOLLAR, total_epsilon=1 / 2500, total_delta=0.0))
+    """Device: ε = 1/2500 per dollar a day, at most 1/10 per dollar over the device's life, in a file created on first use."""
+    daily = BudgetPeriod(seconds=86_400, epsilon=1 / 2500, delta=0.0)
+    return PrivacyLedger.open_or_create(path, BudgetPolicy(unit=PER_DOLLAR, total_epsilon=0.1, total_delta=0.0, period=daily))
 
 
 def device(income, ledger):

@@ -4,9 +4,10 @@
 // generated bindings/swift/geopriv_ffi.swift (name and argument labels).
 import Foundation  // + bindings/swift/geopriv_ffi.swift and GeoprivFFI.xcframework
 
-/// Device: the user's lifetime budget, ε = 1/2500 per dollar, in a file created on first use.
+/// Device: ε = 1/2500 per dollar a day, at most 1/10 per dollar over the device's life, in a file created on first use.
 func openLedger(path: String) throws -> PrivacyLedger {
-    let policy = BudgetPolicy(unit: .perDollar, totalEpsilon: 1.0 / 2500, totalDelta: 0)
+    let daily = BudgetPeriod(seconds: 86_400, epsilon: 1.0 / 2500, delta: 0)
+    let policy = BudgetPolicy(unit: .perDollar, totalEpsilon: 0.1, totalDelta: 0, period: daily)
     return try PrivacyLedger.openOrCreate(path: path, policy: policy)
 }
 

@@ -1,26 +1,48 @@
-//! A ledger persisted in a file, written ahead of every release.
+//! A ledger persisted in a file, written ahead of every release, under an
+//! exclusive lock shared by every process that uses the file.
 
-use super::{BudgetPolicy, Charge, Ledger, PrivacyBudget};
+use super::{BudgetPolicy, Charge, Clock, Ledger, MonotonicCounter, PrivacyBudget};
 use crate::error::{Error, Result};
 use alloc::format;
 use alloc::string::String;
-use std::fs::{self, File};
-use std::io::Write;
+use alloc::sync::Arc;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Ledger files larger than this are refused unread (bounded memory; a
+/// full ledger of [`MAX_LEDGER_ENTRIES`](super::MAX_LEDGER_ENTRIES) entries
+/// and as many memo keys is about 10 MB).
+pub const MAX_LEDGER_FILE_BYTES: u64 = 32 << 20;
+
+/// How long a writer waits for another process's lock by default.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`PrivacyBudget`] kept in a file (JSON, [`PrivacyBudget::to_json`]),
 /// updated **write-ahead**: every charge is on disk before the release it
 /// pays for is returned (`docs/MATH.md §8.3`).
 ///
-/// Each charge writes the new state to a temporary file next to the
-/// ledger, `fsync`s it, renames it over the ledger (atomic on POSIX
-/// filesystems) and `fsync`s the directory. A crash at any point leaves
-/// either the old state (and the release was never returned) or the new
-/// one (and the release may be lost before upload): a release is never
-/// out while its charge is not on disk. Before each write the file is read
-/// back and compared with what this process last wrote, so a second
-/// writer, a restored backup or an edit during the run is refused
-/// ([`Error::InvalidLedgerState`]) instead of overwritten.
+/// Every operation on the file runs under an **exclusive lock** (flock on
+/// Unix, LockFileEx on Windows, on a lock file `.NAME.lock` beside the
+/// ledger) held across: reading the current state (another process may
+/// have charged since this one opened the file: its charges are adopted,
+/// after checking they only *add* to what this process saw), checking the
+/// charge against it, writing the new state to a temporary file with a
+/// unique name, `fsync`, renaming it over the ledger (atomic on POSIX
+/// filesystems), `fsync` of the directory, and reading the file back. A
+/// second writer waits for the lock (at most
+/// [`DEFAULT_LOCK_TIMEOUT`], see [`with_lock_timeout`](Self::with_lock_timeout))
+/// and is then refused ([`Error::LedgerBusy`]); it never overwrites. A
+/// crash at any point leaves either the old state (and the release was
+/// never returned) or the new one (and the release may be lost before
+/// upload): a release is never out while its charge is not on disk.
+///
+/// A path that is a **symbolic link is followed**: it is resolved once when
+/// the ledger is opened or created, and the ledger's real file (and its
+/// lock) are used from then on, so the link stays a link and every path
+/// to the file shares one state. A dangling link is refused.
 ///
 /// ```
 /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
@@ -28,23 +50,35 @@ use std::path::{Path, PathBuf};
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// let path = dir.join("ledger.json");
 /// # let _ = std::fs::remove_file(&path);
-/// let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 0.0)?;
+/// // 2e-4 per dollar a day, 0.05 over the device's life.
+/// let policy = BudgetPolicy::periodic(BudgetUnit::PerDollar, 2e-4, 0.0, 86_400, 0.05, 0.0)?;
 /// let mut ledger = FileLedger::open_or_create(&path, &policy)?;
-/// let charge = Charge::new(BudgetUnit::PerMetre, 0.004, 0.0)?;
+/// let charge = Charge::new(BudgetUnit::PerDollar, 1e-4, 0.0)?;
 /// ledger.spend(&charge, || Ok(0.7 /* privatize here */))?;
 /// drop(ledger); // the app restarts
 /// let ledger = FileLedger::open(&path, &policy)?;
 /// assert_eq!(ledger.state().releases(), 1);
+/// assert_eq!(ledger.state().remaining().period_epsilon, 1e-4);
 /// assert!(FileLedger::create(&path, &policy).is_err()); // no silent reset
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), geopriv::Error>(())
 /// ```
-#[derive(Debug)]
 pub struct FileLedger {
     path: PathBuf,
     budget: PrivacyBudget,
-    /// The file's contents as this process last wrote or read them.
-    on_disk: String,
+    counter: Option<Box<dyn MonotonicCounter>>,
+    lock_timeout: Duration,
+}
+
+impl core::fmt::Debug for FileLedger {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FileLedger")
+            .field("path", &self.path)
+            .field("budget", &self.budget)
+            .field("counter", &self.counter.is_some())
+            .field("lock_timeout", &self.lock_timeout)
+            .finish()
+    }
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -53,28 +87,179 @@ fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     }
 }
 
+/// The real path of a ledger: symbolic links followed; for a file that
+/// does not exist yet, its directory's real path and its name.
+fn resolve(path: &Path) -> Result<PathBuf> {
+    match fs::symlink_metadata(path) {
+        Ok(_) => fs::canonicalize(path).map_err(|e| io_error("resolving", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let name = path
+                .file_name()
+                .ok_or_else(|| io_error("naming", path, std::io::ErrorKind::InvalidInput.into()))?;
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let dir = fs::canonicalize(dir).map_err(|e| io_error("resolving", dir, e))?;
+            Ok(dir.join(name))
+        }
+        Err(e) => Err(io_error("reading", path, e)),
+    }
+}
+
+/// `dir/.NAME.SUFFIX` beside `path`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// The exclusive lock of one ledger, released when dropped.
+struct LockGuard(File);
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let _ = fs4::FileExt::unlock(&self.0);
+    }
+}
+
+fn lock(path: &Path, timeout: Duration) -> Result<LockGuard> {
+    let lock_path = sibling(path, ".lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| io_error("opening the lock", &lock_path, e))?;
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => return Ok(LockGuard(file)),
+            Err(fs4::TryLockError::WouldBlock) => {}
+            Err(fs4::TryLockError::Error(e)) => return Err(io_error("locking", &lock_path, e)),
+        }
+        if start.elapsed() >= timeout {
+            return Err(Error::LedgerBusy {
+                path: path.display().to_string(),
+                waited_ms: start.elapsed().as_millis() as u64,
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Read and check the ledger at `path` (at most [`MAX_LEDGER_FILE_BYTES`]).
+fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, String)> {
+    let read = || -> std::io::Result<Option<String>> {
+        let mut text = String::new();
+        File::open(path)?
+            .take(MAX_LEDGER_FILE_BYTES + 1)
+            .read_to_string(&mut text)?;
+        Ok((text.len() as u64 <= MAX_LEDGER_FILE_BYTES).then_some(text))
+    };
+    let text = read()
+        .map_err(|e| io_error("reading", path, e))?
+        .ok_or_else(|| Error::InvalidLedgerState {
+            reason: format!(
+                "{} is larger than {MAX_LEDGER_FILE_BYTES} bytes",
+                path.display()
+            ),
+        })?;
+    Ok((PrivacyBudget::restore(&text, policy)?, text))
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Write `contents` to a new temporary file with a unique name beside
+/// `path` (never an existing file) and fsync it.
+fn write_temp(path: &Path, contents: &str) -> Result<PathBuf> {
+    for _ in 0..16 {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = sibling(path, &format!(".{}.{n}.tmp", std::process::id()));
+        let mut f = match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("creating", &tmp, e)),
+        };
+        let written = f.write_all(contents.as_bytes()).and_then(|_| f.sync_all());
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_error("writing", &tmp, e));
+        }
+        return Ok(tmp);
+    }
+    Err(io_error(
+        "naming a temporary file beside",
+        path,
+        std::io::ErrorKind::AlreadyExists.into(),
+    ))
+}
+
+/// Replace `path` by `contents` atomically and durably, then read it back.
+fn replace(path: &Path, contents: &str) -> Result<()> {
+    let tmp = write_temp(path, contents)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_error("replacing", path, e));
+    }
+    sync_dir(path)?;
+    let back = fs::read_to_string(path).map_err(|e| io_error("reading back", path, e))?;
+    if back != contents {
+        return Err(Error::LedgerIo {
+            detail: format!("{} does not read back as written", path.display()),
+        });
+    }
+    Ok(())
+}
+
 impl FileLedger {
-    /// Open an existing ledger file under the app's pinned `policy`.
-    /// Errors: the file is missing or unreadable ([`Error::LedgerIo`]), its
-    /// state is invalid ([`Error::InvalidLedgerState`]) or disagrees with
-    /// `policy` ([`Error::LedgerPolicyMismatch`]).
-    pub fn open(path: impl AsRef<Path>, policy: &BudgetPolicy) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let on_disk = fs::read_to_string(&path).map_err(|e| io_error("reading", &path, e))?;
-        let budget = PrivacyBudget::restore(&on_disk, policy)?;
-        Ok(Self {
+    fn new(path: PathBuf, budget: PrivacyBudget) -> Self {
+        Self {
             path,
             budget,
-            on_disk,
-        })
+            counter: None,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+        }
     }
 
-    /// Create a new, empty ledger file for `policy`. Refused
-    /// ([`Error::LedgerIo`]) if the file already exists: a restarted app
-    /// cannot reset its budget by creating the ledger again.
+    /// Open an existing ledger file under the app's pinned `policy`.
+    /// Errors: the file is missing or unreadable ([`Error::LedgerIo`]),
+    /// locked by another process for too long ([`Error::LedgerBusy`]), its
+    /// state is invalid ([`Error::InvalidLedgerState`]) or disagrees with
+    /// `policy` ([`Error::LedgerPolicyMismatch`]). A version-1 file is
+    /// migrated to the current format (rewritten under the lock).
+    pub fn open(path: impl AsRef<Path>, policy: &BudgetPolicy) -> Result<Self> {
+        let path = resolve(path.as_ref())?;
+        let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
+        Self::open_locked(path, policy)
+    }
+
+    fn open_locked(path: PathBuf, policy: &BudgetPolicy) -> Result<Self> {
+        let (budget, text) = read_state(&path, policy)?;
+        let json = budget.to_json();
+        if json != text.trim() {
+            // A version-1 file: write it in the current format (with its
+            // new device secret) before anything uses the secret.
+            replace(&path, &json)?;
+        }
+        Ok(Self::new(path, budget))
+    }
+
+    /// Create a new, empty ledger file for `policy` (with a new device
+    /// secret). Refused ([`Error::LedgerIo`]) if the file already exists: a
+    /// restarted app cannot reset its budget by creating the ledger again.
     pub fn create(path: impl AsRef<Path>, policy: &BudgetPolicy) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let budget = PrivacyBudget::new(policy.clone());
+        let path = resolve(path.as_ref())?;
+        let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
+        Self::create_locked(path, policy)
+    }
+
+    fn create_locked(path: PathBuf, policy: &BudgetPolicy) -> Result<Self> {
+        let budget = PrivacyBudget::try_new(policy.clone())?;
         let json = budget.to_json();
         let tmp = write_temp(&path, &json)?;
         // hard_link never replaces an existing file: atomic "create new".
@@ -82,27 +267,171 @@ impl FileLedger {
         let _ = fs::remove_file(&tmp);
         linked.map_err(|e| io_error("creating", &path, e))?;
         sync_dir(&path)?;
-        Ok(Self {
-            path,
-            budget,
-            on_disk: json,
-        })
+        Ok(Self::new(path, budget))
     }
 
     /// [`open`](Self::open) if the file exists, else
-    /// [`create`](Self::create).
+    /// [`create`](Self::create) (decided under the lock, so two processes
+    /// starting at once share one new ledger).
     pub fn open_or_create(path: impl AsRef<Path>, policy: &BudgetPolicy) -> Result<Self> {
-        let path = path.as_ref();
-        match fs::metadata(path) {
-            Ok(_) => Self::open(path, policy),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::create(path, policy),
-            Err(e) => Err(io_error("reading", path, e)),
+        let path = resolve(path.as_ref())?;
+        let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
+        match fs::symlink_metadata(&path) {
+            Ok(_) => Self::open_locked(path, policy),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::create_locked(path, policy),
+            Err(e) => Err(io_error("reading", &path, e)),
         }
     }
 
-    /// The ledger file.
+    /// Read the time for periods from `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.budget = self.budget.with_clock(clock);
+        self
+    }
+
+    /// Wait at most `timeout` for another process's lock before refusing
+    /// with [`Error::LedgerBusy`].
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// Tie the ledger to a platform [`MonotonicCounter`]: refused
+    /// ([`Error::InvalidLedgerState`]) if the file's release count is below
+    /// the counter (the file was deleted and created again, restored from a
+    /// backup or rolled back); otherwise the counter is advanced to the
+    /// file's count, and after every charge to the new count.
+    pub fn with_counter(mut self, counter: Box<dyn MonotonicCounter>) -> Result<Self> {
+        self.counter = Some(counter);
+        let _lock = lock(&self.path, self.lock_timeout)?;
+        let current = self.reload()?;
+        self.advance_counter(current.releases())?;
+        self.budget = current;
+        Ok(self)
+    }
+
+    /// The ledger's real file (symbolic links resolved).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The device secret stored in the ledger (see
+    /// [`PrivacyBudget::device_secret`]).
+    pub fn device_secret(&self) -> [u8; 32] {
+        self.budget.device_secret()
+    }
+
+    /// Re-read the file under the lock, adopting charges other processes
+    /// made since (checked to only add to what this process saw).
+    pub fn refresh(&mut self) -> Result<()> {
+        let _lock = lock(&self.path, self.lock_timeout)?;
+        self.budget = self.reload()?;
+        Ok(())
+    }
+
+    /// Charge `charge` once per `memo_key`, durably (the key and the
+    /// charge in the same atomic write): `Ok(true)` charged now, `Ok(false)`
+    /// the key was already charged (by this or another process: nothing
+    /// charged, nothing written). The same refusals as [`Ledger::commit`].
+    /// See [`PrivacyBudget::commit_once`].
+    pub fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
+        self.locked_update(|b| b.after_once(memo_key, charge))
+    }
+
+    /// Charge `charge`, run `release` (which builds the report to upload)
+    /// and put the report in the ledger's **outbox**, in the same atomic
+    /// write as the charge: a crash between the charge and the upload loses
+    /// nothing, the report is still there after a restart
+    /// ([`pending_uploads`](Self::pending_uploads)) until
+    /// [`acknowledge`](Self::acknowledge)d. Refused like
+    /// [`Ledger::spend`], and also when the outbox is full
+    /// ([`MAX_OUTBOX`](super::MAX_OUTBOX) reports of at most
+    /// [`MAX_UPLOAD_BYTES`](super::MAX_UPLOAD_BYTES)); a refusal releases
+    /// and records nothing. Returns the report's id.
+    pub fn spend_to_outbox(
+        &mut self,
+        charge: &Charge,
+        release: impl FnOnce() -> Result<String>,
+    ) -> Result<u64> {
+        self.budget.after(charge)?;
+        self.budget.outbox_room(0)?;
+        let report = release()?;
+        let mut id = 0;
+        self.locked_update(|b| {
+            let (next, new_id) = b.after_to_outbox(charge, report)?;
+            id = new_id;
+            Ok(Some(next))
+        })?;
+        Ok(id)
+    }
+
+    /// Reports charged and waiting for upload (oldest first) with their
+    /// ids, as this process last read the file.
+    pub fn pending_uploads(&self) -> Vec<(u64, String)> {
+        self.budget.pending_uploads().to_vec()
+    }
+
+    /// Remove uploaded reports from the outbox (durably; unknown ids are
+    /// ignored).
+    pub fn acknowledge(&mut self, ids: &[u64]) -> Result<()> {
+        self.locked_update(|b| Ok(Some(b.acknowledged(ids))))
+            .map(|_| ())
+    }
+
+    /// The state on disk, read under the lock held by the caller, with
+    /// this ledger's clock; refused if it does not extend what this
+    /// process last saw or is below the monotonic counter.
+    fn reload(&self) -> Result<PrivacyBudget> {
+        let (current, _) = read_state(&self.path, self.budget.policy())?;
+        let current = current.with_clock(self.budget.clock());
+        if !self.budget.is_prefix_of(&current) {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "{} lost charges this process saw (rolled back, restored from a backup or replaced); \
+                     refusing to release through it",
+                    self.path.display()
+                ),
+            });
+        }
+        if let Some(counter) = &self.counter {
+            let floor = counter.read()?;
+            if current.releases() < floor {
+                return Err(Error::InvalidLedgerState {
+                    reason: format!(
+                        "{} counts {} release(s) but the platform counter says {floor}: the file was rolled back or deleted",
+                        self.path.display(),
+                        current.releases()
+                    ),
+                });
+            }
+        }
+        Ok(current)
+    }
+
+    fn advance_counter(&mut self, releases: u64) -> Result<()> {
+        match &mut self.counter {
+            Some(c) => c.advance_to(releases),
+            None => Ok(()),
+        }
+    }
+
+    /// Under the lock: re-read, compute the next state with `step` (`None`:
+    /// nothing to write), write it ahead, advance the counter.
+    fn locked_update(
+        &mut self,
+        step: impl FnOnce(&PrivacyBudget) -> Result<Option<PrivacyBudget>>,
+    ) -> Result<bool> {
+        let _lock = lock(&self.path, self.lock_timeout)?;
+        let current = self.reload()?;
+        let next = step(&current);
+        self.budget = current;
+        let Some(next) = next? else {
+            return Ok(false);
+        };
+        replace(&self.path, &next.to_json())?;
+        self.budget = next;
+        self.advance_counter(self.budget.releases())?;
+        Ok(true)
     }
 }
 
@@ -112,49 +441,9 @@ impl Ledger for FileLedger {
     }
 
     fn commit(&mut self, charge: &Charge) -> Result<()> {
-        let next = self.budget.after(charge)?;
-        let current =
-            fs::read_to_string(&self.path).map_err(|e| io_error("reading", &self.path, e))?;
-        if current != self.on_disk {
-            return Err(Error::InvalidLedgerState {
-                reason: format!(
-                    "{} changed under this process (another writer, a restored backup or an edit); reopen it",
-                    self.path.display()
-                ),
-            });
-        }
-        let json = next.to_json();
-        let tmp = write_temp(&self.path, &json)?;
-        if let Err(e) = fs::rename(&tmp, &self.path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_error("replacing", &self.path, e));
-        }
-        sync_dir(&self.path)?;
-        self.budget = next;
-        self.on_disk = json;
-        Ok(())
+        self.locked_update(|b| b.after(charge).map(Some))
+            .map(|_| ())
     }
-}
-
-/// Write `contents` to a temporary file beside `path` and fsync it.
-fn write_temp(path: &Path, contents: &str) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io_error("naming", path, std::io::ErrorKind::InvalidInput.into()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(contents.as_bytes())?;
-        f.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_error("writing", &tmp, e)
-    })?;
-    Ok(tmp)
 }
 
 /// fsync the directory holding `path`, so a rename or link in it is

@@ -34,17 +34,27 @@
 //! again gets an error instead of a fresh budget; one that wants the file
 //! to exist calls `open` and gets an error if it is missing.
 //!
-//! # Rounding never overspends
+//! # Exact accounting
 //!
-//! The spent totals are kept as floating-point *upper bounds* of the exact
-//! sums of the charges: each addition is rounded up (detected with an
-//! error-free two-sum) whenever it is inexact. A charge is refused iff that
-//! upper bound would exceed the total, so the exact sum of everything
-//! released never exceeds the total; the slack (an ulp per inexact
-//! addition) only ever refuses, never allows. Note that binary fractions
-//! decide: 10 × 0.1 is *more* than 1 in binary64 (0.1 rounds up), so ten
-//! charges of `0.1` do not fit a total of `1.0`. Use
-//! [`PrivacyBudget::even_split`] to plan k equal releases.
+//! Every finite double is an integer multiple of 2^-1074, so the ledger
+//! sums the charges **exactly** (a big integer in that unit) and admits a
+//! charge iff the exact sum, this charge included, is at most
+//! T·(1 + 2^-50) for the lifetime total T and for the period's T. The
+//! relative slack 2^-50 (below 9e-16) absorbs the rounding of a share
+//! computed as T/k: k charges of fl(T/k) always fit, and k + 1 never do
+//! for any k < 2^49 (10 × 1e-4 fit 1e-3; 1500 × (1/5000) fit
+//! 1500 × (1/5000); `docs/MATH.md §8.3`). The totals the ledger reports
+//! are the exact sums rounded up.
+//!
+//! # Periods, memo charges, the device secret
+//!
+//! A [`BudgetPolicy::periodic`] policy caps ε per period *and* over the
+//! ledger's life; every charge is recorded with its period (from an
+//! injectable [`Clock`]; a clock that goes back charges the latest period
+//! seen, never refunds). A ledger holds a 256-bit device secret (from the
+//! operating system's generator when the ledger is created; never printed
+//! by `Debug`, never part of a report) and a memo table of keys charged
+//! once ([`PrivacyBudget::commit_once`]).
 //!
 //! ```
 //! use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, Ledger, PrivacyBudget};
@@ -52,8 +62,7 @@
 //! // ε = 0.01 per metre in all.
 //! let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 1.0 / 100.0, 0.0)?;
 //! let mut budget = PrivacyBudget::new(policy);
-//! let (eps, _) = budget.even_split(4).unwrap();
-//! let charge = Charge::new(BudgetUnit::PerMetre, eps, 0.0)?;
+//! let charge = Charge::new(BudgetUnit::PerMetre, 1.0 / 100.0 / 4.0, 0.0)?;
 //! for _ in 0..4 {
 //!     let release = budget.spend(&charge, || Ok(42.0 /* privatize here */))?;
 //!     # let _ = release;
@@ -65,11 +74,16 @@
 //! # Ok::<(), geopriv::Error>(())
 //! ```
 
+mod clock;
+mod exact_eps;
 #[cfg(feature = "std")]
 mod file;
 mod noise_rng;
 mod unit;
 
+#[cfg(feature = "std")]
+pub use clock::SystemClock;
+pub use clock::{Clock, ManualClock, MemoryCounter, MonotonicCounter};
 #[cfg(feature = "std")]
 pub use file::FileLedger;
 pub use noise_rng::{DeclaredSecure, NoiseRng, Seeded};
@@ -78,54 +92,35 @@ pub use unit::{BudgetPolicy, BudgetUnit, Charge};
 use crate::error::{Error, Result};
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use exact_eps::ExactSum;
 use serde::{Deserialize, Serialize};
 
 /// Version of the persisted ledger state ([`PrivacyBudget::to_json`]).
-/// Version 1 (this one) carries the unit; the unit-less states of earlier
-/// releases are refused (their unit cannot be known).
-pub const LEDGER_FORMAT_VERSION: u16 = 1;
+/// Version 2 (this one) records every charge with its period, the device
+/// secret and the memo table. Version 1 states (totals and a release
+/// count, no history) are still read and migrated (their spending is
+/// carried over as one lifetime entry, `carried`); unit-less states of
+/// earlier releases are refused.
+pub const LEDGER_FORMAT_VERSION: u16 = 2;
 
-/// Smallest double above a positive finite `x`.
-fn next_up(x: f64) -> f64 {
-    if x.is_finite() && x >= 0.0 {
-        f64::from_bits(x.to_bits() + 1)
-    } else {
-        x
-    }
-}
+/// At most this many distinct (period, ε, δ) entries in a ledger's charge
+/// history; a charge that would need one more is refused
+/// ([`Error::LimitExceeded`]). Equal charges in one period share an entry.
+pub const MAX_LEDGER_ENTRIES: usize = 1 << 16;
 
-/// Smallest double at least the exact sum a + b (a, b >= 0).
-fn add_up(a: f64, b: f64) -> f64 {
-    let s = a + b;
-    if !s.is_finite() {
-        return s;
-    }
-    // Knuth's two-sum: s + err == a + b exactly.
-    let bb = s - a;
-    let err = (a - (s - bb)) + (b - bb);
-    if err > 0.0 {
-        next_up(s)
-    } else {
-        s
-    }
-}
+/// At most this many keys in a ledger's memo table.
+pub const MAX_MEMO_KEYS: usize = 1 << 16;
 
-/// Largest double at most the exact difference a − b.
-fn sub_down(a: f64, b: f64) -> f64 {
-    let d = a - b;
-    let bb = d - a;
-    let err = (a - (d - bb)) + (-b - bb);
-    if err < 0.0 {
-        f64::from_bits(if d > 0.0 {
-            d.to_bits() - 1
-        } else if d == 0.0 {
-            (-f64::MIN_POSITIVE * f64::EPSILON).to_bits()
-        } else {
-            d.to_bits() + 1
-        })
-    } else {
-        d
-    }
+/// At most this many reports wait in a ledger's outbox.
+pub const MAX_OUTBOX: usize = 1024;
+
+/// At most this many bytes per report in the outbox.
+pub const MAX_UPLOAD_BYTES: usize = 64 << 10;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub(crate) fn check_delta(name: &'static str, delta: f64, max: f64) -> Result<f64> {
@@ -158,8 +153,9 @@ pub trait Ledger {
 
     /// Record `charge`. Refused, with nothing recorded, if its unit is not
     /// the ledger's ([`Error::UnitMismatch`]), if it would exceed the
-    /// totals ([`Error::BudgetExceeded`]) or, for a persistent ledger, if
-    /// it cannot be written durably ([`Error::LedgerIo`]).
+    /// period's or the lifetime totals ([`Error::BudgetExceeded`]) or, for
+    /// a persistent ledger, if it cannot be written durably
+    /// ([`Error::LedgerIo`], [`Error::LedgerBusy`]).
     fn commit(&mut self, charge: &Charge) -> Result<()>;
 
     /// Run `release` under `charge` (the write-ahead protocol of the
@@ -195,27 +191,134 @@ pub fn spend_dyn<L: Ledger + ?Sized, T>(
     Ok(value)
 }
 
+/// One entry of the charge history: `count` charges of (ε, δ) in `period`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Entry {
+    period: u64,
+    epsilon: f64,
+    delta: f64,
+    count: u64,
+}
+
+/// What a version-1 ledger had spent when it was migrated (no history:
+/// counted towards the lifetime only).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Carried {
+    epsilon: f64,
+    delta: f64,
+    releases: u64,
+}
+
+/// What is left of a budget, now: in this period, over the lifetime, and
+/// what one charge may use (the smaller of the two). Amounts are rounded
+/// down.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Remaining {
+    /// The period these figures are for (0 for a lifetime-only policy).
+    pub period: u64,
+    /// ε left in this period.
+    pub period_epsilon: f64,
+    /// δ left in this period.
+    pub period_delta: f64,
+    /// ε left over the ledger's life.
+    pub lifetime_epsilon: f64,
+    /// δ left over the ledger's life.
+    pub lifetime_delta: f64,
+    /// ε a charge may use now: min(period, lifetime).
+    pub epsilon: f64,
+    /// δ a charge may use now: min(period, lifetime).
+    pub delta: f64,
+}
+
 /// A ledger of the privacy spent by one device about one secret, in one
-/// unit: the app's pinned [`BudgetPolicy`] (unit, total ε, total δ) and
-/// what has been charged so far by sequential composition (see the
-/// [module docs](self)).
+/// unit: the app's pinned [`BudgetPolicy`] (unit, lifetime totals,
+/// optional period limit), every charge made with its period, the device
+/// secret and the memo table (see the [module docs](self)).
 ///
 /// In memory only; persist it with [`to_json`](Self::to_json) and
 /// [`restore`](Self::restore), or use a [`FileLedger`] (with `std`), which
 /// does so durably on every charge.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct PrivacyBudget {
     policy: BudgetPolicy,
+    secret: [u8; 32],
+    entries: Vec<Entry>,
+    memo: Vec<[u8; 32]>,
+    last_period: u64,
+    carried: Option<Carried>,
+    /// Reports charged but not yet acknowledged as uploaded: (id, report).
+    outbox: Vec<(u64, String)>,
+    /// The id of the next report put in the outbox.
+    next_upload: u64,
+    // Derived from the above (checked on restore).
+    lifetime_epsilon: ExactSum,
+    lifetime_delta: ExactSum,
+    releases: u64,
+    clock: Arc<dyn Clock>,
+}
+
+impl PartialEq for PrivacyBudget {
+    /// Equal states (the clock is not part of the state).
+    fn eq(&self, other: &Self) -> bool {
+        self.policy == other.policy
+            && self.secret == other.secret
+            && self.entries == other.entries
+            && self.memo == other.memo
+            && self.last_period == other.last_period
+            && self.carried == other.carried
+            && self.outbox == other.outbox
+            && self.next_upload == other.next_upload
+    }
+}
+
+impl core::fmt::Debug for PrivacyBudget {
+    /// Everything but the device secret.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PrivacyBudget")
+            .field("policy", &self.policy)
+            .field("device_secret", &"<redacted>")
+            .field("entries", &self.entries)
+            .field("memo_keys", &self.memo.len())
+            .field("last_period", &self.last_period)
+            .field("carried", &self.carried)
+            .field("releases", &self.releases)
+            .finish()
+    }
+}
+
+/// Persisted form of a [`PrivacyBudget`] (format version 2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateV2 {
+    format: u16,
+    unit: BudgetUnit,
+    total_epsilon: f64,
+    total_delta: f64,
+    period_seconds: Option<u64>,
+    period_epsilon: f64,
+    period_delta: f64,
     spent_epsilon: f64,
     spent_delta: f64,
     releases: u64,
+    last_period: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    carried: Option<Carried>,
+    /// (period, ε, δ, count) per entry.
+    charges: Vec<(u64, f64, f64, u64)>,
+    memo: Vec<String>,
+    device_secret: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    outbox: Vec<(u64, String)>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    next_upload: u64,
 }
 
-/// Persisted form of a [`PrivacyBudget`] (format version
-/// [`LEDGER_FORMAT_VERSION`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Persisted form of a version-1 ledger.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BudgetState {
+struct StateV1 {
+    #[allow(dead_code)]
     format: u16,
     unit: BudgetUnit,
     total_epsilon: f64,
@@ -225,82 +328,221 @@ struct BudgetState {
     releases: u64,
 }
 
+#[derive(Deserialize)]
+struct FormatOnly {
+    format: u16,
+}
+
+/// A persisted state of type `T`, or [`Error::InvalidLedgerState`].
+fn parse_state<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
+    serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))
+}
+
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidLedgerState {
         reason: reason.into(),
     }
 }
 
+fn to_hex(bytes: &[u8; 32]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(64);
+    for b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+fn from_hex(what: &str, s: &str) -> Result<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return Err(invalid(format!("{what} is not 64 hexadecimal digits")));
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        match (digit(b[2 * i]), digit(b[2 * i + 1])) {
+            (Some(h), Some(l)) => *o = h << 4 | l,
+            _ => return Err(invalid(format!("{what} is not lowercase hexadecimal"))),
+        }
+    }
+    Ok(out)
+}
+
+/// 32 bytes from the operating system's generator.
+#[cfg(feature = "std")]
+fn os_secret() -> Result<[u8; 32]> {
+    use rand::TryRngCore;
+    let mut s = [0u8; 32];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut s)
+        .map_err(|e| Error::LedgerIo {
+            detail: format!("reading the operating system's random generator: {e}"),
+        })?;
+    Ok(s)
+}
+
+fn policy_mismatch(field: &'static str, pinned: String, stored: String) -> Error {
+    Error::LedgerPolicyMismatch {
+        field,
+        pinned,
+        stored,
+    }
+}
+
+fn check_policy(
+    policy: &BudgetPolicy,
+    unit: &BudgetUnit,
+    fields: &[(&'static str, f64, f64)],
+) -> Result<()> {
+    if unit != policy.unit() {
+        return Err(policy_mismatch(
+            "unit",
+            policy.unit().to_string(),
+            unit.to_string(),
+        ));
+    }
+    for &(field, pinned, stored) in fields {
+        // Bitwise: a total edited by one ulp is still an edit.
+        if pinned.to_bits() != stored.to_bits() {
+            return Err(policy_mismatch(
+                field,
+                format!("{pinned:e}"),
+                format!("{stored:e}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl PrivacyBudget {
-    /// A fresh, empty ledger for `policy`. This is explicitly a *new*
-    /// budget: an app that persists its ledger restores it with
-    /// [`restore`](Self::restore) or uses a [`FileLedger`].
+    /// A fresh, empty ledger for `policy`, with a new device secret from
+    /// the operating system's generator (`std`; see
+    /// [`with_secret`](Self::with_secret) without it) and the system clock.
+    /// This is explicitly a *new* budget: an app that persists its ledger
+    /// restores it with [`restore`](Self::restore) or uses a
+    /// [`FileLedger`].
+    ///
+    /// Panics only if the operating system has no random generator (use
+    /// [`try_new`](Self::try_new) to get the error instead).
+    #[cfg(feature = "std")]
     pub fn new(policy: BudgetPolicy) -> Self {
-        Self {
-            policy,
-            spent_epsilon: 0.0,
-            spent_delta: 0.0,
-            releases: 0,
+        match Self::try_new(policy) {
+            Ok(b) => b,
+            Err(e) => panic!("no operating-system randomness for the device secret: {e}"),
         }
     }
 
-    /// The state as one JSON object (format version, unit, totals, amounts
-    /// spent, number of releases), e.g.
-    /// `{"format":1,"unit":"per-metre","total_epsilon":0.01,"total_delta":0.0,"spent_epsilon":0.0025,"spent_delta":0.0,"releases":1}`.
+    /// [`new`](Self::new), with the generator's failure as an error.
+    #[cfg(feature = "std")]
+    pub fn try_new(policy: BudgetPolicy) -> Result<Self> {
+        Ok(Self::with_secret(policy, os_secret()?))
+    }
+
+    /// A fresh, empty ledger with a device secret the caller supplies (a
+    /// `no_std` device with its own hardware generator). The secret must be
+    /// 32 bytes of fresh, uniform randomness kept on the device.
+    pub fn with_secret(policy: BudgetPolicy, secret: [u8; 32]) -> Self {
+        Self {
+            policy,
+            secret,
+            entries: Vec::new(),
+            memo: Vec::new(),
+            last_period: 0,
+            carried: None,
+            outbox: Vec::new(),
+            next_upload: 0,
+            lifetime_epsilon: ExactSum::default(),
+            lifetime_delta: ExactSum::default(),
+            releases: 0,
+            clock: clock::default_clock(),
+        }
+    }
+
+    /// Read the time from `clock` (periods of a periodic policy).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The state as one JSON object (format version 2): the policy, the
+    /// amounts spent (exact sums rounded up) and the release count, the
+    /// latest period seen, the charge history as `[period, ε, δ, count]`
+    /// entries, the memo keys and the device secret (hexadecimal), e.g.
+    /// `{"format":2,"unit":"per-metre","total_epsilon":0.01,…,"charges":[[0,0.0025,0.0,1]],"memo":[],"device_secret":"…"}`.
+    /// It holds the device secret: keep it on the device.
     pub fn to_json(&self) -> String {
-        let state = BudgetState {
+        let state = StateV2 {
             format: LEDGER_FORMAT_VERSION,
             unit: self.policy.unit().clone(),
             total_epsilon: self.policy.total_epsilon(),
             total_delta: self.policy.total_delta(),
-            spent_epsilon: self.spent_epsilon,
-            spent_delta: self.spent_delta,
+            period_seconds: self.policy.period_seconds(),
+            period_epsilon: self.policy.period_epsilon(),
+            period_delta: self.policy.period_delta(),
+            spent_epsilon: self.lifetime_epsilon.round_up(),
+            spent_delta: self.lifetime_delta.round_up(),
             releases: self.releases,
+            last_period: self.last_period,
+            carried: self.carried,
+            charges: self
+                .entries
+                .iter()
+                .map(|e| (e.period, e.epsilon, e.delta, e.count))
+                .collect(),
+            memo: self.memo.iter().map(to_hex).collect(),
+            device_secret: to_hex(&self.secret),
+            outbox: self.outbox.clone(),
+            next_upload: self.next_upload,
         };
         // Cannot fail: plain fields, no maps; the numbers are finite.
         serde_json::to_string(&state).unwrap_or_default()
     }
 
     /// Restore a state saved with [`to_json`](Self::to_json) under the
-    /// app's pinned `policy`. Refused with a typed error, never adopted or
-    /// silently reset:
+    /// app's pinned `policy` (with the default clock; see
+    /// [`with_clock`](Self::with_clock)). Refused with a typed error, never
+    /// adopted or silently reset:
     ///
-    /// * [`Error::InvalidLedgerState`]: not JSON of this shape, another
-    ///   format version, a NaN or infinity, spent below 0 or above the
-    ///   totals, a release counter that contradicts the amounts spent (ε
-    ///   spent with no release counted, or releases counted with nothing
-    ///   spent: a reset);
-    /// * [`Error::LedgerPolicyMismatch`]: another unit or other totals
-    ///   than the pinned policy (an edited file, or another policy's).
+    /// * [`Error::InvalidLedgerState`]: not JSON of this shape, an unknown
+    ///   format version, a NaN or infinity, a charge history that does not
+    ///   add up to the amounts and release count stated (an edited
+    ///   `spent_epsilon`), a period over its limit or the lifetime over
+    ///   its cap, a charge in a period after the latest one, duplicate or
+    ///   malformed memo keys, more memo keys than releases;
+    /// * [`Error::LedgerPolicyMismatch`]: another unit, other totals or
+    ///   another period limit than the pinned policy.
+    ///
+    /// A version-1 state (totals, amounts, count; no history) is migrated:
+    /// checked as before and carried over as one lifetime entry, with a
+    /// new device secret (`std` only; refused without it).
     pub fn restore(json: &str, policy: &BudgetPolicy) -> Result<Self> {
-        let s: BudgetState = serde_json::from_str(json.trim())
-            .map_err(|e| invalid(format!("not a ledger state: {e}")))?;
-        if s.format != LEDGER_FORMAT_VERSION {
-            return Err(invalid(format!(
-                "format version {} (this library reads {LEDGER_FORMAT_VERSION})",
-                s.format
-            )));
+        let json = json.trim();
+        let version: FormatOnly = parse_state(json)?;
+        match version.format {
+            1 => Self::restore_v1(json, policy),
+            LEDGER_FORMAT_VERSION => Self::restore_v2(json, policy),
+            v => Err(invalid(format!(
+                "format version {v} (this library reads 1 and {LEDGER_FORMAT_VERSION})"
+            ))),
         }
-        if &s.unit != policy.unit() {
-            return Err(Error::LedgerPolicyMismatch {
-                field: "unit",
-                pinned: policy.unit().to_string(),
-                stored: s.unit.to_string(),
-            });
-        }
-        for (field, pinned, stored) in [
-            ("total_epsilon", policy.total_epsilon(), s.total_epsilon),
-            ("total_delta", policy.total_delta(), s.total_delta),
-        ] {
-            // Bitwise: a total edited by one ulp is still an edit.
-            if pinned.to_bits() != stored.to_bits() {
-                return Err(Error::LedgerPolicyMismatch {
-                    field,
-                    pinned: format!("{pinned:e}"),
-                    stored: format!("{stored:e}"),
-                });
-            }
-        }
+    }
+
+    fn restore_v1(json: &str, policy: &BudgetPolicy) -> Result<Self> {
+        let s: StateV1 = parse_state(json)?;
+        check_policy(
+            policy,
+            &s.unit,
+            &[
+                ("total_epsilon", policy.total_epsilon(), s.total_epsilon),
+                ("total_delta", policy.total_delta(), s.total_delta),
+            ],
+        )?;
         for (name, spent, total) in [
             ("spent_epsilon", s.spent_epsilon, s.total_epsilon),
             ("spent_delta", s.spent_delta, s.total_delta),
@@ -311,23 +553,186 @@ impl PrivacyBudget {
                 )));
             }
         }
-        // Every charge has ε > 0, so ε spent and the counter agree on
-        // whether anything was released.
         if (s.releases == 0) != (s.spent_epsilon == 0.0) {
             return Err(invalid(format!(
                 "{} release(s) counted but epsilon spent is {:e} (a reset or an edit)",
                 s.releases, s.spent_epsilon
             )));
         }
-        Ok(Self {
-            policy: policy.clone(),
-            spent_epsilon: s.spent_epsilon,
-            spent_delta: s.spent_delta,
-            releases: s.releases,
-        })
+        #[cfg(feature = "std")]
+        {
+            let mut b = Self::try_new(policy.clone())?;
+            if s.releases > 0 {
+                b.carried = Some(Carried {
+                    epsilon: s.spent_epsilon,
+                    delta: s.spent_delta,
+                    releases: s.releases,
+                });
+            }
+            b.recompute();
+            Ok(b)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            Err(invalid(
+                "a version-1 ledger needs a new device secret; migrate it with the std build",
+            ))
+        }
     }
 
-    /// The pinned policy (unit and totals).
+    fn restore_v2(json: &str, policy: &BudgetPolicy) -> Result<Self> {
+        let s: StateV2 = parse_state(json)?;
+        check_policy(
+            policy,
+            &s.unit,
+            &[
+                ("total_epsilon", policy.total_epsilon(), s.total_epsilon),
+                ("total_delta", policy.total_delta(), s.total_delta),
+                ("period_epsilon", policy.period_epsilon(), s.period_epsilon),
+                ("period_delta", policy.period_delta(), s.period_delta),
+            ],
+        )?;
+        if s.period_seconds != policy.period_seconds() {
+            let show = |p: Option<u64>| p.map_or("none".to_string(), |p| p.to_string());
+            return Err(policy_mismatch(
+                "period_seconds",
+                show(policy.period_seconds()),
+                show(s.period_seconds),
+            ));
+        }
+        if s.charges.len() > MAX_LEDGER_ENTRIES || s.memo.len() > MAX_MEMO_KEYS {
+            return Err(invalid(
+                "more history entries or memo keys than a ledger holds",
+            ));
+        }
+        let secret = from_hex("device_secret", &s.device_secret)?;
+        if policy.period_seconds().is_none() && s.last_period != 0 {
+            return Err(invalid("a period in a lifetime-only ledger"));
+        }
+        let mut entries = Vec::with_capacity(s.charges.len());
+        for &(period, epsilon, delta, count) in &s.charges {
+            let ok = epsilon.is_finite()
+                && epsilon > 0.0
+                && delta.is_finite()
+                && (0.0..=1.0).contains(&delta)
+                && count > 0
+                && period <= s.last_period;
+            if !ok {
+                return Err(invalid(format!(
+                    "charge entry [{period}, {epsilon:e}, {delta:e}, {count}] is not one this library writes"
+                )));
+            }
+            let e = Entry {
+                period,
+                epsilon,
+                delta,
+                count,
+            };
+            if entries.iter().any(|o: &Entry| same_key(o, &e)) {
+                return Err(invalid("duplicate charge entries"));
+            }
+            entries.push(e);
+        }
+        let mut memo = Vec::with_capacity(s.memo.len());
+        for k in &s.memo {
+            memo.push(from_hex("memo key", k)?);
+        }
+        if memo.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(invalid("memo keys not sorted or repeated"));
+        }
+        if let Some(c) = s.carried {
+            let ok = c.epsilon.is_finite()
+                && c.epsilon > 0.0
+                && c.delta.is_finite()
+                && c.delta >= 0.0
+                && c.releases > 0;
+            if !ok {
+                return Err(invalid("invalid carried-over spending"));
+            }
+        }
+        let mut b = Self::with_secret(policy.clone(), secret);
+        b.entries = entries;
+        b.memo = memo;
+        b.last_period = s.last_period;
+        b.carried = s.carried;
+        let outbox_ok = s.outbox.len() <= MAX_OUTBOX
+            && s.outbox
+                .iter()
+                .all(|(id, r)| *id < s.next_upload && r.len() <= MAX_UPLOAD_BYTES)
+            && s.outbox.windows(2).all(|w| w[0].0 < w[1].0)
+            && s.outbox.len() as u64 <= s.releases;
+        if !outbox_ok {
+            return Err(invalid("the outbox is not one this library writes"));
+        }
+        b.outbox = s.outbox;
+        b.next_upload = s.next_upload;
+        b.recompute()
+            .ok_or_else(|| invalid("the release count overflows"))?;
+        // The history must add up to what the state says it spent.
+        let (se, sd) = (b.lifetime_epsilon.round_up(), b.lifetime_delta.round_up());
+        if se.to_bits() != s.spent_epsilon.to_bits()
+            || sd.to_bits() != s.spent_delta.to_bits()
+            || b.releases != s.releases
+        {
+            return Err(invalid(format!(
+                "the charge history adds up to epsilon {se:e}, delta {sd:e} in {} release(s), \
+                 but the state says epsilon {:e}, delta {:e} in {} (an edit)",
+                b.releases, s.spent_epsilon, s.spent_delta, s.releases
+            )));
+        }
+        if b.memo.len() as u64 > b.releases {
+            return Err(invalid("more memo keys than releases"));
+        }
+        if !(b.lifetime_epsilon.fits(policy.total_epsilon())
+            && b.lifetime_delta.fits(policy.total_delta()))
+        {
+            return Err(invalid(format!(
+                "spent epsilon {se:e}, delta {sd:e} exceed the lifetime totals"
+            )));
+        }
+        for e in &b.entries {
+            let (pe, pd) = b.period_sums(e.period);
+            if !(pe.fits(policy.period_epsilon()) && pd.fits(policy.period_delta())) {
+                return Err(invalid(format!("period {} exceeds its limit", e.period)));
+            }
+        }
+        Ok(b)
+    }
+
+    /// Recompute the derived sums and the release count; `None` on
+    /// overflow of the count.
+    fn recompute(&mut self) -> Option<()> {
+        let mut eps = ExactSum::default();
+        let mut del = ExactSum::default();
+        let mut releases = 0u64;
+        if let Some(c) = self.carried {
+            eps = eps.plus(&ExactSum::of(c.epsilon, 1));
+            del = del.plus(&ExactSum::of(c.delta, 1));
+            releases = c.releases;
+        }
+        for e in &self.entries {
+            eps = eps.plus(&ExactSum::of(e.epsilon, e.count));
+            del = del.plus(&ExactSum::of(e.delta, e.count));
+            releases = releases.checked_add(e.count)?;
+        }
+        self.lifetime_epsilon = eps;
+        self.lifetime_delta = del;
+        self.releases = releases;
+        Some(())
+    }
+
+    /// Exact (ε, δ) charged in `period`.
+    fn period_sums(&self, period: u64) -> (ExactSum, ExactSum) {
+        let mut eps = ExactSum::default();
+        let mut del = ExactSum::default();
+        for e in self.entries.iter().filter(|e| e.period == period) {
+            eps = eps.plus(&ExactSum::of(e.epsilon, e.count));
+            del = del.plus(&ExactSum::of(e.delta, e.count));
+        }
+        (eps, del)
+    }
+
+    /// The pinned policy (unit, totals, period limit).
     pub fn policy(&self) -> &BudgetPolicy {
         &self.policy
     }
@@ -337,24 +742,24 @@ impl PrivacyBudget {
         self.policy.unit()
     }
 
-    /// The total ε.
+    /// The lifetime ε.
     pub fn total_epsilon(&self) -> f64 {
         self.policy.total_epsilon()
     }
 
-    /// The total δ.
+    /// The lifetime δ.
     pub fn total_delta(&self) -> f64 {
         self.policy.total_delta()
     }
 
-    /// ε charged so far (an upper bound of the exact sum of the charges).
+    /// ε charged over the ledger's life (the exact sum, rounded up).
     pub fn spent_epsilon(&self) -> f64 {
-        self.spent_epsilon
+        self.lifetime_epsilon.round_up()
     }
 
-    /// δ charged so far (an upper bound of the exact sum of the charges).
+    /// δ charged over the ledger's life (the exact sum, rounded up).
     pub fn spent_delta(&self) -> f64 {
-        self.spent_delta
+        self.lifetime_delta.round_up()
     }
 
     /// Number of releases charged.
@@ -362,16 +767,66 @@ impl PrivacyBudget {
         self.releases
     }
 
-    /// (ε, δ) still available, rounded down.
-    pub fn remaining(&self) -> (f64, f64) {
-        (
-            sub_down(self.total_epsilon(), self.spent_epsilon).max(0.0),
-            sub_down(self.total_delta(), self.spent_delta).max(0.0),
-        )
+    /// The latest period a charge was made in (or seen); charges never go
+    /// to an earlier one.
+    pub fn last_period(&self) -> u64 {
+        self.last_period
     }
 
-    /// The state after charging `charge`, or the refusal (unit first, then
-    /// the totals, then the release counter).
+    /// The charge history: (period, ε, δ, number of charges) per entry.
+    pub fn history(&self) -> impl Iterator<Item = (u64, f64, f64, u64)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.period, e.epsilon, e.delta, e.count))
+    }
+
+    /// The device secret: 32 bytes from the operating system's generator,
+    /// created with the ledger and stored with it; never uploaded (the
+    /// seed of memoized releases and report schedules, SPEC §12).
+    pub fn device_secret(&self) -> [u8; 32] {
+        self.secret
+    }
+
+    /// Whether `memo_key` was already charged ([`commit_once`](Self::commit_once)).
+    pub fn is_memoized(&self, memo_key: &[u8; 32]) -> bool {
+        self.memo.binary_search(memo_key).is_ok()
+    }
+
+    /// The period a charge made now goes to: the clock's period, or the
+    /// latest period already seen if the clock is behind it (no refund).
+    fn current_period(&self) -> Result<u64> {
+        if self.policy.period_seconds().is_none() {
+            return Ok(0);
+        }
+        let now = self.clock.now_unix_seconds()?;
+        Ok(self.policy.period_of(now).max(self.last_period))
+    }
+
+    /// What is left now, this period and over the lifetime (rounded down).
+    /// If the clock cannot be read, the figures are for the latest period
+    /// seen.
+    pub fn remaining(&self) -> Remaining {
+        let period = self.current_period().unwrap_or(self.last_period);
+        let (pe, pd) = self.period_sums(period);
+        let p = &self.policy;
+        let period_epsilon = pe.remaining_in(p.period_epsilon());
+        let period_delta = pd.remaining_in(p.period_delta());
+        let lifetime_epsilon = self.lifetime_epsilon.remaining_in(p.total_epsilon());
+        let lifetime_delta = self.lifetime_delta.remaining_in(p.total_delta());
+        Remaining {
+            period,
+            period_epsilon,
+            period_delta,
+            lifetime_epsilon,
+            lifetime_delta,
+            epsilon: period_epsilon.min(lifetime_epsilon),
+            delta: period_delta.min(lifetime_delta),
+        }
+    }
+
+    /// The state after charging `charge` now, or the refusal (unit first,
+    /// then the clock, then the period's and the lifetime totals, then the
+    /// release counter and the history's size).
     pub(crate) fn after(&self, charge: &Charge) -> Result<Self> {
         if charge.unit() != self.unit() {
             return Err(Error::UnitMismatch {
@@ -379,28 +834,129 @@ impl PrivacyBudget {
                 charge: Some(charge.unit().clone()),
             });
         }
+        let period = self.current_period()?;
         let (epsilon, delta) = (charge.epsilon(), charge.delta());
-        let e = add_up(self.spent_epsilon, epsilon);
-        let d = add_up(self.spent_delta, delta);
-        if e > self.total_epsilon() || d > self.total_delta() {
-            let (remaining_epsilon, remaining_delta) = self.remaining();
+        let ce = ExactSum::of(epsilon, 1);
+        let cd = ExactSum::of(delta, 1);
+        let (pe, pd) = self.period_sums(period);
+        let life_e = self.lifetime_epsilon.plus(&ce);
+        let life_d = self.lifetime_delta.plus(&cd);
+        let p = &self.policy;
+        if !(pe.plus(&ce).fits(p.period_epsilon())
+            && pd.plus(&cd).fits(p.period_delta())
+            && life_e.fits(p.total_epsilon())
+            && life_d.fits(p.total_delta()))
+        {
+            let left = self.remaining();
             return Err(Error::BudgetExceeded {
                 requested_epsilon: epsilon,
-                remaining_epsilon,
+                remaining_epsilon: left.epsilon,
                 requested_delta: delta,
-                remaining_delta,
+                remaining_delta: left.delta,
             });
         }
         let releases = self
             .releases
             .checked_add(1)
             .ok_or_else(|| invalid("the release counter would overflow"))?;
-        Ok(Self {
-            policy: self.policy.clone(),
-            spent_epsilon: e,
-            spent_delta: d,
-            releases,
-        })
+        let mut next = self.clone();
+        let entry = Entry {
+            period,
+            epsilon,
+            delta,
+            count: 1,
+        };
+        let held = next.entries.len();
+        match next.entries.iter_mut().find(|e| same_key(e, &entry)) {
+            // Cannot overflow: count <= releases < u64::MAX.
+            Some(e) => e.count += 1,
+            None if held >= MAX_LEDGER_ENTRIES => {
+                return Err(Error::LimitExceeded {
+                    what: "distinct (period, epsilon, delta) entries in a ledger",
+                    requested: held as u64 + 1,
+                    limit: MAX_LEDGER_ENTRIES as u64,
+                })
+            }
+            None => next.entries.push(entry),
+        }
+        next.last_period = period;
+        next.lifetime_epsilon = life_e;
+        next.lifetime_delta = life_d;
+        next.releases = releases;
+        Ok(next)
+    }
+
+    /// The state after charging `charge` once for `memo_key`: `None` if the
+    /// key was already charged (nothing to do; the unit is still checked).
+    pub(crate) fn after_once(&self, memo_key: [u8; 32], charge: &Charge) -> Result<Option<Self>> {
+        if charge.unit() != self.unit() {
+            return Err(Error::UnitMismatch {
+                ledger: self.unit().clone(),
+                charge: Some(charge.unit().clone()),
+            });
+        }
+        let slot = match self.memo.binary_search(&memo_key) {
+            Ok(_) => return Ok(None),
+            Err(slot) => slot,
+        };
+        if self.memo.len() >= MAX_MEMO_KEYS {
+            return Err(Error::LimitExceeded {
+                what: "memo keys in a ledger",
+                requested: self.memo.len() as u64 + 1,
+                limit: MAX_MEMO_KEYS as u64,
+            });
+        }
+        let mut next = self.after(charge)?;
+        next.memo.insert(slot, memo_key);
+        Ok(Some(next))
+    }
+
+    /// Reports charged but not yet acknowledged (oldest first), each with
+    /// its id (`FileLedger::spend_to_outbox`).
+    pub fn pending_uploads(&self) -> &[(u64, String)] {
+        &self.outbox
+    }
+
+    /// Refused if the outbox cannot take one more report of `bytes` bytes.
+    #[cfg(feature = "std")]
+    pub(crate) fn outbox_room(&self, bytes: usize) -> Result<()> {
+        if self.outbox.len() >= MAX_OUTBOX {
+            return Err(Error::LimitExceeded {
+                what: "reports waiting in the ledger's outbox",
+                requested: self.outbox.len() as u64 + 1,
+                limit: MAX_OUTBOX as u64,
+            });
+        }
+        if bytes > MAX_UPLOAD_BYTES {
+            return Err(Error::LimitExceeded {
+                what: "bytes of a report in the ledger's outbox",
+                requested: bytes as u64,
+                limit: MAX_UPLOAD_BYTES as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// The state after charging `charge` and putting `report` in the
+    /// outbox (same write), with the report's id.
+    #[cfg(feature = "std")]
+    pub(crate) fn after_to_outbox(&self, charge: &Charge, report: String) -> Result<(Self, u64)> {
+        self.outbox_room(report.len())?;
+        let mut next = self.after(charge)?;
+        let id = next.next_upload;
+        next.next_upload = id
+            .checked_add(1)
+            .ok_or_else(|| invalid("the outbox id would overflow"))?;
+        next.outbox.push((id, report));
+        Ok((next, id))
+    }
+
+    /// The state without the acknowledged reports.
+    #[cfg(feature = "std")]
+    pub(crate) fn acknowledged(&self, ids: &[u64]) -> Self {
+        let mut next = self.clone();
+        next.outbox.retain(|(id, _)| !ids.contains(id));
+        next
     }
 
     /// Whether `charge` would be accepted now.
@@ -410,7 +966,8 @@ impl PrivacyBudget {
 
     /// Charge a release. Refused with [`Error::UnitMismatch`] or
     /// [`Error::BudgetExceeded`] if it is in another unit or would exceed
-    /// the totals; a refused charge leaves the ledger unchanged.
+    /// the period's or the lifetime totals; a refused charge leaves the
+    /// ledger unchanged.
     ///
     /// Charge *before* releasing. Prefer [`Ledger::spend`], which ties the
     /// charge to the release.
@@ -419,20 +976,44 @@ impl PrivacyBudget {
         Ok(())
     }
 
-    /// The largest (ε, δ) share (up to a relative 2^-40 or so) such that
-    /// `releases` charges of it fit the remaining budget, checked by
-    /// replaying the charges with this ledger's rounding. `None` if
-    /// `releases` is 0 or nothing is left.
+    /// Charge `charge` once per `memo_key` (a memoized answer, SPEC §12.3):
+    /// `Ok(true)` if it was charged now and the key recorded (in the same
+    /// state change), `Ok(false)` if the key was already charged (nothing
+    /// charged). The same refusals as [`Ledger::commit`], including the
+    /// period's and the lifetime limits; a refusal changes nothing.
+    ///
+    /// ```
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, PrivacyBudget};
+    /// let mut b = PrivacyBudget::new(BudgetPolicy::new(BudgetUnit::PerDollar, 1e-3, 0.0)?);
+    /// let c = Charge::new(BudgetUnit::PerDollar, 1e-3, 0.0)?;
+    /// assert!(b.commit_once([7; 32], &c)?);
+    /// assert!(!b.commit_once([7; 32], &c)?); // the same answer again: free
+    /// assert!(b.commit_once([8; 32], &c).is_err()); // a new answer: over budget
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
+        match self.after_once(memo_key, charge)? {
+            Some(next) => {
+                *self = next;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The largest (ε, δ) share such that `releases` charges of it fit
+    /// what is left now (this period and the lifetime), checked by
+    /// replaying the charges. `None` if `releases` is 0 or nothing is left.
     pub fn even_split(&self, releases: u64) -> Option<(f64, f64)> {
         if releases == 0 {
             return None;
         }
-        let (re, rd) = self.remaining();
+        let left = self.remaining();
         let n = releases as f64;
         let mut shrink = 0.0;
         for _ in 0..16 {
-            let e = re / n * (1.0 - shrink);
-            let d = rd / n * (1.0 - shrink);
+            let e = left.epsilon / n * (1.0 - shrink);
+            let d = left.delta / n * (1.0 - shrink);
             let charge = Charge::new(self.unit().clone(), e, d).ok()?;
             let mut probe = self.clone();
             if (0..releases).all(|_| probe.try_charge(&charge).is_ok()) {
@@ -446,6 +1027,36 @@ impl PrivacyBudget {
         }
         None
     }
+
+    /// Whether `newer` can follow `self`: the same secret, at least the
+    /// same releases, every entry and memo key of `self` still there with
+    /// at least its count (another writer may only have added charges).
+    #[cfg(feature = "std")]
+    pub(crate) fn is_prefix_of(&self, newer: &Self) -> bool {
+        self.secret == newer.secret
+            && self.carried == newer.carried
+            && newer.releases >= self.releases
+            && newer.last_period >= self.last_period
+            && self.entries.iter().all(|e| {
+                newer
+                    .entries
+                    .iter()
+                    .any(|n| same_key(n, e) && n.count >= e.count)
+            })
+            && self.memo.iter().all(|k| newer.is_memoized(k))
+    }
+
+    /// This ledger's clock (given to a state read from disk).
+    #[cfg(feature = "std")]
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+}
+
+fn same_key(a: &Entry, b: &Entry) -> bool {
+    a.period == b.period
+        && a.epsilon.to_bits() == b.epsilon.to_bits()
+        && a.delta.to_bits() == b.delta.to_bits()
 }
 
 impl Ledger for PrivacyBudget {
@@ -472,34 +1083,41 @@ mod tests {
         Charge::new(BudgetUnit::PerMetre, epsilon, delta).unwrap()
     }
 
-    #[test]
-    fn rounding_helpers_bound_the_exact_result() {
-        // 0.1 + 0.2 rounds up to 0.30000000000000004, already above the
-        // exact sum: add_up keeps it.
-        let s = add_up(0.1, 0.2);
-        assert_eq!(s, 0.1 + 0.2);
-        // 1 + 2^-60 rounds to 1; the upper bound is the next double.
-        assert_eq!(add_up(1.0, 2f64.powi(-60)), 1.0 + f64::EPSILON);
-        assert_eq!(sub_down(1.0, 2f64.powi(-60)), 1.0 - f64::EPSILON / 2.0);
-        assert_eq!(sub_down(1.0, 0.25), 0.75);
+    /// How many charges of `each` fit `total`.
+    fn fits(total: f64, each: f64) -> u64 {
+        let mut b = budget(total, 0.0);
+        let mut n = 0;
+        while b.try_charge(&charge(each, 0.0)).is_ok() {
+            n += 1;
+        }
+        n
     }
 
     #[test]
-    fn ten_tenths_do_not_fit_one_but_even_split_does() {
-        let mut b = budget(1.0, 0.0);
-        let mut ok = 0;
-        while b.try_charge(&charge(0.1, 0.0)).is_ok() {
-            ok += 1;
+    fn k_shares_always_fit_and_one_more_never_does() {
+        // The issue's cases (issue 19 item 2): 9 and 1,499 before.
+        assert_eq!(fits(1e-3, 1e-4), 10);
+        assert_eq!(fits(1500.0 * (1.0 / 5000.0), 1.0 / 5000.0), 1500);
+        assert_eq!(fits(1.0, 0.1), 10);
+        // 11 × fl(1/11) is above 1 exactly: the slack admits it.
+        assert_eq!(fits(1.0, 1.0 / 11.0), 11);
+        // k shares of T/k for many T and k, computed two ways.
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for k in [1u64, 2, 3, 7, 10, 11, 49, 100, 997, 1000] {
+            for _ in 0..5 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let t = f64::from_bits(0x3e00_0000_0000_0000 | (rng >> 12)) * 1e3;
+                for share in [t / k as f64, t * (1.0 / k as f64)] {
+                    let mut b = budget(t, 0.0);
+                    for _ in 0..k {
+                        b.try_charge(&charge(share, 0.0)).unwrap();
+                    }
+                    assert!(b.try_charge(&charge(share, 0.0)).is_err(), "k={k} t={t:e}");
+                }
+            }
         }
-        assert_eq!(ok, 9);
-        let mut b = budget(1.0, 1e-6);
-        let (e, d) = b.even_split(10).unwrap();
-        assert!(e > 0.1 * (1.0 - 1e-12) && d > 1e-7 * (1.0 - 1e-12));
-        for _ in 0..10 {
-            b.try_charge(&charge(e, d)).unwrap();
-        }
-        assert!(b.try_charge(&charge(e, 0.0)).is_err());
-        assert!(b.spent_epsilon() <= 1.0);
     }
 
     #[test]
@@ -509,6 +1127,7 @@ mod tests {
         for unit in [
             BudgetUnit::LocalDp,
             BudgetUnit::PerDollar,
+            BudgetUnit::PerMercatorMetre,
             BudgetUnit::custom("per-km").unwrap(),
         ] {
             let e = b.try_charge(&Charge::new(unit, 0.1, 0.0).unwrap());
@@ -518,31 +1137,150 @@ mod tests {
     }
 
     #[test]
-    fn restore_checks_the_pinned_policy_and_the_state() {
+    fn budget_messages_print_short_scientific_numbers() {
+        let mut b = budget(1500.0 * (1.0 / 5000.0), 0.0);
+        for _ in 0..1499 {
+            b.try_charge(&charge(1.0 / 5000.0, 0.0)).unwrap();
+        }
+        b.try_charge(&charge(1.0 / 5000.0, 0.0)).unwrap();
+        let msg = b
+            .try_charge(&charge(1.0 / 5000.0, 0.0))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("epsilon 2e-4 "), "{msg}");
+    }
+
+    #[test]
+    fn periods_limit_each_period_and_the_lifetime_and_never_refund() {
+        let clock = ManualClock::new(10 * 86_400 + 5);
+        let policy =
+            BudgetPolicy::periodic(BudgetUnit::PerDollar, 2e-4, 0.0, 86_400, 1e-3, 0.0).unwrap();
+        let mut b = PrivacyBudget::new(policy).with_clock(Arc::new(clock.clone()));
+        let c = Charge::new(BudgetUnit::PerDollar, 1e-4, 0.0).unwrap();
+        let mut per_day = Vec::new();
+        for _day in 0..7 {
+            let mut n = 0;
+            while b.try_charge(&c).is_ok() {
+                n += 1;
+            }
+            per_day.push(n);
+            assert_eq!(b.remaining().epsilon, 0.0);
+            clock.advance(86_400);
+        }
+        // Two a day for five days, then the lifetime cap.
+        assert_eq!(per_day, [2, 2, 2, 2, 2, 0, 0]);
+        assert_eq!(b.releases(), 10);
+        assert_eq!(b.remaining().lifetime_epsilon, 0.0);
+        // Every charge carries its period.
+        let periods: Vec<u64> = b.history().map(|h| h.0).collect();
+        assert_eq!(periods, [10, 11, 12, 13, 14]);
+
+        // A clock that goes back charges the latest period: no refund.
+        let clock = ManualClock::new(20 * 86_400);
+        let policy =
+            BudgetPolicy::periodic(BudgetUnit::PerDollar, 2e-4, 0.0, 86_400, 1.0, 0.0).unwrap();
+        let mut b = PrivacyBudget::new(policy).with_clock(Arc::new(clock.clone()));
+        b.try_charge(&c).unwrap();
+        b.try_charge(&c).unwrap();
+        clock.set(3 * 86_400);
+        assert!(b.try_charge(&c).is_err());
+        let r = b.remaining();
+        assert_eq!((r.period, r.period_epsilon), (20, 0.0));
+        clock.set(21 * 86_400);
+        b.try_charge(&c).unwrap();
+        let json = b.to_json();
+        let again = PrivacyBudget::restore(&json, b.policy()).unwrap();
+        assert_eq!(again, b);
+        assert_eq!(again.last_period(), 21);
+    }
+
+    #[test]
+    fn memo_charges_are_idempotent_and_limited() {
+        let policy =
+            BudgetPolicy::periodic(BudgetUnit::PerDollar, 1e-3, 0.0, 86_400, 2e-3, 0.0).unwrap();
+        let clock = ManualClock::new(0);
+        let mut b = PrivacyBudget::new(policy).with_clock(Arc::new(clock.clone()));
+        let c = Charge::new(BudgetUnit::PerDollar, 1e-3, 0.0).unwrap();
+        assert!(b.commit_once([1; 32], &c).unwrap());
+        for _ in 0..3 {
+            assert!(!b.commit_once([1; 32], &c).unwrap());
+        }
+        assert_eq!(b.releases(), 1);
+        // A new key today: over the period's limit, nothing recorded.
+        let before = b.clone();
+        assert!(matches!(
+            b.commit_once([2; 32], &c),
+            Err(Error::BudgetExceeded { .. })
+        ));
+        assert_eq!(b, before);
+        assert!(!b.is_memoized(&[2; 32]));
+        clock.advance(86_400);
+        assert!(b.commit_once([2; 32], &c).unwrap());
+        clock.advance(86_400);
+        // Lifetime spent: a third key is refused, old keys stay free.
+        assert!(b.commit_once([3; 32], &c).is_err());
+        assert!(!b.commit_once([2; 32], &c).unwrap());
+        // The unit is checked even for a known key.
+        let ldp = Charge::new(BudgetUnit::LocalDp, 1e-3, 0.0).unwrap();
+        assert!(b.commit_once([1; 32], &ldp).is_err());
+        let again = PrivacyBudget::restore(&b.to_json(), b.policy()).unwrap();
+        assert_eq!(again, b);
+        assert!(again.is_memoized(&[1; 32]) && again.is_memoized(&[2; 32]));
+    }
+
+    #[test]
+    fn the_device_secret_is_random_kept_and_never_debug_printed() {
+        let a = budget(1.0, 0.0);
+        let b = budget(1.0, 0.0);
+        assert_ne!(a.device_secret(), b.device_secret());
+        assert_ne!(a.device_secret(), [0; 32]);
+        let hex = to_hex(&a.device_secret());
+        assert!(!format!("{a:?}").contains(&hex));
+        assert!(a.to_json().contains(&hex));
+        let back = PrivacyBudget::restore(&a.to_json(), a.policy()).unwrap();
+        assert_eq!(back.device_secret(), a.device_secret());
+    }
+
+    #[test]
+    fn restore_checks_the_pinned_policy_and_the_history() {
         let mut b = budget(0.01, 1e-6);
+        b.try_charge(&charge(0.003, 1e-7)).unwrap();
         b.try_charge(&charge(0.003, 1e-7)).unwrap();
         let json = b.to_json();
         assert_eq!(PrivacyBudget::restore(&json, b.policy()).unwrap(), b);
         let other = |u, e, d| BudgetPolicy::new(u, e, d).unwrap();
+        let daily =
+            BudgetPolicy::periodic(BudgetUnit::PerMetre, 0.01, 1e-6, 86_400, 0.01, 1e-6).unwrap();
         for (policy, field) in [
             (other(BudgetUnit::PerDollar, 0.01, 1e-6), "unit"),
+            (other(BudgetUnit::PerMercatorMetre, 0.01, 1e-6), "unit"),
             (other(BudgetUnit::PerMetre, 0.02, 1e-6), "total_epsilon"),
             (other(BudgetUnit::PerMetre, 0.01, 0.0), "total_delta"),
+            (daily, "period_seconds"),
         ] {
             match PrivacyBudget::restore(&json, &policy) {
                 Err(Error::LedgerPolicyMismatch { field: f, .. }) => assert_eq!(f, field),
                 other => panic!("{field}: {other:?}"),
             }
         }
+        assert!(json.contains("\"spent_epsilon\":0.006,"), "{json}");
         for bad in [
-            json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":0.5"),
-            json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":-0.1"),
-            json.replace("\"spent_epsilon\":0.003", "\"spent_epsilon\":0.0"),
-            json.replace("\"releases\":1", "\"releases\":0"),
-            json.replace("\"spent_delta\":1e-7", "\"spent_delta\":1e-5"),
-            json.replace("\"format\":1", "\"format\":2"),
-            json.replace("\"releases\":1", "\"releases\":1,\"x\":1"),
+            // Spent edited down with the release count kept (issue 19 item 6).
+            json.replace("\"spent_epsilon\":0.006", "\"spent_epsilon\":1e-300"),
+            json.replace("\"spent_epsilon\":0.006", "\"spent_epsilon\":0.0"),
+            json.replace("\"spent_epsilon\":0.006", "\"spent_epsilon\":0.5"),
+            json.replace("\"releases\":2", "\"releases\":1"),
+            json.replace("\"spent_delta\":2e-7", "\"spent_delta\":1e-5"),
+            // The history edited: amounts no longer add up.
+            json.replace("[0,0.003,1e-7,2]", "[0,0.003,1e-7,1]"),
+            json.replace("[0,0.003,1e-7,2]", "[0,0.003,1e-7,0]"),
+            json.replace("[0,0.003,1e-7,2]", "[0,-0.003,1e-7,2]"),
+            json.replace("[0,0.003,1e-7,2]", "[5,0.003,1e-7,2]"),
+            json.replace("\"memo\":[]", &format!("\"memo\":[\"{}\"]", "0".repeat(63))),
+            json.replace("\"format\":2", "\"format\":3"),
+            json.replace("\"releases\":2", "\"releases\":2,\"x\":1"),
             json.replace("0.003", "NaN"),
+            json.replace("\"device_secret\":\"", "\"device_secret\":\"zz"),
             String::new(),
             "{}".to_string(),
         ] {
@@ -555,12 +1293,36 @@ mod tests {
                 "{bad}"
             );
         }
-        // A counter at its maximum cannot overflow.
-        let full = json.replace("\"releases\":1", &format!("\"releases\":{}", u64::MAX));
-        let mut b = PrivacyBudget::restore(&full, b.policy()).unwrap();
+        // Over budget by history (the totals edited consistently).
+        let over = json
+            .replace("[0,0.003,1e-7,2]", "[0,0.003,1e-7,4]")
+            .replace("\"spent_epsilon\":0.006", "\"spent_epsilon\":0.012")
+            .replace("\"spent_delta\":2e-7", "\"spent_delta\":4e-7")
+            .replace("\"releases\":2", "\"releases\":4");
+        let e = PrivacyBudget::restore(&over, b.policy()).unwrap_err();
+        assert!(e.to_string().contains("exceed"), "{e}");
+    }
+
+    #[test]
+    fn version_1_states_are_migrated_or_refused() {
+        let p = BudgetPolicy::new(BudgetUnit::PerMetre, 0.01, 1e-6).unwrap();
+        let v1 = r#"{"format":1,"unit":"per-metre","total_epsilon":0.01,"total_delta":1e-6,"spent_epsilon":0.004,"spent_delta":0.0,"releases":2}"#;
+        let mut b = PrivacyBudget::restore(v1, &p).unwrap();
+        assert_eq!((b.releases(), b.spent_epsilon()), (2, 0.004));
+        b.try_charge(&charge(0.006, 0.0)).unwrap();
+        assert!(b.try_charge(&charge(1e-4, 0.0)).is_err());
+        let again = PrivacyBudget::restore(&b.to_json(), &p).unwrap();
+        assert_eq!(again, b);
+        for bad in [
+            v1.replace("\"releases\":2", "\"releases\":0"),
+            v1.replace("0.004", "0.02"),
+        ] {
+            assert!(PrivacyBudget::restore(&bad, &p).is_err(), "{bad}");
+        }
+        let other = BudgetPolicy::new(BudgetUnit::PerMetre, 0.02, 1e-6).unwrap();
         assert!(matches!(
-            b.try_charge(&charge(1e-6, 0.0)),
-            Err(Error::InvalidLedgerState { .. })
+            PrivacyBudget::restore(v1, &other),
+            Err(Error::LedgerPolicyMismatch { .. })
         ));
     }
 }

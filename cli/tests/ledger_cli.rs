@@ -1,0 +1,174 @@
+//! `geopriv privatize --ledger` from several processes at once, and the
+//! ledger's units under --latlon (issue 19 items 1 and 6).
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+
+fn spawn(args: &[&str], stdin: Vec<u8>) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    std::thread::spawn(move || pipe.write_all(&stdin));
+    child
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("geopriv-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The `releases` and `spent_epsilon` fields of a ledger file.
+fn ledger_totals(path: &std::path::Path) -> (u64, f64) {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    (
+        v["releases"].as_u64().unwrap(),
+        v["spent_epsilon"].as_f64().unwrap(),
+    )
+}
+
+fn threshold_args<'a>(ledger: &'a str, epsilon: &'a str, budget: &'a str) -> Vec<&'a str> {
+    vec![
+        "privatize",
+        "threshold",
+        "--threshold",
+        "100",
+        "--width",
+        "20",
+        "--mechanism",
+        "polyplace",
+        "--epsilon",
+        epsilon,
+        "--unit",
+        "per-dollar",
+        "--ledger",
+        ledger,
+        "--budget-epsilon",
+        budget,
+    ]
+}
+
+#[test]
+fn concurrent_cli_processes_release_exactly_what_the_ledger_records() {
+    let dir = temp_dir("concurrent-ledger");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    // 6 processes x 50 lines at 1e-3 into 0.25: 250 fit, 50 are refused.
+    let lines = "95\n".repeat(50).into_bytes();
+    let children: Vec<Child> = (0..6)
+        .map(|_| spawn(&threshold_args(ledger, "1e-3", "0.25"), lines.clone()))
+        .collect();
+    let mut released = 0u64;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            !stderr.contains("EOF") && !stderr.contains("changed under"),
+            "{stderr}"
+        );
+        released += String::from_utf8(out.stdout).unwrap().lines().count() as u64;
+    }
+    let (recorded, spent) = ledger_totals(&path);
+    assert_eq!(released, recorded);
+    assert_eq!(
+        released, 250,
+        "the exact accounting fits 250 x 1e-3 into 0.25"
+    );
+    assert!(spent <= 0.25 * (1.0 + 1e-15), "{spent}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_cli_processes_at_different_epsilons_release_only_what_is_charged() {
+    let dir = temp_dir("two-eps-ledger");
+    for trial in 0..6 {
+        let path = dir.join(format!("device{trial}.json"));
+        let ledger = path.to_str().unwrap();
+        let big = spawn(&threshold_args(ledger, "0.1", "0.1"), b"95\n".to_vec());
+        let small = spawn(&threshold_args(ledger, "1e-4", "0.1"), b"95\n".to_vec());
+        let count = |c: Child| {
+            let out = c.wait_with_output().unwrap();
+            String::from_utf8(out.stdout).unwrap().lines().count() as u64
+        };
+        let (b, s) = (count(big), count(small));
+        assert_eq!(b + s, 1, "trial {trial}");
+        let (recorded, spent) = ledger_totals(&path);
+        assert_eq!(recorded, 1);
+        assert_eq!(spent, if b == 1 { 0.1 } else { 1e-4 }, "trial {trial}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn latlon_units_keep_mercator_and_ground_metres_apart() {
+    let dir = temp_dir("latlon-units");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let run = |projection: &str, unit: Option<&str>| {
+        let mut args = vec![
+            "privatize",
+            "kde",
+            "--center",
+            "0,0",
+            "--bandwidth",
+            "1000",
+            "--mechanism",
+            "polyplace",
+            "--epsilon",
+            "4e-4",
+            "--latlon",
+            "--projection",
+            projection,
+            "--ledger",
+            ledger,
+            "--budget-epsilon",
+            "1e-2",
+        ];
+        if let Some(u) = unit {
+            args.extend(["--unit", u]);
+        }
+        spawn(&args, b"70,0\n".to_vec()).wait_with_output().unwrap()
+    };
+    let first = run("mercator", None);
+    assert!(first.status.success(), "{first:?}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"unit\":\"per-mercator-metre\""), "{text}");
+    // Ground metres (local projection) cannot be charged to that ledger.
+    let local = run("local:70,0", None);
+    assert!(!local.status.success());
+    assert!(local.stdout.is_empty());
+    assert!(String::from_utf8(local.stderr).unwrap().contains("unit"));
+    // Nor can Mercator metres be declared ground metres.
+    let lie = run("mercator", Some("per-metre"));
+    assert!(!lie.status.success());
+    assert!(lie.stdout.is_empty());
+    assert_eq!(ledger_totals(&path).0, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_periodic_budget_from_the_command_line() {
+    let dir = temp_dir("periodic-ledger");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let mut args = threshold_args(ledger, "2e-4", "0.05");
+    args.extend(["--period-seconds", "86400", "--period-epsilon", "4e-4"]);
+    let out = spawn(&args, b"95\n96\n97\n".to_vec())
+        .wait_with_output()
+        .unwrap();
+    // Two releases today; the third is refused by the day's limit.
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 2);
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("budget exceeded"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"period_seconds\":86400"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
