@@ -48,7 +48,7 @@ if [ "$mode" = full ]; then
   bin=target/release/geopriv
 else
   lines=2000
-  cargo build -q -p geopriv-cli
+  cargo build -q --profile test -p geopriv-cli  # the build `cargo test --workspace` made (target/debug)
   bin=target/debug/geopriv
 fi
 digests="scripts/digests/$mode.sha256"

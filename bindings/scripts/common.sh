@@ -19,7 +19,8 @@ case "$(uname -s)" in
   *) FFI_LIB_NAME=libgeopriv_ffi.so ;;
 esac
 
-# Debug build: fast to compile, and the tests only call a few functions.
+# The `test` profile (opt-level 3, target/debug): it shares the core crate
+# already compiled by `cargo test --workspace` instead of a second dev build.
 # `--features cli` builds the bindgen in the same cargo invocation, so the
 # library and the generator come from one feature set (no rebuild between
 # scripts; cargo is a no-op on the second call).
@@ -27,7 +28,7 @@ build_ffi() {
   local log
   log="$(mktemp)"
   # Quiet unless it fails (warnings of crates under construction are noise here).
-  if ! (cd "$REPO" && cargo build --quiet -p geopriv-ffi --features cli --lib --bin uniffi-bindgen) 2>"$log"; then
+  if ! (cd "$REPO" && cargo build --quiet --profile test -p geopriv-ffi --features cli --lib --bin uniffi-bindgen) 2>"$log"; then
     cat "$log" >&2
     rm -f "$log"
     echo "error: building geopriv-ffi failed" >&2

@@ -23,7 +23,7 @@ SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/ko
   "$REPO/bindings/tests/kotlin/Server.kt"
   "$REPO/bindings/tests/kotlin/MapTest.kt")
 # The map suite compares with `geopriv map aggregate` (the debug CLI).
-(cd "$REPO" && cargo build --quiet -p geopriv-cli --bin geopriv)
+(cd "$REPO" && cargo build --quiet --profile test -p geopriv-cli --bin geopriv)
 OUT="$TARGET_DIR/geopriv-ffi-tests/kotlin"
 mkdir -p "$OUT"
 hash="$( { echo "$KOTLIN_COMPILER_VERSION"; sha256sum "$JNA_JAR" "${SOURCES[@]}"; } | sha256sum | cut -c1-16)"

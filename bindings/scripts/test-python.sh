@@ -22,7 +22,7 @@ ln -sf "$FFI_LIB" "$OUT/"
 
 # The map suite compares the server's maps with `geopriv map aggregate`
 # (the debug CLI: `cargo test --workspace` has built it already).
-(cd "$REPO" && cargo build --quiet -p geopriv-cli --bin geopriv)
+(cd "$REPO" && cargo build --quiet --profile test -p geopriv-cli --bin geopriv)
 
 cd "$OUT"
 PYTHONPATH="$OUT" PYTHONDONTWRITEBYTECODE=1 python3 "$REPO/bindings/tests/python/test_bindings.py"
