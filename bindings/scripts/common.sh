@@ -19,8 +19,10 @@ case "$(uname -s)" in
   *) FFI_LIB_NAME=libgeopriv_ffi.so ;;
 esac
 
-# The `test` profile (opt-level 3, target/debug): it shares the core crate
-# already compiled by `cargo test --workspace` instead of a second dev build.
+# Debug (dev-profile) build: `--features cli` changes the features of shared
+# dependencies (serde, rand), so it cannot reuse the `test`-profile core that
+# `cargo test --workspace` compiled; at opt-level 0 the second build of the
+# core is the cheap one (measured: an opt-level-3 rebuild took 15 min under load).
 # `--features cli` builds the bindgen in the same cargo invocation, so the
 # library and the generator come from one feature set (no rebuild between
 # scripts; cargo is a no-op on the second call).
@@ -28,7 +30,7 @@ build_ffi() {
   local log
   log="$(mktemp)"
   # Quiet unless it fails (warnings of crates under construction are noise here).
-  if ! (cd "$REPO" && cargo build --quiet --profile test -p geopriv-ffi --features cli --lib --bin uniffi-bindgen) 2>"$log"; then
+  if ! (cd "$REPO" && cargo build --quiet -p geopriv-ffi --features cli --lib --bin uniffi-bindgen) 2>"$log"; then
     cat "$log" >&2
     rm -f "$log"
     echo "error: building geopriv-ffi failed" >&2
