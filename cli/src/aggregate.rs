@@ -5,9 +5,11 @@
 
 use clap::{Args, ValueEnum};
 use geopriv::server::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
+use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
-    read_allow_list, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
-    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
+    read_query_file, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
+    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
+    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
 use geopriv::ValidationPolicy;
 use std::io::{self, Read, Write};
@@ -61,10 +63,17 @@ pub struct AggregateArgs {
     /// would open more are rejected (at most 1048576).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS)]
     pub max_queries: usize,
-    /// Accept only the queries listed in this file (one canonical id per
-    /// line, e.g. `threshold:T=100000;w=20000`; `#` comments allowed).
+    /// Accept only the queries listed in this file: per line a canonical
+    /// id (e.g. `threshold:T=100000;w=20000`: any mechanism and budget the
+    /// policy accepts, at most --max-groups-per-query groups) or a task
+    /// `<id> <mechanism> <epsilon> <delta> [<clip z>]` (only these groups
+    /// for that query, always admitted); `#` comments allowed.
     #[arg(long, value_name = "FILE")]
     pub queries: Option<std::path::PathBuf>,
+    /// Largest number of (mechanism, ε, δ) groups of one query without
+    /// tasks; reports that would open more are rejected.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS_PER_QUERY)]
+    pub max_groups_per_query: usize,
     /// Clip each report to B = [f_min − zσ_max, f_max + zσ_max] with this
     /// z instead of the default (the smallest z whose honest bias is below
     /// --clip-bias-se standard errors at --clip-n reports).
@@ -103,10 +112,11 @@ impl AggregateArgs {
             None => Ok(p),
             Some(path) => {
                 let file = std::fs::File::open(path)
-                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
-                let list = read_allow_list(file, MAX_GROUPS_LIMIT)
-                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
-                Ok(p.only_queries(&list))
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))?;
+                let list = read_query_file(file, MAX_GROUPS_LIMIT)
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))?;
+                list.apply(p)
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))
             }
         }
     }
@@ -117,6 +127,9 @@ impl AggregateArgs {
             return Err(format!(
                 "--max-queries must be between 1 and {MAX_GROUPS_LIMIT}"
             ));
+        }
+        if self.max_groups_per_query == 0 {
+            return Err("--max-groups-per-query must be at least 1".into());
         }
         if self.clip_n == 0 {
             return Err("--clip-n must be at least 1".into());
@@ -145,6 +158,7 @@ impl AggregateArgs {
             clip,
             estimator,
             max_groups: self.max_queries,
+            max_groups_per_query: self.max_groups_per_query,
         })
     }
 

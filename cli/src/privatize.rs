@@ -30,9 +30,12 @@ fn projection(s: &str) -> Result<ProjectionChoice, String> {
     if s == "mercator" {
         return Ok(ProjectionChoice::Mercator);
     }
-    let rest = s
-        .strip_prefix("local:")
-        .ok_or_else(|| format!("`{s}`: expected `mercator` or `local:LAT,LON`"))?;
+    let rest = s.strip_prefix("local:").ok_or_else(|| {
+        format!(
+            "`{}`: expected `mercator` or `local:LAT,LON`",
+            geopriv::server::escape::Untrusted(s)
+        )
+    })?;
     let p = crate::query_args::pair(rest)?;
     Ok(ProjectionChoice::Local(p.0[0], p.0[1]))
 }

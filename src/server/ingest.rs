@@ -66,7 +66,7 @@ use crate::server::aggregate::{Aggregator, Estimate};
 use crate::server::clip::{default_mechanism, default_z, ClipLevel, ClipPolicy};
 use crate::server::escape::Untrusted;
 use crate::server::robust::{MedianOfMeans, RobustEstimate};
-use crate::server::{Rejection, ValidationPolicy};
+use crate::server::{Rejection, Task, ValidationPolicy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -81,6 +81,9 @@ pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
 /// Default largest number of groups (query, mechanism, ε, δ): 4096, about
 /// 7 MB of exact state.
 pub const DEFAULT_MAX_GROUPS: usize = 4096;
+/// Default largest number of groups of one query without tasks: 16
+/// (mechanisms × budgets a deployment plausibly runs side by side).
+pub const DEFAULT_MAX_GROUPS_PER_QUERY: usize = 16;
 /// The largest `max_groups` allowed: 2^20 (about 1.7 GB of exact state).
 pub const MAX_GROUPS_LIMIT: usize = 1 << 20;
 /// Bytes read from the input at a time.
@@ -171,6 +174,19 @@ pub enum RecordRejection {
         /// The maximum number of groups.
         limit: usize,
     },
+    /// The report would open one more group for its query than
+    /// [`AggregationConfig::max_groups_per_query`] (a query without tasks).
+    TooManyGroupsForQuery {
+        /// The maximum number of groups per query.
+        limit: usize,
+    },
+    /// A partial state that no honest aggregator makes: an empty group,
+    /// more clipped reports than reports, or sums beyond what n values
+    /// inside the group's clipping bounds can make.
+    ForgedState {
+        /// Why.
+        reason: &'static str,
+    },
     /// The group's clipping policy cannot be built (e.g. σ_max overflows).
     Unclippable {
         /// Why.
@@ -199,6 +215,8 @@ impl RecordRejection {
             RecordRejection::TooLong { .. } => "too-long",
             RecordRejection::JsonArray => "json-array",
             RecordRejection::TooManyGroups { .. } => "too-many-groups",
+            RecordRejection::TooManyGroupsForQuery { .. } => "too-many-groups-for-query",
+            RecordRejection::ForgedState { .. } => "forged-state",
             RecordRejection::Unclippable { .. } => "unclippable",
             RecordRejection::Overflow { .. } => "overflow",
             RecordRejection::IncompatibleState { .. } => "incompatible-state",
@@ -227,6 +245,13 @@ impl fmt::Display for RecordRejection {
                 f,
                 "report would open a new (query, mechanism, epsilon, delta) group beyond the limit of {limit}"
             ),
+            RecordRejection::TooManyGroupsForQuery { limit } => write!(
+                f,
+                "report would open a new (mechanism, epsilon, delta) group for its query beyond the limit of {limit} per query (configure the query's tasks to admit exactly its groups)"
+            ),
+            RecordRejection::ForgedState { reason } => {
+                write!(f, "partial state refused: {reason}")
+            }
             RecordRejection::Unclippable { error } => {
                 write!(f, "no clipping bound for this report's group: {error}")
             }
@@ -547,15 +572,21 @@ pub struct AggregationConfig {
     pub estimator: Estimator,
     /// Largest number of (query, mechanism, ε, δ) groups.
     pub max_groups: usize,
+    /// Largest number of groups of one query that has no configured tasks
+    /// ([`ValidationPolicy::only_tasks`]); the groups of a task are not
+    /// counted. Keeps one query's clients from taking the whole table.
+    pub max_groups_per_query: usize,
 }
 
 impl Default for AggregationConfig {
-    /// Clipping at the default level, mean only, 4096 groups.
+    /// Clipping at the default level, mean only, 4096 groups, 16 per query
+    /// without tasks.
     fn default() -> Self {
         Self {
             clip: Some(ClipLevel::default()),
             estimator: Estimator::Mean,
             max_groups: DEFAULT_MAX_GROUPS,
+            max_groups_per_query: DEFAULT_MAX_GROUPS_PER_QUERY,
         }
     }
 }
@@ -689,6 +720,7 @@ impl GroupEstimate {
 /// ([`ReportAggregator::state`]), serializable (serde) to ship between
 /// machines and merged with [`ReportAggregator::merge_state`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AggregatorState {
     /// The clipping level the values were clipped at (None: not clipped).
     pub clip: Option<ClipLevel>,
@@ -698,6 +730,7 @@ pub struct AggregatorState {
 
 /// One group of an [`AggregatorState`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GroupState {
     /// The query.
     pub query: QueryDescriptor,
@@ -735,6 +768,10 @@ pub struct ReportAggregator {
     index: BTreeMap<GroupKey, usize>,
     groups: Vec<Group>,
     levels: Vec<(NoiseShape, f64)>,
+    /// Groups opened per query (queries without tasks).
+    per_query: BTreeMap<QueryKey, usize>,
+    /// Groups of configured tasks (not counted against `max_groups`).
+    task_groups: usize,
     /// Direct-mapped cache: slot -> group index + 1 (0: empty). A hit is
     /// verified against the group's full key; a miss searches the ordered
     /// map, so a crafted key costs O(log groups), never more.
@@ -753,6 +790,8 @@ impl ReportAggregator {
             index: BTreeMap::new(),
             groups: Vec::new(),
             levels: Vec::new(),
+            per_query: BTreeMap::new(),
+            task_groups: 0,
             cache: std::vec![0; 1 << CACHE_BITS],
         }
     }
@@ -771,6 +810,11 @@ impl ReportAggregator {
     ) -> Result<Option<ClipPolicy>> {
         let Some(level) = self.config.clip else {
             return Ok(None);
+        };
+        // A task may set its own level.
+        let level = match self.policy.task(query, mechanism, epsilon, delta) {
+            Some(Some(Some(z))) => ClipLevel::Fixed(z),
+            _ => level,
         };
         let m = default_mechanism(mechanism, epsilon, delta)?;
         let level = match (level, m.noise_shape()) {
@@ -823,11 +867,30 @@ impl ReportAggregator {
         let i = match hit.or_else(|| self.index.get(&key).copied()) {
             Some(i) => i,
             None => {
-                if self.groups.len() >= self.config.max_groups {
-                    return Err(RecordRejection::TooManyGroups {
-                        limit: self.config.max_groups,
-                    });
-                }
+                // A configured task always opens (the tasks are a bounded,
+                // configured set); any other group counts against both
+                // limits, so other clients never crowd out a task.
+                let is_task = matches!(
+                    self.policy.task(query, mechanism, epsilon, delta),
+                    Some(Some(_))
+                );
+                let per_query = if is_task {
+                    None
+                } else {
+                    let others = self.groups.len() - self.task_groups;
+                    if others >= self.config.max_groups {
+                        return Err(RecordRejection::TooManyGroups {
+                            limit: self.config.max_groups,
+                        });
+                    }
+                    let n = self.per_query.get(&key.query).copied().unwrap_or(0);
+                    if n >= self.config.max_groups_per_query {
+                        return Err(RecordRejection::TooManyGroupsForQuery {
+                            limit: self.config.max_groups_per_query,
+                        });
+                    }
+                    Some(n)
+                };
                 let clip = self
                     .clip_for(query, mechanism, epsilon, delta)
                     .map_err(|error| RecordRejection::Unclippable { error })?;
@@ -849,6 +912,12 @@ impl ReportAggregator {
                     aggregate: Aggregator::new(),
                     robust,
                 });
+                match per_query {
+                    Some(n) => {
+                        self.per_query.insert(key.query.clone(), n + 1);
+                    }
+                    None => self.task_groups += 1,
+                }
                 self.index.insert(key, self.groups.len() - 1);
                 self.groups.len() - 1
             }
@@ -936,6 +1005,18 @@ impl ReportAggregator {
         }
         let mut merged = self.clone();
         for g in &state.groups {
+            // No honest aggregator ships an empty group (it opens a group
+            // for a report) or more clipped reports than reports.
+            if g.aggregate.n() == 0 {
+                return Err(RecordRejection::ForgedState {
+                    reason: "an empty group (no aggregator ships one)",
+                });
+            }
+            if g.clipped > g.aggregate.n() {
+                return Err(RecordRejection::ForgedState {
+                    reason: "more clipped reports than reports in a group",
+                });
+            }
             // The key must be one this policy accepts (the value is a
             // placeholder: only the query, mechanism, ε and δ are checked).
             merged.policy.validate(&Report::new(
@@ -947,6 +1028,18 @@ impl ReportAggregator {
             ))?;
             let i = merged.group_index(&g.query, g.mechanism, g.epsilon, g.delta)?;
             let mine = &mut merged.groups[i];
+            // Clipped groups: the sums must be those of n values inside
+            // the group's public bounds (|Σ| <= B·n, Σx² <= B²·n), or one
+            // forged state would move the estimate beyond what clipping
+            // allows (issue 19 item 11).
+            if let Some(c) = &mine.clip {
+                let [lo, hi] = c.bounds();
+                if !g.aggregate.within(lo, hi) {
+                    return Err(RecordRejection::ForgedState {
+                        reason: "sums beyond what n values inside the group's clipping bounds make",
+                    });
+                }
+            }
             mine.aggregate
                 .merge(&g.aggregate)
                 .map_err(|error| RecordRejection::Overflow { error })?;
@@ -958,11 +1051,6 @@ impl ReportAggregator {
                             what: "merged clipped count",
                         },
                     })?;
-            if g.clipped > mine.aggregate.n() {
-                return Err(RecordRejection::IncompatibleState {
-                    reason: "more clipped reports than reports",
-                });
-            }
         }
         *self = merged;
         Ok(())
@@ -1038,16 +1126,58 @@ impl ReportAggregator {
     }
 }
 
-/// Read an allow-list of queries: one canonical id per line (blank and `#`
-/// lines ignored), at most `max_queries` of them, lines of at most 4 KiB.
-/// A bad line is an error naming its line number (escaped, cut).
-pub fn read_allow_list<R: Read>(
+/// Largest query file ([`read_query_file`]): 64 MiB. A longer input
+/// (e.g. `/dev/zero`) is an error, not an endless read.
+pub const MAX_QUERY_FILE_BYTES: u64 = 64 << 20;
+
+/// A server's configured queries and tasks ([`read_query_file`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryFile {
+    /// Every query named (bare or by a task), in file order, each once.
+    pub queries: Vec<QueryDescriptor>,
+    /// The tasks.
+    pub tasks: Vec<Task>,
+}
+
+impl QueryFile {
+    /// `policy` narrowed to these queries and tasks
+    /// ([`ValidationPolicy::only_queries`], [`ValidationPolicy::only_tasks`]).
+    pub fn apply(
+        &self,
+        policy: ValidationPolicy,
+    ) -> core::result::Result<ValidationPolicy, String> {
+        policy
+            .only_queries(&self.queries)
+            .only_tasks(&self.tasks)
+            .map_err(|e| std::format!("a task is refused by the policy: {e}"))
+    }
+}
+
+/// Read a query file: one query per line, either a bare canonical id (any
+/// mechanism and budget the policy accepts, at most
+/// [`AggregationConfig::max_groups_per_query`] groups) or a task
+/// `<id> <mechanism> <epsilon> <delta> [<clip z>]` separated by spaces
+/// (only these groups for the query; docs/MATH.md §10.2). Blank and `#`
+/// lines are ignored; at most `max_queries` distinct queries, lines of at
+/// most 4 KiB, at most [`MAX_QUERY_FILE_BYTES`] in all. A bad line is an
+/// error naming its line number (escaped, cut).
+///
+/// ```
+/// use geopriv::server::ingest::read_query_file;
+/// let f = read_query_file(&b"threshold:T=3;w=1\nthreshold:T=7;w=1 polyplace 0.5 0 4\n"[..], 10)?;
+/// assert_eq!((f.queries.len(), f.tasks.len()), (2, 1));
+/// assert_eq!(f.tasks[0].clip_z, Some(4.0));
+/// # Ok::<(), String>(())
+/// ```
+pub fn read_query_file<R: Read>(
     input: R,
     max_queries: usize,
-) -> core::result::Result<Vec<QueryDescriptor>, String> {
+) -> core::result::Result<QueryFile, String> {
+    let mut limited = input.take(MAX_QUERY_FILE_BYTES + 1);
     let mut reader =
-        RecordReader::new(input, FormatChoice::Json, 4096).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
+        RecordReader::new(&mut limited, FormatChoice::Json, 4096).map_err(|e| e.to_string())?;
+    let mut out = QueryFile::default();
+    let mut seen = std::collections::BTreeSet::new();
     while let Some((n, raw)) = reader.next_bytes().map_err(|e| e.to_string())? {
         let bytes = raw.map_err(|why| std::format!("line {n}: {why}"))?;
         let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
@@ -1055,15 +1185,75 @@ pub fn read_allow_list<R: Read>(
             continue;
         }
         let s = core::str::from_utf8(b).map_err(|_| std::format!("line {n}: not UTF-8"))?;
-        let q: QueryDescriptor = s
-            .parse()
-            .map_err(|e| std::format!("line {n}: {}: {e}", Untrusted(s)))?;
-        if out.len() >= max_queries {
-            return Err(std::format!(
-                "line {n}: more than {max_queries} queries in the allow-list"
-            ));
+        let bad = |what: &str, e: &dyn fmt::Display| {
+            std::format!("line {n}: {what} {}: {e}", Untrusted(s))
+        };
+        let mut fields = s.split_ascii_whitespace();
+        let id = fields.next().unwrap_or_default();
+        let q: QueryDescriptor = id.parse().map_err(|e| bad("query", &e))?;
+        let rest: Vec<&str> = fields.collect();
+        match rest[..] {
+            [] => {}
+            [m, e, d] | [m, e, d, _] => {
+                let mechanism: MechanismName = m.parse().map_err(|e| bad("mechanism of", &e))?;
+                let num = |t: &str, what: &str| {
+                    t.parse::<f64>().map_err(|e| bad(what, &e)).and_then(|v| {
+                        if v.is_finite() {
+                            Ok(v)
+                        } else {
+                            Err(bad(what, &"not finite"))
+                        }
+                    })
+                };
+                let epsilon = num(e, "epsilon of")?;
+                let delta = num(d, "delta of")?;
+                let clip_z = match rest.get(3) {
+                    Some(z) => Some(num(z, "clip z of")?),
+                    None => None,
+                };
+                out.tasks.push(Task {
+                    query: q.clone(),
+                    mechanism,
+                    epsilon,
+                    delta,
+                    clip_z,
+                });
+            }
+            _ => {
+                return Err(bad(
+                    "task",
+                    &"expected `<id>` or `<id> <mechanism> <epsilon> <delta> [<clip z>]`",
+                ))
+            }
         }
-        out.push(q);
+        if seen.insert(q.key()) {
+            if out.queries.len() >= max_queries {
+                return Err(std::format!(
+                    "line {n}: more than {max_queries} queries in the allow-list"
+                ));
+            }
+            out.queries.push(q);
+        }
+    }
+    if limited.limit() == 0 {
+        return Err(std::format!(
+            "the query file is longer than {MAX_QUERY_FILE_BYTES} bytes"
+        ));
     }
     Ok(out)
+}
+
+/// Read an allow-list of queries: one canonical id per line (blank and `#`
+/// lines ignored), at most `max_queries` of them, lines of at most 4 KiB
+/// (a [`read_query_file`] without tasks: a task line is refused).
+/// A bad line is an error naming its line number (escaped, cut).
+pub fn read_allow_list<R: Read>(
+    input: R,
+    max_queries: usize,
+) -> core::result::Result<Vec<QueryDescriptor>, String> {
+    let f = read_query_file(input, max_queries)?;
+    if !f.tasks.is_empty() {
+        return Err("the allow-list names tasks: read it with read_query_file".into());
+    }
+    Ok(f.queries)
 }
