@@ -324,14 +324,22 @@ fn stream(rng: &mut SmallRng, stats: &mut Stats) {
             rejected.push(n)
         })
         .expect("in-memory input");
-    assert_eq!(counts.records, records, "records counted");
+    // `auto` decides each record by itself: a record of one format that
+    // holds the other's delimiter is split there, so only the explicit
+    // formats keep the writer's numbering.
+    let auto = choice == FormatChoice::Auto;
+    if !auto {
+        assert_eq!(counts.records, records, "records counted");
+    }
     assert_eq!(
         counts.accepted + counts.rejected + counts.skipped,
         counts.records,
         "every record counted exactly once"
     );
-    for p in &pristine {
-        assert!(!rejected.contains(p), "pristine record {p} rejected");
+    if !auto {
+        for p in &pristine {
+            assert!(!rejected.contains(p), "pristine record {p} rejected");
+        }
     }
     assert!(counts.accepted >= pristine.len() as u64);
     stats.accepted += counts.accepted;

@@ -6,7 +6,7 @@ use geopriv::audit::{audit_mechanism, MAX_AUDIT_PAIRS};
 use geopriv::server::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
 use geopriv::server::clip::{ClipLevel, ClipPolicy};
 use geopriv::server::ingest::{
-    AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader, RecordRejection,
+    AggregationConfig, Counts, Estimator, FormatChoice, RecordReader, RecordRejection,
     ReportAggregator,
 };
 use geopriv::{
@@ -141,36 +141,91 @@ fn no_byte_sequence_costs_a_good_record() {
     input.extend_from_slice(format!("\u{feff}{good}\r\n\n").as_bytes());
     input.extend_from_slice(good.as_bytes()); // no final newline
     let (counts, rejected, agg) = ingest(&input, AggregationConfig::default());
-    assert_eq!(counts.records, 8);
+    // `auto` decides each record by itself: the 0x00 ends a (bad) binary
+    // record, and the rest of that line is one more bad record.
+    assert_eq!(counts.records, 9);
     assert_eq!(
         (counts.accepted, counts.rejected, counts.skipped),
-        (3, 3, 2)
+        (3, 4, 2)
     );
     let codes: Vec<(u64, &str)> = rejected.iter().map(|(n, r)| (*n, r.code())).collect();
     assert_eq!(
         codes,
         [
-            (3, "not-utf8"),
-            (4, "json-array"),
-            (5, "unsupported-version")
+            (3, "truncated"),
+            (4, "malformed"),
+            (5, "json-array"),
+            (6, "unsupported-version")
         ]
     );
     assert_eq!(agg.estimates()[0].estimate.n, 3);
 }
 
 #[test]
-fn auto_refuses_loudly_instead_of_misreading() {
-    for head in [&b"\x07garbage\n"[..], b"hello\n", b"\x01\x02\x03"] {
-        match RecordReader::new(head, FormatChoice::Auto, 1024) {
-            Err(IngestError::UndetectableFormat { .. }) => {}
-            other => panic!("{head:?}: {:?}", other.map(|r| r.format())),
+fn auto_detection_never_costs_the_good_records() {
+    // Issue 19 item 9. Before: a 45-byte frame first read 100,000 JSON
+    // lines as binary (n = 1); `garbage`, a leading NUL or a truncated
+    // first frame refused the whole stream.
+    let honest = honest_lines(100_000);
+    let frame = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame();
+    let truncated = &frame[3..];
+    let heads: [(&str, Vec<u8>, u64); 5] = [
+        ("a stray binary frame", frame.clone(), 1),
+        ("a garbage line", b"garbage\n".to_vec(), 0),
+        ("a leading NUL", b"\x00".to_vec(), 0),
+        ("a truncated frame", truncated.to_vec(), 0),
+        (
+            "bytes 07 'garbage'",
+            b"\x07garbage\n\x01\x02\x03\n".to_vec(),
+            0,
+        ),
+    ];
+    for (what, head, extra) in heads {
+        let mut input = head.clone();
+        input.extend_from_slice(honest.as_bytes());
+        // Also a stray frame and garbage in the middle.
+        input.extend_from_slice(&frame);
+        input.extend_from_slice(b"garbage\n");
+        input.extend_from_slice(honest_lines(10).as_bytes());
+        let (counts, _, agg) = ingest(&input, AggregationConfig::default());
+        let n: u64 = agg.estimates().iter().map(|g| g.estimate.n).sum();
+        assert_eq!(n, 100_010 + extra + 1, "{what}: {counts:?}");
+    }
+    // Binary streams with the same damage: every good frame counted.
+    let mut frames = Vec::new();
+    for _ in 0..1_000 {
+        frames.extend_from_slice(&frame);
+    }
+    for head in [
+        &b"garbage\n"[..],
+        b"\x00\x00",
+        &frame[5..],
+        b"{\"v\":1}\n",
+        b"\xff\xfe\n\n",
+    ] {
+        let mut input = head.to_vec();
+        input.extend_from_slice(&frames);
+        input.extend_from_slice(b"{\"json\": 1}\n");
+        input.extend_from_slice(&frames);
+        let (counts, _, agg) = ingest(&input, AggregationConfig::default());
+        assert_eq!(agg.estimates()[0].estimate.n, 2_000, "{head:?}: {counts:?}");
+    }
+    // A frame whose bytes hold 0x0a and '{': still one binary report.
+    let mut found = false;
+    for i in 0..2_000 {
+        let v = 0.5 + i as f64 * 1e-3;
+        let f = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, v).to_frame();
+        if f[..f.len() - 1].contains(&b'\n') {
+            let mut input = honest_lines(3).into_bytes();
+            input.extend_from_slice(&f);
+            input.extend_from_slice(honest_lines(3).as_bytes());
+            let (counts, _, _) = ingest(&input, AggregationConfig::default());
+            assert_eq!((counts.accepted, counts.rejected), (7, 0), "{f:?}");
+            found = true;
+            break;
         }
     }
-    // A binary stream is recognised even after leading empty frames.
-    let mut frames = vec![0u8, 0];
-    frames.extend(Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame());
-    let r = RecordReader::new(&frames[..], FormatChoice::Auto, 1024).unwrap();
-    assert_eq!(r.format(), geopriv::server::ingest::Format::Binary);
+    assert!(found);
 }
 
 /// An endless source of one byte, counting what was read.

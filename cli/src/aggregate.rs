@@ -17,9 +17,10 @@ use std::io::{self, Read, Write};
 /// Input encodings.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
-    /// Decided from the first record (JSON if it starts with `{`, `[` or
-    /// `#` after an optional BOM, binary if it is a report frame); a stream
-    /// that is neither is refused before anything is read (exit status 2).
+    /// Decided per record: a record ends at the first newline or 0x00 and
+    /// is a JSON line if it decodes as one, else a binary frame if the
+    /// bytes up to the next 0x00 decode as a report, else rejected by
+    /// itself (a stray frame or garbage line costs only itself).
     Auto,
     /// One JSON object per line.
     Json,
@@ -179,7 +180,7 @@ pub type Summary = Counts;
 /// group (sorted by query id, mechanism, ε, δ) to `out`. Each rejected
 /// record gets `line N: <reason>` (JSON) or `record N: <reason>` (binary)
 /// on `err`, its text escaped and cut. Fails before reading any record
-/// when `auto` cannot tell the format.
+/// only on an I/O error or a configuration error.
 pub fn run<R: Read, W: Write, E: Write>(
     policy: &ValidationPolicy,
     config: AggregationConfig,

@@ -362,9 +362,10 @@ fn aggregate_keeps_every_good_record_around_bad_bytes() {
         err.contains("line 4:") && err.contains("[json-array]"),
         "{err}"
     );
-    // Undetectable input: refused up front, exit 2, nothing printed.
+    // Garbage alone: `auto` decides each record by itself, so it is one
+    // rejected record (exit 1), not a refused stream (issue 19 item 9).
     let agg = geopriv(&["aggregate"], b"\x07\x01garbage");
-    assert_eq!(agg.status.code(), Some(2));
+    assert_eq!(agg.status.code(), Some(1));
     assert!(agg.stdout.is_empty());
 }
 

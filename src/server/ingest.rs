@@ -17,12 +17,14 @@
 //! per line).
 //!
 //! The format is explicit ([`FormatChoice::Json`], [`FormatChoice::Binary`])
-//! or detected up front from the first record ([`FormatChoice::Auto`]):
-//! binary if the first `0x00`-ended frame decodes as a report (or the input
-//! is only zero bytes), JSON if it starts (after a BOM and whitespace) with
-//! `{`, `[` or `#` (or is empty), and otherwise the stream is refused
-//! before any record is read ([`IngestError::UndetectableFormat`]) rather
-//! than read the wrong way.
+//! or decided **per record** ([`FormatChoice::Auto`], docs/MATH.md §10.3):
+//! a record ends at the first `\n` or `0x00`; it is a JSON line if it
+//! decodes as one, else a binary frame if the bytes up to the next `0x00`
+//! decode as a report, else rejected by itself. A stray binary frame in a
+//! JSON stream, a garbage first line, a leading NUL or a truncated first
+//! frame costs only itself (before round 3 the first record decided the
+//! whole stream). [`IngestError::UndetectableFormat`] is no longer
+//! produced.
 //!
 //! # Grouping
 //!
@@ -78,14 +80,27 @@ use std::vec::Vec;
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024;
 /// The largest `max_record_bytes` a reader accepts: 64 MiB.
 pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
-/// Default largest number of groups (query, mechanism, ε, δ): 4096, about
-/// 7 MB of exact state.
+/// Default largest number of groups (query, mechanism, ε, δ): 4096, at
+/// most 4096 · [`GROUP_BYTES_BOUND`] = 13 MB of state with the mean.
 pub const DEFAULT_MAX_GROUPS: usize = 4096;
+/// Bytes of memory per group with the mean estimator, worst case (a KDE
+/// centre of [`crate::server::MAX_KDE_DIMENSION`] coordinates; the exact
+/// sums are 1.6 KB of it): 3,200 bytes; 2,797 measured as resident memory over
+/// 100,000 groups in `tests/group_memory.rs` (issue 19 item 12). The
+/// median of means adds 24 · K bytes per group for K buckets.
+pub const GROUP_BYTES_BOUND: usize = 3_200;
 /// Default largest number of groups of one query without tasks: 16
 /// (mechanisms × budgets a deployment plausibly runs side by side).
 pub const DEFAULT_MAX_GROUPS_PER_QUERY: usize = 16;
-/// The largest `max_groups` allowed: 2^20 (about 1.7 GB of exact state).
+/// The largest `max_groups` allowed: 2^20 (at most 2^20 ·
+/// [`GROUP_BYTES_BOUND`] = 3.4 GB with the mean; round 2 measured 2.32 GB
+/// for 10^6 threshold groups against 1.7 GB then documented).
 pub const MAX_GROUPS_LIMIT: usize = 1 << 20;
+/// `auto`: the longest binary frame looked for behind a line that is not
+/// JSON (1 KiB; a report frame is at most a few hundred bytes with KDE
+/// centres of at most [`crate::server::MAX_KDE_DIMENSION`] coordinates).
+/// Bounds the work a stream of short bad lines can cause.
+pub const MAX_FRAME_PROBE: usize = 1024;
 /// Bytes read from the input at a time.
 const CHUNK: usize = 64 * 1024;
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -116,7 +131,7 @@ pub enum FormatChoice {
 pub enum IngestError {
     /// The input failed (the records counted so far stand).
     Io(io::Error),
-    /// `auto` could not tell JSON from binary from the first record.
+    /// No longer produced: `auto` decides each record by itself.
     UndetectableFormat {
         /// The first bytes of the stream (at most 8).
         head: Vec<u8>,
@@ -297,6 +312,12 @@ pub struct RecordReader<R> {
     eof: bool,
     number: u64,
     scratch: Vec<u8>,
+    /// [`FormatChoice::Auto`]: each record's format is decided by itself.
+    auto: bool,
+    /// Auto: whether a report has fixed [`format`](Self::format) yet.
+    seen_report: bool,
+    /// Auto: no 0x00 byte in `buf[start.max(..)..zero_free]`.
+    zero_free: usize,
 }
 
 /// A record's number and its bytes, or its rejection if too long.
@@ -338,16 +359,19 @@ impl<R: Read> RecordReader<R> {
             eof: false,
             number: 0,
             scratch: Vec::new(),
+            auto: format == FormatChoice::Auto,
+            seen_report: false,
+            zero_free: 0,
         };
         r.format = match format {
-            FormatChoice::Json => Format::Json,
             FormatChoice::Binary => Format::Binary,
-            FormatChoice::Auto => r.detect()?,
+            FormatChoice::Json | FormatChoice::Auto => Format::Json,
         };
         Ok(r)
     }
 
-    /// The format being read.
+    /// The format being read ([`FormatChoice::Auto`]: the format of the
+    /// first report, JSON before one; each record is decided by itself).
     pub fn format(&self) -> Format {
         self.format
     }
@@ -362,6 +386,7 @@ impl<R: Read> RecordReader<R> {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.scan -= self.start;
+            self.zero_free = self.zero_free.saturating_sub(self.start);
             self.start = 0;
         }
         loop {
@@ -376,47 +401,6 @@ impl<R: Read> RecordReader<R> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-        }
-    }
-
-    fn detect(&mut self) -> core::result::Result<Format, IngestError> {
-        // Read until the buffer holds a whole first frame (a 0x00), or a
-        // whole first line that starts like JSON, or is full, or holds the
-        // whole input. (A binary frame can hold a 0x0a byte, so a newline
-        // alone ends nothing.)
-        while !self.eof && self.end < self.buf.len() {
-            let head = &self.buf[..self.end];
-            if memchr::memchr(0, head).is_some() {
-                break;
-            }
-            let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
-            if matches!(text.first(), Some(b'{' | b'[' | b'#'))
-                && memchr::memchr(b'\n', text).is_some()
-            {
-                break;
-            }
-            self.fill()?;
-        }
-        let head = &self.buf[..self.end];
-        // Binary first: JSON text never holds a 0x00, and no JSON line
-        // decodes as a COBS frame of a report (its version byte would be
-        // an ASCII character).
-        let frames = &head[head.iter().position(|&b| b != 0).unwrap_or(head.len())..];
-        if frames.is_empty() && !head.is_empty() {
-            return Ok(Format::Binary);
-        }
-        if let Some(end) = memchr::memchr(0, frames) {
-            let mut scratch = Vec::new();
-            if decode_frame(&frames[..end], &mut scratch, true).is_ok() {
-                return Ok(Format::Binary);
-            }
-        }
-        let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
-        match text.first() {
-            None | Some(b'{' | b'[' | b'#') => Ok(Format::Json),
-            Some(_) => Err(IngestError::UndetectableFormat {
-                head: head[..head.len().min(8)].to_vec(),
-            }),
         }
     }
 
@@ -485,9 +469,163 @@ impl<R: Read> RecordReader<R> {
         }))
     }
 
+    /// Offset (from `start`) of the first 0x00 at or after offset `from`
+    /// within [`MAX_FRAME_PROBE`] (at most `max`) + 1 bytes of the record's
+    /// start, reading more input as
+    /// needed; None if there is none there. Every byte is searched once
+    /// (`zero_free`), whatever the number of records that ask.
+    fn zero_after(&mut self, from: usize) -> io::Result<Option<usize>> {
+        let mut from = from.max(self.zero_free.saturating_sub(self.start));
+        let within = self.max.min(MAX_FRAME_PROBE);
+        loop {
+            let lim = (self.start + within + 1).min(self.end);
+            if self.start + from < lim {
+                if let Some(i) = memchr::memchr(0, &self.buf[self.start + from..lim]) {
+                    return Ok(Some(from + i));
+                }
+                from = lim - self.start;
+                self.zero_free = lim;
+            }
+            if self.end > self.start + within || self.eof {
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Consume the record's bytes and its delimiter (`len` + 1 bytes).
+    fn consume(&mut self, len: usize) -> usize {
+        let rec = self.start;
+        self.start = (rec + len + 1).min(self.end);
+        self.scan = self.start;
+        self.number += 1;
+        rec
+    }
+
+    /// [`FormatChoice::Auto`]: the next record, its format decided by
+    /// itself (docs/MATH.md §10.3). A record ends at the first `\n` or
+    /// 0x00. Ended by 0x00, it is a binary frame unless it starts like
+    /// JSON (`{`, `[`, `#` after a BOM and whitespace) and decodes as JSON.
+    /// Ended by `\n`, it is a JSON line if it decodes as one; otherwise, if
+    /// the bytes up to the next 0x00 (within the size limit) decode as a
+    /// binary report (a frame may hold 0x0a bytes), that frame; otherwise
+    /// the line, rejected by itself. So a stray frame, a garbage line, a
+    /// leading NUL or a truncated frame costs only itself.
+    fn next_auto(&mut self) -> io::Result<Option<Decoded>> {
+        loop {
+            if let Some(i) = memchr::memchr2(b'\n', 0, &self.buf[self.scan..self.end]) {
+                let pos = self.scan + i;
+                let len = pos - self.start;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(skipped + len as u64)));
+                }
+                if len > self.max {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(len as u64)));
+                }
+                return self.decide(len, self.buf[pos]).map(Some);
+            }
+            self.scan = self.end;
+            if self.end - self.start > self.max {
+                let dropped = (self.end - self.start) as u64;
+                self.skipped_bytes = Some(self.skipped_bytes.unwrap_or(0) + dropped);
+                self.start = self.end;
+                self.zero_free = self.zero_free.max(self.end);
+            }
+            if self.eof {
+                let len = self.end - self.start;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(skipped + len as u64)));
+                }
+                if len == 0 {
+                    return Ok(None);
+                }
+                let rec = self.consume(len);
+                let bytes = &self.buf[rec..rec + len];
+                let d = decode_json_record(bytes);
+                return Ok(Some(match d {
+                    Decoded::Report(_) => d,
+                    _ if looks_like_json(bytes) => d,
+                    _ => decode_binary_record(bytes, false, &mut self.scratch),
+                }));
+            }
+            self.fill()?;
+        }
+    }
+
+    fn too_long(&self, length: u64) -> Decoded {
+        Decoded::Rejected(RecordRejection::TooLong {
+            length,
+            limit: self.max,
+        })
+    }
+
+    /// Decide a record of `len` bytes at `start` ended by `delim` (auto).
+    fn decide(&mut self, len: usize, delim: u8) -> io::Result<Decoded> {
+        let bytes = &self.buf[self.start..self.start + len];
+        let json_like = looks_like_json(bytes);
+        if delim == 0 {
+            let rec = self.consume(len);
+            let bytes = &self.buf[rec..rec + len];
+            if json_like && !bytes.is_empty() {
+                let d = decode_json_record(bytes);
+                if matches!(d, Decoded::Report(_)) {
+                    return Ok(d);
+                }
+                let b = decode_binary_record(bytes, true, &mut self.scratch);
+                return Ok(if matches!(b, Decoded::Report(_)) {
+                    b
+                } else {
+                    d
+                });
+            }
+            return Ok(decode_binary_record(bytes, true, &mut self.scratch));
+        }
+        // Ended by a newline: a JSON line, or a binary frame holding 0x0a.
+        let json = if json_like {
+            let d = decode_json_record(bytes);
+            if matches!(d, Decoded::Report(_)) {
+                self.consume(len);
+                return Ok(d);
+            }
+            Some(d)
+        } else {
+            None
+        };
+        if let Some(z) = self.zero_after(len + 1)? {
+            let frame = &self.buf[self.start..self.start + z];
+            if let Ok(r) = decode_frame(frame, &mut self.scratch, true) {
+                self.consume(z);
+                return Ok(Decoded::Report(r));
+            }
+        }
+        let rec = self.consume(len);
+        Ok(match json {
+            Some(d) => d,
+            None => decode_json_record(&self.buf[rec..rec + len]),
+        })
+    }
+
     /// The next record: its number and what it is. `Ok(None)` at the end
     /// of the input; `Err` only for I/O errors.
     pub fn next_record(&mut self) -> io::Result<Option<(u64, Decoded)>> {
+        if self.auto {
+            let Some(d) = self.next_auto()? else {
+                return Ok(None);
+            };
+            if let (Decoded::Report(_), false) = (&d, self.seen_report) {
+                self.seen_report = true;
+                // The first report fixes what `format` says.
+                self.format = if self.buf.get(self.start.wrapping_sub(1)) == Some(&0) {
+                    Format::Binary
+                } else {
+                    Format::Json
+                };
+            }
+            return Ok(Some((self.number, d)));
+        }
         let Some(raw) = self.next_raw()? else {
             return Ok(None);
         };
@@ -506,6 +644,13 @@ impl<R: Read> RecordReader<R> {
         };
         Ok(Some((self.number, decoded)))
     }
+}
+
+/// Whether a record starts like JSON: after a BOM and ASCII whitespace,
+/// `{`, `[`, `#` or nothing.
+fn looks_like_json(bytes: &[u8]) -> bool {
+    let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii_start();
+    matches!(b.first(), None | Some(b'{' | b'[' | b'#'))
 }
 
 /// Decode one JSON record (a line without its `\n`): BOM, `\r` and

@@ -213,6 +213,12 @@ impl From<Rejection> for Error {
     }
 }
 
+/// The largest dimension of a KDE centre a server accepts: 16 (a location
+/// has 2 or 3). Bounds the bytes of state per group (issue 19 item 12,
+/// docs/MATH.md §10.4): a report with a longer centre is refused as an
+/// invalid query before it can open a group.
+pub const MAX_KDE_DIMENSION: usize = 16;
+
 /// What a server accepts. Build with [`new`](Self::new) and narrow with the
 /// `allow_*`/`only_*` methods.
 ///
@@ -507,6 +513,17 @@ impl ValidationPolicy {
         epsilon: f64,
         delta: f64,
     ) -> core::result::Result<(), Rejection> {
+        if let QueryDescriptor::Kde { center, .. } = query {
+            if center.len() > MAX_KDE_DIMENSION {
+                return Err(Rejection::InvalidQuery {
+                    error: Error::LimitExceeded {
+                        what: "dimension of a KDE centre",
+                        requested: center.len() as u64,
+                        limit: MAX_KDE_DIMENSION as u64,
+                    },
+                });
+            }
+        }
         query
             .check()
             .map_err(|error| Rejection::InvalidQuery { error })?;
