@@ -4,7 +4,9 @@
 //! number; memory is bounded by `--max-record-bytes` and `--max-queries`.
 
 use clap::{Args, ValueEnum};
-use geopriv::server::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
+use geopriv::server::clip::{
+    default_mechanism, default_z, ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N,
+};
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
     read_query_file, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
@@ -138,12 +140,43 @@ impl AggregateArgs {
         let clip = match (self.no_clip, self.clip_z) {
             (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
             (true, None) => None,
-            (false, Some(z)) if z.is_finite() && z >= 0.0 => Some(ClipLevel::Fixed(z)),
-            (false, Some(_)) => return Err("--clip-z must be finite and >= 0".into()),
-            (false, None) => Some(ClipLevel::Auto {
-                deployment_n: self.clip_n,
-                bias_to_se: self.clip_bias_se,
-            }),
+            (false, Some(z)) if z.is_finite() && (0.0..=MAX_CLIP_Z).contains(&z) => {
+                Some(ClipLevel::Fixed(z))
+            }
+            (false, Some(_)) => {
+                return Err(format!(
+                    "--clip-z must be finite and in [0, {MAX_CLIP_Z:e}] (beyond it the bound z·σ_max overflows or bounds nothing, and every report of a group would be refused)"
+                ))
+            }
+            (false, None) => {
+                // Refuse up front a target no z reaches for a mechanism's
+                // noise, which would refuse every report of its groups
+                // (issue 19 item 14). Noise of infinite variance (Cauchy)
+                // needs --clip-z anyway.
+                for name in geopriv::MechanismName::ALL {
+                    if name == geopriv::MechanismName::Ldp {
+                        continue;
+                    }
+                    let delta = if name.is_pure() { 0.0 } else { 1e-6 };
+                    let Ok(m) = default_mechanism(name, 1e-3, delta) else {
+                        continue;
+                    };
+                    if let Some(shape) = m.noise_shape() {
+                        if let Err(e @ geopriv::Error::Numerical { .. }) =
+                            default_z(shape, self.clip_n, self.clip_bias_se)
+                        {
+                            return Err(format!(
+                                "--clip-bias-se {:e} at --clip-n {}: no clipping level reaches it for {name} reports ({e}); every report would be refused",
+                                self.clip_bias_se, self.clip_n
+                            ));
+                        }
+                    }
+                }
+                Some(ClipLevel::Auto {
+                    deployment_n: self.clip_n,
+                    bias_to_se: self.clip_bias_se,
+                })
+            }
         };
         let estimator = match self.estimator {
             EstimatorArg::Mean => Estimator::Mean,
@@ -172,6 +205,9 @@ impl AggregateArgs {
         }
     }
 }
+
+/// Largest --clip-z (the default level is below 20).
+pub const MAX_CLIP_Z: f64 = 1e6;
 
 /// What a run saw.
 pub type Summary = Counts;

@@ -98,6 +98,9 @@ pub struct Summary {
     pub released: u64,
     /// Malformed lines (reported on the error stream).
     pub malformed: u64,
+    /// Releases the ledger refused (budget exhausted, unit or policy
+    /// mismatch, unreadable ledger): exit status 3.
+    pub ledger_refused: u64,
 }
 
 /// Everything a run needs besides the streams.
@@ -183,6 +186,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     let name = plan.mechanism.name();
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
     let seeded = rng.is_seeded();
+    let mut ledger_refused = 0u64;
     let (released, malformed) = for_each_point(input, dim, err, |point| {
         let value = (|| {
             if let Some(p) = &plan.projection {
@@ -198,7 +202,19 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 }
                 None => plan.mechanism.privatize_unmetered(&plan.query, point, rng),
             }
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                if matches!(
+                    e,
+                    geopriv::Error::BudgetExceeded { .. }
+                        | geopriv::Error::UnitMismatch { .. }
+                        | geopriv::Error::LedgerPolicyMismatch { .. }
+                        | geopriv::Error::InvalidLedgerState { .. }
+                        | geopriv::Error::LedgerIo { .. }
+                ) {
+                    ledger_refused += 1;
+                }
+                e.to_string()
+            })
         })();
         Ok(match value {
             Ok(value) => {
@@ -217,5 +233,6 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     Ok(Summary {
         released,
         malformed,
+        ledger_refused,
     })
 }
