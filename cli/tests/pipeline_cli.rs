@@ -201,7 +201,8 @@ fn a_ledger_file_meters_privatize_across_runs() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(String::from_utf8(first.stdout).unwrap().lines().count(), 2);
     let second = run("0.16", "per-dollar", b"97\n98\n");
-    assert_eq!(second.status.code(), Some(1));
+    // A ledger refusal has its own exit status, 3 (issue 19 item 14).
+    assert_eq!(second.status.code(), Some(3));
     assert_eq!(String::from_utf8(second.stdout).unwrap().lines().count(), 1);
     assert!(String::from_utf8(second.stderr)
         .unwrap()

@@ -1,5 +1,5 @@
 //! Hardened ingestion of map reports (issue 19 item 10, docs/MATH.md
-//! §10.5): the byte-level reader of `geopriv aggregate`
+//! §10.9): the byte-level reader of `geopriv aggregate`
 //! ([`RecordReader`]: records as bytes, a size limit, one rejection per bad
 //! record with its number, escaped messages) and public clipping of the
 //! released values of composition, sampled and vector-Laplace reports.

@@ -17,7 +17,7 @@
 //! per line).
 //!
 //! The format is explicit ([`FormatChoice::Json`], [`FormatChoice::Binary`])
-//! or decided **per record** ([`FormatChoice::Auto`], docs/MATH.md §10.3):
+//! or decided **per record** ([`FormatChoice::Auto`], docs/MATH.md §10.7):
 //! a record ends at the first `\n` or `0x00`; it is a JSON line if it
 //! decodes as one, else a binary frame if the bytes up to the next `0x00`
 //! decode as a report, else rejected by itself. A stray binary frame in a
@@ -503,7 +503,7 @@ impl<R: Read> RecordReader<R> {
     }
 
     /// [`FormatChoice::Auto`]: the next record, its format decided by
-    /// itself (docs/MATH.md §10.3). A record ends at the first `\n` or
+    /// itself (docs/MATH.md §10.7). A record ends at the first `\n` or
     /// 0x00. Ended by 0x00, it is a binary frame unless it starts like
     /// JSON (`{`, `[`, `#` after a BOM and whitespace) and decodes as JSON.
     /// Ended by `\n`, it is a JSON line if it decodes as one; otherwise, if
@@ -1302,7 +1302,7 @@ impl QueryFile {
 /// mechanism and budget the policy accepts, at most
 /// [`AggregationConfig::max_groups_per_query`] groups) or a task
 /// `<id> <mechanism> <epsilon> <delta> [<clip z>]` separated by spaces
-/// (only these groups for the query; docs/MATH.md §10.2). Blank and `#`
+/// (only these groups for the query; docs/MATH.md §10.6). Blank and `#`
 /// lines are ignored; at most `max_queries` distinct queries, lines of at
 /// most 4 KiB, at most [`MAX_QUERY_FILE_BYTES`] in all. A bad line is an
 /// error naming its line number (escaped, cut).

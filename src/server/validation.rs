@@ -215,7 +215,7 @@ impl From<Rejection> for Error {
 
 /// The largest dimension of a KDE centre a server accepts: 16 (a location
 /// has 2 or 3). Bounds the bytes of state per group (issue 19 item 12,
-/// docs/MATH.md §10.4): a report with a longer centre is refused as an
+/// docs/MATH.md §10.8): a report with a longer centre is refused as an
 /// invalid query before it can open a group.
 pub const MAX_KDE_DIMENSION: usize = 16;
 
@@ -243,7 +243,7 @@ pub struct ValidationPolicy {
     accept_seeded: bool,
 }
 
-/// One collection task of a server (issue 19 item 8, docs/MATH.md §10.2):
+/// One collection task of a server (issue 19 item 8, docs/MATH.md §10.6):
 /// the reports of `query` made with `mechanism` at exactly this `epsilon`
 /// and `delta`, clipped at `clip_z` (None: the aggregator's level).
 ///
