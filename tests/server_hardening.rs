@@ -6,7 +6,7 @@ use geopriv::audit::{audit_mechanism, MAX_AUDIT_PAIRS};
 use geopriv::server::aggregate::{Aggregator, GridAggregator, MAX_GRID_CELLS};
 use geopriv::server::clip::{ClipLevel, ClipPolicy};
 use geopriv::server::ingest::{
-    AggregationConfig, Counts, Estimator, FormatChoice, IngestError, RecordReader, RecordRejection,
+    AggregationConfig, Counts, Estimator, FormatChoice, RecordReader, RecordRejection,
     ReportAggregator,
 };
 use geopriv::{
@@ -141,36 +141,91 @@ fn no_byte_sequence_costs_a_good_record() {
     input.extend_from_slice(format!("\u{feff}{good}\r\n\n").as_bytes());
     input.extend_from_slice(good.as_bytes()); // no final newline
     let (counts, rejected, agg) = ingest(&input, AggregationConfig::default());
-    assert_eq!(counts.records, 8);
+    // `auto` decides each record by itself: the 0x00 ends a (bad) binary
+    // record, and the rest of that line is one more bad record.
+    assert_eq!(counts.records, 9);
     assert_eq!(
         (counts.accepted, counts.rejected, counts.skipped),
-        (3, 3, 2)
+        (3, 4, 2)
     );
     let codes: Vec<(u64, &str)> = rejected.iter().map(|(n, r)| (*n, r.code())).collect();
     assert_eq!(
         codes,
         [
-            (3, "not-utf8"),
-            (4, "json-array"),
-            (5, "unsupported-version")
+            (3, "truncated"),
+            (4, "malformed"),
+            (5, "json-array"),
+            (6, "unsupported-version")
         ]
     );
     assert_eq!(agg.estimates()[0].estimate.n, 3);
 }
 
 #[test]
-fn auto_refuses_loudly_instead_of_misreading() {
-    for head in [&b"\x07garbage\n"[..], b"hello\n", b"\x01\x02\x03"] {
-        match RecordReader::new(head, FormatChoice::Auto, 1024) {
-            Err(IngestError::UndetectableFormat { .. }) => {}
-            other => panic!("{head:?}: {:?}", other.map(|r| r.format())),
+fn auto_detection_never_costs_the_good_records() {
+    // Issue 19 item 9. Before: a 45-byte frame first read 100,000 JSON
+    // lines as binary (n = 1); `garbage`, a leading NUL or a truncated
+    // first frame refused the whole stream.
+    let honest = honest_lines(100_000);
+    let frame = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame();
+    let truncated = &frame[3..];
+    let heads: [(&str, Vec<u8>, u64); 5] = [
+        ("a stray binary frame", frame.clone(), 1),
+        ("a garbage line", b"garbage\n".to_vec(), 0),
+        ("a leading NUL", b"\x00".to_vec(), 0),
+        ("a truncated frame", truncated.to_vec(), 0),
+        (
+            "bytes 07 'garbage'",
+            b"\x07garbage\n\x01\x02\x03\n".to_vec(),
+            0,
+        ),
+    ];
+    for (what, head, extra) in heads {
+        let mut input = head.clone();
+        input.extend_from_slice(honest.as_bytes());
+        // Also a stray frame and garbage in the middle.
+        input.extend_from_slice(&frame);
+        input.extend_from_slice(b"garbage\n");
+        input.extend_from_slice(honest_lines(10).as_bytes());
+        let (counts, _, agg) = ingest(&input, AggregationConfig::default());
+        let n: u64 = agg.estimates().iter().map(|g| g.estimate.n).sum();
+        assert_eq!(n, 100_010 + extra + 1, "{what}: {counts:?}");
+    }
+    // Binary streams with the same damage: every good frame counted.
+    let mut frames = Vec::new();
+    for _ in 0..1_000 {
+        frames.extend_from_slice(&frame);
+    }
+    for head in [
+        &b"garbage\n"[..],
+        b"\x00\x00",
+        &frame[5..],
+        b"{\"v\":1}\n",
+        b"\xff\xfe\n\n",
+    ] {
+        let mut input = head.to_vec();
+        input.extend_from_slice(&frames);
+        input.extend_from_slice(b"{\"json\": 1}\n");
+        input.extend_from_slice(&frames);
+        let (counts, _, agg) = ingest(&input, AggregationConfig::default());
+        assert_eq!(agg.estimates()[0].estimate.n, 2_000, "{head:?}: {counts:?}");
+    }
+    // A frame whose bytes hold 0x0a and '{': still one binary report.
+    let mut found = false;
+    for i in 0..2_000 {
+        let v = 0.5 + i as f64 * 1e-3;
+        let f = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, v).to_frame();
+        if f[..f.len() - 1].contains(&b'\n') {
+            let mut input = honest_lines(3).into_bytes();
+            input.extend_from_slice(&f);
+            input.extend_from_slice(honest_lines(3).as_bytes());
+            let (counts, _, _) = ingest(&input, AggregationConfig::default());
+            assert_eq!((counts.accepted, counts.rejected), (7, 0), "{f:?}");
+            found = true;
+            break;
         }
     }
-    // A binary stream is recognised even after leading empty frames.
-    let mut frames = vec![0u8, 0];
-    frames.extend(Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_frame());
-    let r = RecordReader::new(&frames[..], FormatChoice::Auto, 1024).unwrap();
-    assert_eq!(r.format(), geopriv::server::ingest::Format::Binary);
+    assert!(found);
 }
 
 /// An endless source of one byte, counting what was read.
@@ -491,4 +546,199 @@ fn partial_states_merge_bit_for_bit_and_refuse_what_does_not_fit() {
         "epsilon-out-of-policy"
     );
     assert_eq!(reducer.state(), before);
+}
+
+// ---- Issue 19, items 8, 11, 13 ----------------------------------------
+
+/// 4,096 reports of the honest query with budgets one ulp apart.
+fn ulp_flood(count: usize) -> String {
+    let mut s = String::new();
+    let mut eps = EPS;
+    for _ in 0..count {
+        eps = f64::from_bits(eps.to_bits() + 1);
+        s.push_str(
+            &Report::new(threshold(), MechanismName::Polyplace, eps, 0.0, 0.5).to_json_line(),
+        );
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn group_exhaustion_never_costs_a_configured_task() {
+    // Issue 19 item 8: 4,096 distinct ε one ulp apart, then 100,000 honest
+    // reports. Before: every honest report `too-many-groups`.
+    let flood = ulp_flood(4_096);
+    let honest = honest_lines(100_000);
+    let input = format!("{flood}{honest}");
+    let task = geopriv::server::Task::new(threshold(), MechanismName::Polyplace, EPS, 0.0);
+    // With the task set (also through an allow-list of queries).
+    for policy in [
+        policy().only_tasks(std::slice::from_ref(&task)).unwrap(),
+        policy()
+            .only_queries(&[threshold()])
+            .only_tasks(std::slice::from_ref(&task))
+            .unwrap(),
+    ] {
+        let mut reader = RecordReader::new(input.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+        let mut agg = ReportAggregator::new(policy, AggregationConfig::default());
+        let mut codes = std::collections::BTreeSet::new();
+        let counts = agg
+            .ingest(&mut reader, |_, why| {
+                codes.insert(why.code());
+            })
+            .unwrap();
+        assert_eq!((counts.accepted, counts.rejected), (100_000, 4_096));
+        assert_eq!(codes.into_iter().collect::<Vec<_>>(), ["not-a-task"]);
+        assert_eq!(agg.estimates()[0].estimate.n, 100_000);
+    }
+    // Without tasks: at most 16 groups per query, so a flood of one query
+    // leaves the table to the others, and an existing group is never
+    // refused. Another query (T = 90,000) opens after the flood.
+    let other = QueryDescriptor::Threshold {
+        threshold: 90_000.0,
+        width: 20_000.0,
+    };
+    let first = Report::new(threshold(), MechanismName::Polyplace, EPS, 0.0, 0.5).to_json_line();
+    let late = Report::new(other, MechanismName::Polyplace, EPS, 0.0, 0.5).to_json_line();
+    let input = format!("{first}\n{flood}{honest}{late}\n");
+    let config = AggregationConfig {
+        max_groups: 64,
+        ..AggregationConfig::default()
+    };
+    let (counts, rejected, agg) = ingest(input.as_bytes(), config);
+    assert_eq!(counts.accepted, 1 + 15 + 100_000 + 1);
+    assert!(rejected
+        .iter()
+        .all(|(_, r)| r.code() == "too-many-groups-for-query"));
+    assert_eq!(agg.groups(), 17);
+    // Tasks are checked by the policy: a task outside it is refused.
+    assert!(ValidationPolicy::new(EPS / 2.0, 0.0)
+        .unwrap()
+        .only_tasks(&[task])
+        .is_err());
+}
+
+#[test]
+fn the_query_file_names_tasks_and_ends_on_endless_input() {
+    let text = format!(
+        "# tasks\n{} polyplace {EPS:e} 0\n{} polyplace {EPS:e} 0 3\n",
+        threshold().canonical_id(),
+        threshold().canonical_id()
+    );
+    let f = geopriv::server::ingest::read_query_file(text.as_bytes(), 10).unwrap();
+    assert_eq!((f.queries.len(), f.tasks.len()), (1, 2));
+    assert!(
+        geopriv::server::ingest::read_query_file(&b"threshold:T=1;w=1 polyplace 1\n"[..], 10)
+            .unwrap_err()
+            .starts_with("line 1:")
+    );
+    // `--queries /dev/zero`: one endless record, an error after 64 MiB.
+    let zero = std::io::repeat(0).take(geopriv::server::ingest::MAX_QUERY_FILE_BYTES + 10);
+    assert!(geopriv::server::ingest::read_query_file(zero, 10).is_err());
+}
+
+#[test]
+fn forged_partial_states_are_refused() {
+    // Issue 19 item 11. A shard's state, serialized, then forged.
+    let (_, _, honest) = ingest(honest_lines(1_000).as_bytes(), AggregationConfig::default());
+    let state = serde_json::to_value(honest.state()).unwrap();
+    let refused = |v: &serde_json::Value| -> String {
+        let mut reducer = ReportAggregator::new(policy(), AggregationConfig::default());
+        let before = reducer.state();
+        let code =
+            match serde_json::from_value::<geopriv::server::ingest::AggregatorState>(v.clone()) {
+                Err(_) => "unparsable".to_string(),
+                Ok(s) => match reducer.merge_state(&s) {
+                    Ok(()) => "merged".to_string(),
+                    Err(why) => why.code().to_string(),
+                },
+            };
+        if code != "merged" {
+            assert_eq!(reducer.state(), before, "a refusal changes nothing");
+        }
+        code
+    };
+    assert_eq!(refused(&state), "merged");
+    // n = 1 and a sum of 1e300 in a clipped group.
+    let mut one = Aggregator::new();
+    one.add(1e300).unwrap();
+    let mut forged = state.clone();
+    forged["groups"][0]["aggregate"] = serde_json::to_value(&one).unwrap();
+    forged["groups"][0]["clipped"] = 0.into();
+    assert_eq!(refused(&forged), "forged-state");
+    // Sums just inside and just outside the bound B of the group.
+    let [lo, hi] = honest.estimates()[0].clip.unwrap().bounds;
+    for (v, ok) in [
+        (hi, true),
+        (lo, true),
+        (hi * (1.0 + 1e-15), false),
+        (lo - 1e-9, false),
+    ] {
+        let mut a = Aggregator::new();
+        a.add_all(&[v; 3]).unwrap();
+        let mut f = state.clone();
+        f["groups"][0]["aggregate"] = serde_json::to_value(&a).unwrap();
+        f["groups"][0]["clipped"] = 0.into();
+        assert_eq!(
+            refused(&f),
+            if ok { "merged" } else { "forged-state" },
+            "{v}"
+        );
+    }
+    // Σx² beyond B²·n with Σx inside: values ±2B around 0.
+    let mut wide = Aggregator::new();
+    wide.add_all(&[2.0 * hi.abs().max(lo.abs()), -2.0 * hi.abs().max(lo.abs())])
+        .unwrap();
+    let mut f = state.clone();
+    f["groups"][0]["aggregate"] = serde_json::to_value(&wide).unwrap();
+    f["groups"][0]["clipped"] = 0.into();
+    assert_eq!(refused(&f), "forged-state");
+    // Empty groups (4,096 of them would fill the table).
+    let mut f = state.clone();
+    f["groups"][0]["aggregate"] = serde_json::to_value(Aggregator::new()).unwrap();
+    f["groups"][0]["clipped"] = 0.into();
+    assert_eq!(refused(&f), "forged-state");
+    // More clipped than reports.
+    let mut f = state.clone();
+    f["groups"][0]["clipped"] = 1_001.into();
+    assert_eq!(refused(&f), "forged-state");
+    // Unknown fields, at the top and in a group.
+    let mut f = state.clone();
+    f["extra"] = 1.into();
+    assert_eq!(refused(&f), "unparsable");
+    let mut f = state.clone();
+    f["groups"][0]["weight"] = 1.into();
+    assert_eq!(refused(&f), "unparsable");
+}
+
+#[test]
+fn escaping_covers_format_characters_and_backslashes() {
+    // Issue 19 item 13: category Cf (bidi, invisible operators, soft
+    // hyphen, tags) and backslashes reach the log escaped.
+    for s in [
+        "a\u{61c}b",
+        "a\u{2061}b",
+        "a\u{2064}b",
+        "a\u{ad}b",
+        "a\u{180e}b",
+        "a\u{fff9}b",
+        "a\u{e0041}b",
+        // In JSON `\\` is one backslash: the key is `x\nline 2: ...`
+        // with a literal backslash, which must not print like an escaped
+        // newline.
+        "x\\\\nline 2: accepted",
+    ] {
+        let line = format!(
+            "{{\"v\":1,\"query\":\"threshold:T=1;w=1\",\"mechanism\":\"polyplace\",\"epsilon\":0.5,\"delta\":0,\"value\":0.5,\"{s}\":1}}\n"
+        );
+        let (_, rejected, _) = ingest(line.as_bytes(), AggregationConfig::default());
+        let msg = rejected[0].1.to_string();
+        assert!(
+            msg.chars()
+                .all(|c| !geopriv::server::escape::needs_escape(c)),
+            "{msg:?}"
+        );
+        assert!(!msg.contains("x\\nline"), "{msg:?}");
+    }
 }

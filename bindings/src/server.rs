@@ -36,9 +36,10 @@ pub const MAX_LISTED_REJECTIONS: usize = 1000;
 /// How [`ReportServer::ingest`] reads a byte stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum InputFormat {
-    /// Decided from the first record (JSON if it starts with `{`, `[` or
-    /// `#` after an optional BOM, binary if it is a report frame); a stream
-    /// that is neither is refused before anything is read.
+    /// Decided per record: a record ends at the first newline or 0x00 and
+    /// is a JSON line if it decodes as one, else a binary frame if the
+    /// bytes up to the next 0x00 decode as a report, else rejected by
+    /// itself (a stray frame or garbage line costs only itself).
     Auto,
     /// One JSON report per line.
     Json,
@@ -528,8 +529,8 @@ impl ReportServer {
     /// 0x00-terminated binary frames, records numbered from 1 (JSON: the
     /// line number), each bad record (not UTF-8, too long, a JSON array,
     /// malformed, wrong version, out of policy, ...) rejected by itself.
-    /// Only a stream whose format `Auto` cannot tell is refused as a whole
-    /// (`InvalidInput`, nothing read).
+    /// `Auto` decides each record by itself (no stream is refused as a
+    /// whole).
     pub fn ingest(&self, data: Vec<u8>, format: InputFormat) -> Result<BatchResult, GeoprivError> {
         guard(|| {
             let choice = match format {

@@ -4,10 +4,14 @@
 //! number; memory is bounded by `--max-record-bytes` and `--max-queries`.
 
 use clap::{Args, ValueEnum};
-use geopriv::server::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
+use geopriv::server::clip::{
+    default_mechanism, default_z, ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N,
+};
+use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
-    read_allow_list, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
-    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
+    read_query_file, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
+    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
+    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
 use geopriv::ValidationPolicy;
 use std::io::{self, Read, Write};
@@ -15,9 +19,10 @@ use std::io::{self, Read, Write};
 /// Input encodings.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
-    /// Decided from the first record (JSON if it starts with `{`, `[` or
-    /// `#` after an optional BOM, binary if it is a report frame); a stream
-    /// that is neither is refused before anything is read (exit status 2).
+    /// Decided per record: a record ends at the first newline or 0x00 and
+    /// is a JSON line if it decodes as one, else a binary frame if the
+    /// bytes up to the next 0x00 decode as a report, else rejected by
+    /// itself (a stray frame or garbage line costs only itself).
     Auto,
     /// One JSON object per line.
     Json,
@@ -61,10 +66,17 @@ pub struct AggregateArgs {
     /// would open more are rejected (at most 1048576).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS)]
     pub max_queries: usize,
-    /// Accept only the queries listed in this file (one canonical id per
-    /// line, e.g. `threshold:T=100000;w=20000`; `#` comments allowed).
+    /// Accept only the queries listed in this file: per line a canonical
+    /// id (e.g. `threshold:T=100000;w=20000`: any mechanism and budget the
+    /// policy accepts, at most --max-groups-per-query groups) or a task
+    /// `<id> <mechanism> <epsilon> <delta> [<clip z>]` (only these groups
+    /// for that query, always admitted); `#` comments allowed.
     #[arg(long, value_name = "FILE")]
     pub queries: Option<std::path::PathBuf>,
+    /// Largest number of (mechanism, ε, δ) groups of one query without
+    /// tasks; reports that would open more are rejected.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS_PER_QUERY)]
+    pub max_groups_per_query: usize,
     /// Clip each report to B = [f_min − zσ_max, f_max + zσ_max] with this
     /// z instead of the default (the smallest z whose honest bias is below
     /// --clip-bias-se standard errors at --clip-n reports).
@@ -103,10 +115,11 @@ impl AggregateArgs {
             None => Ok(p),
             Some(path) => {
                 let file = std::fs::File::open(path)
-                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
-                let list = read_allow_list(file, MAX_GROUPS_LIMIT)
-                    .map_err(|e| format!("--queries {}: {e}", path.display()))?;
-                Ok(p.only_queries(&list))
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))?;
+                let list = read_query_file(file, MAX_GROUPS_LIMIT)
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))?;
+                list.apply(p)
+                    .map_err(|e| format!("--queries {}: {e}", UntrustedPath(path)))
             }
         }
     }
@@ -118,18 +131,52 @@ impl AggregateArgs {
                 "--max-queries must be between 1 and {MAX_GROUPS_LIMIT}"
             ));
         }
+        if self.max_groups_per_query == 0 {
+            return Err("--max-groups-per-query must be at least 1".into());
+        }
         if self.clip_n == 0 {
             return Err("--clip-n must be at least 1".into());
         }
         let clip = match (self.no_clip, self.clip_z) {
             (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
             (true, None) => None,
-            (false, Some(z)) if z.is_finite() && z >= 0.0 => Some(ClipLevel::Fixed(z)),
-            (false, Some(_)) => return Err("--clip-z must be finite and >= 0".into()),
-            (false, None) => Some(ClipLevel::Auto {
-                deployment_n: self.clip_n,
-                bias_to_se: self.clip_bias_se,
-            }),
+            (false, Some(z)) if z.is_finite() && (0.0..=MAX_CLIP_Z).contains(&z) => {
+                Some(ClipLevel::Fixed(z))
+            }
+            (false, Some(_)) => {
+                return Err(format!(
+                    "--clip-z must be finite and in [0, {MAX_CLIP_Z:e}] (beyond it the bound z·σ_max overflows or bounds nothing, and every report of a group would be refused)"
+                ))
+            }
+            (false, None) => {
+                // Refuse up front a target no z reaches for a mechanism's
+                // noise, which would refuse every report of its groups
+                // (issue 19 item 14). Noise of infinite variance (Cauchy)
+                // needs --clip-z anyway.
+                for name in geopriv::MechanismName::ALL {
+                    if name == geopriv::MechanismName::Ldp {
+                        continue;
+                    }
+                    let delta = if name.is_pure() { 0.0 } else { 1e-6 };
+                    let Ok(m) = default_mechanism(name, 1e-3, delta) else {
+                        continue;
+                    };
+                    if let Some(shape) = m.noise_shape() {
+                        if let Err(e @ geopriv::Error::Numerical { .. }) =
+                            default_z(shape, self.clip_n, self.clip_bias_se)
+                        {
+                            return Err(format!(
+                                "--clip-bias-se {:e} at --clip-n {}: no clipping level reaches it for {name} reports ({e}); every report would be refused",
+                                self.clip_bias_se, self.clip_n
+                            ));
+                        }
+                    }
+                }
+                Some(ClipLevel::Auto {
+                    deployment_n: self.clip_n,
+                    bias_to_se: self.clip_bias_se,
+                })
+            }
         };
         let estimator = match self.estimator {
             EstimatorArg::Mean => Estimator::Mean,
@@ -145,6 +192,7 @@ impl AggregateArgs {
             clip,
             estimator,
             max_groups: self.max_queries,
+            max_groups_per_query: self.max_groups_per_query,
         })
     }
 
@@ -158,6 +206,9 @@ impl AggregateArgs {
     }
 }
 
+/// Largest --clip-z (the default level is below 20).
+pub const MAX_CLIP_Z: f64 = 1e6;
+
 /// What a run saw.
 pub type Summary = Counts;
 
@@ -165,7 +216,7 @@ pub type Summary = Counts;
 /// group (sorted by query id, mechanism, ε, δ) to `out`. Each rejected
 /// record gets `line N: <reason>` (JSON) or `record N: <reason>` (binary)
 /// on `err`, its text escaped and cut. Fails before reading any record
-/// when `auto` cannot tell the format.
+/// only on an I/O error or a configuration error.
 pub fn run<R: Read, W: Write, E: Write>(
     policy: &ValidationPolicy,
     config: AggregationConfig,

@@ -29,8 +29,12 @@ use std::process::ExitCode;
 /// factor g(d) over a distance d; g grows at rate γ per unit distance,
 /// part of ε.
 ///
-/// Exit status: 0 on success, 1 if some input lines were malformed (each
-/// is reported on stderr), 2 for invalid flags.
+/// Exit status: 0 on success; 1 if some input records were malformed or
+/// rejected (each is reported on stderr, the others still processed); 2
+/// for invalid flags or an unusable configuration (nothing processed); 3 if
+/// the privacy ledger refused a release (budget exhausted, or a ledger of
+/// another unit or policy): distinct from 1 and 2 so scripts can stop
+/// releasing.
 #[derive(Parser, Debug)]
 #[command(name = "geopriv", version)]
 struct Cli {
@@ -156,6 +160,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// Exit status of `privatize` when the ledger refused at least one release.
+const EXIT_LEDGER_REFUSED: u8 = 3;
+
 fn experiment_exit(result: Result<(), Box<dyn std::error::Error + Send + Sync>>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -203,6 +210,9 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
     let output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let errors = BufWriter::new(io::stderr().lock());
     let result = privatize::run(&mut plan, rng.as_mut(), input, output, errors);
+    if matches!(&result, Ok(s) if s.ledger_refused > 0) {
+        return ExitCode::from(EXIT_LEDGER_REFUSED);
+    }
     let malformed = result.as_ref().map_or(0, |s| s.malformed);
     exit_for(malformed, result.map(|_| ()))
 }

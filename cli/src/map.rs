@@ -4,13 +4,17 @@
 use crate::experiment::data::SyntheticCity;
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+use geopriv::map::{ingest_map_reports, MapClip, MapCounts};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet, LAMBDAS,
 };
+use geopriv::server::clip::ClipLevel;
+use geopriv::server::escape::UntrustedPath;
+use geopriv::server::ingest::{FormatChoice, RecordReader};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rayon::prelude::*;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 
 /// The map's query set: a K × K kernel grid over a box.
 #[derive(Args, Debug, Clone)]
@@ -64,7 +68,14 @@ impl SetArgs {
             },
             None => [0.0, SyntheticCity::SIDE, 0.0, SyntheticCity::SIDE],
         };
-        let k = self.grid.max(2);
+        // A 0 or 1 point grid has no cells: an error, not a silent 2 x 2.
+        if self.grid < 2 {
+            return Err(format!(
+                "--grid must be at least 2 (points per axis), got {}",
+                self.grid
+            ));
+        }
+        let k = self.grid;
         let diag = ((b[1] - b[0]) / (k - 1) as f64).hypot((b[3] - b[2]) / (k - 1) as f64);
         let g = KdeGrid::new_2d(b, [k, k], self.bandwidth.unwrap_or(diag))
             .map_err(|e| e.to_string())?;
@@ -98,8 +109,14 @@ pub enum MapCommand {
     },
     /// Server: read JSON report lines from stdin, print the map as one JSON
     /// object (values and per-cell standard errors, row-major, x index
-    /// major). Bad records are rejected one by one (`line N: reason` on
-    /// stderr, exit status 1).
+    /// major). Records are read as bytes like `geopriv aggregate`: each bad
+    /// record (not UTF-8, longer than --max-record-bytes, malformed, for
+    /// another map) is rejected by itself (`line N: reason [code]` on
+    /// stderr, escaped; exit status 1) and the others still make the map.
+    /// The values of composition, sampled and vector-Laplace reports are
+    /// clipped to the public bounds B_j = [f_min − zσ_max, f_max + zσ_max]
+    /// of their cell; the output's `clip` states z, the bounds, the honest
+    /// bias bound and the number of values clipped.
     Aggregate {
         #[command(flatten)]
         set: SetArgs,
@@ -107,6 +124,18 @@ pub enum MapCommand {
         /// the planner's choice from the reports].
         #[arg(long)]
         lambda: Option<f64>,
+        /// Largest record in bytes [default: 64 KiB or 32 bytes per cell
+        /// plus 4 KiB, whichever is larger; at most 67108864].
+        #[arg(long, value_name = "BYTES")]
+        max_record_bytes: Option<usize>,
+        /// Clip each value to B_j with this z instead of the default (the
+        /// smallest z whose honest bias is below 0.1 standard error at 10^6
+        /// reports).
+        #[arg(long, value_name = "Z")]
+        clip_z: Option<f64>,
+        /// Do not clip (one report can then move a cell arbitrarily).
+        #[arg(long)]
+        no_clip: bool,
     },
     /// Planner: predict each mechanism's map error at the per-device ε and
     /// n, pick one and explain it in one line (with --reports, noise-a-priori
@@ -158,7 +187,26 @@ type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     match cmd {
         MapCommand::Release { set, seed } => release(&set, seed),
-        MapCommand::Aggregate { set, lambda } => aggregate(&set, lambda),
+        MapCommand::Aggregate {
+            set,
+            lambda,
+            max_record_bytes,
+            clip_z,
+            no_clip,
+        } => {
+            let clip = match (no_clip, clip_z) {
+                (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
+                (true, None) => None,
+                (false, Some(z)) if z.is_finite() && (0.0..=MAX_CLIP_Z).contains(&z) => {
+                    Some(ClipLevel::Fixed(z))
+                }
+                (false, Some(_)) => {
+                    return Err(format!("--clip-z must be finite and in [0, {MAX_CLIP_Z}]").into())
+                }
+                (false, None) => Some(ClipLevel::default()),
+            };
+            aggregate(&set, lambda, max_record_bytes, clip)
+        }
         MapCommand::Plan {
             set,
             n,
@@ -213,33 +261,65 @@ fn release(
     Ok(ok)
 }
 
-/// Read reports into an aggregator; returns (aggregator, all accepted).
-fn read_reports<R: BufRead>(agg: &mut MapAggregator, input: R) -> io::Result<bool> {
-    let mut ok = true;
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
-        let res = serde_json::from_str::<MapReport>(&line)
-            .map_err(|e| e.to_string())
-            .and_then(|r| agg.add(&r).map_err(|e| e.to_string()));
-        if let Err(e) = res {
-            eprintln!("line {}: {e}", i + 1);
-            ok = false;
+/// Read reports into an aggregator through the hardened byte-level reader
+/// (each bad record rejected by itself, escaped, on stderr); returns the
+/// counts.
+fn read_reports<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    input: R,
+    max_record_bytes: usize,
+) -> Result<MapCounts, Box<dyn std::error::Error + Send + Sync>> {
+    let mut reader = RecordReader::new(input, FormatChoice::Json, max_record_bytes)
+        .map_err(|e| e.to_string())?;
+    let mut err = io::BufWriter::new(io::stderr().lock());
+    let mut write_error = Ok(());
+    let counts = ingest_map_reports(agg, clip, &mut reader, |n, code, why| {
+        if write_error.is_ok() {
+            write_error = writeln!(err, "line {n}: {why} [{code}]");
         }
-    }
-    Ok(ok)
+    })?;
+    write_error?;
+    err.flush()?;
+    Ok(counts)
 }
+
+/// Largest --clip-z: beyond it B is so wide that clipping bounds nothing
+/// (and z σ_max overflows for small ε); the default z is below 20.
+pub const MAX_CLIP_Z: f64 = crate::aggregate::MAX_CLIP_Z;
 
 fn aggregate(
     args: &SetArgs,
     lambda: Option<f64>,
+    max_record_bytes: Option<usize>,
+    level: Option<ClipLevel>,
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let set = args.set()?;
     let total = MapRelease::new(set.clone(), args.mechanism(), args.epsilon)?.per_device_total();
     let mut agg = MapAggregator::new(set.clone(), args.mechanism(), args.epsilon)?;
-    let ok = read_reports(
+    let clip = match level {
+        Some(l) => MapClip::new(&set, args.mechanism(), args.epsilon, l)?,
+        None => None,
+    };
+    let max_record_bytes =
+        max_record_bytes.unwrap_or_else(|| (64 << 10).max(32 * set.len() + 4096));
+    let counts = read_reports(
         &mut agg,
-        io::BufReader::with_capacity(1 << 20, io::stdin().lock()),
+        clip.as_ref(),
+        io::stdin().lock(),
+        max_record_bytes,
     )?;
+    let ok = counts.rejected == 0;
+    eprintln!(
+        "{} records: {} accepted, {} rejected, {} skipped (blank or comment)",
+        counts.records, counts.accepted, counts.rejected, counts.skipped
+    );
+    // No report: no map, the same for every mechanism (issue 19 item 14):
+    // a message and exit status 1, nothing on stdout.
+    if counts.accepted == 0 {
+        eprintln!("error: no report was accepted: no map to print");
+        return Ok(false);
+    }
     let mut parts = None;
     let (est, line) = match (agg.mapper()?, lambda) {
         (Some(m), l) => {
@@ -277,6 +357,15 @@ fn aggregate(
         "discretisation_parts": parts,
         "values": est.values,
         "standard_errors": est.standard_errors,
+        "clip": clip.as_ref().map(|c| {
+            let s = c.summary();
+            serde_json::json!({
+                "z": s.z, "sigma_max": s.sigma_max, "lower": s.lower, "upper": s.upper,
+                "bias_bound": s.bias_bound, "max_width": s.max_width,
+                "influence_bound": if est.n > 0 { s.max_width / est.n as f64 } else { f64::INFINITY },
+                "clipped": counts.clipped,
+            })
+        }),
     });
     println!("{out}");
     Ok(ok)
@@ -287,7 +376,13 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
     let mapper = match reports {
         Some(p) => {
             let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, args.epsilon)?;
-            read_reports(&mut agg, io::BufReader::new(std::fs::File::open(p)?))?;
+            read_reports(
+                &mut agg,
+                None,
+                std::fs::File::open(&p)
+                    .map_err(|e| format!("--reports {}: {e}", UntrustedPath(&p)))?,
+                64 << 10,
+            )?;
             agg.mapper()?
         }
         None => None,

@@ -30,9 +30,12 @@ fn projection(s: &str) -> Result<ProjectionChoice, String> {
     if s == "mercator" {
         return Ok(ProjectionChoice::Mercator);
     }
-    let rest = s
-        .strip_prefix("local:")
-        .ok_or_else(|| format!("`{s}`: expected `mercator` or `local:LAT,LON`"))?;
+    let rest = s.strip_prefix("local:").ok_or_else(|| {
+        format!(
+            "`{}`: expected `mercator` or `local:LAT,LON`",
+            geopriv::server::escape::Untrusted(s)
+        )
+    })?;
     let p = crate::query_args::pair(rest)?;
     Ok(ProjectionChoice::Local(p.0[0], p.0[1]))
 }
@@ -108,6 +111,9 @@ pub struct Summary {
     pub released: u64,
     /// Malformed lines (reported on the error stream).
     pub malformed: u64,
+    /// Releases the ledger refused (budget exhausted, unit or policy
+    /// mismatch, unreadable ledger): exit status 3.
+    pub ledger_refused: u64,
 }
 
 /// Everything a run needs besides the streams.
@@ -212,6 +218,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     let name = plan.mechanism.name();
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
     let seeded = rng.is_seeded();
+    let mut ledger_refused = 0u64;
     let (released, malformed) = for_each_point(input, dim, err, |point| {
         let value = (|| {
             if let Some(p) = &plan.projection {
@@ -227,7 +234,19 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 }
                 None => plan.mechanism.privatize_unmetered(&plan.query, point, rng),
             }
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                if matches!(
+                    e,
+                    geopriv::Error::BudgetExceeded { .. }
+                        | geopriv::Error::UnitMismatch { .. }
+                        | geopriv::Error::LedgerPolicyMismatch { .. }
+                        | geopriv::Error::InvalidLedgerState { .. }
+                        | geopriv::Error::LedgerIo { .. }
+                ) {
+                    ledger_refused += 1;
+                }
+                e.to_string()
+            })
         })();
         Ok(match value {
             Ok(value) => {
@@ -246,5 +265,6 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     Ok(Summary {
         released,
         malformed,
+        ledger_refused,
     })
 }

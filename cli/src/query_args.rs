@@ -10,6 +10,7 @@
 
 use clap::builder::PossibleValue;
 use clap::{Args, Subcommand, ValueEnum};
+use geopriv::server::escape::Untrusted;
 use geopriv::{AnyQuery, Error, Growth, GrowthKind, QueryDescriptor};
 
 /// The query families. `A` holds the flags the calling command adds to
@@ -214,7 +215,7 @@ pub fn finite(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a number"))?;
+        .map_err(|_| format!("`{}` is not a number", Untrusted(s)))?;
     if v.is_finite() {
         Ok(v)
     } else {

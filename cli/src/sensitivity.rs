@@ -1,5 +1,6 @@
 //! `geopriv sensitivity <family>`: f(x), L(x) and S(x) for points on stdin.
 
+use geopriv::server::escape::Untrusted;
 use geopriv::{Growth, Query};
 use std::io::{self, BufRead, Write};
 
@@ -113,9 +114,13 @@ fn parse_point(line: &[u8], dim: usize, point: &mut Vec<f64>) -> Result<(), Stri
     point.clear();
     for (i, field) in text.split(',').enumerate() {
         let field = field.trim();
-        let v: f64 = field
-            .parse()
-            .map_err(|_| format!("coordinate {}: `{field}` is not a number", i + 1))?;
+        let v: f64 = field.parse().map_err(|_| {
+            format!(
+                "coordinate {}: `{}` is not a number",
+                i + 1,
+                Untrusted(field)
+            )
+        })?;
         if !v.is_finite() {
             return Err(format!(
                 "coordinate {} is {v}: coordinates must be finite",

@@ -201,7 +201,8 @@ fn a_ledger_file_meters_privatize_across_runs() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(String::from_utf8(first.stdout).unwrap().lines().count(), 2);
     let second = run("0.16", "per-dollar", b"97\n98\n");
-    assert_eq!(second.status.code(), Some(1));
+    // A ledger refusal has its own exit status, 3 (issue 19 item 14).
+    assert_eq!(second.status.code(), Some(3));
     assert_eq!(String::from_utf8(second.stdout).unwrap().lines().count(), 1);
     assert!(String::from_utf8(second.stderr)
         .unwrap()
@@ -362,9 +363,10 @@ fn aggregate_keeps_every_good_record_around_bad_bytes() {
         err.contains("line 4:") && err.contains("[json-array]"),
         "{err}"
     );
-    // Undetectable input: refused up front, exit 2, nothing printed.
+    // Garbage alone: `auto` decides each record by itself, so it is one
+    // rejected record (exit 1), not a refused stream (issue 19 item 9).
     let agg = geopriv(&["aggregate"], b"\x07\x01garbage");
-    assert_eq!(agg.status.code(), Some(2));
+    assert_eq!(agg.status.code(), Some(1));
     assert!(agg.stdout.is_empty());
 }
 

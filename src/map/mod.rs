@@ -26,6 +26,8 @@
 mod bins;
 #[cfg(feature = "std")]
 mod fft;
+#[cfg(feature = "std")]
+mod ingest;
 mod kernel;
 mod ladder;
 #[cfg(feature = "std")]
@@ -38,6 +40,8 @@ mod server;
 pub use bins::{BinSpec, BinnedCounts};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
+#[cfg(feature = "std")]
+pub use ingest::{ingest_map_reports, MapClip, MapClipSummary, MapCounts};
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;
 #[cfg(feature = "std")]

@@ -208,6 +208,63 @@ impl Aggregator {
         Ok(())
     }
 
+    /// Whether the state could hold `n` values in [`lower`, `upper`]:
+    /// n·lower <= Σx <= n·upper and Σx² <= n·max(lower², upper²), compared
+    /// exactly (no rounding). A partial state shipped for a clipped group
+    /// must pass this for the group's clipping bounds, or it was not made
+    /// of clipped values (issue 19 item 11, docs/MATH.md §10). Non-finite
+    /// or reversed bounds give `false`.
+    ///
+    /// ```
+    /// use geopriv::server::aggregate::Aggregator;
+    /// let mut a = Aggregator::new();
+    /// a.add_all(&[0.5, -1.0, 2.0])?;
+    /// assert!(a.within(-1.0, 2.0));
+    /// assert!(!a.within(-1.0, 0.4)); // Σx = 1.5 > 3 · 0.4
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn within(&self, lower: f64, upper: f64) -> bool {
+        if !(lower.is_finite() && upper.is_finite() && lower <= upper) {
+            return false;
+        }
+        if self.n == 0 {
+            return true;
+        }
+        let (sum, sum_sq) = self.canonical();
+        let n = exact::from_u64(self.n);
+        let signed = |l: &Limbs<SUM_LIMBS>| {
+            let (neg, mag) = l.to_magnitude();
+            let is_zero = mag.iter().all(|&w| w == 0);
+            (neg && !is_zero, mag)
+        };
+        // a <= b for signed magnitudes.
+        let le = |(na, a): &(bool, Vec<u32>), (nb, b): &(bool, Vec<u32>)| match (na, nb) {
+            (false, false) => exact::cmp(a, b) != core::cmp::Ordering::Greater,
+            (true, true) => exact::cmp(a, b) != core::cmp::Ordering::Less,
+            (true, false) => true,
+            (false, true) => false,
+        };
+        let scaled = |x: f64| {
+            let mut one = Aggregator::new();
+            // x is finite: `add` cannot fail.
+            let _ = one.add(x);
+            let (s, q) = one.canonical();
+            let (neg, mag) = signed(&s);
+            let (_, q) = q.to_magnitude();
+            ((neg, exact::mul(&mag, &n)), exact::mul(&q, &n))
+        };
+        let (lo, lo_sq) = scaled(lower);
+        let (hi, hi_sq) = scaled(upper);
+        let s = signed(&sum);
+        let (_, q) = sum_sq.to_magnitude();
+        let max_sq = if exact::cmp(&lo_sq, &hi_sq) == core::cmp::Ordering::Greater {
+            lo_sq
+        } else {
+            hi_sq
+        };
+        le(&lo, &s) && le(&s, &hi) && exact::cmp(&q, &max_sq) != core::cmp::Ordering::Greater
+    }
+
     /// The carried (canonical) form of the state.
     fn canonical(&self) -> (Limbs<SUM_LIMBS>, Limbs<SQ_LIMBS>) {
         let mut sum = self.sum.clone();

@@ -17,12 +17,14 @@
 //! per line).
 //!
 //! The format is explicit ([`FormatChoice::Json`], [`FormatChoice::Binary`])
-//! or detected up front from the first record ([`FormatChoice::Auto`]):
-//! binary if the first `0x00`-ended frame decodes as a report (or the input
-//! is only zero bytes), JSON if it starts (after a BOM and whitespace) with
-//! `{`, `[` or `#` (or is empty), and otherwise the stream is refused
-//! before any record is read ([`IngestError::UndetectableFormat`]) rather
-//! than read the wrong way.
+//! or decided **per record** ([`FormatChoice::Auto`], docs/MATH.md §10.7):
+//! a record ends at the first `\n` or `0x00`; it is a JSON line if it
+//! decodes as one, else a binary frame if the bytes up to the next `0x00`
+//! decode as a report, else rejected by itself. A stray binary frame in a
+//! JSON stream, a garbage first line, a leading NUL or a truncated first
+//! frame costs only itself (before round 3 the first record decided the
+//! whole stream). [`IngestError::UndetectableFormat`] is no longer
+//! produced.
 //!
 //! # Grouping
 //!
@@ -66,7 +68,7 @@ use crate::server::aggregate::{Aggregator, Estimate};
 use crate::server::clip::{default_mechanism, default_z, ClipLevel, ClipPolicy};
 use crate::server::escape::Untrusted;
 use crate::server::robust::{MedianOfMeans, RobustEstimate};
-use crate::server::{Rejection, ValidationPolicy};
+use crate::server::{Rejection, Task, ValidationPolicy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -78,11 +80,27 @@ use std::vec::Vec;
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 * 1024;
 /// The largest `max_record_bytes` a reader accepts: 64 MiB.
 pub const MAX_RECORD_BYTES_LIMIT: usize = 64 << 20;
-/// Default largest number of groups (query, mechanism, ε, δ): 4096, about
-/// 7 MB of exact state.
+/// Default largest number of groups (query, mechanism, ε, δ): 4096, at
+/// most 4096 · [`GROUP_BYTES_BOUND`] = 13 MB of state with the mean.
 pub const DEFAULT_MAX_GROUPS: usize = 4096;
-/// The largest `max_groups` allowed: 2^20 (about 1.7 GB of exact state).
+/// Bytes of memory per group with the mean estimator, worst case (a KDE
+/// centre of [`crate::server::MAX_KDE_DIMENSION`] coordinates; the exact
+/// sums are 1.6 KB of it): 3,200 bytes; 2,797 measured as resident memory over
+/// 100,000 groups in `tests/group_memory.rs` (issue 19 item 12). The
+/// median of means adds 24 · K bytes per group for K buckets.
+pub const GROUP_BYTES_BOUND: usize = 3_200;
+/// Default largest number of groups of one query without tasks: 16
+/// (mechanisms × budgets a deployment plausibly runs side by side).
+pub const DEFAULT_MAX_GROUPS_PER_QUERY: usize = 16;
+/// The largest `max_groups` allowed: 2^20 (at most 2^20 ·
+/// [`GROUP_BYTES_BOUND`] = 3.4 GB with the mean; round 2 measured 2.32 GB
+/// for 10^6 threshold groups against 1.7 GB then documented).
 pub const MAX_GROUPS_LIMIT: usize = 1 << 20;
+/// `auto`: the longest binary frame looked for behind a line that is not
+/// JSON (1 KiB; a report frame is at most a few hundred bytes with KDE
+/// centres of at most [`crate::server::MAX_KDE_DIMENSION`] coordinates).
+/// Bounds the work a stream of short bad lines can cause.
+pub const MAX_FRAME_PROBE: usize = 1024;
 /// Bytes read from the input at a time.
 const CHUNK: usize = 64 * 1024;
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -113,7 +131,7 @@ pub enum FormatChoice {
 pub enum IngestError {
     /// The input failed (the records counted so far stand).
     Io(io::Error),
-    /// `auto` could not tell JSON from binary from the first record.
+    /// No longer produced: `auto` decides each record by itself.
     UndetectableFormat {
         /// The first bytes of the stream (at most 8).
         head: Vec<u8>,
@@ -171,6 +189,19 @@ pub enum RecordRejection {
         /// The maximum number of groups.
         limit: usize,
     },
+    /// The report would open one more group for its query than
+    /// [`AggregationConfig::max_groups_per_query`] (a query without tasks).
+    TooManyGroupsForQuery {
+        /// The maximum number of groups per query.
+        limit: usize,
+    },
+    /// A partial state that no honest aggregator makes: an empty group,
+    /// more clipped reports than reports, or sums beyond what n values
+    /// inside the group's clipping bounds can make.
+    ForgedState {
+        /// Why.
+        reason: &'static str,
+    },
     /// The group's clipping policy cannot be built (e.g. σ_max overflows).
     Unclippable {
         /// Why.
@@ -199,6 +230,8 @@ impl RecordRejection {
             RecordRejection::TooLong { .. } => "too-long",
             RecordRejection::JsonArray => "json-array",
             RecordRejection::TooManyGroups { .. } => "too-many-groups",
+            RecordRejection::TooManyGroupsForQuery { .. } => "too-many-groups-for-query",
+            RecordRejection::ForgedState { .. } => "forged-state",
             RecordRejection::Unclippable { .. } => "unclippable",
             RecordRejection::Overflow { .. } => "overflow",
             RecordRejection::IncompatibleState { .. } => "incompatible-state",
@@ -227,6 +260,13 @@ impl fmt::Display for RecordRejection {
                 f,
                 "report would open a new (query, mechanism, epsilon, delta) group beyond the limit of {limit}"
             ),
+            RecordRejection::TooManyGroupsForQuery { limit } => write!(
+                f,
+                "report would open a new (mechanism, epsilon, delta) group for its query beyond the limit of {limit} per query (configure the query's tasks to admit exactly its groups)"
+            ),
+            RecordRejection::ForgedState { reason } => {
+                write!(f, "partial state refused: {reason}")
+            }
             RecordRejection::Unclippable { error } => {
                 write!(f, "no clipping bound for this report's group: {error}")
             }
@@ -272,6 +312,12 @@ pub struct RecordReader<R> {
     eof: bool,
     number: u64,
     scratch: Vec<u8>,
+    /// [`FormatChoice::Auto`]: each record's format is decided by itself.
+    auto: bool,
+    /// Auto: whether a report has fixed [`format`](Self::format) yet.
+    seen_report: bool,
+    /// Auto: no 0x00 byte in `buf[start.max(..)..zero_free]`.
+    zero_free: usize,
 }
 
 /// A record's number and its bytes, or its rejection if too long.
@@ -313,16 +359,19 @@ impl<R: Read> RecordReader<R> {
             eof: false,
             number: 0,
             scratch: Vec::new(),
+            auto: format == FormatChoice::Auto,
+            seen_report: false,
+            zero_free: 0,
         };
         r.format = match format {
-            FormatChoice::Json => Format::Json,
             FormatChoice::Binary => Format::Binary,
-            FormatChoice::Auto => r.detect()?,
+            FormatChoice::Json | FormatChoice::Auto => Format::Json,
         };
         Ok(r)
     }
 
-    /// The format being read.
+    /// The format being read ([`FormatChoice::Auto`]: the format of the
+    /// first report, JSON before one; each record is decided by itself).
     pub fn format(&self) -> Format {
         self.format
     }
@@ -337,6 +386,7 @@ impl<R: Read> RecordReader<R> {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.scan -= self.start;
+            self.zero_free = self.zero_free.saturating_sub(self.start);
             self.start = 0;
         }
         loop {
@@ -351,47 +401,6 @@ impl<R: Read> RecordReader<R> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-        }
-    }
-
-    fn detect(&mut self) -> core::result::Result<Format, IngestError> {
-        // Read until the buffer holds a whole first frame (a 0x00), or a
-        // whole first line that starts like JSON, or is full, or holds the
-        // whole input. (A binary frame can hold a 0x0a byte, so a newline
-        // alone ends nothing.)
-        while !self.eof && self.end < self.buf.len() {
-            let head = &self.buf[..self.end];
-            if memchr::memchr(0, head).is_some() {
-                break;
-            }
-            let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
-            if matches!(text.first(), Some(b'{' | b'[' | b'#'))
-                && memchr::memchr(b'\n', text).is_some()
-            {
-                break;
-            }
-            self.fill()?;
-        }
-        let head = &self.buf[..self.end];
-        // Binary first: JSON text never holds a 0x00, and no JSON line
-        // decodes as a COBS frame of a report (its version byte would be
-        // an ASCII character).
-        let frames = &head[head.iter().position(|&b| b != 0).unwrap_or(head.len())..];
-        if frames.is_empty() && !head.is_empty() {
-            return Ok(Format::Binary);
-        }
-        if let Some(end) = memchr::memchr(0, frames) {
-            let mut scratch = Vec::new();
-            if decode_frame(&frames[..end], &mut scratch, true).is_ok() {
-                return Ok(Format::Binary);
-            }
-        }
-        let text = head.strip_prefix(BOM).unwrap_or(head).trim_ascii_start();
-        match text.first() {
-            None | Some(b'{' | b'[' | b'#') => Ok(Format::Json),
-            Some(_) => Err(IngestError::UndetectableFormat {
-                head: head[..head.len().min(8)].to_vec(),
-            }),
         }
     }
 
@@ -460,9 +469,163 @@ impl<R: Read> RecordReader<R> {
         }))
     }
 
+    /// Offset (from `start`) of the first 0x00 at or after offset `from`
+    /// within [`MAX_FRAME_PROBE`] (at most `max`) + 1 bytes of the record's
+    /// start, reading more input as
+    /// needed; None if there is none there. Every byte is searched once
+    /// (`zero_free`), whatever the number of records that ask.
+    fn zero_after(&mut self, from: usize) -> io::Result<Option<usize>> {
+        let mut from = from.max(self.zero_free.saturating_sub(self.start));
+        let within = self.max.min(MAX_FRAME_PROBE);
+        loop {
+            let lim = (self.start + within + 1).min(self.end);
+            if self.start + from < lim {
+                if let Some(i) = memchr::memchr(0, &self.buf[self.start + from..lim]) {
+                    return Ok(Some(from + i));
+                }
+                from = lim - self.start;
+                self.zero_free = lim;
+            }
+            if self.end > self.start + within || self.eof {
+                return Ok(None);
+            }
+            self.fill()?;
+        }
+    }
+
+    /// Consume the record's bytes and its delimiter (`len` + 1 bytes).
+    fn consume(&mut self, len: usize) -> usize {
+        let rec = self.start;
+        self.start = (rec + len + 1).min(self.end);
+        self.scan = self.start;
+        self.number += 1;
+        rec
+    }
+
+    /// [`FormatChoice::Auto`]: the next record, its format decided by
+    /// itself (docs/MATH.md §10.7). A record ends at the first `\n` or
+    /// 0x00. Ended by 0x00, it is a binary frame unless it starts like
+    /// JSON (`{`, `[`, `#` after a BOM and whitespace) and decodes as JSON.
+    /// Ended by `\n`, it is a JSON line if it decodes as one; otherwise, if
+    /// the bytes up to the next 0x00 (within the size limit) decode as a
+    /// binary report (a frame may hold 0x0a bytes), that frame; otherwise
+    /// the line, rejected by itself. So a stray frame, a garbage line, a
+    /// leading NUL or a truncated frame costs only itself.
+    fn next_auto(&mut self) -> io::Result<Option<Decoded>> {
+        loop {
+            if let Some(i) = memchr::memchr2(b'\n', 0, &self.buf[self.scan..self.end]) {
+                let pos = self.scan + i;
+                let len = pos - self.start;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(skipped + len as u64)));
+                }
+                if len > self.max {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(len as u64)));
+                }
+                return self.decide(len, self.buf[pos]).map(Some);
+            }
+            self.scan = self.end;
+            if self.end - self.start > self.max {
+                let dropped = (self.end - self.start) as u64;
+                self.skipped_bytes = Some(self.skipped_bytes.unwrap_or(0) + dropped);
+                self.start = self.end;
+                self.zero_free = self.zero_free.max(self.end);
+            }
+            if self.eof {
+                let len = self.end - self.start;
+                if let Some(skipped) = self.skipped_bytes.take() {
+                    self.consume(len);
+                    return Ok(Some(self.too_long(skipped + len as u64)));
+                }
+                if len == 0 {
+                    return Ok(None);
+                }
+                let rec = self.consume(len);
+                let bytes = &self.buf[rec..rec + len];
+                let d = decode_json_record(bytes);
+                return Ok(Some(match d {
+                    Decoded::Report(_) => d,
+                    _ if looks_like_json(bytes) => d,
+                    _ => decode_binary_record(bytes, false, &mut self.scratch),
+                }));
+            }
+            self.fill()?;
+        }
+    }
+
+    fn too_long(&self, length: u64) -> Decoded {
+        Decoded::Rejected(RecordRejection::TooLong {
+            length,
+            limit: self.max,
+        })
+    }
+
+    /// Decide a record of `len` bytes at `start` ended by `delim` (auto).
+    fn decide(&mut self, len: usize, delim: u8) -> io::Result<Decoded> {
+        let bytes = &self.buf[self.start..self.start + len];
+        let json_like = looks_like_json(bytes);
+        if delim == 0 {
+            let rec = self.consume(len);
+            let bytes = &self.buf[rec..rec + len];
+            if json_like && !bytes.is_empty() {
+                let d = decode_json_record(bytes);
+                if matches!(d, Decoded::Report(_)) {
+                    return Ok(d);
+                }
+                let b = decode_binary_record(bytes, true, &mut self.scratch);
+                return Ok(if matches!(b, Decoded::Report(_)) {
+                    b
+                } else {
+                    d
+                });
+            }
+            return Ok(decode_binary_record(bytes, true, &mut self.scratch));
+        }
+        // Ended by a newline: a JSON line, or a binary frame holding 0x0a.
+        let json = if json_like {
+            let d = decode_json_record(bytes);
+            if matches!(d, Decoded::Report(_)) {
+                self.consume(len);
+                return Ok(d);
+            }
+            Some(d)
+        } else {
+            None
+        };
+        if let Some(z) = self.zero_after(len + 1)? {
+            let frame = &self.buf[self.start..self.start + z];
+            if let Ok(r) = decode_frame(frame, &mut self.scratch, true) {
+                self.consume(z);
+                return Ok(Decoded::Report(r));
+            }
+        }
+        let rec = self.consume(len);
+        Ok(match json {
+            Some(d) => d,
+            None => decode_json_record(&self.buf[rec..rec + len]),
+        })
+    }
+
     /// The next record: its number and what it is. `Ok(None)` at the end
     /// of the input; `Err` only for I/O errors.
     pub fn next_record(&mut self) -> io::Result<Option<(u64, Decoded)>> {
+        if self.auto {
+            let Some(d) = self.next_auto()? else {
+                return Ok(None);
+            };
+            if let (Decoded::Report(_), false) = (&d, self.seen_report) {
+                self.seen_report = true;
+                // The first report fixes what `format` says.
+                self.format = if self.buf.get(self.start.wrapping_sub(1)) == Some(&0) {
+                    Format::Binary
+                } else {
+                    Format::Json
+                };
+            }
+            return Ok(Some((self.number, d)));
+        }
         let Some(raw) = self.next_raw()? else {
             return Ok(None);
         };
@@ -481,6 +644,13 @@ impl<R: Read> RecordReader<R> {
         };
         Ok(Some((self.number, decoded)))
     }
+}
+
+/// Whether a record starts like JSON: after a BOM and ASCII whitespace,
+/// `{`, `[`, `#` or nothing.
+fn looks_like_json(bytes: &[u8]) -> bool {
+    let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii_start();
+    matches!(b.first(), None | Some(b'{' | b'[' | b'#'))
 }
 
 /// Decode one JSON record (a line without its `\n`): BOM, `\r` and
@@ -547,15 +717,21 @@ pub struct AggregationConfig {
     pub estimator: Estimator,
     /// Largest number of (query, mechanism, ε, δ) groups.
     pub max_groups: usize,
+    /// Largest number of groups of one query that has no configured tasks
+    /// ([`ValidationPolicy::only_tasks`]); the groups of a task are not
+    /// counted. Keeps one query's clients from taking the whole table.
+    pub max_groups_per_query: usize,
 }
 
 impl Default for AggregationConfig {
-    /// Clipping at the default level, mean only, 4096 groups.
+    /// Clipping at the default level, mean only, 4096 groups, 16 per query
+    /// without tasks.
     fn default() -> Self {
         Self {
             clip: Some(ClipLevel::default()),
             estimator: Estimator::Mean,
             max_groups: DEFAULT_MAX_GROUPS,
+            max_groups_per_query: DEFAULT_MAX_GROUPS_PER_QUERY,
         }
     }
 }
@@ -689,6 +865,7 @@ impl GroupEstimate {
 /// ([`ReportAggregator::state`]), serializable (serde) to ship between
 /// machines and merged with [`ReportAggregator::merge_state`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AggregatorState {
     /// The clipping level the values were clipped at (None: not clipped).
     pub clip: Option<ClipLevel>,
@@ -698,6 +875,7 @@ pub struct AggregatorState {
 
 /// One group of an [`AggregatorState`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GroupState {
     /// The query.
     pub query: QueryDescriptor,
@@ -735,6 +913,10 @@ pub struct ReportAggregator {
     index: BTreeMap<GroupKey, usize>,
     groups: Vec<Group>,
     levels: Vec<(NoiseShape, f64)>,
+    /// Groups opened per query (queries without tasks).
+    per_query: BTreeMap<QueryKey, usize>,
+    /// Groups of configured tasks (not counted against `max_groups`).
+    task_groups: usize,
     /// Direct-mapped cache: slot -> group index + 1 (0: empty). A hit is
     /// verified against the group's full key; a miss searches the ordered
     /// map, so a crafted key costs O(log groups), never more.
@@ -753,6 +935,8 @@ impl ReportAggregator {
             index: BTreeMap::new(),
             groups: Vec::new(),
             levels: Vec::new(),
+            per_query: BTreeMap::new(),
+            task_groups: 0,
             cache: std::vec![0; 1 << CACHE_BITS],
         }
     }
@@ -771,6 +955,11 @@ impl ReportAggregator {
     ) -> Result<Option<ClipPolicy>> {
         let Some(level) = self.config.clip else {
             return Ok(None);
+        };
+        // A task may set its own level.
+        let level = match self.policy.task(query, mechanism, epsilon, delta) {
+            Some(Some(Some(z))) => ClipLevel::Fixed(z),
+            _ => level,
         };
         let m = default_mechanism(mechanism, epsilon, delta)?;
         let level = match (level, m.noise_shape()) {
@@ -823,11 +1012,30 @@ impl ReportAggregator {
         let i = match hit.or_else(|| self.index.get(&key).copied()) {
             Some(i) => i,
             None => {
-                if self.groups.len() >= self.config.max_groups {
-                    return Err(RecordRejection::TooManyGroups {
-                        limit: self.config.max_groups,
-                    });
-                }
+                // A configured task always opens (the tasks are a bounded,
+                // configured set); any other group counts against both
+                // limits, so other clients never crowd out a task.
+                let is_task = matches!(
+                    self.policy.task(query, mechanism, epsilon, delta),
+                    Some(Some(_))
+                );
+                let per_query = if is_task {
+                    None
+                } else {
+                    let others = self.groups.len() - self.task_groups;
+                    if others >= self.config.max_groups {
+                        return Err(RecordRejection::TooManyGroups {
+                            limit: self.config.max_groups,
+                        });
+                    }
+                    let n = self.per_query.get(&key.query).copied().unwrap_or(0);
+                    if n >= self.config.max_groups_per_query {
+                        return Err(RecordRejection::TooManyGroupsForQuery {
+                            limit: self.config.max_groups_per_query,
+                        });
+                    }
+                    Some(n)
+                };
                 let clip = self
                     .clip_for(query, mechanism, epsilon, delta)
                     .map_err(|error| RecordRejection::Unclippable { error })?;
@@ -849,6 +1057,12 @@ impl ReportAggregator {
                     aggregate: Aggregator::new(),
                     robust,
                 });
+                match per_query {
+                    Some(n) => {
+                        self.per_query.insert(key.query.clone(), n + 1);
+                    }
+                    None => self.task_groups += 1,
+                }
                 self.index.insert(key, self.groups.len() - 1);
                 self.groups.len() - 1
             }
@@ -936,6 +1150,18 @@ impl ReportAggregator {
         }
         let mut merged = self.clone();
         for g in &state.groups {
+            // No honest aggregator ships an empty group (it opens a group
+            // for a report) or more clipped reports than reports.
+            if g.aggregate.n() == 0 {
+                return Err(RecordRejection::ForgedState {
+                    reason: "an empty group (no aggregator ships one)",
+                });
+            }
+            if g.clipped > g.aggregate.n() {
+                return Err(RecordRejection::ForgedState {
+                    reason: "more clipped reports than reports in a group",
+                });
+            }
             // The key must be one this policy accepts (the value is a
             // placeholder: only the query, mechanism, ε and δ are checked).
             merged.policy.validate(&Report::new(
@@ -947,6 +1173,18 @@ impl ReportAggregator {
             ))?;
             let i = merged.group_index(&g.query, g.mechanism, g.epsilon, g.delta)?;
             let mine = &mut merged.groups[i];
+            // Clipped groups: the sums must be those of n values inside
+            // the group's public bounds (|Σ| <= B·n, Σx² <= B²·n), or one
+            // forged state would move the estimate beyond what clipping
+            // allows (issue 19 item 11).
+            if let Some(c) = &mine.clip {
+                let [lo, hi] = c.bounds();
+                if !g.aggregate.within(lo, hi) {
+                    return Err(RecordRejection::ForgedState {
+                        reason: "sums beyond what n values inside the group's clipping bounds make",
+                    });
+                }
+            }
             mine.aggregate
                 .merge(&g.aggregate)
                 .map_err(|error| RecordRejection::Overflow { error })?;
@@ -958,11 +1196,6 @@ impl ReportAggregator {
                             what: "merged clipped count",
                         },
                     })?;
-            if g.clipped > mine.aggregate.n() {
-                return Err(RecordRejection::IncompatibleState {
-                    reason: "more clipped reports than reports",
-                });
-            }
         }
         *self = merged;
         Ok(())
@@ -1038,16 +1271,58 @@ impl ReportAggregator {
     }
 }
 
-/// Read an allow-list of queries: one canonical id per line (blank and `#`
-/// lines ignored), at most `max_queries` of them, lines of at most 4 KiB.
-/// A bad line is an error naming its line number (escaped, cut).
-pub fn read_allow_list<R: Read>(
+/// Largest query file ([`read_query_file`]): 64 MiB. A longer input
+/// (e.g. `/dev/zero`) is an error, not an endless read.
+pub const MAX_QUERY_FILE_BYTES: u64 = 64 << 20;
+
+/// A server's configured queries and tasks ([`read_query_file`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryFile {
+    /// Every query named (bare or by a task), in file order, each once.
+    pub queries: Vec<QueryDescriptor>,
+    /// The tasks.
+    pub tasks: Vec<Task>,
+}
+
+impl QueryFile {
+    /// `policy` narrowed to these queries and tasks
+    /// ([`ValidationPolicy::only_queries`], [`ValidationPolicy::only_tasks`]).
+    pub fn apply(
+        &self,
+        policy: ValidationPolicy,
+    ) -> core::result::Result<ValidationPolicy, String> {
+        policy
+            .only_queries(&self.queries)
+            .only_tasks(&self.tasks)
+            .map_err(|e| std::format!("a task is refused by the policy: {e}"))
+    }
+}
+
+/// Read a query file: one query per line, either a bare canonical id (any
+/// mechanism and budget the policy accepts, at most
+/// [`AggregationConfig::max_groups_per_query`] groups) or a task
+/// `<id> <mechanism> <epsilon> <delta> [<clip z>]` separated by spaces
+/// (only these groups for the query; docs/MATH.md §10.6). Blank and `#`
+/// lines are ignored; at most `max_queries` distinct queries, lines of at
+/// most 4 KiB, at most [`MAX_QUERY_FILE_BYTES`] in all. A bad line is an
+/// error naming its line number (escaped, cut).
+///
+/// ```
+/// use geopriv::server::ingest::read_query_file;
+/// let f = read_query_file(&b"threshold:T=3;w=1\nthreshold:T=7;w=1 polyplace 0.5 0 4\n"[..], 10)?;
+/// assert_eq!((f.queries.len(), f.tasks.len()), (2, 1));
+/// assert_eq!(f.tasks[0].clip_z, Some(4.0));
+/// # Ok::<(), String>(())
+/// ```
+pub fn read_query_file<R: Read>(
     input: R,
     max_queries: usize,
-) -> core::result::Result<Vec<QueryDescriptor>, String> {
+) -> core::result::Result<QueryFile, String> {
+    let mut limited = input.take(MAX_QUERY_FILE_BYTES + 1);
     let mut reader =
-        RecordReader::new(input, FormatChoice::Json, 4096).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
+        RecordReader::new(&mut limited, FormatChoice::Json, 4096).map_err(|e| e.to_string())?;
+    let mut out = QueryFile::default();
+    let mut seen = std::collections::BTreeSet::new();
     while let Some((n, raw)) = reader.next_bytes().map_err(|e| e.to_string())? {
         let bytes = raw.map_err(|why| std::format!("line {n}: {why}"))?;
         let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
@@ -1055,15 +1330,75 @@ pub fn read_allow_list<R: Read>(
             continue;
         }
         let s = core::str::from_utf8(b).map_err(|_| std::format!("line {n}: not UTF-8"))?;
-        let q: QueryDescriptor = s
-            .parse()
-            .map_err(|e| std::format!("line {n}: {}: {e}", Untrusted(s)))?;
-        if out.len() >= max_queries {
-            return Err(std::format!(
-                "line {n}: more than {max_queries} queries in the allow-list"
-            ));
+        let bad = |what: &str, e: &dyn fmt::Display| {
+            std::format!("line {n}: {what} {}: {e}", Untrusted(s))
+        };
+        let mut fields = s.split_ascii_whitespace();
+        let id = fields.next().unwrap_or_default();
+        let q: QueryDescriptor = id.parse().map_err(|e| bad("query", &e))?;
+        let rest: Vec<&str> = fields.collect();
+        match rest[..] {
+            [] => {}
+            [m, e, d] | [m, e, d, _] => {
+                let mechanism: MechanismName = m.parse().map_err(|e| bad("mechanism of", &e))?;
+                let num = |t: &str, what: &str| {
+                    t.parse::<f64>().map_err(|e| bad(what, &e)).and_then(|v| {
+                        if v.is_finite() {
+                            Ok(v)
+                        } else {
+                            Err(bad(what, &"not finite"))
+                        }
+                    })
+                };
+                let epsilon = num(e, "epsilon of")?;
+                let delta = num(d, "delta of")?;
+                let clip_z = match rest.get(3) {
+                    Some(z) => Some(num(z, "clip z of")?),
+                    None => None,
+                };
+                out.tasks.push(Task {
+                    query: q.clone(),
+                    mechanism,
+                    epsilon,
+                    delta,
+                    clip_z,
+                });
+            }
+            _ => {
+                return Err(bad(
+                    "task",
+                    &"expected `<id>` or `<id> <mechanism> <epsilon> <delta> [<clip z>]`",
+                ))
+            }
         }
-        out.push(q);
+        if seen.insert(q.key()) {
+            if out.queries.len() >= max_queries {
+                return Err(std::format!(
+                    "line {n}: more than {max_queries} queries in the allow-list"
+                ));
+            }
+            out.queries.push(q);
+        }
+    }
+    if limited.limit() == 0 {
+        return Err(std::format!(
+            "the query file is longer than {MAX_QUERY_FILE_BYTES} bytes"
+        ));
     }
     Ok(out)
+}
+
+/// Read an allow-list of queries: one canonical id per line (blank and `#`
+/// lines ignored), at most `max_queries` of them, lines of at most 4 KiB
+/// (a [`read_query_file`] without tasks: a task line is refused).
+/// A bad line is an error naming its line number (escaped, cut).
+pub fn read_allow_list<R: Read>(
+    input: R,
+    max_queries: usize,
+) -> core::result::Result<Vec<QueryDescriptor>, String> {
+    let f = read_query_file(input, max_queries)?;
+    if !f.tasks.is_empty() {
+        return Err("the allow-list names tasks: read it with read_query_file".into());
+    }
+    Ok(f.queries)
 }

@@ -28,4 +28,4 @@ pub mod ingest;
 pub mod robust;
 mod validation;
 
-pub use validation::{Rejection, ValidationPolicy};
+pub use validation::{Rejection, Task, ValidationPolicy, MAX_KDE_DIMENSION};

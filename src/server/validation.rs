@@ -5,8 +5,9 @@ use crate::error::{Error, Result};
 use crate::report::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION};
 use crate::server::escape::Untrusted;
 use crate::MechanismName;
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// Why the server refused a report. `Display` gives a sentence for logs;
@@ -85,6 +86,18 @@ pub enum Rejection {
     /// generator and the policy does not
     /// [`accept_seeded`](ValidationPolicy::accept_seeded).
     Seeded,
+    /// The query has a configured task set ([`ValidationPolicy::only_tasks`])
+    /// and the report's (mechanism, ε, δ) is none of its tasks.
+    NotATask {
+        /// The query's canonical id.
+        id: String,
+        /// The mechanism named in the report.
+        mechanism: MechanismName,
+        /// ε in the report.
+        epsilon: f64,
+        /// δ in the report.
+        delta: f64,
+    },
 }
 
 impl Rejection {
@@ -105,6 +118,7 @@ impl Rejection {
             Rejection::DeltaOutOfPolicy { .. } => "delta-out-of-policy",
             Rejection::DeltaMismatch { .. } => "delta-mismatch",
             Rejection::Seeded => "seeded",
+            Rejection::NotATask { .. } => "not-a-task",
         }
     }
 }
@@ -158,6 +172,16 @@ impl fmt::Display for Rejection {
                 "the report was made with a seeded (reproducible, not secure) generator; \
                  accept it only in tests (accept_seeded, --accept-seeded)"
             ),
+            Rejection::NotATask {
+                id,
+                mechanism,
+                epsilon,
+                delta,
+            } => write!(
+                f,
+                "({mechanism}, epsilon {epsilon}, delta {delta}) is not a configured task of query {}",
+                Untrusted(id)
+            ),
         }
     }
 }
@@ -183,10 +207,17 @@ impl From<Rejection> for Error {
                 Rejection::DeltaOutOfPolicy { .. } => "delta outside the policy",
                 Rejection::DeltaMismatch { .. } => "delta does not match the mechanism",
                 Rejection::Seeded => "seeded report refused",
+                Rejection::NotATask { .. } => "not a configured task",
             },
         }
     }
 }
+
+/// The largest dimension of a KDE centre a server accepts: 16 (a location
+/// has 2 or 3). Bounds the bytes of state per group (issue 19 item 12,
+/// docs/MATH.md §10.8): a report with a longer centre is refused as an
+/// invalid query before it can open a group.
+pub const MAX_KDE_DIMENSION: usize = 16;
 
 /// What a server accepts. Build with [`new`](Self::new) and narrow with the
 /// `allow_*`/`only_*` methods.
@@ -208,7 +239,60 @@ pub struct ValidationPolicy {
     max_ldp_epsilon: Option<f64>,
     mechanisms: Option<BTreeSet<MechanismName>>,
     queries: Option<BTreeSet<QueryKey>>,
+    tasks: BTreeMap<QueryKey, Vec<TaskKey>>,
     accept_seeded: bool,
+}
+
+/// One collection task of a server (issue 19 item 8, docs/MATH.md §10.6):
+/// the reports of `query` made with `mechanism` at exactly this `epsilon`
+/// and `delta`, clipped at `clip_z` (None: the aggregator's level).
+///
+/// A query with tasks ([`ValidationPolicy::only_tasks`]) accepts only
+/// reports of its tasks, so a client cannot open groups of its own for it
+/// (e.g. 4,096 budgets one ulp apart) and the table of groups is exactly
+/// the configured one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// The query.
+    pub query: QueryDescriptor,
+    /// The mechanism.
+    pub mechanism: MechanismName,
+    /// ε per unit distance (matched bit for bit, -0 = +0).
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The clipping level z for this task's group (None: the aggregator's).
+    pub clip_z: Option<f64>,
+}
+
+impl Task {
+    /// A task with the aggregator's clipping level.
+    pub fn new(query: QueryDescriptor, mechanism: MechanismName, epsilon: f64, delta: f64) -> Self {
+        Self {
+            query,
+            mechanism,
+            epsilon,
+            delta,
+            clip_z: None,
+        }
+    }
+}
+
+/// (mechanism, ε bits, δ bits, clip z) of a task.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct TaskKey {
+    mechanism: MechanismName,
+    epsilon: u64,
+    delta: u64,
+    clip_z: Option<f64>,
+}
+
+impl TaskKey {
+    fn matches(&self, mechanism: MechanismName, epsilon: f64, delta: f64) -> bool {
+        self.mechanism == mechanism
+            && self.epsilon == (epsilon + 0.0).to_bits()
+            && self.delta == (delta + 0.0).to_bits()
+    }
 }
 
 impl ValidationPolicy {
@@ -229,6 +313,7 @@ impl ValidationPolicy {
             max_ldp_epsilon: None,
             mechanisms: None,
             queries: None,
+            tasks: BTreeMap::new(),
             accept_seeded: false,
         })
     }
@@ -252,6 +337,7 @@ impl ValidationPolicy {
             max_ldp_epsilon: Some(f64::MAX),
             mechanisms: None,
             queries: None,
+            tasks: BTreeMap::new(),
             accept_seeded: false,
         }
     }
@@ -289,6 +375,86 @@ impl ValidationPolicy {
         self
     }
 
+    /// Accept, for each query named by a task, only the reports of its
+    /// tasks (same mechanism, ε and δ, bit for bit); the queries of the
+    /// tasks are added to the allow-list if there is one. Each task must
+    /// pass the policy's own checks (valid query, ε and δ within the limits
+    /// and consistent with the mechanism; `clip_z` finite and >= 0), or the
+    /// call is refused with the first failing task's reason.
+    ///
+    /// ```
+    /// use geopriv::server::Task;
+    /// use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
+    /// let q = QueryDescriptor::Threshold { threshold: 100.0, width: 20.0 };
+    /// let task = Task::new(q.clone(), MechanismName::Polyplace, 0.05, 0.0);
+    /// let p = ValidationPolicy::new(1.0, 0.0)?.only_tasks(&[task]).unwrap();
+    /// assert!(p.validate(&Report::new(q.clone(), MechanismName::Polyplace, 0.05, 0.0, 0.5)).is_ok());
+    /// let other = Report::new(q, MechanismName::Polyplace, 0.05000000000000001, 0.0, 0.5);
+    /// assert_eq!(p.validate(&other).unwrap_err().code(), "not-a-task");
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn only_tasks(mut self, tasks: &[Task]) -> core::result::Result<Self, Rejection> {
+        for t in tasks {
+            self.validate_key(&t.query, t.mechanism, t.epsilon, t.delta)?;
+            if let Some(z) = t.clip_z {
+                if !(z.is_finite() && z >= 0.0) {
+                    return Err(Rejection::InvalidQuery {
+                        error: Error::InvalidParameter {
+                            name: "clip_z",
+                            value: z,
+                            requirement: "finite and >= 0",
+                        },
+                    });
+                }
+            }
+        }
+        for t in tasks {
+            let key = t.query.key();
+            if let Some(q) = self.queries.as_mut() {
+                q.insert(key.clone());
+            }
+            let list = self.tasks.entry(key).or_default();
+            let k = TaskKey {
+                mechanism: t.mechanism,
+                epsilon: (t.epsilon + 0.0).to_bits(),
+                delta: (t.delta + 0.0).to_bits(),
+                clip_z: t.clip_z,
+            };
+            match list
+                .iter_mut()
+                .find(|o| o.matches(t.mechanism, t.epsilon, t.delta))
+            {
+                Some(old) => *old = k,
+                None => list.push(k),
+            }
+        }
+        Ok(self)
+    }
+
+    /// Whether a query has configured tasks, and if so the task matching
+    /// (mechanism, ε, δ): `None` without tasks for this query,
+    /// `Some(None)` if it has tasks but none matches, `Some(Some(z))` for a
+    /// match (z: the task's clipping level, if it sets one).
+    pub fn task(
+        &self,
+        query: &QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+    ) -> Option<Option<Option<f64>>> {
+        let list = self.tasks.get(&query.key())?;
+        Some(
+            list.iter()
+                .find(|t| t.matches(mechanism, epsilon, delta))
+                .map(|t| t.clip_z),
+        )
+    }
+
+    /// Whether any task is configured.
+    pub fn has_tasks(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
     /// The largest ε per unit distance accepted.
     pub fn max_epsilon(&self) -> f64 {
         self.max_epsilon
@@ -300,7 +466,8 @@ impl ValidationPolicy {
     }
 
     /// Check a decoded report. The first failing check is reported, in this
-    /// order: version, value, query parameters, known query, mechanism, ε, δ.
+    /// order: version, value, query parameters, known query, mechanism, ε, δ,
+    /// task, seeded.
     pub fn validate(&self, report: &Report) -> core::result::Result<(), Rejection> {
         if report.version != FORMAT_VERSION {
             return Err(Rejection::UnsupportedVersion {
@@ -312,18 +479,61 @@ impl ValidationPolicy {
                 value: report.value,
             });
         }
-        report
-            .query
-            .check()
-            .map_err(|error| Rejection::InvalidQuery { error })?;
-        if let Some(known) = &self.queries {
-            if !known.contains(&report.query.key()) {
-                return Err(Rejection::UnknownQuery {
-                    id: report.query.canonical_id(),
+        self.validate_key(
+            &report.query,
+            report.mechanism,
+            report.epsilon,
+            report.delta,
+        )?;
+        if let Some(None) = self.task(
+            &report.query,
+            report.mechanism,
+            report.epsilon,
+            report.delta,
+        ) {
+            return Err(Rejection::NotATask {
+                id: report.query.canonical_id(),
+                mechanism: report.mechanism,
+                epsilon: report.epsilon,
+                delta: report.delta,
+            });
+        }
+        if report.seeded && !self.accept_seeded {
+            return Err(Rejection::Seeded);
+        }
+        Ok(())
+    }
+
+    /// The checks of a group key: query parameters, known query, mechanism,
+    /// ε, δ (not the task set).
+    fn validate_key(
+        &self,
+        query: &QueryDescriptor,
+        mechanism: MechanismName,
+        epsilon: f64,
+        delta: f64,
+    ) -> core::result::Result<(), Rejection> {
+        if let QueryDescriptor::Kde { center, .. } = query {
+            if center.len() > MAX_KDE_DIMENSION {
+                return Err(Rejection::InvalidQuery {
+                    error: Error::LimitExceeded {
+                        what: "dimension of a KDE centre",
+                        requested: center.len() as u64,
+                        limit: MAX_KDE_DIMENSION as u64,
+                    },
                 });
             }
         }
-        let mechanism = report.mechanism;
+        query
+            .check()
+            .map_err(|error| Rejection::InvalidQuery { error })?;
+        if let Some(known) = &self.queries {
+            if !known.contains(&query.key()) {
+                return Err(Rejection::UnknownQuery {
+                    id: query.canonical_id(),
+                });
+            }
+        }
         let not_allowed = Rejection::MechanismNotAllowed { mechanism };
         if let Some(allowed) = &self.mechanisms {
             if !allowed.contains(&mechanism) {
@@ -335,14 +545,12 @@ impl ValidationPolicy {
         } else {
             self.max_ldp_epsilon.ok_or(not_allowed)?
         };
-        let epsilon = report.epsilon;
         if !(epsilon.is_finite() && epsilon > 0.0 && epsilon <= max_epsilon) {
             return Err(Rejection::EpsilonOutOfPolicy {
                 epsilon,
                 max: max_epsilon,
             });
         }
-        let delta = report.delta;
         if !(delta.is_finite() && delta >= 0.0 && delta <= self.max_delta) {
             return Err(Rejection::DeltaOutOfPolicy {
                 delta,
@@ -351,9 +559,6 @@ impl ValidationPolicy {
         }
         if mechanism.is_pure() != (delta == 0.0) {
             return Err(Rejection::DeltaMismatch { mechanism, delta });
-        }
-        if report.seeded && !self.accept_seeded {
-            return Err(Rejection::Seeded);
         }
         Ok(())
     }

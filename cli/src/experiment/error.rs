@@ -72,12 +72,14 @@ impl fmt::Display for ExperimentError {
         match self {
             Self::Core(e) => write!(f, "{e}"),
             Self::Mechanism { mechanism, source } => write!(f, "{mechanism}: {source}"),
-            Self::Parse { input, reason } => write!(f, "{input}: {reason}"),
+            Self::Parse { input, reason } => {
+                write!(f, "{}: {reason}", geopriv::server::escape::Untrusted(input))
+            }
             Self::Data(m) | Self::Grid(m) => write!(f, "{m}"),
             Self::Io {
                 path: Some(p),
                 source,
-            } => write!(f, "{}: {source}", p.display()),
+            } => write!(f, "{}: {source}", geopriv::server::escape::UntrustedPath(p)),
             Self::Io { path: None, source } => write!(f, "{source}"),
             Self::Plot(m) => write!(f, "plot: {m}"),
         }

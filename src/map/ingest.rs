@@ -1,0 +1,243 @@
+//! Hardened ingestion of map reports (issue 19 item 10, docs/MATH.md
+//! §10.9): the byte-level reader of `geopriv aggregate`
+//! ([`RecordReader`]: records as bytes, a size limit, one rejection per bad
+//! record with its number, escaped messages) and public clipping of the
+//! released values of composition, sampled and vector-Laplace reports.
+//!
+//! Each value of such a report is f_j(x) + σ Z with f_j in [f_min, f_max]
+//! and σ <= σ_max (PolyPlace at ε/m or ε/k with σ_max = L_global·scale,
+//! or Laplace with the vector scale b): it is clipped to
+//! B_j = [f_min − zσ_max, f_max + zσ_max] ([`ClipPolicy`]), so one report
+//! moves a cell by at most width(B_j)/n and the honest bias of a cell is
+//! at most σ_max E[(|Z| − z)+]. Noise-a-priori reports are locations: the
+//! map of n of them moves by at most max f / n per report already.
+//!
+//! ```
+//! use geopriv::map::{ingest_map_reports, KdeGrid, MapAggregator, MapClip, MapMechanism, MapRelease, QuerySet};
+//! use geopriv::server::clip::ClipLevel;
+//! use geopriv::server::ingest::{FormatChoice, RecordReader};
+//! # use rand::SeedableRng;
+//! # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+//! let set = QuerySet::Kde(KdeGrid::square(10_000.0, 3)?);
+//! let device = MapRelease::new(set.clone(), MapMechanism::Composition, 1e-3)?;
+//! let good = serde_json::to_string(&device.release_unmetered(&[5_000.0, 5_000.0], &mut rng)?).unwrap();
+//! let mut forged: geopriv::map::MapReport = serde_json::from_str(&good).unwrap();
+//! forged.values = Some(vec![1e300; 9]);
+//! let input = format!("{good}\n\u{ff}\n{}\n", serde_json::to_string(&forged).unwrap());
+//! let mut input = input.into_bytes();
+//! input[good.len() + 1] = 0xff; // not UTF-8
+//! let clip = MapClip::new(&set, MapMechanism::Composition, 1e-3, ClipLevel::default())?;
+//! let mut server = MapAggregator::new(set, MapMechanism::Composition, 1e-3)?;
+//! let mut reader = RecordReader::new(&input[..], FormatChoice::Json, 1 << 16).unwrap();
+//! let mut rejected = Vec::new();
+//! let counts = ingest_map_reports(&mut server, clip.as_ref(), &mut reader, |n, code, _| rejected.push((n, code))).unwrap();
+//! assert_eq!((counts.accepted, counts.rejected, counts.clipped), (2, 1, 9));
+//! assert_eq!(rejected, [(2, "not-utf8")]);
+//! let upper = clip.unwrap().summary().upper;
+//! assert!(server.estimate(None)?.values.iter().all(|v| *v <= upper));
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+
+use super::query_set::QuerySet;
+use super::release::{MapMechanism, MapRelease, MapReport};
+use super::server::MapAggregator;
+use crate::error::Result;
+use crate::mechanism::{Mechanism, NoiseShape};
+use crate::server::clip::{default_z, ClipLevel, ClipPolicy};
+use crate::server::escape::Untrusted;
+use crate::server::ingest::{RecordReader, RecordRejection};
+use serde::Serialize;
+use std::io::{self, Read};
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+/// The public clipping bounds of every cell of a map (module docs).
+#[derive(Clone, Debug)]
+pub struct MapClip {
+    cells: Vec<ClipPolicy>,
+}
+
+/// What the clipping of a map states, over all its cells.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MapClipSummary {
+    /// z, in units of σ_max.
+    pub z: f64,
+    /// σ_max of a value.
+    pub sigma_max: f64,
+    /// The smallest lower bound of a cell.
+    pub lower: f64,
+    /// The largest upper bound of a cell.
+    pub upper: f64,
+    /// The largest honest bias bound of a cell, σ_max E[(|Z| − z)+].
+    pub bias_bound: f64,
+    /// The largest width(B_j): one report moves a cell by at most this / n.
+    pub max_width: f64,
+}
+
+impl MapClip {
+    /// The bounds for reports of `set` made with `mechanism` at per-device
+    /// total `epsilon`, at `level` (an automatic level is resolved once for
+    /// the noise shape). `None` for noise a priori (nothing to clip).
+    pub fn new(
+        set: &QuerySet,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        level: ClipLevel,
+    ) -> Result<Option<Self>> {
+        let m = set.len();
+        let (mech, shape, scale): (Option<Mechanism>, NoiseShape, f64) = match mechanism {
+            MapMechanism::APriori => return Ok(None),
+            MapMechanism::Composition => {
+                let mech = Mechanism::polyplace(epsilon / m as f64)?;
+                let shape = mech.noise_shape().unwrap_or(NoiseShape::Laplace);
+                (Some(mech), shape, 0.0)
+            }
+            MapMechanism::Sampled { k } => {
+                let mech = Mechanism::polyplace(epsilon / k.max(1) as f64)?;
+                let shape = mech.noise_shape().unwrap_or(NoiseShape::Laplace);
+                (Some(mech), shape, 0.0)
+            }
+            MapMechanism::VectorLaplace => {
+                let rel = MapRelease::new(set.clone(), mechanism, epsilon)?;
+                let b = rel.vector_laplace_scale().unwrap_or(f64::INFINITY);
+                (None, NoiseShape::Laplace, b)
+            }
+        };
+        let level = match level {
+            ClipLevel::Auto {
+                deployment_n,
+                bias_to_se,
+            } => ClipLevel::Fixed(default_z(shape, deployment_n, bias_to_se)?),
+            l => l,
+        };
+        let cells = (0..m)
+            .map(|j| {
+                set.with_query(j, |q| match &mech {
+                    Some(mech) => ClipPolicy::for_mechanism(mech, q, level),
+                    None => {
+                        let (lo, hi) = q.value_bounds();
+                        ClipPolicy::new(lo, hi, scale, Some(shape), level)
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Self { cells }))
+    }
+
+    /// Clip the values of `r` in place; returns how many were changed.
+    /// Values of unknown cells are left for the aggregator to refuse.
+    pub fn clip(&self, r: &mut MapReport) -> u64 {
+        let Some(values) = r.values.as_mut() else {
+            return 0;
+        };
+        let mut changed = 0;
+        for (i, v) in values.iter_mut().enumerate() {
+            let j = match &r.queries {
+                Some(q) => match q.get(i) {
+                    Some(&j) => j as usize,
+                    None => continue,
+                },
+                None => i,
+            };
+            if let Some(c) = self.cells.get(j) {
+                let w = c.clip(*v);
+                // NaN stays NaN (refused by the aggregator).
+                changed += (w != *v && !v.is_nan()) as u64;
+                *v = w;
+            }
+        }
+        changed
+    }
+
+    /// The bounds stated over all cells.
+    pub fn summary(&self) -> MapClipSummary {
+        let mut s = MapClipSummary {
+            z: self.cells.first().map_or(0.0, |c| c.z()),
+            sigma_max: 0.0,
+            lower: f64::INFINITY,
+            upper: f64::NEG_INFINITY,
+            bias_bound: 0.0,
+            max_width: 0.0,
+        };
+        for c in &self.cells {
+            let [lo, hi] = c.bounds();
+            s.sigma_max = s.sigma_max.max(c.sigma_max());
+            s.lower = s.lower.min(lo);
+            s.upper = s.upper.max(hi);
+            s.bias_bound = s.bias_bound.max(c.bias_bound());
+            s.max_width = s.max_width.max(c.width());
+        }
+        s
+    }
+}
+
+/// Counts of a map stream: records = accepted + rejected + skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapCounts {
+    /// Records read.
+    pub records: u64,
+    /// Reports aggregated.
+    pub accepted: u64,
+    /// Records refused.
+    pub rejected: u64,
+    /// Blank and `#` lines.
+    pub skipped: u64,
+    /// Values clipped (over all accepted reports).
+    pub clipped: u64,
+}
+
+/// Read JSON map reports from `reader` into `agg`, each bad record
+/// rejected by itself: `on_reject(record number, code, escaped message)`
+/// (codes: those of [`RecordRejection`] for the reader, `not-utf8`,
+/// `malformed`, `refused` for a report the aggregator refuses). Values are
+/// clipped with `clip` first. A blank line, a `#` line and a BOM are
+/// skipped. `Err` only for I/O errors.
+pub fn ingest_map_reports<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    mut on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
+    let mut counts = MapCounts::default();
+    while let Some((n, raw)) = reader.next_bytes()? {
+        counts.records += 1;
+        let outcome: core::result::Result<Option<u64>, (&'static str, String)> = (|| {
+            let bytes = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()))?;
+            let b = bytes
+                .strip_prefix(b"\xEF\xBB\xBF")
+                .unwrap_or(bytes)
+                .trim_ascii();
+            if b.is_empty() || b[0] == b'#' {
+                return Ok(None);
+            }
+            let s = core::str::from_utf8(b).map_err(|e| {
+                let why = RecordRejection::NotUtf8 {
+                    valid_up_to: e.valid_up_to(),
+                };
+                (why.code(), why.to_string())
+            })?;
+            let mut r: MapReport = serde_json::from_str(s).map_err(|e| {
+                (
+                    "malformed",
+                    std::format!("malformed map report: {}", Untrusted(&e.to_string())),
+                )
+            })?;
+            let clipped = clip.map_or(0, |c| c.clip(&mut r));
+            agg.add(&r)
+                .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
+            Ok(Some(clipped))
+        })();
+        match outcome {
+            Ok(None) => counts.skipped += 1,
+            Ok(Some(c)) => {
+                counts.accepted += 1;
+                counts.clipped += c;
+            }
+            Err((code, message)) => {
+                counts.rejected += 1;
+                on_reject(n, code, &message);
+            }
+        }
+    }
+    Ok(counts)
+}
