@@ -38,8 +38,10 @@ fn square(x0: f64, y0: f64, x1: f64, y1: f64) -> Polygon<f64> {
     polygon![(x: x0, y: y0), (x: x1, y: y0), (x: x1, y: y1), (x: x0, y: y1)]
 }
 
-/// (name, shape, special points).
-fn shapes() -> Vec<(&'static str, MultiPolygon<f64>, Vec<[f64; 2]>)> {
+/// A test shape: (name, geometry, special points).
+type Shape = (&'static str, MultiPolygon<f64>, Vec<[f64; 2]>);
+
+fn shapes() -> Vec<Shape> {
     let l_shape: Polygon<f64> = polygon![
         (x: 0.0, y: 0.0), (x: 100.0, y: 0.0), (x: 100.0, y: 40.0),
         (x: 40.0, y: 40.0), (x: 40.0, y: 100.0), (x: 0.0, y: 100.0)
