@@ -36,24 +36,20 @@ fn file() -> tempfile::NamedTempFile {
     f
 }
 
+/// `sensitivity region` on `path` with the feature chosen by `selector`
+/// (`--feature ID` or `--property K=V`), W = 10, exp growth γ = 0.05.
+fn sensitivity_args<'a>(path: &'a str, selector: [&'a str; 2]) -> Vec<&'a str> {
+    let mut a = vec!["sensitivity", "region", "--geojson", path];
+    a.extend(selector);
+    a.extend(["--width", "10", "--growth", "exp", "--gamma", "0.05"]);
+    a
+}
+
 #[test]
 fn sensitivity_region_prints_value_l_and_s_exactly() {
     let f = file();
     let path = f.path().to_str().unwrap();
-    let args = [
-        "sensitivity",
-        "region",
-        "--geojson",
-        path,
-        "--feature",
-        "park",
-        "--width",
-        "10",
-        "--growth",
-        "exp",
-        "--gamma",
-        "0.05",
-    ];
+    let args = sensitivity_args(path, ["--feature", "park"]);
     let out = geopriv(&args, b"50,20\n20,20\n-30,50\n45,45\n");
     assert_eq!(
         out.status.code(),
@@ -79,20 +75,7 @@ fn sensitivity_region_prints_value_l_and_s_exactly() {
         assert_eq!(got, want, "{line}");
     }
     // By property, same answers.
-    let by_name = [
-        "sensitivity",
-        "region",
-        "--geojson",
-        path,
-        "--property",
-        "name=Park",
-        "--width",
-        "10",
-        "--growth",
-        "exp",
-        "--gamma",
-        "0.05",
-    ];
+    let by_name = sensitivity_args(path, ["--property", "name=Park"]);
     let again = geopriv(&by_name, b"50,20\n20,20\n-30,50\n45,45\n");
     assert_eq!(String::from_utf8(again.stdout).unwrap(), stdout);
 }
@@ -105,23 +88,7 @@ fn bad_features_are_named_escaped_and_exit_2() {
         ("bad\u{1b}[2J", "bad\\u{1b}[2J"),
         ("nope", "no such feature"),
     ] {
-        let out = geopriv(
-            &[
-                "sensitivity",
-                "region",
-                "--geojson",
-                path,
-                "--feature",
-                feature,
-                "--width",
-                "10",
-                "--growth",
-                "exp",
-                "--gamma",
-                "0.05",
-            ],
-            b"",
-        );
+        let out = geopriv(&sensitivity_args(path, ["--feature", feature]), b"");
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains(needle) && !err.contains('\u{1b}'), "{err}");
