@@ -49,9 +49,10 @@ pub const MAX_REGION_VERTICES: usize = 100_000;
 /// through x and its nearest boundary point reaches the opposite extreme
 /// (full membership for an outside point, zero for an inside one) within
 /// W/2 beyond the boundary; [`RegionQuery::is_exact_at`] checks that. In
-/// thin parts, narrow necks and just outside reflex corners the exact
-/// values are smaller, and the bound is what is used (never below the
-/// definition, which is what privacy needs).
+/// thin parts, narrow necks and near corners seen from their convex side
+/// (inside a reflex corner, outside a convex one) the exact values are
+/// smaller, and the bound is what is used (never below the definition,
+/// which is what privacy needs).
 ///
 /// The public identity of a region is the SHA-256 digest of its normalised
 /// geometry ([`RegionQuery::digest_hex`]); the descriptor carries that digest
@@ -196,8 +197,8 @@ impl RegionQuery {
     /// z = p + (W/2)·u beyond x's nearest boundary point p along the ray
     /// u from x through p takes the opposite extreme value (f(z) = 1 for x
     /// outside, 0 for x inside). Where this is false the bounds are upper
-    /// bounds that may exceed the exact values (thin parts, necks, reflex
-    /// corners).
+    /// bounds that may exceed the exact values (thin parts, necks, corners
+    /// seen from their convex side).
     pub fn is_exact_at(&self, x: &[f64]) -> Result<bool> {
         Ok(self.exactness_witness(x)?.is_some() || self.on_ramp(x)?)
     }
