@@ -155,6 +155,16 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+    /// A region's geometry (or the GeoJSON it came from) is unusable:
+    /// not found, not a polygon, not closed, self-intersecting, with a
+    /// non-finite coordinate or too many vertices. `feature` names it (a
+    /// GeoJSON feature id or property, untrusted: displayed escaped).
+    InvalidRegion {
+        /// The feature's id or name as given (untrusted text).
+        feature: alloc::string::String,
+        /// What is wrong.
+        reason: alloc::string::String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -247,6 +257,12 @@ impl fmt::Display for Error {
                 write!(f, "{what} would overflow; the state is unchanged")
             }
             Error::Unauditable { reason } => write!(f, "cannot audit: {reason}"),
+            Error::InvalidRegion { feature, reason } => write!(
+                f,
+                "invalid region `{}`: {}",
+                crate::server::escape::Untrusted(feature),
+                crate::server::escape::Untrusted(reason)
+            ),
         }
     }
 }

@@ -65,11 +65,13 @@ mod roots;
 #[cfg(feature = "std")]
 mod secure_rng;
 
+pub use self::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use device::budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
 pub use error::{Error, Result};
-pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
+#[cfg(feature = "std")]
+pub use query::RegionQuery;
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
 pub use report::{QueryDescriptor, Report};
 #[cfg(feature = "std")]

@@ -632,6 +632,10 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() != 50110:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson() != 14499:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon() != 5313:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() != 18030:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way() != 24993:
@@ -977,6 +981,12 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde.restype = ctypes
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold.restype = ctypes.c_uint16
@@ -1545,6 +1555,21 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_threshold.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -4415,6 +4440,11 @@ class QueryFamily(enum.Enum):
     Gaussian kernel density at a query point, any dimension.
 """
     
+    REGION = 4
+    """
+    2-D soft membership of a region (GeoJSON polygon).
+"""
+    
 
 
 class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
@@ -4429,6 +4459,8 @@ class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
             return QueryFamily.TWO_WAY
         if variant == 4:
             return QueryFamily.KDE
+        if variant == 5:
+            return QueryFamily.REGION
         raise InternalError("Raw enum value doesn't match any cases")
 
     @staticmethod
@@ -4440,6 +4472,8 @@ class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
         if value == QueryFamily.TWO_WAY:
             return
         if value == QueryFamily.KDE:
+            return
+        if value == QueryFamily.REGION:
             return
         raise ValueError(value)
 
@@ -4453,6 +4487,8 @@ class _UniffiFfiConverterTypeQueryFamily(_UniffiConverterRustBuffer):
             buf.write_i32(3)
         if value == QueryFamily.KDE:
             buf.write_i32(4)
+        if value == QueryFamily.REGION:
+            buf.write_i32(5)
 
 
 
@@ -6179,6 +6215,67 @@ class GeoQuery(GeoQueryProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def region_geojson(cls, geojson: str,feature_id: typing.Optional[str],width_metres: float) -> GeoQuery:
+        """
+        Soft membership of a region read from GeoJSON text (RFC 7946): "share
+        of users inside this area". f(x) = clamp(1/2 + sd(x)/W, 0, 1) with
+        sd the signed distance to the boundary (positive inside) and
+        W = `width_metres` (docs/MATH.md §13). `feature_id` picks the
+        feature by id (a numeric id in decimal); without it the text must
+        hold a single feature or geometry. Coordinates are metres
+        `[x east, y north]`; use `region_geojson_latlon` for lon/lat. The
+        query id is `region:g=<sha256 of the geometry>;w=W`.
+"""
+        
+        _UniffiFfiConverterString.check_lower(geojson)
+
+        _UniffiFfiConverterOptionalString.check_lower(feature_id)
+
+        _UniffiFfiConverterFloat64.check_lower(width_metres)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(geojson),
+            _UniffiFfiConverterOptionalString.lower(feature_id),
+            _UniffiFfiConverterFloat64.lower(width_metres),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoQuery.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def region_geojson_latlon(cls, geojson: str,feature_id: typing.Optional[str],width_metres: float,projection: Projection) -> GeoQuery:
+        """
+        `region_geojson` for GeoJSON in longitude/latitude degrees (the RFC
+        7946 default): every vertex is projected with `projection`, and
+        points go through `GeoMechanism.privatize_latlon` with the same
+        projection.
+"""
+        
+        _UniffiFfiConverterString.check_lower(geojson)
+
+        _UniffiFfiConverterOptionalString.check_lower(feature_id)
+
+        _UniffiFfiConverterFloat64.check_lower(width_metres)
+
+        _UniffiFfiConverterTypeProjection.check_lower(projection)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(geojson),
+            _UniffiFfiConverterOptionalString.lower(feature_id),
+            _UniffiFfiConverterFloat64.lower(width_metres),
+            _UniffiFfiConverterTypeProjection.lower(projection),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoQuery.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)

@@ -84,6 +84,8 @@ impl From<geopriv::Error> for GeoprivError {
             // A count or exact sum that would overflow (restored or merged
             // states): the state is what is wrong.
             E::Overflow { .. } => GeoprivError::InvalidReport(msg),
+            // Unusable region geometry or GeoJSON: a bad argument.
+            E::InvalidRegion { .. } => GeoprivError::InvalidParameter(msg),
             // `geopriv::Error` is non-exhaustive: a new variant still
             // surfaces, with its own message, until it gets a mapping here.
             _ => GeoprivError::Internal(msg),

@@ -42,6 +42,15 @@ enum Projector {
 }
 
 impl Projection {
+    /// The core projection (parameters validated), for the region
+    /// constructors that project a whole geometry.
+    pub(crate) fn core(&self) -> Result<Box<dyn geopriv::Projection>, GeoprivError> {
+        Ok(match self.projector()? {
+            Projector::Mercator(p) => Box::new(p),
+            Projector::Local(p) => Box::new(p),
+        })
+    }
+
     /// Validate the projection's own parameters (InvalidParameter).
     fn projector(&self) -> Result<Projector, GeoprivError> {
         Ok(match *self {

@@ -103,7 +103,7 @@ impl MapGrid {
                 let axis = |a: usize| (0..p[a]).map(|i| o[a] + i as f64 * s[a]).collect();
                 (axis(0), axis(1))
             }
-            QuerySet::Ramps(_) => (Vec::new(), Vec::new()),
+            QuerySet::Ramps(_) | QuerySet::Districts(_) => (Vec::new(), Vec::new()),
         }
     }
 }

@@ -28,6 +28,8 @@ pub enum QueryFamily {
     TwoWay,
     /// Gaussian kernel density at a query point, any dimension.
     Kde,
+    /// 2-D soft membership of a region (GeoJSON polygon).
+    Region,
 }
 
 /// A query f : R^d -> R with its sensitivities. Immutable and thread-safe.
@@ -41,6 +43,18 @@ pub struct GeoQuery {
     /// The projection a lat/lon constructor used, so that
     /// `privatize_latlon` can refuse a point projected differently.
     projection: Option<Projection>,
+}
+
+/// The core region query for the bindings' constructors.
+fn region(
+    geojson: &str,
+    feature_id: Option<String>,
+    width: f64,
+    projection: Option<&dyn geopriv::Projection>,
+) -> Result<geopriv::RegionQuery, geopriv::Error> {
+    use geopriv::query::region_geojson::{region_from_geojson, FeatureSelector};
+    let selector = feature_id.map_or(FeatureSelector::Only, FeatureSelector::Id);
+    region_from_geojson(geojson, &selector, width, projection)
 }
 
 impl GeoQuery {
@@ -129,6 +143,43 @@ impl GeoQuery {
         })
     }
 
+    /// Soft membership of a region read from GeoJSON text (RFC 7946): "share
+    /// of users inside this area". f(x) = clamp(1/2 + sd(x)/W, 0, 1) with
+    /// sd the signed distance to the boundary (positive inside) and
+    /// W = `width_metres` (docs/MATH.md §13). `feature_id` picks the
+    /// feature by id (a numeric id in decimal); without it the text must
+    /// hold a single feature or geometry. Coordinates are metres
+    /// `[x east, y north]`; use `region_geojson_latlon` for lon/lat. The
+    /// query id is `region:g=<sha256 of the geometry>;w=W`.
+    #[uniffi::constructor]
+    pub fn region_geojson(
+        geojson: String,
+        feature_id: Option<String>,
+        width_metres: f64,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| Ok(Self::new(region(&geojson, feature_id, width_metres, None)?)))
+    }
+
+    /// `region_geojson` for GeoJSON in longitude/latitude degrees (the RFC
+    /// 7946 default): every vertex is projected with `projection`, and
+    /// points go through `GeoMechanism.privatize_latlon` with the same
+    /// projection.
+    #[uniffi::constructor]
+    pub fn region_geojson_latlon(
+        geojson: String,
+        feature_id: Option<String>,
+        width_metres: f64,
+        projection: Projection,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let p = projection.core()?;
+            Ok(Self::with_projection(
+                region(&geojson, feature_id, width_metres, Some(p.as_ref()))?,
+                projection,
+            ))
+        })
+    }
+
     /// Gaussian kernel exp(-||x - center||² / (2 bandwidth²)); the point
     /// dimension is the length of `center` (at least 1).
     #[uniffi::constructor]
@@ -213,6 +264,7 @@ impl GeoQuery {
             AnyQuery::Interval(_) => QueryFamily::Interval,
             AnyQuery::TwoWay(_) => QueryFamily::TwoWay,
             AnyQuery::Kde(_) => QueryFamily::Kde,
+            AnyQuery::Region(_) => QueryFamily::Region,
         }
     }
 

@@ -36,6 +36,7 @@ impl ReceivedReport {
                 geopriv::QueryDescriptor::Interval { .. } => QueryFamily::Interval,
                 geopriv::QueryDescriptor::TwoWay { .. } => QueryFamily::TwoWay,
                 geopriv::QueryDescriptor::Kde { .. } => QueryFamily::Kde,
+                geopriv::QueryDescriptor::Region { .. } => QueryFamily::Region,
             },
             mechanism: r.mechanism,
             epsilon: r.epsilon,

@@ -1674,6 +1674,45 @@ public static func kdeLatlon(lat: Double, lon: Double, bandwidthMetres: Double, 
 }
     
     /**
+     * Soft membership of a region read from GeoJSON text (RFC 7946): "share
+     * of users inside this area". f(x) = clamp(1/2 + sd(x)/W, 0, 1) with
+     * sd the signed distance to the boundary (positive inside) and
+     * W = `width_metres` (docs/MATH.md §13). `feature_id` picks the
+     * feature by id (a numeric id in decimal); without it the text must
+     * hold a single feature or geometry. Coordinates are metres
+     * `[x east, y north]`; use `region_geojson_latlon` for lon/lat. The
+     * query id is `region:g=<sha256 of the geometry>;w=W`.
+     */
+public static func regionGeojson(geojson: String, featureId: String?, widthMetres: Double)throws  -> GeoQuery  {
+    return try  FfiConverterTypeGeoQuery_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson(
+        FfiConverterString.lower(geojson),
+        FfiConverterOptionString.lower(featureId),
+        FfiConverterDouble.lower(widthMetres),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `region_geojson` for GeoJSON in longitude/latitude degrees (the RFC
+     * 7946 default): every vertex is projected with `projection`, and
+     * points go through `GeoMechanism.privatize_latlon` with the same
+     * projection.
+     */
+public static func regionGeojsonLatlon(geojson: String, featureId: String?, widthMetres: Double, projection: Projection)throws  -> GeoQuery  {
+    return try  FfiConverterTypeGeoQuery_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon(
+        FfiConverterString.lower(geojson),
+        FfiConverterOptionString.lower(featureId),
+        FfiConverterDouble.lower(widthMetres),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Soft threshold "x > threshold" (1-D) with a linear ramp of `width`
      * (finite, > 0) centred on the threshold.
      */
@@ -7660,6 +7699,10 @@ public enum QueryFamily: Equatable, Hashable {
      * Gaussian kernel density at a query point, any dimension.
      */
     case kde
+    /**
+     * 2-D soft membership of a region (GeoJSON polygon).
+     */
+    case region
 
 
 
@@ -7689,6 +7732,8 @@ public struct FfiConverterTypeQueryFamily: FfiConverterRustBuffer {
         
         case 4: return .kde
         
+        case 5: return .region
+        
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
@@ -7711,6 +7756,10 @@ public struct FfiConverterTypeQueryFamily: FfiConverterRustBuffer {
         
         case .kde:
             writeInt(&buf, Int32(4))
+        
+        
+        case .region:
+            writeInt(&buf, Int32(5))
         
         }
     }
@@ -8884,6 +8933,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() != 50110) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson() != 14499) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon() != 5313) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() != 18030) {

@@ -187,7 +187,14 @@ fn exit_for(malformed: u64, result: io::Result<()>) -> ExitCode {
 
 fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
     let args = cmd.common();
-    let query = cmd.build().unwrap_or_else(|e| flag_error(e));
+    // A region's GeoJSON is lon/lat under --latlon, projected like the points.
+    let geometry_projection = match cmd {
+        QueryCommand::Region { .. } => args.projection(2).unwrap_or_else(|e| flag_error(e)),
+        _ => None,
+    };
+    let query = cmd
+        .build_with(geometry_projection.as_deref())
+        .unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism().unwrap_or_else(|e| flag_error(e));
     let ledger = args.ledger(&mechanism).unwrap_or_else(|e| flag_error(e));
     let mut plan = privatize::Plan {

@@ -473,7 +473,9 @@ fn sweep(grid_k: usize, ns: &[usize], eps_h: &[f64], seed: u64, dump: Option<Str
     };
     let grid = match args.set()? {
         QuerySet::Kde(g) => g,
-        QuerySet::Ramps(_) => unreachable!("the sweep builds a kernel grid"),
+        QuerySet::Ramps(_) | QuerySet::Districts(_) => {
+            unreachable!("the sweep builds a kernel grid")
+        }
     };
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();

@@ -59,6 +59,20 @@ pub enum QueryCommand<A: Args> {
         #[command(flatten)]
         common: A,
     },
+    /// Soft membership of a region read from GeoJSON (two coordinates per
+    /// point, metres).
+    ///
+    /// f(x) = clamp(1/2 + sd(x)/W, 0, 1), sd the signed distance to the
+    /// region's boundary (positive inside): 1 deeper than W/2 inside, 0
+    /// farther than W/2 outside (docs/MATH.md §13). The file's coordinates
+    /// are metres, or lon/lat degrees with `privatize --latlon` (then
+    /// projected like the points).
+    Region {
+        #[command(flatten)]
+        query: RegionArgs,
+        #[command(flatten)]
+        common: A,
+    },
 }
 
 impl<A: Args> QueryCommand<A> {
@@ -66,7 +80,20 @@ impl<A: Args> QueryCommand<A> {
     /// core checks the constraints between flags, e.g. an interval
     /// narrower than its ramps).
     pub fn build(&self) -> Result<AnyQuery, Error> {
-        self.descriptor()?.to_query()
+        self.build_with(None)
+    }
+
+    /// [`build`](Self::build), with a region's GeoJSON read as lon/lat
+    /// degrees and projected to metres with `projection` (other families
+    /// ignore it: their parameters are metres already).
+    pub fn build_with(
+        &self,
+        projection: Option<&dyn geopriv::Projection>,
+    ) -> Result<AnyQuery, Error> {
+        match self {
+            QueryCommand::Region { query, .. } => query.load(projection).map(AnyQuery::from),
+            _ => self.descriptor()?.to_query(),
+        }
     }
 
     /// The public description of the query that goes into reports.
@@ -89,6 +116,9 @@ impl<A: Args> QueryCommand<A> {
                 center: query.center.0.clone(),
                 bandwidth: query.bandwidth,
             },
+            QueryCommand::Region { query, .. } => {
+                return Ok(geopriv::Query::descriptor(&query.load(None)?))
+            }
         };
         Ok(d)
     }
@@ -99,8 +129,70 @@ impl<A: Args> QueryCommand<A> {
             QueryCommand::Threshold { common, .. }
             | QueryCommand::Interval { common, .. }
             | QueryCommand::TwoWay { common, .. }
-            | QueryCommand::Kde { common, .. } => common,
+            | QueryCommand::Kde { common, .. }
+            | QueryCommand::Region { common, .. } => common,
         }
+    }
+}
+
+/// Flags of `region`: which feature of which GeoJSON file, and the ramp.
+#[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("selector").args(["feature", "property"])))]
+pub struct RegionArgs {
+    /// GeoJSON file (RFC 7946; at most 64 MiB): a FeatureCollection, a
+    /// Feature or a bare Polygon / MultiPolygon.
+    #[arg(long, value_name = "FILE")]
+    pub geojson: std::path::PathBuf,
+    /// The feature's id (a numeric id in its decimal form). Without it and
+    /// --property, the file must hold exactly one feature.
+    #[arg(long, value_name = "ID")]
+    pub feature: Option<String>,
+    /// Select the feature by a property instead, e.g. `name=Old Town`.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub property: Option<String>,
+    /// Ramp width W > 0 in metres: f goes from 0 at W/2 outside the
+    /// boundary to 1 at W/2 inside. The global Lipschitz constant is 1/W.
+    #[arg(long, value_name = "W", value_parser = positive, allow_negative_numbers = true)]
+    pub width: f64,
+}
+
+impl RegionArgs {
+    /// The feature selector of the flags.
+    pub fn selector(&self) -> Result<geopriv::query::region_geojson::FeatureSelector, Error> {
+        use geopriv::query::region_geojson::FeatureSelector;
+        Ok(match (&self.feature, &self.property) {
+            (Some(id), _) => FeatureSelector::Id(id.clone()),
+            (None, Some(kv)) => {
+                let (key, value) = kv.split_once('=').ok_or(Error::Parse {
+                    what: "--property",
+                    reason: "expected KEY=VALUE",
+                })?;
+                FeatureSelector::Property {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                }
+            }
+            (None, None) => FeatureSelector::Only,
+        })
+    }
+
+    /// Read, select, validate (and with a projection, project) the region.
+    pub fn load(
+        &self,
+        projection: Option<&dyn geopriv::Projection>,
+    ) -> Result<geopriv::RegionQuery, Error> {
+        use geopriv::query::region_geojson::{region_from_geojson, MAX_GEOJSON_BYTES};
+        use std::io::Read;
+        let io_error = |e: std::io::Error| Error::InvalidRegion {
+            feature: self.geojson.display().to_string(),
+            reason: format!("cannot read the GeoJSON file: {e}"),
+        };
+        let file = std::fs::File::open(&self.geojson).map_err(io_error)?;
+        let mut text = String::new();
+        file.take(MAX_GEOJSON_BYTES as u64 + 1)
+            .read_to_string(&mut text)
+            .map_err(io_error)?;
+        region_from_geojson(&text, &self.selector()?, self.width, projection)
     }
 }
 

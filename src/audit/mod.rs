@@ -77,7 +77,20 @@ impl crate::AnyQuery {
             crate::AnyQuery::Interval(q) => q,
             crate::AnyQuery::TwoWay(q) => q,
             crate::AnyQuery::Kde(q) => q,
+            crate::AnyQuery::Region(q) => q,
         }
+    }
+}
+
+impl AuditTarget for crate::query::RegionQuery {
+    fn landmarks(&self) -> Vec<Vec<f64>> {
+        self.landmark_points()
+    }
+    fn length_scale(&self) -> f64 {
+        self.width()
+    }
+    fn describe(&self) -> String {
+        format!("region(g={}, w={})", &self.digest_hex()[..12], self.width())
     }
 }
 

@@ -25,6 +25,8 @@
 
 mod bins;
 #[cfg(feature = "std")]
+mod districts;
+#[cfg(feature = "std")]
 mod fft;
 #[cfg(feature = "std")]
 mod ingest;
@@ -38,6 +40,8 @@ mod release;
 mod server;
 
 pub use bins::{BinSpec, BinnedCounts};
+#[cfg(feature = "std")]
+pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 #[cfg(feature = "std")]

@@ -200,6 +200,24 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             k: None,
         });
     }
+    // Districts (docs/MATH.md §13.6): plain a priori, f_j(x̃) averaged.
+    // Per district Var f_j(x̃) <= 1/4 and |bias| <= E|f_j(x̃) - f_j(x)|
+    // <= E|N|/W = 2/(εW) (planar Laplace, f_j (1/W)-Lipschitz), capped at 1:
+    // an upper bound (no debiasing for districts yet).
+    #[cfg(feature = "std")]
+    if let QuerySet::Districts(d) = set {
+        let b = (2.0 / (epsilon * d.width())).min(1.0);
+        let v = 0.25 / nf;
+        a_priori.push(Prediction {
+            name: "a-priori λ=0.0".into(),
+            ase: v + b * b,
+            variance: v,
+            bias2: b * b,
+            upper_bound: true,
+            lambda: Some(0.0),
+            k: None,
+        });
+    }
     preds.extend(a_priori);
 
     // (c) sampled k, k = 1, 2, 4, ... < m.

@@ -750,6 +750,9 @@ pub enum QuerySet {
     Kde(KdeGrid),
     /// Soft thresholds / intervals (1-D ladders).
     Ramps(RampLadder),
+    /// Soft memberships of districts (2-D regions, docs/MATH.md §13.6).
+    #[cfg(feature = "std")]
+    Districts(super::districts::DistrictSet),
 }
 
 impl QuerySet {
@@ -758,6 +761,8 @@ impl QuerySet {
         match self {
             QuerySet::Kde(g) => g.dim(),
             QuerySet::Ramps(_) => 1,
+            #[cfg(feature = "std")]
+            QuerySet::Districts(_) => 2,
         }
     }
     /// Number of queries m.
@@ -765,6 +770,8 @@ impl QuerySet {
         match self {
             QuerySet::Kde(g) => g.len(),
             QuerySet::Ramps(r) => r.len(),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => d.len(),
         }
     }
     /// Never empty.
@@ -776,6 +783,8 @@ impl QuerySet {
         match self {
             QuerySet::Kde(g) => g.id(),
             QuerySet::Ramps(r) => r.id(),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => d.id(),
         }
     }
     /// Certified ℓ1 Lipschitz constant.
@@ -783,6 +792,8 @@ impl QuerySet {
         match self {
             QuerySet::Kde(g) => g.l1(),
             QuerySet::Ramps(r) => r.l1(),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => d.l1(),
         }
     }
     /// Largest single-query global Lipschitz constant.
@@ -797,6 +808,8 @@ impl QuerySet {
                     RampQuery::Interval(i) => 1.0 / i.width(),
                 })
                 .fold(0.0, f64::max),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => 1.0 / d.width(),
         }
     }
     /// f_j(x) (x checked: d finite coordinates).
@@ -809,6 +822,8 @@ impl QuerySet {
                 Ok(g.kernel([x[0] - t[0], y - t[1]]))
             }
             QuerySet::Ramps(r) => r.queries()[j].value(x[0]),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => d.value(j, x),
         }
     }
     /// All values f_1(x)..f_m(x).
@@ -821,6 +836,8 @@ impl QuerySet {
         match self {
             QuerySet::Kde(g) => g.check_location(x),
             QuerySet::Ramps(r) => r.check_location(x),
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => d.check_location(x),
         }
     }
     /// Run `f` with query j as a [`Query`] trait object.
@@ -831,6 +848,12 @@ impl QuerySet {
                 RampQuery::Threshold(q) => f(q),
                 RampQuery::Interval(q) => f(q),
             },
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => f(d.regions().get(j).ok_or(Error::InvalidParameter {
+                name: "district index",
+                value: j as f64,
+                requirement: "below the number of districts",
+            })?),
         }
     }
 }

@@ -246,6 +246,15 @@ impl MapRelease {
                 let dom = r.domain();
                 (dom[0].abs().max(dom[1].abs()), 2.0, radius_quantile(1))
             }
+            // Locations anywhere in the plane; the guarantee is stated for
+            // those within the districts' box widened by their size.
+            #[cfg(feature = "std")]
+            QuerySet::Districts(d) => {
+                let b = d.bbox();
+                let pad = (b[1] - b[0]).max(b[3] - b[2]);
+                let x = b.iter().fold(0.0f64, |m, v| m.max(v.abs())) + pad;
+                (x, 6.0, radius_quantile(2))
+            }
         };
         let eta = d as f64 * libm::ldexp((c + 3.0) * z_max + self.epsilon * x_max, -30);
         Some(FloatingPointGuarantee {

@@ -359,7 +359,7 @@ impl MapAggregator {
     pub fn kernel(&self, lambda: f64) -> Result<DebiasKernel> {
         match &self.set {
             QuerySet::Kde(g) => DebiasKernel::new(g.dim(), g.bandwidth(), self.epsilon, lambda),
-            QuerySet::Ramps(_) => Err(Error::InvalidParameter {
+            QuerySet::Ramps(_) | QuerySet::Districts(_) => Err(Error::InvalidParameter {
                 name: "lambda",
                 value: lambda,
                 requirement: "only for kernel grids",

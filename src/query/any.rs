@@ -29,6 +29,9 @@ pub enum AnyQuery {
     TwoWay(TwoWayThreshold),
     /// [`GaussianKde`].
     Kde(GaussianKde),
+    /// [`RegionQuery`](super::RegionQuery) (std).
+    #[cfg(feature = "std")]
+    Region(super::RegionQuery),
 }
 
 impl AnyQuery {
@@ -41,6 +44,8 @@ impl AnyQuery {
             AnyQuery::Interval(q) => q,
             AnyQuery::TwoWay(q) => q,
             AnyQuery::Kde(q) => q,
+            #[cfg(feature = "std")]
+            AnyQuery::Region(q) => q,
         }
     }
 }
@@ -90,5 +95,12 @@ impl From<TwoWayThreshold> for AnyQuery {
 impl From<GaussianKde> for AnyQuery {
     fn from(q: GaussianKde) -> Self {
         AnyQuery::Kde(q)
+    }
+}
+
+#[cfg(feature = "std")]
+impl From<super::RegionQuery> for AnyQuery {
+    fn from(q: super::RegionQuery) -> Self {
+        AnyQuery::Region(q)
     }
 }

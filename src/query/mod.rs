@@ -25,12 +25,18 @@ use crate::report::QueryDescriptor;
 mod any;
 mod interval;
 pub mod kde;
+#[cfg(feature = "std")]
+pub mod region;
+#[cfg(feature = "std")]
+pub mod region_geojson;
 mod threshold;
 mod two_way;
 
 pub use any::AnyQuery;
 pub use interval::SoftInterval;
 pub use kde::GaussianKde;
+#[cfg(feature = "std")]
+pub use region::{RegionQuery, MAX_REGION_VERTICES};
 pub use threshold::SoftThreshold;
 pub use two_way::TwoWayThreshold;
 

@@ -48,6 +48,17 @@ pub enum QueryDescriptor {
         /// h.
         bandwidth: f64,
     },
+    /// `RegionQuery` (std): soft membership of a region, ramp `width`.
+    /// The geometry is not on the wire: `digest` (64 lowercase hex digits,
+    /// SHA-256 of the normalised geometry, docs/MATH.md §13.5) names it, so
+    /// a server checks that reports answered its task. Build the query
+    /// itself from the geometry (`RegionQuery::new`, GeoJSON).
+    Region {
+        /// SHA-256 of the normalised geometry, lowercase hex.
+        digest: String,
+        /// W.
+        width: f64,
+    },
 }
 
 /// `-0.0` and `0.0` are the same parameter; ids and keys use `0.0`.
@@ -68,6 +79,29 @@ pub(crate) enum QueryKey {
     Interval([u64; 3]),
     TwoWay([u64; 3]),
     Kde(Vec<u64>),
+    Region([u8; 32], u64),
+}
+
+/// The 32 bytes of a 64-digit lowercase hex digest.
+fn parse_digest(hex: &str) -> Result<[u8; 32]> {
+    const BAD: Error = Error::Parse {
+        what: "region digest",
+        reason: "expected 64 lowercase hex digits (SHA-256 of the normalised geometry)",
+    };
+    let b = hex.as_bytes();
+    if b.len() != 64 {
+        return Err(BAD);
+    }
+    let nib = |c: u8| match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        _ => Err(BAD),
+    };
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = (nib(b[2 * i])? << 4) | nib(b[2 * i + 1])?;
+    }
+    Ok(out)
 }
 
 impl QueryDescriptor {
@@ -79,6 +113,7 @@ impl QueryDescriptor {
             QueryDescriptor::Interval { .. } => "interval",
             QueryDescriptor::TwoWay { .. } => "two-way",
             QueryDescriptor::Kde { .. } => "kde",
+            QueryDescriptor::Region { .. } => "region",
         }
     }
 
@@ -88,6 +123,7 @@ impl QueryDescriptor {
     /// * `interval:a=10000;b=50000;w=5000`
     /// * `two-way:T1=40000;T2=70000;w=8000`
     /// * `kde:t=1200.5,-300;h=150`
+    /// * `region:g=<64 hex digits>;w=50`
     ///
     /// Numbers use Rust's shortest round-trip decimal form (no exponent),
     /// with `-0` written as `0`, so [`FromStr`] gives the descriptor back
@@ -124,6 +160,9 @@ impl QueryDescriptor {
                 s.push_str(&format!(";h={}", canon(*bandwidth)));
                 s
             }
+            QueryDescriptor::Region { digest, width } => {
+                format!("region:g={digest};w={}", canon(*width))
+            }
         }
     }
 
@@ -146,17 +185,42 @@ impl QueryDescriptor {
                 k.push(b(*bandwidth));
                 QueryKey::Kde(k)
             }
+            // A malformed digest keys as zeros; `check` refuses it first.
+            QueryDescriptor::Region { digest, width } => {
+                QueryKey::Region(parse_digest(digest).unwrap_or([0; 32]), b(*width))
+            }
         }
     }
 
     /// Check the parameters with the query's own constructor (the same
     /// rules as building the query on the device).
     pub fn check(&self) -> Result<()> {
+        if let QueryDescriptor::Region { digest, width } = self {
+            parse_digest(digest)?;
+            return crate::error::query_width("width", *width).map(drop);
+        }
         self.to_query().map(drop)
     }
 
+    /// A query with the same global Lipschitz constant and value bounds as
+    /// the one this descriptor names, for the server's clipping policy
+    /// (which needs nothing else): the query itself, or for a region (whose
+    /// geometry is not on the wire) the soft threshold of the same width W
+    /// (global Lipschitz 1/W, values in [0, 1], docs/MATH.md §13).
+    pub(crate) fn bounds_query(&self) -> Result<AnyQuery> {
+        match self {
+            QueryDescriptor::Region { width, .. } => {
+                self.check()?;
+                Ok(SoftThreshold::new(0.0, *width)?.into())
+            }
+            _ => self.to_query(),
+        }
+    }
+
     /// Build the query this descriptor names (its parameters checked by
-    /// the family's constructor).
+    /// the family's constructor). A region descriptor names its geometry
+    /// only by digest, so it cannot be built from it: that is an
+    /// [`Error::InvalidRegion`] telling to build it from the geometry.
     pub fn to_query(&self) -> Result<AnyQuery> {
         Ok(match self {
             QueryDescriptor::Threshold { threshold, width } => {
@@ -172,6 +236,13 @@ impl QueryDescriptor {
             }
             QueryDescriptor::Kde { center, bandwidth } => {
                 GaussianKde::new(center, *bandwidth)?.into()
+            }
+            QueryDescriptor::Region { .. } => {
+                self.check()?;
+                return Err(Error::InvalidRegion {
+                    feature: self.canonical_id(),
+                    reason: "the descriptor names the geometry only by its digest; build the query from the geometry (RegionQuery::new, or GeoJSON)".into(),
+                });
             }
         })
     }
@@ -233,10 +304,14 @@ impl FromStr for QueryDescriptor {
                     .collect::<Result<Vec<f64>>>()?,
                 bandwidth: num(next("h")?)?,
             },
+            "region" => QueryDescriptor::Region {
+                digest: next("g")?.to_string(),
+                width: num(next("w")?)?,
+            },
             _ => {
                 return Err(Error::Parse {
                     what: "query id",
-                    reason: "unknown query family (threshold, interval, two-way, kde)",
+                    reason: "unknown query family (threshold, interval, two-way, kde, region)",
                 })
             }
         };
@@ -251,7 +326,9 @@ impl FromStr for QueryDescriptor {
 impl QueryDescriptor {
     fn param_groups(&self) -> usize {
         match self {
-            QueryDescriptor::Threshold { .. } | QueryDescriptor::Kde { .. } => 2,
+            QueryDescriptor::Threshold { .. }
+            | QueryDescriptor::Kde { .. }
+            | QueryDescriptor::Region { .. } => 2,
             QueryDescriptor::Interval { .. } | QueryDescriptor::TwoWay { .. } => 3,
         }
     }
@@ -319,6 +396,10 @@ mod tests {
                 center: vec![1200.5, -300.0, 7.0],
                 bandwidth: 150.0,
             },
+            QueryDescriptor::Region {
+                digest: "0123456789abcdef".repeat(4),
+                width: 50.0,
+            },
         ];
         assert_eq!(qs[0].canonical_id(), "threshold:T=100000;w=20000");
         assert_eq!(qs[3].canonical_id(), "kde:t=1200.5,-300,7;h=150");
@@ -341,6 +422,9 @@ mod tests {
             "circle:r=1",
             "kde:t=;h=1",
             "threshold:T=abc;w=1",
+            "region:g=abc;w=1",
+            "region:g=00000000000000000000000000000000000000000000000000000000000000GG;w=1",
+            "region:w=1;g=0000000000000000000000000000000000000000000000000000000000000000",
         ] {
             assert!(bad.parse::<QueryDescriptor>().is_err(), "{bad}");
         }

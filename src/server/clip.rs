@@ -259,7 +259,7 @@ impl ClipPolicy {
         level: ClipLevel,
     ) -> Result<Self> {
         let m = default_mechanism(mechanism, epsilon, delta)?;
-        let q = query.to_query()?;
+        let q = query.bounds_query()?;
         Self::for_mechanism(&m, &q, level)
     }
 

@@ -758,6 +758,11 @@ impl GroupKey {
             QueryKey::Threshold(a) => a.iter().for_each(|&w| mix(w)),
             QueryKey::Interval(a) | QueryKey::TwoWay(a) => a.iter().for_each(|&w| mix(w)),
             QueryKey::Kde(v) => v.iter().for_each(|&w| mix(w)),
+            QueryKey::Region(g, w) => {
+                g.chunks_exact(8)
+                    .for_each(|c| mix(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))));
+                mix(*w)
+            }
         }
         (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize
     }
@@ -983,7 +988,7 @@ impl ReportAggregator {
             }
             (level, _) => level,
         };
-        let q = query.to_query()?;
+        let q = query.bounds_query()?;
         ClipPolicy::for_mechanism(&m, &q, level).map(Some)
     }
 

@@ -925,6 +925,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_two_way(
@@ -1148,6 +1152,10 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_kde(`center`: RustBuffer.ByValue,`bandwidth`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_kde_latlon(`lat`: Double,`lon`: Double,`bandwidthMetres`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson(`geojson`: RustBuffer.ByValue,`featureId`: RustBuffer.ByValue,`widthMetres`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon(`geojson`: RustBuffer.ByValue,`featureId`: RustBuffer.ByValue,`widthMetres`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geoquery_threshold(`threshold`: Double,`width`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1755,6 +1763,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_kde_latlon() and 0xFFFF) != 50110) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson() and 0xFFFF) != 14499) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_region_geojson_latlon() and 0xFFFF) != 5313) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_threshold() and 0xFFFF) != 18030) {
@@ -3889,6 +3903,53 @@ open class GeoQuery: Disposable, AutoCloseable, GeoQueryInterface
         FfiConverterDouble.lower(`lat`),
         FfiConverterDouble.lower(`lon`),
         FfiConverterDouble.lower(`bandwidthMetres`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * Soft membership of a region read from GeoJSON text (RFC 7946): "share
+     * of users inside this area". f(x) = clamp(1/2 + sd(x)/W, 0, 1) with
+     * sd the signed distance to the boundary (positive inside) and
+     * W = `width_metres` (docs/MATH.md §13). `feature_id` picks the
+     * feature by id (a numeric id in decimal); without it the text must
+     * hold a single feature or geometry. Coordinates are metres
+     * `[x east, y north]`; use `region_geojson_latlon` for lon/lat. The
+     * query id is `region:g=<sha256 of the geometry>;w=W`.
+     */
+    @Throws(GeoprivException::class) fun `regionGeojson`(`geojson`: kotlin.String, `featureId`: kotlin.String?, `widthMetres`: kotlin.Double): GeoQuery {
+            return FfiConverterTypeGeoQuery.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson(
+    
+        
+        FfiConverterString.lower(`geojson`),
+        FfiConverterOptionalString.lower(`featureId`),
+        FfiConverterDouble.lower(`widthMetres`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * `region_geojson` for GeoJSON in longitude/latitude degrees (the RFC
+     * 7946 default): every vertex is projected with `projection`, and
+     * points go through `GeoMechanism.privatize_latlon` with the same
+     * projection.
+     */
+    @Throws(GeoprivException::class) fun `regionGeojsonLatlon`(`geojson`: kotlin.String, `featureId`: kotlin.String?, `widthMetres`: kotlin.Double, `projection`: Projection): GeoQuery {
+            return FfiConverterTypeGeoQuery.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geoquery_region_geojson_latlon(
+    
+        
+        FfiConverterString.lower(`geojson`),
+        FfiConverterOptionalString.lower(`featureId`),
+        FfiConverterDouble.lower(`widthMetres`),
         FfiConverterTypeProjection.lower(`projection`),_status)
 }
     )
@@ -10274,7 +10335,11 @@ enum class QueryFamily {
     /**
      * Gaussian kernel density at a query point, any dimension.
      */
-    KDE;
+    KDE,
+    /**
+     * 2-D soft membership of a region (GeoJSON polygon).
+     */
+    REGION;
 
     
 

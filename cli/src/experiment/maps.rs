@@ -294,6 +294,7 @@ pub fn measure(s: &Setting<'_>, eps: f64) -> Result<MapCell> {
     let l1 = match &set {
         QuerySet::Kde(g) => g.l1(),
         QuerySet::Ramps(r) => r.l1(),
+        QuerySet::Districts(d) => d.l1(),
     };
     let vector_accounting = format!(
         "ε for the whole vector: Laplace(L1/ε) per cell, certified L1·h = {:.3} (gap {:.1e})",
