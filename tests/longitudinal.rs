@@ -40,7 +40,9 @@ fn path(xs: &[f64]) -> Vec<Vec<f64>> {
 }
 
 /// (X, X', D): static, one move, many moves; every x_t, x'_t at most D apart.
-fn trajectories() -> Vec<(Vec<Vec<f64>>, Vec<Vec<f64>>, f64)> {
+type Trajectory = Vec<Vec<f64>>;
+
+fn trajectories() -> Vec<(Trajectory, Trajectory, f64)> {
     vec![
         (path(&[0.1; T]), path(&[0.5; T]), 0.4),
         (

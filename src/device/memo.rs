@@ -339,7 +339,7 @@ impl Memoized {
         let mut rep = Vec::with_capacity(x.len());
         for (xi, ui) in x.iter().zip(&u) {
             let z = libm::floor((xi - ui) / self.width);
-            if !(z.abs() < MAX_CELL_INDEX) {
+            if z.is_nan() || libm::fabs(z) >= MAX_CELL_INDEX {
                 return Err(Error::InvalidParameter {
                     name: "x",
                     value: *xi,
