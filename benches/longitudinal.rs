@@ -20,12 +20,24 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
     c.bench_function(&format!("plain_release_{name}"), |b| {
         b.iter(|| black_box(m.privatize(&mut plain, q, black_box(x), &mut rng).unwrap()))
     });
-    let memo = Memoized::new(m.clone(), width).unwrap();
+    let mut memo = Memoized::new(m.clone(), width).unwrap();
     let mut ledger = MemoBudget::new(PrivacyBudget::new(policy), [7u8; 32]);
     c.bench_function(&format!("memoized_release_{name}"), |b| {
         b.iter(|| {
             black_box(
                 memo.release(&mut ledger, q, black_box(x), &mut rng)
+                    .unwrap(),
+            )
+        })
+    });
+    // A new cell on every call (the first release of each cell): PRFs,
+    // the release and a new memo key.
+    let mut moving = x.to_vec();
+    c.bench_function(&format!("memoized_release_new_cell_{name}"), |b| {
+        b.iter(|| {
+            moving[0] += 2.0 * width;
+            black_box(
+                memo.release(&mut ledger, q, black_box(&moving), &mut rng)
                     .unwrap(),
             )
         })

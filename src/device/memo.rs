@@ -38,7 +38,7 @@
 //!
 //! let q = SoftThreshold::new(100_000.0, 20_000.0)?;
 //! let m = Mechanism::polyplace(1e-4)?.with_unit(BudgetUnit::PerDollar)?;
-//! let memo = Memoized::new(m, 5_000.0)?; // public snapping width: $5k
+//! let mut memo = Memoized::new(m, 5_000.0)?; // public snapping width: $5k
 //! let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 2e-4, 0.0)?;
 //! let mut ledger = MemoBudget::new(PrivacyBudget::new(policy), [7u8; 32]);
 //! # use geopriv::PrivacyBudget;
@@ -256,6 +256,12 @@ pub struct MemoRelease {
 
 /// A memoized release: a mechanism, a public snapping width and an
 /// optional instantaneous layer (module docs).
+///
+/// It keeps the last [`CACHE_ENTRIES`] cells it released (device secret,
+/// query, offset, cell, memo key, permanent report) so that re-sending an
+/// unchanged cell costs a cell computation and the ledger's look-up
+/// instead of three PRF calls and a release (`BENCHMARKS.md`). The cache
+/// only ever returns what [`permanent`](Self::permanent) would.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Memoized {
     mechanism: Mechanism,
@@ -263,6 +269,73 @@ pub struct Memoized {
     instantaneous: Option<InstantaneousLayer>,
     /// Seeded fault for the tester: a memo key of the raw input.
     key_ignores_snapping: bool,
+    cache: Cache,
+}
+
+/// Cells a [`Memoized`] remembers (a commuter alternates between two).
+pub const CACHE_ENTRIES: usize = 4;
+
+#[derive(Clone)]
+struct CacheEntry {
+    secret: [u8; 32],
+    query: crate::report::QueryDescriptor,
+    offset: Vec<f64>,
+    cell: Vec<i64>,
+    key: [u8; 32],
+    value: f64,
+}
+
+/// The cache: excluded from equality and never printed (it holds the
+/// secret).
+#[derive(Clone, Default)]
+struct Cache {
+    entries: Vec<CacheEntry>,
+    next: usize,
+}
+
+impl PartialEq for Cache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl core::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "<{} cached cells>", self.entries.len())
+    }
+}
+
+impl Cache {
+    fn find(
+        &self,
+        secret: &[u8; 32],
+        query: &crate::report::QueryDescriptor,
+        x: &[f64],
+        w: f64,
+    ) -> Option<([u8; 32], f64)> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.secret == *secret
+                    && e.cell.len() == x.len()
+                    && x.iter()
+                        .zip(&e.offset)
+                        .zip(&e.cell)
+                        .all(|((xi, ui), c)| libm::floor((xi - ui) / w) == *c as f64)
+                    && e.query == *query
+            })
+            .map(|e| (e.key, e.value))
+    }
+
+    fn insert(&mut self, entry: CacheEntry) {
+        if self.entries.len() < CACHE_ENTRIES {
+            self.entries.push(entry);
+        } else {
+            let i = self.next % CACHE_ENTRIES;
+            self.entries[i] = entry;
+        }
+        self.next = self.next.wrapping_add(1);
+    }
 }
 
 impl Memoized {
@@ -274,6 +347,7 @@ impl Memoized {
             width: positive_finite("snapping width", width)?,
             instantaneous: None,
             key_ignores_snapping: false,
+            cache: Cache::default(),
         })
     }
 
@@ -334,10 +408,13 @@ impl Memoized {
         x: &[f64],
     ) -> Result<(Vec<i64>, Vec<f64>)> {
         query.check_point(x)?;
-        let u = self.offset(secret, x.len());
+        self.snap_with(&self.offset(secret, x.len()), x)
+    }
+
+    fn snap_with(&self, u: &[f64], x: &[f64]) -> Result<(Vec<i64>, Vec<f64>)> {
         let mut cell = Vec::with_capacity(x.len());
         let mut rep = Vec::with_capacity(x.len());
-        for (xi, ui) in x.iter().zip(&u) {
+        for (xi, ui) in x.iter().zip(u) {
             let z = libm::floor((xi - ui) / self.width);
             if z.is_nan() || libm::fabs(z) >= MAX_CELL_INDEX {
                 return Err(Error::InvalidParameter {
@@ -385,7 +462,21 @@ impl Memoized {
         secret: &[u8; 32],
         x: &[f64],
     ) -> Result<(f64, [u8; 32])> {
-        let (mut cell, mut rep) = self.snap(query, secret, x)?;
+        self.permanent_parts(query, secret, x).map(|p| (p.0, p.1))
+    }
+
+    /// [`permanent`](Self::permanent) with the offset and the cell.
+    #[allow(clippy::type_complexity)]
+    fn permanent_parts<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        x: &[f64],
+    ) -> Result<(f64, [u8; 32], Vec<f64>, Vec<i64>)> {
+        query.check_point(x)?;
+        let u = self.offset(secret, x.len());
+        let (mut cell, mut rep) = self.snap_with(&u, x)?;
+        let true_cell = cell.clone();
         if self.key_ignores_snapping {
             // The fault: key and input are the raw point.
             cell = x.iter().map(|v| v.to_bits() as i64).collect();
@@ -395,7 +486,7 @@ impl Memoized {
         let seed = prf(secret, &[b"seed", &key]);
         let mut rng = ChaCha20Rng::from_seed(seed);
         let value = self.mechanism.privatize_unmetered(query, &rep, &mut rng)?;
-        Ok((value, key))
+        Ok((value, key, u, true_cell))
     }
 
     /// The guarantee of `docs/MATH.md §12.3` for two trajectories X, X'
@@ -468,7 +559,7 @@ impl Memoized {
     /// released, for another unit, a budget that cannot afford a new cell,
     /// a bad point or a non-finite value.
     pub fn release<Q: Query + ?Sized, R: Rng + ?Sized>(
-        &self,
+        &mut self,
         ledger: &mut dyn MemoLedger,
         query: &Q,
         x: &[f64],
@@ -476,7 +567,28 @@ impl Memoized {
     ) -> Result<MemoRelease> {
         let charge = self.mechanism.charge_in(ledger.state().unit())?;
         let secret = ledger.device_secret();
-        let (permanent, key) = self.permanent(query, &secret, x)?;
+        query.check_point(x)?;
+        let descriptor = query.descriptor();
+        let cached = if self.key_ignores_snapping {
+            None
+        } else {
+            self.cache.find(&secret, &descriptor, x, self.width)
+        };
+        let (permanent, key) = match cached {
+            Some((key, value)) => (value, key),
+            None => {
+                let (value, key, offset, cell) = self.permanent_parts(query, &secret, x)?;
+                self.cache.insert(CacheEntry {
+                    secret,
+                    query: descriptor,
+                    offset,
+                    cell,
+                    key,
+                    value,
+                });
+                (value, key)
+            }
+        };
         let value = match &self.instantaneous {
             Some(layer) => layer.apply(query, permanent, rng)?,
             None => permanent,
@@ -509,7 +621,7 @@ mod tests {
     #[test]
     fn same_cell_same_report_charged_once_new_cell_charged() {
         let q = SoftThreshold::new(100.0, 20.0).unwrap();
-        let m = memo(0.1, 10.0);
+        let mut m = memo(0.1, 10.0);
         let mut l = ledger(0.25);
         let mut rng = StdRng::seed_from_u64(1);
         let (cell, rep) = m.snap(&q, &l.device_secret(), &[95.0]).unwrap();
@@ -532,6 +644,16 @@ mod tests {
         // Old cells are still free.
         let again = m.release(&mut l, &q, &[95.0], &mut rng).unwrap();
         assert!(again.value == a.value && !again.charged);
+        // The cache answers what `permanent` would, per secret.
+        let mut other = ledger(1.0);
+        other.secret = [4u8; 32];
+        let o = m.release(&mut other, &q, &[95.0], &mut rng).unwrap();
+        assert_eq!(o.value, m.permanent(&q, &[4u8; 32], &[95.0]).unwrap().0);
+        assert_eq!(
+            a.value,
+            m.permanent(&q, &l.device_secret(), &[95.0]).unwrap().0
+        );
+        assert_ne!(o.value, a.value);
         // Reports are on the mechanism's public grid.
         let grid = m.mechanism().release_grid(&q);
         assert_eq!(a.value, (a.value / grid).round() * grid);
@@ -582,7 +704,7 @@ mod tests {
             .unwrap()
             .with_unit(BudgetUnit::PerMetre)
             .unwrap();
-        let memo = Memoized::new(m, 50.0)
+        let mut memo = Memoized::new(m, 50.0)
             .unwrap()
             .with_instantaneous(InstantaneousLayer::new(1.0).unwrap());
         let mut rng = StdRng::seed_from_u64(2);

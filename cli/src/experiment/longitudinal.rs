@@ -30,6 +30,10 @@
 //! offsets are drawn from the run's seeded streams: equal in law to the
 //! device-secret PRFs of `geopriv::device::{schedule, memo}`.
 
+// Strategy and population indices address several parallel arrays
+// (names, estimates, lifetimes, burn curves) at once.
+#![allow(clippy::needless_range_loop)]
+
 use super::error::{ExperimentError, Result};
 use super::{add_in_order, fmt_count, print_paths, rng_for, CommonArgs};
 use clap::Args;
