@@ -320,6 +320,25 @@ fn absorb_sets(
     }
 }
 
+/// Check δ and the sizes of a tester run; the base of its seed streams.
+fn stream_seed(delta: f64, options: &SamplingOptions) -> Result<u64> {
+    if !(0.0..1.0).contains(&delta) {
+        return Err(Error::InvalidParameter {
+            name: "delta",
+            value: delta,
+            requirement: "in [0, 1)",
+        });
+    }
+    if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
+        return Err(Error::InvalidParameter {
+            name: "samples",
+            value: options.samples as f64,
+            requirement: "samples, pilot >= 1 and bins >= 2",
+        });
+    }
+    Ok(options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
 /// A release of a whole report sequence (`docs/MATH.md §12.4`): a
 /// trajectory (one point per period) and a seeded generator in, one
 /// output per period out (`None`: no report that period). Everything the
@@ -424,21 +443,7 @@ pub fn test_sequence_pair(
     delta: f64,
     options: &SamplingOptions,
 ) -> Result<PairVerdict> {
-    if !(0.0..1.0).contains(&delta) {
-        return Err(Error::InvalidParameter {
-            name: "delta",
-            value: delta,
-            requirement: "in [0, 1)",
-        });
-    }
-    if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
-        return Err(Error::InvalidParameter {
-            name: "samples",
-            value: options.samples as f64,
-            requirement: "samples, pilot >= 1 and bins >= 2",
-        });
-    }
-    let s = options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let s = stream_seed(delta, options)?;
     let pilot_x = draw_statistics(release, x, options.pilot, s ^ 1)?;
     let pilot_y = draw_statistics(release, x_prime, options.pilot, s ^ 2)?;
     let main_x = draw_statistics(release, x, options.samples, s ^ 3)?;
@@ -516,21 +521,7 @@ pub fn test_pair_approx(
     delta: f64,
     options: &SamplingOptions,
 ) -> Result<PairVerdict> {
-    if !(0.0..1.0).contains(&delta) {
-        return Err(Error::InvalidParameter {
-            name: "delta",
-            value: delta,
-            requirement: "in [0, 1)",
-        });
-    }
-    if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
-        return Err(Error::InvalidParameter {
-            name: "samples",
-            value: options.samples as f64,
-            requirement: "samples, pilot >= 1 and bins >= 2",
-        });
-    }
-    let s = options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let s = stream_seed(delta, options)?;
     let pilot_x = draw(release, x, options.pilot, s ^ 1)?;
     let pilot_y = draw(release, x_prime, options.pilot, s ^ 2)?;
     let mut pooled: Vec<f64> = pilot_x.iter().chain(&pilot_y).copied().collect();
