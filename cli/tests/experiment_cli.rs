@@ -174,3 +174,43 @@ fn kde_at_equal_per_device_epsilon_prints_the_total_and_the_pick() {
     assert_eq!(pngs.len(), 1);
     assert!(is_png(&pngs[0].path()));
 }
+
+#[test]
+fn longitudinal_writes_csv_table_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("longitudinal");
+    geopriv(&[
+        "experiment",
+        "longitudinal",
+        "--n",
+        "3000",
+        "--periods",
+        "60",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("strategy,population,lifetime_epsilon_mean,lifetime_epsilon_max,daily_rmse")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 16);
+    for r in &rows {
+        // Every strategy stays within the lifetime budget: ε·W = 3 with
+        // W = 20k (incomes) or h = 1 km.
+        let scale = if r[1] == "incomes" { 20_000.0 } else { 1_000.0 };
+        let max: f64 = r[3].parse().unwrap();
+        assert!(max * scale <= 3.0 * (1.0 + 1e-9), "{r:?}");
+        assert!(r[4].parse::<f64>().unwrap().is_finite());
+    }
+    let table = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(table.contains("Must hold") && table.contains("memo+instantaneous"));
+    for pop in ["incomes", "static", "commuters", "movers"] {
+        assert!(is_png(&out.join(format!("burn_{pop}.png"))));
+        assert!(is_png(&out.join(format!("daily_{pop}.png"))));
+    }
+}

@@ -283,6 +283,220 @@ fn bisect<F: Fn(f64) -> bool>(pred: F) -> f64 {
     hi
 }
 
+/// The largest Clopper–Pearson lower bound of ln((P(O) − δ)/P'(O)) over
+/// `sets` (counts `main_x`, `main_y` of `n` draws each, both directions,
+/// each bound at level `level`) folded into `best` (value, description
+/// prefixed with `prefix`).
+#[allow(clippy::too_many_arguments)]
+fn absorb_sets(
+    sets: &[Candidate],
+    main_x: &[u64],
+    main_y: &[u64],
+    n: u64,
+    level: f64,
+    delta: f64,
+    prefix: &str,
+    best: &mut (f64, String),
+) {
+    for set in sets {
+        let kx: u64 = set.bins.iter().map(|&b| main_x[b]).sum();
+        let ky: u64 = set.bins.iter().map(|&b| main_y[b]).sum();
+        for (a, b, dir) in [(kx, ky, "x vs x'"), (ky, kx, "x' vs x")] {
+            // p_lo <= a/n and q_hi >= b/n, so the bound is at most
+            // ln(a/b): skip sets that cannot beat the best so far.
+            if a == 0 || (b > 0 && (a as f64 / b as f64).ln() <= best.0) {
+                continue;
+            }
+            let lo = clopper_pearson_lower(a, n, level) - delta;
+            if lo <= 0.0 {
+                continue;
+            }
+            let hi = clopper_pearson_upper(b, n, level);
+            let bound = (lo / hi).ln();
+            if bound > best.0 {
+                *best = (bound, std::format!("{prefix}{} under {dir}", set.name));
+            }
+        }
+    }
+}
+
+/// Check δ and the sizes of a tester run; the base of its seed streams.
+fn stream_seed(delta: f64, options: &SamplingOptions) -> Result<u64> {
+    if !(0.0..1.0).contains(&delta) {
+        return Err(Error::InvalidParameter {
+            name: "delta",
+            value: delta,
+            requirement: "in [0, 1)",
+        });
+    }
+    if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
+        return Err(Error::InvalidParameter {
+            name: "samples",
+            value: options.samples as f64,
+            requirement: "samples, pilot >= 1 and bins >= 2",
+        });
+    }
+    Ok(options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// A release of a whole report sequence (`docs/MATH.md §12.4`): a
+/// trajectory (one point per period) and a seeded generator in, one
+/// output per period out (`None`: no report that period). Everything the
+/// device holds (its secret, its ledger) is drawn from the generator, so
+/// the tester averages over devices as well as over noise.
+pub type SequenceRelease<'a> =
+    dyn Fn(&[Vec<f64>], &mut StdRng) -> Result<Vec<Option<f64>>> + Sync + 'a;
+
+/// The statistics of a report sequence on which the sequence tester builds
+/// its candidate events: the events are unions of pooled-quantile bins of
+/// one statistic, as for single releases.
+pub const SEQUENCE_STATISTICS: [&str; 8] = [
+    "reports sent",
+    "distinct reports",
+    "first report",
+    "period of the first report",
+    "largest report",
+    "smallest report",
+    "mean report",
+    "last report",
+];
+
+/// Stand-in for "no report" in a value statistic (finite, below any report).
+const NO_REPORT: f64 = -1e300;
+
+fn sequence_statistics(y: &[Option<f64>]) -> [f64; 8] {
+    let sent: Vec<f64> = y.iter().flatten().copied().collect();
+    let mut sorted = sent.clone();
+    sorted.sort_by(f64::total_cmp);
+    sorted.dedup();
+    let first_period = y.iter().position(|v| v.is_some()).unwrap_or(y.len());
+    let or_none = |v: Option<f64>| v.unwrap_or(NO_REPORT);
+    [
+        sent.len() as f64,
+        sorted.len() as f64,
+        or_none(sent.first().copied()),
+        first_period as f64,
+        or_none(sorted.last().copied()),
+        or_none(sorted.first().copied()),
+        if sent.is_empty() {
+            NO_REPORT
+        } else {
+            sent.iter().sum::<f64>() / sent.len() as f64
+        },
+        or_none(sent.last().copied()),
+    ]
+}
+
+fn draw_statistics(
+    release: &SequenceRelease,
+    x: &[Vec<f64>],
+    n: usize,
+    seed: u64,
+) -> Result<Vec<Vec<f64>>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut columns = std::vec![Vec::with_capacity(n); SEQUENCE_STATISTICS.len()];
+    for _ in 0..n {
+        let y = release(x, &mut rng)?;
+        if y.iter().flatten().any(|v| !v.is_finite()) {
+            return Err(Error::Numerical {
+                routine: "sequence tester: a report is not finite",
+            });
+        }
+        for (c, v) in columns.iter_mut().zip(sequence_statistics(&y)) {
+            c.push(v);
+        }
+    }
+    Ok(columns)
+}
+
+/// The sequence tester of `docs/MATH.md §12.4`: the T outputs of two
+/// trajectories X, X' tested as one output against the stated
+/// (ε_life·D, δ_life). Candidate events are chosen on a pilot sample per
+/// statistic of [`SEQUENCE_STATISTICS`] (bins, tails, likelihood-ranked
+/// unions), then tested on a fresh main sample with one-sided
+/// Clopper–Pearson bounds, Bonferroni-corrected over every event and
+/// direction; the pair fails when some lower bound of
+/// ln((P_X(A) − δ)/P_X'(A)) exceeds `epsilon_d`.
+///
+/// ```
+/// use geopriv::audit::sampling::{test_sequence_pair, SamplingOptions};
+/// use geopriv::{Mechanism, SoftThreshold};
+/// use rand::rngs::StdRng;
+/// let q = SoftThreshold::new(0.0, 1.0)?;
+/// let m = Mechanism::global_laplace(0.5)?;
+/// // Fresh releases every period: ε_life = T·ε.
+/// let fresh = |x: &[Vec<f64>], rng: &mut StdRng| {
+///     x.iter().map(|p| m.privatize_unmetered(&q, p, rng).map(Some)).collect()
+/// };
+/// let x = vec![vec![0.2]; 3];
+/// let x2 = vec![vec![0.6]; 3];
+/// let options = SamplingOptions { samples: 4_000, pilot: 1_000, ..Default::default() };
+/// let v = test_sequence_pair(&fresh, &x, &x2, 3.0 * 0.5 * 0.4, 0.0, &options)?;
+/// assert!(v.passed);
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn test_sequence_pair(
+    release: &SequenceRelease,
+    x: &[Vec<f64>],
+    x_prime: &[Vec<f64>],
+    epsilon_d: f64,
+    delta: f64,
+    options: &SamplingOptions,
+) -> Result<PairVerdict> {
+    let s = stream_seed(delta, options)?;
+    let pilot_x = draw_statistics(release, x, options.pilot, s ^ 1)?;
+    let pilot_y = draw_statistics(release, x_prime, options.pilot, s ^ 2)?;
+    let main_x = draw_statistics(release, x, options.samples, s ^ 3)?;
+    let main_y = draw_statistics(release, x_prime, options.samples, s ^ 4)?;
+    let mut per_statistic = Vec::new();
+    for k in 0..SEQUENCE_STATISTICS.len() {
+        let mut pooled: Vec<f64> = pilot_x[k].iter().chain(&pilot_y[k]).copied().collect();
+        let bins = build_bins(&mut pooled, options.bins);
+        let sets = candidates(
+            &bins,
+            &counts(&bins, &pilot_x[k]),
+            &counts(&bins, &pilot_y[k]),
+        );
+        let mx = counts(&bins, &main_x[k]);
+        let my = counts(&bins, &main_y[k]);
+        per_statistic.push((sets, mx, my));
+    }
+    let tests: usize = per_statistic.iter().map(|p| 2 * p.0.len()).sum();
+    let level = options.alpha / (2.0 * tests as f64);
+    let mut best = (f64::NEG_INFINITY, String::new());
+    for (k, (sets, mx, my)) in per_statistic.iter().enumerate() {
+        let prefix = std::format!("{} in ", SEQUENCE_STATISTICS[k]);
+        absorb_sets(
+            sets,
+            mx,
+            my,
+            options.samples as u64,
+            level,
+            delta,
+            &prefix,
+            &mut best,
+        );
+    }
+    let flat = |t: &[Vec<f64>]| t.iter().flatten().copied().collect::<Vec<f64>>();
+    let ratio = if epsilon_d > 0.0 {
+        best.0 / epsilon_d
+    } else if best.0 <= 0.0 {
+        0.0
+    } else {
+        f64::INFINITY
+    };
+    Ok(PairVerdict {
+        x: flat(x),
+        x_prime: flat(x_prime),
+        epsilon_d,
+        lower_bound: best.0,
+        ratio,
+        set: best.1,
+        tests,
+        passed: best.0 <= epsilon_d,
+    })
+}
+
 /// Test one pair (module docs). `epsilon_d` is ε d(x, x').
 pub fn test_pair(
     release: &Release,
@@ -307,21 +521,7 @@ pub fn test_pair_approx(
     delta: f64,
     options: &SamplingOptions,
 ) -> Result<PairVerdict> {
-    if !(0.0..1.0).contains(&delta) {
-        return Err(Error::InvalidParameter {
-            name: "delta",
-            value: delta,
-            requirement: "in [0, 1)",
-        });
-    }
-    if options.samples == 0 || options.pilot == 0 || options.bins < 2 {
-        return Err(Error::InvalidParameter {
-            name: "samples",
-            value: options.samples as f64,
-            requirement: "samples, pilot >= 1 and bins >= 2",
-        });
-    }
-    let s = options.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let s = stream_seed(delta, options)?;
     let pilot_x = draw(release, x, options.pilot, s ^ 1)?;
     let pilot_y = draw(release, x_prime, options.pilot, s ^ 2)?;
     let mut pooled: Vec<f64> = pilot_x.iter().chain(&pilot_y).copied().collect();
@@ -336,28 +536,17 @@ pub fn test_pair_approx(
     let main_y = counts(&bins, &draw(release, x_prime, options.samples, s ^ 4)?);
     let tests = 2 * sets.len();
     let level = options.alpha / (2.0 * tests as f64);
-    let n = options.samples as u64;
     let mut best = (f64::NEG_INFINITY, String::new());
-    for set in &sets {
-        let kx: u64 = set.bins.iter().map(|&b| main_x[b]).sum();
-        let ky: u64 = set.bins.iter().map(|&b| main_y[b]).sum();
-        for (a, b, dir) in [(kx, ky, "x vs x'"), (ky, kx, "x' vs x")] {
-            // p_lo <= a/n and q_hi >= b/n, so the bound is at most
-            // ln(a/b): skip sets that cannot beat the best so far.
-            if a == 0 || (b > 0 && (a as f64 / b as f64).ln() <= best.0) {
-                continue;
-            }
-            let lo = clopper_pearson_lower(a, n, level) - delta;
-            if lo <= 0.0 {
-                continue;
-            }
-            let hi = clopper_pearson_upper(b, n, level);
-            let bound = (lo / hi).ln();
-            if bound > best.0 {
-                best = (bound, std::format!("{} under {dir}", set.name));
-            }
-        }
-    }
+    absorb_sets(
+        &sets,
+        &main_x,
+        &main_y,
+        options.samples as u64,
+        level,
+        delta,
+        "",
+        &mut best,
+    );
     let ratio = if epsilon_d > 0.0 {
         best.0 / epsilon_d
     } else {

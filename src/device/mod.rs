@@ -7,9 +7,13 @@
 //! |---|---|
 //! | [`budget`] | the ledger: units, the pinned policy, sequential composition, the write-ahead file |
 //! | [`release`] | the metered release paths (`Report::release`, `Mechanism::privatize`) |
+//! | [`schedule`] | data-independent report schedules and their planner (`docs/MATH.md §12.2`) |
+//! | [`memo`] | memoized releases keyed by a device secret, the instantaneous layer (`docs/MATH.md §12.3`) |
 //!
 //! The server side is [`crate::server`]; both share the wire format in
 //! [`crate::report`].
 
 pub mod budget;
+pub mod memo;
 pub mod release;
+pub mod schedule;

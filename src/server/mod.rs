@@ -13,6 +13,7 @@
 //! | [`clip`] | public clipping bounds per group and the honest bias they cost (`docs/MATH.md §10`) |
 //! | [`robust`] | median of means over report buckets |
 //! | [`aggregate`] | exactly mergeable sums: bit-identical under any sharding |
+//! | [`periods`] | per-period estimates of longitudinal deployments, with each period's own n_t (`docs/MATH.md §12.5`) |
 //! | [`escape`] | escaping of untrusted text before it reaches a terminal or a log |
 //!
 //! The device side is [`crate::device`]; both share the wire format in
@@ -25,6 +26,7 @@ pub mod escape;
 pub(crate) mod fast_json;
 #[cfg(feature = "std")]
 pub mod ingest;
+pub mod periods;
 pub mod robust;
 mod validation;
 

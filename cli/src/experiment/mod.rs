@@ -26,6 +26,7 @@ pub mod data;
 pub mod error;
 mod grid;
 mod kde;
+mod longitudinal;
 mod maps;
 pub mod mechanisms;
 mod plot;
@@ -57,6 +58,10 @@ pub enum ExperimentCommand {
     /// Gaussian kernel density on a grid of query points: ASE against the
     /// non-private KDE, and heat maps.
     Kde(kde::KdeArgs),
+    /// 365 daily periods at one lifetime budget per device: fresh daily
+    /// releases, the planner's schedule, memoization with and without the
+    /// instantaneous layer (docs/MATH.md §12).
+    Longitudinal(longitudinal::LongitudinalArgs),
 }
 
 /// Run one experiment.
@@ -65,6 +70,7 @@ pub fn run(cmd: ExperimentCommand) -> Result<()> {
         ExperimentCommand::Threshold(a) => threshold::run(a),
         ExperimentCommand::TwoWay(a) => two_way::run(a),
         ExperimentCommand::Kde(a) => kde::run(a),
+        ExperimentCommand::Longitudinal(a) => longitudinal::run(a),
     }
 }
 

@@ -787,6 +787,11 @@ impl PrivacyBudget {
         self.secret
     }
 
+    /// How many distinct memo keys (memoized cells) have been charged.
+    pub fn memo_key_count(&self) -> usize {
+        self.memo.len()
+    }
+
     /// Whether `memo_key` was already charged ([`commit_once`](Self::commit_once)).
     pub fn is_memoized(&self, memo_key: &[u8; 32]) -> bool {
         self.memo.binary_search(memo_key).is_ok()

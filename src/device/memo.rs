@@ -1,0 +1,692 @@
+//! Memoized releases for values that rarely change (`docs/MATH.md §12.3`).
+//!
+//! A device keeps a 256-bit secret k (from the OS generator, stored with
+//! its ledger, never uploaded). For a query with a public snapping width w
+//! the device has a secret offset u ∈ [0, w)^d derived from k, and
+//!
+//! ```text
+//! cell            c(x) = floor((x − u) / w)            (per coordinate)
+//! representative  r(x) = u + w (c(x) + 1/2)
+//! memo key        K    = PRF_k("key", query, mechanism, ε, δ, w, c(x))
+//! report          y    = M(r(x)) with all of M's randomness from ChaCha20(PRF_k("seed", K))
+//! ```
+//!
+//! so an unchanged cell re-sends the same report, and the ledger charges
+//! each memo key once ([`MemoLedger::commit_once`]): the lifetime charge
+//! counts **distinct cells**. The PRF is HMAC-SHA256. The report still goes
+//! through [`Mechanism::privatize_unmetered`], i.e. through the public
+//! release grid (`src/release_grid.rs`), and every memoized release is
+//! metered: the ledger sees every call.
+//!
+//! **What repeats reveal.** Reports from the same cell are equal, reports
+//! from different cells differ (almost surely): an observer of all reports
+//! learns the *equality pattern* of the cell sequence (which periods were
+//! spent in the same cell). The guarantee over a whole trajectory is
+//! `docs/MATH.md §12.3`: Σ over distinct cells of ε·d(r_i, r'_i) when the
+//! patterns agree, and δ = P_u(patterns differ) over the secret offset.
+//! The optional [`InstantaneousLayer`] (RAPPOR's IRR) adds fresh
+//! Laplace(range(f)/ε_I) noise to every sent report: two sent reports no
+//! longer show whether they came from the same permanent report beyond
+//! ε_I·|y − y'|/range(f) each, at an extra variance 2 (range/ε_I)² per
+//! report; being a function of the permanent report and fresh noise only,
+//! it costs nothing against x.
+//!
+//! ```
+//! use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Ledger};
+//! use geopriv::device::memo::Memoized;
+//! use geopriv::{Mechanism, SoftThreshold};
+//!
+//! let q = SoftThreshold::new(100_000.0, 20_000.0)?;
+//! let m = Mechanism::polyplace(1e-4)?.with_unit(BudgetUnit::PerDollar)?;
+//! let mut memo = Memoized::new(m, 5_000.0)?; // public snapping width: $5k
+//! let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 2e-4, 0.0)?;
+//! let mut ledger = PrivacyBudget::with_secret(policy, [7u8; 32]);
+//! # use geopriv::PrivacyBudget;
+//! let mut rng = geopriv::SecureRng::new();
+//! let day1 = memo.release(&mut ledger, &q, &[95_000.0], &mut rng)?;
+//! let day2 = memo.release(&mut ledger, &q, &[95_000.0], &mut rng)?;
+//! assert_eq!(day1.value, day2.value); // the same report again...
+//! assert!(day1.charged && !day2.charged); // ...charged once
+//! assert_eq!(ledger.state().releases(), 1);
+//! # Ok::<(), geopriv::Error>(())
+//! ```
+
+use crate::device::budget::{Charge, Ledger, PrivacyBudget};
+use crate::error::{positive_finite, Error, Result};
+use crate::mechanism::Mechanism;
+use crate::query::Query;
+use alloc::vec::Vec;
+use hmac::{Hmac, Mac};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use sha2::Sha256;
+
+/// Domain-separation tag of every PRF input of this module (and of
+/// [`crate::device::schedule`]); changing the derivation changes this tag,
+/// so new keys are charged anew instead of silently re-rolling reports.
+pub const MEMO_FORMAT: &[u8] = b"geopriv-memo-v1";
+
+/// The seam between memoized releases and a ledger that stores the device
+/// secret and the memo table (implemented by [`PrivacyBudget`] in memory; a
+/// file-backed ledger implements it with the same contract).
+pub trait MemoLedger: Ledger {
+    /// The device secret k (256 bits from the OS generator, never
+    /// uploaded).
+    fn device_secret(&self) -> [u8; 32];
+
+    /// Charge `charge` under `memo_key` unless that key was charged before:
+    /// `Ok(true)` charged now and the key recorded (durably, for a
+    /// persistent ledger); `Ok(false)` the key was already charged and
+    /// nothing is charged; the refusals of [`Ledger::commit`] otherwise
+    /// (with nothing recorded).
+    fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool>;
+}
+
+// The two ledgers keep the device secret and the memo keys themselves
+// (written in the same atomic write as the charge for a `FileLedger`).
+impl MemoLedger for PrivacyBudget {
+    fn device_secret(&self) -> [u8; 32] {
+        PrivacyBudget::device_secret(self)
+    }
+
+    fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
+        PrivacyBudget::commit_once(self, memo_key, charge)
+    }
+}
+
+#[cfg(feature = "std")]
+impl MemoLedger for crate::device::budget::FileLedger {
+    fn device_secret(&self) -> [u8; 32] {
+        crate::device::budget::FileLedger::device_secret(self)
+    }
+
+    fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
+        crate::device::budget::FileLedger::commit_once(self, memo_key, charge)
+    }
+}
+
+/// HMAC-SHA256 keyed by `secret` over the length-prefixed `parts` (after
+/// [`MEMO_FORMAT`]): an unambiguous encoding, so distinct inputs are
+/// distinct messages.
+pub fn prf(secret: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    // A 32-byte key is always accepted by HMAC.
+    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(secret) {
+        Ok(m) => m,
+        Err(_) => unreachable_hmac(),
+    };
+    mac.update(&(MEMO_FORMAT.len() as u64).to_le_bytes());
+    mac.update(MEMO_FORMAT);
+    for p in parts {
+        mac.update(&(p.len() as u64).to_le_bytes());
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+#[cold]
+fn unreachable_hmac() -> ! {
+    // HMAC accepts keys of any length; kept as a function so no `unwrap`
+    // sits on a release path.
+    panic!("HMAC-SHA256 refused a 32-byte key")
+}
+
+/// A uniform in [0, 1) from the first 53 bits of a PRF output.
+pub(crate) fn unit_uniform(bytes: &[u8; 32]) -> f64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes[..8]);
+    (u64::from_le_bytes(first) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Largest |(x − u)/w| accepted: cell indices stay exact integers.
+const MAX_CELL_INDEX: f64 = 4_503_599_627_370_496.0; // 2^52
+
+/// The instantaneous second layer (`docs/MATH.md §12.3`): every sent report
+/// is the permanent report plus fresh Laplace(range(f)/ε_I) noise, snapped
+/// to the local-DP release grid at ε_I. A function of the permanent report
+/// and fresh randomness only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstantaneousLayer {
+    epsilon: f64,
+    /// 1 for the layer; a seeded fault in tests uses 0.5.
+    noise_factor: f64,
+}
+
+impl InstantaneousLayer {
+    /// A layer at ε_I (a local-DP ε on the permanent report, per range of f).
+    pub fn new(epsilon: f64) -> Result<Self> {
+        Ok(Self {
+            epsilon: positive_finite("instantaneous epsilon", epsilon)?,
+            noise_factor: 1.0,
+        })
+    }
+
+    /// ε_I.
+    pub fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+
+    /// A **faulty** layer with `factor` times its noise (seeded faults of
+    /// the sequence tester only).
+    #[doc(hidden)]
+    pub fn with_noise_factor_for_testing(mut self, factor: f64) -> Self {
+        self.noise_factor = factor;
+        self
+    }
+
+    /// The extra variance per sent report: 2 (range/ε_I)².
+    pub fn extra_variance<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
+        let (lo, hi) = query.value_bounds();
+        let b = (hi - lo) / self.epsilon;
+        2.0 * b * b
+    }
+
+    /// ỹ = snap(y + (range/ε_I)·Laplace(1)) with fresh noise from `rng`.
+    pub fn apply<Q: Query + ?Sized, R: Rng + ?Sized>(
+        &self,
+        query: &Q,
+        permanent: f64,
+        rng: &mut R,
+    ) -> Result<f64> {
+        let ldp = Mechanism::local_dp(self.epsilon)?;
+        let grid = ldp.checked_release_grid(query)?;
+        let (lo, hi) = query.value_bounds();
+        let b = (hi - lo) / self.epsilon * self.noise_factor;
+        let z: f64 = rand::distr::Distribution::sample(&crate::noise::Laplace::new(1.0)?, rng);
+        let y = crate::error::release_number("value", permanent + b * z, true)?;
+        crate::error::release_number("value", crate::mechanism::snap(y, grid), true)
+    }
+}
+
+/// What a memoized release returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoRelease {
+    /// The value to upload (the permanent report, or the instantaneous
+    /// report when the layer is on).
+    pub value: f64,
+    /// Whether this call charged the ledger (a new cell).
+    pub charged: bool,
+}
+
+/// A memoized release: a mechanism, a public snapping width and an
+/// optional instantaneous layer (module docs).
+///
+/// It keeps the last [`CACHE_ENTRIES`] cells it released (device secret,
+/// query, offset, cell, memo key, permanent report) so that re-sending an
+/// unchanged cell costs a cell computation and the ledger's look-up
+/// instead of three PRF calls and a release (`BENCHMARKS.md`). The cache
+/// only ever returns what [`permanent`](Self::permanent) would.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Memoized {
+    mechanism: Mechanism,
+    width: f64,
+    instantaneous: Option<InstantaneousLayer>,
+    /// Seeded fault for the tester: a memo key of the raw input.
+    key_ignores_snapping: bool,
+    cache: Cache,
+}
+
+/// Cells a [`Memoized`] remembers (a commuter alternates between two).
+pub const CACHE_ENTRIES: usize = 4;
+
+#[derive(Clone)]
+struct CacheEntry {
+    secret: [u8; 32],
+    query: crate::report::QueryDescriptor,
+    offset: Vec<f64>,
+    cell: Vec<i64>,
+    key: [u8; 32],
+    value: f64,
+}
+
+/// The cache: excluded from equality and never printed (it holds the
+/// secret).
+#[derive(Clone, Default)]
+struct Cache {
+    entries: Vec<CacheEntry>,
+    next: usize,
+}
+
+impl PartialEq for Cache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl core::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "<{} cached cells>", self.entries.len())
+    }
+}
+
+impl Cache {
+    fn find(
+        &self,
+        secret: &[u8; 32],
+        query: &crate::report::QueryDescriptor,
+        x: &[f64],
+        w: f64,
+    ) -> Option<([u8; 32], f64)> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.secret == *secret
+                    && e.cell.len() == x.len()
+                    && x.iter()
+                        .zip(&e.offset)
+                        .zip(&e.cell)
+                        .all(|((xi, ui), c)| libm::floor((xi - ui) / w) == *c as f64)
+                    && e.query == *query
+            })
+            .map(|e| (e.key, e.value))
+    }
+
+    fn insert(&mut self, entry: CacheEntry) {
+        if self.entries.len() < CACHE_ENTRIES {
+            self.entries.push(entry);
+        } else {
+            let i = self.next % CACHE_ENTRIES;
+            self.entries[i] = entry;
+        }
+        self.next = self.next.wrapping_add(1);
+    }
+}
+
+impl Memoized {
+    /// `mechanism` memoized on a snapping grid of public width `width` (in
+    /// the query's unit, from public parameters only).
+    pub fn new(mechanism: Mechanism, width: f64) -> Result<Self> {
+        Ok(Self {
+            mechanism,
+            width: positive_finite("snapping width", width)?,
+            instantaneous: None,
+            key_ignores_snapping: false,
+            cache: Cache::default(),
+        })
+    }
+
+    /// With the instantaneous second layer.
+    pub fn with_instantaneous(mut self, layer: InstantaneousLayer) -> Self {
+        self.instantaneous = Some(layer);
+        self
+    }
+
+    /// A **faulty** memoization whose key and representative are the raw
+    /// input (seeded fault of the sequence tester only).
+    #[doc(hidden)]
+    pub fn with_key_ignoring_snapping_for_testing(mut self) -> Self {
+        self.key_ignores_snapping = true;
+        self
+    }
+
+    /// The mechanism.
+    pub fn mechanism(&self) -> &Mechanism {
+        &self.mechanism
+    }
+
+    /// The snapping width w.
+    pub fn width(&self) -> f64 {
+        self.width
+    }
+
+    /// The instantaneous layer, if any.
+    pub fn instantaneous(&self) -> Option<&InstantaneousLayer> {
+        self.instantaneous.as_ref()
+    }
+
+    /// The device's secret offset u ∈ [0, w)^dim:
+    /// u_j = w · U(PRF_k("offset", w, j)).
+    pub fn offset(&self, secret: &[u8; 32], dim: usize) -> Vec<f64> {
+        (0..dim)
+            .map(|j| {
+                let b = prf(
+                    secret,
+                    &[
+                        b"offset",
+                        &self.width.to_bits().to_le_bytes(),
+                        &(j as u64).to_le_bytes(),
+                    ],
+                );
+                self.width * unit_uniform(&b)
+            })
+            .collect()
+    }
+
+    /// The cell c(x) = floor((x − u)/w) and representative
+    /// r = u + w(c + 1/2). Refused if a coordinate is not finite or its
+    /// cell index is beyond 2^52.
+    pub fn snap<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        x: &[f64],
+    ) -> Result<(Vec<i64>, Vec<f64>)> {
+        query.check_point(x)?;
+        self.snap_with(&self.offset(secret, x.len()), x)
+    }
+
+    fn snap_with(&self, u: &[f64], x: &[f64]) -> Result<(Vec<i64>, Vec<f64>)> {
+        let mut cell = Vec::with_capacity(x.len());
+        let mut rep = Vec::with_capacity(x.len());
+        for (xi, ui) in x.iter().zip(u) {
+            let z = libm::floor((xi - ui) / self.width);
+            if z.is_nan() || libm::fabs(z) >= MAX_CELL_INDEX {
+                return Err(Error::InvalidParameter {
+                    name: "x",
+                    value: *xi,
+                    requirement: "within 2^52 snapping cells of the origin",
+                });
+            }
+            cell.push(z as i64);
+            rep.push(ui + self.width * (z + 0.5));
+        }
+        Ok((cell, rep))
+    }
+
+    /// The memo key of a cell: PRF_k("key", query id, mechanism, ε, δ, w,
+    /// cell).
+    pub fn memo_key<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        cell: &[i64],
+    ) -> [u8; 32] {
+        let id = query.descriptor().canonical_id();
+        let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
+        prf(
+            secret,
+            &[
+                b"key",
+                id.as_bytes(),
+                self.mechanism.name().as_str().as_bytes(),
+                &self.mechanism.epsilon().to_bits().to_le_bytes(),
+                &self.mechanism.delta().to_bits().to_le_bytes(),
+                &self.width.to_bits().to_le_bytes(),
+                &cells,
+            ],
+        )
+    }
+
+    /// The permanent report of x for this device, and its memo key (no
+    /// ledger involved: used by [`release`](Self::release) and by
+    /// simulations).
+    pub fn permanent<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        x: &[f64],
+    ) -> Result<(f64, [u8; 32])> {
+        self.permanent_parts(query, secret, x).map(|p| (p.0, p.1))
+    }
+
+    /// [`permanent`](Self::permanent) with the offset and the cell.
+    #[allow(clippy::type_complexity)]
+    fn permanent_parts<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        x: &[f64],
+    ) -> Result<(f64, [u8; 32], Vec<f64>, Vec<i64>)> {
+        query.check_point(x)?;
+        let u = self.offset(secret, x.len());
+        let (mut cell, mut rep) = self.snap_with(&u, x)?;
+        let true_cell = cell.clone();
+        if self.key_ignores_snapping {
+            // The fault: key and input are the raw point.
+            cell = x.iter().map(|v| v.to_bits() as i64).collect();
+            rep = x.to_vec();
+        }
+        let key = self.memo_key(query, secret, &cell);
+        let seed = prf(secret, &[b"seed", &key]);
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        let value = self.mechanism.privatize_unmetered(query, &rep, &mut rng)?;
+        Ok((value, key, u, true_cell))
+    }
+
+    /// The guarantee of `docs/MATH.md §12.3` for two trajectories X, X'
+    /// (one point per period, same length): (ε_life·D-like exponent, δ)
+    /// with
+    ///
+    /// ```text
+    /// exponent = ε · Σ over distinct pairs (x_t, x'_t) of w·||⌈|x_t − x'_t|/w⌉||
+    /// δ        = Σ over pairs {s, t} of distinct pairs of
+    ///            min(1, Σ_j (|x_sj − x'_sj| + |x_tj − x'_tj|)/w)
+    /// ```
+    ///
+    /// (ceilings per coordinate; a pair {s, t} adds nothing to δ when
+    /// x_s = x_t and x'_s = x'_t, or when some coordinate j has
+    /// |x_sj − x_tj| >= w and |x'_sj − x'_tj| >= w: both sequences then
+    /// always change cell between s and t). The instantaneous layer is
+    /// post-processing and does not change it. Refused for trajectories of
+    /// different lengths or dimensions.
+    pub fn trajectory_bound(&self, x: &[Vec<f64>], x_prime: &[Vec<f64>]) -> Result<(f64, f64)> {
+        if x.len() != x_prime.len() || x.iter().zip(x_prime).any(|(a, b)| a.len() != b.len()) {
+            return Err(Error::InvalidParameter {
+                name: "trajectory",
+                value: x_prime.len() as f64,
+                requirement: "two trajectories of the same length and dimension",
+            });
+        }
+        let w = self.width;
+        let mut pairs: Vec<(&[f64], &[f64])> = Vec::new();
+        for (a, b) in x.iter().zip(x_prime) {
+            if !pairs
+                .iter()
+                .any(|(p, q)| *p == a.as_slice() && *q == b.as_slice())
+            {
+                pairs.push((a, b));
+            }
+        }
+        let mut exponent = 0.0;
+        for (a, b) in &pairs {
+            let sq: f64 = a
+                .iter()
+                .zip(*b)
+                .map(|(u, v)| {
+                    let c = w * libm::ceil(libm::fabs(u - v) / w);
+                    c * c
+                })
+                .sum();
+            exponent += self.mechanism.epsilon() * libm::sqrt(sq);
+        }
+        let mut delta = 0.0;
+        for (i, (a, b)) in pairs.iter().enumerate() {
+            for (c, d) in &pairs[i + 1..] {
+                let always_apart = (0..a.len())
+                    .any(|j| libm::fabs(a[j] - c[j]) >= w && libm::fabs(b[j] - d[j]) >= w);
+                if always_apart {
+                    continue;
+                }
+                let moved: f64 = (0..a.len())
+                    .map(|j| libm::fabs(a[j] - b[j]) + libm::fabs(c[j] - d[j]))
+                    .sum();
+                delta += (moved / w).min(1.0);
+            }
+        }
+        Ok((exponent, delta.min(1.0)))
+    }
+
+    /// The metered memoized release: the permanent report of x's cell,
+    /// charged to `ledger` once per memo key ([`MemoLedger::commit_once`])
+    /// before the value is returned, then the instantaneous layer (fresh
+    /// noise from `rng`) if on. Refused, with nothing charged or
+    /// released, for another unit, a budget that cannot afford a new cell,
+    /// a bad point or a non-finite value.
+    pub fn release<Q: Query + ?Sized, R: Rng + ?Sized>(
+        &mut self,
+        ledger: &mut dyn MemoLedger,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<MemoRelease> {
+        let charge = self.mechanism.charge_in(ledger.state().unit())?;
+        let secret = ledger.device_secret();
+        query.check_point(x)?;
+        let descriptor = query.descriptor();
+        let cached = if self.key_ignores_snapping {
+            None
+        } else {
+            self.cache.find(&secret, &descriptor, x, self.width)
+        };
+        let (permanent, key) = match cached {
+            Some((key, value)) => (value, key),
+            None => {
+                let (value, key, offset, cell) = self.permanent_parts(query, &secret, x)?;
+                self.cache.insert(CacheEntry {
+                    secret,
+                    query: descriptor,
+                    offset,
+                    cell,
+                    key,
+                    value,
+                });
+                (value, key)
+            }
+        };
+        let value = match &self.instantaneous {
+            Some(layer) => layer.apply(query, permanent, rng)?,
+            None => permanent,
+        };
+        let charged = ledger.commit_once(key, &charge)?;
+        Ok(MemoRelease { value, charged })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::budget::{BudgetPolicy, BudgetUnit};
+    use crate::query::{GaussianKde, SoftThreshold};
+    use rand::rngs::StdRng;
+
+    fn ledger(total: f64) -> PrivacyBudget {
+        let p = BudgetPolicy::new(BudgetUnit::PerDollar, total, 0.0).unwrap();
+        PrivacyBudget::with_secret(p, [3u8; 32])
+    }
+
+    fn memo(eps: f64, w: f64) -> Memoized {
+        let m = Mechanism::polyplace(eps)
+            .unwrap()
+            .with_unit(BudgetUnit::PerDollar)
+            .unwrap();
+        Memoized::new(m, w).unwrap()
+    }
+
+    #[test]
+    fn same_cell_same_report_charged_once_new_cell_charged() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut l = ledger(0.25);
+        let mut rng = StdRng::seed_from_u64(1);
+        let (cell, rep) = m.snap(&q, &l.device_secret(), &[95.0]).unwrap();
+        let u = m.offset(&l.device_secret(), 1)[0];
+        assert!((0.0..10.0).contains(&u));
+        assert!((rep[0] - 95.0).abs() <= 5.0 + 1e-9);
+        // Another point of the same cell: same report, no charge.
+        let other = u + 10.0 * (cell[0] as f64 + 0.9);
+        let a = m.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+        let b = m.release(&mut l, &q, &[other], &mut rng).unwrap();
+        assert_eq!(a.value, b.value);
+        assert!(a.charged && !b.charged);
+        assert_eq!(l.memo_key_count(), 1);
+        // Two new cells: the second does not fit 0.25.
+        let c = m.release(&mut l, &q, &[200.0], &mut rng).unwrap();
+        assert!(c.charged && c.value != a.value);
+        let e = m.release(&mut l, &q, &[400.0], &mut rng).unwrap_err();
+        assert!(matches!(e, Error::BudgetExceeded { .. }), "{e}");
+        assert_eq!(l.state().releases(), 2);
+        // Old cells are still free.
+        let again = m.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+        assert!(again.value == a.value && !again.charged);
+        // The cache answers what `permanent` would, per secret.
+        let mut other = PrivacyBudget::with_secret(
+            BudgetPolicy::new(BudgetUnit::PerDollar, 1.0, 0.0).unwrap(),
+            [4u8; 32],
+        );
+        let o = m.release(&mut other, &q, &[95.0], &mut rng).unwrap();
+        assert_eq!(o.value, m.permanent(&q, &[4u8; 32], &[95.0]).unwrap().0);
+        assert_eq!(
+            a.value,
+            m.permanent(&q, &l.device_secret(), &[95.0]).unwrap().0
+        );
+        assert_ne!(o.value, a.value);
+        // Reports are on the mechanism's public grid.
+        let grid = m.mechanism().release_grid(&q);
+        assert_eq!(a.value, (a.value / grid).round() * grid);
+    }
+
+    #[test]
+    fn trajectory_bounds() {
+        let m = memo(0.5, 1.0);
+        let v = |xs: &[f64]| xs.iter().map(|&x| vec![x]).collect::<Vec<_>>();
+        // Static: one pair, 0.25 apart: ε·w, no δ.
+        let (e, d) = m.trajectory_bound(&v(&[0.3; 4]), &v(&[0.55; 4])).unwrap();
+        assert_eq!((e, d), (0.5, 0.0));
+        // A jitter inside a cell: δ = 0.05/w.
+        let (e, d) = m
+            .trajectory_bound(&v(&[0.3, 0.3, 0.3]), &v(&[0.3, 0.35, 0.3]))
+            .unwrap();
+        assert!(
+            (e - 0.5).abs() < 1e-12 && (d - 0.05).abs() < 1e-12,
+            "{e} {d}"
+        );
+        // A commute between places 10 w apart: no δ.
+        let (_, d) = m
+            .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
+            .unwrap();
+        assert_eq!(d, 0.0);
+        assert!(m.trajectory_bound(&v(&[0.0]), &v(&[0.0, 1.0])).is_err());
+    }
+
+    #[test]
+    fn keys_depend_on_secret_query_mechanism_and_cell() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let q2 = SoftThreshold::new(100.0, 21.0).unwrap();
+        let s = [1u8; 32];
+        let m = memo(0.1, 10.0);
+        let k = m.memo_key(&q, &s, &[3]);
+        assert_ne!(k, m.memo_key(&q, &[2u8; 32], &[3]));
+        assert_ne!(k, m.memo_key(&q2, &s, &[3]));
+        assert_ne!(k, m.memo_key(&q, &s, &[4]));
+        assert_ne!(k, memo(0.2, 10.0).memo_key(&q, &s, &[3]));
+        assert_ne!(k, memo(0.1, 11.0).memo_key(&q, &s, &[3]));
+        assert_eq!(k, m.memo_key(&q, &s, &[3]));
+    }
+
+    #[test]
+    fn units_bad_points_and_the_instantaneous_layer() {
+        let q = GaussianKde::new(&[0.0, 0.0], 100.0).unwrap();
+        let m = Mechanism::polyplace(0.01)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
+        let mut memo = Memoized::new(m, 50.0)
+            .unwrap()
+            .with_instantaneous(InstantaneousLayer::new(1.0).unwrap());
+        let mut rng = StdRng::seed_from_u64(2);
+        // A per-dollar ledger refuses a per-metre charge.
+        let mut dollars = ledger(1.0);
+        assert!(memo
+            .release(&mut dollars, &q, &[1.0, 2.0], &mut rng)
+            .is_err());
+        let p = BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap();
+        let mut l = PrivacyBudget::with_secret(p, [9u8; 32]);
+        assert!(memo
+            .release(&mut l, &q, &[f64::NAN, 0.0], &mut rng)
+            .is_err());
+        assert!(memo.release(&mut l, &q, &[1e300, 0.0], &mut rng).is_err());
+        assert!(memo.release(&mut l, &q, &[1.0], &mut rng).is_err());
+        assert_eq!(l.state().releases(), 0);
+        // The layer: fresh values around one permanent report, one charge.
+        let (perm, _) = memo.permanent(&q, &l.device_secret(), &[1.0, 2.0]).unwrap();
+        let n = 20_000;
+        let mut sum = 0.0;
+        for _ in 0..n {
+            let r = memo.release(&mut l, &q, &[1.0, 2.0], &mut rng).unwrap();
+            sum += r.value - perm;
+        }
+        assert_eq!(l.state().releases(), 1);
+        let sd = (InstantaneousLayer::new(1.0).unwrap().extra_variance(&q) / n as f64).sqrt();
+        assert!((sum / n as f64).abs() < 6.0 * sd);
+        assert!(!format!("{l:?}").contains("9, 9"));
+    }
+}
