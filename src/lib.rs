@@ -71,7 +71,7 @@ pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-pub use report::{QueryDescriptor, Report};
+pub use report::{QueryDescriptor, Report, ReportId};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
 pub use server::aggregate::{Aggregator, Estimate, GridAggregator, PerDeviceTotal};
