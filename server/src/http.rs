@@ -202,6 +202,21 @@ fn find_task(app: &App, id: &str) -> Result<(usize, Task), Response> {
         .ok_or_else(|| error(StatusCode::NOT_FOUND, "no such task"))
 }
 
+/// The task of an analyst request, after checking the token.
+fn analyst_task(app: &App, headers: &HeaderMap, id: &str) -> Result<(usize, Task), Response> {
+    authorized(app, headers)?;
+    find_task(app, id)
+}
+
+/// The live aggregates (a poisoned lock still holds consistent data: the
+/// writer replaces it whole on failure).
+fn read_live(app: &App) -> std::sync::RwLockReadGuard<'_, crate::store::Live> {
+    match app.store.live.read() {
+        Ok(l) => l,
+        Err(p) => p.into_inner(),
+    }
+}
+
 async fn page() -> Response {
     (
         [
@@ -264,10 +279,7 @@ async fn list_tasks(State(app): State<App>, headers: HeaderMap) -> Response {
     if let Err(r) = authorized(&app, &headers) {
         return r;
     }
-    let live = match app.store.live.read() {
-        Ok(l) => l,
-        Err(p) => p.into_inner(),
-    };
+    let live = read_live(&app);
     let tasks: Vec<_> = app
         .store
         .tasks
@@ -591,17 +603,11 @@ async fn estimate(
     Path(task_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = authorized(&app, &headers) {
-        return r;
-    }
-    let (ti, task) = match find_task(&app, &task_id) {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
         Ok(t) => t,
         Err(r) => return r,
     };
-    let live = match app.store.live.read() {
-        Ok(l) => l,
-        Err(p) => p.into_inner(),
-    };
+    let live = read_live(&app);
     let mut periods = Vec::new();
     for (&start, p) in &live.tasks[ti].periods {
         let mut entry = json!({
@@ -700,10 +706,7 @@ async fn map(
     Query(q): Query<PeriodQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = authorized(&app, &headers) {
-        return r;
-    }
-    let (ti, task) = match find_task(&app, &task_id) {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
         Ok(t) => t,
         Err(r) => return r,
     };
@@ -711,10 +714,7 @@ async fn map(
         return error(StatusCode::NOT_FOUND, "not a map task");
     };
     let agg = {
-        let live = match app.store.live.read() {
-            Ok(l) => l,
-            Err(p) => p.into_inner(),
-        };
+        let live = read_live(&app);
         let periods = &live.tasks[ti].periods;
         let chosen = match q.period {
             Some(p) => periods.get_key_value(&p),
@@ -787,10 +787,7 @@ async fn export(
     Query(q): Query<PeriodQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = authorized(&app, &headers) {
-        return r;
-    }
-    let (_, task) = match find_task(&app, &task_id) {
+    let (_, task) = match analyst_task(&app, &headers, &task_id) {
         Ok(t) => t,
         Err(r) => return r,
     };
@@ -856,17 +853,11 @@ async fn state(
     Path(task_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = authorized(&app, &headers) {
-        return r;
-    }
-    let (ti, task) = match find_task(&app, &task_id) {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
         Ok(t) => t,
         Err(r) => return r,
     };
-    let live = match app.store.live.read() {
-        Ok(l) => l,
-        Err(p) => p.into_inner(),
-    };
+    let live = read_live(&app);
     let mut periods = Vec::new();
     for (&start, p) in &live.tasks[ti].periods {
         match &p.agg {

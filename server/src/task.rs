@@ -199,17 +199,6 @@ impl Task {
                 let policy = policy
                     .only_mechanisms(&[mechanism])
                     .only_queries(core::iter::once(q));
-                // The task's own (query, mechanism, ε, δ) must be one the
-                // policy accepts.
-                policy
-                    .validate(&Report::new(
-                        q.clone(),
-                        mechanism,
-                        def.epsilon,
-                        def.delta,
-                        0.0,
-                    ))
-                    .map_err(|e| format!("task {id}: {e}"))?;
                 let clip = match (def.no_clip, def.clip_z) {
                     (true, Some(_)) => {
                         return Err(format!("task {id}: no_clip and clip_z contradict"))
@@ -229,8 +218,10 @@ impl Task {
                     estimator: Estimator::Mean,
                     max_groups: DEFAULT_MAX_GROUPS,
                 };
-                // Building the clip bound must work (a mechanism without a
-                // public bound cannot be clipped).
+                // The task's own (query, mechanism, ε, δ) must pass the
+                // policy (`offer` validates first) and have a clipping
+                // bound (a mechanism without a public bound cannot be
+                // clipped).
                 let mut probe = ReportAggregator::new(policy.clone(), config);
                 probe
                     .offer(Report::new(
