@@ -73,7 +73,7 @@ pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, Outpu
 #[cfg(feature = "std")]
 pub use query::RegionQuery;
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-pub use report::{QueryDescriptor, Report};
+pub use report::{QueryDescriptor, Report, ReportId};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
 pub use server::aggregate::{Aggregator, Estimate, GridAggregator, PerDeviceTotal};

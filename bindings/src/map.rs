@@ -282,7 +282,8 @@ impl MapRelease {
             self.location(&location)?;
             let r = self
                 .inner
-                .release_unmetered(&location, &mut geopriv::SecureRng::new())?;
+                .release_unmetered(&location, &mut geopriv::SecureRng::new())?
+                .with_random_id(&mut geopriv::SecureRng::new());
             MapUpload::from_core(&r)
         })
     }

@@ -250,8 +250,11 @@ pub fn run<R: BufRead, W: Write, E: Write>(
         })();
         Ok(match value {
             Ok(value) => {
+                // The report id comes from the noise's generator, after the
+                // noise (seeded runs stay reproducible).
                 let report = Report::new(plan.descriptor.clone(), name, epsilon, delta, value)
-                    .with_seeded(seeded);
+                    .with_seeded(seeded)
+                    .with_random_id(rng);
                 match plan.format {
                     Format::Json => report.write_json_line(&mut out)?,
                     Format::Binary => report.write_frame(&mut out)?,

@@ -85,8 +85,11 @@ impl Report {
     /// What a device uploads, **charged to `ledger`** first (see
     /// [`Mechanism::privatize`]): privatize f(x) with `mechanism` and wrap
     /// the released value with the query's public parameters, the
-    /// mechanism's name, ε and δ, and `seeded` if `rng` is seeded. Nothing
-    /// derived from x other than the release enters the report.
+    /// mechanism's name, ε and δ, `seeded` if `rng` is seeded, and a
+    /// random [`ReportId`](crate::ReportId) drawn from `rng` after the
+    /// noise (independent of x: it lets a collector count the report once
+    /// however often it is uploaded). Nothing derived from x other than the
+    /// release enters the report.
     pub fn release<Q, R>(
         ledger: &mut dyn Ledger,
         mechanism: &Mechanism,
@@ -100,7 +103,7 @@ impl Report {
     {
         let seeded = rng.is_seeded();
         let value = mechanism.privatize(ledger, query, x, rng)?;
-        Ok(Self::wrap(mechanism, query, value, seeded))
+        Ok(Self::wrap(mechanism, query, value, seeded).with_random_id(rng))
     }
 
     /// [`Report::release`] **without charging any ledger**: for
@@ -118,7 +121,7 @@ impl Report {
     {
         let seeded = rng.is_seeded();
         let value = mechanism.privatize_unmetered(query, x, rng)?;
-        Ok(Self::wrap(mechanism, query, value, seeded))
+        Ok(Self::wrap(mechanism, query, value, seeded).with_random_id(rng))
     }
 
     fn wrap<Q: Query + ?Sized>(mechanism: &Mechanism, query: &Q, value: f64, seeded: bool) -> Self {

@@ -98,6 +98,19 @@ pub struct MapReport {
     /// Released values (composition, vector Laplace: all m; sampled: k).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<f64>>,
+    /// The report's random identity (see [`crate::ReportId`]): drawn by
+    /// [`MapRelease::release`] after the noise; absent in reports written
+    /// before ids existed and in unmetered simulations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_id: Option<crate::ReportId>,
+}
+
+impl MapReport {
+    /// This report with a fresh random id drawn from `rng`.
+    pub fn with_random_id<R: rand::RngCore + ?Sized>(mut self, rng: &mut R) -> Self {
+        self.report_id = Some(crate::ReportId::random(rng));
+        self
+    }
 }
 
 /// k of the public grid Λ = 2^⌊log2(1/ε)⌋ · 2^-k of the noisy location
@@ -347,7 +360,12 @@ impl MapRelease {
         let charge = self.charge(ledger.state().unit())?;
         // `spend_dyn` refuses (and draws nothing) if ε does not fit or the
         // unit differs, and charges only if the report was computed.
-        spend_dyn(ledger, &charge, || self.compute(x, rng))
+        // The random report id is drawn after the noise, from the same
+        // generator (a collector counts the report once by it).
+        spend_dyn(ledger, &charge, || {
+            let r = self.compute(x, rng)?;
+            Ok(r.with_random_id(rng))
+        })
     }
 
     /// [`release`](Self::release) with the secure default generator.
@@ -372,6 +390,7 @@ impl MapRelease {
             location: None,
             queries: None,
             values: None,
+            report_id: None,
         }
     }
 

@@ -1,13 +1,14 @@
 //! The two encodings of one report: JSON lines and postcard bytes (see the
 //! [module docs](super) for the layouts).
 
-use super::{MechanismName, QueryDescriptor, Report, FORMAT_VERSION};
+use super::{MechanismName, QueryDescriptor, Report, ReportId, FORMAT_VERSION, MIN_FORMAT_VERSION};
 use crate::server::Rejection;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
-/// The binary body of a report: every field but `seeded`, in wire order.
+/// The binary body of a version 1 report: every field but `seeded` and
+/// `report_id`, in wire order.
 #[derive(Serialize)]
 struct WireRef<'a> {
     version: u16,
@@ -16,6 +17,18 @@ struct WireRef<'a> {
     epsilon: f64,
     delta: f64,
     value: f64,
+}
+
+/// The binary body of a version 2 report: version 1's, then the optional id.
+#[derive(Serialize)]
+struct WireRef2<'a> {
+    version: u16,
+    query: &'a QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
+    report_id: Option<ReportId>,
 }
 
 /// [`WireRef`], owned, for decoding.
@@ -27,6 +40,23 @@ struct Wire {
     epsilon: f64,
     delta: f64,
     value: f64,
+}
+
+/// [`WireRef2`], owned, for decoding.
+#[derive(Deserialize)]
+struct Wire2 {
+    version: u16,
+    query: QueryDescriptor,
+    mechanism: MechanismName,
+    epsilon: f64,
+    delta: f64,
+    value: f64,
+    report_id: Option<ReportId>,
+}
+
+/// Whether this crate reads format `version`.
+fn readable(version: u16) -> bool {
+    (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version)
 }
 
 /// Just the version, to tell "newer format" from "malformed".
@@ -47,8 +77,8 @@ impl Report {
 
     /// Decode one JSON report (surrounding whitespace, e.g. the newline, is
     /// ignored). Refuses with a reason: empty input, syntax errors,
-    /// truncation, missing or unknown fields, and versions other than
-    /// [`FORMAT_VERSION`]. The content is not validated (see
+    /// truncation, missing or unknown fields, and versions outside
+    /// [`MIN_FORMAT_VERSION`]..=[`FORMAT_VERSION`]. The content is not validated (see
     /// [`ValidationPolicy`]).
     pub fn from_json(line: &str) -> core::result::Result<Report, Rejection> {
         let line = line.trim();
@@ -56,13 +86,13 @@ impl Report {
             return Err(Rejection::Empty);
         }
         match serde_json::from_str::<Report>(line) {
-            Ok(r) if r.version != FORMAT_VERSION => {
+            Ok(r) if !readable(r.version) => {
                 Err(Rejection::UnsupportedVersion { found: r.version })
             }
             Ok(r) => Ok(r),
             Err(e) => {
                 if let Ok(p) = serde_json::from_str::<VersionProbe>(line) {
-                    if p.version != FORMAT_VERSION {
+                    if !readable(p.version) {
                         return Err(Rejection::UnsupportedVersion { found: p.version });
                     }
                 }
@@ -78,18 +108,33 @@ impl Report {
         }
     }
 
-    /// The compact binary (postcard) encoding.
+    /// The compact binary (postcard) encoding, in the layout of the
+    /// report's `version`: a version 1 report without an id is written as
+    /// version 1 wrote it; any other report in the version 2 layout (with
+    /// its version field, so a decoder refuses versions it does not read).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let wire = WireRef {
-            version: self.version,
-            query: &self.query,
-            mechanism: self.mechanism,
-            epsilon: self.epsilon,
-            delta: self.delta,
-            value: self.value,
-        };
-        // Cannot fail for this type when writing to a growable vector.
-        let mut bytes = postcard::to_allocvec(&wire).unwrap_or_default();
+        // Neither can fail for these types when writing to a growable vector.
+        let mut bytes = if self.version == 1 && self.report_id.is_none() {
+            postcard::to_allocvec(&WireRef {
+                version: 1,
+                query: &self.query,
+                mechanism: self.mechanism,
+                epsilon: self.epsilon,
+                delta: self.delta,
+                value: self.value,
+            })
+        } else {
+            postcard::to_allocvec(&WireRef2 {
+                version: self.version.max(2),
+                query: &self.query,
+                mechanism: self.mechanism,
+                epsilon: self.epsilon,
+                delta: self.delta,
+                value: self.value,
+                report_id: self.report_id,
+            })
+        }
+        .unwrap_or_default();
         if self.seeded {
             bytes.push(1);
         }
@@ -98,17 +143,31 @@ impl Report {
 
     /// Decode one binary report; every byte must be used. Refuses with a
     /// reason: empty input, truncation, garbage, trailing bytes, and
-    /// versions other than [`FORMAT_VERSION`] (checked before the rest is
+    /// versions this crate does not read (checked before the rest is
     /// read). The content is not validated (see [`ValidationPolicy`]).
     pub fn from_bytes(bytes: &[u8]) -> core::result::Result<Report, Rejection> {
         if bytes.is_empty() {
             return Err(Rejection::Empty);
         }
         let (version, _) = postcard::take_from_bytes::<u16>(bytes).map_err(postcard_rejection)?;
-        if version != FORMAT_VERSION {
+        if !readable(version) {
             return Err(Rejection::UnsupportedVersion { found: version });
         }
-        let (w, rest) = postcard::take_from_bytes::<Wire>(bytes).map_err(postcard_rejection)?;
+        let (w, rest) = if version == 1 {
+            let (w, rest) = postcard::take_from_bytes::<Wire>(bytes).map_err(postcard_rejection)?;
+            let w = Wire2 {
+                version: w.version,
+                query: w.query,
+                mechanism: w.mechanism,
+                epsilon: w.epsilon,
+                delta: w.delta,
+                value: w.value,
+                report_id: None,
+            };
+            (w, rest)
+        } else {
+            postcard::take_from_bytes::<Wire2>(bytes).map_err(postcard_rejection)?
+        };
         let seeded = match rest {
             [] => false,
             [1] => true,
@@ -121,6 +180,7 @@ impl Report {
             epsilon: w.epsilon,
             delta: w.delta,
             value: w.value,
+            report_id: w.report_id,
             seeded,
         })
     }

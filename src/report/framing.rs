@@ -243,8 +243,18 @@ mod tests {
 
     #[test]
     fn frames_match_postcard_cobs() {
-        let r = threshold_report();
-        let theirs = postcard::to_allocvec_cobs(&r).unwrap();
+        // The version 2 body is the postcard tuple of its fields.
+        let r = threshold_report().with_report_id(crate::ReportId([9; 16]));
+        let body = (
+            r.version,
+            &r.query,
+            r.mechanism,
+            r.epsilon,
+            r.delta,
+            r.value,
+            r.report_id,
+        );
+        let theirs = postcard::to_allocvec_cobs(&body).unwrap();
         assert_eq!(r.to_frame(), theirs);
         assert_eq!(Report::from_frame(&theirs).unwrap(), r);
     }

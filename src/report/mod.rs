@@ -85,6 +85,7 @@ use serde::{Deserialize, Serialize};
 mod codec;
 mod descriptor;
 mod framing;
+mod id;
 
 pub use crate::mechanism::MechanismName;
 pub use descriptor::QueryDescriptor;
@@ -94,9 +95,17 @@ pub(crate) use framing::decode_frame;
 pub use framing::{frames, Frames};
 #[cfg(feature = "std")]
 pub use framing::{read_frames, read_json_lines};
+pub use id::ReportId;
 
-/// The version of the report format this crate writes and accepts.
-pub const FORMAT_VERSION: u16 = 1;
+/// The version of the report format this crate writes. Version 2 added
+/// the optional `report_id` (16 random bytes): in JSON a field, in the
+/// binary form an option after the value (`0x00`, or `0x01` and the 16
+/// bytes), before the optional seeded byte. Version 1 reports (no id) are
+/// still read ([`MIN_FORMAT_VERSION`]).
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The oldest report format version this crate reads.
+pub const MIN_FORMAT_VERSION: u16 = 1;
 
 // ---------------------------------------------------------------------------
 // Reports
@@ -120,6 +129,11 @@ pub struct Report {
     pub delta: f64,
     /// The released value f(x) + noise: unbiased for f(x).
     pub value: f64,
+    /// The report's random identity ([`ReportId`]), which a collector
+    /// uses to count it once however often it is uploaded (format
+    /// version 2; absent in version 1 reports). Written only when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_id: Option<ReportId>,
     /// The noise came from a seeded (reproducible, NOT secure) generator.
     /// Written only when true (`"seeded":true`, or one trailing `0x01`
     /// byte in the binary form); absent means false, so reports written
@@ -150,8 +164,21 @@ impl Report {
             epsilon,
             delta,
             value,
+            report_id: None,
             seeded: false,
         }
+    }
+
+    /// This report with `id` as its [`ReportId`].
+    pub fn with_report_id(mut self, id: ReportId) -> Self {
+        self.report_id = Some(id);
+        self
+    }
+
+    /// This report with a fresh random [`ReportId`] drawn from `rng` (the
+    /// noise's generator: secure by default, seeded in seeded runs).
+    pub fn with_random_id<R: rand::RngCore + ?Sized>(self, rng: &mut R) -> Self {
+        self.with_report_id(ReportId::random(rng))
     }
 
     /// This report with its `seeded` flag set to `seeded`.
@@ -183,9 +210,55 @@ pub(crate) mod tests {
     fn json_shape_is_documented() {
         assert_eq!(
             threshold_report().to_json_line(),
-            r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
+            r#"{"version":2,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
         );
-        assert_eq!(threshold_report().to_bytes().len(), 43);
+        assert_eq!(threshold_report().to_bytes().len(), 44);
+    }
+
+    #[test]
+    fn report_ids_travel_in_both_encodings_and_version_1_still_reads() {
+        let id = ReportId([7; 16]);
+        let r = threshold_report().with_report_id(id);
+        let json = r.to_json_line();
+        assert!(
+            json.ends_with(r#","value":0.7315,"report_id":"07070707070707070707070707070707"}"#),
+            "{json}"
+        );
+        assert_eq!(Report::from_json(&json).unwrap(), r);
+        let bytes = r.to_bytes();
+        assert_eq!(bytes.len(), 44 + 16);
+        assert_eq!(Report::from_bytes(&bytes).unwrap(), r);
+        let seeded = r.clone().with_seeded(true);
+        assert_eq!(Report::from_bytes(&seeded.to_bytes()).unwrap(), seeded);
+        assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
+        // A version 1 report (written before ids existed) reads as one
+        // without an id, in both encodings, and is still valid.
+        let v1_json = r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#;
+        let old = Report::from_json(v1_json).unwrap();
+        assert_eq!((old.version, old.report_id), (1, None));
+        assert_eq!(old.to_json_line(), v1_json);
+        let old_bytes = old.to_bytes();
+        assert_eq!(old_bytes.len(), 43);
+        assert_eq!(Report::from_bytes(&old_bytes).unwrap(), old);
+        let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        assert_eq!(policy.validate(&old), Ok(()));
+        assert_eq!(policy.validate(&r), Ok(()));
+        // Bad ids are malformed reports.
+        let bad = json.replace("07070707070707070707070707070707", "0707");
+        assert!(matches!(
+            Report::from_json(&bad),
+            Err(Rejection::Malformed { .. })
+        ));
+        let mut v3 = r.clone();
+        v3.version = 3;
+        assert_eq!(
+            policy.validate(&v3),
+            Err(Rejection::UnsupportedVersion { found: 3 })
+        );
+        assert!(matches!(
+            Report::from_bytes(&v3.to_bytes()),
+            Err(Rejection::UnsupportedVersion { found: 3 })
+        ));
     }
 
     #[test]
@@ -201,8 +274,8 @@ pub(crate) mod tests {
         // Absent = false (reports written before the flag existed).
         assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);
         let bytes = seeded.to_bytes();
-        assert_eq!(bytes.len(), 44);
-        assert_eq!(bytes[..43], plain.to_bytes()[..]);
+        assert_eq!(bytes.len(), 45);
+        assert_eq!(bytes[..44], plain.to_bytes()[..]);
         assert_eq!(Report::from_bytes(&bytes).unwrap(), seeded);
         assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
         let mut odd = plain.to_bytes();

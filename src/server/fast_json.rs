@@ -142,10 +142,18 @@ impl<'a> Cursor<'a> {
 }
 
 /// The report in `line` if it is in the exact layout of
-/// `Report::to_json_line` (format version 1), else `None`.
+/// `Report::to_json_line` (format version 1, or 2 with an optional
+/// `report_id` and no `seeded` flag), else `None`.
 pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
     let mut c = Cursor { s: line, i: 0 };
-    c.lit(b"{\"version\":1,\"query\":{\"")?;
+    c.lit(b"{\"version\":")?;
+    let version = match c.s.get(c.i)? {
+        b'1' => 1,
+        b'2' => 2,
+        _ => return None,
+    };
+    c.i += 1;
+    c.lit(b",\"query\":{\"")?;
     let query = if c.lit(b"threshold\":{\"threshold\":").is_some() {
         let threshold = c.number()?;
         c.lit(b",\"width\":")?;
@@ -196,11 +204,19 @@ pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
     let delta = c.number()?;
     c.lit(b",\"value\":")?;
     let value = c.number()?;
+    let mut report = Report::new(query, mechanism, epsilon, delta, value);
+    report.version = version;
+    if c.lit(b",\"report_id\":\"").is_some() {
+        let hex = c.s.get(c.i..c.i + 32)?;
+        report.report_id = Some(crate::ReportId::from_hex(core::str::from_utf8(hex).ok()?)?);
+        c.i += 32;
+        c.lit(b"\"")?;
+    }
     c.lit(b"}")?;
     if c.i != line.len() {
         return None;
     }
-    Some(Report::new(query, mechanism, epsilon, delta, value))
+    Some(report)
 }
 
 #[cfg(test)]
@@ -237,17 +253,25 @@ mod tests {
             for m in MechanismName::ALL {
                 for v in [0.0, -0.0, 0.1 + 0.2, f64::MAX, -1e-310, 123456789.0] {
                     let r = Report::new(q.clone(), m, 1e-4, 1e-6, v);
-                    let line = r.to_json_line();
-                    let fast = parse_canonical(line.as_bytes()).expect(&line);
-                    let slow = Report::from_json(&line).unwrap();
-                    assert_eq!(fast, slow, "{line}");
-                    assert_eq!(fast.value.to_bits(), slow.value.to_bits(), "{line}");
+                    let mut v1 = r.clone();
+                    v1.version = 1;
+                    let with_id = r.clone().with_report_id(crate::ReportId([0xa5; 16]));
+                    for r in [r, v1, with_id] {
+                        let line = r.to_json_line();
+                        let fast = parse_canonical(line.as_bytes()).expect(&line);
+                        let slow = Report::from_json(&line).unwrap();
+                        assert_eq!(fast, slow, "{line}");
+                        assert_eq!(fast.value.to_bits(), slow.value.to_bits(), "{line}");
+                    }
                 }
             }
         }
         for bad in [
             "",
             "{\"version\":2,\"query\":{}}",
+            "{\"version\":3,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
+            "{\"version\":2,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0,\"report_id\":\"0g000000000000000000000000000000\"}",
+            "{\"version\":2,\"query\":{\"threshold\":{\"threshold\":1,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0,\"report_id\":\"00\"}",
             "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1,\"width\":-0},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
             "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":01,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",
             "{\"version\":1,\"query\":{\"threshold\":{\"threshold\":1.,\"width\":1}},\"mechanism\":\"ldp\",\"epsilon\":1,\"delta\":0,\"value\":0}",

@@ -2,7 +2,7 @@
 //! accepts, and every refusal is a [`Rejection`] that says why.
 
 use crate::error::{Error, Result};
-use crate::report::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION};
+use crate::report::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION, MIN_FORMAT_VERSION};
 use crate::server::escape::Untrusted;
 use crate::MechanismName;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -140,7 +140,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::UnsupportedVersion { found } => write!(
                 f,
-                "report format version {found} is not supported (this server reads version {FORMAT_VERSION})"
+                "report format version {found} is not supported (this server reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"
             ),
             Rejection::NonFiniteValue { value } => {
                 write!(f, "released value {value} is not a finite number")
@@ -469,7 +469,7 @@ impl ValidationPolicy {
     /// order: version, value, query parameters, known query, mechanism, ε, δ,
     /// task, seeded.
     pub fn validate(&self, report: &Report) -> core::result::Result<(), Rejection> {
-        if report.version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&report.version) {
             return Err(Rejection::UnsupportedVersion {
                 found: report.version,
             });

@@ -347,7 +347,7 @@ private fun mechanismTests() {
                 expect(r.queryId == "threshold:T=100;w=10") { "$name id ${r.queryId}" }
                 expect(r.mechanism == m.name()) { "$name: ${r.mechanism} vs ${m.name()}" }
                 expect(r.epsilon == 0.05 && r.delta == m.delta()) { "$name eps/delta" }
-                expect(r.json.startsWith("{\"version\":1,") && '\n' !in r.json) { "$name json ${r.json}" }
+                expect(r.json.startsWith("{\"version\":2,") && '\n' !in r.json) { "$name json ${r.json}" }
                 for (leak in listOf("scale", "sensitivity", "sigma")) expect(leak !in r.json) { "$name leaks $leak: ${r.json}" }
                 expect(r.bytes.size in 30..64) { "$name bytes ${r.bytes.size}" }
             }
@@ -470,7 +470,7 @@ private fun reportTests() {
             "" to "empty", "   \n" to "empty", "{" to "truncated", "not a report" to "malformed", "{}" to "malformed",
             "[1,2,3]" to "malformed", "null" to "malformed",
             r.json.replace("\"value\"", "\"scale\":0.5,\"value\"") to "malformed",
-            r.json.replace("\"version\":1", "\"version\":2") to "unsupported-version",
+            r.json.replace("\"version\":2", "\"version\":3") to "unsupported-version",
             r.json.replace("\"threshold\":100000.0", "\"threshold\":\"x\"") to "malformed",
             r.json.replace("\"width\":20000.0", "\"width\":0.0") to "invalid-query",
             r.json.replace(Regex("\"value\":[^}]*"), "\"value\":1e999") to "malformed",

@@ -76,7 +76,7 @@ fun main() {
         val stream = honest[0].toByteArray() + "\n".toByteArray() +
             byteArrayOf(0xff.toByte(), 0xfe.toByte(), 'a'.code.toByte(), '\n'.code.toByte()) +
             ByteArray(5_000) { 'x'.code.toByte() } + "\n".toByteArray() +
-            (honest[1].replace("\"version\":1", "\"version\":9") + "\n# a comment\n" + honest[2] + "\n").toByteArray()
+            (honest[1].replace("\"version\":2", "\"version\":9") + "\n# a comment\n" + honest[2] + "\n").toByteArray()
         val r = server.ingest(stream, InputFormat.JSON)
         expect(r.records == 6uL && r.accepted == 2uL && r.rejected == 3uL && r.skipped == 1uL) { "$r" }
         val got = r.rejections.map { it.record to it.code }

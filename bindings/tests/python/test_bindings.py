@@ -335,7 +335,7 @@ def _():
         expect(r.query_id == "threshold:T=100;w=10", f"{name} id {r.query_id}")
         expect(r.mechanism == m.name(), f"{name}: {r.mechanism} vs {m.name()}")
         expect(r.epsilon == 0.05 and r.delta == m.delta(), f"{name} eps/delta")
-        expect(r.json.startswith('{"version":1,') and "\n" not in r.json, f"{name} json {r.json}")
+        expect(r.json.startswith('{"version":2,') and "\n" not in r.json, f"{name} json {r.json}")
         for leak in ["scale", "sensitivity", "sigma"]:
             expect(leak not in r.json, f"{name} leaks {leak}: {r.json}")
         expect(isinstance(r.bytes, bytes) and 30 <= len(r.bytes) <= 64, f"{name} bytes {r.bytes!r}")
@@ -470,7 +470,7 @@ def _():
         ("[1,2,3]", "malformed"),
         ("null", "malformed"),
         (r.json.replace('"value"', '"scale":0.5,"value"'), "malformed"),
-        (r.json.replace('"version":1', '"version":2'), "unsupported-version"),
+        (r.json.replace('"version":2', '"version":3'), "unsupported-version"),
         (r.json.replace('"threshold":100000.0', '"threshold":"x"'), "malformed"),
         (r.json.replace('"width":20000.0', '"width":0.0'), "invalid-query"),
         (re.sub(r'"value":[^}]*', '"value":1e999', r.json), "malformed"),

@@ -94,7 +94,7 @@ def _():
         HONEST[0].encode(), b"\n",
         b"\xff\xfe not utf-8\n",
         b"x" * 5_000, b"\n",
-        HONEST[1].replace('"version":1', '"version":9').encode(), b"\n",
+        HONEST[1].replace('"version":2', '"version":9').encode(), b"\n",
         b"\xef\xbb\xbf# a comment after a BOM\n",
         HONEST[2].encode(), b"\n",
     ])
@@ -115,7 +115,7 @@ def _():
         pass
     # The batch calls: same outcomes per record; attacker text escaped.
     attack = "\x1b[31m\nline 1: report accepted\n"
-    r = server.add_json_batch([HONEST[3], None, "y" * 5_000, attack, HONEST[1].replace('"version":1', '"version":9')])
+    r = server.add_json_batch([HONEST[3], None, "y" * 5_000, attack, HONEST[1].replace('"version":2', '"version":9')])
     got = [(x.record, x.code) for x in r.rejections]
     expect(got == [(2, "empty"), (3, "too-long"), (4, "malformed"), (5, "unsupported-version")], got)
     expect(not any(ch in r.rejections[2].reason for ch in "\n\x1b"), r.rejections[2].reason)

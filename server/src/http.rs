@@ -1,0 +1,885 @@
+//! The HTTP API (docs/openapi.yaml): uploads from devices, the analyst
+//! API behind a bearer token, `/metrics`, `/healthz` and the web page.
+
+use crate::store::{Decoded, Item, Outcome, Store};
+use crate::task::{Kind, MapDef, PeriodAgg, Task};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use geopriv::map::{plan, MapAggregator, MapRelease, MapReport};
+use geopriv::server::escape::Untrusted;
+use geopriv::server::ingest::{Decoded as Record, FormatChoice, RecordReader};
+use geopriv::Report;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Limits of the HTTP layer.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest request body in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Most records in one upload (413 above, nothing stored).
+    pub max_batch: usize,
+    /// Largest record in bytes (that record rejected, `too-long`).
+    pub max_record_bytes: usize,
+    /// Requests per second per client address (token bucket; 429 above).
+    pub rate_per_client: f64,
+    /// Burst of the bucket.
+    pub burst: f64,
+    /// Time to receive and answer a request (408 above).
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 4 << 20,
+            max_batch: 1000,
+            max_record_bytes: 64 << 10,
+            rate_per_client: 2000.0,
+            burst: 4000.0,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Computed maps by (task index, period start): the n they were computed
+/// from and the map.
+type MapCache = HashMap<(usize, i64), (u64, Arc<serde_json::Value>)>;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct App {
+    /// The store.
+    pub store: Store,
+    /// The analysts' bearer token.
+    pub token: Arc<String>,
+    /// Limits.
+    pub limits: Limits,
+    buckets: Arc<Mutex<HashMap<IpAddr, (f64, Instant)>>>,
+    /// Computed maps by (task, period): (n they were computed from, map).
+    maps: Arc<Mutex<MapCache>>,
+}
+
+impl App {
+    /// Handlers' state.
+    pub fn new(store: Store, token: String, limits: Limits) -> App {
+        App {
+            store,
+            token: Arc::new(token),
+            limits,
+            buckets: Arc::new(Mutex::new(HashMap::new())),
+            maps: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+}
+
+/// The router.
+pub fn router(app: App) -> Router {
+    let limits = app.limits.clone();
+    // Uploads get the short timeout; analyst reads (a large map's FFT,
+    // a big export) a longer one.
+    let uploads = Router::new()
+        .route("/v1/tasks/{task}/reports", post(upload))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.timeout,
+        ));
+    Router::new()
+        .merge(uploads)
+        .route("/", get(page))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/v1/tasks", get(list_tasks))
+        .route("/v1/tasks/{task}/estimate", get(estimate))
+        .route("/v1/tasks/{task}/map", get(map))
+        .route("/v1/tasks/{task}/export", get(export))
+        .route("/v1/tasks/{task}/state", get(state))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
+        .layer(middleware::from_fn_with_state(app.clone(), rate_limit))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(300),
+        ))
+        .with_state(app)
+}
+
+fn error(status: StatusCode, msg: &str) -> Response {
+    (status, axum::Json(json!({ "error": msg }))).into_response()
+}
+
+fn json_text(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn rate_limit(
+    State(app): State<App>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let allowed = {
+        let mut b = match app.buckets.lock() {
+            Ok(b) => b,
+            Err(p) => p.into_inner(),
+        };
+        let now = Instant::now();
+        if b.len() > 100_000 {
+            // Bounded memory: forget idle clients.
+            b.retain(|_, (_, t)| now.duration_since(*t) < Duration::from_secs(10));
+        }
+        let (tokens, last) = b.entry(addr.ip()).or_insert((app.limits.burst, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * app.limits.rate_per_client)
+            .min(app.limits.burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    };
+    let resp = if allowed {
+        next.run(req).await
+    } else {
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate limit: slow down and retry",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        r
+    };
+    if let Ok(mut m) = app.store.metrics.responses.lock() {
+        *m.entry(resp.status().as_u16()).or_default() += 1;
+    }
+    resp
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let want = app.token.as_bytes();
+    // Compare in time independent of where they differ.
+    let same = given.len() == want.len()
+        && given
+            .bytes()
+            .zip(want.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        let mut r = error(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        Err(r)
+    }
+}
+
+fn find_task(app: &App, id: &str) -> Result<(usize, Task), Response> {
+    app.store
+        .tasks
+        .iter()
+        .position(|t| t.def.id == id)
+        .map(|i| (i, app.store.tasks[i].clone()))
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "no such task"))
+}
+
+/// The task of an analyst request, after checking the token.
+fn analyst_task(app: &App, headers: &HeaderMap, id: &str) -> Result<(usize, Task), Response> {
+    authorized(app, headers)?;
+    find_task(app, id)
+}
+
+/// The live aggregates (a poisoned lock still holds consistent data: the
+/// writer replaces it whole on failure).
+fn read_live(app: &App) -> std::sync::RwLockReadGuard<'_, crate::store::Live> {
+    match app.store.live.read() {
+        Ok(l) => l,
+        Err(p) => p.into_inner(),
+    }
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'",
+            ),
+        ],
+        include_str!("page.html"),
+    )
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorized(&app, &headers) {
+        return r;
+    }
+    let m = &app.store.metrics;
+    let mut out = String::new();
+    let _ = writeln!(out, "# HELP geopriv_reports_total Upload records by task and outcome (accepted, duplicate, or the rejection code).");
+    let _ = writeln!(out, "# TYPE geopriv_reports_total counter");
+    if let Ok(r) = m.reports.lock() {
+        for ((task, what), n) in r.iter() {
+            let _ = writeln!(
+                out,
+                "geopriv_reports_total{{task=\"{task}\",outcome=\"{what}\"}} {n}"
+            );
+        }
+    }
+    let _ = writeln!(out, "# TYPE geopriv_commits_total counter");
+    let _ = writeln!(
+        out,
+        "geopriv_commits_total {}",
+        m.commits.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(out, "# TYPE geopriv_commit_failures_total counter");
+    let _ = writeln!(
+        out,
+        "geopriv_commit_failures_total {}",
+        m.commit_failures.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(out, "# TYPE geopriv_http_responses_total counter");
+    if let Ok(r) = m.responses.lock() {
+        for (status, n) in r.iter() {
+            let _ = writeln!(
+                out,
+                "geopriv_http_responses_total{{status=\"{status}\"}} {n}"
+            );
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+async fn list_tasks(State(app): State<App>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorized(&app, &headers) {
+        return r;
+    }
+    let live = read_live(&app);
+    let tasks: Vec<_> = app
+        .store
+        .tasks
+        .iter()
+        .zip(&live.tasks)
+        .map(|(t, l)| {
+            json!({
+                "id": t.def.id,
+                "kind": match t.kind { Kind::Value { .. } => "value", Kind::Map { .. } => "map" },
+                "definition": t.def,
+                "reports": l.periods.values().map(|p| p.n).sum::<u64>(),
+                "periods": l.periods.len(),
+            })
+        })
+        .collect();
+    axum::Json(json!({ "tasks": tasks })).into_response()
+}
+
+/// Upload response.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct UploadAnswer {
+    /// Reports stored now.
+    pub accepted: u64,
+    /// Record numbers whose report id was stored before (counted once).
+    pub duplicates: Vec<u64>,
+    /// Refused records.
+    pub rejected: Vec<Rejected>,
+    /// The period the accepted reports count in.
+    pub period: i64,
+}
+
+/// One refused record.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Rejected {
+    /// Record number in the request (1-based; blank lines count).
+    pub index: u64,
+    /// Stable code (as in `/metrics`).
+    pub code: String,
+    /// Why, escaped.
+    pub reason: String,
+}
+
+fn reject(index: u64, code: &str, reason: &str) -> Rejected {
+    Rejected {
+        index,
+        code: code.to_string(),
+        reason: Untrusted(reason).to_string(),
+    }
+}
+
+/// Decode a value task's upload: the reports to store and the refusals.
+fn decode_values(
+    task: &Task,
+    body: &[u8],
+    binary: bool,
+    limits: &Limits,
+) -> Result<(Vec<Item>, Vec<Rejected>), Response> {
+    let Kind::Value {
+        query_id,
+        mechanism,
+        policy,
+        ..
+    } = &task.kind
+    else {
+        return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "not a value task"));
+    };
+    let format = if binary {
+        FormatChoice::Binary
+    } else {
+        FormatChoice::Json
+    };
+    let mut reader = RecordReader::new(body, format, limits.max_record_bytes)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
+    let (mut items, mut rejected) = (Vec::new(), Vec::new());
+    let mut records = 0usize;
+    while let Some((index, rec)) = reader
+        .next_record()
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?
+    {
+        let r: Report = match rec {
+            Record::Skipped => continue,
+            Record::Rejected(why) => {
+                rejected.push(reject(index, why.code(), &why.to_string()));
+                records += 1;
+                continue;
+            }
+            Record::Report(r) => r,
+        };
+        records += 1;
+        if records > limits.max_batch {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "more than {} records in one request: nothing stored, split the batch",
+                    limits.max_batch
+                ),
+            ));
+        }
+        if r.query.canonical_id() != *query_id
+            || r.mechanism != *mechanism
+            || r.epsilon.to_bits() != task.def.epsilon.to_bits()
+            || r.delta.to_bits() != task.def.delta.to_bits()
+        {
+            rejected.push(reject(
+                index,
+                "task-mismatch",
+                &format!(
+                    "report of ({}, {}, ε {}, δ {}), the task collects ({}, {}, ε {}, δ {})",
+                    r.query.canonical_id(),
+                    r.mechanism.as_str(),
+                    r.epsilon,
+                    r.delta,
+                    query_id,
+                    mechanism.as_str(),
+                    task.def.epsilon,
+                    task.def.delta
+                ),
+            ));
+            continue;
+        }
+        if let Err(why) = policy.validate(&r) {
+            rejected.push(reject(index, why.code(), &why.to_string()));
+            continue;
+        }
+        let Some(id) = r.report_id else {
+            rejected.push(reject(
+                index,
+                "missing-report-id",
+                "report without a report_id (format version 1): a collector cannot count it exactly once",
+            ));
+            continue;
+        };
+        items.push(Item {
+            index,
+            id,
+            body: r.to_json_line(),
+            report: Decoded::Value(r),
+        });
+    }
+    Ok((items, rejected))
+}
+
+/// Decode a map task's upload (JSON lines of map reports).
+fn decode_maps(
+    task: &Task,
+    body: &[u8],
+    limits: &Limits,
+) -> Result<(Vec<Item>, Vec<Rejected>), Response> {
+    let Kind::Map { tag, mechanism, .. } = &task.kind else {
+        return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "not a map task"));
+    };
+    let (mut items, mut rejected) = (Vec::new(), Vec::new());
+    let mut records = 0usize;
+    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+        let index = i as u64 + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        records += 1;
+        if records > limits.max_batch {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "more than {} records in one request: nothing stored, split the batch",
+                    limits.max_batch
+                ),
+            ));
+        }
+        if line.len() > limits.max_record_bytes {
+            rejected.push(reject(
+                index,
+                "too-long",
+                &format!(
+                    "record of {} bytes, the limit is {}",
+                    line.len(),
+                    limits.max_record_bytes
+                ),
+            ));
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(line) else {
+            rejected.push(reject(index, "not-utf8", "record is not UTF-8"));
+            continue;
+        };
+        let r: MapReport = match serde_json::from_str(text) {
+            Ok(r) => r,
+            Err(e) => {
+                rejected.push(reject(index, "malformed", &e.to_string()));
+                continue;
+            }
+        };
+        if r.set != *tag
+            || r.mechanism != *mechanism
+            || r.epsilon.to_bits() != task.def.epsilon.to_bits()
+        {
+            rejected.push(reject(
+                index,
+                "task-mismatch",
+                "map report of another grid, mechanism or per-device ε than the task's",
+            ));
+            continue;
+        }
+        let Some(id) = r.report_id else {
+            rejected.push(reject(
+                index,
+                "missing-report-id",
+                "map report without a report_id: a collector cannot count it exactly once",
+            ));
+            continue;
+        };
+        let body = serde_json::to_string(&r).unwrap_or_default();
+        items.push(Item {
+            index,
+            id,
+            body,
+            report: Decoded::Map(r),
+        });
+    }
+    Ok((items, rejected))
+}
+
+async fn upload(
+    State(app): State<App>,
+    Path(task_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (ti, task) = match find_task(&app, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let binary = match ctype.as_str() {
+        "application/x-ndjson" | "application/jsonl" | "application/json" => false,
+        "application/octet-stream" => true,
+        _ => return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send application/x-ndjson (JSON lines) or application/octet-stream (binary frames)",
+        ),
+    };
+    let limits = app.limits.clone();
+    let decoded = match task.kind {
+        Kind::Value { .. } => decode_values(&task, &body, binary, &limits),
+        Kind::Map { .. } if binary => Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "map reports are JSON lines (application/x-ndjson)",
+        )),
+        Kind::Map { .. } => decode_maps(&task, &body, &limits),
+    };
+    let (items, mut rejected) = match decoded {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    for r in &rejected {
+        app.store.metrics.count(&task.def.id, &r.code, 1);
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let period = task.period_of(now);
+    let outcomes = match app.store.submit(ti, period, items).await {
+        Ok(o) => o,
+        Err(e) => {
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "nothing of this request was stored ({}); retry later with the same report ids",
+                    Untrusted(&e)
+                ),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return r;
+        }
+    };
+    let mut answer = UploadAnswer {
+        period,
+        ..Default::default()
+    };
+    for (index, o) in outcomes {
+        match o {
+            Outcome::Accepted => answer.accepted += 1,
+            Outcome::Duplicate => answer.duplicates.push(index),
+            Outcome::Rejected { code, reason } => rejected.push(reject(index, code, &reason)),
+        }
+    }
+    rejected.sort_by_key(|r| r.index);
+    answer.rejected = rejected;
+    axum::Json(answer).into_response()
+}
+
+/// `?period=` (unix seconds of a period's start).
+#[derive(Deserialize, Debug, Default)]
+pub struct PeriodQuery {
+    /// The period.
+    pub period: Option<i64>,
+    /// Export: rows after this sequence number.
+    pub after: Option<i64>,
+    /// Export: at most this many rows (default and maximum 100000).
+    pub limit: Option<i64>,
+}
+
+/// The JSON estimate lines of one period of a value task (exactly
+/// `geopriv aggregate`'s output lines on the period's accepted reports).
+pub fn value_lines(agg: &geopriv::server::ingest::ReportAggregator) -> Vec<String> {
+    agg.estimates().iter().map(|g| g.to_json_line()).collect()
+}
+
+async fn estimate(
+    State(app): State<App>,
+    Path(task_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let live = read_live(&app);
+    let mut periods = Vec::new();
+    for (&start, p) in &live.tasks[ti].periods {
+        let mut entry = json!({
+            "start": start,
+            "end": start + task.def.period as i64,
+            "n": p.n,
+            "per_device_epsilon": task.def.epsilon,
+            "per_device_delta": task.def.delta,
+        });
+        if p.n < task.def.min_batch {
+            entry["status"] = json!("not enough reports");
+            entry["needed"] = json!(task.def.min_batch);
+        } else {
+            entry["status"] = json!("published");
+            match &p.agg {
+                PeriodAgg::Value(a) => {
+                    let lines = value_lines(a);
+                    let line = lines.into_iter().next().unwrap_or_default();
+                    entry["estimate_line"] = json!(line);
+                    entry["estimate"] =
+                        serde_json::from_str(&line).unwrap_or(serde_json::Value::Null);
+                }
+                PeriodAgg::Map(_) => {
+                    entry["map"] = json!(format!("/v1/tasks/{}/map?period={start}", task.def.id));
+                }
+            }
+        }
+        periods.push(entry);
+    }
+    axum::Json(json!({
+        "task": task.def.id,
+        "min_batch": task.def.min_batch,
+        "period_seconds": task.def.period,
+        "standard_errors": "each period's from its own reports; periods are independent only if devices report once per period",
+        "periods": periods,
+    }))
+    .into_response()
+}
+
+/// The map JSON of `geopriv map aggregate` for these reports (the same
+/// fields, computed the same way).
+pub fn map_json(
+    task: &Task,
+    def: &MapDef,
+    agg: &MapAggregator,
+) -> Result<serde_json::Value, String> {
+    let set = def.set()?;
+    let mech = def.mechanism()?;
+    let eps = task.def.epsilon;
+    let total = MapRelease::new(set.clone(), mech, eps)
+        .map_err(|e| e.to_string())?
+        .per_device_total();
+    let mut parts = None;
+    let mut line = None;
+    let est = match agg.mapper().map_err(|e| e.to_string())? {
+        Some(m) => {
+            let lam = match def.lambda {
+                Some(l) => l,
+                None => {
+                    let p = plan(&set, eps, agg.accepted(), Some(&m)).map_err(|e| e.to_string())?;
+                    line = Some(p.line.clone());
+                    p.pick().lambda.unwrap_or(1.0)
+                }
+            };
+            let k = agg.kernel(lam).map_err(|e| e.to_string())?;
+            let d = m.discretisation(&k);
+            parts = Some(json!({
+                "binning": d.binning, "sinc_correction": d.sinc_correction,
+                "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
+                "fft": m.fft_len(), "bins": m.counts().spec().bins(),
+                "outside": m.counts().outside(),
+            }));
+            m.estimate(&k).map_err(|e| e.to_string())?
+        }
+        None => agg.estimate(None).map_err(|e| e.to_string())?,
+    };
+    let out = json!({
+        "per_device_epsilon": eps,
+        "accounting": total.accounting,
+        "mechanism": mech.name(),
+        "n": est.n,
+        "lambda": est.lambda,
+        "grid": def.grid,
+        "discretisation_bound": est.discretisation_bound,
+        "discretisation_parts": parts,
+        "values": est.values,
+        "standard_errors": est.standard_errors,
+    });
+    let _ = line;
+    Ok(out)
+}
+
+async fn map(
+    State(app): State<App>,
+    Path(task_id): Path<String>,
+    Query(q): Query<PeriodQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let Some(def) = task.def.map.clone() else {
+        return error(StatusCode::NOT_FOUND, "not a map task");
+    };
+    let agg = {
+        let live = read_live(&app);
+        let periods = &live.tasks[ti].periods;
+        let chosen = match q.period {
+            Some(p) => periods.get_key_value(&p),
+            None => periods
+                .iter()
+                .rev()
+                .find(|(_, p)| p.n >= task.def.min_batch),
+        };
+        match chosen {
+            None => None,
+            Some((&start, p)) if p.n >= task.def.min_batch => match &p.agg {
+                PeriodAgg::Map(m) => Some(Ok((start, m.clone()))),
+                PeriodAgg::Value(_) => None,
+            },
+            Some((&start, p)) => Some(Err((start, p.n))),
+        }
+    };
+    let (start, agg) = match agg {
+        None => {
+            return axum::Json(json!({"status": "not enough reports", "needed": task.def.min_batch, "n": 0}))
+                .into_response()
+        }
+        Some(Err((start, n))) => {
+            return axum::Json(json!({"status": "not enough reports", "start": start, "needed": task.def.min_batch, "n": n}))
+                .into_response()
+        }
+        Some(Ok(x)) => x,
+    };
+    let n = agg.accepted();
+    let cached = app.maps.lock().ok().and_then(|c| {
+        c.get(&(ti, start))
+            .filter(|(cn, _)| *cn == n)
+            .map(|(_, m)| m.clone())
+    });
+    let res = match cached {
+        Some(m) => Ok(Ok((m, def))),
+        None => {
+            // The FFT map takes a while on large grids: off the async threads.
+            let t2 = task.clone();
+            tokio::task::spawn_blocking(move || {
+                map_json(&t2, &def, &agg).map(|m| (Arc::new(m), def))
+            })
+            .await
+        }
+    };
+    if let (Ok(Ok((m, _))), Ok(mut c)) = (&res, app.maps.lock()) {
+        c.insert((ti, start), (n, m.clone()));
+    }
+    match res {
+        Ok(Ok((m, def))) => {
+            let body = json!({
+                "status": "published",
+                "task": task.def.id,
+                "start": start,
+                "end": start + task.def.period as i64,
+                "bbox": def.bbox,
+                "grid_points": def.grid.max(2),
+                "map": *m,
+            });
+            axum::Json(body).into_response()
+        }
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+async fn export(
+    State(app): State<App>,
+    Path(task_id): Path<String>,
+    Query(q): Query<PeriodQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let (_, task) = match analyst_task(&app, &headers, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let path = app.store.path().to_path_buf();
+    let limit = q.limit.unwrap_or(100_000).clamp(1, 100_000);
+    let after = q.after.unwrap_or(0);
+    let res = tokio::task::spawn_blocking(move || -> rusqlite::Result<(String, Option<i64>)> {
+        let conn = crate::store::reader(&path)?;
+        let mut stmt = conn.prepare(
+            "SELECT seq, body FROM reports WHERE task = ?1 AND seq > ?2 AND (?3 IS NULL OR period = ?3) ORDER BY seq LIMIT ?4",
+        )?;
+        let mut rows = stmt.query(rusqlite::params![task.def.id, after, q.period, limit])?;
+        let (mut out, mut last, mut count) = (String::new(), None, 0);
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let body: String = row.get(1)?;
+            out.push_str(&body);
+            out.push('\n');
+            last = Some(seq);
+            count += 1;
+        }
+        Ok((out, if count == limit { last } else { None }))
+    })
+    .await;
+    match res {
+        Ok(Ok((body, next))) => {
+            let mut r = ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
+            if let Some(n) = next {
+                if let Ok(v) = header::HeaderValue::from_str(&n.to_string()) {
+                    r.headers_mut().insert("x-next-after", v);
+                }
+            }
+            r
+        }
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// A collector's partial state of one task (`GET .../state`), merged
+/// exactly by `geopriv-serve merge`.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct TaskState {
+    /// The task's canonical definition (a merge refuses different ones).
+    pub definition: String,
+    /// Per period.
+    pub periods: Vec<PeriodPart>,
+}
+
+/// One period of a [`TaskState`].
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct PeriodPart {
+    /// Period start.
+    pub start: i64,
+    /// Reports in it.
+    pub n: u64,
+    /// The exact aggregate state.
+    pub state: geopriv::server::ingest::AggregatorState,
+}
+
+async fn state(
+    State(app): State<App>,
+    Path(task_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (ti, task) = match analyst_task(&app, &headers, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let live = read_live(&app);
+    let mut periods = Vec::new();
+    for (&start, p) in &live.tasks[ti].periods {
+        match &p.agg {
+            PeriodAgg::Value(a) => periods.push(PeriodPart {
+                start,
+                n: p.n,
+                state: a.state(),
+            }),
+            PeriodAgg::Map(_) => {
+                return error(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "partial states of map tasks are not exported yet; merge their exports",
+                )
+            }
+        }
+    }
+    let s = TaskState {
+        definition: task.canonical.clone(),
+        periods,
+    };
+    json_text(
+        StatusCode::OK,
+        serde_json::to_string(&s).unwrap_or_default(),
+    )
+}
