@@ -25,6 +25,8 @@
 
 mod bins;
 #[cfg(feature = "std")]
+mod deconv;
+#[cfg(feature = "std")]
 mod fft;
 mod kernel;
 mod ladder;
@@ -36,6 +38,8 @@ mod release;
 mod server;
 
 pub use bins::{BinSpec, BinnedCounts};
+#[cfg(feature = "std")]
+pub use deconv::{EmDeconvolution, EmMap, EmOptions};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 pub use kernel::DebiasKernel;
