@@ -39,6 +39,7 @@
 //! error and the bias term of the interval (docs/MATH.md §9.6).
 
 use super::bins::BinnedCounts;
+use super::fft::fast_len;
 use super::query_set::KdeGrid;
 use crate::error::{positive_finite, Error, Result};
 use rand::SeedableRng;
@@ -177,23 +178,6 @@ fn half(c: u64, state: &mut u64) -> u64 {
         k += (splitmix(state) & ((1u64 << left) - 1)).count_ones() as u64;
     }
     k
-}
-
-/// Smallest 2^a 3^b 5^c >= n.
-fn fast_len(n: usize) -> usize {
-    let mut m = n.max(1);
-    loop {
-        let mut r = m;
-        for p in [2, 3, 5] {
-            while r % p == 0 {
-                r /= p;
-            }
-        }
-        if r == 1 {
-            return m;
-        }
-        m += 1;
-    }
 }
 
 impl EmDeconvolution {

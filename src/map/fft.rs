@@ -77,7 +77,7 @@ impl DiscretisationBound {
 }
 
 /// Smallest 2^a 3^b 5^c >= n.
-fn fast_len(n: usize) -> usize {
+pub(crate) fn fast_len(n: usize) -> usize {
     let mut m = n.max(1);
     loop {
         let mut r = m;
