@@ -3,8 +3,8 @@
 //! the planner, rejections.
 
 use geopriv::map::{
-    direct_map, plan, BinSpec, BinnedCounts, DebiasKernel, FftMapper, KdeGrid, MapAggregator,
-    MapMechanism, MapRelease, QuerySet,
+    direct_map, plan, BinSpec, BinnedCounts, DebiasKernel, EmDeconvolution, EmOptions, FftMapper,
+    KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -588,4 +588,133 @@ fn ladder_server_merges_shards_and_fixes_its_smoothing_before_reports() {
         .unwrap()
         .with_ladder_smoothing(1.0)
         .is_err());
+}
+
+/// Noise-a-priori reports of `xs` at εh = `eh` on `grid`, aggregated.
+fn aggregated(grid: &KdeGrid, eh: f64, xs: &[[f64; 2]], seed: u64) -> MapAggregator {
+    let eps = eh / grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut agg = MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, 512).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for x in xs {
+        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+            .unwrap();
+    }
+    agg
+}
+
+fn ase(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / a.len() as f64
+}
+
+#[test]
+fn em_map_is_non_negative_sharding_free_and_beats_plain_at_low_eps_h() {
+    // docs/MATH.md §9.6. εh = 0.3: the plain map is mostly bias; EM
+    // deconvolution (stopped by held-out likelihood, no truth) removes
+    // most of it. The map is a function of the integer counts only, so
+    // two shards merged give the same bits as one server.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(30_000, 11);
+    let truth = true_map(&grid, &xs);
+    let eh = 0.3;
+    let eps = eh / grid.bandwidth();
+    let agg = aggregated(&grid, eh, &xs, 12);
+    let em = EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), EmOptions::default())
+        .unwrap()
+        .estimate()
+        .unwrap();
+    assert!(em.values.iter().all(|v| *v >= 0.0 && v.is_finite()));
+    let m = agg.mapper().unwrap().unwrap();
+    let plain = m.estimate(&agg.kernel(0.0).unwrap()).unwrap();
+    let (e, p) = (ase(&em.values, &truth), ase(&plain.values, &truth));
+    println!(
+        "EM {e:.3e} ({} iterations, predicted {:.3e}), plain {p:.3e}",
+        em.iterations, em.predicted_ase
+    );
+    assert!(e < p / 3.0, "EM {e} vs plain {p}");
+    // The raw bootstrap error model is within 5x of the measured error
+    // (the planner doubles its bias part; issue 19 item 15 asks for 3x,
+    // not yet met on these sharp-edged discs at n = 3·10^4).
+    assert!(
+        em.predicted_ase > e / 5.0 && em.predicted_ase < 5.0 * e,
+        "{}",
+        em.predicted_ase
+    );
+    // Sharding: the same devices' reports in two shards, merged.
+    let set = QuerySet::Kde(grid.clone());
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let reports: Vec<_> = xs
+        .iter()
+        .map(|x| dev.release_unmetered(x, &mut rng).unwrap())
+        .collect();
+    let shard = |rs: &[geopriv::map::MapReport]| {
+        let mut a =
+            MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
+        for r in rs {
+            a.add(r).unwrap();
+        }
+        a
+    };
+    let mut merged = shard(&reports[7_000..]);
+    merged.merge(&shard(&reports[..7_000])).unwrap();
+    let em2 = EmDeconvolution::new(&grid, eps, merged.counts().unwrap(), EmOptions::default())
+        .unwrap()
+        .estimate()
+        .unwrap();
+    assert_eq!(em2, em);
+}
+
+#[test]
+fn planner_picks_em_at_low_eps_h_and_the_debiased_kernel_at_high_eps_h() {
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(30_000, 13);
+    let truth = true_map(&grid, &xs);
+    for (eh, want_em) in [(0.3, true), (10.0, false)] {
+        let agg = aggregated(&grid, eh, &xs, 14);
+        let (est, p) = agg.planned_estimate().unwrap();
+        let p = p.unwrap();
+        println!("εh = {eh}: {}", p.line);
+        assert_eq!(est.em_iterations.is_some(), want_em, "{}", p.line);
+        // The pick is within 1.5x of the best measured estimator.
+        let m = agg.mapper().unwrap().unwrap();
+        let mut best = ase(&p.em.as_ref().unwrap().values, &truth);
+        for l in geopriv::map::LAMBDAS {
+            best = best.min(ase(
+                &m.estimate(&agg.kernel(l).unwrap()).unwrap().values,
+                &truth,
+            ));
+        }
+        let got = ase(&est.values, &truth);
+        assert!(got <= 1.5 * best, "εh = {eh}: {got} vs best {best}");
+    }
+}
+
+#[test]
+fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
+    // Against the map of the same devices only the noise varies: at
+    // εh = 10 the old unconditional spread (which includes the devices'
+    // own spread) was 5x too large (issue 22): sd of (map - truth)/SE was
+    // 0.18; with the conditional variance it is 0.82 here.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(20_000, 15);
+    let truth = true_map(&grid, &xs);
+    let agg = aggregated(&grid, 10.0, &xs, 16);
+    let m = agg.mapper().unwrap().unwrap();
+    let est = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+    let z: Vec<f64> = est
+        .values
+        .iter()
+        .zip(&truth)
+        .zip(&est.standard_errors)
+        .filter(|(_, s)| **s > 0.0)
+        .map(|((v, t), s)| (v - t) / s)
+        .collect();
+    let sd = (z.iter().map(|v| v * v).sum::<f64>() / z.len() as f64).sqrt();
+    let cover = z.iter().filter(|v| v.abs() <= 1.96).count() as f64 / z.len() as f64;
+    println!("sd {sd:.3}, coverage {cover:.3}");
+    assert!((0.6..1.5).contains(&sd), "sd {sd}");
+    // Measured 0.993 here: conservative, not yet in issue 22's [0.93, 0.97].
+    assert!(cover >= 0.9, "coverage {cover}");
 }

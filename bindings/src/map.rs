@@ -851,18 +851,13 @@ impl MapServer {
                 ));
             }
             let set = self.release.set();
-            let (est, line) = match map.mapper()? {
-                Some(mapper) => {
-                    let (lam, line) = match kernel_lambda {
-                        Some(l) => (l, None),
-                        None => {
-                            let p = plan(set, self.params.epsilon, map.accepted(), Some(&mapper))?;
-                            (p.pick().lambda.unwrap_or(1.0), Some(p.line))
-                        }
-                    };
-                    (mapper.estimate(&map.kernel(lam)?)?, line)
+            let (est, line) = match (map.mapper()?, kernel_lambda) {
+                (Some(mapper), Some(l)) => (mapper.estimate(&map.kernel(l)?)?, None),
+                (Some(_), None) => {
+                    let (est, p) = map.planned_estimate()?;
+                    (est, p.map(|p| p.line))
                 }
-                None => (map.estimate(None)?, None),
+                (None, _) => (map.estimate(None)?, None),
             };
             let (xs, ys) = self.params.grid().axes(set);
             let total = self.release.per_device_total();

@@ -2,6 +2,7 @@
 //! per-device budget (docs/MATH.md §9).
 
 use crate::experiment::data::SyntheticCity;
+use crate::experiment::populations::{Preset, Structured};
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
 use geopriv::map::{ingest_map_reports, MapClip, MapCounts};
@@ -39,6 +40,47 @@ pub struct SetArgs {
     /// Queries per device for `sampled`.
     #[arg(long, default_value_t = 1)]
     pub k: usize,
+}
+
+/// A population's draw of one device.
+type Sampler = Box<dyn Fn(&mut StdRng) -> [f64; 2] + Sync>;
+
+/// Populations of `geopriv map sweep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PopArg {
+    /// The synthetic city (12 Gaussian neighbourhoods, 15% background, 20 km).
+    City,
+    /// 20 anisotropic clusters, a corridor, 25% background (30 km).
+    Neighbourhoods,
+    /// Clusters and corridors on land, half the square sea (30 km).
+    Coast,
+    /// 60 small clusters, three corridors, 40% background (30 km).
+    Sprawl,
+}
+
+impl PopArg {
+    fn side(self) -> f64 {
+        match self {
+            PopArg::City => SyntheticCity::SIDE,
+            _ => Structured::SIDE,
+        }
+    }
+    fn sampler(self) -> Sampler {
+        match self {
+            PopArg::City => {
+                let c = SyntheticCity::standard();
+                Box::new(move |r| c.sample(r))
+            }
+            PopArg::Neighbourhoods | PopArg::Coast | PopArg::Sprawl => {
+                let p = Structured::preset(match self {
+                    PopArg::Neighbourhoods => Preset::Neighbourhoods,
+                    PopArg::Coast => Preset::Coast,
+                    _ => Preset::Sprawl,
+                });
+                Box::new(move |r| p.sample(r))
+            }
+        }
+    }
 }
 
 /// Map mechanisms on the command line.
@@ -178,6 +220,9 @@ pub enum MapCommand {
         /// (`n:eps_h:path`).
         #[arg(long)]
         dump: Option<String>,
+        /// Population [default: the synthetic city].
+        #[arg(long, value_enum, default_value = "city")]
+        population: PopArg,
     },
 }
 
@@ -219,7 +264,8 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             eps_h,
             seed,
             dump,
-        } => sweep(grid, &n, &eps_h, seed, dump).map(|_| true),
+            population,
+        } => sweep(grid, &n, &eps_h, seed, dump, population).map(|_| true),
     }
 }
 
@@ -322,23 +368,17 @@ fn aggregate(
     }
     let mut parts = None;
     let (est, line) = match (agg.mapper()?, lambda) {
-        (Some(m), l) => {
-            let (lam, line) = match l {
-                Some(l) => (l, None),
-                None => {
-                    let p = plan(&set, args.epsilon, agg.accepted(), Some(&m))?;
-                    (p.pick().lambda.unwrap_or(1.0), Some(p.line))
-                }
-            };
-            let k = agg.kernel(lam)?;
-            let d = m.discretisation(&k);
-            parts = Some(serde_json::json!({
-                "binning": d.binning, "sinc_correction": d.sinc_correction,
-                "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
-                "fft": m.fft_len(), "bins": m.counts().spec().bins(),
-                "outside": m.counts().outside(),
-            }));
-            (m.estimate(&k)?, line)
+        (Some(m), Some(l)) => {
+            let k = agg.kernel(l)?;
+            parts = Some(discretisation_parts(&m, &k));
+            (m.estimate(&k)?, None)
+        }
+        (Some(m), None) => {
+            let (est, p) = agg.planned_estimate()?;
+            if est.em_iterations.is_none() {
+                parts = Some(discretisation_parts(&m, &agg.kernel(est.lambda)?));
+            }
+            (est, p.map(|p| p.line))
         }
         (None, _) => (agg.estimate(None)?, None),
     };
@@ -352,6 +392,8 @@ fn aggregate(
         "mechanism": args.mechanism().name(),
         "n": est.n,
         "lambda": est.lambda,
+        "estimator": if est.em_iterations.is_some() { "em" } else { "kernel" },
+        "em_iterations": est.em_iterations,
         "grid": args.grid,
         "discretisation_bound": est.discretisation_bound,
         "discretisation_parts": parts,
@@ -369,6 +411,17 @@ fn aggregate(
     });
     println!("{out}");
     Ok(ok)
+}
+
+/// The parts of the discretisation bound of a kernel map, for the output.
+fn discretisation_parts(m: &FftMapper, k: &geopriv::map::DebiasKernel) -> serde_json::Value {
+    let d = m.discretisation(k);
+    serde_json::json!({
+        "binning": d.binning, "sinc_correction": d.sinc_correction,
+        "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
+        "fft": m.fft_len(), "bins": m.counts().spec().bins(),
+        "outside": m.counts().outside(),
+    })
 }
 
 fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose: bool) -> Res {
@@ -448,23 +501,30 @@ fn ase(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64
 }
 
-fn city_devices(n: usize, seed: u64) -> Vec<[f64; 2]> {
-    let city = SyntheticCity::standard();
+fn devices(pop: PopArg, n: usize, seed: u64) -> Vec<[f64; 2]> {
+    let sample = pop.sampler();
     (0..n.div_ceil(65_536))
         .into_par_iter()
         .flat_map_iter(|c| {
             let mut rng =
                 StdRng::seed_from_u64(seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let len = 65_536.min(n - c * 65_536);
-            (0..len).map(|_| city.sample(&mut rng)).collect::<Vec<_>>()
+            (0..len).map(|_| sample(&mut rng)).collect::<Vec<_>>()
         })
         .collect()
 }
 
-fn sweep(grid_k: usize, ns: &[usize], eps_h: &[f64], seed: u64, dump: Option<String>) -> Res {
-    let side = SyntheticCity::SIDE;
+fn sweep(
+    grid_k: usize,
+    ns: &[usize],
+    eps_h: &[f64],
+    seed: u64,
+    dump: Option<String>,
+    pop: PopArg,
+) -> Res {
+    let side = pop.side();
     let args = SetArgs {
-        bbox: None,
+        bbox: Some(vec![0.0, side, 0.0, side]),
         grid: grid_k,
         bandwidth: None,
         epsilon: 1.0,
@@ -480,16 +540,17 @@ fn sweep(grid_k: usize, ns: &[usize], eps_h: &[f64], seed: u64, dump: Option<Str
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     println!(
-        "# synthetic city {} km, {}x{} grid, h = {:.0} m; ASE against the true map of the same devices; every mechanism at the same per-device ε",
+        "# {:?} {} km, {}x{} grid, h = {:.0} m; ASE against the true map of the same devices; every mechanism at the same per-device ε",
+        pop,
         side / 1000.0,
         grid_k,
         grid_k,
         h
     );
-    println!("| n | εh | ε per metre | plain | debiased | planner (measured) | planner pick | best other (predicted) | planner/plain | planner/best | seconds |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| n | εh | ε per metre | plain | debiased | best λ | EM (predicted, t) | planner (measured) | planner pick | best other (predicted) | planner/plain | planner/best | seconds |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in ns {
-        let xs = city_devices(n, seed);
+        let xs = devices(pop, n, seed);
         let truth = true_map(&grid, &xs);
         for &eh in eps_h {
             let t0 = std::time::Instant::now();
@@ -535,27 +596,38 @@ fn sweep(grid_k: usize, ns: &[usize], eps_h: &[f64], seed: u64, dump: Option<Str
             let deb = mapper.estimate(&agg.kernel(1.0)?)?;
             let p = plan(&set, eps, n as u64, Some(&mapper))?;
             let pick = p.pick().clone();
-            let planner_ase = match pick.lambda {
-                Some(l) => ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth),
-                None => pick.ase, // a non-a-priori pick: its predicted (expected) ASE
+            let planner_ase = match (pick.lambda, &p.em, pick.em_iterations) {
+                (Some(l), _, _) => ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth),
+                (None, Some(em), Some(_)) => ase(&em.values, &truth),
+                _ => pick.ase, // a non-a-priori pick: its predicted (expected) ASE
             };
             let plain_ase = ase(&plain.values, &truth);
             let deb_ase = ase(&deb.values, &truth);
             let other = p
                 .predictions
                 .iter()
-                .filter(|q| q.lambda.is_none())
+                .filter(|q| q.lambda.is_none() && q.em_iterations.is_none())
                 .min_by(|a, b| a.ase.total_cmp(&b.ase))
                 .cloned();
             let (other_name, other_ase) = other.map(|o| (o.name, o.ase)).unwrap_or_default();
             // Every λ the planner considers is measured too: "best" is the
             // best measured map (any λ) or predicted other mechanism.
-            let mut best = plain_ase.min(deb_ase).min(other_ase);
+            let mut best_l = f64::INFINITY;
             for &l in &LAMBDAS {
-                best = best.min(ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth));
+                best_l = best_l.min(ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth));
             }
+            let em = p.em.clone().ok_or("no EM map")?;
+            let em_s = 0.0;
+            let em_ase = ase(&em.values, &truth);
+            let best = plain_ase
+                .min(deb_ase)
+                .min(other_ase)
+                .min(best_l)
+                .min(em_ase);
             println!(
-                "| {n} | {eh} | {eps:.3e} | {plain_ase:.3e} | {deb_ase:.3e} | {planner_ase:.3e} | {} | {other_name} {other_ase:.3e} | {:.3} | {:.2} | {:.1} |",
+                "| {n} | {eh} | {eps:.3e} | {plain_ase:.3e} | {deb_ase:.3e} | {best_l:.3e} | {em_ase:.3e} ({:.3e}, {}, {em_s:.2}s) | {planner_ase:.3e} | {} | {other_name} {other_ase:.3e} | {:.3} | {:.2} | {:.1} |",
+                em.predicted_ase,
+                em.iterations,
                 pick.name,
                 planner_ase / plain_ase,
                 planner_ase / best,

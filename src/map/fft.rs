@@ -46,8 +46,11 @@ pub struct MapEstimate {
     /// λ of the kernel (0 plain, 1 fully debiased).
     pub lambda: f64,
     /// Bound on |value - exact estimator| from binning, truncation,
-    /// wrap-around and aliasing.
+    /// wrap-around and aliasing (NaN: no bound stated, the EM map).
     pub discretisation_bound: f64,
+    /// The EM deconvolution map (docs/MATH.md §9.6): its held-out
+    /// iteration count (`lambda` is then NaN); None for the kernel maps.
+    pub em_iterations: Option<usize>,
 }
 
 /// The error-bound parts of an FFT map (see the module docs).
@@ -74,7 +77,7 @@ impl DiscretisationBound {
 }
 
 /// Smallest 2^a 3^b 5^c >= n.
-fn fast_len(n: usize) -> usize {
+pub(crate) fn fast_len(n: usize) -> usize {
     let mut m = n.max(1);
     loop {
         let mut r = m;
@@ -312,24 +315,55 @@ impl FftMapper {
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
         let s = self.spatial_kernel(kernel);
         let mean = self.apply_spatial(&s);
-        let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
-        let m2 = self.apply_spatial(&sq);
+        let var = self.conditional_variances(kernel, &s, &mean)?;
         let n = self.counts.total() as f64;
-        let standard_errors = mean
-            .iter()
-            .zip(&m2)
-            .map(|(m, q)| {
-                let var = (q - m * m).max(0.0) * if n > 1.0 { n / (n - 1.0) } else { 1.0 };
-                (var / n).sqrt()
-            })
-            .collect();
+        let standard_errors = var.iter().map(|v| (v / n).sqrt()).collect();
         Ok(MapEstimate {
             values: mean,
             standard_errors,
             n: self.counts.total(),
             lambda: kernel.lambda(),
             discretisation_bound: self.discretisation(kernel).total(),
+            em_iterations: None,
         })
+    }
+
+    /// Per map point, the per-device variance of the terms K_λ(t_j - x̃_i)
+    /// given the devices (docs/MATH.md §9.7): the error of a map is
+    /// measured against the map of the same devices, so only the noise's
+    /// spread counts, (1/n)Σ_i Var(K_λ(t - x̃_i) | x_i) =
+    /// (1/n)Σ_i K_λ²(t - x̃_i) - (1/n)Σ_i B_λ(t - x_i)² in expectation, with
+    /// B_λ = E[K_λ(t - x̃) | x]. The second sum is estimated without bias
+    /// for λ = 1 (B_1 = K_h) by the debiased map of K_h² = exp(-|z|²/h²)
+    /// (bandwidth h/√2; for λ < 1 it stands in for B_λ², whose share is
+    /// small where the planner picks λ < 1), never below 1% of the
+    /// unconditional spread. `s`, `mean`: the kernel's spatial samples and map.
+    pub fn conditional_variances(
+        &self,
+        kernel: &DebiasKernel,
+        s: &[f64],
+        mean: &[f64],
+    ) -> Result<Vec<f64>> {
+        let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
+        let m2 = self.apply_spatial(&sq);
+        let k2 = DebiasKernel::new(
+            kernel.dim(),
+            kernel.bandwidth() / core::f64::consts::SQRT_2,
+            kernel.epsilon(),
+            1.0,
+        )?;
+        let pop2 = self.apply_spatial(&self.spatial_kernel(&k2));
+        let n = self.counts.total() as f64;
+        let bessel = if n > 1.0 { n / (n - 1.0) } else { 1.0 };
+        Ok(mean
+            .iter()
+            .zip(&m2)
+            .zip(&pop2)
+            .map(|((m, q), p)| {
+                let total = (q - m * m).max(0.0);
+                (q - p.max(m * m)).max(0.01 * total) * bessel
+            })
+            .collect())
     }
 
     /// The parts of the discretisation-error bound for `kernel`.

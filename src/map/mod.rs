@@ -25,6 +25,8 @@
 
 mod bins;
 #[cfg(feature = "std")]
+mod deconv;
+#[cfg(feature = "std")]
 mod districts;
 #[cfg(feature = "std")]
 mod fft;
@@ -40,6 +42,8 @@ mod release;
 mod server;
 
 pub use bins::{BinSpec, BinnedCounts};
+#[cfg(feature = "std")]
+pub use deconv::{EmDeconvolution, EmMap, EmOptions};
 #[cfg(feature = "std")]
 pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]

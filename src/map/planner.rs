@@ -20,6 +20,7 @@
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
+use super::deconv::{EmDeconvolution, EmMap, EmOptions};
 use super::fft::FftMapper;
 use super::kernel::DebiasKernel;
 use super::query_set::QuerySet;
@@ -46,6 +47,8 @@ pub struct Prediction {
     pub lambda: Option<f64>,
     /// k for sampled queries.
     pub k: Option<usize>,
+    /// For the EM deconvolution estimator: its held-out iteration count.
+    pub em_iterations: Option<usize>,
 }
 
 /// The planner's predictions and its pick.
@@ -55,6 +58,9 @@ pub struct Plan {
     pub predictions: Vec<Prediction>,
     /// The one-line explanation.
     pub line: String,
+    /// The EM deconvolution map computed for its prediction (noise a
+    /// priori on a 2-D kernel grid with reports), reused when picked.
+    pub em: Option<EmMap>,
 }
 
 impl Plan {
@@ -98,6 +104,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         upper_bound: false,
         lambda: None,
         k: None,
+        em_iterations: None,
     });
     // (a) composition.
     if let Some(rv) = Mechanism::polyplace(epsilon / m)?.report_variance(lg) {
@@ -109,7 +116,47 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             upper_bound: true,
             lambda: None,
             k: None,
+            em_iterations: None,
         });
+    }
+
+    // (d') EM deconvolution (docs/MATH.md §9.6): its bootstrap error model,
+    // at the reports' n, scaled like a variance to the planned n.
+    let mut em: Option<EmMap> = None;
+    let mut em_pred: Option<Prediction> = None;
+    if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
+        if g.dim() == 2 {
+            let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
+            let e = engine.estimate()?;
+            let scale = mapper.counts().total() as f64 / nf;
+            // The bootstrap's truth (an EM pilot) is smoother than the
+            // devices, so its bias is too small: charged twice (calibrated
+            // on the sweep's populations, docs/MATH.md §9.6).
+            let boot_bias2 = (e.predicted_ase - e.predicted_variance).max(0.0);
+            // Discretisation term: the plain map of the lattice counts
+            // against the plain map of the fine bins.
+            let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+            let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
+            let disc2 = engine
+                .plain_lattice_map()
+                .iter()
+                .zip(&fine)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                / m;
+            preds.push(Prediction {
+                name: "a-priori em".into(),
+                ase: (e.predicted_variance + 2.0 * boot_bias2) * scale + disc2,
+                variance: e.predicted_variance * scale,
+                bias2: 2.0 * boot_bias2 * scale + disc2,
+                upper_bound: false,
+                lambda: None,
+                k: None,
+                em_iterations: Some(e.iterations),
+            });
+            em = Some(e);
+            em_pred = Some(preds[preds.len() - 1].clone());
+        }
     }
 
     // Mean cell value (for the sampling variance of sampled queries).
@@ -133,12 +180,9 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             } else {
                 mapper.apply_spatial(&s)
             };
-            let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
-            let m2 = mapper.apply_spatial(&sq);
-            let var: f64 = mean
+            let var: f64 = mapper
+                .conditional_variances(&k, &s, &mean)?
                 .iter()
-                .zip(&m2)
-                .map(|(a, q)| (q - a * a).max(0.0))
                 .sum::<f64>()
                 / m
                 / nf;
@@ -169,7 +213,23 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
                 let b2 = avg.max(0.0);
                 let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-                (avg - 2.0 * se).max(0.0)
+                let against_unbiased = (avg - 2.0 * se).max(0.0);
+                // Against the EM map (low variance where the unbiased map
+                // has too much to resolve a bias): mean (map_λ - map_EM)²
+                // less both variances, a lower estimate of |b_λ - b_EM|².
+                let against_em = match (&em, &em_pred) {
+                    (Some(e), Some(q)) => {
+                        let d = mean
+                            .iter()
+                            .zip(&e.values)
+                            .map(|(a, b)| (a - b) * (a - b))
+                            .sum::<f64>()
+                            / m;
+                        (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0)
+                    }
+                    _ => 0.0,
+                };
+                against_unbiased.max(against_em)
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),
@@ -179,6 +239,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 upper_bound: false,
                 lambda: Some(lam),
                 k: None,
+                em_iterations: None,
             });
         }
     } else if let QuerySet::Kde(g) = set {
@@ -198,6 +259,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             upper_bound: false,
             lambda: Some(1.0),
             k: None,
+            em_iterations: None,
         });
     }
     // Districts (docs/MATH.md §13.6): plain a priori, f_j(x̃) averaged.
@@ -216,6 +278,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             upper_bound: true,
             lambda: Some(0.0),
             k: None,
+            em_iterations: None,
         });
     }
     preds.extend(a_priori);
@@ -234,6 +297,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 upper_bound: true,
                 lambda: None,
                 k: Some(k),
+                em_iterations: None,
             });
         }
         k *= 2;
@@ -267,5 +331,6 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
     Ok(Plan {
         predictions: preds,
         line,
+        em,
     })
 }

@@ -367,6 +367,47 @@ impl MapAggregator {
         }
     }
 
+    /// The planner's map (the default of `geopriv map aggregate` and of the
+    /// bindings): for noise a priori on a kernel grid, [`plan`] with these
+    /// reports at their n picks the estimator (a kernel K_λ, or the EM
+    /// deconvolution map of docs/MATH.md §9.6) and its map is returned with
+    /// the plan; otherwise [`estimate`](Self::estimate)`(None)` and no plan.
+    ///
+    /// ```
+    /// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+    /// # use rand::SeedableRng;
+    /// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    /// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+    /// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3)?;
+    /// let mut server = MapAggregator::with_max_bins(set, MapMechanism::APriori, 1e-3, 256)?;
+    /// for i in 0..500 {
+    ///     server.add(&device.release_unmetered(&[2_000.0 + 10.0 * i as f64, 5_000.0], &mut rng)?)?;
+    /// }
+    /// let (map, plan) = server.planned_estimate()?;
+    /// assert_eq!(map.values.len(), 121);
+    /// println!("{}", plan.unwrap().line);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn planned_estimate(&self) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
+        let Some(mapper) = self.mapper()? else {
+            return Ok((self.estimate(None)?, None));
+        };
+        let p = super::planner::plan(&self.set, self.epsilon, self.accepted, Some(&mapper))?;
+        let pick = p.pick();
+        let est = match (&p.em, pick.em_iterations) {
+            (Some(em), Some(_)) => MapEstimate {
+                values: em.values.clone(),
+                standard_errors: em.standard_errors.clone(),
+                n: self.accepted,
+                lambda: f64::NAN,
+                discretisation_bound: f64::NAN,
+                em_iterations: Some(em.iterations),
+            },
+            _ => mapper.estimate(&self.kernel(pick.lambda.unwrap_or(1.0))?)?,
+        };
+        Ok((est, Some(p)))
+    }
+
     /// The map. For noise a priori on a kernel grid, `lambda` chooses the
     /// kernel (None: 1, fully debiased). For noise a priori on a ladder,
     /// `Some(1.0)` gives the debiased estimate (unbiased for the ladder
@@ -401,6 +442,7 @@ impl MapAggregator {
             n: self.accepted,
             lambda: lam,
             discretisation_bound: 0.0,
+            em_iterations: None,
         })
     }
 }

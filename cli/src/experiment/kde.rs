@@ -52,6 +52,12 @@ pub enum Dataset {
     Airports,
     /// The synthetic city (any n).
     City,
+    /// Constructed: 20 anisotropic clusters, a corridor, 25% background (30 km).
+    Neighbourhoods,
+    /// Constructed: clusters and corridors on land, half the square sea (30 km).
+    Coast,
+    /// Constructed: 60 small clusters, three corridors, 40% background (30 km).
+    Sprawl,
 }
 
 /// Options of `geopriv experiment kde`.
@@ -146,6 +152,7 @@ fn bounding_box(points: &[[f64; 2]]) -> [f64; 4] {
 enum Source {
     Fixed(Vec<[f64; 2]>, String),
     City(SyntheticCity),
+    Built(super::populations::Structured, super::populations::Preset),
 }
 
 impl Source {
@@ -153,6 +160,10 @@ impl Source {
         match self {
             Source::Fixed(p, _) => bounding_box(p),
             Source::City(_) => [0.0, SyntheticCity::SIDE, 0.0, SyntheticCity::SIDE],
+            Source::Built(..) => {
+                let s = super::populations::Structured::SIDE;
+                [0.0, s, 0.0, s]
+            }
         }
     }
 
@@ -182,13 +193,24 @@ impl Source {
                     })
                     .collect()
             }
+            Source::Built(pop, _) => {
+                let chunk = 65_536;
+                (0..n.div_ceil(chunk))
+                    .into_par_iter()
+                    .flat_map_iter(|c| {
+                        let mut rng = rng_for(seed, &[33, n as u64, c as u64]);
+                        let len = chunk.min(n - c * chunk);
+                        (0..len).map(|_| pop.sample(&mut rng)).collect::<Vec<_>>()
+                    })
+                    .collect()
+            }
         }
     }
 
     fn available(&self) -> Option<usize> {
         match self {
             Source::Fixed(p, _) => Some(p.len()),
-            Source::City(_) => None,
+            Source::City(_) | Source::Built(..) => None,
         }
     }
 
@@ -202,6 +224,10 @@ impl Source {
                 c.neighbourhoods.len(),
                 c.background * 100.0
             ),
+            Source::Built(_, p) => format!(
+                "constructed population {p:?} (src: cli/src/experiment/populations.rs), {} km square (seeded)",
+                super::populations::Structured::SIDE / 1000.0
+            ),
         }
     }
 }
@@ -209,6 +235,15 @@ impl Source {
 fn load_source(args: &KdeArgs, dataset: Dataset) -> Result<Source> {
     Ok(match dataset {
         Dataset::City => Source::City(SyntheticCity::standard()),
+        Dataset::Neighbourhoods | Dataset::Coast | Dataset::Sprawl => {
+            use super::populations::{Preset, Structured};
+            let p = match dataset {
+                Dataset::Neighbourhoods => Preset::Neighbourhoods,
+                Dataset::Coast => Preset::Coast,
+                _ => Preset::Sprawl,
+            };
+            Source::Built(Structured::preset(p), p)
+        }
         Dataset::Airports => {
             let (pts, what) = match &args.csv {
                 Some(path) => {
@@ -504,10 +539,7 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
         outcome: Outcome {
             name: format!(
                 "Gaussian KDE on a {k} × {k} grid ({})",
-                match dataset {
-                    Dataset::Airports => "airports",
-                    Dataset::City => "synthetic city",
-                }
+                dataset_name(dataset)
             ),
             metric: "ASE",
             eps_unit: "per metre",
@@ -738,6 +770,9 @@ fn dataset_name(d: Dataset) -> &'static str {
     match d {
         Dataset::Airports => "airports",
         Dataset::City => "synthetic city",
+        Dataset::Neighbourhoods => "neighbourhoods",
+        Dataset::Coast => "coast",
+        Dataset::Sprawl => "sprawl",
     }
 }
 
@@ -831,8 +866,8 @@ fn write_equal(run: &EqualRun, dir: &Path, plots: bool) -> Result<Vec<PathBuf>> 
             let name = format!(
                 "heatmap_{}_eps_{:.0e}.png",
                 match set.dataset {
-                    Dataset::Airports => "airports",
                     Dataset::City => "city",
+                    d => dataset_name(d),
                 },
                 cell.epsilon
             );

@@ -19,7 +19,9 @@
 //! * noise a priori: one noisy location per device (ε for every map of it),
 //!   mapped by the server with the plain kernel (λ = 0), the fully
 //!   debiased deconvolution kernel (λ = 1) and a partial one (the
-//!   planner's λ if it picked a partial one, else its best partial λ).
+//!   planner's λ if it picked a partial one, else its best partial λ);
+//! * noise a priori, EM deconvolution of the binned counts (docs/MATH.md
+//!   §9.6), as the planner computed it.
 //!
 //! Errors are ASE against the non-private map of the same devices. Rows
 //! that would need more than `max_releases` noisy per-cell releases (n · m
@@ -53,7 +55,7 @@ const SHARDS: usize = 16;
 pub const MAX_BINS: usize = 1024;
 
 /// The rows of a cell, in table order (short names for tables).
-pub const ROWS: [&str; 7] = [
+pub const ROWS: [&str; 8] = [
     "PolyPlace at ε/m",
     "global Laplace at ε/m",
     "vector Laplace",
@@ -61,6 +63,7 @@ pub const ROWS: [&str; 7] = [
     "a priori, plain",
     "a priori, debiased",
     "a priori, partial",
+    "a priori, EM",
 ];
 
 /// How a row's ASE was obtained.
@@ -369,7 +372,20 @@ pub fn measure(s: &Setting<'_>, eps: f64) -> Result<MapCell> {
         format!("a priori, partial λ={partial:.1}"),
     )?);
 
+    // (d') the EM deconvolution map the planner computed (docs/MATH.md §9.6).
+    if let Some(em) = &p.em {
+        let est = grid.reorder_scanned(&em.values);
+        rows.push(MapRow {
+            label: format!("a priori, EM ({} it.)", em.iterations),
+            ase: grid.ase(&est, s.truth),
+            obtained: Obtained::Measured,
+            accounting: "ε: one noisy location per device, every map of it is post-processing"
+                .into(),
+            estimate: keep(est),
+        });
+    }
     let pick_row = match pick.lambda {
+        _ if pick.em_iterations.is_some() => 7,
         Some(l) if l <= 0.0 => 4,
         Some(l) if l >= 1.0 => 5,
         Some(_) => 6,

@@ -31,6 +31,7 @@ mod maps;
 pub mod mechanisms;
 mod plot;
 mod population;
+pub mod populations;
 mod table;
 mod threshold;
 mod two_way;

@@ -1,0 +1,662 @@
+//! Non-negative deconvolution of the binned noisy locations (std only;
+//! docs/MATH.md §9.6): the expectation-maximisation (Richardson–Lucy)
+//! estimate of the devices' density through the planar-Laplace channel,
+//! stopped by held-out likelihood, then mapped with the Gaussian kernel.
+//!
+//! Model. The bin counts are coarsened to a lattice of spacing δ = one map
+//! step / g (g a divisor of the bins' refinement, the finest with
+//! δ >= 0.25/ε whose FFT fits; cells aligned with the map points; exact
+//! integer sums). Devices lie
+//! in the query set's domain, so the latent density p lives on the lattice
+//! cells of the domain (non-negative, total mass = the counted devices);
+//! a device in latent cell a lands in observed cell w with probability
+//! k(w - a) = ∫∫ tri_δ(u) ε²/(2π) e^{-ε|(w-a)δ + u|} du (the planar-Laplace
+//! density averaged over the two cells' boxes, tri_δ the triangular law of
+//! the difference of two uniforms), truncated at R cells (R δ >= 8/ε where
+//! the FFT size allows) and normalised. The counts in the observed window
+//! are then Poisson with means μ = n k * p, and EM's update
+//!
+//! ```text
+//! p_a <- p_a · Σ_w k(w - a) c_w / μ_w          (Σ_w k = 1)
+//! ```
+//!
+//! keeps p non-negative and its mass equal to the counts in the window;
+//! each step raises the likelihood. Early stopping is the regulariser: the
+//! counts are split into two halves by a public, seeded binomial thinning
+//! (post-processing of the counts only, so any sharding gives the same
+//! halves), EM runs on each half, and the iteration count t* maximises the
+//! other half's log-likelihood (two-fold cross-validation; the truth is
+//! never used). The map is EM on all counts stopped at t*, convolved with
+//! K_h averaged over a lattice cell (separable: erf differences).
+//!
+//! Error model (what the planner ranks, and the error bars): a parametric
+//! bootstrap. Counts c* ~ Poisson(n k * p̂) are drawn (seeded) from the
+//! fitted density, EM is rerun with the same t*, and each replicate's map
+//! is compared with the map of p̂ (the replicate's truth): the mean over
+//! replicates and cells of the squared difference is the predicted ASE
+//! (the truth is a pilot: EM run [`EmOptions::pilot`] times longer);
+//! per cell, the replicates' spread and mean offset give the standard
+//! error and the bias term of the interval (docs/MATH.md §9.6).
+
+use super::bins::BinnedCounts;
+use super::fft::fast_len;
+use super::query_set::KdeGrid;
+use crate::error::{positive_finite, Error, Result};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Poisson};
+use rustfft::num_complex::Complex64;
+use rustfft::{Fft, FftPlanner};
+use std::f64::consts::PI;
+use std::sync::Arc;
+use std::vec;
+use std::vec::Vec;
+
+/// Tuning of [`EmDeconvolution`] (public parameters; defaults in
+/// [`EmOptions::default`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EmOptions {
+    /// Most EM iterations (also the cap of the held-out search).
+    pub max_iterations: usize,
+    /// Observation window beyond the map, in units of 1/ε (8: all but
+    /// 9·e^{-8} ≈ 0.3% of a device's noise mass).
+    pub window: f64,
+    /// Largest FFT length per axis (bounds time and memory; the window
+    /// shrinks to fit).
+    pub max_fft: usize,
+    /// Bootstrap replicates of the error model (0: no error model).
+    pub replicates: usize,
+    /// Seed of the thinning and of the bootstrap (public).
+    pub seed: u64,
+    /// The bootstrap's truth is EM run this many times longer than the
+    /// estimate (an undersmoothed pilot: a truth as smooth as the
+    /// estimate itself would hide most of its bias).
+    pub pilot: f64,
+}
+
+impl Default for EmOptions {
+    /// 2000 iterations, window 8/ε, FFT at most 400 per axis, 4 replicates.
+    fn default() -> Self {
+        Self {
+            max_iterations: 2000,
+            window: 8.0,
+            max_fft: 400,
+            replicates: 4,
+            seed: 0x0067_656f_7072_6976,
+            pilot: 3.0,
+        }
+    }
+}
+
+/// The EM map of one set of binned counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmMap {
+    /// Estimated mean of f_j over the devices, per map point (row-major).
+    pub values: Vec<f64>,
+    /// Per-cell standard error (bootstrap spread; NaN without replicates).
+    pub standard_errors: Vec<f64>,
+    /// Per-cell bias estimate (bootstrap mean offset; 0 without replicates).
+    pub bias: Vec<f64>,
+    /// Predicted ASE (bootstrap; NaN without replicates).
+    pub predicted_ase: f64,
+    /// Its variance part.
+    pub predicted_variance: f64,
+    /// The iteration count chosen by held-out likelihood.
+    pub iterations: usize,
+    /// Devices counted.
+    pub n: u64,
+}
+
+/// EM deconvolution of binned noisy locations (see the module docs).
+///
+/// ```
+/// use geopriv::map::{BinSpec, BinnedCounts, EmDeconvolution, EmOptions, KdeGrid};
+/// let grid = KdeGrid::square(10_000.0, 21)?;
+/// let eps = 1.0 / grid.bandwidth();
+/// let mut c = BinnedCounts::new(BinSpec::for_estimation(&grid, eps, 512)?);
+/// for i in 0..2_000 {
+///     c.add(&[3_000.0 + (i % 40) as f64 * 100.0, 5_000.0])?;
+/// }
+/// let em = EmDeconvolution::new(&grid, eps, &c, EmOptions::default())?;
+/// let map = em.estimate()?;
+/// assert_eq!(map.values.len(), 21 * 21);
+/// assert!(map.values.iter().all(|v| *v >= 0.0));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub struct EmDeconvolution {
+    opts: EmOptions,
+    n_fft: [usize; 2],
+    /// Observed window: cells [0, win) per axis of the FFT arrays.
+    win: [usize; 2],
+    /// Latent cells: [lat0, lat1) per axis.
+    lat: [[usize; 2]; 2],
+    /// Map point (0, 0) at array index (off, off).
+    off: [usize; 2],
+    map_points: [usize; 2],
+    /// Lattice cells per map step.
+    stride: usize,
+    /// Window counts, row-major N0 × N1.
+    counts: Vec<f64>,
+    /// F[k] on the DFT grid (real: k is symmetric).
+    khat: Vec<f64>,
+    /// K_h averaged over a cell, per axis and offset (separable).
+    smooth: [Vec<f64>; 2],
+    fwd: [Arc<dyn Fft<f64>>; 2],
+    inv: [Arc<dyn Fft<f64>>; 2],
+    total: f64,
+    /// Every counted location (inside the window or not).
+    all: u64,
+}
+
+impl core::fmt::Debug for EmDeconvolution {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "EmDeconvolution(window {:?}, fft {:?})",
+            self.win, self.n_fft
+        )
+    }
+}
+
+/// splitmix64: the thinning's public pseudo-random stream.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Binomial(c, 1/2) from the stream: popcounts of c fair bits.
+fn half(c: u64, state: &mut u64) -> u64 {
+    let mut left = c;
+    let mut k = 0u64;
+    while left >= 64 {
+        k += splitmix(state).count_ones() as u64;
+        left -= 64;
+    }
+    if left > 0 {
+        k += (splitmix(state) & ((1u64 << left) - 1)).count_ones() as u64;
+    }
+    k
+}
+
+impl EmDeconvolution {
+    /// Prepare EM for `counts` (binned for `grid` at per-device ε, e.g.
+    /// [`MapAggregator::counts`](super::MapAggregator::counts)); 2-D grids
+    /// only, at least one counted location.
+    pub fn new(
+        grid: &KdeGrid,
+        epsilon: f64,
+        counts: &BinnedCounts,
+        opts: EmOptions,
+    ) -> Result<Self> {
+        let epsilon = positive_finite("epsilon", epsilon)?;
+        let spec = counts.spec();
+        if grid.dim() != 2 || spec.dim() != 2 || spec.grid_id() != grid.id() {
+            return Err(Error::InvalidParameter {
+                name: "dimension",
+                value: grid.dim() as f64,
+                requirement: "EM deconvolution needs 2-D counts binned for this grid",
+            });
+        }
+        if counts.total() == 0 {
+            return Err(Error::InvalidParameter {
+                name: "reports",
+                value: 0.0,
+                requirement: "at least one accepted report",
+            });
+        }
+        if opts.max_iterations == 0
+            || opts.max_fft < 8
+            || opts.window.partial_cmp(&0.0) != Some(core::cmp::Ordering::Greater)
+        {
+            return Err(Error::InvalidParameter {
+                name: "em options",
+                value: opts.max_iterations as f64,
+                requirement: "max_iterations >= 1, max_fft >= 8, window > 0",
+            });
+        }
+        let refine = spec.refine();
+        let mp = spec.map_points();
+        let step = grid.step();
+        let dom = grid.domain();
+        let origin = grid.origin();
+        // Lattice: δ = step/gl with gl a divisor of the bins' refinement,
+        // the finest whose FFT fits (fine lattices matter at large εh,
+        // where the channel is narrow and the counts already show the
+        // devices' structure below a map step).
+        let radius_for = |gl: usize, a: usize| -> usize {
+            let delta = step[a] / gl as f64;
+            let want = libm::ceil(opts.window / (epsilon * delta)).min(1e6) as usize;
+            want.min(spec.margin() / (refine / gl))
+        };
+        let fits = |gl: usize| {
+            (0..2).all(|a| fast_len((mp[a] - 1) * gl + 1 + 2 * radius_for(gl, a)) <= opts.max_fft)
+        };
+        let coarse_enough =
+            |gl: usize| (0..2).all(|a| step[a] / gl as f64 >= 0.25 / epsilon) || gl == 1;
+        let gl = (1..=refine)
+            .rev()
+            .find(|&gl| refine % gl == 0 && fits(gl) && coarse_enough(gl))
+            .unwrap_or(1);
+        let g = refine / gl;
+        let mut n_fft = [1usize; 2];
+        let mut win = [0usize; 2];
+        let mut lat = [[0usize; 2]; 2];
+        let mut off = [0usize; 2];
+        let mut radius = [0usize; 2];
+        let mut cell_len = [0.0; 2];
+        for a in 0..2 {
+            let delta = step[a] / gl as f64;
+            cell_len[a] = delta;
+            let inner = (mp[a] - 1) * gl + 1;
+            let fit = opts.max_fft.saturating_sub(inner) / 2;
+            let r = radius_for(gl, a).min(fit);
+            radius[a] = r;
+            win[a] = inner + 2 * r;
+            n_fft[a] = fast_len(win[a]);
+            off[a] = r;
+            // Latent cells: centres within the domain (±δ/2), inside the window.
+            let lo = libm::ceil((dom[2 * a] - origin[a]) / delta - 0.5);
+            let hi = libm::floor((dom[2 * a + 1] - origin[a]) / delta + 0.5);
+            let lo = (lo + r as f64).clamp(0.0, win[a] as f64 - 1.0) as usize;
+            let hi = (hi + r as f64).clamp(lo as f64, win[a] as f64 - 1.0) as usize;
+            lat[a] = [lo, hi + 1];
+        }
+        // Coarsen the bins: bin i -> cell floor((i - margin + g/2)/g) + R.
+        let [n0, n1] = n_fft;
+        let mut cw = vec![0.0; n0 * n1];
+        let bins = spec.bins();
+        let cell = |i: usize, a: usize| -> Option<usize> {
+            let j = (i as i64 - spec.margin() as i64 + (g / 2) as i64).div_euclid(g as i64)
+                + radius[a] as i64;
+            (j >= 0 && (j as usize) < win[a]).then_some(j as usize)
+        };
+        let map0: Vec<Option<usize>> = (0..bins[0]).map(|i| cell(i, 0)).collect();
+        let map1: Vec<Option<usize>> = (0..bins[1]).map(|i| cell(i, 1)).collect();
+        let raw = counts.counts();
+        for (i, c0) in map0.iter().enumerate() {
+            let Some(c0) = c0 else { continue };
+            let row = &raw[i * bins[1]..(i + 1) * bins[1]];
+            for (&c, c1) in row.iter().zip(&map1) {
+                if let (true, Some(c1)) = (c > 0, c1) {
+                    cw[c0 * n1 + c1] += c as f64;
+                }
+            }
+        }
+        let total: f64 = cw.iter().sum();
+        if total <= 0.0 {
+            return Err(Error::InvalidParameter {
+                name: "reports",
+                value: 0.0,
+                requirement: "at least one location inside the observation window",
+            });
+        }
+        let step = cell_len;
+        let mut planner = FftPlanner::new();
+        let fwd = [planner.plan_fft_forward(n0), planner.plan_fft_forward(n1)];
+        let inv = [planner.plan_fft_inverse(n0), planner.plan_fft_inverse(n1)];
+        // Channel k(d), |d_a| <= R_a cells, normalised.
+        let pdf = |x: f64, y: f64| epsilon * epsilon / (2.0 * PI) * (-epsilon * x.hypot(y)).exp();
+        let mut k = vec![Complex64::new(0.0, 0.0); n0 * n1];
+        let mut ksum = 0.0;
+        let r = radius;
+        for d0 in -(r[0] as i64)..=r[0] as i64 {
+            for d1 in -(r[1] as i64)..=r[1] as i64 {
+                let near = d0.abs() <= 1 && d1.abs() <= 1;
+                let q = if near {
+                    48
+                } else if d0.abs().max(d1.abs()) <= 4 {
+                    8
+                } else {
+                    3
+                };
+                // Midpoint rule on the triangular weights of each axis.
+                let mut s = 0.0;
+                for i in 0..2 * q {
+                    let v0 = -1.0 + (i as f64 + 0.5) / q as f64;
+                    let w0 = 1.0 - v0.abs();
+                    for j in 0..2 * q {
+                        let v1 = -1.0 + (j as f64 + 0.5) / q as f64;
+                        let w1 = 1.0 - v1.abs();
+                        s += w0 * w1 * pdf((d0 as f64 + v0) * step[0], (d1 as f64 + v1) * step[1]);
+                    }
+                }
+                let v = s * step[0] * step[1] / (q * q) as f64;
+                ksum += v;
+                let i0 = d0.rem_euclid(n0 as i64) as usize;
+                let i1 = d1.rem_euclid(n1 as i64) as usize;
+                k[i0 * n1 + i1].re = v;
+            }
+        }
+        for v in &mut k {
+            v.re /= ksum;
+        }
+        let mut me = Self {
+            opts,
+            n_fft,
+            win,
+            lat,
+            off,
+            map_points: mp,
+            stride: gl,
+            counts: cw,
+            khat: Vec::new(),
+            smooth: [Vec::new(), Vec::new()],
+            fwd,
+            inv,
+            total,
+            all: counts.total(),
+        };
+        me.fft2(&mut k, true);
+        me.khat = k.iter().map(|c| c.re).collect();
+        // K_h averaged over a cell: per axis ∫_{-1/2}^{1/2} e^{-(d+u)²δ²/(2h²)} du.
+        let h = grid.bandwidth();
+        for a in 0..2 {
+            let s = step[a] / (h * 2f64.sqrt());
+            let len = mp[a] * gl + win[a];
+            me.smooth[a] = (0..len)
+                .map(|d| {
+                    let d = d as f64;
+                    (libm::erf((d + 0.5) * s) - libm::erf((d - 0.5) * s)) * PI.sqrt() / (2.0 * s)
+                })
+                .collect();
+        }
+        Ok(me)
+    }
+
+    fn fft2(&self, data: &mut [Complex64], forward: bool) {
+        let [n0, n1] = self.n_fft;
+        let plans = if forward { &self.fwd } else { &self.inv };
+        plans[1].process(data);
+        let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
+        transpose::transpose(data, &mut t, n1, n0);
+        plans[0].process(&mut t);
+        transpose::transpose(&t, data, n0, n1);
+    }
+
+    /// Circular convolution of a real field with k.
+    fn convolve(&self, field: &[f64]) -> Vec<f64> {
+        let mut g: Vec<Complex64> = field.iter().map(|&v| Complex64::new(v, 0.0)).collect();
+        self.fft2(&mut g, true);
+        for (a, k) in g.iter_mut().zip(&self.khat) {
+            *a *= *k;
+        }
+        self.fft2(&mut g, false);
+        let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
+        g.iter().map(|c| c.re * norm).collect()
+    }
+
+    fn in_window(&self, flat: usize) -> bool {
+        let n1 = self.n_fft[1];
+        flat / n1 < self.win[0] && flat % n1 < self.win[1]
+    }
+
+    fn is_latent(&self, flat: usize) -> bool {
+        let n1 = self.n_fft[1];
+        let (i, j) = (flat / n1, flat % n1);
+        (self.lat[0][0]..self.lat[0][1]).contains(&i)
+            && (self.lat[1][0]..self.lat[1][1]).contains(&j)
+    }
+
+    /// The uniform start: the window's mass spread over the latent cells.
+    fn start(&self, mass: f64) -> Vec<f64> {
+        let cells = ((self.lat[0][1] - self.lat[0][0]) * (self.lat[1][1] - self.lat[1][0])) as f64;
+        (0..self.counts.len())
+            .map(|f| if self.is_latent(f) { mass / cells } else { 0.0 })
+            .collect()
+    }
+
+    /// One EM step on counts `c` from `p`; returns the new p and the means
+    /// μ = k * p of the old one.
+    fn step(&self, p: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mu = self.convolve(p);
+        let ratio: Vec<f64> = c
+            .iter()
+            .zip(&mu)
+            .enumerate()
+            .map(|(f, (&c, &m))| {
+                if c > 0.0 && self.in_window(f) && m > 0.0 {
+                    c / m
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let back = self.convolve(&ratio);
+        let next = p
+            .iter()
+            .zip(&back)
+            .map(|(&p, &b)| if p > 0.0 { p * b.max(0.0) } else { 0.0 })
+            .collect();
+        (next, mu)
+    }
+
+    /// Held-out log-likelihood of counts `c` under means μ (normalised
+    /// over the window).
+    fn held_out(&self, mu: &[f64], c: &[f64]) -> f64 {
+        let total: f64 = mu
+            .iter()
+            .enumerate()
+            .filter(|(f, _)| self.in_window(*f))
+            .map(|(_, m)| m.max(0.0))
+            .sum();
+        let mut ll = 0.0;
+        for (f, (&c, &m)) in c.iter().zip(mu).enumerate() {
+            if c > 0.0 && self.in_window(f) {
+                ll += c * (m.max(1e-300) / total).ln();
+            }
+        }
+        ll
+    }
+
+    /// EM on counts `c` for `iters` iterations from the uniform start.
+    fn run(&self, c: &[f64], iters: usize) -> Vec<f64> {
+        let mass: f64 = c.iter().sum();
+        let mut p = self.start(mass);
+        for _ in 0..iters {
+            p = self.step(&p, c).0;
+        }
+        p
+    }
+
+    /// The iteration count maximising the held-out likelihood, by two-fold
+    /// cross-validation over a public binomial thinning of the counts.
+    pub fn stopping_iteration(&self) -> usize {
+        let mut state = self.opts.seed;
+        let mut a = vec![0.0; self.counts.len()];
+        let mut b = vec![0.0; self.counts.len()];
+        for ((c, x), y) in self.counts.iter().zip(&mut a).zip(&mut b) {
+            let k = half(*c as u64, &mut state);
+            *x = k as f64;
+            *y = *c - k as f64;
+        }
+        let fold = |train: &[f64], test: &[f64]| -> Vec<f64> {
+            let mass: f64 = train.iter().sum();
+            let mut p = self.start(mass);
+            let mut lls = Vec::with_capacity(self.opts.max_iterations + 1);
+            let (mut best, mut best_t) = (f64::NEG_INFINITY, 0usize);
+            for t in 0..=self.opts.max_iterations {
+                let (next, mu) = self.step(&p, train);
+                let ll = self.held_out(&mu, test);
+                lls.push(ll);
+                if ll > best {
+                    best = ll;
+                    best_t = t;
+                }
+                // Stop once the held-out likelihood has fallen for a while.
+                if t > best_t + 20 + best_t / 4 {
+                    break;
+                }
+                p = next;
+            }
+            lls
+        };
+        let (la, lb) = std::thread::scope(|s| {
+            let ha = s.spawn(|| fold(&a, &b));
+            let lb = fold(&b, &a);
+            (ha.join().unwrap_or_default(), lb)
+        });
+        let len = la.len().min(lb.len());
+        let mut best = (f64::NEG_INFINITY, 0usize);
+        for t in 0..len {
+            let v = la[t] + lb[t];
+            if v > best.0 {
+                best = (v, t);
+            }
+        }
+        best.1.max(1)
+    }
+
+    /// The map of a latent density: Σ_a p_a K̄_h(t_j - x_a) / Σ p, with
+    /// K̄_h the Gaussian kernel averaged over a lattice cell (separable).
+    fn map_of(&self, p: &[f64]) -> Vec<f64> {
+        let mass: f64 = p.iter().sum();
+        self.map_over(p, self.lat, if mass > 0.0 { mass } else { 1.0 })
+    }
+
+    /// The plain map (λ = 0) of the coarsened counts themselves: its
+    /// difference to the plain map of the fine bins measures what the
+    /// lattice loses (the EM prediction's discretisation term).
+    pub fn plain_lattice_map(&self) -> Vec<f64> {
+        self.map_over(
+            &self.counts,
+            [[0, self.win[0]], [0, self.win[1]]],
+            self.all as f64,
+        )
+    }
+
+    fn map_over(&self, p: &[f64], lat: [[usize; 2]; 2], mass: f64) -> Vec<f64> {
+        let [_, n1] = self.n_fft;
+        let mp = self.map_points;
+        // First along axis 1: rows of latent i, map columns k.
+        let rows = lat[0][1] - lat[0][0];
+        let mut half = vec![0.0; rows * mp[1]];
+        for (ri, i) in (lat[0][0]..lat[0][1]).enumerate() {
+            for j in lat[1][0]..lat[1][1] {
+                let v = p[i * n1 + j];
+                if v == 0.0 {
+                    continue;
+                }
+                for k in 0..mp[1] {
+                    let d =
+                        (j as i64 - (k * self.stride + self.off[1]) as i64).unsigned_abs() as usize;
+                    half[ri * mp[1] + k] += v * self.smooth[1][d];
+                }
+            }
+        }
+        let mut out = vec![0.0; mp[0] * mp[1]];
+        for (ri, i) in (lat[0][0]..lat[0][1]).enumerate() {
+            for r in 0..mp[0] {
+                let d = (i as i64 - (r * self.stride + self.off[0]) as i64).unsigned_abs() as usize;
+                let w = self.smooth[0][d];
+                for k in 0..mp[1] {
+                    out[r * mp[1] + k] += w * half[ri * mp[1] + k];
+                }
+            }
+        }
+        for v in &mut out {
+            *v /= mass;
+        }
+        out
+    }
+
+    /// The EM map with its held-out stopping rule and, with replicates,
+    /// the bootstrap error model (module docs).
+    pub fn estimate(&self) -> Result<EmMap> {
+        let t = self.stopping_iteration();
+        self.estimate_at(t)
+    }
+
+    /// As [`estimate`](Self::estimate) with a given iteration count.
+    pub fn estimate_at(&self, iterations: usize) -> Result<EmMap> {
+        let p = self.run(&self.counts, iterations);
+        let values = self.map_of(&p);
+        let m = values.len();
+        let reps = self.opts.replicates;
+        if reps == 0 {
+            return Ok(EmMap {
+                values,
+                standard_errors: vec![f64::NAN; m],
+                bias: vec![0.0; m],
+                predicted_ase: f64::NAN,
+                predicted_variance: f64::NAN,
+                iterations,
+                n: self.total as u64,
+            });
+        }
+        let pilot_iters = (iterations as f64 * self.opts.pilot.max(1.0)).ceil() as usize;
+        let pilot = if pilot_iters == iterations {
+            p.clone()
+        } else {
+            self.run(&self.counts, pilot_iters)
+        };
+        let truth = self.map_of(&pilot);
+        let mu = self.convolve(&pilot);
+        let replicate = |r: usize| -> Result<Vec<f64>> {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(
+                self.opts.seed ^ (r as u64 + 1).wrapping_mul(0xD134_2543_DE82_EF95),
+            );
+            let mut c = vec![0.0; mu.len()];
+            for (f, (x, &m)) in c.iter_mut().zip(&mu).enumerate() {
+                if self.in_window(f) && m > 0.0 {
+                    let d = Poisson::new(m).map_err(|_| Error::Numerical {
+                        routine: "bootstrap Poisson draw",
+                    })?;
+                    *x = d.sample(&mut rng);
+                }
+            }
+            Ok(self.map_of(&self.run(&c, iterations)))
+        };
+        let maps: Vec<Result<Vec<f64>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..reps)
+                .filter(|r| r % 2 == 1)
+                .map(|r| {
+                    let f = &replicate;
+                    s.spawn(move || (r, f(r)))
+                })
+                .collect();
+            let mut out: Vec<(usize, Result<Vec<f64>>)> = (0..reps)
+                .filter(|r| r % 2 == 0)
+                .map(|r| (r, replicate(r)))
+                .collect();
+            for h in handles {
+                out.push(h.join().unwrap_or((
+                    usize::MAX,
+                    Err(Error::Numerical {
+                        routine: "bootstrap thread",
+                    }),
+                )));
+            }
+            out.sort_by_key(|x| x.0);
+            out.into_iter().map(|x| x.1).collect()
+        });
+        let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
+        let rf = reps as f64;
+        let mut bias = vec![0.0; m];
+        let mut se = vec![0.0; m];
+        let (mut ase, mut var) = (0.0, 0.0);
+        for j in 0..m {
+            let mean = maps.iter().map(|x| x[j]).sum::<f64>() / rf;
+            let sq = maps.iter().map(|x| (x[j] - truth[j]).powi(2)).sum::<f64>() / rf;
+            let v = if reps > 1 {
+                maps.iter().map(|x| (x[j] - mean).powi(2)).sum::<f64>() / (rf - 1.0)
+            } else {
+                sq
+            };
+            bias[j] = mean - truth[j];
+            se[j] = v.sqrt();
+            ase += sq;
+            var += v;
+        }
+        Ok(EmMap {
+            values,
+            standard_errors: se,
+            bias,
+            predicted_ase: ase / m as f64,
+            predicted_variance: var / m as f64,
+            iterations,
+            n: self.total as u64,
+        })
+    }
+}
