@@ -504,7 +504,7 @@ impl MedianMechanism {
         // S*_β <= Λ (every difference is at most Λ, every weight at most 1),
         // inflated by ROUNDING_INFLATION; |x_m| <= Λ.
         let sigma_max = lambda * (1.0 + ROUNDING_INFLATION) * unit_scale;
-        let grid = CentralGrid::new(shape, sigma_max, lambda)?;
+        let grid = CentralGrid::new_relative(shape, sigma_max, lambda)?;
         let sensitivity_floor = grid.min_scale() / unit_scale;
         Ok(Self {
             kind,
@@ -603,9 +603,59 @@ impl MedianMechanism {
         q: f64,
         rng: &mut R,
     ) -> Result<f64> {
+        let (location, sigma) = self.location_and_scale(data, q)?;
+        loop {
+            let (u, negative) = crate::noise::unit_and_sign(rng);
+            let second = match &self.unit {
+                Noise::StudentT(_) => {
+                    libm::cos(core::f64::consts::FRAC_PI_2 * crate::noise::unit_53(rng))
+                }
+                Noise::Cauchy(_) => crate::noise::uniform::full_resolution_uniform(rng),
+                _ => 0.0,
+            };
+            if let Some(y) = self.release_at(location, sigma, u, negative, second) {
+                return crate::error::release_number("value", y, true);
+            }
+        }
+    }
+
+    /// The centre x_m and the scale σ = S · scale(Z) of the release of the
+    /// q-quantile (what the sampler and the exact enumeration use).
+    pub fn location_and_scale(&self, data: &SortedDataset, q: f64) -> Result<(f64, f64)> {
         let d = self.density(data, q)?;
-        let sigma = d.scale * self.unit_scale;
-        self.grid.snap(d.location + sigma * self.unit.sample(rng))
+        Ok((d.location, d.scale * self.unit_scale))
+    }
+
+    /// The shape of the unit-scale noise Z₁ the release samples.
+    pub fn unit_shape(&self) -> crate::mechanism::NoiseShape {
+        self.unit.shape_and_scale().0
+    }
+
+    /// The one function from a draw to a released value, shared by
+    /// [`MedianMechanism::release`] and the exact enumeration
+    /// (`audit::enumeration::enumerate_median_pair`): the grid's cell of
+    /// location ± σ m, m the unit noise magnitude at the full-resolution
+    /// uniform `u` (and the second draw of t and Cauchy); `None` when
+    /// Jöhnk rejects.
+    #[inline]
+    pub(crate) fn release_at(
+        &self,
+        location: f64,
+        sigma: f64,
+        u: f64,
+        negative: bool,
+        second: f64,
+    ) -> Option<f64> {
+        let m = match &self.unit {
+            Noise::Laplace(l) => l.magnitude_at(u),
+            Noise::PolyPlace(p) => p.magnitude_at(u),
+            Noise::StudentT(t) => t.value_from(u, second),
+            Noise::Cauchy(c) => c.magnitude_from(u, second)?,
+        };
+        Some(
+            self.grid
+                .snap_value(location + sigma * if negative { -m } else { m }),
+        )
     }
 
     /// Standard deviation of the release noise for `data` (None if the
