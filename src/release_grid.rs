@@ -395,7 +395,7 @@ pub fn relative_cell(v: f64, floor: f64, bits: u32) -> ((f64, f64), (f64, f64)) 
 
 /// z with P(radius of N > z/ε) = 1e-15 for the d-dimensional noise of
 /// density ∝ e^{-ε|z|} (radius Gamma(d, 1/ε): tail e^{-z} Σ_{i<d} z^i/i!),
-/// by bisection (rounded up).
+/// by [`quantile_of_tail`].
 pub(crate) fn radius_quantile(d: usize) -> f64 {
     let tail = |z: f64| {
         let mut term = 1.0;
@@ -406,16 +406,7 @@ pub(crate) fn radius_quantile(d: usize) -> f64 {
         }
         libm::exp(-z) * sum
     };
-    let (mut lo, mut hi) = (0.0, 200.0 + 4.0 * d as f64);
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if tail(mid) > DELTA_FP_TARGET {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    hi
+    quantile_of_tail(&tail, DELTA_FP_TARGET)
 }
 
 /// The smallest z (to 1e-12 relative) with tail(z) <= p, by bisection on

@@ -50,12 +50,16 @@
 //!
 //! | constructor | ε | δ | η | δ_fp | grid k |
 //! |---|---|---|---|---|---|
-//! | [`Mechanism::polyplace`] | ε | 0 | 5.1e-9 | 1e-15 | 13 |
-//! | [`Mechanism::student_t`] | ε | 0 | 5.5e-9 | 1e-15 | 3 |
-//! | [`Mechanism::cauchy`] | ε | 0 | 5.7e-9 | 1e-15 | 4 |
-//! | [`Mechanism::laplace`] | ε | δ (+ δ_fp) | 5.9e-9 | 1e-15 | 15 |
-//! | [`Mechanism::global_laplace`], [`Mechanism::noise_a_priori`], [`Mechanism::local_dp`] | ε | 0 | 5.9e-9 | 1e-15 | 15 |
+//! | [`Mechanism::polyplace`] | ε | 0 | 6.3e-9 | 1e-15 | 13 |
+//! | [`Mechanism::student_t`] | ε | 0 | 6.1e-9 | 1e-15 | 3 |
+//! | [`Mechanism::cauchy`] | ε | 0 | 6.4e-9 | 1e-15 | 4 |
+//! | [`Mechanism::laplace`] | ε | δ (+ δ_fp) | 6.0e-9 | 1e-15 | 15 |
+//! | [`Mechanism::global_laplace`], [`Mechanism::local_dp`] | ε | 0 | 6.0e-9 | 1e-15 | 15 |
+//! | [`Mechanism::noise_a_priori`] (1-D point; 2-D: 7.8e-9, k = 14) | ε | 0 | 6.0e-9 | 1e-15 | 16 |
 //!
+//! These hold at every accepted ε: the grid and a scale floor σ_ref 2^-12
+//! follow σ_ref = max(σ_max, sup|f|/64), and noise a priori snaps its
+//! noisy point, not f (docs/MATH.md §8.4).
 //! (η bounds the arithmetic; the exact enumeration of
 //! `audit::enumeration` measures at most 9.8e-10.) Cost: at most Λ/2 per
 //! report, variance Λ²/12; symmetric noise and odd rounding keep reports
@@ -335,7 +339,7 @@ impl Mechanism {
     /// geo-private ε never is.
     ///
     /// ```
-    /// use geopriv::{budget::BudgetUnit, Mechanism};
+    /// use geopriv::{device::budget::BudgetUnit, Mechanism};
     /// let m = Mechanism::polyplace(1e-3)?.with_unit(BudgetUnit::PerMetre)?;
     /// assert_eq!(m.unit(), Some(&BudgetUnit::PerMetre));
     /// assert!(Mechanism::local_dp(1.0)?.with_unit(BudgetUnit::PerMetre).is_err());
