@@ -70,6 +70,7 @@ fn round1_effective_delta(m: &Mechanism, samples: usize) -> f64 {
         exact_cells: 16,
         samples,
         seed: 5,
+        relative_bits: None,
     };
     let f = compare_pair(
         &MonotoneSampler {
@@ -193,5 +194,147 @@ fn releases_stay_unbiased() {
                 );
             }
         }
+    }
+}
+
+fn quick_options() -> EnumerationOptions {
+    EnumerationOptions {
+        exact_cells: 16,
+        samples: 600,
+        conditionals: 2,
+        seed: 3,
+    }
+}
+
+fn report_line(what: &str, r: &geopriv::audit::enumeration::EnumerationReport) {
+    println!(
+        "{what}: grid {:e}, η measured {:e} (stated {:e}), δ_fp {:e} (stated {:e}), δ_eff {:e}, one-sided cells {}",
+        r.grid,
+        r.findings.eta_measured,
+        r.stated_eta,
+        r.findings.delta_fp,
+        r.stated_delta_fp,
+        r.findings.delta_effective,
+        r.findings.one_sided_cells
+    );
+}
+
+/// Issue 19 item 4(a): PolyPlace with W = 1 at ε = 1e8, 1e14 and 1e30 (pairs
+/// with ε d = 1/2). Before the fix the grid followed σ_max = 9/ε alone, so
+/// |f| = 1/2 was 10^7..10^29 noise scales and δ_eff was 1.9e-9 at 1e8,
+/// 4.4e-3 at 1e14, and at 1e30 the release was f(x) itself. Now the grid
+/// follows σ_ref = max(σ_max, 1/64) and the scale is floored at σ_ref 2^-12.
+#[test]
+fn huge_epsilon_meets_the_stated_guarantee() {
+    let q = SoftThreshold::new(0.0, 1.0).unwrap();
+    for eps in [1e8, 1e14, 1e30] {
+        let m = Mechanism::polyplace(eps).unwrap();
+        let x = [1e-3];
+        let x2 = [1e-3 + 0.5 / eps];
+        let r = enumerate_pair(&m, &q, &x, &x2, &quick_options()).unwrap();
+        report_line(&format!("polyplace W = 1, ε = {eps:e}"), &r);
+        assert!(r.passed(), "ε = {eps}: {r:?}");
+        assert_eq!(r.findings.one_sided_cells, 0);
+    }
+}
+
+/// Issue 19 item 4(b): noise a priori on a narrow ramp. Before the fix the
+/// grid of f(x̃) came from range/ε and ignored the slope of f: W = 1e-6 at
+/// ε = 2 had δ_eff 8e-13, and at W = 2^-38 cells were reachable under one
+/// input only. Now the noisy point is snapped (exact-offset sum) and f is
+/// applied to it, so the guarantee is that of the point, whatever f.
+#[test]
+fn noise_a_priori_on_narrow_ramps_meets_the_stated_guarantee() {
+    let m = Mechanism::noise_a_priori(2.0).unwrap();
+    for w in [1e-6, 2f64.powi(-38)] {
+        let q = SoftThreshold::new(0.0, w).unwrap();
+        for (x, x2) in [([-0.25], [0.25]), ([0.0], [1e-3]), ([-w], [w])] {
+            let r = enumerate_pair(&m, &q, &x, &x2, &quick_options()).unwrap();
+            report_line(&format!("a priori W = {w:e}, {x:?} vs {x2:?}"), &r);
+            assert!(r.passed(), "W = {w}: {r:?}");
+            assert_eq!(r.findings.one_sided_cells, 0);
+        }
+    }
+}
+
+/// Issue 19 item 4(b): at ε = 1e-6 per dollar the old rule (grid
+/// 2^⌊log2(range/ε)⌋ 2^-15 = 16) snapped every report to 0. Now the report
+/// is f of the snapped noisy income: at the threshold its mean is 1/2.
+#[test]
+fn noise_a_priori_at_tiny_epsilon_is_not_snapped_to_zero() {
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    let m = Mechanism::noise_a_priori(1e-6).unwrap();
+    let q = SoftThreshold::new(50_000.0, 20_000.0).unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let n = 20_000;
+    let ys: Vec<f64> = (0..n)
+        .map(|_| m.privatize_unmetered(&q, &[50_000.0], &mut rng).unwrap())
+        .collect();
+    let mean = ys.iter().sum::<f64>() / n as f64;
+    let nonzero = ys.iter().filter(|&&y| y != 0.0).count();
+    println!("a priori at ε = 1e-6: mean {mean}, {nonzero} of {n} reports non-zero");
+    // Each report is in [0, 1] with sd <= 1/2: 6 standard errors.
+    assert!((mean - 0.5).abs() < 6.0 * 0.5 / (n as f64).sqrt(), "{mean}");
+}
+
+/// The uniform of issue 19 item 5: the full-resolution uniform with its low
+/// 20 mantissa bits lost (a monotone map of the key, same key masses).
+struct LowBitsLost;
+
+impl KeyLaw for LowBitsLost {
+    fn count(&self) -> u64 {
+        geopriv::noise::uniform::KEY_COUNT
+    }
+    fn value(&self, key: u64) -> f64 {
+        f64::from_bits(geopriv::noise::uniform::uniform_from_key(key).to_bits() & !0xF_FFFF)
+    }
+    fn mass(&self, lo: u64, hi: u64) -> f64 {
+        geopriv::noise::uniform::key_mass(lo, hi)
+    }
+}
+
+/// Seeded fault (issue 19 item 5): a uniform that loses its low 20
+/// mantissa bits. It passes the sampling tester (its δ_eff of order 1e-7
+/// is far below what 10^5 draws can see), but (1) the law check of the
+/// draw fails on it while the sampler's own draw passes, and (2) the exact
+/// enumeration, counting the mechanism's own `release_at` over that
+/// uniform, finds cells beyond ε d + η, while the real uniform passes.
+#[test]
+fn a_uniform_that_loses_its_low_20_bits_is_caught() {
+    use geopriv::audit::enumeration::{check_draw_law, enumerate_pair_with_law, FullResolution};
+    use geopriv::noise::uniform::full_resolution_uniform;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    let mut rng = StdRng::seed_from_u64(21);
+    let good = check_draw_law(&mut || full_resolution_uniform(&mut rng), 100_000);
+    let mut rng = StdRng::seed_from_u64(21);
+    let lossy = check_draw_law(
+        &mut || f64::from_bits(full_resolution_uniform(&mut rng).to_bits() & !0xF_FFFF),
+        100_000,
+    );
+    println!("draw law: real {good:?}\nlossy {lossy:?}");
+    assert!(good.passed && !lossy.passed);
+
+    let (q, x, x2) = issue_setting();
+    let options = EnumerationOptions {
+        exact_cells: 32,
+        samples: 1_500,
+        conditionals: 2,
+        seed: 9,
+    };
+    // The Laplace-noise releases (grid 2^-15 σ_ref) see the lost bits; the
+    // PolyPlace release at this setting has a 2^-11 σ grid, coarse enough
+    // that 2^-32 relative changes of U never move a cell.
+    for m in [
+        Mechanism::global_laplace(2.0).unwrap(),
+        Mechanism::local_dp(2.0).unwrap(),
+    ] {
+        let real = enumerate_pair_with_law(&m, &q, &x, &x2, &options, &FullResolution).unwrap();
+        let faulty = enumerate_pair_with_law(&m, &q, &x, &x2, &options, &LowBitsLost).unwrap();
+        report_line(&format!("{} real uniform", m.name()), &real);
+        report_line(&format!("{} low 20 bits lost", m.name()), &faulty);
+        assert!(real.passed(), "{real:?}");
+        assert!(!faulty.passed(), "the fault was not caught: {faulty:?}");
     }
 }

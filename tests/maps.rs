@@ -497,6 +497,7 @@ fn one_dimensional_noisy_location_meets_its_floating_point_guarantee() {
         exact_cells: 32,
         samples: 3_000,
         seed: 3,
+        relative_bits: None,
     };
     let f = compare_pair(
         &MonotoneSampler {

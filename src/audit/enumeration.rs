@@ -68,6 +68,74 @@ impl KeyLaw for FullResolution {
     }
 }
 
+/// What [`check_draw_law`] found about a drawn uniform.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DrawLawReport {
+    /// Draws examined.
+    pub draws: usize,
+    /// Draws that are not a value of [`uniform::uniform_from_key`].
+    pub unattainable: usize,
+    /// The largest |z-score| of the frequency of a mantissa bit of the key
+    /// (expected 1/2 each, all 52 bits).
+    pub worst_bit_z: f64,
+    /// The largest |z-score| of the frequency of the binades e = 0..7
+    /// (expected 2^-(e+1)).
+    pub worst_binade_z: f64,
+    /// Every draw attainable and both z-scores below 6.
+    pub passed: bool,
+}
+
+/// Check that a draw (`draw()` called `n` times) has the law the exact
+/// enumeration counts: every value is [`uniform::uniform_from_key`] of some
+/// key, each of the 52 mantissa bits of the key is set half of the time
+/// and the binades have probabilities 2^-(e+1). A uniform that loses its
+/// low mantissa bits (issue 19 item 5) has those bits constant and fails;
+/// the sampler's own draw ([`uniform::full_resolution_uniform_and_sign`],
+/// `uniform_from_key(draw_key(rng))`) passes.
+///
+/// ```
+/// use geopriv::audit::enumeration::check_draw_law;
+/// use geopriv::noise::uniform::full_resolution_uniform;
+/// use rand::SeedableRng;
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// assert!(check_draw_law(&mut || full_resolution_uniform(&mut rng), 20_000).passed);
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let mut lossy = || f64::from_bits(full_resolution_uniform(&mut rng).to_bits() & !0xF_FFFF);
+/// assert!(!check_draw_law(&mut lossy, 20_000).passed);
+/// ```
+pub fn check_draw_law(draw: &mut dyn FnMut() -> f64, n: usize) -> DrawLawReport {
+    let mut bits = [0usize; 52];
+    let mut binades = [0usize; 8];
+    let mut report = DrawLawReport {
+        draws: n,
+        ..Default::default()
+    };
+    for _ in 0..n {
+        let Some(key) = uniform::key_of_uniform(draw()) else {
+            report.unattainable += 1;
+            continue;
+        };
+        for (b, count) in bits.iter_mut().enumerate() {
+            *count += ((key >> b) & 1) as usize;
+        }
+        let binade = uniform::MAX_BINADE - (key >> 52);
+        if let Some(c) = binades.get_mut(binade as usize) {
+            *c += 1;
+        }
+    }
+    let nf = n.max(1) as f64;
+    let z = |count: usize, p: f64| (count as f64 - nf * p).abs() / (nf * p * (1.0 - p)).sqrt();
+    report.worst_bit_z = bits.iter().map(|&c| z(c, 0.5)).fold(0.0, f64::max);
+    report.worst_binade_z = binades
+        .iter()
+        .enumerate()
+        .map(|(e, &c)| z(c, libm::ldexp(1.0, -(e as i32) - 1)))
+        .fold(0.0, f64::max);
+    report.passed =
+        report.unattainable == 0 && report.worst_bit_z < 6.0 && report.worst_binade_z < 6.0;
+    report
+}
+
 /// The first key in [lo, hi) where the monotone predicate turns true (hi
 /// if never).
 fn first_true<P: Fn(u64) -> bool>(mut lo: u64, mut hi: u64, pred: P) -> u64 {
@@ -172,6 +240,79 @@ pub struct CellPlan {
     pub samples: usize,
     /// Seed of the proposal.
     pub seed: u64,
+    /// `Some(p)`: the cells are those of the relative grid
+    /// ([`crate::release_grid::snap_relative`]) with smallest cell `grid`;
+    /// `None`: multiples of `grid`.
+    pub relative_bits: Option<u32>,
+}
+
+impl CellPlan {
+    /// The cell (released value) of y.
+    pub fn snap(&self, y: f64) -> f64 {
+        match self.relative_bits {
+            Some(p) => crate::release_grid::snap_relative(y, self.grid, p),
+            None => crate::mechanism::snap(y, self.grid),
+        }
+    }
+
+    /// The cell's bounds [lo, hi] and the next cells below and above.
+    pub fn cell(&self, c: f64) -> ((f64, f64), (f64, f64)) {
+        match self.relative_bits {
+            Some(p) => crate::release_grid::relative_cell(c, self.grid, p),
+            None => {
+                let g = self.grid;
+                ((c - 0.5 * g, c + 0.5 * g), (c - g, c + g))
+            }
+        }
+    }
+
+    /// The 2E+1 cells around f(x), ascending.
+    fn exact(&self) -> Vec<f64> {
+        let centre = self.snap(self.centre);
+        let mut below = Vec::new();
+        let mut above = Vec::new();
+        let (mut lo, mut hi) = (centre, centre);
+        for _ in 0..self.exact_cells {
+            lo = self.cell(lo).1 .0;
+            hi = self.cell(hi).1 .1;
+            below.push(lo);
+            above.push(hi);
+        }
+        below.reverse();
+        below.push(centre);
+        below.extend(above);
+        below
+    }
+
+    /// The exact cells, and a proposal draw beyond them: `Some((cell, Q(c)))`
+    /// with Q the closed-form mass of the cell under "sign fair, ln|z|
+    /// uniform on [z_lo, z_hi]", `None` when it lands on an exact cell.
+    fn layout(&self) -> (Vec<f64>, impl FnMut(&mut StdRng) -> Option<(f64, f64)> + '_) {
+        let exact = self.exact();
+        let first = exact.first().copied().unwrap_or(self.centre);
+        let last = exact.last().copied().unwrap_or(self.centre);
+        let (lo_edge, hi_edge) = (self.cell(first).0 .0, self.cell(last).0 .1);
+        let z_lo = ((self.centre - lo_edge).min(hi_edge - self.centre) / self.scale)
+            .max(f64::MIN_POSITIVE);
+        let z_hi = self.z_max.max(2.0 * z_lo);
+        let propose = move |rng: &mut StdRng| {
+            let z = (z_lo.ln() + rng.random::<f64>() * (z_hi / z_lo).ln()).exp();
+            let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+            let cell = self.snap(self.centre + sign * self.scale * z);
+            if cell >= first && cell <= last {
+                return None;
+            }
+            let (lo, hi) = self.cell(cell).0;
+            let (a, b) = (
+                (lo - self.centre) / self.scale,
+                (hi - self.centre) / self.scale,
+            );
+            let q = 0.5 * log_uniform_mass(a, b, z_lo, z_hi)
+                + 0.5 * log_uniform_mass(-b, -a, z_lo, z_hi);
+            Some((cell, q))
+        };
+        (exact, propose)
+    }
 }
 
 /// The enumeration's findings for one pair.
@@ -241,38 +382,27 @@ pub fn compare_pair(
     x_prime: &MonotoneSampler,
     plan: &CellPlan,
 ) -> PairFindings {
-    let g = plan.grid;
-    let centre_cell = crate::mechanism::snap(plan.centre, g);
-    let e = plan.exact_cells as f64;
-    let exact: Vec<f64> = (-(plan.exact_cells as i64)..=plan.exact_cells as i64)
-        .map(|i| centre_cell + i as f64 * g)
-        .collect();
-    // Proposal beyond the exact cells: |z| in [z_lo, z_max] log-uniform.
-    let z_lo = (e + 0.5) * g / plan.scale;
-    let z_hi = plan.z_max.max(2.0 * z_lo);
+    let (exact, mut propose) = plan.layout();
     let mut rng = StdRng::seed_from_u64(plan.seed);
-    let mut sampled: Vec<(f64, f64)> = Vec::with_capacity(plan.samples);
-    for _ in 0..plan.samples {
-        let z = (z_lo.ln() + rng.random::<f64>() * (z_hi / z_lo).ln()).exp();
-        let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
-        let cell = crate::mechanism::snap(plan.centre + sign * plan.scale * z, g);
-        if ((cell - centre_cell) / g).abs() <= e {
-            // Enumerated exactly; the proposal mass there is not used.
-            sampled.push((cell, 0.0));
-            continue;
-        }
-        // Q(c): both signs' log-uniform mass of the cell's z-range.
-        let (a, b) = (
-            (cell - 0.5 * g - plan.centre) / plan.scale,
-            (cell + 0.5 * g - plan.centre) / plan.scale,
-        );
-        let q =
-            0.5 * log_uniform_mass(a, b, z_lo, z_hi) + 0.5 * log_uniform_mass(-b, -a, z_lo, z_hi);
-        sampled.push((cell, q));
-    }
+    let sampled: Vec<(f64, f64)> = (0..plan.samples)
+        .map(|_| {
+            // A cell enumerated exactly keeps proposal mass 0 (used for η only).
+            propose(&mut rng).unwrap_or((f64::NAN, 0.0))
+        })
+        .collect();
     let evaluate = |cell: f64| (x.cell_probability(cell), x_prime.cell_probability(cell));
     let exact_probs: Vec<(f64, f64)> = parallel_map(&exact, |&c| evaluate(c));
-    let sampled_probs: Vec<(f64, f64)> = parallel_map(&sampled, |&(c, _)| evaluate(c));
+    let sampled_probs: Vec<(f64, f64)> =
+        parallel_map(
+            &sampled,
+            |&(c, _)| {
+                if c.is_nan() {
+                    (0.0, 0.0)
+                } else {
+                    evaluate(c)
+                }
+            },
+        );
     let mut sums = Sums::default();
     for &(p, q) in &exact_probs {
         sums.add(p, q, 1.0, plan);
@@ -341,7 +471,6 @@ impl PairFindings {
 /// Compare a conditional sampler with its ideal counterpart on the cells
 /// of `plan` (the centre, scale and grid of the release; ε d unused).
 pub fn conditional_deviation(s: &ConditionalSampler, plan: &CellPlan) -> Deviation {
-    let g = plan.grid;
     let total = s.law.mass(0, s.accepted);
     let implemented = |cell: f64| {
         let n = s.accepted;
@@ -350,29 +479,14 @@ pub fn conditional_deviation(s: &ConditionalSampler, plan: &CellPlan) -> Deviati
         0.5 * (plus + minus) / total
     };
     let ideal = |cell: f64| 0.5 * ((s.ideal)(cell, false) + (s.ideal)(cell, true));
-    let centre_cell = crate::mechanism::snap(plan.centre, g);
-    let e = plan.exact_cells as f64;
-    let z_lo = (e + 0.5) * g / plan.scale;
-    let z_hi = plan.z_max.max(2.0 * z_lo);
-    let mut cells: Vec<(f64, f64)> = (-(plan.exact_cells as i64)..=plan.exact_cells as i64)
-        .map(|i| (centre_cell + i as f64 * g, 1.0))
-        .collect();
+    let (exact, mut propose) = plan.layout();
+    let mut cells: Vec<(f64, f64)> = exact.into_iter().map(|c| (c, 1.0)).collect();
     let mut rng = StdRng::seed_from_u64(plan.seed);
     let n = plan.samples.max(1) as f64;
     for _ in 0..plan.samples {
-        let z = (z_lo.ln() + rng.random::<f64>() * (z_hi / z_lo).ln()).exp();
-        let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
-        let cell = crate::mechanism::snap(plan.centre + sign * plan.scale * z, g);
-        if ((cell - centre_cell) / g).abs() <= e {
-            continue;
+        if let Some((cell, q)) = propose(&mut rng) {
+            cells.push((cell, 1.0 / (n * q)));
         }
-        let (a, b) = (
-            (cell - 0.5 * g - plan.centre) / plan.scale,
-            (cell + 0.5 * g - plan.centre) / plan.scale,
-        );
-        let q =
-            0.5 * log_uniform_mass(a, b, z_lo, z_hi) + 0.5 * log_uniform_mass(-b, -a, z_lo, z_hi);
-        cells.push((cell, 1.0 / (n * q)));
     }
     let results = parallel_map(&cells, |&(c, w)| (implemented(c), ideal(c), w));
     let mut out = Deviation {
@@ -476,7 +590,7 @@ impl EnumerationReport {
 
 use crate::error::{Error, Result};
 use crate::mechanism::{Mechanism, NoiseShape};
-use crate::noise::{GeneralizedCauchy, Laplace, PolyPlace, StudentT};
+use crate::noise::GeneralizedCauchy;
 use crate::query::Query;
 use std::string::String;
 
@@ -492,7 +606,26 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
     x_prime: &[f64],
     options: &EnumerationOptions,
 ) -> Result<EnumerationReport> {
-    let fp = mechanism.floating_point_guarantee();
+    enumerate_pair_with_law(mechanism, query, x, x_prime, options, &FullResolution)
+}
+
+/// [`enumerate_pair`] with the uniform's key law `law` in place of the
+/// full-resolution uniform the sampler draws ([`FullResolution`]): for
+/// showing that the enumeration catches a faulty uniform (a law whose
+/// `value` differs from what [`uniform::uniform_from_key`] gives). The
+/// release at each key is the mechanism's own `release_at` (the function
+/// the sampler calls after its draw), so the enumeration counts the code
+/// that runs; the draw itself is `uniform_from_key(draw_key(rng))`
+/// (`noise::uniform`), whose key law [`check_draw_law`] tests.
+pub fn enumerate_pair_with_law<Q: Query + Sync + ?Sized>(
+    mechanism: &Mechanism,
+    query: &Q,
+    x: &[f64],
+    x_prime: &[f64],
+    options: &EnumerationOptions,
+    law: &dyn KeyLaw,
+) -> Result<EnumerationReport> {
+    let fp = mechanism.floating_point_guarantee_for(query);
     let grid = mechanism.release_grid(query);
     let d = x
         .iter()
@@ -501,7 +634,6 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
         .sum::<f64>()
         .sqrt();
     let epsilon_d = mechanism.epsilon() * d;
-    let law = FullResolution;
     let mut report = EnumerationReport {
         mechanism: String::from(mechanism.name().as_str()),
         x: x.to_vec(),
@@ -523,9 +655,12 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
         exact_cells: options.exact_cells,
         samples: options.samples,
         seed: options.seed,
+        relative_bits: None,
     };
     let Some(density) = mechanism.output_density(query, x)? else {
-        // Noise a priori: 1-D only, x̃ = x ± (-ln w)/ε, release snap(f(x̃)).
+        // Noise a priori: 1-D only. The cells are those of the snapped
+        // noisy point x̃ (the release f(x̃) is a function of it), computed
+        // by the sampler's own `a_priori_point`.
         if query.dimension() != 1 {
             return Err(Error::InvalidParameter {
                 name: "dimension",
@@ -533,25 +668,17 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
                 requirement: "1 for the enumeration of noise a priori",
             });
         }
-        let eps = mechanism.epsilon();
         let release_at = |point: f64| {
             move |w: f64, negative: bool| {
-                let z = -libm::log(w) / eps;
-                let noisy = (if negative { -z } else { z }) + point;
-                crate::mechanism::snap(query.value(&[noisy]).unwrap_or(f64::NAN), grid)
+                mechanism
+                    .a_priori_point(point, grid, w, negative)
+                    .unwrap_or(f64::NAN)
             }
         };
         let (rx, rx2) = (release_at(x[0]), release_at(x_prime[0]));
-        let sx = MonotoneSampler {
-            law: &law,
-            release: &rx,
-        };
-        let sx2 = MonotoneSampler {
-            law: &law,
-            release: &rx2,
-        };
-        let scale = grid / fp.grid_fraction();
-        report.findings = compare_pair(&sx, &sx2, &plan_for(query.value(x)?, scale));
+        let sx = MonotoneSampler { law, release: &rx };
+        let sx2 = MonotoneSampler { law, release: &rx2 };
+        report.findings = compare_pair(&sx, &sx2, &plan_for(x[0], 1.0 / mechanism.epsilon()));
         return Ok(report);
     };
     let density_prime = mechanism
@@ -559,64 +686,86 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
         .ok_or(Error::Numerical {
             routine: "enumeration: no density at x'",
         })?;
-    let (loc, scale) = (density.location(), density.scale());
-    let (loc2, scale2) = (density_prime.location(), density_prime.scale());
-    let snap = crate::mechanism::snap;
-    match density.shape() {
+    let release = |centre: f64, sigma: f64, u: f64, neg: bool, second: f64| {
+        mechanism.release_at(centre, sigma, grid, u, neg, second)
+    };
+    let (method, findings) = enumerate_location_scale(
+        density.shape(),
+        [
+            (density.location(), density.scale()),
+            (density_prime.location(), density_prime.scale()),
+        ],
+        &release,
+        &plan_for,
+        options,
+        law,
+    )?;
+    report.method = method;
+    report.findings = findings;
+    Ok(report)
+}
+
+/// A release y = snap(centre ± σ m(u, second)) at one draw (the sampler's
+/// own function: `Mechanism::release_at` or `MedianMechanism::release_at`).
+type ReleaseAt<'a> = dyn Fn(f64, f64, f64, bool, f64) -> Option<f64> + Sync + 'a;
+
+/// The enumeration of a location–scale release with noise `shape` at the
+/// two (centre, σ) of a pair: cell by cell for Laplace and PolyPlace,
+/// conditionally (η <= 2ρ) for Student's t and the Cauchy family.
+fn enumerate_location_scale(
+    shape: NoiseShape,
+    pair: [(f64, f64); 2],
+    release_at: &ReleaseAt,
+    plan_for: &(dyn Fn(f64, f64) -> CellPlan + Sync),
+    options: &EnumerationOptions,
+    law: &dyn KeyLaw,
+) -> Result<(&'static str, PairFindings)> {
+    let [(loc, scale), (loc2, scale2)] = pair;
+    let epsilon_d = plan_for(loc, scale).epsilon_d;
+    // The z-interval of a cell for one sign: (m1, m2), magnitudes.
+    let magnitudes = |plan: &CellPlan, cell: f64, neg: bool| {
+        let (lo, hi) = plan.cell(cell).0;
+        let (lo, hi) = (
+            (lo - plan.centre) / plan.scale,
+            (hi - plan.centre) / plan.scale,
+        );
+        if neg {
+            (-hi, -lo)
+        } else {
+            (lo, hi)
+        }
+    };
+    match shape {
         NoiseShape::Laplace | NoiseShape::PolyPlace { .. } => {
-            let unit: Box<dyn Fn(f64) -> f64 + Sync> = match density.shape() {
-                NoiseShape::PolyPlace { alpha } => {
-                    let p = PolyPlace::new(1.0, alpha)?;
-                    Box::new(move |w| p.magnitude_at(w))
-                }
-                _ => {
-                    let l = Laplace::new(1.0)?;
-                    Box::new(move |w| l.magnitude_at(w))
-                }
-            };
-            let unit = &unit;
-            let rx = move |w: f64, neg: bool| {
-                let m = unit(w);
-                snap(loc + scale * if neg { -m } else { m }, grid)
-            };
-            let rx2 = move |w: f64, neg: bool| {
-                let m = unit(w);
-                snap(loc2 + scale2 * if neg { -m } else { m }, grid)
-            };
-            let sx = MonotoneSampler {
-                law: &law,
-                release: &rx,
-            };
-            let sx2 = MonotoneSampler {
-                law: &law,
-                release: &rx2,
-            };
-            report.findings = compare_pair(&sx, &sx2, &plan_for(loc, scale));
+            let rx =
+                move |w: f64, neg: bool| release_at(loc, scale, w, neg, 0.0).unwrap_or(f64::NAN);
+            let rx2 =
+                move |w: f64, neg: bool| release_at(loc2, scale2, w, neg, 0.0).unwrap_or(f64::NAN);
+            let sx = MonotoneSampler { law, release: &rx };
+            let sx2 = MonotoneSampler { law, release: &rx2 };
+            Ok(("pair", compare_pair(&sx, &sx2, &plan_for(loc, scale))))
         }
         NoiseShape::StudentT { dof } => {
-            report.method = "conditional";
-            let t = StudentT::new(dof, 1.0)?;
             let mut worst = PairFindings {
                 epsilon_d,
                 ..Default::default()
             };
             for (centre, sigma) in [(loc, scale), (loc2, scale2)] {
+                let plan = plan_for(centre, sigma);
                 for j in 0..options.conditionals {
                     // θ spread over [0, π/2), including θ = 0 (cos = 1).
                     let theta =
                         core::f64::consts::FRAC_PI_2 * j as f64 / options.conditionals as f64;
                     let cos = libm::cos(theta);
                     let release = move |w: f64, neg: bool| {
-                        let v = t.value_from(w, cos);
-                        snap(centre + sigma * if neg { -v } else { v }, grid)
+                        release_at(centre, sigma, w, neg, cos).unwrap_or(f64::NAN)
                     };
                     let a = libm::sqrt(dof) * cos;
+                    let plan = &plan;
                     // Ideal: W(m) = (1 + (m/a)²)^{-ν/2} for magnitudes m.
                     let ideal = move |cell: f64, neg: bool| {
-                        let lo = (cell - 0.5 * grid - centre) / sigma;
-                        let hi = (cell + 0.5 * grid - centre) / sigma;
-                        let (m1, m2) = if neg { (-hi, -lo) } else { (lo, hi) };
-                        let width = if m1 > 0.0 { grid / sigma } else { m2 };
+                        let (m1, m2) = magnitudes(plan, cell, neg);
+                        let width = if m1 > 0.0 { m2 - m1 } else { m2 };
                         let m1 = m1.max(0.0);
                         if m2 <= 0.0 {
                             return 0.0;
@@ -628,40 +777,37 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
                         libm::exp(ln_w1) * -libm::expm1(-0.5 * dof * log_ratio)
                     };
                     let s = ConditionalSampler {
-                        law: &law,
+                        law,
                         accepted: law.count(),
                         release: &release,
                         ideal: &ideal,
                     };
-                    let dev = conditional_deviation(&s, &plan_for(centre, sigma));
-                    worst.absorb_conditional(&dev);
+                    worst.absorb_conditional(&conditional_deviation(&s, plan));
                 }
             }
-            report.findings = worst;
+            Ok(("conditional", worst))
         }
         NoiseShape::GeneralizedCauchy { k } => {
-            report.method = "conditional";
             let c = GeneralizedCauchy::new(k, 1.0)?;
             let mut worst = PairFindings {
                 epsilon_d,
                 ..Default::default()
             };
             for (centre, sigma) in [(loc, scale), (loc2, scale2)] {
+                let plan = plan_for(centre, sigma);
                 for j in 0..options.conditionals {
                     let u = (j as f64 + 0.5) / options.conditionals as f64;
                     let release = move |v: f64, neg: bool| {
-                        let m = c.magnitude_from(u, v).unwrap_or(f64::NAN);
-                        snap(centre + sigma * if neg { -m } else { m }, grid)
+                        release_at(centre, sigma, u, neg, v).unwrap_or(f64::NAN)
                     };
                     let accepted = first_true(0, law.count(), |key| {
                         c.magnitude_from(u, law.value(key)).is_none()
                     });
                     let v_acc = libm::pow(1.0 - libm::pow(u, k), (k - 1.0) / k);
+                    let plan = &plan;
                     // Ideal: v(m) = (u/m)^{k-1}, v uniform on [0, v_acc].
                     let ideal = move |cell: f64, neg: bool| {
-                        let lo = (cell - 0.5 * grid - centre) / sigma;
-                        let hi = (cell + 0.5 * grid - centre) / sigma;
-                        let (m1, m2) = if neg { (-hi, -lo) } else { (lo, hi) };
+                        let (m1, m2) = magnitudes(plan, cell, neg);
                         if m2 <= 0.0 {
                             return 0.0;
                         }
@@ -670,23 +816,71 @@ pub fn enumerate_pair<Q: Query + Sync + ?Sized>(
                         let mass = if m1 <= 0.0 || v_of(m1) >= v_acc {
                             v_acc - v2
                         } else {
-                            let width = grid / sigma;
-                            v_of(m1) * -libm::expm1(-(k - 1.0) * libm::log1p(width / m1))
+                            v_of(m1) * -libm::expm1(-(k - 1.0) * libm::log1p((m2 - m1) / m1))
                         };
                         mass.max(0.0) / v_acc
                     };
                     let s = ConditionalSampler {
-                        law: &law,
+                        law,
                         accepted,
                         release: &release,
                         ideal: &ideal,
                     };
-                    let dev = conditional_deviation(&s, &plan_for(centre, sigma));
-                    worst.absorb_conditional(&dev);
+                    worst.absorb_conditional(&conditional_deviation(&s, plan));
                 }
             }
-            report.findings = worst;
+            Ok(("conditional", worst))
         }
     }
-    Ok(report)
+}
+
+/// Enumerate the central median / quantile release of `mechanism` on the
+/// neighbouring datasets `data` and `data_prime` (the q-quantile; ε d = ε),
+/// with the mechanism's own `release_at` on its relative grid
+/// (docs/MATH.md §8.4, §11.5).
+pub fn enumerate_median_pair(
+    mechanism: &crate::central::median::MedianMechanism,
+    data: &crate::central::median::SortedDataset,
+    data_prime: &crate::central::median::SortedDataset,
+    q: f64,
+    options: &EnumerationOptions,
+) -> Result<EnumerationReport> {
+    let grid = mechanism.grid();
+    let fp = grid.fp;
+    let (loc, scale) = mechanism.location_and_scale(data, q)?;
+    let (loc2, scale2) = mechanism.location_and_scale(data_prime, q)?;
+    let plan_for = |centre: f64, scale: f64| CellPlan {
+        centre,
+        scale,
+        grid: grid.grid,
+        epsilon_d: mechanism.epsilon(),
+        eta: fp.eta,
+        z_max: fp.z_max,
+        tail_beyond_z_max: fp.delta_fp,
+        exact_cells: options.exact_cells,
+        samples: options.samples,
+        seed: options.seed,
+        relative_bits: grid.relative.then_some(fp.grid_bits),
+    };
+    let release = |centre: f64, sigma: f64, u: f64, neg: bool, second: f64| {
+        mechanism.release_at(centre, sigma, u, neg, second)
+    };
+    let (method, findings) = enumerate_location_scale(
+        mechanism.unit_shape(),
+        [(loc, scale), (loc2, scale2)],
+        &release,
+        &plan_for,
+        options,
+        &FullResolution,
+    )?;
+    Ok(EnumerationReport {
+        mechanism: String::from(mechanism.kind().name()),
+        x: data.values().to_vec(),
+        x_prime: data_prime.values().to_vec(),
+        method,
+        stated_eta: fp.eta,
+        stated_delta_fp: fp.delta_fp + mechanism.delta(),
+        grid: grid.grid,
+        findings,
+    })
 }

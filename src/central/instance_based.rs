@@ -161,7 +161,7 @@ pub enum Calibration {
 ///
 /// **Stated guarantee:** (ε, δ)-DP for the ideal release (Theorem 14 with
 /// the normalising factor, [`Calibration::Corrected`]); the implemented,
-/// snapped release adds η = 5.9e-9 per cell within z_max = 34.5 scales
+/// snapped release adds η = 6.0e-9 per cell within z_max = 34.5 scales
 /// and δ_fp = 1e-15 (grid k = 15 below σ_ref = max(2 LS_r/ε_A, F/64), F
 /// the public bound on |f|, default 64 · 2 LS_r/ε_A). The rates are capped
 /// at 2^16/σ_ref (scales floored at 2^-16 σ_ref): capping every rate at one

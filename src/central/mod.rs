@@ -136,11 +136,13 @@ impl Noise {
 }
 
 /// Smallest noise scale of a central release as a fraction of the grid's
-/// reference scale σ_ref (2^-16): below it, rounding f(x) (|f| <= 64 σ_ref)
-/// could move a cell boundary by more than η allows (`docs/MATH.md §11.5`).
-/// The scales are floored there; a constant floor keeps a smooth bound
-/// β-smooth and keeps Algorithm 1's rate conditions (§11.5).
-pub const SCALE_FLOOR_FRACTION: f64 = 1.0 / 65536.0;
+/// reference scale σ_ref (2^-12, [`crate::release_grid::SCALE_FLOOR_BITS`],
+/// the floor the local releases use too): below it, rounding f(x)
+/// (|f| <= 64 σ_ref) could move a cell boundary by more than η allows
+/// (`docs/MATH.md §11.5`, §8.4). The scales are floored there; a constant
+/// floor keeps a smooth bound β-smooth and keeps Algorithm 1's rate
+/// conditions (§11.5).
+pub const SCALE_FLOOR_FRACTION: f64 = 1.0 / 4096.0;
 
 /// The public release grid of a central release and the floating-point
 /// guarantee of its implementation (`docs/MATH.md §11.5`, after §8.1).
@@ -167,8 +169,13 @@ pub struct CentralGrid {
     pub grid: f64,
     /// σ_ref = max(σ_max, F/64).
     pub reference_scale: f64,
-    /// k, z_max, η, δ_fp of the noise shape (docs/MATH.md §8.1).
+    /// k, z_max, η, δ_fp of the noise shape (docs/MATH.md §8.1; for a
+    /// relative grid k is the p of [`FloatingPointGuarantee::relative_for_shape`]).
     pub fp: FloatingPointGuarantee,
+    /// The grid is relative ([`crate::release_grid::snap_relative`]):
+    /// cells of width max(`grid`, 2^⌊log2|y|⌋ 2^-p), so `grid` is the
+    /// smallest cell, 2^⌊log2 F⌋ 2^-p (docs/MATH.md §8.4).
+    pub relative: bool,
 }
 
 impl CentralGrid {
@@ -186,7 +193,52 @@ impl CentralGrid {
             grid,
             reference_scale,
             fp,
+            relative: false,
         })
+    }
+
+    /// The relative grid for noise `shape` (docs/MATH.md §8.4): cells of
+    /// width max(Λ_min, 2^⌊log2|y|⌋ 2^-p), Λ_min = 2^⌊log2 F⌋ 2^-p with F =
+    /// `value_bound`; the scale floor still follows σ_ref = max(σ_max, F/64).
+    /// Unlike the uniform grid it does not coarsen with the tail of the
+    /// noise, so heavy tails (Student's t, Cauchy) keep cells of about
+    /// 2^-20 of the value.
+    pub(crate) fn new_relative(
+        shape: NoiseShape,
+        sigma_max: f64,
+        value_bound: f64,
+    ) -> Result<Self> {
+        let reference_scale = sigma_max.max(value_bound / crate::release_grid::VALUE_SPAN_BOUND);
+        crate::error::release_number("largest noise scale", reference_scale, false)?;
+        crate::error::release_number("value bound", value_bound, false)?;
+        let fp = FloatingPointGuarantee::relative_for_shape(shape);
+        let power = |v: f64| f64::from_bits(v.to_bits() & 0x7FF0_0000_0000_0000);
+        let mut smallest = power(value_bound) * fp.grid_fraction();
+        if let NoiseShape::StudentT { .. } = shape {
+            // Bailey's transform is quadratic at the centre (1 - W ≈ z²/2
+            // for cos θ = 1), and W near 1 has resolution 2^-53: a cell
+            // [0, Δz] holds about Δz² 2^52 keys. Cells of at least
+            // 2^-10 σ_ref >= 2^-10 σ(x) hold >= 2^32 keys, so the key
+            // rounding stays below 1e-9 of a cell (docs/MATH.md §8.4).
+            smallest = smallest.max(power(reference_scale) * (1.0 / 1024.0));
+        }
+        let grid = crate::error::release_number("grid", smallest, false)?;
+        Ok(Self {
+            grid,
+            reference_scale,
+            fp,
+            relative: true,
+        })
+    }
+
+    /// The released value of a raw value (no checks): the cell it falls in.
+    #[inline]
+    pub(crate) fn snap_value(&self, raw: f64) -> f64 {
+        if self.relative {
+            crate::release_grid::snap_relative(raw, self.grid, self.fp.grid_bits)
+        } else {
+            crate::mechanism::snap(raw, self.grid)
+        }
     }
 
     /// The smallest noise scale a release uses: σ_ref · 2^-16.
@@ -197,7 +249,7 @@ impl CentralGrid {
     /// Snap a raw release to the grid; refused if either is not finite.
     pub(crate) fn snap(&self, raw: f64) -> Result<f64> {
         crate::error::release_number("value", raw, true)?;
-        crate::error::release_number("value", crate::mechanism::snap(raw, self.grid), true)
+        crate::error::release_number("value", self.snap_value(raw), true)
     }
 }
 

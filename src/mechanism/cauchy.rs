@@ -12,7 +12,7 @@
 //!
 //! # Floating-point guarantee (docs/MATH.md §8.1)
 //!
-//! (ε, δ, η, δ_fp) = (ε, 0, 5.7e-9, 1e-15) at the default k = 4 (heavy tail, coarse grid): every output cell within
+//! (ε, δ, η, δ_fp) = (ε, 0, 6.4e-9, 1e-15) at the default k = 4 (heavy tail, coarse grid): every output cell within
 //! z_max = 6.70e4 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
 //! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-4
 //! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).

@@ -9,7 +9,7 @@
 //!
 //! # Floating-point guarantee (docs/MATH.md §8.1)
 //!
-//! (ε, δ, η, δ_fp) = (ε_LDP, 0, 5.9e-9, 1e-15): every output cell within
+//! (ε, δ, η, δ_fp) = (ε_LDP, 0, 6.0e-9, 1e-15): every output cell within
 //! z_max = 34.5 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
 //! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-15
 //! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).

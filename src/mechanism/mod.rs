@@ -50,12 +50,16 @@
 //!
 //! | constructor | ε | δ | η | δ_fp | grid k |
 //! |---|---|---|---|---|---|
-//! | [`Mechanism::polyplace`] | ε | 0 | 5.1e-9 | 1e-15 | 13 |
-//! | [`Mechanism::student_t`] | ε | 0 | 5.5e-9 | 1e-15 | 3 |
-//! | [`Mechanism::cauchy`] | ε | 0 | 5.7e-9 | 1e-15 | 4 |
-//! | [`Mechanism::laplace`] | ε | δ (+ δ_fp) | 5.9e-9 | 1e-15 | 15 |
-//! | [`Mechanism::global_laplace`], [`Mechanism::noise_a_priori`], [`Mechanism::local_dp`] | ε | 0 | 5.9e-9 | 1e-15 | 15 |
+//! | [`Mechanism::polyplace`] | ε | 0 | 6.3e-9 | 1e-15 | 13 |
+//! | [`Mechanism::student_t`] | ε | 0 | 6.1e-9 | 1e-15 | 3 |
+//! | [`Mechanism::cauchy`] | ε | 0 | 6.4e-9 | 1e-15 | 4 |
+//! | [`Mechanism::laplace`] | ε | δ (+ δ_fp) | 6.0e-9 | 1e-15 | 15 |
+//! | [`Mechanism::global_laplace`], [`Mechanism::local_dp`] | ε | 0 | 6.0e-9 | 1e-15 | 15 |
+//! | [`Mechanism::noise_a_priori`] (1-D point; 2-D: 7.8e-9, k = 14) | ε | 0 | 6.0e-9 | 1e-15 | 16 |
 //!
+//! These hold at every accepted ε: the grid and a scale floor σ_ref 2^-12
+//! follow σ_ref = max(σ_max, sup|f|/64), and noise a priori snaps its
+//! noisy point, not f (docs/MATH.md §8.4).
 //! (η bounds the arithmetic; the exact enumeration of
 //! `audit::enumeration` measures at most 9.8e-10.) Cost: at most Λ/2 per
 //! report, variance Λ²/12; symmetric noise and odd rounding keep reports
@@ -311,6 +315,7 @@ impl Mechanism {
         let epsilon = positive_finite("epsilon", epsilon)?;
         // 1/ε must be a finite normal number (ε >= about 5.6e-309).
         scale_factor(1.0 / epsilon)?;
+        let a_priori = kind == Kind::APriori;
         Ok(Self {
             unit: (name == MechanismName::Ldp).then_some(BudgetUnit::LocalDp),
             name,
@@ -319,7 +324,11 @@ impl Mechanism {
             delta: 0.0,
             smoothness_share: None,
             noise: UnitNoise::new(NoiseShape::Laplace)?,
-            fp: crate::release_grid::FloatingPointGuarantee::for_shape(None),
+            fp: if a_priori {
+                crate::release_grid::FloatingPointGuarantee::for_noisy_point(1)
+            } else {
+                crate::release_grid::FloatingPointGuarantee::for_shape(None)
+            },
         })
     }
 
@@ -478,7 +487,7 @@ impl Mechanism {
         let Some(sensitivity) = self.sensitivity(query, x)? else {
             return Ok(None);
         };
-        let scale = self.scale_for(sensitivity).unwrap_or(0.0);
+        let scale = self.floored_scale(query, sensitivity);
         let shape = self.noise_shape().unwrap_or(NoiseShape::Laplace);
         if scale > 0.0 {
             Ok(Some(OutputDensity::new(value, scale, shape)?))
@@ -490,9 +499,32 @@ impl Mechanism {
     }
 
     /// The release grid Λ: a power of two set by public parameters only
-    /// (module docs, "Floating-point safety").
+    /// (module docs, "Floating-point safety"): 2^⌊log2 σ_ref⌋ · 2^-k with
+    /// σ_ref = max(σ_max, sup|f|/64) ([`crate::release_grid::reference_scale`]).
+    /// For noise a priori, the grid of the noisy point x̃ instead,
+    /// 2^⌊log2(1/ε)⌋ · 2^-k (docs/MATH.md §8.4); its release f(x̃) is a
+    /// function of the snapped point. A non-finite σ_ref gives 1.
     pub fn release_grid<Q: Query + ?Sized>(&self, query: &Q) -> f64 {
-        power_of_two_below(self.largest_scale(query)) * self.fp.grid_fraction()
+        let reference = match &self.kind {
+            Kind::APriori => 1.0 / self.epsilon,
+            _ => self.reference_scale(query).unwrap_or(f64::NAN),
+        };
+        power_of_two_below(reference) * self.floating_point_guarantee_for(query).grid_fraction()
+    }
+
+    /// The guarantee of the release of `query`: [`Mechanism::floating_point_guarantee`],
+    /// except for noise a priori, whose grid and η depend on the dimension
+    /// of the noisy point ([`crate::release_grid::FloatingPointGuarantee::for_noisy_point`]).
+    pub fn floating_point_guarantee_for<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+    ) -> crate::release_grid::FloatingPointGuarantee {
+        match &self.kind {
+            Kind::APriori => {
+                crate::release_grid::FloatingPointGuarantee::for_noisy_point(query.dimension())
+            }
+            _ => self.fp,
+        }
     }
 
     /// σ_max: the noise scale at the largest sensitivity the query can
@@ -509,8 +541,27 @@ impl Mechanism {
         self.raw_scale(largest_sensitivity)
     }
 
+    /// σ_ref = max(σ_max, sup|f|/64) (docs/MATH.md §8.4): the grid and the
+    /// scale floor are set from it, so that |f| <= 64 σ_ref at every ε.
+    fn reference_scale<Q: Query + ?Sized>(&self, query: &Q) -> Option<f64> {
+        let (lo, hi) = query.value_bounds();
+        crate::release_grid::reference_scale(self.largest_scale(query), lo.abs().max(hi.abs()))
+    }
+
+    /// The noise scale of the release at sensitivity `sensitivity`:
+    /// max(σ, σ_ref 2^-12), the floor of [`crate::release_grid`] (a
+    /// constant, so still private; docs/MATH.md §8.4).
+    fn floored_scale<Q: Query + ?Sized>(&self, query: &Q, sensitivity: f64) -> f64 {
+        let floor = self
+            .reference_scale(query)
+            .map_or(0.0, crate::release_grid::scale_floor);
+        self.raw_scale(sensitivity).max(floor)
+    }
+
     /// The floating-point guarantee of the implemented release: grid
-    /// exponent k, z_max, η and δ_fp (docs/MATH.md §8.1).
+    /// exponent k, z_max, η and δ_fp (docs/MATH.md §8.1). It holds at
+    /// every accepted ε (the grid and the scale floor follow σ_ref,
+    /// docs/MATH.md §8.4).
     pub fn floating_point_guarantee(&self) -> crate::release_grid::FloatingPointGuarantee {
         self.fp
     }
@@ -531,9 +582,23 @@ impl Mechanism {
         rng: &mut R,
     ) -> Result<f64> {
         let grid = self.checked_release_grid(query)?;
-        let raw = self.privatize_unsnapped(query, x, rng)?;
-        crate::error::release_number("value", raw, true)?;
-        crate::error::release_number("value", snap(raw, grid), true)
+        let value = match self.sensitivity(query, x)? {
+            Some(sensitivity) => {
+                let value = query.value(x)?;
+                let scale = crate::error::release_number(
+                    "scale",
+                    self.floored_scale(query, sensitivity),
+                    false,
+                )?;
+                self.draw_release(value, scale, grid, rng)
+            }
+            None => {
+                crate::error::check_point(x, query.dimension())?;
+                let noisy = self.draw_noisy_point(x, grid, rng)?;
+                query.value(&noisy)?
+            }
+        };
+        crate::error::release_number("value", value, true)
     }
 
     /// The release grid, refused if it or the largest noise scale it comes
@@ -543,34 +608,81 @@ impl Mechanism {
         crate::error::release_number("grid", self.release_grid(query), false)
     }
 
-    /// The release before snapping to the grid. Exposed for the
-    /// floating-point test and for research; never upload its output.
-    #[doc(hidden)]
-    pub fn privatize_unsnapped<Q: Query + ?Sized, R: Rng + ?Sized>(
+    /// The one function from a draw to a released value, shared by the
+    /// sampler ([`Mechanism::privatize_unmetered`]) and the exact
+    /// enumeration (`audit::enumeration`), so that the enumeration counts
+    /// the code that runs (docs/MATH.md §8.1): snap(value ± scale · m) with
+    /// m the noise magnitude at the full-resolution uniform `u` and, for
+    /// Student's t and the Cauchy family, the second draw `second` (cos θ,
+    /// resp. Jöhnk's V). `None` when Jöhnk rejects the pair.
+    #[inline]
+    pub(crate) fn release_at(
         &self,
-        query: &Q,
-        x: &[f64],
-        rng: &mut R,
-    ) -> Result<f64> {
-        match self.sensitivity(query, x)? {
-            Some(sensitivity) => {
-                let value = query.value(x)?;
-                let scale =
-                    crate::error::release_number("scale", self.raw_scale(sensitivity), false)?;
-                let mut rng = rng;
-                Ok(value + scale * self.noise.density().sample(&mut rng))
-            }
-            None => {
-                crate::error::check_point(x, query.dimension())?;
-                let noise = SphericalLaplace::new(query.dimension(), self.epsilon)?;
-                let mut noisy: Vec<f64> = alloc::vec![0.0; x.len()];
-                noise.sample_into(rng, &mut noisy)?;
-                for (n, xi) in noisy.iter_mut().zip(x) {
-                    *n += xi;
+        value: f64,
+        scale: f64,
+        grid: f64,
+        u: f64,
+        negative: bool,
+        second: f64,
+    ) -> Option<f64> {
+        let m = match &self.noise {
+            UnitNoise::Laplace(l) => l.magnitude_at(u),
+            UnitNoise::PolyPlace(p) => p.magnitude_at(u),
+            UnitNoise::StudentT(t) => t.value_from(u, second),
+            UnitNoise::Cauchy(c) => c.magnitude_from(u, second)?,
+        };
+        Some(snap(value + scale * if negative { -m } else { m }, grid))
+    }
+
+    /// One release: uniform keys from `rng` ([`crate::noise::uniform::draw_key`]),
+    /// mapped by [`Mechanism::release_at`]; the Cauchy family redraws on
+    /// rejection.
+    fn draw_release<R: Rng + ?Sized>(&self, value: f64, scale: f64, grid: f64, rng: &mut R) -> f64 {
+        loop {
+            let (u, negative) = crate::noise::unit_and_sign(rng);
+            let second = match &self.noise {
+                UnitNoise::StudentT(_) => {
+                    libm::cos(core::f64::consts::FRAC_PI_2 * crate::noise::unit_53(rng))
                 }
-                query.value(&noisy)
+                UnitNoise::Cauchy(_) => crate::noise::uniform::full_resolution_uniform(rng),
+                _ => 0.0,
+            };
+            if let Some(y) = self.release_at(value, scale, grid, u, negative, second) {
+                return y;
             }
         }
+    }
+
+    /// Noise a priori: x̃ = x + N snapped per coordinate to `grid`, computed
+    /// as a + snap(r + N) with a = snap(x) and r = x - a (both exact), so
+    /// that the rounding error does not grow with |x| (docs/MATH.md §8.4).
+    /// Refused if a coordinate is so large that a + snap(r + N) is not
+    /// exact (|x_i| >= 2^52 grid, i.e. about 2^37/ε: outside any domain).
+    fn draw_noisy_point<R: Rng + ?Sized>(
+        &self,
+        x: &[f64],
+        grid: f64,
+        rng: &mut R,
+    ) -> Result<Vec<f64>> {
+        let d = x.len();
+        if d == 1 {
+            let (u, negative) = crate::noise::unit_and_sign(rng);
+            return Ok(alloc::vec![self.a_priori_point(x[0], grid, u, negative)?]);
+        }
+        let mut noise: Vec<f64> = alloc::vec![0.0; d];
+        SphericalLaplace::new(d, self.epsilon)?.sample_into(rng, &mut noise)?;
+        x.iter()
+            .zip(&noise)
+            .map(|(&xi, &n)| snapped_sum(xi, n, grid))
+            .collect()
+    }
+
+    /// The 1-D noisy point at uniform `u` and sign: snapped_sum(x, ±(-ln u)/ε)
+    /// (shared with the exact enumeration).
+    #[inline]
+    pub(crate) fn a_priori_point(&self, x: f64, grid: f64, u: f64, negative: bool) -> Result<f64> {
+        let m = -crate::math::ln(u) / self.epsilon;
+        snapped_sum(x, if negative { -m } else { m }, grid)
     }
 
     /// Variance of one report at sensitivity `sensitivity` (smooth and
@@ -606,6 +718,28 @@ fn power_of_two_below(v: f64) -> f64 {
     }
 }
 
+/// snap(x + n) for the power of two `grid`, computed as a + snap(r + n)
+/// with a = snap(x) and r = x - a: r is exact (|r| <= grid/2 and x, a are
+/// multiples of ulp(x) when grid >= ulp(x)), and a + k·grid is exact while
+/// |result| < 2^53 grid, so the only rounding is that of r + n, at most
+/// 2^-53 (|n| + grid/2) (docs/MATH.md §8.4). Refused when |x| >= 2^52 grid
+/// or the sum leaves that range.
+fn snapped_sum(x: f64, n: f64, grid: f64) -> Result<f64> {
+    let limit = libm::ldexp(grid, 52);
+    let a = snap(x, grid);
+    let y = a + snap((x - a) + n, grid);
+    if x.abs() < limit && y.abs() < limit && y.is_finite() {
+        Ok(y)
+    } else {
+        Err(Error::InvalidParameter {
+            name: "x",
+            value: x,
+            requirement:
+                "|x_i| and the noisy point below 2^52 times the location grid (about 2^37/ε)",
+        })
+    }
+}
+
 /// Round y to the nearest multiple of the power of two `grid` (ties away
 /// from zero, so snap(-y) = -snap(y)).
 #[inline]
@@ -625,6 +759,80 @@ mod tests {
         assert_eq!(power_of_two_below(3e-5), 2f64.powi(-16));
         assert_eq!(power_of_two_below(0.0), 1.0);
         assert_eq!(power_of_two_below(f64::INFINITY), 1.0);
+    }
+
+    /// The draw that runs is `release_at(uniform_from_key(draw_key(rng)))`,
+    /// the map the exact enumeration counts (issue 19 item 5).
+    #[test]
+    fn the_sampler_is_release_at_of_the_drawn_key() {
+        use crate::noise::uniform::{draw_key, uniform_from_key};
+        use crate::query::SoftThreshold;
+        use rand::rngs::StdRng;
+        use rand::SeedableRng;
+        let q = SoftThreshold::new(0.0, 1.0).unwrap();
+        let x = [-0.1];
+        for m in [
+            Mechanism::polyplace(2.0).unwrap(),
+            Mechanism::student_t(2.0).unwrap(),
+            Mechanism::laplace(2.0, 1e-9).unwrap(),
+            Mechanism::global_laplace(2.0).unwrap(),
+            Mechanism::local_dp(2.0).unwrap(),
+            Mechanism::noise_a_priori(2.0).unwrap(),
+        ] {
+            let grid = m.release_grid(&q);
+            let mut a = StdRng::seed_from_u64(5);
+            let mut b = a.clone();
+            for _ in 0..2000 {
+                let y = m.privatize_unmetered(&q, &x, &mut a).unwrap();
+                let (key, negative) = draw_key(&mut b);
+                let u = uniform_from_key(key);
+                let expected = match m.output_density(&q, &x).unwrap() {
+                    Some(d) => {
+                        let second = match m.noise_shape() {
+                            Some(NoiseShape::StudentT { .. }) => libm::cos(
+                                core::f64::consts::FRAC_PI_2 * crate::noise::unit_53(&mut b),
+                            ),
+                            _ => 0.0,
+                        };
+                        m.release_at(d.location(), d.scale(), grid, u, negative, second)
+                            .unwrap()
+                    }
+                    None => q
+                        .value(&[m.a_priori_point(x[0], grid, u, negative).unwrap()])
+                        .unwrap(),
+                };
+                assert_eq!(y.to_bits(), expected.to_bits(), "{}", m.name());
+            }
+        }
+    }
+
+    /// Issue 19 item 4(a): at huge ε the grid follows σ_ref = max(σ_max,
+    /// sup|f|/64), so |f| <= 64 σ_ref holds, and the scale is floored at
+    /// σ_ref 2^-12: the release is never f(x) itself.
+    #[test]
+    fn huge_epsilon_keeps_the_value_bound_and_the_floor() {
+        use crate::query::SoftThreshold;
+        use rand::rngs::StdRng;
+        use rand::SeedableRng;
+        let q = SoftThreshold::new(0.0, 1.0).unwrap();
+        for eps in [1e8, 1e14, 1e30] {
+            let m = Mechanism::polyplace(eps).unwrap();
+            let grid = m.release_grid(&q);
+            assert_eq!(grid, 2f64.powi(-6 - 13), "ε = {eps}");
+            let d = m.output_density(&q, &[0.1]).unwrap().unwrap();
+            assert_eq!(d.scale(), 2f64.powi(-6 - 12), "ε = {eps}");
+            let mut rng = StdRng::seed_from_u64(1);
+            let ys: Vec<f64> = (0..1000)
+                .map(|_| m.privatize_unmetered(&q, &[0.1], &mut rng).unwrap())
+                .collect();
+            let distinct = {
+                let mut v = ys.clone();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                v.len()
+            };
+            assert!(distinct >= 3, "ε = {eps}: {distinct} distinct releases");
+        }
     }
 }
 

@@ -7,15 +7,16 @@
 //! too. Biased for nonlinear f.
 
 //!
-//! # Floating-point guarantee (docs/MATH.md §8.1)
+//! # Floating-point guarantee (docs/MATH.md §8.4)
 //!
-//! (ε, δ, η, δ_fp) = (ε, 0, 5.9e-9, 1e-15) (for the 1-D Laplace on x; the grid is set by range/ε): every output cell within
-//! z_max = 34.5 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
-//! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-15
-//! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).
-//! That is the release f(x̃) on f's grid. A map device sends the noisy
-//! location x̃ itself, snapped per coordinate to 2^⌊log2(1/ε)⌋ · 2^-20:
-//! its own (η, δ_fp) table is
+//! The noisy point is snapped per coordinate to 2^⌊log2(1/ε)⌋ · 2^-k and
+//! computed as a + snap(r + N) with a = snap(x), r = x - a (both exact),
+//! so its rounding does not grow with |x|; the release f(x̃) is a function
+//! of the snapped point, so the slope of f does not matter.
+//! (ε, δ, η, δ_fp) = (ε, 0, 6.0e-9, 1e-15) in 1-D (k = 16, z_max = 34.5),
+//! (ε, 0, 7.8e-9, 1e-15) in 2-D (k = 14)
+//! ([`Mechanism::floating_point_guarantee_for`], measured in 1-D by
+//! `audit::enumeration`). A map device sends the noisy location x̃ itself:
 //! [`MapRelease::location_floating_point_guarantee`](crate::map::MapRelease::location_floating_point_guarantee)
 //! (docs/MATH.md §9.5).
 

@@ -19,7 +19,7 @@
 //!
 //! # Floating-point guarantee (docs/MATH.md §8.1)
 //!
-//! (ε, δ, η, δ_fp) = (ε, 0, 5.1e-9, 1e-15) at the default γ = ε/9 (α = 9); a larger γ share has a heavier tail and a coarser grid, e.g. γ = ε/2: k = 0, η = 1e-8, δ_fp = 1.7e-12: every output cell within
+//! (ε, δ, η, δ_fp) = (ε, 0, 6.3e-9, 1e-15) at the default γ = ε/9 (α = 9); a larger γ share has a heavier tail and a coarser grid, e.g. γ = ε/2: k = 0, η = 1e-8, δ_fp = 1.7e-12: every output cell within
 //! z_max = 45.6 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
 //! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-13
 //! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).

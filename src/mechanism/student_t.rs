@@ -9,7 +9,7 @@
 //!
 //! # Floating-point guarantee (docs/MATH.md §8.1)
 //!
-//! (ε, δ, η, δ_fp) = (ε, 0, 5.5e-9, 1e-15) at the default ν = 3 (the heavy t tail needs a large z_max, hence a coarse grid): every output cell within
+//! (ε, δ, η, δ_fp) = (ε, 0, 6.1e-9, 1e-15) at the default ν = 3 (the heavy t tail needs a large z_max, hence a coarse grid): every output cell within
 //! z_max = 1.30e5 noise scales has ln(P_x(c)/P_x'(c)) <= ε d + η, the rest has
 //! mass δ_fp; release grid 2^⌊log2 σ_max⌋ · 2^-3
 //! ([`Mechanism::floating_point_guarantee`], measured by `audit::enumeration`).

@@ -35,18 +35,25 @@ pub const MAX_BINADE: u64 = 1021;
 pub const KEY_COUNT: u64 = (MAX_BINADE + 1) << 52;
 const MANTISSA_MASK: u64 = (1u64 << 52) - 1;
 
-/// One draw: a full-resolution uniform in (0, 1] and an independent fair
-/// sign bit (`true` = negative).
+/// One draw of the key: an integer in [0, [`KEY_COUNT`]) with the law
+/// [`key_probability`], and an independent fair sign bit (`true` =
+/// negative). Every uniform the samplers use is
+/// [`uniform_from_key`] of this key, so the exact enumeration, which
+/// counts keys through [`uniform_from_key`] and [`key_mass`], sees the
+/// sampler that runs (docs/MATH.md §8.1, "The draw is the enumerated
+/// map"); `draw_matches_the_key_law` in this file's tests checks the law
+/// of the key itself.
 ///
 /// ```
-/// use geopriv::noise::uniform::full_resolution_uniform_and_sign;
+/// use geopriv::noise::uniform::{draw_key, uniform_from_key, full_resolution_uniform_and_sign};
 /// use rand::SeedableRng;
-/// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-/// let (u, _negative) = full_resolution_uniform_and_sign(&mut rng);
-/// assert!(u > 0.0 && u <= 1.0);
+/// let mut a = rand::rngs::StdRng::seed_from_u64(1);
+/// let mut b = a.clone();
+/// let (key, negative) = draw_key(&mut a);
+/// assert_eq!(full_resolution_uniform_and_sign(&mut b), (uniform_from_key(key), negative));
 /// ```
 #[inline]
-pub fn full_resolution_uniform_and_sign<R: RngCore + ?Sized>(rng: &mut R) -> (f64, bool) {
+pub fn draw_key<R: RngCore + ?Sized>(rng: &mut R) -> (u64, bool) {
     let v = rng.next_u64();
     let negative = v & 1 == 1;
     let mantissa = (v >> 1) & MANTISSA_MASK;
@@ -69,7 +76,46 @@ pub fn full_resolution_uniform_and_sign<R: RngCore + ?Sized>(rng: &mut R) -> (f6
         }
         e.min(MAX_BINADE)
     };
-    (compose(binade, mantissa), negative)
+    (((MAX_BINADE - binade) << 52) | mantissa, negative)
+}
+
+/// One draw: a full-resolution uniform in (0, 1] and an independent fair
+/// sign bit (`true` = negative): [`uniform_from_key`] of [`draw_key`].
+///
+/// ```
+/// use geopriv::noise::uniform::full_resolution_uniform_and_sign;
+/// use rand::SeedableRng;
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let (u, _negative) = full_resolution_uniform_and_sign(&mut rng);
+/// assert!(u > 0.0 && u <= 1.0);
+/// ```
+#[inline]
+pub fn full_resolution_uniform_and_sign<R: RngCore + ?Sized>(rng: &mut R) -> (f64, bool) {
+    let (key, negative) = draw_key(rng);
+    (uniform_from_key(key), negative)
+}
+
+/// The key of an attainable value u of the uniform (the inverse of
+/// [`uniform_from_key`]), or `None` if u is not attainable (not in
+/// (2^-1022, 1], or not one of the values the keys map to).
+///
+/// ```
+/// use geopriv::noise::uniform::{key_of_uniform, uniform_from_key};
+/// assert_eq!(key_of_uniform(uniform_from_key(12345)), Some(12345));
+/// assert_eq!(key_of_uniform(0.0), None);
+/// ```
+pub fn key_of_uniform(u: f64) -> Option<u64> {
+    if !(u > 0.0 && u <= 1.0) {
+        return None;
+    }
+    let bits = u.to_bits().checked_sub(1)?;
+    let exponent = bits >> 52;
+    if !(1..=1022).contains(&exponent) {
+        return None;
+    }
+    let binade = 1022 - exponent;
+    let key = ((MAX_BINADE.checked_sub(binade)?) << 52) | (bits & MANTISSA_MASK);
+    (uniform_from_key(key) == u).then_some(key)
 }
 
 /// A full-resolution uniform in (0, 1] (the sign bit of the draw is
