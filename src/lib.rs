@@ -55,6 +55,7 @@ pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod radius;
 pub mod release_grid;
 pub mod report;
 pub mod server;
@@ -71,6 +72,7 @@ pub use geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+pub use radius::PrivacyRadius;
 pub use report::{QueryDescriptor, Report};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;
