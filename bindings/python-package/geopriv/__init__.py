@@ -208,6 +208,20 @@ def _column_records(column: Any) -> list:
 def _pack_records(records: list) -> "tuple[bytes, bytes, bool]":
     """(data, lengths, binary): records back to back and their lengths as
     little-endian i64 (-1 for a missing record, NaN counts as missing)."""
+    kinds = set(map(type, records))
+    if kinds == {str}:  # fast path: C loops only
+        joined = "".join(records)
+        data = joined.encode()
+        sizes = map(len, records) if len(data) == len(joined) else map(len, map(str.encode, records))
+        fast = _array("q", sizes)
+    elif kinds == {bytes}:
+        data, fast = b"".join(records), _array("q", map(len, records))
+    else:
+        fast = None
+    if fast is not None:
+        if _array("q", [1]).tobytes()[0] != 1:  # pragma: no cover - big-endian host
+            fast.byteswap()
+        return data, fast.tobytes(), kinds == {bytes}
     binary = False
     for r in records:
         if r is not None and not (isinstance(r, float) and r != r):
@@ -232,6 +246,11 @@ def _pack_records(records: list) -> "tuple[bytes, bytes, bool]":
 def _add_reports(self: Any, reports: Any) -> BatchResult:
     if isinstance(reports, ReleaseArray):
         return self.add_release_array(reports)
+    if type(reports).__module__.startswith("polars") and str(getattr(reports, "dtype", "")) in ("String", "Utf8"):
+        # Polars string column: lengths and bytes from Polars' own kernels.
+        lengths = reports.str.len_bytes().cast(int).fill_null(-1).to_numpy().astype("<i8").tobytes()
+        data = reports.fill_null("").str.join("").item().encode()
+        return self.add_json_packed(data, lengths)
     data, lengths, binary = _pack_records(_column_records(reports))
     if binary:
         return self.add_bytes_packed(data, lengths)
