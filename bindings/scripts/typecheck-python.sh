@@ -4,18 +4,19 @@
 # quickstart.py), against a `geopriv` package whose types are
 # python-package/geopriv/__init__.pyi (issue 23 item 1).
 #
-#   bindings/scripts/typecheck-python.sh PYTHON PACKAGE_ROOT
+#   bindings/scripts/typecheck-python.sh PYTHON [PACKAGE_ROOT]
 #
 # PYTHON: an interpreter with mypy installed (test-python.sh and
 # test-wheel.sh install it from PyPI); PACKAGE_ROOT: the directory that
-# holds the `geopriv` package (the checkout's build or site-packages).
+# holds the `geopriv` package built from the checkout (omitted: the wheel
+# installed in PYTHON's environment).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 case "$1" in
   */*) python="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" ;;
   *) python="$(command -v "$1")" ;;
 esac
-root="$(realpath "$2")"
+root="${2:+$(realpath "$2")}"  # empty: the package installed in PYTHON's environment
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$python" - "$REPO" "$work" <<'PY'
@@ -30,5 +31,5 @@ print(f"typecheck: {n} README blocks")
 PY
 cp "$REPO/bindings/tests/python/new_user.py" "$REPO/bindings/tests/python/quickstart.py" "$work/"
 cd "$work"
-MYPYPATH="$root" "$python" -m mypy --config-file "$REPO/bindings/mypy.ini" \
+env ${root:+MYPYPATH="$root"} "$python" -m mypy --config-file "$REPO/bindings/mypy.ini" \
   --cache-dir "$TARGET_DIR/mypy-cache" --ignore-missing-imports --follow-imports=silent ./*.py
