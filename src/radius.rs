@@ -24,6 +24,7 @@
 
 use core::fmt;
 
+use crate::error::positive_finite as positive;
 use crate::{Error, Mechanism, Result};
 
 /// "Protected within `radius` at `level`": ε = level / radius per unit
@@ -33,18 +34,6 @@ use crate::{Error, Mechanism, Result};
 pub struct PrivacyRadius {
     radius: f64,
     level: f64,
-}
-
-fn positive(name: &'static str, value: f64) -> Result<f64> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(Error::InvalidParameter {
-            name,
-            value,
-            requirement: "finite and > 0",
-        })
-    }
 }
 
 impl PrivacyRadius {

@@ -32,12 +32,15 @@ use crate::{guard, GeoMechanism, GeoQuery, GeoprivError, MechanismName, PrivacyL
 /// hostile length cannot make us reserve unbounded memory.
 pub const MAX_PACKED_ELEMENTS: u64 = 1 << 28;
 
-/// Packed little-endian f64s to a vector (`InvalidInput` unless the length
-/// is a whole number of 8-byte values).
-pub(crate) fn unpack_f64(bytes: &[u8], what: &str) -> Result<Vec<f64>, GeoprivError> {
+/// `bytes` as 8-byte little-endian words (`InvalidInput` unless its length
+/// is a whole number of words, at most [`MAX_PACKED_ELEMENTS`]).
+fn words<'a>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<impl Iterator<Item = [u8; 8]> + 'a, GeoprivError> {
     if bytes.len() % 8 != 0 {
         return Err(GeoprivError::InvalidInput(format!(
-            "{what}: {} bytes is not a whole number of 8-byte little-endian doubles",
+            "{what}: {} bytes is not a whole number of 8-byte little-endian values",
             bytes.len()
         )));
     }
@@ -46,14 +49,16 @@ pub(crate) fn unpack_f64(bytes: &[u8], what: &str) -> Result<Vec<f64>, GeoprivEr
             "{what}: more than {MAX_PACKED_ELEMENTS} values in one call; split the array"
         )));
     }
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|c| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            f64::from_le_bytes(b)
-        })
-        .collect())
+    Ok(bytes.chunks_exact(8).map(|c| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        b
+    }))
+}
+
+/// Packed little-endian f64s to a vector.
+pub(crate) fn unpack_f64(bytes: &[u8], what: &str) -> Result<Vec<f64>, GeoprivError> {
+    Ok(words(bytes, what)?.map(f64::from_le_bytes).collect())
 }
 
 /// A vector of f64 as packed little-endian bytes.
@@ -72,22 +77,10 @@ fn split_records<'a>(
     data: &'a [u8],
     lengths: &[u8],
 ) -> Result<Vec<Option<&'a [u8]>>, GeoprivError> {
-    if lengths.len() % 8 != 0 {
-        return Err(GeoprivError::InvalidInput(format!(
-            "lengths: {} bytes is not a whole number of 8-byte little-endian integers",
-            lengths.len()
-        )));
-    }
-    if (lengths.len() / 8) as u64 > MAX_PACKED_ELEMENTS {
-        return Err(GeoprivError::InvalidInput(format!(
-            "more than {MAX_PACKED_ELEMENTS} records in one call; split the column"
-        )));
-    }
-    let mut out = Vec::with_capacity(lengths.len() / 8);
+    let lengths = words(lengths, "lengths")?;
+    let mut out = Vec::with_capacity(lengths.size_hint().0);
     let mut at = 0usize;
-    for (i, c) in lengths.chunks_exact(8).enumerate() {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(c);
+    for (i, b) in lengths.enumerate() {
         let n = i64::from_le_bytes(b);
         if n == -1 {
             out.push(None);
