@@ -55,6 +55,7 @@ pub mod map;
 pub mod mechanism;
 pub mod noise;
 pub mod query;
+pub mod radius;
 pub mod release_grid;
 pub mod report;
 pub mod server;
@@ -73,6 +74,7 @@ pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, Outpu
 #[cfg(feature = "std")]
 pub use query::RegionQuery;
 pub use query::{AnyQuery, GaussianKde, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
+pub use radius::PrivacyRadius;
 pub use report::{QueryDescriptor, Report, ReportId};
 #[cfg(feature = "std")]
 pub use secure_rng::SecureRng;

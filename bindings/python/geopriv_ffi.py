@@ -534,7 +534,13 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_plan_map() != 1328:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_privacy_radius() != 21327:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of() != 22713:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_project() != 34708:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_project_packed() != 1776:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -578,6 +584,10 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 40741:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() != 12524:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered() != 18303:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 34459:
@@ -587,6 +597,8 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit() != 45336:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() != 19281:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_within() != 57214:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -605,6 +617,8 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace() != 24130:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with() != 10203:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within() != 21527:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t() != 21231:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -726,6 +740,26 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_delta() != 32587:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_epsilon() != 55313:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_is_empty() != 32863:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_len() != 58417:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_mechanism() != 39499:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_query_id() != 36717:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_report_json() != 22441:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_seeded() != 25243:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines() != 4671:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_releasearray_values_packed() != 24297:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes() != 12708:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_json() != 8281:
@@ -748,9 +782,15 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() != 19764:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() != 31216:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() != 33587:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array() != 6467:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_counts() != 34449:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -834,9 +874,18 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.restype = ctypes.c_u
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.restype = ctypes.c_uint16
@@ -900,6 +949,12 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon.rest
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.restype = ctypes.c_uint16
@@ -915,6 +970,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_unit.restype = ctypes
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_within.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_within.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy.restype = ctypes.c_uint16
@@ -942,6 +1000,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace.restyp
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_with.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t.restype = ctypes.c_uint16
@@ -1122,6 +1183,36 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create.
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_delta.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_delta.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_is_empty.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_is_empty.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_len.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_len.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_mechanism.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_mechanism.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_query_id.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_query_id.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_report_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_report_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_seeded.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_seeded.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_values_packed.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_releasearray_values_packed.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_accept_bytes.restype = ctypes.c_uint16
@@ -1155,12 +1246,21 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes.restype = c
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_counts.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_counts.restype = ctypes.c_uint16
@@ -1254,6 +1354,18 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius_of.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius_of.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -1261,6 +1373,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_project.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta.argtypes = (
     ctypes.c_double,
     _UniffiRustBuffer,
@@ -1388,6 +1506,21 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered.
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_latlon_unmetered.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -1417,6 +1550,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_within.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_within.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -1473,6 +1612,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with.argtype
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within.argtypes = (
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t.argtypes = (
     ctypes.c_double,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -1835,6 +1980,57 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_delta.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_delta.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_epsilon.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_is_empty.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_is_empty.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_len.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_len.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_mechanism.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_mechanism.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_query_id.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_query_id.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_report_json.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_report_json.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_seeded.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_seeded.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_values_packed.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_values_packed.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_accept_bytes.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -1898,6 +2094,13 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch.argtypes = 
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -1910,6 +2113,19 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_release_array.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_release_array.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_counts.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2086,6 +2302,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_privacyledger.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_releasearray.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_releasearray.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_releasearray.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_releasearray.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_reportpolicy.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -4329,6 +4555,64 @@ class _UniffiFfiConverterTypeMapUpload(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.write(value.mechanism, buf)
 
 @dataclass
+class PrivacyRadius:
+    """
+    A privacy level stated as a radius, with the ε per unit distance it
+    sets and both forms in one sentence.
+"""
+    def __init__(self, *, radius:float, level:float, epsilon:float, odds_ratio:float, description:str):
+        self.radius = radius
+        self.level = level
+        self.epsilon = epsilon
+        self.odds_ratio = odds_ratio
+        self.description = description
+        
+        
+
+    
+    def __str__(self):
+        return "PrivacyRadius(radius={}, level={}, epsilon={}, odds_ratio={}, description={})".format(self.radius, self.level, self.epsilon, self.odds_ratio, self.description)
+    def __eq__(self, other):
+        if self.radius != other.radius:
+            return False
+        if self.level != other.level:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.odds_ratio != other.odds_ratio:
+            return False
+        if self.description != other.description:
+            return False
+        return True
+
+class _UniffiFfiConverterTypePrivacyRadius(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return PrivacyRadius(
+            radius=_UniffiFfiConverterFloat64.read(buf),
+            level=_UniffiFfiConverterFloat64.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            odds_ratio=_UniffiFfiConverterFloat64.read(buf),
+            description=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.radius)
+        _UniffiFfiConverterFloat64.check_lower(value.level)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.odds_ratio)
+        _UniffiFfiConverterString.check_lower(value.description)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.radius, buf)
+        _UniffiFfiConverterFloat64.write(value.level, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.odds_ratio, buf)
+        _UniffiFfiConverterString.write(value.description, buf)
+
+@dataclass
 class PrivateReport:
     """
     What a device uploads after privatizing: the same report in two
@@ -6547,6 +6831,289 @@ class _UniffiFfiConverterTypeGeoQuery:
     def write(cls, value: GeoQuery, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
+
+class ReleaseArrayProtocol(typing.Protocol):
+    """
+    n releases of one query with one mechanism (same ε, δ): the result of
+    an array privatize. The values stay on the Rust side until asked for;
+    a server ingests the whole array in one call
+    (`ReportServer.add_release_array`), each release checked and clipped as
+    one uploaded report.
+"""
+    
+    def delta(self, ) -> float:
+        """
+        δ of every release.
+"""
+        raise NotImplementedError
+    def epsilon(self, ) -> float:
+        """
+        ε of every release.
+"""
+        raise NotImplementedError
+    def is_empty(self, ) -> bool:
+        """
+        Whether there are no releases.
+"""
+        raise NotImplementedError
+    def len(self, ) -> int:
+        """
+        Number of releases.
+"""
+        raise NotImplementedError
+    def mechanism(self, ) -> MechanismName:
+        """
+        The mechanism.
+"""
+        raise NotImplementedError
+    def query_id(self, ) -> str:
+        """
+        The canonical id of the query answered.
+"""
+        raise NotImplementedError
+    def report_json(self, index: int) -> str:
+        """
+        The i-th release as one JSON report line (no newline);
+        `InvalidParameter` if `index` >= `len()`.
+"""
+        raise NotImplementedError
+    def seeded(self, ) -> bool:
+        """
+        Whether the noise came from a seeded (NOT secure) generator.
+"""
+        raise NotImplementedError
+    def to_json_lines(self, ) -> str:
+        """
+        Every release as a JSON report line, each ending with a newline:
+        what n devices would upload (`ReportServer.ingest` reads it).
+"""
+        raise NotImplementedError
+    def values_packed(self, ) -> bytes:
+        """
+        The released values f(x_i) + noise, packed little-endian f64 (Python:
+        `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+        clamp or round them.
+"""
+        raise NotImplementedError
+
+class ReleaseArray(ReleaseArrayProtocol):
+    """
+    n releases of one query with one mechanism (same ε, δ): the result of
+    an array privatize. The values stay on the Rust side until asked for;
+    a server ingests the whole array in one call
+    (`ReportServer.add_release_array`), each release checked and clipped as
+    one uploaded report.
+"""
+    
+    _handle: ctypes.c_uint64
+    
+    def __init__(self, *args, **kwargs):
+        raise ValueError("This class has no default constructor")
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_releasearray, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_releasearray, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def delta(self, ) -> float:
+        """
+        δ of every release.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_delta,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def epsilon(self, ) -> float:
+        """
+        ε of every release.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def is_empty(self, ) -> bool:
+        """
+        Whether there are no releases.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_is_empty,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def len(self, ) -> int:
+        """
+        Number of releases.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_len,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def mechanism(self, ) -> MechanismName:
+        """
+        The mechanism.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMechanismName.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_mechanism,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def query_id(self, ) -> str:
+        """
+        The canonical id of the query answered.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_query_id,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def report_json(self, index: int) -> str:
+        """
+        The i-th release as one JSON report line (no newline);
+        `InvalidParameter` if `index` >= `len()`.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(index)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(index),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_report_json,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def seeded(self, ) -> bool:
+        """
+        Whether the noise came from a seeded (NOT secure) generator.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_seeded,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def to_json_lines(self, ) -> str:
+        """
+        Every release as a JSON report line, each ending with a newline:
+        what n devices would upload (`ReportServer.ingest` reads it).
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterString.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def values_packed(self, ) -> bytes:
+        """
+        The released values f(x_i) + noise, packed little-endian f64 (Python:
+        `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+        clamp or round them.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBytes.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_values_packed,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeReleaseArray:
+    @staticmethod
+    def lift(value: int) -> ReleaseArray:
+        return ReleaseArray._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: ReleaseArray):
+        if not isinstance(value, ReleaseArray):
+            raise TypeError("Expected ReleaseArray instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: ReleaseArray) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> ReleaseArray:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: ReleaseArray, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
 class _UniffiFfiConverterOptionalTypeBudgetUnit(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -6641,6 +7208,27 @@ class GeoMechanismProtocol(typing.Protocol):
         `privatize_latlon` **without any ledger** (simulations only).
 """
         raise NotImplementedError
+    def privatize_packed(self, ledger: PrivacyLedger,query: GeoQuery,xs: bytes) -> ReleaseArray:
+        """
+        n releases **by one device** (its ledger), each charged: the ledger
+        pays n × (ε, δ) by sequential composition. All or nothing: refused
+        with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+        `InvalidInput`) unless all n fit. A file-backed ledger writes each
+        charge before the next release. Points as in
+        `privatize_packed_unmetered`.
+"""
+        raise NotImplementedError
+    def privatize_packed_unmetered(self, query: GeoQuery,xs: bytes) -> ReleaseArray:
+        """
+        Privatize f at n points in one call, one simulated device each,
+        **without any ledger** (simulations only, like
+        `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+        row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+        Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+        OS-keyed generator for the whole array (or the seeded one). Any bad
+        point refuses the whole array (`InvalidInput`, naming the point).
+"""
+        raise NotImplementedError
     def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
         `privatize` **without any ledger**: for simulations of many devices
@@ -6673,6 +7261,11 @@ class GeoMechanismProtocol(typing.Protocol):
         `privatize` charges to a ledger of the same unit. `local_dp`
         mechanisms are always `LOCAL_DP`; a geo-private one cannot be
         (`UnitMismatch`).
+"""
+        raise NotImplementedError
+    def within(self, radius: float) -> PrivacyRadius:
+        """
+        This mechanism's ε as a level within `radius`.
 """
         raise NotImplementedError
 
@@ -6874,6 +7467,28 @@ class GeoMechanism(GeoMechanismProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_with,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def polyplace_within(cls, radius: float,level: float) -> GeoMechanism:
+        """
+        PolyPlace protecting any two inputs within `radius` (metres or
+        dollars) at `level`: `polyplace(level / radius)`.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(radius)
+
+        _UniffiFfiConverterFloat64.check_lower(level)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(radius),
+            _UniffiFfiConverterFloat64.lower(level),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeGeoMechanism.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
@@ -7115,6 +7730,62 @@ class GeoMechanism(GeoMechanismProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_packed(self, ledger: PrivacyLedger,query: GeoQuery,xs: bytes) -> ReleaseArray:
+        """
+        n releases **by one device** (its ledger), each charged: the ledger
+        pays n × (ε, δ) by sequential composition. All or nothing: refused
+        with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+        `InvalidInput`) unless all n fit. A file-backed ledger writes each
+        charge before the next release. Points as in
+        `privatize_packed_unmetered`.
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterBytes.check_lower(xs)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterBytes.lower(xs),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReleaseArray.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_packed_unmetered(self, query: GeoQuery,xs: bytes) -> ReleaseArray:
+        """
+        Privatize f at n points in one call, one simulated device each,
+        **without any ledger** (simulations only, like
+        `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+        row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+        Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+        OS-keyed generator for the whole array (or the seeded one). Any bad
+        point refuses the whole array (`InvalidInput`, naming the point).
+"""
+        
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterBytes.check_lower(xs)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterBytes.lower(xs),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReleaseArray.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
         `privatize` **without any ledger**: for simulations of many devices
@@ -7208,6 +7879,24 @@ class GeoMechanism(GeoMechanismProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_with_unit,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def within(self, radius: float) -> PrivacyRadius:
+        """
+        This mechanism's ε as a level within `radius`.
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(radius)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterFloat64.lower(radius),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyRadius.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_within,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -8828,6 +9517,12 @@ class ReportServerProtocol(typing.Protocol):
         like `add_json_batch` (`null` and empty entries are rejected).
 """
         raise NotImplementedError
+    def add_bytes_packed(self, data: bytes,lengths: bytes) -> BatchResult:
+        """
+        A column of binary reports (`PrivateReport.bytes` each) in one call,
+        packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+"""
+        raise NotImplementedError
     def add_json(self, line: str) -> ReceivedReport:
         """
         Decode, validate, clip and add one JSON report (BOM, `\r` and
@@ -8843,6 +9538,22 @@ class ReportServerProtocol(typing.Protocol):
         `[empty]`, blank and `#` lines skipped). Never fails on a bad
         record: each is rejected by itself with its 1-based position in
         `lines`. The same outcome as `add_json` on each line in turn.
+"""
+        raise NotImplementedError
+    def add_json_packed(self, data: bytes,lengths: bytes) -> BatchResult:
+        """
+        A column of JSON reports in one call: `data` is the records' UTF-8
+        bytes back to back, `lengths` one packed little-endian i64 per
+        record (its byte length; -1 for a missing record, rejected as
+        `[empty]`). The same outcome as `add_json_batch` on the records
+        (Python: `add_reports(column)` packs a pandas/Polars column).
+"""
+        raise NotImplementedError
+    def add_release_array(self, releases: ReleaseArray) -> BatchResult:
+        """
+        Ingest a whole release array: each release is offered as one report
+        (validated by the policy, grouped, clipped, aggregated), exactly as
+        `add_json_batch` would treat its JSON lines; one call.
 """
         raise NotImplementedError
     def counts(self, ) -> IngestCounts:
@@ -8979,6 +9690,28 @@ class ReportServer(ReportServerProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_bytes_packed(self, data: bytes,lengths: bytes) -> BatchResult:
+        """
+        A column of binary reports (`PrivateReport.bytes` each) in one call,
+        packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(data)
+
+        _UniffiFfiConverterBytes.check_lower(lengths)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(data),
+            _UniffiFfiConverterBytes.lower(lengths),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def add_json(self, line: str) -> ReceivedReport:
         """
         Decode, validate, clip and add one JSON report (BOM, `\r` and
@@ -9019,6 +9752,51 @@ class ReportServer(ReportServerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_json_packed(self, data: bytes,lengths: bytes) -> BatchResult:
+        """
+        A column of JSON reports in one call: `data` is the records' UTF-8
+        bytes back to back, `lengths` one packed little-endian i64 per
+        record (its byte length; -1 for a missing record, rejected as
+        `[empty]`). The same outcome as `add_json_batch` on the records
+        (Python: `add_reports(column)` packs a pandas/Polars column).
+"""
+        
+        _UniffiFfiConverterBytes.check_lower(data)
+
+        _UniffiFfiConverterBytes.check_lower(lengths)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterBytes.lower(data),
+            _UniffiFfiConverterBytes.lower(lengths),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_release_array(self, releases: ReleaseArray) -> BatchResult:
+        """
+        Ingest a whole release array: each release is offered as one report
+        (validated by the policy, grouped, clipped, aggregated), exactly as
+        `add_json_batch` would treat its JSON lines; one call.
+"""
+        
+        _UniffiFfiConverterTypeReleaseArray.check_lower(releases)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeReleaseArray.lower(releases),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_release_array,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -9668,6 +10446,49 @@ def plan_map(grid: MapGrid,epsilon: float,n: int) -> MapPlan:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def privacy_radius(radius: float,level: float) -> PrivacyRadius:
+    """
+    "Protected within `radius` at `level`": ε = level / radius (both finite
+    and > 0; `InvalidParameter` otherwise). Pass `.epsilon` to any
+    constructor that takes ε (`MapRelease`, `GeoMechanism.student_t`, ...).
+"""
+    
+    _UniffiFfiConverterFloat64.check_lower(radius)
+
+    _UniffiFfiConverterFloat64.check_lower(level)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterFloat64.lower(radius),
+        _UniffiFfiConverterFloat64.lower(level),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterTypePrivacyRadius.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def privacy_radius_of(epsilon: float,radius: float) -> PrivacyRadius:
+    """
+    The radius form of `epsilon`: the level it gives within `radius`
+    (ε · radius).
+"""
+    
+    _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+    _UniffiFfiConverterFloat64.check_lower(radius)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterFloat64.lower(epsilon),
+        _UniffiFfiConverterFloat64.lower(radius),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterTypePrivacyRadius.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius_of,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def project(lat: float,lon: float,projection: Projection) -> typing.List[float]:
     """
     Project a location (WGS84 degrees) to `[x east, y north]` metres, the
@@ -9692,6 +10513,29 @@ def project(lat: float,lon: float,projection: Projection) -> typing.List[float]:
     _uniffi_ffi_result = _uniffi_rust_call_with_error(
         _uniffi_error_converter,
         _UniffiLib.uniffi_geopriv_ffi_fn_func_project,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def project_packed(latlon: bytes,projection: Projection) -> bytes:
+    """
+    Project n locations (packed little-endian f64 pairs lat, lon, WGS84
+    degrees) to n `[x east, y north]` metre pairs, packed the same way, in
+    one call; any bad location refuses the whole array (`InvalidInput`,
+    naming it).
+"""
+    
+    _UniffiFfiConverterBytes.check_lower(latlon)
+
+    _UniffiFfiConverterTypeProjection.check_lower(projection)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterBytes.lower(latlon),
+        _UniffiFfiConverterTypeProjection.lower(projection),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterBytes.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed,
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
@@ -9781,6 +10625,7 @@ __all__ = [
     "MapPlan",
     "MapServerStatus",
     "MapUpload",
+    "PrivacyRadius",
     "PrivateReport",
     "ReceivedReport",
     "central_quantile",
@@ -9788,7 +10633,10 @@ __all__ = [
     "instance_based_chain_scales",
     "library_version",
     "plan_map",
+    "privacy_radius",
+    "privacy_radius_of",
     "project",
+    "project_packed",
     "smooth_noisy_max_beta",
     "smooth_noisy_max_select",
     "Aggregator",
@@ -9797,6 +10645,8 @@ __all__ = [
     "PrivacyLedgerProtocol",
     "GeoQuery",
     "GeoQueryProtocol",
+    "ReleaseArray",
+    "ReleaseArrayProtocol",
     "GeoMechanism",
     "GeoMechanismProtocol",
     "GridAggregator",

@@ -24,6 +24,8 @@ JNA_VERSION="$(python3 -c 'import sys, zipfile; m = zipfile.ZipFile(sys.argv[1])
 OUT="$TARGET_DIR/jvm"
 mkdir -p "$OUT/cache"
 SRC="$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt"
+# Hand-written extensions (GeoprivException.code).
+EXT="$REPO/bindings/extensions/kotlin/geopriv/ErrorCode.kt"
 
 # The native library: the wheel's (release, built by maturin).
 python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("geopriv/_native/libgeopriv_ffi.so"))' \
@@ -31,11 +33,11 @@ python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.arg
 sed -e "s/@VERSION@/$VERSION/" -e "s/@JNA_VERSION@/${JNA_VERSION%%.b*}/" -e "s/@KOTLIN_VERSION@/$KOTLIN_COMPILER_VERSION/" \
   "$REPO/bindings/jvm/pom.xml.in" >"$OUT/geopriv-$VERSION.pom"
 
-hash="$( { echo "$KOTLIN_COMPILER_VERSION"; sha256sum "$JNA_JAR" "$SRC" "$OUT/libgeopriv_ffi.so" "$OUT/geopriv-$VERSION.pom"; } | sha256sum | cut -c1-16)"
+hash="$( { echo "$KOTLIN_COMPILER_VERSION"; sha256sum "$JNA_JAR" "$SRC" "$EXT" "$OUT/libgeopriv_ffi.so" "$OUT/geopriv-$VERSION.pom"; } | sha256sum | cut -c1-16)"
 JAR="$OUT/geopriv-$VERSION.jar"
 if [ ! -f "$OUT/cache/$hash.jar" ]; then
   rm -f "$OUT"/cache/*.jar
-  "$KOTLINC" -nowarn -cp "$JNA_JAR" -d "$OUT/cache/classes.jar" "$SRC" 2>&1 | grep -v '^info: \|^warning: ' >&2 || true
+  "$KOTLINC" -nowarn -cp "$JNA_JAR" -d "$OUT/cache/classes.jar" "$SRC" "$EXT" 2>&1 | grep -v '^info: \|^warning: ' >&2 || true
   [ -f "$OUT/cache/classes.jar" ] || { echo "error: kotlinc failed" >&2; exit 1; }
   python3 - "$OUT/cache/classes.jar" "$OUT/libgeopriv_ffi.so" "$OUT/geopriv-$VERSION.pom" "$VERSION" <<'PY'
 import sys, zipfile

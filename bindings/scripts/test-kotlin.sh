@@ -19,7 +19,8 @@ ensure_kotlin
 check_readme_example bindings/tests/kotlin/Main.kt
 build_ffi
 
-SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/tests/kotlin/Main.kt"
+SOURCES=("$REPO/bindings/kotlin/geopriv/geopriv_ffi.kt" "$REPO/bindings/extensions/kotlin/geopriv/ErrorCode.kt"
+  "$REPO/bindings/tests/kotlin/Main.kt"
   "$REPO/bindings/tests/kotlin/Server.kt"
   "$REPO/bindings/tests/kotlin/MapTest.kt")
 # The map suite compares with `geopriv map aggregate` (the debug CLI).

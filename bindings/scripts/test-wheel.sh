@@ -7,6 +7,10 @@
 #     from the crate, type hints, the native library inside the package,
 #     nothing imported from the checkout, geopriv.spark importable);
 #   * bindings/tests/python/quickstart.py: README.md's Python quick start;
+#   * bindings/tests/python/new_user.py: README.md's million-device numpy
+#     program (under 5 s of CPU), test_native.py (members, codes, arrays,
+#     radius; the per-element speed asserted) and mypy on the READMEs'
+#     Python, with numpy, pandas, Polars and mypy from PyPI;
 #   * bindings/tests/python/test_bindings.py: the whole binding suite, run
 #     against the installed package (run_installed.py maps the suite's
 #     `geopriv_ffi` import to the installed `geopriv`), the map suite
@@ -19,6 +23,7 @@ source "$(dirname "$0")/packages.sh"
 
 check_readme_example bindings/tests/python/quickstart.py README.md
 check_readme_example "bindings/tests/python/quickstart.py#map" README.md
+check_readme_example bindings/tests/python/new_user.py README.md
 [ -n "${WHEEL:-}" ] || build_wheel
 echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
 
@@ -39,7 +44,8 @@ mkdir "$WORK/tests"
 cp "$REPO/bindings/tests/python/test_package.py" "$REPO/bindings/tests/python/test_bindings.py" \
   "$REPO/bindings/tests/python/test_map.py" "$REPO/bindings/tests/python/test_server.py" \
   "$REPO/bindings/tests/python/run_installed.py" "$REPO/bindings/tests/python/quickstart.py" \
-  "$REPO/bindings/tests/python/harness.py" "$WORK/tests/"
+  "$REPO/bindings/tests/python/harness.py" "$REPO/bindings/tests/python/new_user.py" \
+  "$REPO/bindings/tests/python/test_native.py" "$WORK/tests/"
 
 cd "$WORK/tests"
 # -I: isolated mode (no PYTHONPATH, no user site-packages, the script's own
@@ -54,3 +60,10 @@ run quickstart.py
 run run_installed.py test_bindings.py
 run run_installed.py test_map.py  # the map suite (its CLI comparison runs in test-python.sh)
 run run_installed.py test_server.py
+# What a new user adds beside the wheel (PyPI): numpy for the README's
+# million-device program and the array suite (with pandas and Polars),
+# mypy for the README's Python against the installed stubs.
+"$WORK/venv/bin/pip" install -q numpy pandas polars mypy
+GEOPRIV_ASSERT_SPEED=1 run test_native.py
+run new_user.py
+"$REPO/bindings/scripts/typecheck-python.sh" "$WORK/venv/bin/python"

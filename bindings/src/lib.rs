@@ -49,6 +49,7 @@ use std::sync::{Mutex, MutexGuard};
 uniffi::setup_scaffolding!();
 
 mod aggregate;
+mod arrays;
 mod budget;
 mod central;
 mod error;
@@ -57,10 +58,12 @@ mod growth;
 mod map;
 mod mechanism;
 mod query;
+mod radius;
 mod report;
 mod server;
 
 pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator, GridPerDeviceTotal};
+pub use arrays::{project_packed, ReleaseArray, MAX_PACKED_ELEMENTS};
 pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
 pub use central::CentralNoiseKind;
 pub use error::GeoprivError;
@@ -72,6 +75,7 @@ pub use map::{
 };
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
 pub use query::{GeoQuery, QueryFamily};
+pub use radius::{privacy_radius, privacy_radius_of, PrivacyRadius};
 pub use report::{ReceivedReport, ReportPolicy};
 pub use server::{
     BatchResult, ClipBound, ClipSummary, GroupEstimate, IngestCounts, InputFormat,
@@ -146,6 +150,7 @@ fn assert_thread_safe() {
     is_send_sync::<Projection>();
     is_send_sync::<MapRelease>();
     is_send_sync::<MapServer>();
+    is_send_sync::<ReleaseArray>();
 }
 
 #[cfg(test)]

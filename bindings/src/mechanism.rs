@@ -93,7 +93,7 @@ pub struct GeoMechanism {
 }
 
 impl GeoMechanism {
-    fn wrap(m: geopriv::Result<geopriv::Mechanism>) -> Result<Arc<Self>, GeoprivError> {
+    pub(crate) fn wrap(m: geopriv::Result<geopriv::Mechanism>) -> Result<Arc<Self>, GeoprivError> {
         Ok(Arc::new(Self {
             inner: m?,
             seeded: None,
@@ -103,7 +103,7 @@ impl GeoMechanism {
     /// Run `f` with this mechanism's generator: a fresh OS-seeded
     /// `SecureRng` per call, or the seeded generator (locked) of a
     /// `seeded` copy.
-    fn with_rng<T>(
+    pub(crate) fn with_rng<T>(
         &self,
         f: impl FnOnce(&mut dyn NoiseRng) -> Result<T, GeoprivError>,
     ) -> Result<T, GeoprivError> {

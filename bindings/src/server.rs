@@ -463,6 +463,29 @@ impl ReportServer {
         }
     }
 
+    /// Offer `records`, each decoded by `decode`, as one batch (the packed
+    /// and array entry points of `arrays.rs`).
+    pub(crate) fn add_decoded_batch<T>(
+        &self,
+        records: Vec<T>,
+        decode: impl Fn(T) -> Decoded,
+    ) -> Result<BatchResult, GeoprivError> {
+        self.with_inner(|s| Ok(s.batch(records, decode)))
+    }
+
+    /// Decode one raw record as `add_json_batch` (`json`) or
+    /// `add_bytes_batch` does.
+    pub(crate) fn decode_record(&self, record: Option<&[u8]>, json: bool) -> Decoded {
+        match (record, json) {
+            (None, _) => Decoded::Rejected(geopriv::Rejection::Empty.into()),
+            (Some(b), true) => match self.too_long(b.len()) {
+                Some(why) => Decoded::Rejected(why),
+                None => decode_json_record(b),
+            },
+            (Some(b), false) => self.decode_bytes(Some(b)),
+        }
+    }
+
     fn add_one(&self, decoded: Decoded) -> Result<ReceivedReport, GeoprivError> {
         let received = match &decoded {
             Decoded::Report(r) => Some(ReceivedReport::from_core(r)),

@@ -939,6 +939,27 @@ public func FfiConverterTypeAggregator_lower(_ value: Aggregator) -> UInt64 {
 public protocol GeoMechanismProtocol: AnyObject, Sendable {
     
     /**
+     * n releases **by one device** (its ledger), each charged: the ledger
+     * pays n × (ε, δ) by sequential composition. All or nothing: refused
+     * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
+     * charge before the next release. Points as in
+     * `privatize_packed_unmetered`.
+     */
+    func privatizePacked(ledger: PrivacyLedger, query: GeoQuery, xs: Data) throws  -> ReleaseArray
+    
+    /**
+     * Privatize f at n points in one call, one simulated device each,
+     * **without any ledger** (simulations only, like
+     * `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+     * row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+     * Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+     * OS-keyed generator for the whole array (or the seeded one). Any bad
+     * point refuses the whole array (`InvalidInput`, naming the point).
+     */
+    func privatizePackedUnmetered(query: GeoQuery, xs: Data) throws  -> ReleaseArray
+    
+    /**
      * δ (0 for the pure mechanisms).
      */
     func delta()  -> Double
@@ -1028,6 +1049,11 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
      * (`UnitMismatch`).
      */
     func withUnit(unit: BudgetUnit) throws  -> GeoMechanism
+    
+    /**
+     * This mechanism's ε as a level within `radius`.
+     */
+    func within(radius: Double) throws  -> PrivacyRadius
     
 }
 /**
@@ -1241,7 +1267,61 @@ public static func studentTWith(epsilon: Double, dof: Double, smoothnessShare: D
 })
 }
     
+    /**
+     * PolyPlace protecting any two inputs within `radius` (metres or
+     * dollars) at `level`: `polyplace(level / radius)`.
+     */
+public static func polyplaceWithin(radius: Double, level: Double)throws  -> GeoMechanism  {
+    return try  FfiConverterTypeGeoMechanism_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within(
+        FfiConverterDouble.lower(radius),
+        FfiConverterDouble.lower(level),uniffiCallStatus
+    )
+})
+}
+    
 
+    
+    /**
+     * n releases **by one device** (its ledger), each charged: the ledger
+     * pays n × (ε, δ) by sequential composition. All or nothing: refused
+     * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
+     * charge before the next release. Points as in
+     * `privatize_packed_unmetered`.
+     */
+open func privatizePacked(ledger: PrivacyLedger, query: GeoQuery, xs: Data)throws  -> ReleaseArray  {
+    return try  FfiConverterTypeReleaseArray_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterData.lower(xs),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Privatize f at n points in one call, one simulated device each,
+     * **without any ledger** (simulations only, like
+     * `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+     * row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+     * Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+     * OS-keyed generator for the whole array (or the seeded one). Any bad
+     * point refuses the whole array (`InvalidInput`, naming the point).
+     */
+open func privatizePackedUnmetered(query: GeoQuery, xs: Data)throws  -> ReleaseArray  {
+    return try  FfiConverterTypeReleaseArray_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterData.lower(xs),uniffiCallStatus
+    )
+})
+}
     
     /**
      * δ (0 for the pure mechanisms).
@@ -1437,6 +1517,19 @@ open func withUnit(unit: BudgetUnit)throws  -> GeoMechanism  {
     uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(
             self.uniffiCloneHandle(),
         FfiConverterTypeBudgetUnit_lower(unit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * This mechanism's ε as a level within `radius`.
+     */
+open func within(radius: Double)throws  -> PrivacyRadius  {
+    return try  FfiConverterTypePrivacyRadius_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_within(
+            self.uniffiCloneHandle(),
+        FfiConverterDouble.lower(radius),uniffiCallStatus
     )
 })
 }
@@ -3230,6 +3323,305 @@ public func FfiConverterTypePrivacyLedger_lower(_ value: PrivacyLedger) -> UInt6
 
 
 /**
+ * n releases of one query with one mechanism (same ε, δ): the result of
+ * an array privatize. The values stay on the Rust side until asked for;
+ * a server ingests the whole array in one call
+ * (`ReportServer.add_release_array`), each release checked and clipped as
+ * one uploaded report.
+ */
+public protocol ReleaseArrayProtocol: AnyObject, Sendable {
+    
+    /**
+     * δ of every release.
+     */
+    func delta()  -> Double
+    
+    /**
+     * ε of every release.
+     */
+    func epsilon()  -> Double
+    
+    /**
+     * Whether there are no releases.
+     */
+    func isEmpty()  -> Bool
+    
+    /**
+     * Number of releases.
+     */
+    func len()  -> UInt64
+    
+    /**
+     * The mechanism.
+     */
+    func mechanism()  -> MechanismName
+    
+    /**
+     * The canonical id of the query answered.
+     */
+    func queryId()  -> String
+    
+    /**
+     * The i-th release as one JSON report line (no newline);
+     * `InvalidParameter` if `index` >= `len()`.
+     */
+    func reportJson(index: UInt64) throws  -> String
+    
+    /**
+     * Whether the noise came from a seeded (NOT secure) generator.
+     */
+    func seeded()  -> Bool
+    
+    /**
+     * Every release as a JSON report line, each ending with a newline:
+     * what n devices would upload (`ReportServer.ingest` reads it).
+     */
+    func toJsonLines()  -> String
+    
+    /**
+     * The released values f(x_i) + noise, packed little-endian f64 (Python:
+     * `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+     * clamp or round them.
+     */
+    func valuesPacked()  -> Data
+    
+}
+/**
+ * n releases of one query with one mechanism (same ε, δ): the result of
+ * an array privatize. The values stay on the Rust side until asked for;
+ * a server ingests the whole array in one call
+ * (`ReportServer.add_release_array`), each release checked and clipped as
+ * one uploaded report.
+ */
+open class ReleaseArray: ReleaseArrayProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_releasearray(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_releasearray(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * δ of every release.
+     */
+open func delta() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_delta(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * ε of every release.
+     */
+open func epsilon() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether there are no releases.
+     */
+open func isEmpty() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_is_empty(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Number of releases.
+     */
+open func len() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_len(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The mechanism.
+     */
+open func mechanism() -> MechanismName  {
+    return try!  FfiConverterTypeMechanismName_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_mechanism(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The canonical id of the query answered.
+     */
+open func queryId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_query_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The i-th release as one JSON report line (no newline);
+     * `InvalidParameter` if `index` >= `len()`.
+     */
+open func reportJson(index: UInt64)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_report_json(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(index),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether the noise came from a seeded (NOT secure) generator.
+     */
+open func seeded() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_seeded(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Every release as a JSON report line, each ending with a newline:
+     * what n devices would upload (`ReportServer.ingest` reads it).
+     */
+open func toJsonLines() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The released values f(x_i) + noise, packed little-endian f64 (Python:
+     * `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+     * clamp or round them.
+     */
+open func valuesPacked() -> Data  {
+    return try!  FfiConverterData.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_releasearray_values_packed(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeReleaseArray: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ReleaseArray
+
+    public static func lift(_ handle: UInt64) throws -> ReleaseArray {
+        return ReleaseArray(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ReleaseArray) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ReleaseArray {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ReleaseArray, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReleaseArray_lift(_ handle: UInt64) throws -> ReleaseArray {
+    return try FfiConverterTypeReleaseArray.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReleaseArray_lower(_ value: ReleaseArray) -> UInt64 {
+    return FfiConverterTypeReleaseArray.lower(value)
+}
+
+
+
+
+
+
+/**
  * What a server accepts: reports with ε (per unit distance) at most
  * `max_epsilon` and δ at most `max_delta`, of a known format version, with
  * a finite value and valid query parameters; optionally only some
@@ -3539,6 +3931,28 @@ public func FfiConverterTypeReportPolicy_lower(_ value: ReportPolicy) -> UInt64 
 public protocol ReportServerProtocol: AnyObject, Sendable {
     
     /**
+     * A column of binary reports (`PrivateReport.bytes` each) in one call,
+     * packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+     */
+    func addBytesPacked(data: Data, lengths: Data) throws  -> BatchResult
+    
+    /**
+     * A column of JSON reports in one call: `data` is the records' UTF-8
+     * bytes back to back, `lengths` one packed little-endian i64 per
+     * record (its byte length; -1 for a missing record, rejected as
+     * `[empty]`). The same outcome as `add_json_batch` on the records
+     * (Python: `add_reports(column)` packs a pandas/Polars column).
+     */
+    func addJsonPacked(data: Data, lengths: Data) throws  -> BatchResult
+    
+    /**
+     * Ingest a whole release array: each release is offered as one report
+     * (validated by the policy, grouped, clipped, aggregated), exactly as
+     * `add_json_batch` would treat its JSON lines; one call.
+     */
+    func addReleaseArray(releases: ReleaseArray) throws  -> BatchResult
+    
+    /**
      * Decode, validate, clip and add one binary report
      * (`PrivateReport.bytes`).
      */
@@ -3687,6 +4101,54 @@ public convenience init(policy: ReportPolicy, config: ServerConfig) {
 
     
 
+    
+    /**
+     * A column of binary reports (`PrivateReport.bytes` each) in one call,
+     * packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+     */
+open func addBytesPacked(data: Data, lengths: Data)throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(data),
+        FfiConverterData.lower(lengths),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A column of JSON reports in one call: `data` is the records' UTF-8
+     * bytes back to back, `lengths` one packed little-endian i64 per
+     * record (its byte length; -1 for a missing record, rejected as
+     * `[empty]`). The same outcome as `add_json_batch` on the records
+     * (Python: `add_reports(column)` packs a pandas/Polars column).
+     */
+open func addJsonPacked(data: Data, lengths: Data)throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed(
+            self.uniffiCloneHandle(),
+        FfiConverterData.lower(data),
+        FfiConverterData.lower(lengths),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Ingest a whole release array: each release is offered as one report
+     * (validated by the policy, grouped, clipped, aggregated), exactly as
+     * `add_json_batch` would treat its JSON lines; one call.
+     */
+open func addReleaseArray(releases: ReleaseArray)throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_release_array(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeReleaseArray_lower(releases),uniffiCallStatus
+    )
+})
+}
     
     /**
      * Decode, validate, clip and add one binary report
@@ -6438,6 +6900,108 @@ public func FfiConverterTypeMedianOfMeansEstimate_lower(_ value: MedianOfMeansEs
 
 
 /**
+ * A privacy level stated as a radius, with the ε per unit distance it
+ * sets and both forms in one sentence.
+ */
+public struct PrivacyRadius: Equatable, Hashable {
+    /**
+     * The radius r, in the query's unit (metres, dollars).
+     */
+    public var radius: Double
+    /**
+     * The level ℓ: the odds ratio between any two inputs within r is at
+     * most e^ℓ.
+     */
+    public var level: Double
+    /**
+     * ε = ℓ / r per unit distance.
+     */
+    public var epsilon: Double
+    /**
+     * e^ℓ.
+     */
+    public var oddsRatio: Double
+    /**
+     * Both forms, e.g. `ε = 0.002 per unit, i.e. level 1 within 500`.
+     */
+    public var description: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The radius r, in the query's unit (metres, dollars).
+         */radius: Double, 
+        /**
+         * The level ℓ: the odds ratio between any two inputs within r is at
+         * most e^ℓ.
+         */level: Double, 
+        /**
+         * ε = ℓ / r per unit distance.
+         */epsilon: Double, 
+        /**
+         * e^ℓ.
+         */oddsRatio: Double, 
+        /**
+         * Both forms, e.g. `ε = 0.002 per unit, i.e. level 1 within 500`.
+         */description: String) {
+        self.radius = radius
+        self.level = level
+        self.epsilon = epsilon
+        self.oddsRatio = oddsRatio
+        self.description = description
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PrivacyRadius: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePrivacyRadius: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PrivacyRadius {
+        return
+            try PrivacyRadius(
+                radius: FfiConverterDouble.read(from: &buf), 
+                level: FfiConverterDouble.read(from: &buf), 
+                epsilon: FfiConverterDouble.read(from: &buf), 
+                oddsRatio: FfiConverterDouble.read(from: &buf), 
+                description: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PrivacyRadius, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.radius, into: &buf)
+        FfiConverterDouble.write(value.level, into: &buf)
+        FfiConverterDouble.write(value.epsilon, into: &buf)
+        FfiConverterDouble.write(value.oddsRatio, into: &buf)
+        FfiConverterString.write(value.description, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivacyRadius_lift(_ buf: RustBuffer) throws -> PrivacyRadius {
+    return try FfiConverterTypePrivacyRadius.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePrivacyRadius_lower(_ value: PrivacyRadius) -> RustBuffer {
+    return FfiConverterTypePrivacyRadius.lower(value)
+}
+
+
+/**
  * What a device uploads after privatizing: the same report in two
  * encodings, plus its fields for the app's own bookkeeping.
  *
@@ -8430,6 +8994,21 @@ public func libraryVersion() -> String  {
 })
 }
 /**
+ * Project n locations (packed little-endian f64 pairs lat, lon, WGS84
+ * degrees) to n `[x east, y north]` metre pairs, packed the same way, in
+ * one call; any bad location refuses the whole array (`InvalidInput`,
+ * naming it).
+ */
+public func projectPacked(latlon: Data, projection: Projection)throws  -> Data  {
+    return try  FfiConverterData.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_project_packed(
+        FfiConverterData.lower(latlon),
+        FfiConverterTypeProjection_lower(projection),uniffiCallStatus
+    )
+})
+}
+/**
  * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
  * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
  * unless `seed` is given.
@@ -8544,6 +9123,33 @@ public func planMap(grid: MapGrid, epsilon: Double, n: UInt64)throws  -> MapPlan
     )
 })
 }
+/**
+ * "Protected within `radius` at `level`": ε = level / radius (both finite
+ * and > 0; `InvalidParameter` otherwise). Pass `.epsilon` to any
+ * constructor that takes ε (`MapRelease`, `GeoMechanism.student_t`, ...).
+ */
+public func privacyRadius(radius: Double, level: Double)throws  -> PrivacyRadius  {
+    return try  FfiConverterTypePrivacyRadius_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_privacy_radius(
+        FfiConverterDouble.lower(radius),
+        FfiConverterDouble.lower(level),uniffiCallStatus
+    )
+})
+}
+/**
+ * The radius form of `epsilon`: the level it gives within `radius`
+ * (ε · radius).
+ */
+public func privacyRadiusOf(epsilon: Double, radius: Double)throws  -> PrivacyRadius  {
+    return try  FfiConverterTypePrivacyRadius_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_privacy_radius_of(
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterDouble.lower(radius),uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -8561,6 +9167,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.contractVersionMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_library_version() != 60138) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_project_packed() != 1776) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_central_quantile() != 39413) {
@@ -8582,6 +9191,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_plan_map() != 1328) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_privacy_radius() != 21327) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_privacy_radius_of() != 22713) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354) {
@@ -8639,6 +9254,36 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() != 52518) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_delta() != 32587) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_epsilon() != 55313) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_is_empty() != 32863) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_len() != 58417) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_mechanism() != 39499) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_query_id() != 36717) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_report_json() != 22441) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_seeded() != 25243) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines() != 4671) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_releasearray_values_packed() != 24297) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171) {
@@ -8701,6 +9346,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 27490) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 40741) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() != 12524) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_delta() != 37879) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -8738,6 +9389,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() != 19281) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_within() != 57214) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_dimension() != 18456) {
@@ -8783,6 +9437,15 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() != 31216) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() != 33587) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array() != 6467) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() != 560) {
@@ -8921,6 +9584,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with() != 30172) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within() != 21527) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() != 44507) {

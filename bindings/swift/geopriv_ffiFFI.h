@@ -384,6 +384,66 @@ uint64_t uniffi_geopriv_ffi_fn_method_gridaggregator_size(uint64_t ptr, RustCall
 RustBuffer uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_RELEASEARRAY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_RELEASEARRAY
+uint64_t uniffi_geopriv_ffi_fn_clone_releasearray(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_RELEASEARRAY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_RELEASEARRAY
+void uniffi_geopriv_ffi_fn_free_releasearray(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_DELTA
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_DELTA
+double uniffi_geopriv_ffi_fn_method_releasearray_delta(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_EPSILON
+double uniffi_geopriv_ffi_fn_method_releasearray_epsilon(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_IS_EMPTY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_IS_EMPTY
+int8_t uniffi_geopriv_ffi_fn_method_releasearray_is_empty(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_LEN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_LEN
+uint64_t uniffi_geopriv_ffi_fn_method_releasearray_len(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_MECHANISM
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_MECHANISM
+RustBuffer uniffi_geopriv_ffi_fn_method_releasearray_mechanism(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_QUERY_ID
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_QUERY_ID
+RustBuffer uniffi_geopriv_ffi_fn_method_releasearray_query_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_REPORT_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_REPORT_JSON
+RustBuffer uniffi_geopriv_ffi_fn_method_releasearray_report_json(uint64_t ptr, uint64_t index, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_SEEDED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_SEEDED
+int8_t uniffi_geopriv_ffi_fn_method_releasearray_seeded(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_TO_JSON_LINES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_TO_JSON_LINES
+RustBuffer uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_VALUES_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_RELEASEARRAY_VALUES_PACKED
+RustBuffer uniffi_geopriv_ffi_fn_method_releasearray_values_packed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_PRIVACYLEDGER
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_PRIVACYLEDGER
 uint64_t uniffi_geopriv_ffi_fn_clone_privacyledger(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -624,6 +684,21 @@ uint64_t uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t(double epsilon
 uint64_t uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with(double epsilon, double dof, double smoothness_share, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
+uint64_t uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within(double radius, double level, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_PACKED
+uint64_t uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed(uint64_t ptr, uint64_t ledger, uint64_t query, RustBuffer xs, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_PACKED_UNMETERED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_PACKED_UNMETERED
+uint64_t uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered(uint64_t ptr, uint64_t query, RustBuffer xs, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_DELTA
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_DELTA
 double uniffi_geopriv_ffi_fn_method_geomechanism_delta(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -687,6 +762,11 @@ RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_unit(uint64_t ptr, RustCall
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITH_UNIT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITH_UNIT
 uint64_t uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(uint64_t ptr, RustBuffer unit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITHIN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITHIN
+RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_within(uint64_t ptr, double radius, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_UNIFFI_TRAIT_DISPLAY
@@ -859,6 +939,21 @@ void uniffi_geopriv_ffi_fn_free_reportserver(uint64_t handle, RustCallStatus *_N
 uint64_t uniffi_geopriv_ffi_fn_constructor_reportserver_new(uint64_t policy, uint64_t config, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES_PACKED
+RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(uint64_t ptr, RustBuffer data, RustBuffer lengths, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_JSON_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_JSON_PACKED
+RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed(uint64_t ptr, RustBuffer data, RustBuffer lengths, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_RELEASE_ARRAY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_RELEASE_ARRAY
+RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_release_array(uint64_t ptr, uint64_t releases, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES
 RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_bytes(uint64_t ptr, RustBuffer bytes, RustCallStatus *_Nonnull out_status
@@ -986,6 +1081,11 @@ RustBuffer uniffi_geopriv_ffi_fn_func_library_version(RustCallStatus *_Nonnull o
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PROJECT_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PROJECT_PACKED
+RustBuffer uniffi_geopriv_ffi_fn_func_project_packed(RustBuffer latlon, RustBuffer projection, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_QUANTILE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_CENTRAL_QUANTILE
 double uniffi_geopriv_ffi_fn_func_central_quantile(RustBuffer values, double lambda, double quantile, double epsilon, RustBuffer noise, RustBuffer seed, RustCallStatus *_Nonnull out_status
@@ -1019,6 +1119,16 @@ RustBuffer uniffi_geopriv_ffi_fn_func_project(double lat, double lon, RustBuffer
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
 RustBuffer uniffi_geopriv_ffi_fn_func_plan_map(RustBuffer grid, double epsilon, uint64_t n, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS
+RustBuffer uniffi_geopriv_ffi_fn_func_privacy_radius(double radius, double level, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS_OF
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS_OF
+RustBuffer uniffi_geopriv_ffi_fn_func_privacy_radius_of(double epsilon, double radius, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_GEOPRIV_FFI_RUSTBUFFER_ALLOC
@@ -1287,6 +1397,12 @@ uint16_t uniffi_geopriv_ffi_checksum_func_library_version(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PROJECT_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PROJECT_PACKED
+uint16_t uniffi_geopriv_ffi_checksum_func_project_packed(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_QUANTILE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_CENTRAL_QUANTILE
 uint16_t uniffi_geopriv_ffi_checksum_func_central_quantile(void
@@ -1326,6 +1442,18 @@ uint16_t uniffi_geopriv_ffi_checksum_func_project(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
 uint16_t uniffi_geopriv_ffi_checksum_func_plan_map(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PRIVACY_RADIUS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PRIVACY_RADIUS
+uint16_t uniffi_geopriv_ffi_checksum_func_privacy_radius(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PRIVACY_RADIUS_OF
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PRIVACY_RADIUS_OF
+uint16_t uniffi_geopriv_ffi_checksum_func_privacy_radius_of(void
     
 );
 #endif
@@ -1440,6 +1568,66 @@ uint16_t uniffi_geopriv_ffi_checksum_method_gridaggregator_size(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_TO_JSON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GRIDAGGREGATOR_TO_JSON
 uint16_t uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_DELTA
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_DELTA
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_delta(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_EPSILON
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_epsilon(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_IS_EMPTY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_IS_EMPTY
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_is_empty(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_LEN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_LEN
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_len(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_MECHANISM
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_MECHANISM
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_mechanism(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_QUERY_ID
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_QUERY_ID
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_query_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_REPORT_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_REPORT_JSON
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_report_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_SEEDED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_SEEDED
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_seeded(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_TO_JSON_LINES
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_TO_JSON_LINES
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_VALUES_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_RELEASEARRAY_VALUES_PACKED
+uint16_t uniffi_geopriv_ffi_checksum_method_releasearray_values_packed(void
     
 );
 #endif
@@ -1563,6 +1751,18 @@ uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_to_json(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_PACKED
+uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_PACKED_UNMETERED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_PACKED_UNMETERED
+uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_DELTA
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_DELTA
 uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_delta(void
@@ -1638,6 +1838,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_unit(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITH_UNIT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITH_UNIT
 uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITHIN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITHIN
+uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_within(void
     
 );
 #endif
@@ -1728,6 +1934,24 @@ uint16_t uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTPOLICY_ONLY_QUERIES
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTPOLICY_ONLY_QUERIES
 uint16_t uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_BYTES_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_BYTES_PACKED
+uint16_t uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_JSON_PACKED
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_JSON_PACKED
+uint16_t uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_RELEASE_ARRAY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_RELEASE_ARRAY
+uint16_t uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array(void
     
 );
 #endif
@@ -2004,6 +2228,12 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_STUDENT_T_WITH
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_STUDENT_T_WITH
 uint16_t uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
+uint16_t uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within(void
     
 );
 #endif

@@ -31,8 +31,26 @@ pub struct SetArgs {
     /// Bandwidth h in metres [default: one grid-cell diagonal].
     #[arg(long)]
     pub bandwidth: Option<f64>,
-    /// Per-device total ε (per metre).
-    #[arg(long)]
+    /// Per-device total ε (per metre). Or give `--within R --level L`.
+    #[arg(
+        long = "epsilon",
+        id = "epsilon",
+        value_name = "E",
+        required_unless_present = "within",
+        conflicts_with = "within"
+    )]
+    pub epsilon_flag: Option<f64>,
+    /// Privacy stated as a radius: any two locations within R metres give
+    /// odds within a factor e^L (--level); sets ε = L / R per metre
+    /// (docs/MATH.md §13). Instead of --epsilon.
+    #[arg(long, value_name = "R", requires = "level")]
+    pub within: Option<f64>,
+    /// The level L of --within.
+    #[arg(long, value_name = "L", requires = "within")]
+    pub level: Option<f64>,
+    /// The per-device ε, from --epsilon or --within/--level (set by
+    /// `resolved`).
+    #[arg(skip)]
     pub epsilon: f64,
     /// Mechanism.
     #[arg(long, value_enum, default_value = "a-priori")]
@@ -122,6 +140,17 @@ impl SetArgs {
         let g = KdeGrid::new_2d(b, [k, k], self.bandwidth.unwrap_or(diag))
             .map_err(|e| e.to_string())?;
         Ok(QuerySet::Kde(g))
+    }
+    /// The flags with `epsilon` resolved from --epsilon or --within
+    /// --level, and both forms stated on stderr.
+    fn resolved(mut self) -> Result<Self, String> {
+        self.epsilon =
+            crate::mechanism_args::resolve_epsilon(self.epsilon_flag, self.within, self.level)?;
+        eprintln!(
+            "{}",
+            crate::mechanism_args::describe(self.epsilon, self.within, self.level, "metre", " m")
+        );
+        Ok(self)
     }
     fn mechanism(&self) -> MapMechanism {
         match self.mechanism {
@@ -231,7 +260,7 @@ type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// Run a map subcommand; Ok(false) if some records were rejected.
 pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     match cmd {
-        MapCommand::Release { set, seed } => release(&set, seed),
+        MapCommand::Release { set, seed } => release(&set.resolved()?, seed),
         MapCommand::Aggregate {
             set,
             lambda,
@@ -250,14 +279,14 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
                 }
                 (false, None) => Some(ClipLevel::default()),
             };
-            aggregate(&set, lambda, max_record_bytes, clip)
+            aggregate(&set.resolved()?, lambda, max_record_bytes, clip)
         }
         MapCommand::Plan {
             set,
             n,
             reports,
             verbose,
-        } => plan_cmd(&set, n, reports, verbose).map(|_| true),
+        } => plan_cmd(&set.resolved()?, n, reports, verbose).map(|_| true),
         MapCommand::Sweep {
             grid,
             n,
@@ -527,6 +556,9 @@ fn sweep(
         bbox: Some(vec![0.0, side, 0.0, side]),
         grid: grid_k,
         bandwidth: None,
+        epsilon_flag: Some(1.0),
+        within: None,
+        level: None,
         epsilon: 1.0,
         mechanism: MechArg::APriori,
         k: 1,

@@ -38,9 +38,28 @@ pub struct MechanismArgs {
     #[arg(long, value_enum)]
     pub mechanism: MechanismArg,
     /// Privacy budget ε per unit distance (per dollar, per metre); for
-    /// `ldp` a local-DP ε.
-    #[arg(long, value_name = "E", value_parser = crate::query_args::positive, allow_negative_numbers = true)]
-    pub epsilon: f64,
+    /// `ldp` a local-DP ε. Or give `--within R --level L` instead.
+    #[arg(long, value_name = "E", value_parser = crate::query_args::positive, allow_negative_numbers = true,
+          required_unless_present = "within", conflicts_with = "within")]
+    pub epsilon: Option<f64>,
+    /// Privacy stated as a radius: any two inputs within R (metres,
+    /// dollars) give odds within a factor e^L (--level); sets ε = L / R
+    /// (docs/MATH.md §13). Instead of --epsilon.
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "level",
+        allow_negative_numbers = true
+    )]
+    pub within: Option<f64>,
+    /// The level L of --within (e.g. 1: odds within a factor e = 2.72).
+    #[arg(
+        long,
+        value_name = "L",
+        requires = "within",
+        allow_negative_numbers = true
+    )]
+    pub level: Option<f64>,
     /// δ of the approximate-GP `laplace` mechanism, in (0, 1).
     #[arg(long, value_name = "D", allow_negative_numbers = true)]
     pub delta: Option<f64>,
@@ -61,7 +80,63 @@ impl MechanismArgs {
             }
             d => d.unwrap_or(0.0),
         };
-        Mechanism::from_name(name, MechanismParams::new(self.epsilon, delta))
-            .map_err(|e| e.to_string())
+        let epsilon = resolve_epsilon(self.epsilon, self.within, self.level)?;
+        Mechanism::from_name(name, MechanismParams::new(epsilon, delta)).map_err(|e| e.to_string())
+    }
+}
+
+/// ε from `--epsilon E`, or from `--within R --level L` as ε = L / R
+/// (`geopriv::PrivacyRadius`, docs/MATH.md §13); clap makes them
+/// exclusive and one of them required.
+pub fn resolve_epsilon(
+    epsilon: Option<f64>,
+    within: Option<f64>,
+    level: Option<f64>,
+) -> Result<f64, String> {
+    match (epsilon, within, level) {
+        (Some(e), None, None) => Ok(e),
+        (None, Some(r), Some(l)) => geopriv::PrivacyRadius::new(r, l)
+            .map(|p| p.epsilon())
+            .map_err(|e| e.to_string()),
+        _ => Err("give either --epsilon E or --within R --level L".into()),
+    }
+}
+
+/// Both forms of a privacy level, for stderr: `privacy: ε = 0.002 per
+/// metre, i.e. level 1 within 500 m` (`unit` the word after "per",
+/// `short` the radius' unit). With `--within R --level L` the radius and
+/// level given; with `--epsilon` alone, level 1 within 1/ε.
+pub fn describe(
+    epsilon: f64,
+    within: Option<f64>,
+    level: Option<f64>,
+    unit: &str,
+    short: &str,
+) -> String {
+    let (radius, level) = match (within, level) {
+        (Some(r), Some(l)) => (r, l),
+        _ => (1.0 / epsilon, 1.0),
+    };
+    format!("privacy: ε = {epsilon} per {unit}, i.e. level {level} within {radius}{short}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_and_level_set_epsilon_level_over_radius() {
+        assert_eq!(resolve_epsilon(None, Some(500.0), Some(1.0)), Ok(2e-3));
+        assert_eq!(resolve_epsilon(Some(1e-3), None, None), Ok(1e-3));
+        assert!(resolve_epsilon(None, Some(0.0), Some(1.0)).is_err());
+        assert!(resolve_epsilon(None, Some(500.0), Some(f64::NAN)).is_err());
+        assert_eq!(
+            describe(2e-3, Some(500.0), Some(1.0), "metre", " m"),
+            "privacy: ε = 0.002 per metre, i.e. level 1 within 500 m"
+        );
+        assert_eq!(
+            describe(2e-3, None, None, "metre", " m"),
+            "privacy: ε = 0.002 per metre, i.e. level 1 within 500 m"
+        );
     }
 }

@@ -131,6 +131,24 @@ impl PrivatizeArgs {
     /// The mechanism with the unit of its ε (from --unit, or implied).
     pub fn mechanism(&self) -> Result<Mechanism, String> {
         let m = self.mechanism.build()?;
+        if m.name() != geopriv::MechanismName::Ldp {
+            // Both forms of the privacy level (docs/MATH.md §13).
+            let (word, short) = match (&self.unit, self.latlon) {
+                (Some(BudgetUnit::PerDollar), _) => ("dollar", " dollars"),
+                (Some(BudgetUnit::PerMetre), _) | (None, true) => ("metre", " m"),
+                _ => ("unit", ""),
+            };
+            eprintln!(
+                "{}",
+                crate::mechanism_args::describe(
+                    m.epsilon(),
+                    self.mechanism.within,
+                    self.mechanism.level,
+                    word,
+                    short
+                )
+            );
+        }
         if m.unit().is_some() && self.unit.is_none() {
             return Ok(m); // local DP: unit implied
         }

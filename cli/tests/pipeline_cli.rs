@@ -671,7 +671,48 @@ mod regions {
         let l = ledger.to_str().unwrap();
         args.extend(["--ledger", l, "--budget-epsilon", "0.01"]);
         let out = geopriv(&args, b"48.855,2.35\n48.855,2.35\n");
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(3), "a ledger refusal exits 3");
         assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
     }
+}
+
+#[test]
+fn within_and_level_are_epsilon_stated_as_a_radius() {
+    // --within 20 --level 1 is ε = 0.05: the same seeded releases.
+    let by_radius: Vec<&str> = THRESHOLD
+        .iter()
+        .flat_map(|a| match *a {
+            "--epsilon" => vec!["--within"],
+            "0.05" => vec!["20", "--level", "1"],
+            other => vec![other],
+        })
+        .collect();
+    let (a, b) = (
+        geopriv(THRESHOLD, b"95\n130\n"),
+        geopriv(&by_radius, b"95\n130\n"),
+    );
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    for out in [&a, &b] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("privacy: ε = 0.05 per unit, i.e. level 1 within 20"),
+            "{err}"
+        );
+    }
+    // Both forms at once, or a level without a radius: flag errors.
+    let mut both = THRESHOLD.to_vec();
+    both.extend(["--within", "20", "--level", "1"]);
+    assert_eq!(geopriv(&both, b"95\n").status.code(), Some(2));
+    let mut lone: Vec<&str> = THRESHOLD
+        .iter()
+        .copied()
+        .filter(|a| *a != "--epsilon" && *a != "0.05")
+        .collect();
+    lone.extend(["--level", "1"]);
+    assert_eq!(geopriv(&lone, b"95\n").status.code(), Some(2));
+    let mut zero = by_radius.clone();
+    let i = zero.iter().position(|a| *a == "--within").unwrap();
+    zero[i + 1] = "0";
+    assert!(!geopriv(&zero, b"95\n").status.success());
 }

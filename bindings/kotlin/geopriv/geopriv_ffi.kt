@@ -677,6 +677,8 @@ internal object IntegrityCheckingUniffiLib {
     internal fun ensureInitialized() = Unit
     external fun uniffi_geopriv_ffi_checksum_func_library_version(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_project_packed(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_func_central_quantile(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_central_smooth_sensitivity(
@@ -690,6 +692,10 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_func_project(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_plan_map(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_privacy_radius(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_privacy_radius_of(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
     ): Int
@@ -728,6 +734,26 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_size(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_delta(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_is_empty(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_len(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_mechanism(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_query_id(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_report_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_seeded(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_releasearray_values_packed(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford(
     ): Int
@@ -769,6 +795,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_mapserver_to_json(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_delta(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_epsilon(
@@ -794,6 +824,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_unit(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_within(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_dimension(
     ): Int
@@ -824,6 +856,12 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes(
     ): Int
@@ -916,6 +954,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id(
     ): Int
@@ -1017,6 +1057,30 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_gridaggregator_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_releasearray(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_releasearray(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_is_empty(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_len(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_mechanism(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_query_id(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_report_json(`ptr`: Long,`index`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_seeded(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_releasearray_values_packed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_privacyledger(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_privacyledger(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1113,6 +1177,12 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_student_t_with(`epsilon`: Double,`dof`: Double,`smoothnessShare`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within(`radius`: Double,`level`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed(`ptr`: Long,`ledger`: Long,`query`: Long,`xs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered(`ptr`: Long,`query`: Long,`xs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_delta(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1139,6 +1209,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(`ptr`: Long,`unit`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_within(`ptr`: Long,`radius`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1207,6 +1279,12 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_geopriv_ffi_fn_constructor_reportserver_new(`policy`: Long,`config`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(`ptr`: Long,`data`: RustBuffer.ByValue,`lengths`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed(`ptr`: Long,`data`: RustBuffer.ByValue,`lengths`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_release_array(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes(`ptr`: Long,`bytes`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_batch(`ptr`: Long,`records`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1257,6 +1335,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_project_packed(`latlon`: RustBuffer.ByValue,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_central_quantile(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`epsilon`: Double,`noise`: RustBuffer.ByValue,`seed`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Double
     external fun uniffi_geopriv_ffi_fn_func_central_smooth_sensitivity(`values`: RustBuffer.ByValue,`lambda`: Double,`quantile`: Double,`beta`: Double,uniffi_out_err: UniffiRustCallStatus, 
@@ -1270,6 +1350,10 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_plan_map(`grid`: RustBuffer.ByValue,`epsilon`: Double,`n`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_privacy_radius(`radius`: Double,`level`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_privacy_radius_of(`epsilon`: Double,`radius`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1393,6 +1477,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_library_version() and 0xFFFF) != 60138) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_project_packed() and 0xFFFF) != 1776) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_func_central_quantile() and 0xFFFF) != 39413) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1412,6 +1499,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_func_plan_map() and 0xFFFF) != 1328) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_privacy_radius() and 0xFFFF) != 21327) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of() and 0xFFFF) != 22713) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() and 0xFFFF) != 28354) {
@@ -1469,6 +1562,36 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_gridaggregator_to_json() and 0xFFFF) != 52518) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_delta() and 0xFFFF) != 32587) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_epsilon() and 0xFFFF) != 55313) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_is_empty() and 0xFFFF) != 32863) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_len() and 0xFFFF) != 58417) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_mechanism() and 0xFFFF) != 39499) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_query_id() and 0xFFFF) != 36717) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_report_json() and 0xFFFF) != 22441) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_seeded() and 0xFFFF) != 25243) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_to_json_lines() and 0xFFFF) != 4671) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_releasearray_values_packed() and 0xFFFF) != 24297) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() and 0xFFFF) != 2171) {
@@ -1531,6 +1654,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() and 0xFFFF) != 27490) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() and 0xFFFF) != 40741) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() and 0xFFFF) != 12524) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_delta() and 0xFFFF) != 37879) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1568,6 +1697,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() and 0xFFFF) != 19281) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_within() and 0xFFFF) != 57214) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension() and 0xFFFF) != 18456) {
@@ -1613,6 +1745,15 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() and 0xFFFF) != 63190) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() and 0xFFFF) != 31216) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() and 0xFFFF) != 33587) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_release_array() and 0xFFFF) != 6467) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() and 0xFFFF) != 560) {
@@ -1751,6 +1892,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with() and 0xFFFF) != 30172) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within() and 0xFFFF) != 21527) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() and 0xFFFF) != 44507) {
@@ -2729,6 +2873,27 @@ public object FfiConverterTypeAggregator: FfiConverter<Aggregator, Long> {
 public interface GeoMechanismInterface {
     
     /**
+     * n releases **by one device** (its ledger), each charged: the ledger
+     * pays n × (ε, δ) by sequential composition. All or nothing: refused
+     * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
+     * charge before the next release. Points as in
+     * `privatize_packed_unmetered`.
+     */
+    fun `privatizePacked`(`ledger`: PrivacyLedger, `query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray
+    
+    /**
+     * Privatize f at n points in one call, one simulated device each,
+     * **without any ledger** (simulations only, like
+     * `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+     * row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+     * Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+     * OS-keyed generator for the whole array (or the seeded one). Any bad
+     * point refuses the whole array (`InvalidInput`, naming the point).
+     */
+    fun `privatizePackedUnmetered`(`query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray
+    
+    /**
      * δ (0 for the pure mechanisms).
      */
     fun `delta`(): kotlin.Double
@@ -2818,6 +2983,11 @@ public interface GeoMechanismInterface {
      * (`UnitMismatch`).
      */
     fun `withUnit`(`unit`: BudgetUnit): GeoMechanism
+    
+    /**
+     * This mechanism's ε as a level within `radius`.
+     */
+    fun `within`(`radius`: kotlin.Double): PrivacyRadius
     
     companion object
 }
@@ -2931,6 +3101,56 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
             UniffiLib.uniffi_geopriv_ffi_fn_clone_geomechanism(handle, status)
         }
     }
+
+    
+    /**
+     * n releases **by one device** (its ledger), each charged: the ledger
+     * pays n × (ε, δ) by sequential composition. All or nothing: refused
+     * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
+     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
+     * charge before the next release. Points as in
+     * `privatize_packed_unmetered`.
+     */
+    @Throws(GeoprivException::class)override fun `privatizePacked`(`ledger`: PrivacyLedger, `query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray {
+            return FfiConverterTypeReleaseArray.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterByteArray.lower(`xs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Privatize f at n points in one call, one simulated device each,
+     * **without any ledger** (simulations only, like
+     * `privatize_unmetered`). `xs`: n × `query.dimension()` coordinates,
+     * row-major, packed little-endian f64 (numpy: `xs.astype('<f8').tobytes()`;
+     * Python's `privatize_unmetered(query, ndarray)` does it). One fresh
+     * OS-keyed generator for the whole array (or the seeded one). Any bad
+     * point refuses the whole array (`InvalidInput`, naming the point).
+     */
+    @Throws(GeoprivException::class)override fun `privatizePackedUnmetered`(`query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray {
+            return FfiConverterTypeReleaseArray.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered(
+        it,
+        
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterByteArray.lower(`xs`),_status)
+}
+    }
+    )
+    }
+    
 
     
     /**
@@ -3188,6 +3408,24 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
     
 
     
+    /**
+     * This mechanism's ε as a level within `radius`.
+     */
+    @Throws(GeoprivException::class)override fun `within`(`radius`: kotlin.Double): PrivacyRadius {
+            return FfiConverterTypePrivacyRadius.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_within(
+        it,
+        
+        FfiConverterDouble.lower(`radius`),_status)
+}
+    }
+    )
+    }
+    
+
+    
 
     
 
@@ -3396,6 +3634,24 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
         FfiConverterDouble.lower(`epsilon`),
         FfiConverterDouble.lower(`dof`),
         FfiConverterDouble.lower(`smoothnessShare`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * PolyPlace protecting any two inputs within `radius` (metres or
+     * dollars) at `level`: `polyplace(level / radius)`.
+     */
+    @Throws(GeoprivException::class) fun `polyplaceWithin`(`radius`: kotlin.Double, `level`: kotlin.Double): GeoMechanism {
+            return FfiConverterTypeGeoMechanism.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_geomechanism_polyplace_within(
+    
+        
+        FfiConverterDouble.lower(`radius`),
+        FfiConverterDouble.lower(`level`),_status)
 }
     )
     }
@@ -6168,6 +6424,480 @@ public object FfiConverterTypePrivacyLedger: FfiConverter<PrivacyLedger, Long> {
 
 
 /**
+ * n releases of one query with one mechanism (same ε, δ): the result of
+ * an array privatize. The values stay on the Rust side until asked for;
+ * a server ingests the whole array in one call
+ * (`ReportServer.add_release_array`), each release checked and clipped as
+ * one uploaded report.
+ */
+public interface ReleaseArrayInterface {
+    
+    /**
+     * δ of every release.
+     */
+    fun `delta`(): kotlin.Double
+    
+    /**
+     * ε of every release.
+     */
+    fun `epsilon`(): kotlin.Double
+    
+    /**
+     * Whether there are no releases.
+     */
+    fun `isEmpty`(): kotlin.Boolean
+    
+    /**
+     * Number of releases.
+     */
+    fun `len`(): kotlin.ULong
+    
+    /**
+     * The mechanism.
+     */
+    fun `mechanism`(): MechanismName
+    
+    /**
+     * The canonical id of the query answered.
+     */
+    fun `queryId`(): kotlin.String
+    
+    /**
+     * The i-th release as one JSON report line (no newline);
+     * `InvalidParameter` if `index` >= `len()`.
+     */
+    fun `reportJson`(`index`: kotlin.ULong): kotlin.String
+    
+    /**
+     * Whether the noise came from a seeded (NOT secure) generator.
+     */
+    fun `seeded`(): kotlin.Boolean
+    
+    /**
+     * Every release as a JSON report line, each ending with a newline:
+     * what n devices would upload (`ReportServer.ingest` reads it).
+     */
+    fun `toJsonLines`(): kotlin.String
+    
+    /**
+     * The released values f(x_i) + noise, packed little-endian f64 (Python:
+     * `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+     * clamp or round them.
+     */
+    fun `valuesPacked`(): kotlin.ByteArray
+    
+    companion object
+}
+
+/**
+ * n releases of one query with one mechanism (same ε, δ): the result of
+ * an array privatize. The values stay on the Rust side until asked for;
+ * a server ingests the whole array in one call
+ * (`ReportServer.add_release_array`), each release checked and clipped as
+ * one uploaded report.
+ */
+open class ReleaseArray: Disposable, AutoCloseable, ReleaseArrayInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_releasearray(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_releasearray(handle, status)
+        }
+    }
+
+    
+    /**
+     * δ of every release.
+     */override fun `delta`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_delta(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * ε of every release.
+     */override fun `epsilon`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether there are no releases.
+     */override fun `isEmpty`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_is_empty(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Number of releases.
+     */override fun `len`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_len(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The mechanism.
+     */override fun `mechanism`(): MechanismName {
+            return FfiConverterTypeMechanismName.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_mechanism(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The canonical id of the query answered.
+     */override fun `queryId`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_query_id(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The i-th release as one JSON report line (no newline);
+     * `InvalidParameter` if `index` >= `len()`.
+     */
+    @Throws(GeoprivException::class)override fun `reportJson`(`index`: kotlin.ULong): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_report_json(
+        it,
+        
+        FfiConverterULong.lower(`index`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether the noise came from a seeded (NOT secure) generator.
+     */override fun `seeded`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_seeded(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Every release as a JSON report line, each ending with a newline:
+     * what n devices would upload (`ReportServer.ingest` reads it).
+     */override fun `toJsonLines`(): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_to_json_lines(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The released values f(x_i) + noise, packed little-endian f64 (Python:
+     * `ReleaseArray.values`, a numpy array). Unbiased as released: do not
+     * clamp or round them.
+     */override fun `valuesPacked`(): kotlin.ByteArray {
+            return FfiConverterByteArray.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_releasearray_values_packed(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReleaseArray: FfiConverter<ReleaseArray, Long> {
+    override fun lower(value: ReleaseArray): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ReleaseArray {
+        return ReleaseArray(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ReleaseArray {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ReleaseArray) = 8UL
+
+    override fun write(value: ReleaseArray, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * What a server accepts: reports with ε (per unit distance) at most
  * `max_epsilon` and δ at most `max_delta`, of a known format version, with
  * a finite value and valid query parameters; optionally only some
@@ -6646,6 +7376,28 @@ public object FfiConverterTypeReportPolicy: FfiConverter<ReportPolicy, Long> {
 public interface ReportServerInterface {
     
     /**
+     * A column of binary reports (`PrivateReport.bytes` each) in one call,
+     * packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+     */
+    fun `addBytesPacked`(`data`: kotlin.ByteArray, `lengths`: kotlin.ByteArray): BatchResult
+    
+    /**
+     * A column of JSON reports in one call: `data` is the records' UTF-8
+     * bytes back to back, `lengths` one packed little-endian i64 per
+     * record (its byte length; -1 for a missing record, rejected as
+     * `[empty]`). The same outcome as `add_json_batch` on the records
+     * (Python: `add_reports(column)` packs a pandas/Polars column).
+     */
+    fun `addJsonPacked`(`data`: kotlin.ByteArray, `lengths`: kotlin.ByteArray): BatchResult
+    
+    /**
+     * Ingest a whole release array: each release is offered as one report
+     * (validated by the policy, grouped, clipped, aggregated), exactly as
+     * `add_json_batch` would treat its JSON lines; one call.
+     */
+    fun `addReleaseArray`(`releases`: ReleaseArray): BatchResult
+    
+    /**
      * Decode, validate, clip and add one binary report
      * (`PrivateReport.bytes`).
      */
@@ -6844,6 +7596,69 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
             UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver(handle, status)
         }
     }
+
+    
+    /**
+     * A column of binary reports (`PrivateReport.bytes` each) in one call,
+     * packed as in `add_json_packed`; the outcome of `add_bytes_batch`.
+     */
+    @Throws(GeoprivException::class)override fun `addBytesPacked`(`data`: kotlin.ByteArray, `lengths`: kotlin.ByteArray): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(
+        it,
+        
+        FfiConverterByteArray.lower(`data`),
+        FfiConverterByteArray.lower(`lengths`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A column of JSON reports in one call: `data` is the records' UTF-8
+     * bytes back to back, `lengths` one packed little-endian i64 per
+     * record (its byte length; -1 for a missing record, rejected as
+     * `[empty]`). The same outcome as `add_json_batch` on the records
+     * (Python: `add_reports(column)` packs a pandas/Polars column).
+     */
+    @Throws(GeoprivException::class)override fun `addJsonPacked`(`data`: kotlin.ByteArray, `lengths`: kotlin.ByteArray): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed(
+        it,
+        
+        FfiConverterByteArray.lower(`data`),
+        FfiConverterByteArray.lower(`lengths`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Ingest a whole release array: each release is offered as one report
+     * (validated by the policy, grouped, clipped, aggregated), exactly as
+     * `add_json_batch` would treat its JSON lines; one call.
+     */
+    @Throws(GeoprivException::class)override fun `addReleaseArray`(`releases`: ReleaseArray): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_release_array(
+        it,
+        
+        FfiConverterTypeReleaseArray.lower(`releases`),_status)
+}
+    }
+    )
+    }
+    
 
     
     /**
@@ -9210,6 +10025,79 @@ public object FfiConverterTypeMedianOfMeansEstimate: FfiConverterRustBuffer<Medi
 
 
 /**
+ * A privacy level stated as a radius, with the ε per unit distance it
+ * sets and both forms in one sentence.
+ */
+data class PrivacyRadius (
+    /**
+     * The radius r, in the query's unit (metres, dollars).
+     */
+    var `radius`: kotlin.Double
+    , 
+    /**
+     * The level ℓ: the odds ratio between any two inputs within r is at
+     * most e^ℓ.
+     */
+    var `level`: kotlin.Double
+    , 
+    /**
+     * ε = ℓ / r per unit distance.
+     */
+    var `epsilon`: kotlin.Double
+    , 
+    /**
+     * e^ℓ.
+     */
+    var `oddsRatio`: kotlin.Double
+    , 
+    /**
+     * Both forms, e.g. `ε = 0.002 per unit, i.e. level 1 within 500`.
+     */
+    var `description`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypePrivacyRadius: FfiConverterRustBuffer<PrivacyRadius> {
+    override fun read(buf: ByteBuffer): PrivacyRadius {
+        return PrivacyRadius(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: PrivacyRadius) = (
+            FfiConverterDouble.allocationSize(value.`radius`) +
+            FfiConverterDouble.allocationSize(value.`level`) +
+            FfiConverterDouble.allocationSize(value.`epsilon`) +
+            FfiConverterDouble.allocationSize(value.`oddsRatio`) +
+            FfiConverterString.allocationSize(value.`description`)
+    )
+
+    override fun write(value: PrivacyRadius, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`radius`, buf)
+            FfiConverterDouble.write(value.`level`, buf)
+            FfiConverterDouble.write(value.`epsilon`, buf)
+            FfiConverterDouble.write(value.`oddsRatio`, buf)
+            FfiConverterString.write(value.`description`, buf)
+    }
+}
+
+
+
+/**
  * What a device uploads after privatizing: the same report in two
  * encodings, plus its fields for the app's own bookkeeping.
  *
@@ -11172,6 +12060,25 @@ public object FfiConverterMapStringULong: FfiConverterRustBuffer<Map<kotlin.Stri
     
 
         /**
+         * Project n locations (packed little-endian f64 pairs lat, lon, WGS84
+         * degrees) to n `[x east, y north]` metre pairs, packed the same way, in
+         * one call; any bad location refuses the whole array (`InvalidInput`,
+         * naming it).
+         */
+    @Throws(GeoprivException::class) fun `projectPacked`(`latlon`: kotlin.ByteArray, `projection`: Projection): kotlin.ByteArray {
+            return FfiConverterByteArray.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed(
+    
+        
+        FfiConverterByteArray.lower(`latlon`),
+        FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    )
+    }
+    
+
+        /**
          * Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
          * in [0, `lambda`], with budget ε: x_m + S*_β(x) · Z. Secure randomness
          * unless `seed` is given.
@@ -11309,6 +12216,41 @@ public object FfiConverterMapStringULong: FfiConverterRustBuffer<Map<kotlin.Stri
         FfiConverterTypeMapGrid.lower(`grid`),
         FfiConverterDouble.lower(`epsilon`),
         FfiConverterULong.lower(`n`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * "Protected within `radius` at `level`": ε = level / radius (both finite
+         * and > 0; `InvalidParameter` otherwise). Pass `.epsilon` to any
+         * constructor that takes ε (`MapRelease`, `GeoMechanism.student_t`, ...).
+         */
+    @Throws(GeoprivException::class) fun `privacyRadius`(`radius`: kotlin.Double, `level`: kotlin.Double): PrivacyRadius {
+            return FfiConverterTypePrivacyRadius.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius(
+    
+        
+        FfiConverterDouble.lower(`radius`),
+        FfiConverterDouble.lower(`level`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The radius form of `epsilon`: the level it gives within `radius`
+         * (ε · radius).
+         */
+    @Throws(GeoprivException::class) fun `privacyRadiusOf`(`epsilon`: kotlin.Double, `radius`: kotlin.Double): PrivacyRadius {
+            return FfiConverterTypePrivacyRadius.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius_of(
+    
+        
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterDouble.lower(`radius`),_status)
 }
     )
     }

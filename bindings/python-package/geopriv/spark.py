@@ -48,7 +48,9 @@ reports marked ``"seeded":true`` are rejected unless ``accept_seeded=True``
 ``GridAggregator`` and does not clip unless ``clip`` is given.
 
 Executors need the ``geopriv`` wheel installed in the Python that Spark
-runs (``spark.pyspark.python``); see bindings/README.md ("Spark").
+runs (``PYSPARK_PYTHON`` or ``spark.pyspark.python``): every entry point
+first checks it once per SparkContext (:func:`check_executors`) and raises
+a ``RuntimeError`` naming the fix; see bindings/README.md ("Spark").
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ __all__ = [
     "aggregate",
     "aggregate_device_map",
     "aggregate_map",
+    "check_executors",
+    "executor_python_fix",
     "mechanism_str",
     "merge_partials",
 ]
@@ -482,9 +486,66 @@ def merge_partials(states: Sequence[str]) -> str:
     return level[0]
 
 
+#: SparkContexts whose executors were found to import geopriv.
+_CHECKED_CONTEXTS: set = set()
+
+
+def _probe(_: Any) -> str:
+    """Runs on an executor: importing this module there needs geopriv."""
+    import geopriv
+
+    return geopriv.__version__
+
+
+def executor_python_fix() -> str:
+    """How to make Spark's executors run a Python that has geopriv: the
+    message of :func:`check_executors` errors."""
+    import sys
+
+    return (
+        "the Spark executors' Python cannot import geopriv. Run them with a Python that has the wheel: "
+        f"export PYSPARK_PYTHON={sys.executable} before starting Spark (local mode), or build the session with "
+        f'SparkSession.builder.config("spark.pyspark.python", "{sys.executable}"), or '
+        "spark-submit --conf spark.pyspark.python=/path/to/venv/bin/python (the venv must exist on every node: "
+        "pip install the wheel there, or ship a venv-pack archive; see bindings/README.md, \"Spark\")"
+    )
+
+
+def check_executors(spark: Any) -> None:
+    """Check once per SparkContext that the executors' Python imports
+    geopriv (one tiny job), raising ``RuntimeError`` with the fix
+    (:func:`executor_python_fix`: ``PYSPARK_PYTHON`` /
+    ``spark.pyspark.python``) instead of a ``ModuleNotFoundError`` deep in a
+    task's traceback. ``aggregate``, ``aggregate_map`` and
+    ``aggregate_device_map`` call it first; ``spark`` is a SparkSession,
+    a SparkContext or a DataFrame."""
+    session = getattr(spark, "sparkSession", spark)
+    sc = getattr(session, "sparkContext", session)
+    key = id(sc)
+    if key in _CHECKED_CONTEXTS:
+        return
+    try:
+        versions = sc.parallelize([0], 1).map(_probe).collect()
+    except Exception as e:  # noqa: BLE001 - Py4J wraps the executor's error
+        text = str(e)
+        if "geopriv" in text and ("ModuleNotFoundError" in text or "No module named" in text):
+            raise RuntimeError(executor_python_fix()) from None
+        raise
+    import geopriv
+
+    if versions and versions[0] != geopriv.__version__:
+        raise RuntimeError(
+            f"the executors run geopriv {versions[0]} but the driver {geopriv.__version__}: "
+            "install the same wheel everywhere"
+        )
+    _CHECKED_CONTEXTS.add(key)
+
+
 def _report_column(df: Any, column: Optional[str]) -> Tuple[str, bool]:
     """The column holding the reports and whether it is binary."""
     from pyspark.sql.types import BinaryType, StringType
+
+    check_executors(df)
 
     if column is None:
         if len(df.columns) != 1:

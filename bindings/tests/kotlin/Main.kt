@@ -66,6 +66,17 @@ private val nonFinite = listOf(Double.NaN, Double.POSITIVE_INFINITY, Double.NEGA
 private val badPositive = nonFinite + listOf(0.0, -1.0, -0.0, Double.MIN_VALUE * -1)
 
 fun main() {
+    test("every error kind has its code; InvalidReport the rejection code (extensions/kotlin)") {
+        val policy = ReportPolicy(1.0, 0.0)
+        val bad = try { policy.acceptJson("{not json"); null } catch (e: GeoprivException) { e }
+        expect(bad?.code == "malformed") { "code ${bad?.code}" }
+        val param = try { GeoMechanism.polyplace(-1.0); null } catch (e: GeoprivException) { e }
+        expect(param?.code == "invalid-parameter") { "code ${param?.code}" }
+        val m = GeoMechanism.polyplaceWithin(radius = 500.0, level = 1.0)
+        expect(m.epsilon() == 2e-3) { "epsilon ${m.epsilon()}" }
+        expect(m.within(500.0).description == "ε = 0.002 per unit, i.e. level 1 within 500") { m.within(500.0).description }
+    }
+
     test("library version") {
         expect(libraryVersion().matches(Regex("""\d+\.\d+\.\d+.*"""))) { "version '${libraryVersion()}'" }
     }

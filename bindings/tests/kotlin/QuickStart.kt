@@ -35,8 +35,8 @@ fun serverEstimate(uploads: List<String>): Estimate? =
             for (line in uploads) {
                 try {
                     total.addReport(policy.acceptJson(line))
-                } catch (e: GeoprivException.InvalidReport) {  // message ends with "[code]"
-                    System.err.println("rejected: ${e.message}")
+                } catch (e: GeoprivException.InvalidReport) {
+                    System.err.println("rejected (${e.code}): ${e.message}")  // e.code: "malformed", ...
                 }
             }
             total.estimate()  // n, mean, standardError, ci95Low, ci95High

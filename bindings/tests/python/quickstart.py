@@ -10,7 +10,7 @@ import tempfile
 from geopriv import Aggregator, BudgetPeriod, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
 from geopriv import MapGrid, MapMechanism, MapRelease, MapServer
 
-PER_DOLLAR = BudgetUnit.PER_DOLLAR()
+PER_DOLLAR = BudgetUnit.PER_DOLLAR
 
 
 def open_ledger(path):
@@ -35,9 +35,8 @@ def server(uploads):
     for line in uploads:
         try:
             total.add_report(policy.accept_json(line))
-        except GeoprivError.InvalidReport as e:  # the message ends with "[code]"
-            code = str(e).rsplit("[", 1)[-1].rstrip("]")
-            rejected[code] = rejected.get(code, 0) + 1
+        except GeoprivError.InvalidReport as e:  # e.code: "malformed", "empty", ...
+            rejected[e.code] = rejected.get(e.code, 0) + 1
     return total.estimate(), rejected  # n, mean, standard_error, ci95_low, ci95_high
 
 
@@ -47,14 +46,14 @@ CITY = MapGrid(x_min=0.0, x_max=20_000.0, y_min=0.0, y_max=20_000.0, points_x=21
 def map_device(location, ledger):
     """Device: release my location [x, y] (metres) for the whole map at ε = 1/1000 per metre, charged once."""
     try:
-        return MapRelease(CITY, MapMechanism.A_PRIORI(), 1e-3).release(ledger, location).json  # upload this
+        return MapRelease(CITY, MapMechanism.A_PRIORI, 1e-3).release(ledger, location).json  # upload this
     except GeoprivError.BudgetExceeded:  # nothing was released or charged
         return None
 
 
 def map_server(uploads):
     """Server: the map with per-cell standard errors; bad uploads are counted with their reason, never raised."""
-    server = MapServer(CITY, MapMechanism.A_PRIORI(), 1e-3)
+    server = MapServer(CITY, MapMechanism.A_PRIORI, 1e-3)
     batch = server.add_all_json(uploads)  # batch.rejections: index, code, reason of each bad upload
     return server.estimate(None), batch.rejected  # values, standard_errors, xs, ys, per_device_epsilon
 
@@ -75,7 +74,7 @@ if __name__ == "__main__":
     checks += [rejected == {"malformed": 1, "empty": 1} and estimate.n == len(incomes),
                abs(estimate.mean - truth) <= 5 * estimate.standard_error]
     # The map: 2000 devices around one district, each with its own ledger of ε = 1/1000 per metre.
-    per_metre = BudgetPolicy(unit=BudgetUnit.PER_METRE(), total_epsilon=1e-3, total_delta=0.0)
+    per_metre = BudgetPolicy(unit=BudgetUnit.PER_METRE, total_epsilon=1e-3, total_delta=0.0)
     homes = [[rnd.gauss(8_000, 1_500), rnd.gauss(12_000, 1_500)] for _ in range(2000)]
     ledgers = [PrivacyLedger.in_memory(per_metre) for _ in homes]
     map_uploads = [map_device(home, ledger) for home, ledger in zip(homes, ledgers)]

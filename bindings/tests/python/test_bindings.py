@@ -932,9 +932,8 @@ def density_map(lines, cells, bandwidth_metres=250.0, max_epsilon=1 / 1000):
     for line in lines:
         try:
             grid.add_report(policy.accept_json(line))
-        except GeoprivError.InvalidReport as e:  # the message ends with "[code]"
-            code = str(e).rsplit("[", 1)[-1].rstrip("]")
-            rejected[code] = rejected.get(code, 0) + 1
+        except GeoprivError.InvalidReport as e:  # e.code: the rejection code, e.g. "malformed"
+            rejected[e.code] = rejected.get(e.code, 0) + 1
     return grid.estimates(), rejected  # per cell: query_id, estimate (n, mean, ci95_low, ...)
 
 
