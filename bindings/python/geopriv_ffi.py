@@ -796,7 +796,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates() != 2105:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 26866:
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 16963:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -5436,9 +5436,10 @@ class InputFormat(enum.Enum):
     
     AUTO = 0
     """
-    Decided from the first record (JSON if it starts with `{`, `[` or
-    `#` after an optional BOM, binary if it is a report frame); a stream
-    that is neither is refused before anything is read.
+    Decided per record: a record ends at the first newline or 0x00 and
+    is a JSON line if it decodes as one, else a binary frame if the
+    bytes up to the next 0x00 decode as a report, else rejected by
+    itself (a stray frame or garbage line costs only itself).
 """
     
     JSON = 1
@@ -9573,8 +9574,8 @@ class ReportServerProtocol(typing.Protocol):
         0x00-terminated binary frames, records numbered from 1 (JSON: the
         line number), each bad record (not UTF-8, too long, a JSON array,
         malformed, wrong version, out of policy, ...) rejected by itself.
-        Only a stream whose format `Auto` cannot tell is refused as a whole
-        (`InvalidInput`, nothing read).
+        `Auto` decides each record by itself (no stream is refused as a
+        whole).
 """
         raise NotImplementedError
     def merge(self, other: ReportServer) -> None:
@@ -9837,8 +9838,8 @@ class ReportServer(ReportServerProtocol):
         0x00-terminated binary frames, records numbered from 1 (JSON: the
         line number), each bad record (not UTF-8, too long, a JSON array,
         malformed, wrong version, out of policy, ...) rejected by itself.
-        Only a stream whose format `Auto` cannot tell is refused as a whole
-        (`InvalidInput`, nothing read).
+        `Auto` decides each record by itself (no stream is refused as a
+        whole).
 """
         
         _UniffiFfiConverterBytes.check_lower(data)

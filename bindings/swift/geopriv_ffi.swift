@@ -3997,8 +3997,8 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
      * 0x00-terminated binary frames, records numbered from 1 (JSON: the
      * line number), each bad record (not UTF-8, too long, a JSON array,
      * malformed, wrong version, out of policy, ...) rejected by itself.
-     * Only a stream whose format `Auto` cannot tell is refused as a whole
-     * (`InvalidInput`, nothing read).
+     * `Auto` decides each record by itself (no stream is refused as a
+     * whole).
      */
     func ingest(data: Data, format: InputFormat) throws  -> BatchResult
     
@@ -4241,8 +4241,8 @@ open func estimates()throws  -> [GroupEstimate]  {
      * 0x00-terminated binary frames, records numbered from 1 (JSON: the
      * line number), each bad record (not UTF-8, too long, a JSON array,
      * malformed, wrong version, out of policy, ...) rejected by itself.
-     * Only a stream whose format `Auto` cannot tell is refused as a whole
-     * (`InvalidInput`, nothing read).
+     * `Auto` decides each record by itself (no stream is refused as a
+     * whole).
      */
 open func ingest(data: Data, format: InputFormat)throws  -> BatchResult  {
     return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -7858,9 +7858,10 @@ public func FfiConverterTypeGrowth_lower(_ value: Growth) -> RustBuffer {
 public enum InputFormat: Equatable, Hashable {
     
     /**
-     * Decided from the first record (JSON if it starts with `{`, `[` or
-     * `#` after an optional BOM, binary if it is a report frame); a stream
-     * that is neither is refused before anything is read.
+     * Decided per record: a record ends at the first newline or 0x00 and
+     * is a JSON line if it decodes as one, else a binary frame if the
+     * bytes up to the next 0x00 decode as a report, else rejected by
+     * itself (a stray frame or garbage line costs only itself).
      */
     case auto
     /**
@@ -9466,7 +9467,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_reportserver_estimates() != 2105) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 26866) {
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 16963) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352) {

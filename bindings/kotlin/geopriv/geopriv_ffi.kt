@@ -1774,7 +1774,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_estimates() and 0xFFFF) != 2105) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() and 0xFFFF) != 26866) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() and 0xFFFF) != 16963) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() and 0xFFFF) != 3352) {
@@ -7442,8 +7442,8 @@ public interface ReportServerInterface {
      * 0x00-terminated binary frames, records numbered from 1 (JSON: the
      * line number), each bad record (not UTF-8, too long, a JSON array,
      * malformed, wrong version, out of policy, ...) rejected by itself.
-     * Only a stream whose format `Auto` cannot tell is refused as a whole
-     * (`InvalidInput`, nothing read).
+     * `Auto` decides each record by itself (no stream is refused as a
+     * whole).
      */
     fun `ingest`(`data`: kotlin.ByteArray, `format`: InputFormat): BatchResult
     
@@ -7782,8 +7782,8 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
      * 0x00-terminated binary frames, records numbered from 1 (JSON: the
      * line number), each bad record (not UTF-8, too long, a JSON array,
      * malformed, wrong version, out of policy, ...) rejected by itself.
-     * Only a stream whose format `Auto` cannot tell is refused as a whole
-     * (`InvalidInput`, nothing read).
+     * `Auto` decides each record by itself (no stream is refused as a
+     * whole).
      */
     @Throws(GeoprivException::class)override fun `ingest`(`data`: kotlin.ByteArray, `format`: InputFormat): BatchResult {
             return FfiConverterTypeBatchResult.lift(
@@ -10894,9 +10894,10 @@ public object FfiConverterTypeGrowth : FfiConverterRustBuffer<Growth>{
 enum class InputFormat {
     
     /**
-     * Decided from the first record (JSON if it starts with `{`, `[` or
-     * `#` after an optional BOM, binary if it is a report frame); a stream
-     * that is neither is refused before anything is read.
+     * Decided per record: a record ends at the first newline or 0x00 and
+     * is a JSON line if it decodes as one, else a binary frame if the
+     * bytes up to the next 0x00 decode as a report, else rejected by
+     * itself (a stray frame or garbage line costs only itself).
      */
     AUTO,
     /**
