@@ -13,7 +13,7 @@
 #   6. the estimate equals `geopriv aggregate` on the export, bit for bit.
 #
 #   scripts/test-collector.sh           CI size (about 2-3 minutes warm, most of
-#                                       it the release build and the installs)
+#                                       it the installs; test-profile binaries)
 #   scripts/test-collector.sh --full    BENCHMARKS sizes: 30 s load runs, 20
 #                                       kill cycles of 3 s, 10^5 fuzzed requests
 #   --skip-browser / --skip-fuzz / --skip-disk   leave a part out
@@ -38,11 +38,15 @@ else
   load_s=4; cycles=20; cycle_s=0.6; fuzz_n=2000; examples=20
 fi
 
-cargo build --release -q -p geopriv-server -p geopriv-cli
+# CI size: the `test` profile (opt-level 3), which `cargo test --workspace`
+# has already built with the same features, so no second compile of the
+# workspace; --full (the measurements in BENCHMARKS.md): the release build.
+if [ $full = 1 ]; then profile=release; dir=release; else profile=test; dir=debug; fi
+cargo build --profile "$profile" -q -p geopriv-server -p geopriv-cli
 # From here on every check is counted (not fatal), and the summary decides.
 set +e
-serve="$root/target/release/geopriv-serve"
-cli="$root/target/release/geopriv"
+serve="$root/target/$dir/geopriv-serve"
+cli="$root/target/$dir/geopriv"
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -96,8 +100,14 @@ half=$((max / 2)); [ $half -lt 25000 ] || half=25000
   --batch 100 --connections 8 --rate "$half" --duration "$load_s" > "$work/half.json"
 echo "at $half reports/s: $(cat "$work/half.json")"
 p99=$(python3 -c "import json;print(json.load(open('$work/half.json'))['latency_ms'][2])")
-python3 -c "import sys; sys.exit(0 if $max >= 50000 else 1)"; check "throughput >= 50,000 reports/s with durable acks ($max/s)" $?
-python3 -c "import sys; sys.exit(0 if $p99 < 100 else 1)"; check "p99 < 100 ms at $half reports/s (p99 $p99 ms)" $?
+# The targets are measurements, not tests: asserted only by --full (release
+# build, 30 s runs, on an idle machine); the CI size prints them.
+if [ $full = 1 ]; then
+  python3 -c "import sys; sys.exit(0 if $max >= 50000 else 1)"; check "throughput >= 50,000 reports/s with durable acks ($max/s)" $?
+  python3 -c "import sys; sys.exit(0 if $p99 < 100 else 1)"; check "p99 < 100 ms at $half reports/s (p99 $p99 ms)" $?
+else
+  echo "info throughput $max reports/s with durable acks; p99 $p99 ms at $half reports/s (test profile, ${load_s} s; targets checked by --full)"
+fi
 # 6. bit for bit the CLI on the export
 export_all income > "$work/export.ndjson"
 "$cli" aggregate < "$work/export.ndjson" 2>/dev/null > "$work/cli.txt"
