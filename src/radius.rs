@@ -1,6 +1,6 @@
 //! Privacy stated as a radius: "protected within r metres (or dollars) at
 //! level ℓ", the form people understand, beside ε per unit distance, the
-//! form the mathematics uses (docs/MATH.md §13).
+//! form the mathematics uses (docs/MATH.md §14).
 //!
 //! Geo-privacy with ε per unit distance bounds the odds ratio of any output
 //! between two inputs x, x' by exp(ε · d(x, x')). Stated as a radius r and

@@ -1,7 +1,7 @@
 //! Privacy stated as a radius (core: `geopriv::PrivacyRadius`): "protected
 //! within r metres (or dollars) at level ℓ" sets ε = ℓ / r per unit
 //! distance; any two places within r give odds within a factor e^ℓ
-//! (docs/MATH.md §13).
+//! (docs/MATH.md §14).
 
 use std::sync::Arc;
 

@@ -42,7 +42,7 @@ pub struct SetArgs {
     pub epsilon_flag: Option<f64>,
     /// Privacy stated as a radius: any two locations within R metres give
     /// odds within a factor e^L (--level); sets ε = L / R per metre
-    /// (docs/MATH.md §13). Instead of --epsilon.
+    /// (docs/MATH.md §14). Instead of --epsilon.
     #[arg(long, value_name = "R", requires = "level")]
     pub within: Option<f64>,
     /// The level L of --within.

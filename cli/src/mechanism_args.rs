@@ -44,7 +44,7 @@ pub struct MechanismArgs {
     pub epsilon: Option<f64>,
     /// Privacy stated as a radius: any two inputs within R (metres,
     /// dollars) give odds within a factor e^L (--level); sets ε = L / R
-    /// (docs/MATH.md §13). Instead of --epsilon.
+    /// (docs/MATH.md §14). Instead of --epsilon.
     #[arg(
         long,
         value_name = "R",
@@ -86,7 +86,7 @@ impl MechanismArgs {
 }
 
 /// ε from `--epsilon E`, or from `--within R --level L` as ε = L / R
-/// (`geopriv::PrivacyRadius`, docs/MATH.md §13); clap makes them
+/// (`geopriv::PrivacyRadius`, docs/MATH.md §14); clap makes them
 /// exclusive and one of them required.
 pub fn resolve_epsilon(
     epsilon: Option<f64>,

@@ -132,7 +132,7 @@ impl PrivatizeArgs {
     pub fn mechanism(&self) -> Result<Mechanism, String> {
         let m = self.mechanism.build()?;
         if m.name() != geopriv::MechanismName::Ldp {
-            // Both forms of the privacy level (docs/MATH.md §13).
+            // Both forms of the privacy level (docs/MATH.md §14).
             let (word, short) = match (&self.unit, self.latlon) {
                 (Some(BudgetUnit::PerDollar), _) => ("dollar", " dollars"),
                 (Some(BudgetUnit::PerMetre), _) | (None, true) => ("metre", " m"),
