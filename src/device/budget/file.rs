@@ -154,6 +154,14 @@ fn lock(path: &Path, timeout: Duration) -> Result<LockGuard> {
 
 /// Read and check the ledger at `path` (at most [`MAX_LEDGER_FILE_BYTES`]).
 fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, String)> {
+    // Only a regular file: opening a FIFO for reading blocks (with the
+    // lock held) until a writer appears, and a device has no end.
+    let meta = fs::metadata(path).map_err(|e| io_error("reading", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidLedgerState {
+            reason: format!("{} is not a regular file", path.display()),
+        });
+    }
     let read = || -> std::io::Result<Option<String>> {
         let mut text = String::new();
         File::open(path)?

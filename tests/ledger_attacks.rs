@@ -1,0 +1,189 @@
+//! Attacks on the device ledger (docs/MATH.md §8.3) by a tester who did not
+//! write it: odd file types at the ledger's path, a writer killed at random
+//! times.
+
+use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn policy(total_epsilon: f64) -> BudgetPolicy {
+    BudgetPolicy::new(BudgetUnit::PerMetre, total_epsilon, 0.0).unwrap()
+}
+
+fn metres(epsilon: f64) -> Charge {
+    Charge::new(BudgetUnit::PerMetre, epsilon, 0.0).unwrap()
+}
+
+/// A fresh directory for one test (removed at the end of the test).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("geopriv-attack-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run `f` on a thread; `None` if it has not returned within `limit`.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_at_the_ledger_path_is_refused_without_hanging() {
+    // Attack: the ledger path is a FIFO. Opening it for reading blocks
+    // until a writer appears, with the ledger's lock held: every process
+    // using the ledger hung (and the lock timeout never fired).
+    let dir = TempDir::new("fifo");
+    let path = dir.file("ledger.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .map(|s| s.success());
+    if !matches!(made, Ok(true)) {
+        return; // no mkfifo here
+    }
+    for open_or_create in [false, true] {
+        let p = path.clone();
+        let outcome = within(Duration::from_secs(5), move || {
+            let r = if open_or_create {
+                FileLedger::open_or_create(&p, &policy(1.0))
+            } else {
+                FileLedger::open(&p, &policy(1.0))
+            };
+            r.map(|_| ()).map_err(|e| e.to_string())
+        });
+        if outcome.is_none() {
+            // Unblock the stuck reader before failing.
+            let _ = std::fs::OpenOptions::new().write(true).open(&path);
+        }
+        let outcome = outcome.expect("opening a FIFO ledger hung");
+        assert!(outcome.is_err(), "a FIFO was accepted as a ledger");
+    }
+}
+
+#[test]
+fn a_directory_at_the_ledger_or_lock_path_is_refused() {
+    let dir = TempDir::new("dirs");
+    let path = dir.file("ledger.json");
+    std::fs::create_dir(&path).unwrap();
+    assert!(FileLedger::open_or_create(&path, &policy(1.0)).is_err());
+    assert!(FileLedger::create(&path, &policy(1.0)).is_err());
+    std::fs::remove_dir(&path).unwrap();
+    // The lock file replaced by a directory: refused, nothing written.
+    let mut ledger = FileLedger::create(&path, &policy(1.0)).unwrap();
+    std::fs::remove_file(dir.file(".ledger.json.lock")).unwrap();
+    std::fs::create_dir(dir.file(".ledger.json.lock")).unwrap();
+    assert!(ledger.spend(&metres(0.1), || Ok(1.0)).is_err());
+    std::fs::remove_dir(dir.file(".ledger.json.lock")).unwrap();
+    assert_eq!(
+        FileLedger::open(&path, &policy(1.0))
+            .unwrap()
+            .state()
+            .releases(),
+        0
+    );
+}
+
+const CHILD: &str = "GEOPRIV_ATTACK_CHILD";
+
+/// Child: spend until refused, printing (and flushing) `out` after every
+/// release it got back, as an app would publish it.
+#[test]
+fn attack_child_writer() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return; // not a child
+    };
+    let (path, epsilon) = spec.split_once(';').unwrap();
+    let epsilon: f64 = epsilon.parse().unwrap();
+    let mut ledger = FileLedger::open_or_create(path, &policy(1.0)).unwrap();
+    let mut out = std::io::stdout().lock();
+    while ledger.spend(&metres(epsilon), || Ok(())).is_ok() {
+        writeln!(out, "out").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn spawn_child(path: &Path, epsilon: f64) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "attack_child_writer",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD, format!("{};{epsilon:e}", path.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn writers_killed_at_random_times_never_release_uncharged() {
+    // Attack: kill -9 writers at random moments (mid-write, mid-rename),
+    // then check the file still opens, its history adds up (restore checks
+    // that) and no process published more values than the file charged.
+    let dir = TempDir::new("kill");
+    let path = dir.file("ledger.json");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut published = 0u64;
+    for round in 0..12 {
+        let eps = if round % 2 == 0 { 1e-3 } else { 7e-4 };
+        let mut kids: Vec<_> = (0..3).map(|_| spawn_child(&path, eps)).collect();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(20 + seed % 180));
+        for k in &mut kids {
+            let _ = k.kill(); // SIGKILL on Unix
+        }
+        for k in kids {
+            let out = k.wait_with_output().unwrap();
+            published += String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| *l == "out")
+                .count() as u64;
+        }
+        if !path.exists() {
+            continue; // killed before the ledger was created
+        }
+        let ledger = FileLedger::open(&path, &policy(1.0))
+            .unwrap_or_else(|e| panic!("round {round}: the ledger no longer opens: {e}"));
+        let s = ledger.state();
+        assert!(
+            published <= s.releases(),
+            "round {round}: {published} values out, {} charged",
+            s.releases()
+        );
+        let sum: f64 = s.history().map(|h| h.1 * h.3 as f64).sum();
+        assert!((sum - s.spent_epsilon()).abs() <= 1e-12, "round {round}");
+        assert!(s.spent_epsilon() <= 1.0 + 1e-12);
+    }
+    assert!(
+        published > 0,
+        "no writer got a release out before being killed"
+    );
+    // No temporary files pile up beyond the ones of killed writers.
+    let left = std::fs::read_dir(&dir.0).unwrap().count();
+    assert!(left < 64, "{left} files left beside the ledger");
+}
