@@ -161,7 +161,7 @@ fn writers_killed_at_random_times_never_release_uncharged() {
             let out = k.wait_with_output().unwrap();
             published += String::from_utf8_lossy(&out.stdout)
                 .lines()
-                .filter(|l| *l == "out")
+                .filter(|l| l.ends_with("out")) // the first may follow "test … "
                 .count() as u64;
         }
         if !path.exists() {
@@ -211,4 +211,43 @@ fn restoring_a_long_history_is_not_quadratic() {
         took < Duration::from_secs(2),
         "{n} entries restored in {took:?}"
     );
+}
+
+#[test]
+fn two_processes_with_disagreeing_clocks_share_one_period_limit() {
+    // Attack: process B's clock is a day behind process A's (or goes back
+    // after A charged). B must not charge "yesterday" again: charges never
+    // go to a period before the latest one in the file, whoever wrote it.
+    use geopriv::device::budget::ManualClock;
+    use std::sync::Arc;
+    let dir = TempDir::new("clocks");
+    let path = dir.file("ledger.json");
+    let day = 86_400;
+    let p = BudgetPolicy::periodic(BudgetUnit::PerMetre, 0.1, 0.0, day, 1.0, 0.0).unwrap();
+    let clock_a = Arc::new(ManualClock::new(10 * day + 5));
+    let clock_b = Arc::new(ManualClock::new(9 * day + 5));
+    let mut a = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_clock(clock_a.clone());
+    let mut b = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_clock(clock_b.clone());
+    // B charges day 9 fully, then A charges day 10 fully.
+    b.spend(&metres(0.1), || Ok(())).unwrap();
+    a.spend(&metres(0.1), || Ok(())).unwrap();
+    // B, still on day 9 by its clock, is refused: the file is on day 10.
+    assert!(b.spend(&metres(0.05), || Ok(())).is_err());
+    // A's clock jumps back two days: still day 10, still refused.
+    clock_a.set(8 * day);
+    assert!(a.spend(&metres(0.05), || Ok(())).is_err());
+    // Memo charges from both: one charge per key.
+    clock_a.set(11 * day);
+    clock_b.set(11 * day);
+    assert!(a.commit_once([1; 32], &metres(0.05)).unwrap());
+    assert!(!b.commit_once([1; 32], &metres(0.05)).unwrap());
+    assert!(b.commit_once([2; 32], &metres(0.05)).unwrap());
+    assert!(a.commit_once([3; 32], &metres(0.05)).is_err()); // day 11 full
+    let s = FileLedger::open(&path, &p).unwrap();
+    let per_period: Vec<(u64, f64, u64)> = s.state().history().map(|h| (h.0, h.1, h.3)).collect();
+    assert_eq!(per_period, vec![(9, 0.1, 1), (10, 0.1, 1), (11, 0.05, 2)]);
 }
