@@ -251,3 +251,102 @@ fn two_processes_with_disagreeing_clocks_share_one_period_limit() {
     let per_period: Vec<(u64, f64, u64)> = s.state().history().map(|h| (h.0, h.1, h.3)).collect();
     assert_eq!(per_period, vec![(9, 0.1, 1), (10, 0.1, 1), (11, 0.05, 2)]);
 }
+
+#[test]
+fn hand_edited_states_are_refused() {
+    use geopriv::device::budget::PrivacyBudget;
+    let p = policy(1.0);
+    let mut b = PrivacyBudget::new(p.clone());
+    b.try_charge(&metres(0.25)).unwrap();
+    b.try_charge(&metres(0.25)).unwrap();
+    let good = b.to_json();
+    assert!(PrivacyBudget::restore(&good, &p).is_ok());
+    let edits: Vec<(&str, String)> = vec![
+        (
+            "spent lowered",
+            good.replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":0.25"),
+        ),
+        (
+            "count lowered",
+            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,1]"),
+        ),
+        (
+            "history rewritten consistently but over the cap",
+            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,5]")
+                .replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":1.25")
+                .replace("\"releases\":2", "\"releases\":5"),
+        ),
+        (
+            "negative epsilon",
+            good.replace("[0,0.25,0.0,2]", "[0,-0.25,0.0,2]"),
+        ),
+        (
+            "zero count",
+            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,0],[0,0.5,0.0,1]"),
+        ),
+        (
+            "huge number",
+            good.replace("[0,0.25,0.0,2]", "[0,1e308,0.0,2]"),
+        ),
+        (
+            "overflowing number",
+            good.replace("[0,0.25,0.0,2]", "[0,1e999,0.0,2]"),
+        ),
+        (
+            "NaN",
+            good.replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":NaN"),
+        ),
+        (
+            "a period in a lifetime ledger",
+            good.replace("[0,0.25,0.0,2]", "[3,0.25,0.0,2]"),
+        ),
+        (
+            "duplicated key",
+            good.replace("\"releases\":2", "\"releases\":2,\"releases\":2"),
+        ),
+        (
+            "unknown field",
+            good.replace("\"releases\":2", "\"releases\":2,\"x\":1"),
+        ),
+        (
+            "u64 overflow of the count",
+            good.replace(
+                "[0,0.25,0.0,2]",
+                "[0,1e-300,0.0,18446744073709551615],[0,2e-300,0.0,18446744073709551615]",
+            ),
+        ),
+        (
+            "a memo key without a release",
+            good.replace(
+                "\"memo\":[]",
+                &format!(
+                    "\"memo\":[\"{}\",\"{}\",\"{}\"]",
+                    "a".repeat(64),
+                    "b".repeat(64),
+                    "c".repeat(64)
+                ),
+            ),
+        ),
+        (
+            "total raised",
+            good.replace("\"total_epsilon\":1.0", "\"total_epsilon\":2.0"),
+        ),
+        (
+            "unit changed",
+            good.replace("per-metre", "per-mercator-metre"),
+        ),
+    ];
+    for (what, json) in edits {
+        assert_ne!(json, good, "{what}: the edit did not apply");
+        assert!(
+            PrivacyBudget::restore(&json, &p).is_err(),
+            "{what} accepted"
+        );
+    }
+    // A file over the size limit is refused unread.
+    let dir = TempDir::new("huge");
+    let path = dir.file("ledger.json");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(100 << 20).unwrap(); // sparse 100 MB
+    assert!(FileLedger::open(&path, &p).is_err());
+}
