@@ -350,3 +350,34 @@ fn hand_edited_states_are_refused() {
     f.set_len(100 << 20).unwrap(); // sparse 100 MB
     assert!(FileLedger::open(&path, &p).is_err());
 }
+
+#[test]
+fn extreme_totals_still_admit_k_shares_and_never_k_plus_one() {
+    use geopriv::device::budget::PrivacyBudget;
+    let tiny = f64::from_bits(7); // subnormal
+    for total in [1e300, 0.3, 1e-300, tiny, f64::MIN_POSITIVE] {
+        for k in [1u64, 3, 7, 9, 101] {
+            let share = total / k as f64;
+            if share == 0.0 {
+                continue;
+            }
+            let mut b = PrivacyBudget::new(policy(total));
+            let c = metres(share);
+            let fitted = (0..k + 1).take_while(|_| b.try_charge(&c).is_ok()).count() as u64;
+            // fl(T/k) may round down, leaving room for one more only if
+            // k + 1 shares really fit under T.
+            let exact_k1 = (k + 1) as f64 * share;
+            assert!(
+                fitted >= k || share * k as f64 > total,
+                "T={total:e} k={k}: {fitted}"
+            );
+            assert!(
+                fitted <= k || exact_k1 <= total,
+                "T={total:e} k={k}: {fitted} fit"
+            );
+            assert!(b.spent_epsilon() <= total * (1.0 + 1e-15) || total < 1e-300);
+            let back = PrivacyBudget::restore(&b.to_json(), &policy(total)).unwrap();
+            assert_eq!(back.releases(), fitted);
+        }
+    }
+}
