@@ -381,3 +381,22 @@ fn extreme_totals_still_admit_k_shares_and_never_k_plus_one() {
         }
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_lock_file_linked_to_the_ledger_is_refused() {
+    // Attack: `.NAME.lock` is a symbolic link to the ledger itself. Every
+    // rename gives the ledger a new inode, so each writer locked a
+    // different file and two could write at once (a lost charge).
+    let dir = TempDir::new("lock-link");
+    let path = dir.file("ledger.json");
+    let mut ledger = FileLedger::create(&path, &policy(1.0)).unwrap();
+    let lock_path = dir.file(".ledger.json.lock");
+    std::fs::remove_file(&lock_path).unwrap();
+    std::os::unix::fs::symlink(&path, &lock_path).unwrap();
+    assert!(ledger.spend(&metres(0.1), || Ok(1.0)).is_err());
+    assert!(FileLedger::open(&path, &policy(1.0)).is_err());
+    std::fs::remove_file(&lock_path).unwrap();
+    ledger.spend(&metres(0.1), || Ok(1.0)).unwrap();
+    assert_eq!(ledger.state().releases(), 1);
+}
