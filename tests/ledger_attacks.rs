@@ -400,3 +400,38 @@ fn a_lock_file_linked_to_the_ledger_is_refused() {
     ledger.spend(&metres(0.1), || Ok(1.0)).unwrap();
     assert_eq!(ledger.state().releases(), 1);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_waiter_does_not_win_a_lock_file_removed_while_it_waited() {
+    // Attack: writer A holds the lock, writer B waits on it, a "stale lock"
+    // cleaner removes `.NAME.lock`, writer C creates a new one and locks
+    // it. When A finished, B got the lock on the removed file and wrote
+    // at the same time as C.
+    use fs4::FileExt;
+    let dir = TempDir::new("orphan-lock");
+    let path = dir.file("ledger.json");
+    let mut l = FileLedger::create(&path, &policy(1.0)).unwrap();
+    let lock_path = dir.file(".ledger.json.lock");
+    let a = std::fs::File::open(&lock_path).unwrap();
+    FileExt::lock(&a).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let b = std::thread::spawn(move || {
+        let r = l.commit(&metres(0.1)); // waits for A
+        tx.send(()).unwrap();
+        r.is_ok()
+    });
+    std::thread::sleep(Duration::from_millis(100)); // B is waiting on A
+    std::fs::remove_file(&lock_path).unwrap();
+    let c = std::fs::File::create(&lock_path).unwrap();
+    FileExt::lock(&c).unwrap();
+    FileExt::unlock(&a).unwrap();
+    drop(a);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "B went ahead while C held the lock"
+    );
+    FileExt::unlock(&c).unwrap();
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(b.join().unwrap());
+}
