@@ -4,8 +4,11 @@
 
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+
+mod common;
+use common::TempDir;
 
 fn policy(total_epsilon: f64) -> BudgetPolicy {
     BudgetPolicy::new(BudgetUnit::PerMetre, total_epsilon, 0.0).unwrap()
@@ -13,28 +16,6 @@ fn policy(total_epsilon: f64) -> BudgetPolicy {
 
 fn metres(epsilon: f64) -> Charge {
     Charge::new(BudgetUnit::PerMetre, epsilon, 0.0).unwrap()
-}
-
-/// A fresh directory for one test (removed at the end of the test).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("geopriv-attack-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Run `f` on a thread; `None` if it has not returned within `limit`.
@@ -261,45 +242,28 @@ fn hand_edited_states_are_refused() {
     b.try_charge(&metres(0.25)).unwrap();
     let good = b.to_json();
     assert!(PrivacyBudget::restore(&good, &p).is_ok());
+    let charges = |to: &str| good.replace("[0,0.25,0.0,2]", to);
     let edits: Vec<(&str, String)> = vec![
         (
             "spent lowered",
             good.replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":0.25"),
         ),
-        (
-            "count lowered",
-            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,1]"),
-        ),
+        ("count lowered", charges("[0,0.25,0.0,1]")),
         (
             "history rewritten consistently but over the cap",
-            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,5]")
+            charges("[0,0.25,0.0,5]")
                 .replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":1.25")
                 .replace("\"releases\":2", "\"releases\":5"),
         ),
-        (
-            "negative epsilon",
-            good.replace("[0,0.25,0.0,2]", "[0,-0.25,0.0,2]"),
-        ),
-        (
-            "zero count",
-            good.replace("[0,0.25,0.0,2]", "[0,0.25,0.0,0],[0,0.5,0.0,1]"),
-        ),
-        (
-            "huge number",
-            good.replace("[0,0.25,0.0,2]", "[0,1e308,0.0,2]"),
-        ),
-        (
-            "overflowing number",
-            good.replace("[0,0.25,0.0,2]", "[0,1e999,0.0,2]"),
-        ),
+        ("negative epsilon", charges("[0,-0.25,0.0,2]")),
+        ("zero count", charges("[0,0.25,0.0,0],[0,0.5,0.0,1]")),
+        ("huge number", charges("[0,1e308,0.0,2]")),
+        ("overflowing number", charges("[0,1e999,0.0,2]")),
         (
             "NaN",
             good.replace("\"spent_epsilon\":0.5", "\"spent_epsilon\":NaN"),
         ),
-        (
-            "a period in a lifetime ledger",
-            good.replace("[0,0.25,0.0,2]", "[3,0.25,0.0,2]"),
-        ),
+        ("a period in a lifetime ledger", charges("[3,0.25,0.0,2]")),
         (
             "duplicated key",
             good.replace("\"releases\":2", "\"releases\":2,\"releases\":2"),
@@ -310,10 +274,7 @@ fn hand_edited_states_are_refused() {
         ),
         (
             "u64 overflow of the count",
-            good.replace(
-                "[0,0.25,0.0,2]",
-                "[0,1e-300,0.0,18446744073709551615],[0,2e-300,0.0,18446744073709551615]",
-            ),
+            charges("[0,1e-300,0.0,18446744073709551615],[0,2e-300,0.0,18446744073709551615]"),
         ),
         (
             "a memo key without a release",
