@@ -8,7 +8,9 @@ use geopriv::device::budget::{
 use geopriv::{Error, GaussianKde, Mechanism, Report, SoftThreshold, ValidationPolicy};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use std::path::PathBuf;
+
+mod common;
+use common::TempDir;
 
 fn policy(total_epsilon: f64, total_delta: f64) -> BudgetPolicy {
     BudgetPolicy::new(BudgetUnit::PerMetre, total_epsilon, total_delta).unwrap()
@@ -16,28 +18,6 @@ fn policy(total_epsilon: f64, total_delta: f64) -> BudgetPolicy {
 
 fn metres(epsilon: f64, delta: f64) -> Charge {
     Charge::new(BudgetUnit::PerMetre, epsilon, delta).unwrap()
-}
-
-/// A fresh directory for one test (removed at the end of the test).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("geopriv-ledger-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

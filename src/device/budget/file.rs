@@ -126,18 +126,41 @@ impl Drop for LockGuard {
 
 fn lock(path: &Path, timeout: Duration) -> Result<LockGuard> {
     let lock_path = sibling(path, ".lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(|e| io_error("opening the lock", &lock_path, e))?;
+    let open = || -> Result<File> {
+        // Only a regular file: a lock file that is a link to the ledger
+        // (or to anything rename replaces) would give each new inode its
+        // own lock, and two writers at once.
+        match fs::symlink_metadata(&lock_path) {
+            Ok(m) if !m.file_type().is_file() => {
+                return Err(io_error(
+                    "opening the lock (not a regular file)",
+                    &lock_path,
+                    std::io::ErrorKind::InvalidInput.into(),
+                ))
+            }
+            _ => {}
+        }
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| io_error("opening the lock", &lock_path, e))
+    };
+    let mut file = open()?;
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
         match fs4::FileExt::try_lock(&file) {
-            Ok(()) => return Ok(LockGuard(file)),
+            Ok(()) if still_at(&file, &lock_path) => return Ok(LockGuard(file)),
+            // The lock file was removed or replaced while this process
+            // waited: the lock it got is on a file nobody else opens.
+            Ok(()) => {
+                drop(LockGuard(file));
+                file = open()?;
+                continue;
+            }
             Err(fs4::TryLockError::WouldBlock) => {}
             Err(fs4::TryLockError::Error(e)) => return Err(io_error("locking", &lock_path, e)),
         }
@@ -152,8 +175,34 @@ fn lock(path: &Path, timeout: Duration) -> Result<LockGuard> {
     }
 }
 
+/// Whether `file` is still the file at `path` (Unix: same device and
+/// inode; elsewhere the lock file cannot be removed while open).
+fn still_at(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
+    }
+}
+
 /// Read and check the ledger at `path` (at most [`MAX_LEDGER_FILE_BYTES`]).
 fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, String)> {
+    // Only a regular file: opening a FIFO for reading blocks (with the
+    // lock held) until a writer appears, and a device has no end.
+    let meta = fs::metadata(path).map_err(|e| io_error("reading", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidLedgerState {
+            reason: format!("{} is not a regular file", path.display()),
+        });
+    }
     let read = || -> std::io::Result<Option<String>> {
         let mut text = String::new();
         File::open(path)?

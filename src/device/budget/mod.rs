@@ -90,6 +90,7 @@ pub use noise_rng::{DeclaredSecure, NoiseRng, Seeded};
 pub use unit::{BudgetPolicy, BudgetUnit, Charge};
 
 use crate::error::{Error, Result};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -610,6 +611,7 @@ impl PrivacyBudget {
             return Err(invalid("a period in a lifetime-only ledger"));
         }
         let mut entries = Vec::with_capacity(s.charges.len());
+        let mut keys = BTreeSet::new();
         for &(period, epsilon, delta, count) in &s.charges {
             let ok = epsilon.is_finite()
                 && epsilon > 0.0
@@ -622,16 +624,17 @@ impl PrivacyBudget {
                     "charge entry [{period}, {epsilon:e}, {delta:e}, {count}] is not one this library writes"
                 )));
             }
-            let e = Entry {
+            // O(n log n): a scan per entry made restoring (done on every
+            // charge of a FileLedger) quadratic in the history.
+            if !keys.insert((period, epsilon.to_bits(), delta.to_bits())) {
+                return Err(invalid("duplicate charge entries"));
+            }
+            entries.push(Entry {
                 period,
                 epsilon,
                 delta,
                 count,
-            };
-            if entries.iter().any(|o: &Entry| same_key(o, &e)) {
-                return Err(invalid("duplicate charge entries"));
-            }
-            entries.push(e);
+            });
         }
         let mut memo = Vec::with_capacity(s.memo.len());
         for k in &s.memo {
@@ -690,10 +693,16 @@ impl PrivacyBudget {
                 "spent epsilon {se:e}, delta {sd:e} exceed the lifetime totals"
             )));
         }
+        // Every period's sums in one pass (not one pass per entry).
+        let mut periods: BTreeMap<u64, (ExactSum, ExactSum)> = BTreeMap::new();
         for e in &b.entries {
-            let (pe, pd) = b.period_sums(e.period);
+            let sums = periods.entry(e.period).or_default();
+            sums.0 = sums.0.plus(&ExactSum::of(e.epsilon, e.count));
+            sums.1 = sums.1.plus(&ExactSum::of(e.delta, e.count));
+        }
+        for (period, (pe, pd)) in &periods {
             if !(pe.fits(policy.period_epsilon()) && pd.fits(policy.period_delta())) {
-                return Err(invalid(format!("period {} exceeds its limit", e.period)));
+                return Err(invalid(format!("period {period} exceeds its limit")));
             }
         }
         Ok(b)
@@ -1042,12 +1051,15 @@ impl PrivacyBudget {
             && self.carried == newer.carried
             && newer.releases >= self.releases
             && newer.last_period >= self.last_period
-            && self.entries.iter().all(|e| {
-                newer
-                    .entries
+            && {
+                // O(n log n), not a scan of `newer` per entry.
+                let key = |e: &Entry| (e.period, e.epsilon.to_bits(), e.delta.to_bits());
+                let counts: BTreeMap<_, u64> =
+                    newer.entries.iter().map(|n| (key(n), n.count)).collect();
+                self.entries
                     .iter()
-                    .any(|n| same_key(n, e) && n.count >= e.count)
-            })
+                    .all(|e| counts.get(&key(e)).is_some_and(|&c| c >= e.count))
+            }
             && self.memo.iter().all(|k| newer.is_memoized(k))
     }
 
