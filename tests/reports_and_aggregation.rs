@@ -183,11 +183,11 @@ fn malformed_json_is_rejected_with_reasons() {
         ("[1,2,3]".into(), "malformed"),
         (good[..good.len() / 2].to_string(), "truncated"),
         (
-            good.replace("\"version\":1", "\"version\":2"),
+            good.replace("\"version\":2", "\"version\":3"),
             "unsupported-version",
         ),
         (
-            good.replace("\"version\":1", "\"version\":70000"),
+            good.replace("\"version\":2", "\"version\":70000"),
             "malformed",
         ),
         (good.replace("0.7315", "NaN"), "malformed"),
@@ -223,11 +223,12 @@ fn malformed_binary_is_rejected_with_reasons() {
         Report::from_bytes(&longer).unwrap_err(),
         Rejection::TrailingBytes { count: 1 }
     );
-    let mut v2 = good.clone();
-    v2[0] = 2;
+    // Version 3 does not exist yet (2 added the report id).
+    let mut v3 = good.clone();
+    v3[0] = 3;
     assert_eq!(
-        Report::from_bytes(&v2).unwrap_err(),
-        Rejection::UnsupportedVersion { found: 2 }
+        Report::from_bytes(&v3).unwrap_err(),
+        Rejection::UnsupportedVersion { found: 3 }
     );
     let mut bad_family = good.clone();
     bad_family[1] = 9;
