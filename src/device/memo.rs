@@ -7,7 +7,7 @@
 //! ```text
 //! cell            c(x) = floor((x − u) / w)            (per coordinate)
 //! representative  r(x) = u + w (c(x) + 1/2)
-//! memo key        K    = PRF_k("key", query, mechanism, ε, δ, w, c(x))
+//! memo key        K    = PRF_k("key", query, mechanism and its calibration, ε, δ, w, c(x))
 //! report          y    = M(r(x)) with all of M's randomness from ChaCha20(PRF_k("seed", K))
 //! ```
 //!
@@ -139,6 +139,10 @@ pub(crate) fn unit_uniform(bytes: &[u8; 32]) -> f64 {
 
 /// Largest |(x − u)/w| accepted: cell indices stay exact integers.
 const MAX_CELL_INDEX: f64 = 4_503_599_627_370_496.0; // 2^52
+
+/// Largest snapping width: with |c| < 2^52 and u < w, every representative
+/// |u + w(c + 1/2)| < w(2^52 + 2) stays finite.
+pub const MAX_WIDTH: f64 = f64::MAX / 18_014_398_509_481_984.0; // 2^54
 
 /// The instantaneous second layer (`docs/MATH.md §12.3`): every sent report
 /// is the permanent report plus fresh Laplace(range(f)/ε_I) noise, snapped
@@ -294,10 +298,22 @@ impl Cache {
 impl Memoized {
     /// `mechanism` memoized on a snapping grid of public width `width` (in
     /// the query's unit, from public parameters only).
+    ///
+    /// Refused unless 0 < width <= [`MAX_WIDTH`] (so every representative
+    /// of an accepted cell is finite: an overflow would make the release
+    /// fail for some x only).
     pub fn new(mechanism: Mechanism, width: f64) -> Result<Self> {
+        let width = positive_finite("snapping width", width)?;
+        if width > MAX_WIDTH {
+            return Err(Error::InvalidParameter {
+                name: "snapping width",
+                value: width,
+                requirement: "at most f64::MAX / 2^54",
+            });
+        }
         Ok(Self {
             mechanism,
-            width: positive_finite("snapping width", width)?,
+            width,
             instantaneous: None,
             key_ignores_snapping: false,
             cache: Cache::default(),
@@ -392,6 +408,19 @@ impl Memoized {
     ) -> [u8; 32] {
         let id = query.descriptor().canonical_id();
         let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
+        // The whole calibration, not only (name, ε, δ): two mechanisms of
+        // one name and ε with another smoothness share, degrees of freedom
+        // or growth release different reports of a cell and must not share
+        // a key (one charge for two reports).
+        let calibration = alloc::format!(
+            "{:?}",
+            (
+                self.mechanism.smoothness_share().map(f64::to_bits),
+                self.mechanism.growth(),
+                self.mechanism.noise_shape(),
+                self.mechanism.scale_for(1.0).map(f64::to_bits),
+            )
+        );
         prf(
             secret,
             &[
@@ -400,6 +429,7 @@ impl Memoized {
                 self.mechanism.name().as_str().as_bytes(),
                 &self.mechanism.epsilon().to_bits().to_le_bytes(),
                 &self.mechanism.delta().to_bits().to_le_bytes(),
+                calibration.as_bytes(),
                 &self.width.to_bits().to_le_bytes(),
                 &cells,
             ],
@@ -612,6 +642,83 @@ mod tests {
         // Reports are on the mechanism's public grid.
         let grid = m.mechanism().release_grid(&q);
         assert_eq!(a.value, (a.value / grid).round() * grid);
+    }
+
+    /// Attack: two mechanisms of the same name, ε and δ but different
+    /// calibrations (smoothness share, degrees of freedom) under one memo
+    /// key. Before the fix the key held only (name, ε, δ): the second
+    /// release reused the first key (not charged) and the same seed, and
+    /// sent a *different* report of the same cell, i.e. two reports for
+    /// one charge (with shared noise: for a location-scale release two
+    /// scales of one Z let an observer solve for f(r)).
+    #[test]
+    fn attack_two_calibrations_under_one_key_are_charged_apart() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let pairs = [
+            (
+                Mechanism::polyplace_with(0.1, 0.2).unwrap(),
+                Mechanism::polyplace_with(0.1, 0.6).unwrap(),
+            ),
+            (
+                Mechanism::student_t_with(0.1, 3.0, 0.3).unwrap(),
+                Mechanism::student_t_with(0.1, 5.0, 0.3).unwrap(),
+            ),
+            (
+                Mechanism::cauchy_with(0.1, 3.0, 0.3).unwrap(),
+                Mechanism::cauchy_with(0.1, 4.0, 0.3).unwrap(),
+            ),
+        ];
+        for (a, b) in pairs {
+            let mut l = ledger(10.0);
+            let unit = BudgetUnit::PerDollar;
+            let mut ma = Memoized::new(a.with_unit(unit.clone()).unwrap(), 10.0).unwrap();
+            let mut mb = Memoized::new(b.with_unit(unit).unwrap(), 10.0).unwrap();
+            let ra = ma.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+            let rb = mb.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+            assert!(ra.charged);
+            assert!(
+                rb.charged || rb.value == ra.value,
+                "a second, different report ({} vs {}) was not charged",
+                rb.value,
+                ra.value
+            );
+            assert_eq!(l.state().releases(), 2);
+        }
+    }
+
+    /// Attack: a huge (accepted) snapping width. r = u + w(c + 1/2)
+    /// overflowed to +inf for x >= u when u > MAX/2, so the release failed
+    /// for those x and succeeded for x < u: an error (a skipped period)
+    /// that depends on x. Now such widths are refused up front.
+    #[test]
+    fn attack_huge_width_cannot_make_the_error_depend_on_x() {
+        let m = || {
+            Mechanism::polyplace(0.1)
+                .unwrap()
+                .with_unit(BudgetUnit::PerDollar)
+                .unwrap()
+        };
+        for w in [f64::MAX, f64::MAX / 4.0, 1e300] {
+            let Ok(mut memo) = Memoized::new(m(), w) else {
+                continue;
+            };
+            let q = SoftThreshold::new(100.0, 20.0).unwrap();
+            // A device whose offset is in the upper half of [0, w).
+            let secret = (0..=255u8)
+                .map(|b| [b; 32])
+                .find(|s| memo.offset(s, 1)[0] > w * 0.75)
+                .unwrap();
+            let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 10.0, 0.0).unwrap();
+            let mut l = PrivacyBudget::with_secret(policy, secret);
+            let u = memo.offset(&secret, 1)[0];
+            let mut rng = StdRng::seed_from_u64(6);
+            let low = memo.release(&mut l, &q, &[0.0], &mut rng).is_ok();
+            let x_high = u + (f64::MAX - u) / 2.0;
+            let high = memo.release(&mut l, &q, &[x_high], &mut rng).is_ok();
+            assert_eq!(low, high, "w = {w:e}: accepted x, error depends on x");
+            assert!(low, "w = {w:e}");
+        }
     }
 
     #[test]
