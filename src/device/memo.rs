@@ -480,6 +480,7 @@ impl Memoized {
     /// exponent = ε · Σ over distinct pairs (x_t, x'_t) of w·||⌈|x_t − x'_t|/w⌉||
     /// δ        = Σ over pairs {s, t} of distinct pairs of
     ///            min(1, Σ_j (|x_sj − x'_sj| + |x_tj − x'_tj|)/w)
+    ///            + δ_M · #(distinct pairs with x_t ≠ x'_t)
     /// ```
     ///
     /// (ceilings per coordinate; a pair {s, t} adds nothing to δ when
@@ -532,7 +533,13 @@ impl Memoized {
                 delta += (moved / w).min(1.0);
             }
         }
-        Ok((exponent, delta.min(1.0)))
+        // Each class's report is (ε·d, δ_M)-GP: δ_M once per distinct pair
+        // that moved (an unmoved pair has r = r', the same law).
+        let moved_pairs = pairs.iter().filter(|(a, b)| a != b).count() as f64;
+        Ok((
+            exponent,
+            (delta + moved_pairs * self.mechanism.delta()).min(1.0),
+        ))
     }
 
     /// The metered memoized release: the permanent report of x's cell,
@@ -719,6 +726,27 @@ mod tests {
             assert_eq!(low, high, "w = {w:e}: accepted x, error depends on x");
             assert!(low, "w = {w:e}");
         }
+    }
+
+    /// Attack: a memoized (ε, δ) mechanism. Each distinct cell's report
+    /// is (ε·d, δ_M)-GP, so the sequence bound carries δ_M once per class
+    /// on top of the offset's δ; before the fix the bound dropped it (δ = 0
+    /// for a static user of a δ_M = 1e-3 mechanism).
+    #[test]
+    fn attack_trajectory_bound_keeps_the_mechanism_delta() {
+        let m = Mechanism::laplace(0.1, 1e-3).unwrap();
+        let memo = Memoized::new(m, 1.0).unwrap();
+        let v = |xs: &[f64]| xs.iter().map(|&x| vec![x]).collect::<Vec<_>>();
+        // Static user: one class.
+        let (_, d) = memo
+            .trajectory_bound(&v(&[0.3; 4]), &v(&[0.55; 4]))
+            .unwrap();
+        assert!(d >= 1e-3, "{d}");
+        // A commuter: two classes, no offset δ.
+        let (_, d) = memo
+            .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
+            .unwrap();
+        assert!(d >= 2e-3 && d < 2e-3 * (1.0 + 1e-9), "{d}");
     }
 
     #[test]
