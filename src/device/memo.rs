@@ -746,7 +746,7 @@ mod tests {
         let (_, d) = memo
             .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
             .unwrap();
-        assert!(d >= 2e-3 && d < 2e-3 * (1.0 + 1e-9), "{d}");
+        assert!((2e-3..2e-3 * (1.0 + 1e-9)).contains(&d), "{d}");
     }
 
     #[test]
