@@ -749,6 +749,48 @@ mod tests {
         assert!((2e-3..2e-3 * (1.0 + 1e-9)).contains(&d), "{d}");
     }
 
+    /// Attack: two processes on one ledger file, one with a clock that
+    /// went back a period, a period limit of one new cell. Held: the
+    /// second process sees the first one's memo key (same cell: same
+    /// report, free), its new cell goes to the latest period (no refund by
+    /// the late clock) and is refused there; a day later it fits.
+    #[cfg(feature = "std")]
+    #[test]
+    fn attack_two_processes_and_a_clock_back_share_memo_keys_and_periods() {
+        use crate::device::budget::{FileLedger, ManualClock};
+        use alloc::sync::Arc;
+        let dir = std::env::temp_dir().join(format!("geopriv-memo-attack-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.json");
+        let _ = std::fs::remove_file(&path);
+        let policy =
+            BudgetPolicy::periodic(BudgetUnit::PerDollar, 0.1, 0.0, 86_400, 1.0, 0.0).unwrap();
+        let day = 86_400;
+        let (ca, cb) = (ManualClock::new(10 * day), ManualClock::new(9 * day));
+        let mut a = FileLedger::open_or_create(&path, &policy)
+            .unwrap()
+            .with_clock(Arc::new(ca.clone()));
+        let mut b = FileLedger::open(&path, &policy)
+            .unwrap()
+            .with_clock(Arc::new(cb.clone()));
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut m2 = memo(0.1, 10.0);
+        let mut rng = StdRng::seed_from_u64(8);
+        let ra = m.release(&mut a, &q, &[95.0], &mut rng).unwrap();
+        let rb = m2.release(&mut b, &q, &[95.0], &mut rng).unwrap();
+        assert!(ra.charged && !rb.charged && ra.value == rb.value);
+        // B's clock says day 9; the file says day 10 was charged.
+        let e = m2.release(&mut b, &q, &[300.0], &mut rng).unwrap_err();
+        assert!(matches!(e, Error::BudgetExceeded { .. }), "{e}");
+        cb.set(11 * day);
+        assert!(m2.release(&mut b, &q, &[300.0], &mut rng).unwrap().charged);
+        a.refresh().unwrap();
+        assert_eq!(a.state().releases(), 2);
+        assert_eq!(a.state().memo_key_count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn trajectory_bounds() {
         let m = memo(0.5, 1.0);
