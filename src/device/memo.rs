@@ -140,6 +140,11 @@ pub(crate) fn unit_uniform(bytes: &[u8; 32]) -> f64 {
 /// Largest |(x − u)/w| accepted: cell indices stay exact integers.
 const MAX_CELL_INDEX: f64 = 4_503_599_627_370_496.0; // 2^52
 
+/// Probability slack per coordinate and unit of |x|/w that a computed
+/// cell differs from the exact one (`trajectory_bound`): 2^-50, above the
+/// 2^-51 + 2^-53 of two roundings and u's 2^-53 grid.
+const FP_CELL_SLACK: f64 = 1.0 / 1_125_899_906_842_624.0; // 2^-50
+
 /// Largest snapping width: with |c| < 2^52 and u < w, every representative
 /// |u + w(c + 1/2)| < w(2^52 + 2) stays finite.
 pub const MAX_WIDTH: f64 = f64::MAX / 18_014_398_509_481_984.0; // 2^54
@@ -481,6 +486,8 @@ impl Memoized {
     /// δ        = Σ over pairs {s, t} of distinct pairs of
     ///            min(1, Σ_j (|x_sj − x'_sj| + |x_tj − x'_tj|)/w)
     ///            + δ_M · #(distinct pairs with x_t ≠ x'_t)
+    ///            + 2^-50 Σ over distinct pairs, coordinates (|x_tj| + |x'_tj|)/w + 4
+    ///              (floating point; only with two or more distinct pairs)
     /// ```
     ///
     /// (ceilings per coordinate; a pair {s, t} adds nothing to δ when
@@ -532,6 +539,24 @@ impl Memoized {
                     .sum();
                 delta += (moved / w).min(1.0);
             }
+        }
+        // Floating point: the computed cell floor(fl(fl(x − u)/w)) can
+        // differ from the exact one when (x − u)/w is within 2^-52·|z| of an
+        // integer (z = (x − u)/w, |z| <= |x|/w + 1), an event of probability
+        // at most (|x_j|/w + 1)·2^-51 over u (plus 2^-53 for u's grid):
+        // points at least w apart can share a computed cell. Only patterns
+        // of two or more distinct points can change (a single point has
+        // the same pattern whatever its cell).
+        if pairs.len() >= 2 {
+            let per_point = |p: &[f64]| -> f64 {
+                p.iter()
+                    .map(|v| (libm::fabs(*v) / w + 2.0) * FP_CELL_SLACK)
+                    .sum()
+            };
+            delta += pairs
+                .iter()
+                .map(|(a, b)| per_point(a) + per_point(b))
+                .sum::<f64>();
         }
         // Each class's report is (ε·d, δ_M)-GP: δ_M once per distinct pair
         // that moved (an unmoved pair has r = r', the same law).
@@ -791,6 +816,30 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Attack: the "always apart" rule in floating point. a and b = a + w
+    /// are at least w apart as computed, yet for this offset u the computed
+    /// cells floor(fl(fl(x − u)/w)) coincide; before the fix the pair added
+    /// nothing to δ (a claim of "always", false in floating point).
+    #[test]
+    fn attack_points_w_apart_can_share_a_computed_cell() {
+        let m = memo(0.1, 0.1);
+        let (a, b) = (-64.0236546443509_f64, -63.9236546443509_f64);
+        let u = 0.07634535564911006;
+        assert!(b - a >= 0.1);
+        let (ca, _) = m.snap_with(&[u], &[a]).unwrap();
+        let (cb, _) = m.snap_with(&[u], &[b]).unwrap();
+        assert_eq!(ca, cb, "the counterexample");
+        let x = vec![vec![a], vec![b]];
+        let x2 = vec![vec![a + 0.01], vec![b + 0.3]];
+        let (_, d) = m.trajectory_bound(&x, &x2).unwrap();
+        assert!(d > 0.0 && d < 1e-10, "{d}");
+        // A single distinct pair (a static user) still has δ = 0.
+        let (_, d) = m
+            .trajectory_bound(&[vec![a], vec![a]], &[vec![b], vec![b]])
+            .unwrap();
+        assert_eq!(d, 0.0);
+    }
+
     #[test]
     fn trajectory_bounds() {
         let m = memo(0.5, 1.0);
@@ -806,11 +855,11 @@ mod tests {
             (e - 0.5).abs() < 1e-12 && (d - 0.05).abs() < 1e-12,
             "{e} {d}"
         );
-        // A commute between places 10 w apart: no δ.
+        // A commute between places 10 w apart: no δ but floating point's.
         let (_, d) = m
             .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
             .unwrap();
-        assert_eq!(d, 0.0);
+        assert!(d < 1e-13, "{d}");
         assert!(m.trajectory_bound(&v(&[0.0]), &v(&[0.0, 1.0])).is_err());
     }
 
