@@ -840,6 +840,56 @@ mod tests {
         assert_eq!(d, 0.0);
     }
 
+    /// Attack: the cache against `permanent` and the ledger. Six cells
+    /// cycled (more than the cache holds, so entries are evicted and
+    /// revisited), negative coordinates, points exactly on cell
+    /// boundaries u + k·w and just below them, two devices interleaved.
+    /// Held: every release equals `permanent`, is charged iff its key is
+    /// new, and the ledger's charges equal the distinct cells.
+    #[test]
+    fn attack_cache_eviction_boundaries_and_negative_points() {
+        let q = GaussianKde::new(&[0.0, 0.0], 30.0).unwrap();
+        let m = Mechanism::polyplace(0.01)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
+        let w = 7.0;
+        let mut memo = Memoized::new(m, w).unwrap();
+        let p = BudgetPolicy::new(BudgetUnit::PerMetre, 10.0, 0.0).unwrap();
+        let mut ledgers = [
+            PrivacyBudget::with_secret(p.clone(), [11u8; 32]),
+            PrivacyBudget::with_secret(p, [12u8; 32]),
+        ];
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut seen: Vec<Vec<[u8; 32]>> = vec![Vec::new(), Vec::new()];
+        for round in 0..5 {
+            for k in -3i32..3 {
+                for (d, l) in ledgers.iter_mut().enumerate() {
+                    let s = l.device_secret();
+                    let u = memo.offset(&s, 2);
+                    let edge = [u[0] + w * f64::from(k), u[1] - w * f64::from(k)];
+                    let x = match round % 3 {
+                        0 => edge,
+                        1 => [edge[0].next_down(), edge[1].next_down()],
+                        _ => [edge[0] + 0.5 * w, -edge[1] - 1e3],
+                    };
+                    let (perm, key) = memo.permanent(&q, &s, &x).unwrap();
+                    let r = memo.release(l, &q, &x, &mut rng).unwrap();
+                    assert_eq!(r.value, perm, "round {round}, k {k}, device {d}");
+                    let new = !seen[d].contains(&key);
+                    assert_eq!(r.charged, new);
+                    if new {
+                        seen[d].push(key);
+                    }
+                }
+            }
+        }
+        for (d, l) in ledgers.iter().enumerate() {
+            assert_eq!(l.state().releases(), seen[d].len() as u64);
+            assert_eq!(l.memo_key_count(), seen[d].len());
+        }
+    }
+
     #[test]
     fn trajectory_bounds() {
         let m = memo(0.5, 1.0);
