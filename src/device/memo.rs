@@ -493,7 +493,8 @@ impl Memoized {
     /// (ceilings per coordinate; a pair {s, t} adds nothing to δ when
     /// x_s = x_t and x'_s = x'_t, or when some coordinate j has
     /// |x_sj − x_tj| >= w and |x'_sj − x'_tj| >= w: both sequences then
-    /// always change cell between s and t). The instantaneous layer is
+    /// always change cell between s and t; up to the floating-point term).
+    /// The instantaneous layer is
     /// post-processing and does not change it. Refused for trajectories of
     /// different lengths or dimensions.
     pub fn trajectory_bound(&self, x: &[Vec<f64>], x_prime: &[Vec<f64>]) -> Result<(f64, f64)> {
