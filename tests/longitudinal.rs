@@ -272,3 +272,27 @@ fn attack_faults_of_our_own_key_with_period_and_public_offset_fail() {
     let v = test_sequence_pair(&public_offset, &x, &y, bound, delta, &options(71)).unwrap();
     check(&v, false, "public offset");
 }
+
+/// Fault designed by the attack: the instantaneous layer's noise drawn
+/// from the memo stream (seeded by the permanent report's key, here its
+/// value) instead of fresh randomness: a repeat (y, y) sends two equal
+/// reports, a change (y, y') two different ones. Must fail the layer's
+/// test at ε_I.
+#[test]
+fn attack_instantaneous_layer_from_the_memo_stream_fails() {
+    use rand::SeedableRng;
+    let q = query();
+    let layer = InstantaneousLayer::new(1.0).unwrap();
+    let (x, y) = (path(&[0.0, 0.0]), path(&[0.0, 1.0]));
+    let release = |perm: &[Vec<f64>], rng: &mut StdRng| {
+        let device: u64 = rng.random();
+        perm.iter()
+            .map(|p| {
+                let mut memo_stream = StdRng::seed_from_u64(device ^ p[0].to_bits());
+                layer.apply(&q, p[0], &mut memo_stream).map(Some)
+            })
+            .collect()
+    };
+    let v = test_sequence_pair(&release, &x, &y, 1.0, 0.0, &options(72)).unwrap();
+    check(&v, false, "instantaneous layer from the memo stream");
+}
