@@ -215,3 +215,84 @@ fn the_instantaneous_layer_hides_the_pattern_at_eps_i_half_noise_fails() {
         check(&v, should_pass, "instantaneous layer");
     }
 }
+
+/// Faults designed by the fresh-eyes attack (not the three seeded ones):
+/// (a) a memo key that includes the period (every period a fresh report of
+/// the same cell, claimed at one class's ε), (b) a public offset u = 0
+/// (cells fixed for every device: a jitter across a cell boundary always
+/// changes the pattern, claimed at the secret offset's δ). Both must fail.
+#[test]
+fn attack_faults_of_our_own_key_with_period_and_public_offset_fail() {
+    use rand::SeedableRng;
+    let q = query();
+    let m = mechanism();
+    // (a) Key with the period: seed the noise with (memo key, t).
+    let memo = Memoized::new(m.clone(), 0.1).unwrap();
+    let keyed_by_period = |x: &[Vec<f64>], rng: &mut StdRng| {
+        let k = secret(rng);
+        x.iter()
+            .enumerate()
+            .map(|(t, p)| {
+                let (_, key) = memo.permanent(&q, &k, p)?;
+                let (_, rep) = memo.snap(&q, &k, p)?;
+                let mut seed = key;
+                seed[..8].copy_from_slice(&(t as u64).to_le_bytes());
+                let mut noise = StdRng::from_seed(seed);
+                m.privatize_unmetered(&q, &rep, &mut noise).map(Some)
+            })
+            .collect()
+    };
+    let (x, y) = (path(&[0.1; T]), path(&[0.5; T]));
+    let (bound, delta) = memo.trajectory_bound(&x, &y).unwrap();
+    assert_eq!(delta, 0.0);
+    let v = test_sequence_pair(&keyed_by_period, &x, &y, bound, delta, &options(70)).unwrap();
+    check(&v, false, "memo key that includes the period");
+
+    // (b) Public offset: cells [n w, (n + 1) w) for every device.
+    let w = 1.0;
+    let memo = Memoized::new(m.clone(), w).unwrap();
+    let public_offset = |x: &[Vec<f64>], rng: &mut StdRng| {
+        let k = secret(rng);
+        x.iter()
+            .map(|p| {
+                let cell = (p[0] / w).floor();
+                let rep = [w * (cell + 0.5)];
+                let key = memo.memo_key(&q, &k, &[cell as i64]);
+                let mut noise = StdRng::from_seed(key);
+                m.privatize_unmetered(&q, &rep, &mut noise).map(Some)
+            })
+            .collect()
+    };
+    let (x, y) = (
+        path(&[0.98; T]),
+        path(&[0.98, 0.98, 1.03, 0.98, 1.03, 0.98]),
+    );
+    let (bound, delta) = memo.trajectory_bound(&x, &y).unwrap();
+    assert!(delta <= 0.05 + 1e-12, "{delta}");
+    let v = test_sequence_pair(&public_offset, &x, &y, bound, delta, &options(71)).unwrap();
+    check(&v, false, "public offset");
+}
+
+/// Fault designed by the attack: the instantaneous layer's noise drawn
+/// from the memo stream (seeded by the permanent report's key, here its
+/// value) instead of fresh randomness: a repeat (y, y) sends two equal
+/// reports, a change (y, y') two different ones. Must fail the layer's
+/// test at ε_I.
+#[test]
+fn attack_instantaneous_layer_from_the_memo_stream_fails() {
+    use rand::SeedableRng;
+    let q = query();
+    let layer = InstantaneousLayer::new(1.0).unwrap();
+    let (x, y) = (path(&[0.0, 0.0]), path(&[0.0, 1.0]));
+    let release = |perm: &[Vec<f64>], rng: &mut StdRng| {
+        let device: u64 = rng.random();
+        perm.iter()
+            .map(|p| {
+                let mut memo_stream = StdRng::seed_from_u64(device ^ p[0].to_bits());
+                layer.apply(&q, p[0], &mut memo_stream).map(Some)
+            })
+            .collect()
+    };
+    let v = test_sequence_pair(&release, &x, &y, 1.0, 0.0, &options(72)).unwrap();
+    check(&v, false, "instantaneous layer from the memo stream");
+}

@@ -7,7 +7,7 @@
 //! ```text
 //! cell            c(x) = floor((x − u) / w)            (per coordinate)
 //! representative  r(x) = u + w (c(x) + 1/2)
-//! memo key        K    = PRF_k("key", query, mechanism, ε, δ, w, c(x))
+//! memo key        K    = PRF_k("key", query, mechanism and its calibration, ε, δ, w, c(x))
 //! report          y    = M(r(x)) with all of M's randomness from ChaCha20(PRF_k("seed", K))
 //! ```
 //!
@@ -139,6 +139,15 @@ pub(crate) fn unit_uniform(bytes: &[u8; 32]) -> f64 {
 
 /// Largest |(x − u)/w| accepted: cell indices stay exact integers.
 const MAX_CELL_INDEX: f64 = 4_503_599_627_370_496.0; // 2^52
+
+/// Probability slack per coordinate and unit of |x|/w that a computed
+/// cell differs from the exact one (`trajectory_bound`): 2^-50, above the
+/// 2^-51 + 2^-53 of two roundings and u's 2^-53 grid.
+const FP_CELL_SLACK: f64 = 1.0 / 1_125_899_906_842_624.0; // 2^-50
+
+/// Largest snapping width: with |c| < 2^52 and u < w, every representative
+/// |u + w(c + 1/2)| < w(2^52 + 2) stays finite.
+pub const MAX_WIDTH: f64 = f64::MAX / 18_014_398_509_481_984.0; // 2^54
 
 /// The instantaneous second layer (`docs/MATH.md §12.3`): every sent report
 /// is the permanent report plus fresh Laplace(range(f)/ε_I) noise, snapped
@@ -294,10 +303,22 @@ impl Cache {
 impl Memoized {
     /// `mechanism` memoized on a snapping grid of public width `width` (in
     /// the query's unit, from public parameters only).
+    ///
+    /// Refused unless 0 < width <= [`MAX_WIDTH`] (so every representative
+    /// of an accepted cell is finite: an overflow would make the release
+    /// fail for some x only).
     pub fn new(mechanism: Mechanism, width: f64) -> Result<Self> {
+        let width = positive_finite("snapping width", width)?;
+        if width > MAX_WIDTH {
+            return Err(Error::InvalidParameter {
+                name: "snapping width",
+                value: width,
+                requirement: "at most f64::MAX / 2^54",
+            });
+        }
         Ok(Self {
             mechanism,
-            width: positive_finite("snapping width", width)?,
+            width,
             instantaneous: None,
             key_ignores_snapping: false,
             cache: Cache::default(),
@@ -392,6 +413,19 @@ impl Memoized {
     ) -> [u8; 32] {
         let id = query.descriptor().canonical_id();
         let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
+        // The whole calibration, not only (name, ε, δ): two mechanisms of
+        // one name and ε with another smoothness share, degrees of freedom
+        // or growth release different reports of a cell and must not share
+        // a key (one charge for two reports).
+        let calibration = alloc::format!(
+            "{:?}",
+            (
+                self.mechanism.smoothness_share().map(f64::to_bits),
+                self.mechanism.growth(),
+                self.mechanism.noise_shape(),
+                self.mechanism.scale_for(1.0).map(f64::to_bits),
+            )
+        );
         prf(
             secret,
             &[
@@ -400,6 +434,7 @@ impl Memoized {
                 self.mechanism.name().as_str().as_bytes(),
                 &self.mechanism.epsilon().to_bits().to_le_bytes(),
                 &self.mechanism.delta().to_bits().to_le_bytes(),
+                calibration.as_bytes(),
                 &self.width.to_bits().to_le_bytes(),
                 &cells,
             ],
@@ -450,12 +485,16 @@ impl Memoized {
     /// exponent = ε · Σ over distinct pairs (x_t, x'_t) of w·||⌈|x_t − x'_t|/w⌉||
     /// δ        = Σ over pairs {s, t} of distinct pairs of
     ///            min(1, Σ_j (|x_sj − x'_sj| + |x_tj − x'_tj|)/w)
+    ///            + δ_M · #(distinct pairs with x_t ≠ x'_t)
+    ///            + 2^-50 Σ over distinct pairs, coordinates (|x_tj| + |x'_tj|)/w + 4
+    ///              (floating point; only with two or more distinct pairs)
     /// ```
     ///
     /// (ceilings per coordinate; a pair {s, t} adds nothing to δ when
     /// x_s = x_t and x'_s = x'_t, or when some coordinate j has
     /// |x_sj − x_tj| >= w and |x'_sj − x'_tj| >= w: both sequences then
-    /// always change cell between s and t). The instantaneous layer is
+    /// always change cell between s and t; up to the floating-point term).
+    /// The instantaneous layer is
     /// post-processing and does not change it. Refused for trajectories of
     /// different lengths or dimensions.
     pub fn trajectory_bound(&self, x: &[Vec<f64>], x_prime: &[Vec<f64>]) -> Result<(f64, f64)> {
@@ -502,7 +541,31 @@ impl Memoized {
                 delta += (moved / w).min(1.0);
             }
         }
-        Ok((exponent, delta.min(1.0)))
+        // Floating point: the computed cell floor(fl(fl(x − u)/w)) can
+        // differ from the exact one when (x − u)/w is within 2^-52·|z| of an
+        // integer (z = (x − u)/w, |z| <= |x|/w + 1), an event of probability
+        // at most (|x_j|/w + 1)·2^-51 over u (plus 2^-53 for u's grid):
+        // points at least w apart can share a computed cell. Only patterns
+        // of two or more distinct points can change (a single point has
+        // the same pattern whatever its cell).
+        if pairs.len() >= 2 {
+            let per_point = |p: &[f64]| -> f64 {
+                p.iter()
+                    .map(|v| (libm::fabs(*v) / w + 2.0) * FP_CELL_SLACK)
+                    .sum()
+            };
+            delta += pairs
+                .iter()
+                .map(|(a, b)| per_point(a) + per_point(b))
+                .sum::<f64>();
+        }
+        // Each class's report is (ε·d, δ_M)-GP: δ_M once per distinct pair
+        // that moved (an unmoved pair has r = r', the same law).
+        let moved_pairs = pairs.iter().filter(|(a, b)| a != b).count() as f64;
+        Ok((
+            exponent,
+            (delta + moved_pairs * self.mechanism.delta()).min(1.0),
+        ))
     }
 
     /// The metered memoized release: the permanent report of x's cell,
@@ -614,6 +677,220 @@ mod tests {
         assert_eq!(a.value, (a.value / grid).round() * grid);
     }
 
+    /// Attack: two mechanisms of the same name, ε and δ but different
+    /// calibrations (smoothness share, degrees of freedom) under one memo
+    /// key. Before the fix the key held only (name, ε, δ): the second
+    /// release reused the first key (not charged) and the same seed, and
+    /// sent a *different* report of the same cell, i.e. two reports for
+    /// one charge (with shared noise: for a location-scale release two
+    /// scales of one Z let an observer solve for f(r)).
+    #[test]
+    fn attack_two_calibrations_under_one_key_are_charged_apart() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let pairs = [
+            (
+                Mechanism::polyplace_with(0.1, 0.2).unwrap(),
+                Mechanism::polyplace_with(0.1, 0.6).unwrap(),
+            ),
+            (
+                Mechanism::student_t_with(0.1, 3.0, 0.3).unwrap(),
+                Mechanism::student_t_with(0.1, 5.0, 0.3).unwrap(),
+            ),
+            (
+                Mechanism::cauchy_with(0.1, 3.0, 0.3).unwrap(),
+                Mechanism::cauchy_with(0.1, 4.0, 0.3).unwrap(),
+            ),
+        ];
+        for (a, b) in pairs {
+            let mut l = ledger(10.0);
+            let unit = BudgetUnit::PerDollar;
+            let mut ma = Memoized::new(a.with_unit(unit.clone()).unwrap(), 10.0).unwrap();
+            let mut mb = Memoized::new(b.with_unit(unit).unwrap(), 10.0).unwrap();
+            let ra = ma.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+            let rb = mb.release(&mut l, &q, &[95.0], &mut rng).unwrap();
+            assert!(ra.charged);
+            assert!(
+                rb.charged || rb.value == ra.value,
+                "a second, different report ({} vs {}) was not charged",
+                rb.value,
+                ra.value
+            );
+            assert_eq!(l.state().releases(), 2);
+        }
+    }
+
+    /// Attack: a huge (accepted) snapping width. r = u + w(c + 1/2)
+    /// overflowed to +inf for x >= u when u > MAX/2, so the release failed
+    /// for those x and succeeded for x < u: an error (a skipped period)
+    /// that depends on x. Now such widths are refused up front.
+    #[test]
+    fn attack_huge_width_cannot_make_the_error_depend_on_x() {
+        let m = || {
+            Mechanism::polyplace(0.1)
+                .unwrap()
+                .with_unit(BudgetUnit::PerDollar)
+                .unwrap()
+        };
+        for w in [f64::MAX, f64::MAX / 4.0, 1e300] {
+            let Ok(mut memo) = Memoized::new(m(), w) else {
+                continue;
+            };
+            let q = SoftThreshold::new(100.0, 20.0).unwrap();
+            // A device whose offset is in the upper half of [0, w).
+            let secret = (0..=255u8)
+                .map(|b| [b; 32])
+                .find(|s| memo.offset(s, 1)[0] > w * 0.75)
+                .unwrap();
+            let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 10.0, 0.0).unwrap();
+            let mut l = PrivacyBudget::with_secret(policy, secret);
+            let u = memo.offset(&secret, 1)[0];
+            let mut rng = StdRng::seed_from_u64(6);
+            let low = memo.release(&mut l, &q, &[0.0], &mut rng).is_ok();
+            let x_high = u + (f64::MAX - u) / 2.0;
+            let high = memo.release(&mut l, &q, &[x_high], &mut rng).is_ok();
+            assert_eq!(low, high, "w = {w:e}: accepted x, error depends on x");
+            assert!(low, "w = {w:e}");
+        }
+    }
+
+    /// Attack: a memoized (ε, δ) mechanism. Each distinct cell's report
+    /// is (ε·d, δ_M)-GP, so the sequence bound carries δ_M once per class
+    /// on top of the offset's δ; before the fix the bound dropped it (δ = 0
+    /// for a static user of a δ_M = 1e-3 mechanism).
+    #[test]
+    fn attack_trajectory_bound_keeps_the_mechanism_delta() {
+        let m = Mechanism::laplace(0.1, 1e-3).unwrap();
+        let memo = Memoized::new(m, 1.0).unwrap();
+        let v = |xs: &[f64]| xs.iter().map(|&x| vec![x]).collect::<Vec<_>>();
+        // Static user: one class.
+        let (_, d) = memo
+            .trajectory_bound(&v(&[0.3; 4]), &v(&[0.55; 4]))
+            .unwrap();
+        assert!(d >= 1e-3, "{d}");
+        // A commuter: two classes, no offset δ.
+        let (_, d) = memo
+            .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
+            .unwrap();
+        assert!((2e-3..2e-3 * (1.0 + 1e-9)).contains(&d), "{d}");
+    }
+
+    /// Attack: two processes on one ledger file, one with a clock that
+    /// went back a period, a period limit of one new cell. Held: the
+    /// second process sees the first one's memo key (same cell: same
+    /// report, free), its new cell goes to the latest period (no refund by
+    /// the late clock) and is refused there; a day later it fits.
+    #[cfg(feature = "std")]
+    #[test]
+    fn attack_two_processes_and_a_clock_back_share_memo_keys_and_periods() {
+        use crate::device::budget::{FileLedger, ManualClock};
+        use alloc::sync::Arc;
+        let dir = std::env::temp_dir().join(format!("geopriv-memo-attack-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.json");
+        let _ = std::fs::remove_file(&path);
+        let policy =
+            BudgetPolicy::periodic(BudgetUnit::PerDollar, 0.1, 0.0, 86_400, 1.0, 0.0).unwrap();
+        let day = 86_400;
+        let (ca, cb) = (ManualClock::new(10 * day), ManualClock::new(9 * day));
+        let mut a = FileLedger::open_or_create(&path, &policy)
+            .unwrap()
+            .with_clock(Arc::new(ca.clone()));
+        let mut b = FileLedger::open(&path, &policy)
+            .unwrap()
+            .with_clock(Arc::new(cb.clone()));
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut m2 = memo(0.1, 10.0);
+        let mut rng = StdRng::seed_from_u64(8);
+        let ra = m.release(&mut a, &q, &[95.0], &mut rng).unwrap();
+        let rb = m2.release(&mut b, &q, &[95.0], &mut rng).unwrap();
+        assert!(ra.charged && !rb.charged && ra.value == rb.value);
+        // B's clock says day 9; the file says day 10 was charged.
+        let e = m2.release(&mut b, &q, &[300.0], &mut rng).unwrap_err();
+        assert!(matches!(e, Error::BudgetExceeded { .. }), "{e}");
+        cb.set(11 * day);
+        assert!(m2.release(&mut b, &q, &[300.0], &mut rng).unwrap().charged);
+        a.refresh().unwrap();
+        assert_eq!(a.state().releases(), 2);
+        assert_eq!(a.state().memo_key_count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Attack: the "always apart" rule in floating point. a and b = a + w
+    /// are at least w apart as computed, yet for this offset u the computed
+    /// cells floor(fl(fl(x − u)/w)) coincide; before the fix the pair added
+    /// nothing to δ (a claim of "always", false in floating point).
+    #[test]
+    fn attack_points_w_apart_can_share_a_computed_cell() {
+        let m = memo(0.1, 0.1);
+        let (a, b) = (-64.0236546443509_f64, -63.9236546443509_f64);
+        let u = 0.07634535564911006;
+        assert!(b - a >= 0.1);
+        let (ca, _) = m.snap_with(&[u], &[a]).unwrap();
+        let (cb, _) = m.snap_with(&[u], &[b]).unwrap();
+        assert_eq!(ca, cb, "the counterexample");
+        let x = vec![vec![a], vec![b]];
+        let x2 = vec![vec![a + 0.01], vec![b + 0.3]];
+        let (_, d) = m.trajectory_bound(&x, &x2).unwrap();
+        assert!(d > 0.0 && d < 1e-10, "{d}");
+        // A single distinct pair (a static user) still has δ = 0.
+        let (_, d) = m
+            .trajectory_bound(&[vec![a], vec![a]], &[vec![b], vec![b]])
+            .unwrap();
+        assert_eq!(d, 0.0);
+    }
+
+    /// Attack: the cache against `permanent` and the ledger. Six cells
+    /// cycled (more than the cache holds, so entries are evicted and
+    /// revisited), negative coordinates, points exactly on cell
+    /// boundaries u + k·w and just below them, two devices interleaved.
+    /// Held: every release equals `permanent`, is charged iff its key is
+    /// new, and the ledger's charges equal the distinct cells.
+    #[test]
+    fn attack_cache_eviction_boundaries_and_negative_points() {
+        let q = GaussianKde::new(&[0.0, 0.0], 30.0).unwrap();
+        let m = Mechanism::polyplace(0.01)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
+        let w = 7.0;
+        let mut memo = Memoized::new(m, w).unwrap();
+        let p = BudgetPolicy::new(BudgetUnit::PerMetre, 10.0, 0.0).unwrap();
+        let mut ledgers = [
+            PrivacyBudget::with_secret(p.clone(), [11u8; 32]),
+            PrivacyBudget::with_secret(p, [12u8; 32]),
+        ];
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut seen: Vec<Vec<[u8; 32]>> = vec![Vec::new(), Vec::new()];
+        for round in 0..5 {
+            for k in -3i32..3 {
+                for (d, l) in ledgers.iter_mut().enumerate() {
+                    let s = l.device_secret();
+                    let u = memo.offset(&s, 2);
+                    let edge = [u[0] + w * f64::from(k), u[1] - w * f64::from(k)];
+                    let x = match round % 3 {
+                        0 => edge,
+                        1 => [edge[0].next_down(), edge[1].next_down()],
+                        _ => [edge[0] + 0.5 * w, -edge[1] - 1e3],
+                    };
+                    let (perm, key) = memo.permanent(&q, &s, &x).unwrap();
+                    let r = memo.release(l, &q, &x, &mut rng).unwrap();
+                    assert_eq!(r.value, perm, "round {round}, k {k}, device {d}");
+                    let new = !seen[d].contains(&key);
+                    assert_eq!(r.charged, new);
+                    if new {
+                        seen[d].push(key);
+                    }
+                }
+            }
+        }
+        for (d, l) in ledgers.iter().enumerate() {
+            assert_eq!(l.state().releases(), seen[d].len() as u64);
+            assert_eq!(l.memo_key_count(), seen[d].len());
+        }
+    }
+
     #[test]
     fn trajectory_bounds() {
         let m = memo(0.5, 1.0);
@@ -629,11 +906,11 @@ mod tests {
             (e - 0.5).abs() < 1e-12 && (d - 0.05).abs() < 1e-12,
             "{e} {d}"
         );
-        // A commute between places 10 w apart: no δ.
+        // A commute between places 10 w apart: no δ but floating point's.
         let (_, d) = m
             .trajectory_bound(&v(&[0.0, 10.0, 0.0]), &v(&[0.2, 10.2, 0.2]))
             .unwrap();
-        assert_eq!(d, 0.0);
+        assert!(d < 1e-13, "{d}");
         assert!(m.trajectory_bound(&v(&[0.0]), &v(&[0.0, 1.0])).is_err());
     }
 

@@ -129,7 +129,11 @@ pub struct PlanInput {
     pub periods: u64,
     /// C, the lifetime budget per device (per unit of the query).
     pub lifetime_epsilon: f64,
-    /// Var f over the population (<= 1/4 for a share).
+    /// Var f over the population (<= 1/4 for a share). Must come from
+    /// public information (the bound 1/4, a prior, an earlier *private*
+    /// estimate), never from the devices' raw values: the plan fixes every
+    /// device's reporting periods and ε per report, which must not depend
+    /// on x (`docs/MATH.md §12.2`).
     pub value_variance: f64,
     /// c in the model noise variance = c/ε² (see [`noise_constant`]).
     pub noise_constant: f64,
