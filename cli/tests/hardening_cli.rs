@@ -3,24 +3,8 @@
 //! `map aggregate`, flags refused up front and the exit codes.
 
 use geopriv::{MechanismName, QueryDescriptor, Report};
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn geopriv(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let feeder = std::thread::spawn(move || pipe.write_all(&data));
-    let out = child.wait_with_output().unwrap();
-    let _ = feeder.join();
-    out
-}
+mod common;
+use common::geopriv;
 
 const EPS: f64 = 5e-5;
 

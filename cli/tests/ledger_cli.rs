@@ -1,21 +1,9 @@
 //! `geopriv privatize --ledger` from several processes at once, and the
 //! ledger's units under --latlon (issue 19 items 1 and 6).
 
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
-
-fn spawn(args: &[&str], stdin: Vec<u8>) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    std::thread::spawn(move || pipe.write_all(&stdin));
-    child
-}
+mod common;
+use common::spawn;
+use std::process::Child;
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("geopriv-cli-{name}-{}", std::process::id()));

@@ -1,26 +1,8 @@
 //! `geopriv privatize | geopriv aggregate` and `geopriv audit`, run as a
 //! user would run them.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn geopriv(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Feed stdin from another thread: the child may fill its stdout pipe
-    // before it has read all of its input.
-    let mut pipe = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let feeder = std::thread::spawn(move || pipe.write_all(&data));
-    let output = child.wait_with_output().unwrap();
-    let _ = feeder.join();
-    output
-}
+mod common;
+use common::geopriv;
 
 const THRESHOLD: &[&str] = &[
     "privatize",

@@ -2,28 +2,11 @@
 //! stdin/stdout like a pipeline would.
 
 use geopriv::{Growth, Query, SoftInterval, SoftThreshold, TwoWayThreshold};
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-/// Runs `geopriv args...` with `input` on stdin (written from a thread so a
-/// large output cannot dead-lock the pipe).
-fn geopriv(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the geopriv binary runs");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_owned();
-    let writer = std::thread::spawn(move || {
-        // The child may exit early (bad flags) and close its stdin.
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    output
+/// `geopriv args...` with text on stdin.
+fn geopriv(args: &[&str], input: &str) -> std::process::Output {
+    common::geopriv(args, input.as_bytes())
 }
 
 fn text(bytes: &[u8]) -> String {
