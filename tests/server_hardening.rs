@@ -137,7 +137,7 @@ fn no_byte_sequence_costs_a_good_record() {
     input.extend_from_slice(good.as_bytes());
     input.extend_from_slice(b"\n\xff\xfe\x00 not utf-8\n");
     input.extend_from_slice(format!("[{good},{good}]\n").as_bytes());
-    input.extend_from_slice(b"{\"version\":2,\"anything\":1}\n");
+    input.extend_from_slice(b"{\"version\":99,\"anything\":1}\n");
     input.extend_from_slice(format!("\u{feff}{good}\r\n\n").as_bytes());
     input.extend_from_slice(good.as_bytes()); // no final newline
     let (counts, rejected, agg) = ingest(&input, AggregationConfig::default());

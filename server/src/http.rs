@@ -830,6 +830,7 @@ async fn export(
 /// A collector's partial state of one task (`GET .../state`), merged
 /// exactly by `geopriv-serve merge`.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
 pub struct TaskState {
     /// The task's canonical definition (a merge refuses different ones).
     pub definition: String,
@@ -839,6 +840,7 @@ pub struct TaskState {
 
 /// One period of a [`TaskState`].
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
 pub struct PeriodPart {
     /// Period start.
     pub start: i64,

@@ -47,7 +47,9 @@ pub fn merge_states(
                 task.def.id, s.definition, task.canonical
             ));
         }
+        let mut seen = std::collections::BTreeSet::new();
         for p in &s.periods {
+            check_period(task, p, &mut seen)?;
             let entry = periods
                 .entry(p.start)
                 .or_insert_with(|| match task.new_agg() {
@@ -55,7 +57,10 @@ pub fn merge_states(
                     task::PeriodAgg::Map(_) => unreachable!("checked below"),
                 });
             entry.1.merge_state(&p.state).map_err(|e| e.to_string())?;
-            entry.0 += p.n;
+            entry.0 = entry
+                .0
+                .checked_add(p.n)
+                .ok_or_else(|| format!("period {}: merged report count would overflow", p.start))?;
         }
     }
     Ok(periods
@@ -68,4 +73,140 @@ pub fn merge_states(
             )
         })
         .collect())
+}
+
+/// Refuse a forged period of a partial state: a start that is not a period
+/// start of the task (negative or not a multiple of its period), a period
+/// listed twice in one state (its reports would count twice), or a report
+/// count `n` other than the sum of its groups' counts (the merged `n` is
+/// printed beside the estimate, so it must be the groups' own).
+fn check_period(
+    task: &task::Task,
+    p: &http::PeriodPart,
+    seen: &mut std::collections::BTreeSet<i64>,
+) -> Result<(), String> {
+    let period = i64::try_from(task.def.period).unwrap_or(i64::MAX);
+    if p.start < 0 || p.start % period != 0 {
+        return Err(format!(
+            "partial state refused: period start {} is not a start of task {}'s periods ({} s)",
+            p.start, task.def.id, task.def.period
+        ));
+    }
+    if !seen.insert(p.start) {
+        return Err(format!(
+            "partial state refused: period {} listed twice",
+            p.start
+        ));
+    }
+    let groups = p
+        .state
+        .groups
+        .iter()
+        .try_fold(0u64, |acc, g| acc.checked_add(g.aggregate.n()));
+    if groups != Some(p.n) {
+        return Err(format!(
+            "partial state refused: period {} says n = {} but its groups hold {}",
+            p.start,
+            p.n,
+            groups.map_or("more than 2^64".to_string(), |g| g.to_string())
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = r#"{"version":2,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.0001,"delta":0.0,"value":0.5,"report_id":"45a883eba9fabe8ca388c62af4dc50de"}"#;
+
+    fn income() -> task::Task {
+        // One file per call: the tests run in parallel.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("geopriv-merge-forged-{}-{k}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tasks.toml");
+        std::fs::write(
+            &path,
+            "[[tasks]]\nid = \"income\"\nquery = { threshold = { threshold = 100000.0, width = 20000.0 } }\nmechanism = \"polyplace\"\nepsilon = 0.0001\ndelta = 0.0\nmin_batch = 1\nperiod = 86400\n",
+        )
+        .unwrap();
+        let t = task::load(&path).unwrap().remove(0);
+        let _ = std::fs::remove_dir_all(&dir);
+        t
+    }
+
+    /// A genuine state: 3 reports in the period starting at 86400.
+    fn genuine(t: &task::Task) -> TaskState {
+        let task::PeriodAgg::Value(mut a) = t.new_agg() else {
+            unreachable!()
+        };
+        for _ in 0..3 {
+            a.offer(geopriv::Report::from_json(REPORT).unwrap())
+                .unwrap();
+        }
+        TaskState {
+            definition: t.canonical.clone(),
+            periods: vec![http::PeriodPart {
+                start: 86400,
+                n: 3,
+                state: a.state(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_genuine_state_merges() {
+        let t = income();
+        let s = genuine(&t);
+        let out = merge_states(&t, &[s.clone(), s]).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, out[0].1), (86400, 6));
+    }
+
+    /// Attack: a forged period count. Before the fix `n = u64::MAX` beside
+    /// a genuine state panicked (overflow) in debug builds and wrapped in
+    /// release; any other forged `n` was printed as the merged count.
+    #[test]
+    fn forged_period_counts_are_refused() {
+        let t = income();
+        for n in [u64::MAX, 5, 0] {
+            let mut f = genuine(&t);
+            f.periods[0].n = n;
+            let e = merge_states(&t, &[f, genuine(&t)]).unwrap_err();
+            assert!(e.contains("says n ="), "{e}");
+        }
+    }
+
+    /// Attack: unknown fields in a state or one of its periods (a forger's
+    /// extra data, or a newer format this merge would misread).
+    #[test]
+    fn unknown_fields_of_a_state_are_refused() {
+        let t = income();
+        let mut v = serde_json::to_value(genuine(&t)).unwrap();
+        assert!(serde_json::from_value::<TaskState>(v.clone()).is_ok());
+        v["periods"][0]["weight"] = serde_json::json!(2);
+        assert!(serde_json::from_value::<TaskState>(v.clone()).is_err());
+        v["periods"][0].as_object_mut().unwrap().remove("weight");
+        v["extra"] = serde_json::json!(true);
+        assert!(serde_json::from_value::<TaskState>(v).is_err());
+    }
+
+    /// Attack: the same period twice in one state (counted twice), and
+    /// period starts the task never makes.
+    #[test]
+    fn duplicate_and_misaligned_periods_are_refused() {
+        let t = income();
+        let mut f = genuine(&t);
+        f.periods.push(f.periods[0].clone());
+        assert!(merge_states(&t, &[f]).unwrap_err().contains("listed twice"));
+        for start in [12345, -86400, i64::MIN] {
+            let mut f = genuine(&t);
+            f.periods[0].start = start;
+            let e = merge_states(&t, &[f]).unwrap_err();
+            assert!(e.contains("not a start"), "{e}");
+        }
+    }
 }

@@ -258,3 +258,31 @@ fn partial_states_of_two_collectors_merge_bit_for_bit() {
         cli_estimate(&all)
     );
 }
+
+/// Attack (slowloris, found by the attack-server round, NOT fixed): a
+/// connection that sends no bytes, or its request headers one line a
+/// second, is held open for ever (measured: still open after 65 s; only a
+/// request whose headers are complete meets the 10 s upload timeout). One
+/// client can so hold up to the process's open-file limit of connections
+/// and lock devices out. The fix is a header read timeout, which
+/// `axum::serve` does not expose: an accept loop on hyper-util's
+/// `conn::auto::Builder` with `http1().timer(TokioTimer).header_read_timeout(..)`,
+/// plus a cap on connections per address. Run with `--ignored` (15 s).
+#[test]
+#[ignore = "known open: no header read timeout (slowloris)"]
+fn a_connection_that_never_finishes_its_headers_is_closed() {
+    use std::io::{Read, Write};
+    let dir = workdir("slowloris");
+    let server = Server::start(&dir).unwrap();
+    let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+    s.write_all(b"POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    // Closed (0 bytes or an error answer) within 15 s, not a read timeout.
+    match s.read(&mut buf) {
+        Ok(_) => {}
+        Err(e) => panic!("connection still open after 15 s: {e}"),
+    }
+}

@@ -87,6 +87,16 @@ impl KdeGrid {
             step[a] = positive_finite("bbox side", bbox[2 * a + 1] - bbox[2 * a])?
                 / (points[a] - 1) as f64;
         }
+        // Bounded memory, and `len` = points[0]·points[1] must not overflow
+        // (`--grid 18446744073709551615` panicked in `len`): at most 2^26
+        // queries, the binned path's own cap on bins (bins ≥ queries).
+        if points[0].saturating_mul(points[1]) > MAX_QUERIES {
+            return Err(Error::InvalidParameter {
+                name: "points",
+                value: points[0] as f64 * points[1] as f64,
+                requirement: "at most 2^26 grid points in all",
+            });
+        }
         Ok(Self {
             dim: 2,
             origin: [bbox[0], bbox[2]],
@@ -329,6 +339,9 @@ pub struct L1Bound {
 }
 
 /// Lattice points farther than R0 bandwidths are bounded in closed form.
+/// Most queries of one grid (2^26, as many as the binned path's bins).
+const MAX_QUERIES: usize = 1 << 26;
+
 const R0: f64 = 7.0;
 /// Relative stopping tolerance of the branch-and-bound.
 const BNB_TOL: f64 = 1e-2;
@@ -861,6 +874,24 @@ impl QuerySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack: huge grids (`geopriv map aggregate --grid 18446744073709551615`
+    /// panicked with a multiply overflow in `len`). Refused with a typed
+    /// error; the largest allowed grid still builds.
+    #[test]
+    fn huge_grids_are_refused_not_overflowed() {
+        for p in [usize::MAX, 1 << 32, (1 << 13) + 1] {
+            assert!(matches!(
+                KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [p, p], 0.1),
+                Err(Error::InvalidParameter { name: "points", .. })
+            ));
+            assert!(KdeGrid::square(1.0, p).is_err());
+        }
+        assert!(KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [usize::MAX, 2], 0.1).is_err());
+        assert!(KdeGrid::new_1d(0.0, 1.0, usize::MAX, 0.1).is_err());
+        let g = KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [1 << 13, 1 << 13], 0.1).unwrap();
+        assert_eq!(g.len(), 1 << 26);
+    }
 
     #[test]
     fn demo_grid_l1_matches_spec_and_is_tight() {
