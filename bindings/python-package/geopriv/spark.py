@@ -527,10 +527,13 @@ def check_executors(spark: Any) -> None:
     try:
         versions = sc.parallelize([0], 1).map(_probe).collect()
     except Exception as e:  # noqa: BLE001 - Py4J wraps the executor's error
-        text = str(e)
-        if "geopriv" in text and ("ModuleNotFoundError" in text or "No module named" in text):
-            raise RuntimeError(executor_python_fix()) from None
-        raise
+        # The probe only imports geopriv on an executor: whatever stops it
+        # (no geopriv there, a Python that cannot run Spark's worker, a
+        # version mismatch) is the executors' Python, so name the fix and
+        # keep the executor's own last line for the details.
+        text = str(e).strip().splitlines()
+        detail = text[-1] if text else type(e).__name__
+        raise RuntimeError(f"{executor_python_fix()} (executor error: {detail[:500]})") from None
     import geopriv
 
     if versions and versions[0] != geopriv.__version__:
