@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(policy.accept_bytes(r.bytes.clone()).unwrap(), got);
         assert_eq!(policy.accept_json(format!("  {}\n", r.json)).unwrap(), got);
 
-        let wrong_version = r.json.replace("\"version\":1", "\"version\":2");
+        let wrong_version = r.json.replace("\"version\":2", "\"version\":3");
         let mut bytes_v2 = r.bytes.clone();
         bytes_v2[0] = 2;
         let mut truncated = r.bytes.clone();

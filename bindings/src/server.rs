@@ -756,7 +756,7 @@ mod tests {
         stream.extend_from_slice(b"\n\xff\xfe not utf-8\n");
         stream.extend_from_slice(&[b'x'; 2000]);
         stream.extend_from_slice(b"\n");
-        stream.extend_from_slice(good[1].replace("\"version\":1", "\"version\":7").as_bytes());
+        stream.extend_from_slice(good[1].replace("\"version\":2", "\"version\":7").as_bytes());
         stream.extend_from_slice(b"\n# comment\n");
         stream.extend_from_slice(good[2].as_bytes());
         stream.extend_from_slice(b"\n");

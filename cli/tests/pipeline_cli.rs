@@ -68,6 +68,7 @@ fn reports_never_carry_the_sensitivity_or_the_scale() {
             "epsilon",
             "mechanism",
             "query",
+            "report_id",
             "seeded",
             "value",
             "version"
