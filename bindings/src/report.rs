@@ -204,7 +204,7 @@ mod tests {
 
         let wrong_version = r.json.replace("\"version\":2", "\"version\":3");
         let mut bytes_v2 = r.bytes.clone();
-        bytes_v2[0] = 2;
+        bytes_v2[0] = 3; // version 2 is current (report ids)
         let mut truncated = r.bytes.clone();
         truncated.pop();
         let mut trailing = r.bytes.clone();
