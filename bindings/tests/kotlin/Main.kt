@@ -496,7 +496,7 @@ private fun reportTests() {
                 expect(reportCode(e) == code) { "'$json': code ${reportCode(e)}, expected $code (${e.message})" }
             }
         }
-        val v2 = r.bytes.copyOf().also { it[0] = 2 }
+        val v2 = r.bytes.copyOf().also { it[0] = 3 } // version 2 is current (report ids)
         val badBytes = listOf(
             ByteArray(0) to "empty", ByteArray(7) { 0xff.toByte() } to "malformed",
             r.bytes.copyOf(r.bytes.size - 1) to "truncated", r.bytes + byteArrayOf(0) to "trailing-bytes",

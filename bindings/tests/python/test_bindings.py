@@ -483,7 +483,7 @@ def _():
             raise AssertionError(f"accepted {line!r}")
         except InvalidReport as e:
             expect(report_code(e) == code, f"{line!r}: code {report_code(e)}, expected {code} ({e})")
-    v2 = bytes([2]) + r.bytes[1:]
+    v2 = bytes([3]) + r.bytes[1:]  # version 2 is current (report ids)
     bad_bytes = [
         (b"", "empty"),
         (b"\xff" * 7, "malformed"),
