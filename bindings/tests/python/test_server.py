@@ -107,12 +107,10 @@ def _():
     expect(only_estimate(server).estimate.n == 2, "the good records are kept")
     c = server.counts()
     expect((c.records, c.accepted, c.rejected, c.skipped) == (6, 2, 3, 1), c)
-    # `auto` refuses a stream it cannot read, up front.
-    try:
-        server.ingest(b"\x01\x02 neither", InputFormat.AUTO)
-        raise AssertionError("an undetectable stream was read")
-    except GeoprivError.InvalidInput:
-        pass
+    # `auto` decides each record by itself: a record neither JSON nor a
+    # frame is rejected alone (issue 19 item 9), it never refuses the stream.
+    g = server.ingest(b"\x01\x02 neither", InputFormat.AUTO)
+    expect((g.accepted, g.rejected) == (0, 1), g)
     # The batch calls: same outcomes per record; attacker text escaped.
     attack = "\x1b[31m\nline 1: report accepted\n"
     r = server.add_json_batch([HONEST[3], None, "y" * 5_000, attack, HONEST[1].replace('"version":2', '"version":9')])
