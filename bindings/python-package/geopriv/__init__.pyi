@@ -16,6 +16,7 @@ from ._native.geopriv_ffi import (
     InputFormat as InputFormat,
     RejectedRecord as RejectedRecord,
     BatchResult as BatchResult,
+    BudgetPeriod as BudgetPeriod,
     BudgetPolicy as BudgetPolicy,
     BudgetShare as BudgetShare,
     BudgetStatus as BudgetStatus,
