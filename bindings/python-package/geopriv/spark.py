@@ -521,7 +521,9 @@ def check_executors(spark: Any) -> None:
     a SparkContext or a DataFrame."""
     session = getattr(spark, "sparkSession", spark)
     sc = getattr(session, "sparkContext", session)
-    key = id(sc)
+    # The application id, not id(sc): a new SparkContext can reuse a stopped
+    # one's id() and would skip its check.
+    key = getattr(sc, "applicationId", None) or id(sc)
     if key in _CHECKED_CONTEXTS:
         return
     try:
