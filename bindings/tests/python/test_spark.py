@@ -458,25 +458,4 @@ def _():
                 p.wait()
 
 
-@test("executors whose Python lacks geopriv: a RuntimeError naming PYSPARK_PYTHON and spark.pyspark.python")
-def _():
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    # The system Python has no geopriv (the wheel is only in this venv).
-    bad = session("local[1]", **{"spark.pyspark.python": "/usr/bin/python3"})
-    try:
-        df = bad.createDataFrame([("x",)], ["report"])
-        try:
-            aggregate(df)
-        except RuntimeError as e:
-            expect("PYSPARK_PYTHON" in str(e) and "spark.pyspark.python" in str(e), str(e))
-        else:
-            raise AssertionError("aggregate ran on executors without geopriv")
-    finally:
-        bad.stop()
-
-
 finish("spark")
