@@ -38,11 +38,20 @@ else
   load_s=4; cycles=20; cycle_s=0.6; fuzz_n=2000; examples=20
 fi
 
-# CI size: the `test` profile (opt-level 3), which `cargo test --workspace`
-# has already built with the same features, so no second compile of the
-# workspace; --full (the measurements in BENCHMARKS.md): the release build.
-if [ $full = 1 ]; then profile=release; dir=release; else profile=test; dir=debug; fi
-cargo build --profile "$profile" -q -p geopriv-server -p geopriv-cli
+# CI size: the binaries of exactly the command scripts/test-all.sh ran
+# before (`cargo test --workspace ...` builds every bin for the integration
+# tests), so cargo finds them fresh. `cargo build -p geopriv-server -p
+# geopriv-cli` would unify a different feature set and relink the workspace
+# (a cold CI run did, and ran out of disk). --full (the measurements in
+# BENCHMARKS.md): the release build.
+if [ $full = 1 ]; then
+  dir=release
+  cargo build --release -q -p geopriv-server -p geopriv-cli
+else
+  dir=debug
+  cargo test -q --workspace --lib --bins --tests --examples --no-run 2>/dev/null \
+    || cargo test -q --workspace --lib --bins --tests --examples --no-run
+fi
 # From here on every check is counted (not fatal), and the summary decides.
 set +e
 serve="$root/target/$dir/geopriv-serve"
