@@ -8,6 +8,7 @@ use geopriv::device::memo::Memoized;
 use geopriv::{GaussianKde, Mechanism, Query, SoftThreshold};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use std::time::{Duration, Instant};
 
 fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetUnit, width: f64) {
     let m = Mechanism::polyplace(1e-3)
@@ -20,8 +21,24 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
     c.bench_function(&format!("plain_release_{name}"), |b| {
         b.iter(|| black_box(m.privatize(&mut plain, q, black_box(x), &mut rng).unwrap()))
     });
+    // The release alone, no ledger: what the ledger's charge adds to a
+    // plain release.
+    c.bench_function(&format!("unmetered_release_{name}"), |b| {
+        b.iter(|| black_box(m.privatize_unmetered(q, black_box(x), &mut rng).unwrap()))
+    });
     let mut memo = Memoized::new(m.clone(), width).unwrap();
-    let mut ledger = PrivacyBudget::with_secret(policy, [7u8; 32]);
+    // The memoized report of a new cell from nothing cached, no ledger
+    // (`Memoized::permanent`: offset PRFs, key with the calibration
+    // formatted, seed, ChaCha20, release): what every new cell cost before
+    // the per-device PRF states were kept.
+    let mut fresh = x.to_vec();
+    c.bench_function(&format!("memoized_uncached_no_ledger_{name}"), |b| {
+        b.iter(|| {
+            fresh[0] += 2.0 * width;
+            black_box(memo.permanent(q, &[7u8; 32], black_box(&fresh)).unwrap())
+        })
+    });
+    let mut ledger = PrivacyBudget::with_secret(policy.clone(), [7u8; 32]);
     c.bench_function(&format!("memoized_release_{name}"), |b| {
         b.iter(|| {
             black_box(
@@ -30,19 +47,62 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
             )
         })
     });
-    // A new cell on every call (the first release of each cell): PRFs,
-    // the release and a new memo key.
-    let mut moving = x.to_vec();
-    c.bench_function(&format!("memoized_release_new_cell_{name}"), |b| {
+    // Eight cells in turn, each charged before: every call misses the
+    // 4-cell cache, so it pays the key and seed PRFs, the ChaCha20 stream
+    // and the release, but the ledger only looks the key up (no charge):
+    // the memo's own cost of a cell it does not hold.
+    let cells: Vec<Vec<f64>> = (0..8)
+        .map(|k| {
+            let mut p = x.to_vec();
+            p[0] += 3.0 * width * f64::from(k);
+            p
+        })
+        .collect();
+    for p in &cells {
+        memo.release(&mut ledger, q, p, &mut rng).unwrap();
+    }
+    let mut turn = 0;
+    c.bench_function(&format!("memoized_release_revisit_{name}"), |b| {
         b.iter(|| {
-            moving[0] += 2.0 * width;
+            turn = (turn + 1) % cells.len();
             black_box(
-                memo.release(&mut ledger, q, black_box(&moving), &mut rng)
+                memo.release(&mut ledger, q, black_box(&cells[turn]), &mut rng)
                     .unwrap(),
             )
         })
     });
+    // A new cell on every call (the first release of each cell): the key
+    // and seed PRFs, the ChaCha20 stream, the release and a new memo key.
+    // The ledger starts afresh (same device secret, untimed) every
+    // `FRESH_LEDGER_EVERY` cells: a device that moved to a new cell every
+    // day for three years holds about 1,000 memo keys, and the table's
+    // limit is 2^16.
+    let mut moving = x.to_vec();
+    c.bench_function(&format!("memoized_release_new_cell_{name}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(FRESH_LEDGER_EVERY);
+                ledger = PrivacyBudget::with_secret(policy.clone(), [7u8; 32]);
+                let start = Instant::now();
+                for _ in 0..n {
+                    moving[0] += 2.0 * width;
+                    black_box(
+                        memo.release(&mut ledger, q, black_box(&moving), &mut rng)
+                            .unwrap(),
+                    );
+                }
+                total += start.elapsed();
+                left -= n;
+            }
+            total
+        })
+    });
 }
+
+/// Cells per ledger in the new-cell benchmark.
+const FRESH_LEDGER_EVERY: u64 = 1_000;
 
 fn bench_memoized(c: &mut Criterion) {
     let threshold = SoftThreshold::new(100_000.0, 20_000.0).unwrap();

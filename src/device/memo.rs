@@ -105,20 +105,44 @@ impl MemoLedger for crate::device::budget::FileLedger {
     }
 }
 
+/// HMAC-SHA256, the PRF of this module and of [`crate::device::schedule`].
+type HmacSha256 = Hmac<Sha256>;
+
 /// HMAC-SHA256 keyed by `secret` over the length-prefixed `parts` (after
 /// [`MEMO_FORMAT`]): an unambiguous encoding, so distinct inputs are
 /// distinct messages.
 pub fn prf(secret: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    let mut mac = keyed(secret);
+    for p in parts {
+        absorb(&mut mac, p);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// The PRF keyed by `secret` with [`MEMO_FORMAT`] absorbed: the common
+/// prefix of every PRF message (cloned, it saves the key schedule and the
+/// prefix on every later call).
+fn keyed(secret: &[u8; 32]) -> HmacSha256 {
     // A 32-byte key is always accepted by HMAC.
-    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(secret) {
+    let mut mac = match <HmacSha256 as Mac>::new_from_slice(secret) {
         Ok(m) => m,
         Err(_) => unreachable_hmac(),
     };
-    mac.update(&(MEMO_FORMAT.len() as u64).to_le_bytes());
-    mac.update(MEMO_FORMAT);
-    for p in parts {
-        mac.update(&(p.len() as u64).to_le_bytes());
-        mac.update(p);
+    absorb(&mut mac, MEMO_FORMAT);
+    mac
+}
+
+/// One length-prefixed part of a PRF message.
+fn absorb(mac: &mut HmacSha256, part: &[u8]) {
+    mac.update(&(part.len() as u64).to_le_bytes());
+    mac.update(part);
+}
+
+/// The last part of a PRF message whose length prefix is already absorbed,
+/// then the output.
+fn finish(mut mac: HmacSha256, tail: impl IntoIterator<Item = [u8; 8]>) -> [u8; 32] {
+    for b in tail {
+        mac.update(&b);
     }
     mac.finalize().into_bytes().into()
 }
@@ -219,11 +243,14 @@ pub struct MemoRelease {
 /// A memoized release: a mechanism, a public snapping width and an
 /// optional instantaneous layer (module docs).
 ///
-/// It keeps the last [`CACHE_ENTRIES`] cells it released (device secret,
-/// query, offset, cell, memo key, permanent report) so that re-sending an
-/// unchanged cell costs a cell computation and the ledger's look-up
-/// instead of three PRF calls and a release (`BENCHMARKS.md`). The cache
-/// only ever returns what [`permanent`](Self::permanent) would.
+/// It keeps, for the device secret and query it last saw, the secret
+/// offset and the PRF states with every fixed part of the key and seed
+/// messages already absorbed, so the first release of a new cell costs
+/// two short HMAC finalisations, a ChaCha20 block and the release; and it
+/// keeps the last [`CACHE_ENTRIES`] cells it released (cell, memo key,
+/// permanent report) so that re-sending an unchanged cell costs a cell
+/// computation and the ledger's look-up (`BENCHMARKS.md`). Both only ever
+/// produce what [`permanent`](Self::permanent) would.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Memoized {
     mechanism: Mechanism,
@@ -237,20 +264,30 @@ pub struct Memoized {
 /// Cells a [`Memoized`] remembers (a commuter alternates between two).
 pub const CACHE_ENTRIES: usize = 4;
 
+/// What one (device secret, query, dimension) fixes: the secret offset and
+/// the PRF states of the memo key (through the cells' length prefix) and
+/// of the seed (through the key's length prefix).
 #[derive(Clone)]
-struct CacheEntry {
+struct Prepared {
     secret: [u8; 32],
     query: crate::report::QueryDescriptor,
     offset: Vec<f64>,
+    key: HmacSha256,
+    seed: HmacSha256,
+}
+
+#[derive(Clone)]
+struct CacheEntry {
     cell: Vec<i64>,
     key: [u8; 32],
     value: f64,
 }
 
 /// The cache: excluded from equality and never printed (it holds the
-/// secret).
+/// secret). Its entries belong to `prepared`'s secret and query.
 #[derive(Clone, Default)]
 struct Cache {
+    prepared: Option<Prepared>,
     entries: Vec<CacheEntry>,
     next: usize,
 }
@@ -268,24 +305,10 @@ impl core::fmt::Debug for Cache {
 }
 
 impl Cache {
-    fn find(
-        &self,
-        secret: &[u8; 32],
-        query: &crate::report::QueryDescriptor,
-        x: &[f64],
-        w: f64,
-    ) -> Option<([u8; 32], f64)> {
+    fn find(&self, cell: &[i64]) -> Option<([u8; 32], f64)> {
         self.entries
             .iter()
-            .find(|e| {
-                e.secret == *secret
-                    && e.cell.len() == x.len()
-                    && x.iter()
-                        .zip(&e.offset)
-                        .zip(&e.cell)
-                        .all(|((xi, ui), c)| libm::floor((xi - ui) / w) == *c as f64)
-                    && e.query == *query
-            })
+            .find(|e| e.cell == cell)
             .map(|e| (e.key, e.value))
     }
 
@@ -403,16 +426,30 @@ impl Memoized {
         Ok((cell, rep))
     }
 
-    /// The memo key of a cell: PRF_k("key", query id, mechanism, ε, δ, w,
-    /// cell).
+    /// The memo key of a cell: PRF_k("key", query id, mechanism, ε, δ,
+    /// calibration, w, cell).
     pub fn memo_key<Q: Query + ?Sized>(
         &self,
         query: &Q,
         secret: &[u8; 32],
         cell: &[i64],
     ) -> [u8; 32] {
+        finish(
+            self.key_prefix(query, secret, cell.len()),
+            cell.iter().map(|c| c.to_le_bytes()),
+        )
+    }
+
+    /// The memo key's PRF state with everything but the cell absorbed (the
+    /// cell's length prefix included): what [`memo_key`](Self::memo_key)
+    /// computes before the cell, once per (secret, query, dimension).
+    fn key_prefix<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        secret: &[u8; 32],
+        dim: usize,
+    ) -> HmacSha256 {
         let id = query.descriptor().canonical_id();
-        let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
         // The whole calibration, not only (name, ε, δ): two mechanisms of
         // one name and ε with another smoothness share, degrees of freedom
         // or growth release different reports of a cell and must not share
@@ -426,19 +463,68 @@ impl Memoized {
                 self.mechanism.scale_for(1.0).map(f64::to_bits),
             )
         );
-        prf(
-            secret,
-            &[
-                b"key",
-                id.as_bytes(),
-                self.mechanism.name().as_str().as_bytes(),
-                &self.mechanism.epsilon().to_bits().to_le_bytes(),
-                &self.mechanism.delta().to_bits().to_le_bytes(),
-                calibration.as_bytes(),
-                &self.width.to_bits().to_le_bytes(),
-                &cells,
-            ],
-        )
+        let mut mac = keyed(secret);
+        for part in [
+            &b"key"[..],
+            id.as_bytes(),
+            self.mechanism.name().as_str().as_bytes(),
+            &self.mechanism.epsilon().to_bits().to_le_bytes(),
+            &self.mechanism.delta().to_bits().to_le_bytes(),
+            calibration.as_bytes(),
+            &self.width.to_bits().to_le_bytes(),
+        ] {
+            absorb(&mut mac, part);
+        }
+        // The cells' part: its length prefix now, the cell on each call.
+        mac.update(&((dim * 8) as u64).to_le_bytes());
+        mac
+    }
+
+    /// The seed's PRF state PRF_k("seed", ·) before the key (its length
+    /// prefix included).
+    fn seed_prefix(secret: &[u8; 32]) -> HmacSha256 {
+        let mut mac = keyed(secret);
+        absorb(&mut mac, b"seed");
+        mac.update(&32u64.to_le_bytes());
+        mac
+    }
+
+    /// The seed of a memo key's noise stream: PRF_k("seed", key).
+    fn seed_of(prefix: &HmacSha256, key: &[u8; 32]) -> [u8; 32] {
+        let mut mac = prefix.clone();
+        mac.update(key);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The fixed parts for (secret, query, dim), computed once.
+    fn prepare<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        descriptor: crate::report::QueryDescriptor,
+        secret: &[u8; 32],
+        dim: usize,
+    ) -> Prepared {
+        Prepared {
+            secret: *secret,
+            query: descriptor,
+            offset: self.offset(secret, dim),
+            key: self.key_prefix(query, secret, dim),
+            seed: Self::seed_prefix(secret),
+        }
+    }
+
+    /// The permanent report of the cell `cell` with representative `rep`
+    /// under the memo key `key` (all of M's randomness from ChaCha20 keyed
+    /// by PRF_k("seed", key)).
+    fn permanent_of<Q: Query + ?Sized>(
+        &self,
+        query: &Q,
+        seed_prefix: &HmacSha256,
+        key: &[u8; 32],
+        rep: &[f64],
+    ) -> Result<f64> {
+        let mut rng = ChaCha20Rng::from_seed(Self::seed_of(seed_prefix, key));
+        self.mechanism.privatize_unmetered(query, rep, &mut rng)
     }
 
     /// The permanent report of x for this device, and its memo key (no
@@ -453,7 +539,8 @@ impl Memoized {
         self.permanent_parts(query, secret, x).map(|p| (p.0, p.1))
     }
 
-    /// [`permanent`](Self::permanent) with the offset and the cell.
+    /// [`permanent`](Self::permanent) with the offset and the cell: the
+    /// reference path, from nothing cached.
     #[allow(clippy::type_complexity)]
     fn permanent_parts<Q: Query + ?Sized>(
         &self,
@@ -471,9 +558,7 @@ impl Memoized {
             rep = x.to_vec();
         }
         let key = self.memo_key(query, secret, &cell);
-        let seed = prf(secret, &[b"seed", &key]);
-        let mut rng = ChaCha20Rng::from_seed(seed);
-        let value = self.mechanism.privatize_unmetered(query, &rep, &mut rng)?;
+        let value = self.permanent_of(query, &Self::seed_prefix(secret), &key, &rep)?;
         Ok((value, key, u, true_cell))
     }
 
@@ -568,6 +653,42 @@ impl Memoized {
         ))
     }
 
+    /// [`permanent`](Self::permanent) through the prepared PRF states and
+    /// the cell cache (x already checked).
+    fn permanent_cached<Q: Query + ?Sized>(
+        &mut self,
+        query: &Q,
+        secret: &[u8; 32],
+        x: &[f64],
+    ) -> Result<(f64, [u8; 32])> {
+        let descriptor = query.descriptor();
+        let prepared = match self.cache.prepared.take() {
+            Some(p)
+                if p.secret == *secret && p.offset.len() == x.len() && p.query == descriptor =>
+            {
+                p
+            }
+            _ => {
+                self.cache.entries.clear();
+                self.prepare(query, descriptor, secret, x.len())
+            }
+        };
+        let found = self.snap_with(&prepared.offset, x).and_then(|(cell, rep)| {
+            if let Some(hit) = self.cache.find(&cell) {
+                return Ok((hit.1, hit.0, None));
+            }
+            let key = finish(prepared.key.clone(), cell.iter().map(|c| c.to_le_bytes()));
+            let value = self.permanent_of(query, &prepared.seed, &key, &rep)?;
+            Ok((value, key, Some(cell)))
+        });
+        self.cache.prepared = Some(prepared);
+        let (value, key, new_cell) = found?;
+        if let Some(cell) = new_cell {
+            self.cache.insert(CacheEntry { cell, key, value });
+        }
+        Ok((value, key))
+    }
+
     /// The metered memoized release: the permanent report of x's cell,
     /// charged to `ledger` once per memo key ([`MemoLedger::commit_once`])
     /// before the value is returned, then the instantaneous layer (fresh
@@ -584,26 +705,11 @@ impl Memoized {
         let charge = self.mechanism.charge_in(ledger.state().unit())?;
         let secret = ledger.device_secret();
         query.check_point(x)?;
-        let descriptor = query.descriptor();
-        let cached = if self.key_ignores_snapping {
-            None
+        let (permanent, key) = if self.key_ignores_snapping {
+            let (value, key, _, _) = self.permanent_parts(query, &secret, x)?;
+            (value, key)
         } else {
-            self.cache.find(&secret, &descriptor, x, self.width)
-        };
-        let (permanent, key) = match cached {
-            Some((key, value)) => (value, key),
-            None => {
-                let (value, key, offset, cell) = self.permanent_parts(query, &secret, x)?;
-                self.cache.insert(CacheEntry {
-                    secret,
-                    query: descriptor,
-                    offset,
-                    cell,
-                    key,
-                    value,
-                });
-                (value, key)
-            }
+            self.permanent_cached(query, &secret, x)?
         };
         let value = match &self.instantaneous {
             Some(layer) => layer.apply(query, permanent, rng)?,
@@ -611,6 +717,38 @@ impl Memoized {
         };
         let charged = ledger.commit_once(key, &charge)?;
         Ok(MemoRelease { value, charged })
+    }
+
+    /// [`release`](Self::release) wrapped as the [`Report`](crate::Report)
+    /// to upload, with whether it charged: the query's public parameters,
+    /// the mechanism's name, ε and δ, the memoized value, `seeded` if
+    /// `rng` is seeded, and a fresh random report id from `rng` (drawn
+    /// after the release, independent of x: a re-sent cell is a new upload
+    /// for the collector's period, never deduplicated against the last).
+    pub fn release_report<Q, R>(
+        &mut self,
+        ledger: &mut dyn MemoLedger,
+        query: &Q,
+        x: &[f64],
+        rng: &mut R,
+    ) -> Result<(crate::Report, bool)>
+    where
+        Q: Query + ?Sized,
+        R: crate::device::budget::NoiseRng + ?Sized,
+    {
+        let seeded = rng.is_seeded();
+        let r = self.release(ledger, query, x, rng)?;
+        let m = &self.mechanism;
+        let report = crate::Report::new(
+            query.descriptor(),
+            m.name(),
+            m.epsilon(),
+            m.delta(),
+            r.value,
+        )
+        .with_seeded(seeded)
+        .with_random_id(rng);
+        Ok((report, r.charged))
     }
 }
 
@@ -912,6 +1050,52 @@ mod tests {
             .unwrap();
         assert!(d < 1e-13, "{d}");
         assert!(m.trajectory_bound(&v(&[0.0]), &v(&[0.0, 1.0])).is_err());
+    }
+
+    /// The kept PRF states give the documented messages: the memo key is
+    /// PRF_k("key", id, name, ε, δ, calibration, w, cell bytes) and the
+    /// noise seed PRF_k("seed", key), byte for byte as one-shot `prf`
+    /// calls (the encoding of `geopriv-memo-v1`; reports are unchanged).
+    #[test]
+    fn prepared_states_equal_one_shot_prfs() {
+        let q = GaussianKde::new(&[1.0, 2.0], 30.0).unwrap();
+        let m = Mechanism::polyplace(0.01)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
+        let memo = Memoized::new(m.clone(), 7.0).unwrap();
+        let s = [5u8; 32];
+        let cell = [-3i64, 1 << 40];
+        let calibration = alloc::format!(
+            "{:?}",
+            (
+                m.smoothness_share().map(f64::to_bits),
+                m.growth(),
+                m.noise_shape(),
+                m.scale_for(1.0).map(f64::to_bits),
+            )
+        );
+        let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let key = prf(
+            &s,
+            &[
+                b"key",
+                q.descriptor().canonical_id().as_bytes(),
+                m.name().as_str().as_bytes(),
+                &m.epsilon().to_bits().to_le_bytes(),
+                &m.delta().to_bits().to_le_bytes(),
+                calibration.as_bytes(),
+                &7.0f64.to_bits().to_le_bytes(),
+                &cells,
+            ],
+        );
+        assert_eq!(memo.memo_key(&q, &s, &cell), key);
+        let prefix = memo.key_prefix(&q, &s, 2);
+        assert_eq!(finish(prefix, cell.iter().map(|c| c.to_le_bytes())), key);
+        assert_eq!(
+            Memoized::seed_of(&Memoized::seed_prefix(&s), &key),
+            prf(&s, &[b"seed", &key])
+        );
     }
 
     #[test]

@@ -336,7 +336,13 @@ struct FormatOnly {
 
 /// A persisted state of type `T`, or [`Error::InvalidLedgerState`].
 fn parse_state<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
-    serde_json::from_str(json).map_err(|e| invalid(format!("not a ledger state: {e}")))
+    // serde's message quotes the file (unknown field names, strings): escaped.
+    serde_json::from_str(json).map_err(|e| {
+        invalid(format!(
+            "not a ledger state: {}",
+            crate::server::escape::Untrusted(&e.to_string())
+        ))
+    })
 }
 
 fn invalid(reason: impl Into<String>) -> Error {
@@ -392,7 +398,8 @@ fn policy_mismatch(field: &'static str, pinned: String, stored: String) -> Error
     Error::LedgerPolicyMismatch {
         field,
         pinned,
-        stored,
+        // What the file says: escaped.
+        stored: crate::server::escape::Untrusted(&stored).to_string(),
     }
 }
 
@@ -903,13 +910,24 @@ impl PrivacyBudget {
     /// The state after charging `charge` once for `memo_key`: `None` if the
     /// key was already charged (nothing to do; the unit is still checked).
     pub(crate) fn after_once(&self, memo_key: [u8; 32], charge: &Charge) -> Result<Option<Self>> {
+        let Some(slot) = self.memo_slot(&memo_key, charge)? else {
+            return Ok(None);
+        };
+        let mut next = self.after(charge)?;
+        next.memo.insert(slot, memo_key);
+        Ok(Some(next))
+    }
+
+    /// Where `memo_key` goes in the memo table: `None` if it is there
+    /// already; refused for another unit or a full table.
+    fn memo_slot(&self, memo_key: &[u8; 32], charge: &Charge) -> Result<Option<usize>> {
         if charge.unit() != self.unit() {
             return Err(Error::UnitMismatch {
                 ledger: self.unit().clone(),
                 charge: Some(charge.unit().clone()),
             });
         }
-        let slot = match self.memo.binary_search(&memo_key) {
+        let slot = match self.memo.binary_search(memo_key) {
             Ok(_) => return Ok(None),
             Err(slot) => slot,
         };
@@ -920,9 +938,7 @@ impl PrivacyBudget {
                 limit: MAX_MEMO_KEYS as u64,
             });
         }
-        let mut next = self.after(charge)?;
-        next.memo.insert(slot, memo_key);
-        Ok(Some(next))
+        Ok(Some(slot))
     }
 
     /// Reports charged but not yet acknowledged (oldest first), each with
@@ -1006,13 +1022,20 @@ impl PrivacyBudget {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
-        match self.after_once(memo_key, charge)? {
-            Some(next) => {
-                *self = next;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        // `after_once` without copying the memo table: the charge's state
+        // is built with the table set aside, which then moves over (a
+        // refusal puts it back unchanged).
+        let Some(slot) = self.memo_slot(&memo_key, charge)? else {
+            return Ok(false);
+        };
+        let memo = core::mem::take(&mut self.memo);
+        let next = self.after(charge);
+        self.memo = memo;
+        let mut next = next?;
+        next.memo = core::mem::take(&mut self.memo);
+        next.memo.insert(slot, memo_key);
+        *self = next;
+        Ok(true)
     }
 
     /// The largest (ε, δ) share such that `releases` charges of it fit
