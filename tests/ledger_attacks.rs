@@ -396,3 +396,41 @@ fn a_waiter_does_not_win_a_lock_file_removed_while_it_waited() {
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert!(b.join().unwrap());
 }
+
+/// Whether `s` holds a raw control or format character (what escaping
+/// removes).
+fn has_raw_controls(s: &str) -> bool {
+    s.chars()
+        .any(|c| c != ' ' && geopriv::server::escape::needs_escape(c))
+}
+
+#[test]
+fn ledger_errors_escape_paths_and_file_contents() {
+    // Attack: a ledger path and a ledger file that carry a newline and
+    // terminal escapes. Before the fix the refusals printed the path
+    // (`path.display()`) and serde's message quoting the file (an unknown
+    // field name) raw: an app logging the error got a forged line.
+    let dir = TempDir::new("escape");
+    let forged = "x\nline 2: ledger ok\u{1b}[2J\u{202e}";
+    // A missing file under a forged name.
+    let missing = dir.file(&format!("{forged}.json"));
+    let e = FileLedger::open(&missing, &policy(1.0)).unwrap_err();
+    let msg = e.to_string();
+    assert!(!has_raw_controls(&msg), "{msg:?}");
+    assert!(msg.contains("x\\nline 2"), "{msg:?}");
+    // A file whose unknown field name is forged text.
+    let path = dir.file("ledger.json");
+    let key = "\"x\\nline 2: ledger ok\\u001b[2J\u{202e}\"";
+    std::fs::write(&path, format!("{{\"format\":2,{key}:1}}")).unwrap();
+    let e = FileLedger::open(&path, &policy(1.0)).unwrap_err();
+    let msg = e.to_string();
+    assert!(!has_raw_controls(&msg), "{msg:?}");
+    assert!(msg.contains("stored ledger refused"), "{msg}");
+    assert!(msg.contains("unknown field `x\\nline 2"), "{msg}");
+    // A directory at a forged path: "is not a regular file".
+    let sub = dir.file(&format!("d{forged}"));
+    std::fs::create_dir(&sub).unwrap();
+    let e = FileLedger::open(&sub, &policy(1.0)).unwrap_err();
+    let msg = e.to_string();
+    assert!(!has_raw_controls(&msg), "{msg:?}");
+}

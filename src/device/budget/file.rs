@@ -3,6 +3,7 @@
 
 use super::{BudgetPolicy, Charge, Clock, Ledger, MonotonicCounter, PrivacyBudget};
 use crate::error::{Error, Result};
+use crate::server::escape::UntrustedPath;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -83,7 +84,7 @@ impl core::fmt::Debug for FileLedger {
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::LedgerIo {
-        detail: format!("{what} {}: {e}", path.display()),
+        detail: format!("{what} {}: {e}", UntrustedPath(path)),
     }
 }
 
@@ -200,7 +201,7 @@ fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, Stri
     let meta = fs::metadata(path).map_err(|e| io_error("reading", path, e))?;
     if !meta.is_file() {
         return Err(Error::InvalidLedgerState {
-            reason: format!("{} is not a regular file", path.display()),
+            reason: format!("{} is not a regular file", UntrustedPath(path)),
         });
     }
     let read = || -> std::io::Result<Option<String>> {
@@ -215,7 +216,7 @@ fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, Stri
         .ok_or_else(|| Error::InvalidLedgerState {
             reason: format!(
                 "{} is larger than {MAX_LEDGER_FILE_BYTES} bytes",
-                path.display()
+                UntrustedPath(path)
             ),
         })?;
     Ok((PrivacyBudget::restore(&text, policy)?, text))
@@ -259,7 +260,7 @@ fn replace(path: &Path, contents: &str) -> Result<()> {
     let back = fs::read_to_string(path).map_err(|e| io_error("reading back", path, e))?;
     if back != contents {
         return Err(Error::LedgerIo {
-            detail: format!("{} does not read back as written", path.display()),
+            detail: format!("{} does not read back as written", UntrustedPath(path)),
         });
     }
     Ok(())
@@ -438,7 +439,7 @@ impl FileLedger {
                 reason: format!(
                     "{} lost charges this process saw (rolled back, restored from a backup or replaced); \
                      refusing to release through it",
-                    self.path.display()
+                    UntrustedPath(&self.path)
                 ),
             });
         }
@@ -448,7 +449,7 @@ impl FileLedger {
                 return Err(Error::InvalidLedgerState {
                     reason: format!(
                         "{} counts {} release(s) but the platform counter says {floor}: the file was rolled back or deleted",
-                        self.path.display(),
+                        UntrustedPath(&self.path),
                         current.releases()
                     ),
                 });
