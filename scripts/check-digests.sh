@@ -146,7 +146,7 @@ done
 experiment() {
   local name="$1" label="$2"
   shift 2
-  "$bin" experiment "$name" --no-plots --threads 2 --seed 11 --out "$work/exp.$label" "$@" >/dev/null 2>&1
+  "$bin" experiment "$name" --no-plots --threads 2 --seed 11 --force --out "$work/exp.$label" "$@" >/dev/null 2>&1
   grep -v 'computed in' "$work/exp.$label/results.md" >"$work/exp.$label.md"
   record "experiment.$label" "$work/exp.$label.md"
 }

@@ -108,9 +108,13 @@ pub struct MedianArgs {
 /// Flags of the experiments.
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Write the table here instead of stdout.
+    /// Write the table here instead of stdout (a new file; refused if it
+    /// exists, exit 2, unless --force).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Replace an existing --out file.
+    #[arg(long)]
+    pub force: bool,
     /// Repetitions per cell (selection experiment).
     #[arg(long, default_value_t = 2000)]
     pub reps: usize,
@@ -189,9 +193,9 @@ fn median(a: MedianArgs) -> BoxResult<()> {
     Ok(())
 }
 
-fn output(out: &Option<std::path::PathBuf>) -> BoxResult<Box<dyn Write>> {
+fn output(out: &Option<std::path::PathBuf>, force: bool) -> BoxResult<Box<dyn Write>> {
     Ok(match out {
-        Some(p) => Box::new(io::BufWriter::new(std::fs::File::create(p)?)),
+        Some(p) => Box::new(io::BufWriter::new(crate::output::create_file(p, force)?)),
         None => Box::new(io::stdout().lock()),
     })
 }
@@ -296,7 +300,7 @@ fn select_experiment(a: ExperimentArgs) -> BoxResult<()> {
     let data = SortedDataset::new(&incomes(a.seed), lambda)?;
     // Candidates: every whole k$ in [0, Λ].
     let grid: Vec<f64> = (0..=1000).map(|c| c as f64).collect();
-    let mut out = output(&a.out)?;
+    let mut out = output(&a.out, a.force)?;
     writeln!(
         out,
         "p\teps\tsmooth_sens_t\terr_snm_laplace\terr_snm_t\terr_em\terr_pf\terr_em_rank"
@@ -348,7 +352,7 @@ fn select_experiment(a: ExperimentArgs) -> BoxResult<()> {
 }
 
 fn chain_experiment(a: ExperimentArgs) -> BoxResult<()> {
-    let mut out = output(&a.out)?;
+    let mut out = output(&a.out, a.force)?;
     writeln!(
         out,
         "levels_r\tepsilon\tdelta\terr_alg1_corrected\terr_alg1_published\terr_laplace\tratio_corrected"

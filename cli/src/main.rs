@@ -8,6 +8,7 @@ mod central;
 mod experiment;
 mod map;
 mod mechanism_args;
+mod output;
 mod privatize;
 mod query_args;
 mod sensitivity;
@@ -166,6 +167,11 @@ const EXIT_LEDGER_REFUSED: u8 = 3;
 fn experiment_exit(result: Result<(), Box<dyn std::error::Error + Send + Sync>>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // An existing output without --force: a usage error, nothing run.
+        Err(e) if output::is_output_exists(e.as_ref()) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

@@ -246,9 +246,13 @@ pub enum MapCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Also write the city's reports at this (n, εh) to this file
-        /// (`n:eps_h:path`).
+        /// (`n:eps_h:path`; a new file, refused if it exists, exit 2,
+        /// unless --force).
         #[arg(long)]
         dump: Option<String>,
+        /// Replace an existing --dump file.
+        #[arg(long)]
+        force: bool,
         /// Population [default: the synthetic city].
         #[arg(long, value_enum, default_value = "city")]
         population: PopArg,
@@ -293,8 +297,15 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             eps_h,
             seed,
             dump,
+            force,
             population,
-        } => sweep(grid, &n, &eps_h, seed, dump, population).map(|_| true),
+        } => {
+            // Refused before the sweep runs, not after minutes of it.
+            if let Some(path) = dump.as_deref().and_then(|d| d.splitn(3, ':').nth(2)) {
+                crate::output::check_file(std::path::Path::new(path), force)?;
+            }
+            sweep(grid, &n, &eps_h, seed, dump, force, population).map(|_| true)
+        }
     }
 }
 
@@ -549,6 +560,7 @@ fn sweep(
     eps_h: &[f64],
     seed: u64,
     dump: Option<String>,
+    force: bool,
     pop: PopArg,
 ) -> Res {
     let side = pop.side();
@@ -610,7 +622,10 @@ fn sweep(
                     && parts[0].parse::<usize>().ok() == Some(n)
                     && parts[1].parse::<f64>().ok() == Some(eh)
                 {
-                    let mut f = io::BufWriter::new(std::fs::File::create(parts[2])?);
+                    let mut f = io::BufWriter::new(crate::output::create_file(
+                        std::path::Path::new(parts[2]),
+                        force,
+                    )?);
                     for r in &reports {
                         writeln!(f, "{}", serde_json::to_string(r)?)?;
                     }

@@ -41,6 +41,8 @@ pub enum ExperimentError {
     },
     /// Drawing a PNG plot.
     Plot(String),
+    /// The output directory exists and is not empty (no `--force`).
+    OutputExists(crate::output::OutputExists),
 }
 
 impl ExperimentError {
@@ -82,6 +84,7 @@ impl fmt::Display for ExperimentError {
             } => write!(f, "{}: {source}", geopriv::server::escape::UntrustedPath(p)),
             Self::Io { path: None, source } => write!(f, "{source}"),
             Self::Plot(m) => write!(f, "plot: {m}"),
+            Self::OutputExists(e) => write!(f, "{e}"),
         }
     }
 }
@@ -91,6 +94,7 @@ impl std::error::Error for ExperimentError {
         match self {
             Self::Core(e) | Self::Mechanism { source: e, .. } => Some(e),
             Self::Io { source, .. } => Some(source),
+            Self::OutputExists(e) => Some(e),
             _ => None,
         }
     }
@@ -99,6 +103,12 @@ impl std::error::Error for ExperimentError {
 impl From<geopriv::Error> for ExperimentError {
     fn from(e: geopriv::Error) -> Self {
         Self::Core(e)
+    }
+}
+
+impl From<crate::output::OutputExists> for ExperimentError {
+    fn from(e: crate::output::OutputExists) -> Self {
+        Self::OutputExists(e)
     }
 }
 

@@ -295,7 +295,7 @@ pub struct KdeRun {
 /// Run the KDE experiment (equal per-device ε, or the paper's per-query
 /// run with `--per-query-paper`), write outputs, print paths.
 pub fn run(args: KdeArgs) -> Result<()> {
-    let dir = args.common.out_dir("kde");
+    let dir = args.common.out_dir("kde")?;
     // `--full` is the paper's setting, hence the per-query run.
     let paths = if args.per_query_paper || args.common.full {
         let result = compute(&args, false)?;
@@ -925,6 +925,10 @@ pub struct DemoArgs {
     /// answers each of the m grid points at ε, spending m·ε).
     #[arg(long)]
     pub per_query_paper: bool,
+    /// Write into an output directory that already holds files (they are
+    /// overwritten); without it such a directory is refused (exit 2).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The end-to-end demo: the KDE of the bundled airports, privatized on the
@@ -932,6 +936,7 @@ pub struct DemoArgs {
 /// per-device ε; writes the table and the pictures and prints where they
 /// are.
 pub fn run_demo(args: DemoArgs) -> Result<()> {
+    crate::output::check_dir(&args.out, args.force)?;
     let start = Instant::now();
     let kde = KdeArgs {
         common: CommonArgs {
@@ -942,6 +947,7 @@ pub fn run_demo(args: DemoArgs) -> Result<()> {
             threads: args.threads,
             delta: 1e-6,
             no_plots: false,
+            force: args.force,
         },
         dataset: Some(vec![Dataset::Airports]),
         csv: None,

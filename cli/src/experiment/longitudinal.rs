@@ -398,7 +398,7 @@ pub fn run(args: LongitudinalArgs) -> Result<()> {
         .n
         .unwrap_or(if args.common.full { 1_000_000 } else { 20_000 })
         .max(1);
-    let dir = args.common.out_dir("longitudinal");
+    let dir = args.common.out_dir("longitudinal")?;
     std::fs::create_dir_all(&dir).map_err(ExperimentError::io(&dir))?;
     let start = Instant::now();
     let mut results = Vec::new();

@@ -100,6 +100,10 @@ pub struct CommonArgs {
     /// Write the table only, no PNG plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Write into an output directory that already holds files (they are
+    /// overwritten); without it such a directory is refused (exit 2).
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl CommonArgs {
@@ -110,10 +114,15 @@ impl CommonArgs {
         m
     }
 
-    fn out_dir(&self, experiment: &str) -> PathBuf {
-        self.out
+    /// The output directory, refused up front (before any computing) if
+    /// it holds files and `--force` is not given.
+    fn out_dir(&self, experiment: &str) -> Result<PathBuf> {
+        let dir = self
+            .out
             .clone()
-            .unwrap_or_else(|| Path::new("out").join(experiment))
+            .unwrap_or_else(|| Path::new("out").join(experiment));
+        crate::output::check_dir(&dir, self.force)?;
+        Ok(dir)
     }
 
     /// Configure the global rayon pool (once per process).
@@ -426,7 +435,7 @@ fn run_outcome(
     common: &CommonArgs,
     compute: impl FnOnce() -> Result<Outcome>,
 ) -> Result<()> {
-    let dir = common.out_dir(name);
+    let dir = common.out_dir(name)?;
     let outcome = compute()?;
     let paths = write_outcome(&outcome, &dir, !common.no_plots)?;
     print_paths(&paths);

@@ -1,0 +1,116 @@
+//! Outputs are never overwritten without `--force` (issue 19 item 14):
+//! `central ... --out`, `map sweep --dump`, the experiments' and the
+//! demo's output directories. Before the fix every one of them replaced
+//! an existing file (or wrote into a full directory) silently.
+
+mod common;
+use common::geopriv;
+
+/// The refusal: exit 2, the path named (escaped), `--force` said, and the
+/// existing output untouched.
+fn assert_refused(out: &std::process::Output, shown_path: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert!(stderr.contains(shown_path), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "raw escape in {stderr:?}");
+}
+
+#[test]
+fn central_out_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("table\u{1b}[2J.md");
+    std::fs::write(&file, "keep").unwrap();
+    let path = file.to_str().unwrap();
+    let args = ["central", "chain-experiment", "--reps", "3", "--out", path];
+    assert_refused(&geopriv(&args, b""), "table\\u{1b}[2J.md");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    // --force replaces it; a new path needs no flag.
+    let forced = geopriv(&[&args[..], &["--force"]].concat(), b"");
+    assert!(forced.status.success(), "{forced:?}");
+    assert_ne!(std::fs::read_to_string(&file).unwrap(), "keep");
+    let fresh = dir.path().join("new.md");
+    let args = [
+        "central",
+        "chain-experiment",
+        "--reps",
+        "3",
+        "--out",
+        fresh.to_str().unwrap(),
+    ];
+    assert!(geopriv(&args, b"").status.success());
+}
+
+#[test]
+fn map_sweep_dump_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reports.ndjson");
+    std::fs::write(&file, "keep").unwrap();
+    let dump = format!("200:1:{}", file.to_str().unwrap());
+    let args = [
+        "map", "sweep", "--grid", "3", "--n", "200", "--eps-h", "1", "--dump", &dump,
+    ];
+    assert_refused(&geopriv(&args, b""), "reports.ndjson");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    let forced = geopriv(&[&args[..], &["--force"]].concat(), b"");
+    assert!(forced.status.success(), "{forced:?}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap().lines().count(),
+        200,
+        "the dump replaced the file"
+    );
+}
+
+#[test]
+fn experiment_and_demo_directories_are_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("threshold");
+    std::fs::create_dir(&out).unwrap();
+    // An empty directory loses nothing: accepted.
+    let args = [
+        "experiment",
+        "threshold",
+        "--no-plots",
+        "--threads",
+        "1",
+        "--n",
+        "200",
+        "--epsilon",
+        "1/800",
+        "--reps",
+        "1",
+        "--thresholds",
+        "100k",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let first = geopriv(&args, b"");
+    assert!(first.status.success(), "{first:?}");
+    // Now it holds results.md: refused up front, nothing rewritten.
+    std::fs::write(out.join("results.md"), "keep").unwrap();
+    assert_refused(&geopriv(&args, b""), "threshold");
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.md")).unwrap(),
+        "keep"
+    );
+    let forced = geopriv(&[&args[..], &["--force"]].concat(), b"");
+    assert!(forced.status.success(), "{forced:?}");
+    assert_ne!(
+        std::fs::read_to_string(out.join("results.md")).unwrap(),
+        "keep"
+    );
+    // The longitudinal experiment and the demo check their directory
+    // before computing anything.
+    for cmd in [
+        &["experiment", "longitudinal", "--out"][..],
+        &["demo", "--out"][..],
+    ] {
+        let args = [cmd, &[out.to_str().unwrap()]].concat();
+        assert_refused(&geopriv(&args, b""), "threshold");
+    }
+    // A file where the directory should be is refused too.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "keep").unwrap();
+    let args = ["experiment", "two-way", "--out", file.to_str().unwrap()];
+    assert_refused(&geopriv(&args, b""), "a-file");
+}
