@@ -534,6 +534,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_plan_map() != 1328:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_plan_schedule() != 13025:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_privacy_radius() != 21327:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of() != 22713:
@@ -541,6 +543,8 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_func_project() != 34708:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_project_packed() != 1776:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant() != 56547:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -718,6 +722,14 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_release() != 34350:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_width() != 19541:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() != 3990:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 11784:
@@ -777,6 +789,16 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports() != 25820:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportschedule_probability() != 21008:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in() != 17434:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli() != 7790:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot() != 27374:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes() != 560:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -874,6 +896,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_func_library_version.restype = ctypes.c_u
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_map.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_schedule.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_plan_schedule.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_privacy_radius.restype = ctypes.c_uint16
@@ -886,6 +911,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta.restype = ctypes.c_uint16
@@ -1150,6 +1178,18 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.restype = ctype
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_release.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_release.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_width.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_width.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype = ctypes.c_uint16
@@ -1240,6 +1280,21 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.restype 
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_probability.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_probability.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes.restype = ctypes.c_uint16
@@ -1354,6 +1409,15 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_map.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_plan_schedule.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_plan_schedule.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_privacy_radius.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -1379,6 +1443,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_schedule_noise_constant.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_schedule_noise_constant.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_smooth_noisy_max_beta.argtypes = (
     ctypes.c_double,
     _UniffiRustBuffer,
@@ -1919,6 +1989,31 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.argtypes = 
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_release.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_release.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_width.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_width.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_double,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2082,6 +2177,34 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_max_reports.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_max_reports.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_probability.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_probability.restype = ctypes.c_double
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_reports_in.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_reports_in.restype = ctypes.c_int8
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli.argtypes = (
+    ctypes.c_double,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_bytes.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -2292,6 +2415,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_mapserver.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_memoizedrelease.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_memoizedrelease.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2322,6 +2455,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_reportpolicy.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportschedule.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportschedule.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportschedule.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_reportschedule.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_reportserver.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -4555,64 +4698,6 @@ class _UniffiFfiConverterTypeMapUpload(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.write(value.mechanism, buf)
 
 @dataclass
-class PrivacyRadius:
-    """
-    A privacy level stated as a radius, with the ε per unit distance it
-    sets and both forms in one sentence.
-"""
-    def __init__(self, *, radius:float, level:float, epsilon:float, odds_ratio:float, description:str):
-        self.radius = radius
-        self.level = level
-        self.epsilon = epsilon
-        self.odds_ratio = odds_ratio
-        self.description = description
-        
-        
-
-    
-    def __str__(self):
-        return "PrivacyRadius(radius={}, level={}, epsilon={}, odds_ratio={}, description={})".format(self.radius, self.level, self.epsilon, self.odds_ratio, self.description)
-    def __eq__(self, other):
-        if self.radius != other.radius:
-            return False
-        if self.level != other.level:
-            return False
-        if self.epsilon != other.epsilon:
-            return False
-        if self.odds_ratio != other.odds_ratio:
-            return False
-        if self.description != other.description:
-            return False
-        return True
-
-class _UniffiFfiConverterTypePrivacyRadius(_UniffiConverterRustBuffer):
-    @staticmethod
-    def read(buf):
-        return PrivacyRadius(
-            radius=_UniffiFfiConverterFloat64.read(buf),
-            level=_UniffiFfiConverterFloat64.read(buf),
-            epsilon=_UniffiFfiConverterFloat64.read(buf),
-            odds_ratio=_UniffiFfiConverterFloat64.read(buf),
-            description=_UniffiFfiConverterString.read(buf),
-        )
-
-    @staticmethod
-    def check_lower(value):
-        _UniffiFfiConverterFloat64.check_lower(value.radius)
-        _UniffiFfiConverterFloat64.check_lower(value.level)
-        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
-        _UniffiFfiConverterFloat64.check_lower(value.odds_ratio)
-        _UniffiFfiConverterString.check_lower(value.description)
-
-    @staticmethod
-    def write(value, buf):
-        _UniffiFfiConverterFloat64.write(value.radius, buf)
-        _UniffiFfiConverterFloat64.write(value.level, buf)
-        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
-        _UniffiFfiConverterFloat64.write(value.odds_ratio, buf)
-        _UniffiFfiConverterString.write(value.description, buf)
-
-@dataclass
 class PrivateReport:
     """
     What a device uploads after privatizing: the same report in two
@@ -4693,6 +4778,104 @@ class _UniffiFfiConverterTypePrivateReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.epsilon, buf)
         _UniffiFfiConverterFloat64.write(value.delta, buf)
         _UniffiFfiConverterBoolean.write(value.seeded, buf)
+
+@dataclass
+class MemoizedReport:
+    """
+    What a memoized release returns: the report to upload and whether this
+    call charged the ledger (a new cell).
+"""
+    def __init__(self, *, report:PrivateReport, charged:bool):
+        self.report = report
+        self.charged = charged
+        
+        
+
+    
+    def __str__(self):
+        return "MemoizedReport(report={}, charged={})".format(self.report, self.charged)
+    def __eq__(self, other):
+        if self.report != other.report:
+            return False
+        if self.charged != other.charged:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMemoizedReport(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MemoizedReport(
+            report=_UniffiFfiConverterTypePrivateReport.read(buf),
+            charged=_UniffiFfiConverterBoolean.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterTypePrivateReport.check_lower(value.report)
+        _UniffiFfiConverterBoolean.check_lower(value.charged)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterTypePrivateReport.write(value.report, buf)
+        _UniffiFfiConverterBoolean.write(value.charged, buf)
+
+@dataclass
+class PrivacyRadius:
+    """
+    A privacy level stated as a radius, with the ε per unit distance it
+    sets and both forms in one sentence.
+"""
+    def __init__(self, *, radius:float, level:float, epsilon:float, odds_ratio:float, description:str):
+        self.radius = radius
+        self.level = level
+        self.epsilon = epsilon
+        self.odds_ratio = odds_ratio
+        self.description = description
+        
+        
+
+    
+    def __str__(self):
+        return "PrivacyRadius(radius={}, level={}, epsilon={}, odds_ratio={}, description={})".format(self.radius, self.level, self.epsilon, self.odds_ratio, self.description)
+    def __eq__(self, other):
+        if self.radius != other.radius:
+            return False
+        if self.level != other.level:
+            return False
+        if self.epsilon != other.epsilon:
+            return False
+        if self.odds_ratio != other.odds_ratio:
+            return False
+        if self.description != other.description:
+            return False
+        return True
+
+class _UniffiFfiConverterTypePrivacyRadius(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return PrivacyRadius(
+            radius=_UniffiFfiConverterFloat64.read(buf),
+            level=_UniffiFfiConverterFloat64.read(buf),
+            epsilon=_UniffiFfiConverterFloat64.read(buf),
+            odds_ratio=_UniffiFfiConverterFloat64.read(buf),
+            description=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.radius)
+        _UniffiFfiConverterFloat64.check_lower(value.level)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon)
+        _UniffiFfiConverterFloat64.check_lower(value.odds_ratio)
+        _UniffiFfiConverterString.check_lower(value.description)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.radius, buf)
+        _UniffiFfiConverterFloat64.write(value.level, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon, buf)
+        _UniffiFfiConverterFloat64.write(value.odds_ratio, buf)
+        _UniffiFfiConverterString.write(value.description, buf)
 
 
 
@@ -4844,6 +5027,72 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.delta, buf)
         _UniffiFfiConverterFloat64.write(value.value, buf)
         _UniffiFfiConverterBoolean.write(value.seeded, buf)
+
+@dataclass
+class SchedulePlan:
+    """
+    The planner's choice for N devices, T periods and a lifetime budget C
+    (docs/MATH.md §12.2): one period in `every` at ε = `epsilon_per_report`,
+    with the predicted variance of one period's estimate against fresh
+    releases every period at C/T.
+"""
+    def __init__(self, *, p:float, every:int, epsilon_per_report:float, reports_per_device:int, variance_per_period:float, fresh_variance_per_period:float):
+        self.p = p
+        self.every = every
+        self.epsilon_per_report = epsilon_per_report
+        self.reports_per_device = reports_per_device
+        self.variance_per_period = variance_per_period
+        self.fresh_variance_per_period = fresh_variance_per_period
+        
+        
+
+    
+    def __str__(self):
+        return "SchedulePlan(p={}, every={}, epsilon_per_report={}, reports_per_device={}, variance_per_period={}, fresh_variance_per_period={})".format(self.p, self.every, self.epsilon_per_report, self.reports_per_device, self.variance_per_period, self.fresh_variance_per_period)
+    def __eq__(self, other):
+        if self.p != other.p:
+            return False
+        if self.every != other.every:
+            return False
+        if self.epsilon_per_report != other.epsilon_per_report:
+            return False
+        if self.reports_per_device != other.reports_per_device:
+            return False
+        if self.variance_per_period != other.variance_per_period:
+            return False
+        if self.fresh_variance_per_period != other.fresh_variance_per_period:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeSchedulePlan(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return SchedulePlan(
+            p=_UniffiFfiConverterFloat64.read(buf),
+            every=_UniffiFfiConverterUInt64.read(buf),
+            epsilon_per_report=_UniffiFfiConverterFloat64.read(buf),
+            reports_per_device=_UniffiFfiConverterUInt64.read(buf),
+            variance_per_period=_UniffiFfiConverterFloat64.read(buf),
+            fresh_variance_per_period=_UniffiFfiConverterFloat64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.p)
+        _UniffiFfiConverterUInt64.check_lower(value.every)
+        _UniffiFfiConverterFloat64.check_lower(value.epsilon_per_report)
+        _UniffiFfiConverterUInt64.check_lower(value.reports_per_device)
+        _UniffiFfiConverterFloat64.check_lower(value.variance_per_period)
+        _UniffiFfiConverterFloat64.check_lower(value.fresh_variance_per_period)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.p, buf)
+        _UniffiFfiConverterUInt64.write(value.every, buf)
+        _UniffiFfiConverterFloat64.write(value.epsilon_per_report, buf)
+        _UniffiFfiConverterUInt64.write(value.reports_per_device, buf)
+        _UniffiFfiConverterFloat64.write(value.variance_per_period, buf)
+        _UniffiFfiConverterFloat64.write(value.fresh_variance_per_period, buf)
 
 
 
@@ -9066,6 +9315,191 @@ class _UniffiFfiConverterTypeMapServer:
     def write(cls, value: MapServer, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
+
+class MemoizedReleaseProtocol(typing.Protocol):
+    """
+    A memoized release (docs/MATH.md §12.3) for values that rarely change
+    (an income, a home area): the input is snapped to a public grid of
+    `width` with a secret per-device offset, and the report of a cell is
+    derived from the ledger's device secret, so an unchanged cell re-sends
+    the same report and is charged once; the lifetime charge counts
+    distinct cells. Equal reports reveal *which periods were spent in the
+    same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+    adds fresh Laplace(range/ε_I) noise to every upload to hide that
+    pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+    targets f smoothed by the cell (a bias of at most the query's Lipschitz
+    constant × width/2 per coordinate). Thread-safe.
+"""
+    
+    def instantaneous_epsilon(self, ) -> typing.Optional[float]:
+        """
+        ε_I of the instantaneous layer, if on.
+"""
+        raise NotImplementedError
+    def release(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> MemoizedReport:
+        """
+        The report of x's cell, charged to `ledger` once per cell (in the
+        same atomic write as the memo key for a file-backed ledger) before
+        it is returned. Refused with nothing charged or released:
+        `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+        `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+        2^52 cells); `LedgerIo` if the charge cannot be written.
+"""
+        raise NotImplementedError
+    def width(self, ) -> float:
+        """
+        The snapping width.
+"""
+        raise NotImplementedError
+
+class MemoizedRelease(MemoizedReleaseProtocol):
+    """
+    A memoized release (docs/MATH.md §12.3) for values that rarely change
+    (an income, a home area): the input is snapped to a public grid of
+    `width` with a secret per-device offset, and the report of a cell is
+    derived from the ledger's device secret, so an unchanged cell re-sends
+    the same report and is charged once; the lifetime charge counts
+    distinct cells. Equal reports reveal *which periods were spent in the
+    same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+    adds fresh Laplace(range/ε_I) noise to every upload to hide that
+    pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+    targets f smoothed by the cell (a bias of at most the query's Lipschitz
+    constant × width/2 per coordinate). Thread-safe.
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, mechanism: GeoMechanism,width: float,instantaneous_epsilon: typing.Optional[float]):
+        """
+        `mechanism` (with its unit, `with_unit`) memoized on a public grid
+        of `width` (in the query's unit, 0 < width <= f64::MAX/2^54), with
+        the instantaneous layer at `instantaneous_epsilon` if given.
+"""
+        
+        _UniffiFfiConverterTypeGeoMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(width)
+
+        _UniffiFfiConverterOptionalFloat64.check_lower(instantaneous_epsilon)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeGeoMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(width),
+            _UniffiFfiConverterOptionalFloat64.lower(instantaneous_epsilon),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMemoizedRelease.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_memoizedrelease, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def instantaneous_epsilon(self, ) -> typing.Optional[float]:
+        """
+        ε_I of the instantaneous layer, if on.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalFloat64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def release(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> MemoizedReport:
+        """
+        The report of x's cell, charged to `ledger` once per cell (in the
+        same atomic write as the memo key for a file-backed ledger) before
+        it is returned. Refused with nothing charged or released:
+        `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+        `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+        2^52 cells); `LedgerIo` if the charge cannot be written.
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(x)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterSequenceFloat64.lower(x),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMemoizedReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_release,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def width(self, ) -> float:
+        """
+        The snapping width.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_width,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeMemoizedRelease:
+    @staticmethod
+    def lift(value: int) -> MemoizedRelease:
+        return MemoizedRelease._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: MemoizedRelease):
+        if not isinstance(value, MemoizedRelease):
+            raise TypeError("Expected MemoizedRelease instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: MemoizedRelease) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> MemoizedRelease:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: MemoizedRelease, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
 class _UniffiFfiConverterSequenceTypeMechanismName(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -9403,6 +9837,201 @@ class _UniffiFfiConverterTypeReportPolicy:
 
     @classmethod
     def write(cls, value: ReportPolicy, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+
+class ReportScheduleProtocol(typing.Protocol):
+    """
+    A data-independent report schedule: whether a device reports in period
+    t is a function of the ledger's device secret and t only, never of the
+    value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+    Immutable and thread-safe.
+
+    ```text
+    let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+    if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+    ```
+"""
+    
+    def max_reports(self, periods: int) -> int:
+        """
+        The most reports one device can send in `periods` periods: `periods`
+        for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+        slot.
+"""
+        raise NotImplementedError
+    def probability(self, ) -> float:
+        """
+        The reporting probability per period: p, or 1/every.
+"""
+        raise NotImplementedError
+    def reports_in(self, ledger: PrivacyLedger,period: int) -> bool:
+        """
+        Whether the device of `ledger` reports in period `period` (e.g.
+        `ledger.status().period` for a daily policy): a function of the
+        ledger's device secret and `period` only.
+"""
+        raise NotImplementedError
+
+class ReportSchedule(ReportScheduleProtocol):
+    """
+    A data-independent report schedule: whether a device reports in period
+    t is a function of the ledger's device secret and t only, never of the
+    value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+    Immutable and thread-safe.
+
+    ```text
+    let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+    if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+    ```
+"""
+    
+    _handle: ctypes.c_uint64
+    @classmethod
+    def bernoulli(cls, p: float) -> ReportSchedule:
+        """
+        Each period independently with probability `p` ∈ (0, 1]:
+        b_t = [U(PRF_k("schedule", t)) < p].
+"""
+        
+        _UniffiFfiConverterFloat64.check_lower(p)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterFloat64.lower(p),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportSchedule.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def fixed_slot(cls, every: int) -> ReportSchedule:
+        """
+        One period in `every` (>= 1) at the device's secret slot
+        σ = PRF_k("slot", every) mod every: b_t = [t mod every = σ].
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(every)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterUInt64.lower(every),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportSchedule.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    
+    def __init__(self, *args, **kwargs):
+        raise ValueError("This class has no default constructor")
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_reportschedule, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_reportschedule, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def max_reports(self, periods: int) -> int:
+        """
+        The most reports one device can send in `periods` periods: `periods`
+        for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+        slot.
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(periods)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(periods),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_max_reports,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def probability(self, ) -> float:
+        """
+        The reporting probability per period: p, or 1/every.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterFloat64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_probability,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def reports_in(self, ledger: PrivacyLedger,period: int) -> bool:
+        """
+        Whether the device of `ledger` reports in period `period` (e.g.
+        `ledger.status().period` for a daily policy): a function of the
+        ledger's device secret and `period` only.
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterUInt64.check_lower(period)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterUInt64.lower(period),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_reports_in,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeReportSchedule:
+    @staticmethod
+    def lift(value: int) -> ReportSchedule:
+        return ReportSchedule._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: ReportSchedule):
+        if not isinstance(value, ReportSchedule):
+            raise TypeError("Expected ReportSchedule instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: ReportSchedule) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> ReportSchedule:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: ReportSchedule, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
 class _UniffiFfiConverterOptionalBytes(_UniffiConverterRustBuffer):
@@ -10447,6 +11076,40 @@ def plan_map(grid: MapGrid,epsilon: float,n: int) -> MapPlan:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def plan_schedule(devices: int,periods: int,lifetime_epsilon: float,value_variance: float,noise_constant: float) -> SchedulePlan:
+    """
+    Plan a report schedule (docs/MATH.md §12.2): for `devices` N, `periods`
+    T, a `lifetime_epsilon` C per device, the population's `value_variance`
+    Var f (from public information, e.g. 0.25 for a share, never from the
+    devices' raw values) and the mechanism's `noise_constant` c (the noise
+    variance is c/ε²; `schedule_noise_constant`), the slot length that
+    minimises the per-period variance s·Var f/N + c T²/(C² s N).
+"""
+    
+    _UniffiFfiConverterUInt64.check_lower(devices)
+
+    _UniffiFfiConverterUInt64.check_lower(periods)
+
+    _UniffiFfiConverterFloat64.check_lower(lifetime_epsilon)
+
+    _UniffiFfiConverterFloat64.check_lower(value_variance)
+
+    _UniffiFfiConverterFloat64.check_lower(noise_constant)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterUInt64.lower(devices),
+        _UniffiFfiConverterUInt64.lower(periods),
+        _UniffiFfiConverterFloat64.lower(lifetime_epsilon),
+        _UniffiFfiConverterFloat64.lower(value_variance),
+        _UniffiFfiConverterFloat64.lower(noise_constant),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterTypeSchedulePlan.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_plan_schedule,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def privacy_radius(radius: float,level: float) -> PrivacyRadius:
     """
     "Protected within `radius` at `level`": ε = level / radius (both finite
@@ -10540,6 +11203,28 @@ def project_packed(latlon: bytes,projection: Projection) -> bytes:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def schedule_noise_constant(mechanism: GeoMechanism,query: GeoQuery) -> typing.Optional[float]:
+    """
+    c of the planner's noise model (variance c/ε²) for `mechanism`'s family
+    on `query`: one report's variance at ε = 1 and the global sensitivity;
+    none for noise a priori and noises of infinite variance.
+"""
+    
+    _UniffiFfiConverterTypeGeoMechanism.check_lower(mechanism)
+
+    _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterTypeGeoMechanism.lower(mechanism),
+        _UniffiFfiConverterTypeGeoQuery.lower(query),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterOptionalFloat64.lift
+    _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_schedule_noise_constant,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def smooth_noisy_max_beta(epsilon: float,laplace_delta: typing.Optional[float]) -> float:
     """
     The β at which Smooth Noisy Max needs its smooth bound: the Laplace
@@ -10626,18 +11311,22 @@ __all__ = [
     "MapPlan",
     "MapServerStatus",
     "MapUpload",
-    "PrivacyRadius",
     "PrivateReport",
+    "MemoizedReport",
+    "PrivacyRadius",
     "ReceivedReport",
+    "SchedulePlan",
     "central_quantile",
     "central_smooth_sensitivity",
     "instance_based_chain_scales",
     "library_version",
     "plan_map",
+    "plan_schedule",
     "privacy_radius",
     "privacy_radius_of",
     "project",
     "project_packed",
+    "schedule_noise_constant",
     "smooth_noisy_max_beta",
     "smooth_noisy_max_select",
     "Aggregator",
@@ -10656,8 +11345,12 @@ __all__ = [
     "MapReleaseProtocol",
     "MapServer",
     "MapServerProtocol",
+    "MemoizedRelease",
+    "MemoizedReleaseProtocol",
     "ReportPolicy",
     "ReportPolicyProtocol",
+    "ReportSchedule",
+    "ReportScheduleProtocol",
     "ReportServer",
     "ReportServerProtocol",
     "ServerConfig",

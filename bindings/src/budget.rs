@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use geopriv::device::budget::{FileLedger, Ledger};
+use geopriv::device::memo::MemoLedger;
 
 use crate::{guard, lock, GeoMechanism, GeoprivError};
 
@@ -163,6 +164,13 @@ impl Store {
         }
     }
 
+    fn memo_ledger(&mut self) -> &mut dyn MemoLedger {
+        match self {
+            Store::Memory(b) => b,
+            Store::File(f) => f,
+        }
+    }
+
     fn state(&self) -> &geopriv::PrivacyBudget {
         match self {
             Store::Memory(b) => b,
@@ -197,6 +205,20 @@ impl PrivacyLedger {
         f: impl FnOnce(&mut dyn Ledger) -> Result<T, GeoprivError>,
     ) -> Result<T, GeoprivError> {
         f(lock(&self.store, "privacy ledger")?.ledger())
+    }
+
+    /// Run `f` on the ledger, with its device secret and memo table,
+    /// under its lock (memoized releases).
+    pub(crate) fn with_memo_ledger<T>(
+        &self,
+        f: impl FnOnce(&mut dyn MemoLedger) -> Result<T, GeoprivError>,
+    ) -> Result<T, GeoprivError> {
+        f(lock(&self.store, "privacy ledger")?.memo_ledger())
+    }
+
+    /// The device secret (report schedules); never returned to the app.
+    pub(crate) fn device_secret(&self) -> Result<[u8; 32], GeoprivError> {
+        self.with_state(|s| s.device_secret())
     }
 
     fn with_state<T>(
@@ -355,6 +377,37 @@ impl PrivacyLedger {
 mod tests {
     use super::*;
     use crate::GeoQuery;
+
+    /// Ledger errors reach the app escaped: a path and a ledger file
+    /// carrying a newline and terminal escapes (before the core's fix the
+    /// exception messages held them raw).
+    #[test]
+    fn ledger_errors_are_escaped() {
+        let raw = |m: &str| {
+            m.chars()
+                .any(|c| c != ' ' && geopriv::server::escape::needs_escape(c))
+        };
+        let dir = std::env::temp_dir().join(format!("geopriv-ffi-escape-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let forged = dir.join("x\nline 2: ok\u{1b}[2J.json");
+        let e = PrivacyLedger::open(forged.to_str().unwrap().to_string(), metres(1.0, 0.0))
+            .unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerIo(_)), "{e:?}");
+        assert!(
+            !raw(&e.to_string()) && e.to_string().contains("x\\nline 2"),
+            "{e:?}"
+        );
+        let file = dir.join("ledger.json");
+        std::fs::write(&file, "{\"format\":2,\"a\\nb\\u001b[2J\":1}").unwrap();
+        let e =
+            PrivacyLedger::open(file.to_str().unwrap().to_string(), metres(1.0, 0.0)).unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        assert!(
+            !raw(&e.to_string()) && e.to_string().contains("a\\nb"),
+            "{e:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn metres(total_epsilon: f64, total_delta: f64) -> BudgetPolicy {
         BudgetPolicy {

@@ -29,7 +29,8 @@
 //! budget ledger, the aggregators, a seeded mechanism's generator) keep it
 //! behind a `Mutex`, so foreign threads can share them; a method never
 //! holds two of these locks except ledger-then-generator in
-//! `privatize`, and `merge` copies its argument before locking
+//! `privatize` (ledger, memo table, generator in
+//! `MemoizedRelease.release`), and `merge` copies its argument before locking
 //! itself, so there is no lock-order deadlock. A lock poisoned by an
 //! earlier internal error makes later calls on that object raise
 //! `Internal` rather than use a possibly half-updated state. `Send + Sync`
@@ -55,6 +56,7 @@ mod central;
 mod error;
 mod geo;
 mod growth;
+mod longitudinal;
 mod map;
 mod mechanism;
 mod query;
@@ -69,6 +71,10 @@ pub use central::CentralNoiseKind;
 pub use error::GeoprivError;
 pub use geo::{project, Projection};
 pub use growth::Growth;
+pub use longitudinal::{
+    plan_schedule, schedule_noise_constant, MemoizedRelease, MemoizedReport, ReportSchedule,
+    SchedulePlan,
+};
 pub use map::{
     plan_map, MapBatch, MapEstimate, MapGrid, MapMechanism, MapPlan, MapPrediction, MapRejection,
     MapRelease, MapServer, MapServerStatus, MapUpload,
@@ -151,6 +157,8 @@ fn assert_thread_safe() {
     is_send_sync::<MapRelease>();
     is_send_sync::<MapServer>();
     is_send_sync::<ReleaseArray>();
+    is_send_sync::<ReportSchedule>();
+    is_send_sync::<MemoizedRelease>();
 }
 
 #[cfg(test)]

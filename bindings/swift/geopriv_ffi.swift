@@ -2998,6 +2998,218 @@ public func FfiConverterTypeMapServer_lower(_ value: MapServer) -> UInt64 {
 
 
 /**
+ * A memoized release (docs/MATH.md §12.3) for values that rarely change
+ * (an income, a home area): the input is snapped to a public grid of
+ * `width` with a secret per-device offset, and the report of a cell is
+ * derived from the ledger's device secret, so an unchanged cell re-sends
+ * the same report and is charged once; the lifetime charge counts
+ * distinct cells. Equal reports reveal *which periods were spent in the
+ * same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+ * adds fresh Laplace(range/ε_I) noise to every upload to hide that
+ * pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+ * targets f smoothed by the cell (a bias of at most the query's Lipschitz
+ * constant × width/2 per coordinate). Thread-safe.
+ */
+public protocol MemoizedReleaseProtocol: AnyObject, Sendable {
+    
+    /**
+     * ε_I of the instantaneous layer, if on.
+     */
+    func instantaneousEpsilon() throws  -> Double?
+    
+    /**
+     * The report of x's cell, charged to `ledger` once per cell (in the
+     * same atomic write as the memo key for a file-backed ledger) before
+     * it is returned. Refused with nothing charged or released:
+     * `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+     * `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+     * 2^52 cells); `LedgerIo` if the charge cannot be written.
+     */
+    func release(ledger: PrivacyLedger, query: GeoQuery, x: [Double]) throws  -> MemoizedReport
+    
+    /**
+     * The snapping width.
+     */
+    func width() throws  -> Double
+    
+}
+/**
+ * A memoized release (docs/MATH.md §12.3) for values that rarely change
+ * (an income, a home area): the input is snapped to a public grid of
+ * `width` with a secret per-device offset, and the report of a cell is
+ * derived from the ledger's device secret, so an unchanged cell re-sends
+ * the same report and is charged once; the lifetime charge counts
+ * distinct cells. Equal reports reveal *which periods were spent in the
+ * same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+ * adds fresh Laplace(range/ε_I) noise to every upload to hide that
+ * pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+ * targets f smoothed by the cell (a bias of at most the query's Lipschitz
+ * constant × width/2 per coordinate). Thread-safe.
+ */
+open class MemoizedRelease: MemoizedReleaseProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_memoizedrelease(self.handle, $0) }
+    }
+    /**
+     * `mechanism` (with its unit, `with_unit`) memoized on a public grid
+     * of `width` (in the query's unit, 0 < width <= f64::MAX/2^54), with
+     * the instantaneous layer at `instantaneous_epsilon` if given.
+     */
+public convenience init(mechanism: GeoMechanism, width: Double, instantaneousEpsilon: Double?)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new(
+        FfiConverterTypeGeoMechanism_lower(mechanism),
+        FfiConverterDouble.lower(width),
+        FfiConverterOptionDouble.lower(instantaneousEpsilon),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_memoizedrelease(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * ε_I of the instantaneous layer, if on.
+     */
+open func instantaneousEpsilon()throws  -> Double?  {
+    return try  FfiConverterOptionDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The report of x's cell, charged to `ledger` once per cell (in the
+     * same atomic write as the memo key for a file-backed ledger) before
+     * it is returned. Refused with nothing charged or released:
+     * `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+     * `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+     * 2^52 cells); `LedgerIo` if the charge cannot be written.
+     */
+open func release(ledger: PrivacyLedger, query: GeoQuery, x: [Double])throws  -> MemoizedReport  {
+    return try  FfiConverterTypeMemoizedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_memoizedrelease_release(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterSequenceDouble.lower(x),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The snapping width.
+     */
+open func width()throws  -> Double  {
+    return try  FfiConverterDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_memoizedrelease_width(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoizedRelease: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = MemoizedRelease
+
+    public static func lift(_ handle: UInt64) throws -> MemoizedRelease {
+        return MemoizedRelease(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: MemoizedRelease) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoizedRelease {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: MemoizedRelease, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoizedRelease_lift(_ handle: UInt64) throws -> MemoizedRelease {
+    return try FfiConverterTypeMemoizedRelease.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoizedRelease_lower(_ value: MemoizedRelease) -> UInt64 {
+    return FfiConverterTypeMemoizedRelease.lower(value)
+}
+
+
+
+
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -3917,6 +4129,222 @@ public func FfiConverterTypeReportPolicy_lift(_ handle: UInt64) throws -> Report
 #endif
 public func FfiConverterTypeReportPolicy_lower(_ value: ReportPolicy) -> UInt64 {
     return FfiConverterTypeReportPolicy.lower(value)
+}
+
+
+
+
+
+
+/**
+ * A data-independent report schedule: whether a device reports in period
+ * t is a function of the ledger's device secret and t only, never of the
+ * value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+ * Immutable and thread-safe.
+ *
+ * ```text
+ * let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+ * if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+ * ```
+ */
+public protocol ReportScheduleProtocol: AnyObject, Sendable {
+    
+    /**
+     * The most reports one device can send in `periods` periods: `periods`
+     * for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+     * slot.
+     */
+    func maxReports(periods: UInt64)  -> UInt64
+    
+    /**
+     * The reporting probability per period: p, or 1/every.
+     */
+    func probability()  -> Double
+    
+    /**
+     * Whether the device of `ledger` reports in period `period` (e.g.
+     * `ledger.status().period` for a daily policy): a function of the
+     * ledger's device secret and `period` only.
+     */
+    func reportsIn(ledger: PrivacyLedger, period: UInt64) throws  -> Bool
+    
+}
+/**
+ * A data-independent report schedule: whether a device reports in period
+ * t is a function of the ledger's device secret and t only, never of the
+ * value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+ * Immutable and thread-safe.
+ *
+ * ```text
+ * let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+ * if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+ * ```
+ */
+open class ReportSchedule: ReportScheduleProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_reportschedule(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_reportschedule(handle, $0) }
+    }
+
+    
+    /**
+     * Each period independently with probability `p` ∈ (0, 1]:
+     * b_t = [U(PRF_k("schedule", t)) < p].
+     */
+public static func bernoulli(p: Double)throws  -> ReportSchedule  {
+    return try  FfiConverterTypeReportSchedule_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli(
+        FfiConverterDouble.lower(p),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * One period in `every` (>= 1) at the device's secret slot
+     * σ = PRF_k("slot", every) mod every: b_t = [t mod every = σ].
+     */
+public static func fixedSlot(every: UInt64)throws  -> ReportSchedule  {
+    return try  FfiConverterTypeReportSchedule_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot(
+        FfiConverterUInt64.lower(every),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * The most reports one device can send in `periods` periods: `periods`
+     * for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+     * slot.
+     */
+open func maxReports(periods: UInt64) -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportschedule_max_reports(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(periods),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The reporting probability per period: p, or 1/every.
+     */
+open func probability() -> Double  {
+    return try!  FfiConverterDouble.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportschedule_probability(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether the device of `ledger` reports in period `period` (e.g.
+     * `ledger.status().period` for a daily policy): a function of the
+     * ledger's device secret and `period` only.
+     */
+open func reportsIn(ledger: PrivacyLedger, period: UInt64)throws  -> Bool  {
+    return try  FfiConverterBool.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportschedule_reports_in(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterUInt64.lower(period),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeReportSchedule: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ReportSchedule
+
+    public static func lift(_ handle: UInt64) throws -> ReportSchedule {
+        return ReportSchedule(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ReportSchedule) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ReportSchedule {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ReportSchedule, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportSchedule_lift(_ handle: UInt64) throws -> ReportSchedule {
+    return try FfiConverterTypeReportSchedule.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeReportSchedule_lower(_ value: ReportSchedule) -> UInt64 {
+    return FfiConverterTypeReportSchedule.lower(value)
 }
 
 
@@ -6900,6 +7328,80 @@ public func FfiConverterTypeMedianOfMeansEstimate_lower(_ value: MedianOfMeansEs
 
 
 /**
+ * What a memoized release returns: the report to upload and whether this
+ * call charged the ledger (a new cell).
+ */
+public struct MemoizedReport: Equatable, Hashable {
+    /**
+     * The report (a fresh report id on every call; the value repeats
+     * while the input stays in its cell, unless the instantaneous layer
+     * is on).
+     */
+    public var report: PrivateReport
+    /**
+     * Whether this call charged the ledger (the cell's first release).
+     */
+    public var charged: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The report (a fresh report id on every call; the value repeats
+         * while the input stays in its cell, unless the instantaneous layer
+         * is on).
+         */report: PrivateReport, 
+        /**
+         * Whether this call charged the ledger (the cell's first release).
+         */charged: Bool) {
+        self.report = report
+        self.charged = charged
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoizedReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoizedReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoizedReport {
+        return
+            try MemoizedReport(
+                report: FfiConverterTypePrivateReport.read(from: &buf), 
+                charged: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoizedReport, into buf: inout [UInt8]) {
+        FfiConverterTypePrivateReport.write(value.report, into: &buf)
+        FfiConverterBool.write(value.charged, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoizedReport_lift(_ buf: RustBuffer) throws -> MemoizedReport {
+    return try FfiConverterTypeMemoizedReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoizedReport_lower(_ value: MemoizedReport) -> RustBuffer {
+    return FfiConverterTypeMemoizedReport.lower(value)
+}
+
+
+/**
  * A privacy level stated as a radius, with the ε per unit distance it
  * sets and both forms in one sentence.
  */
@@ -7343,6 +7845,118 @@ public func FfiConverterTypeRejectedRecord_lift(_ buf: RustBuffer) throws -> Rej
 #endif
 public func FfiConverterTypeRejectedRecord_lower(_ value: RejectedRecord) -> RustBuffer {
     return FfiConverterTypeRejectedRecord.lower(value)
+}
+
+
+/**
+ * The planner's choice for N devices, T periods and a lifetime budget C
+ * (docs/MATH.md §12.2): one period in `every` at ε = `epsilon_per_report`,
+ * with the predicted variance of one period's estimate against fresh
+ * releases every period at C/T.
+ */
+public struct SchedulePlan: Equatable, Hashable {
+    /**
+     * p* = (C/T)·sqrt(Var f / c), capped to [1/T, 1].
+     */
+    public var p: Double
+    /**
+     * The slot length s (`ReportSchedule.fixed_slot(every)`), round(1/p*).
+     */
+    public var every: UInt64
+    /**
+     * ε per report = C / ⌈T/s⌉ (the lifetime budget spread exactly).
+     */
+    public var epsilonPerReport: Double
+    /**
+     * Reports per device, ⌈T/s⌉.
+     */
+    public var reportsPerDevice: UInt64
+    /**
+     * Predicted variance of one period's estimate: (Var f + c/ε²)/(N/s).
+     */
+    public var variancePerPeriod: Double
+    /**
+     * The same for fresh releases every period at ε = C/T: c (T/C)²/N.
+     */
+    public var freshVariancePerPeriod: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * p* = (C/T)·sqrt(Var f / c), capped to [1/T, 1].
+         */p: Double, 
+        /**
+         * The slot length s (`ReportSchedule.fixed_slot(every)`), round(1/p*).
+         */every: UInt64, 
+        /**
+         * ε per report = C / ⌈T/s⌉ (the lifetime budget spread exactly).
+         */epsilonPerReport: Double, 
+        /**
+         * Reports per device, ⌈T/s⌉.
+         */reportsPerDevice: UInt64, 
+        /**
+         * Predicted variance of one period's estimate: (Var f + c/ε²)/(N/s).
+         */variancePerPeriod: Double, 
+        /**
+         * The same for fresh releases every period at ε = C/T: c (T/C)²/N.
+         */freshVariancePerPeriod: Double) {
+        self.p = p
+        self.every = every
+        self.epsilonPerReport = epsilonPerReport
+        self.reportsPerDevice = reportsPerDevice
+        self.variancePerPeriod = variancePerPeriod
+        self.freshVariancePerPeriod = freshVariancePerPeriod
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension SchedulePlan: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSchedulePlan: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SchedulePlan {
+        return
+            try SchedulePlan(
+                p: FfiConverterDouble.read(from: &buf), 
+                every: FfiConverterUInt64.read(from: &buf), 
+                epsilonPerReport: FfiConverterDouble.read(from: &buf), 
+                reportsPerDevice: FfiConverterUInt64.read(from: &buf), 
+                variancePerPeriod: FfiConverterDouble.read(from: &buf), 
+                freshVariancePerPeriod: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: SchedulePlan, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.p, into: &buf)
+        FfiConverterUInt64.write(value.every, into: &buf)
+        FfiConverterDouble.write(value.epsilonPerReport, into: &buf)
+        FfiConverterUInt64.write(value.reportsPerDevice, into: &buf)
+        FfiConverterDouble.write(value.variancePerPeriod, into: &buf)
+        FfiConverterDouble.write(value.freshVariancePerPeriod, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSchedulePlan_lift(_ buf: RustBuffer) throws -> SchedulePlan {
+    return try FfiConverterTypeSchedulePlan.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSchedulePlan_lower(_ value: SchedulePlan) -> RustBuffer {
+    return FfiConverterTypeSchedulePlan.lower(value)
 }
 
 
@@ -9104,6 +9718,40 @@ public func project(lat: Double, lon: Double, projection: Projection)throws  -> 
 })
 }
 /**
+ * Plan a report schedule (docs/MATH.md §12.2): for `devices` N, `periods`
+ * T, a `lifetime_epsilon` C per device, the population's `value_variance`
+ * Var f (from public information, e.g. 0.25 for a share, never from the
+ * devices' raw values) and the mechanism's `noise_constant` c (the noise
+ * variance is c/ε²; `schedule_noise_constant`), the slot length that
+ * minimises the per-period variance s·Var f/N + c T²/(C² s N).
+ */
+public func planSchedule(devices: UInt64, periods: UInt64, lifetimeEpsilon: Double, valueVariance: Double, noiseConstant: Double)throws  -> SchedulePlan  {
+    return try  FfiConverterTypeSchedulePlan_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_plan_schedule(
+        FfiConverterUInt64.lower(devices),
+        FfiConverterUInt64.lower(periods),
+        FfiConverterDouble.lower(lifetimeEpsilon),
+        FfiConverterDouble.lower(valueVariance),
+        FfiConverterDouble.lower(noiseConstant),uniffiCallStatus
+    )
+})
+}
+/**
+ * c of the planner's noise model (variance c/ε²) for `mechanism`'s family
+ * on `query`: one report's variance at ε = 1 and the global sensitivity;
+ * none for noise a priori and noises of infinite variance.
+ */
+public func scheduleNoiseConstant(mechanism: GeoMechanism, query: GeoQuery)throws  -> Double?  {
+    return try  FfiConverterOptionDouble.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_schedule_noise_constant(
+        FfiConverterTypeGeoMechanism_lower(mechanism),
+        FfiConverterTypeGeoQuery_lower(query),uniffiCallStatus
+    )
+})
+}
+/**
  * The planner (docs/MATH.md §9.3): given the per-device ε (per metre),
  * the grid and the expected number of devices n, predict each
  * mechanism's map error and pick one, explained in one line. Without
@@ -9189,6 +9837,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_project() != 34708) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_plan_schedule() != 13025) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_schedule_noise_constant() != 56547) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_plan_map() != 1328) {
@@ -9303,6 +9957,24 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_memoizedrelease_release() != 34350) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_memoizedrelease_width() != 19541) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports() != 25820) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportschedule_probability() != 21008) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in() != 17434) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_maprelease_accounting() != 46959) {
@@ -9540,6 +10212,15 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() != 3990) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli() != 7790) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot() != 27374) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_maprelease_new() != 1580) {

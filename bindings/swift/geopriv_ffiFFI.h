@@ -509,6 +509,71 @@ RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_status(uint64_t ptr, RustC
 RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MEMOIZEDRELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MEMOIZEDRELEASE
+uint64_t uniffi_geopriv_ffi_fn_clone_memoizedrelease(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MEMOIZEDRELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_MEMOIZEDRELEASE
+void uniffi_geopriv_ffi_fn_free_memoizedrelease(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
+uint64_t uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new(uint64_t mechanism, double width, RustBuffer instantaneous_epsilon, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
+RustBuffer uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_RELEASE
+RustBuffer uniffi_geopriv_ffi_fn_method_memoizedrelease_release(uint64_t ptr, uint64_t ledger, uint64_t query, RustBuffer x, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_WIDTH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MEMOIZEDRELEASE_WIDTH
+double uniffi_geopriv_ffi_fn_method_memoizedrelease_width(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_REPORTSCHEDULE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_REPORTSCHEDULE
+uint64_t uniffi_geopriv_ffi_fn_clone_reportschedule(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_REPORTSCHEDULE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_REPORTSCHEDULE
+void uniffi_geopriv_ffi_fn_free_reportschedule(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_REPORTSCHEDULE_BERNOULLI
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_REPORTSCHEDULE_BERNOULLI
+uint64_t uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli(double p, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_REPORTSCHEDULE_FIXED_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_REPORTSCHEDULE_FIXED_SLOT
+uint64_t uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot(uint64_t every, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_MAX_REPORTS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_MAX_REPORTS
+uint64_t uniffi_geopriv_ffi_fn_method_reportschedule_max_reports(uint64_t ptr, uint64_t periods, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_PROBABILITY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_PROBABILITY
+double uniffi_geopriv_ffi_fn_method_reportschedule_probability(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_REPORTS_IN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSCHEDULE_REPORTS_IN
+int8_t uniffi_geopriv_ffi_fn_method_reportschedule_reports_in(uint64_t ptr, uint64_t ledger, uint64_t period, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPRELEASE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MAPRELEASE
 uint64_t uniffi_geopriv_ffi_fn_clone_maprelease(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -1116,6 +1181,16 @@ uint64_t uniffi_geopriv_ffi_fn_func_smooth_noisy_max_select(RustBuffer utilities
 RustBuffer uniffi_geopriv_ffi_fn_func_project(double lat, double lon, RustBuffer projection, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_SCHEDULE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_SCHEDULE
+RustBuffer uniffi_geopriv_ffi_fn_func_plan_schedule(uint64_t devices, uint64_t periods, double lifetime_epsilon, double value_variance, double noise_constant, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SCHEDULE_NOISE_CONSTANT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_SCHEDULE_NOISE_CONSTANT
+RustBuffer uniffi_geopriv_ffi_fn_func_schedule_noise_constant(uint64_t mechanism, uint64_t query, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PLAN_MAP
 RustBuffer uniffi_geopriv_ffi_fn_func_plan_map(RustBuffer grid, double epsilon, uint64_t n, RustCallStatus *_Nonnull out_status
@@ -1439,6 +1514,18 @@ uint16_t uniffi_geopriv_ffi_checksum_func_project(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_SCHEDULE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_SCHEDULE
+uint16_t uniffi_geopriv_ffi_checksum_func_plan_schedule(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SCHEDULE_NOISE_CONSTANT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_SCHEDULE_NOISE_CONSTANT
+uint16_t uniffi_geopriv_ffi_checksum_func_schedule_noise_constant(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_PLAN_MAP
 uint16_t uniffi_geopriv_ffi_checksum_func_plan_map(void
@@ -1664,6 +1751,42 @@ uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_status(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_TO_JSON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_TO_JSON
 uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
+uint16_t uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_RELEASE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_RELEASE
+uint16_t uniffi_geopriv_ffi_checksum_method_memoizedrelease_release(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_WIDTH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_WIDTH
+uint16_t uniffi_geopriv_ffi_checksum_method_memoizedrelease_width(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_MAX_REPORTS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_MAX_REPORTS
+uint16_t uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_PROBABILITY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_PROBABILITY
+uint16_t uniffi_geopriv_ffi_checksum_method_reportschedule_probability(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_REPORTS_IN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSCHEDULE_REPORTS_IN
+uint16_t uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in(void
     
 );
 #endif
@@ -2138,6 +2261,24 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create(vo
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_RESTORE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_RESTORE
 uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
+uint16_t uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_REPORTSCHEDULE_BERNOULLI
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_REPORTSCHEDULE_BERNOULLI
+uint16_t uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_REPORTSCHEDULE_FIXED_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_REPORTSCHEDULE_FIXED_SLOT
+uint16_t uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot(void
     
 );
 #endif

@@ -691,6 +691,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_project(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_plan_schedule(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_schedule_noise_constant(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_func_plan_map(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_privacy_radius(
@@ -766,6 +770,18 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_status(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_memoizedrelease_release(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_memoizedrelease_width(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportschedule_probability(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_maprelease_accounting(
     ): Int
@@ -924,6 +940,12 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_maprelease_new(
     ): Int
@@ -1107,6 +1129,32 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_memoizedrelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_memoizedrelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new(`mechanism`: Long,`width`: Double,`instantaneousEpsilon`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_memoizedrelease_release(`ptr`: Long,`ledger`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_memoizedrelease_width(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_clone_reportschedule(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_reportschedule(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli(`p`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot(`every`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportschedule_max_reports(`ptr`: Long,`periods`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportschedule_probability(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Double
+    external fun uniffi_geopriv_ffi_fn_method_reportschedule_reports_in(`ptr`: Long,`ledger`: Long,`period`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
     external fun uniffi_geopriv_ffi_fn_clone_maprelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_maprelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1349,6 +1397,10 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_func_project(`lat`: Double,`lon`: Double,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_plan_schedule(`devices`: Long,`periods`: Long,`lifetimeEpsilon`: Double,`valueVariance`: Double,`noiseConstant`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_schedule_noise_constant(`mechanism`: Long,`query`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_plan_map(`grid`: RustBuffer.ByValue,`epsilon`: Double,`n`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_privacy_radius(`radius`: Double,`level`: Double,uniffi_out_err: UniffiRustCallStatus, 
@@ -1498,6 +1550,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_func_project() and 0xFFFF) != 34708) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_plan_schedule() and 0xFFFF) != 13025) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant() and 0xFFFF) != 56547) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_func_plan_map() and 0xFFFF) != 1328) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1610,6 +1668,24 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() and 0xFFFF) != 43953) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() and 0xFFFF) != 32170) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_release() and 0xFFFF) != 34350) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_width() and 0xFFFF) != 19541) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports() and 0xFFFF) != 25820) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportschedule_probability() and 0xFFFF) != 21008) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportschedule_reports_in() and 0xFFFF) != 17434) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_maprelease_accounting() and 0xFFFF) != 46959) {
@@ -1847,6 +1923,15 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() and 0xFFFF) != 16099) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() and 0xFFFF) != 3990) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli() and 0xFFFF) != 7790) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_reportschedule_fixed_slot() and 0xFFFF) != 27374) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new() and 0xFFFF) != 1580) {
@@ -5917,6 +6002,367 @@ public object FfiConverterTypeMapServer: FfiConverter<MapServer, Long> {
 
 
 /**
+ * A memoized release (docs/MATH.md §12.3) for values that rarely change
+ * (an income, a home area): the input is snapped to a public grid of
+ * `width` with a secret per-device offset, and the report of a cell is
+ * derived from the ledger's device secret, so an unchanged cell re-sends
+ * the same report and is charged once; the lifetime charge counts
+ * distinct cells. Equal reports reveal *which periods were spent in the
+ * same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+ * adds fresh Laplace(range/ε_I) noise to every upload to hide that
+ * pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+ * targets f smoothed by the cell (a bias of at most the query's Lipschitz
+ * constant × width/2 per coordinate). Thread-safe.
+ */
+public interface MemoizedReleaseInterface {
+    
+    /**
+     * ε_I of the instantaneous layer, if on.
+     */
+    fun `instantaneousEpsilon`(): kotlin.Double?
+    
+    /**
+     * The report of x's cell, charged to `ledger` once per cell (in the
+     * same atomic write as the memo key for a file-backed ledger) before
+     * it is returned. Refused with nothing charged or released:
+     * `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+     * `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+     * 2^52 cells); `LedgerIo` if the charge cannot be written.
+     */
+    fun `release`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): MemoizedReport
+    
+    /**
+     * The snapping width.
+     */
+    fun `width`(): kotlin.Double
+    
+    companion object
+}
+
+/**
+ * A memoized release (docs/MATH.md §12.3) for values that rarely change
+ * (an income, a home area): the input is snapped to a public grid of
+ * `width` with a secret per-device offset, and the report of a cell is
+ * derived from the ledger's device secret, so an unchanged cell re-sends
+ * the same report and is charged once; the lifetime charge counts
+ * distinct cells. Equal reports reveal *which periods were spent in the
+ * same cell*; the optional instantaneous layer (`instantaneous_epsilon`)
+ * adds fresh Laplace(range/ε_I) noise to every upload to hide that
+ * pattern, at an extra variance 2·(range/ε_I)² per report. The estimate
+ * targets f smoothed by the cell (a bias of at most the query's Lipschitz
+ * constant × width/2 per coordinate). Thread-safe.
+ */
+open class MemoizedRelease: Disposable, AutoCloseable, MemoizedReleaseInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * `mechanism` (with its unit, `with_unit`) memoized on a public grid
+     * of `width` (in the query's unit, 0 < width <= f64::MAX/2^54), with
+     * the instantaneous layer at `instantaneous_epsilon` if given.
+     */
+    constructor(`mechanism`: GeoMechanism, `width`: kotlin.Double, `instantaneousEpsilon`: kotlin.Double?) :
+        this(UniffiWithHandle, 
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new(
+    
+        
+        FfiConverterTypeGeoMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`width`),
+        FfiConverterOptionalDouble.lower(`instantaneousEpsilon`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_memoizedrelease(handle, status)
+        }
+    }
+
+    
+    /**
+     * ε_I of the instantaneous layer, if on.
+     */
+    @Throws(GeoprivException::class)override fun `instantaneousEpsilon`(): kotlin.Double? {
+            return FfiConverterOptionalDouble.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The report of x's cell, charged to `ledger` once per cell (in the
+     * same atomic write as the memo key for a file-backed ledger) before
+     * it is returned. Refused with nothing charged or released:
+     * `UnitMismatch`, `BudgetExceeded` (a new cell that does not fit),
+     * `InvalidInput` (a bad point), `InvalidParameter` (a point beyond
+     * 2^52 cells); `LedgerIo` if the charge cannot be written.
+     */
+    @Throws(GeoprivException::class)override fun `release`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): MemoizedReport {
+            return FfiConverterTypeMemoizedReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_release(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterSequenceDouble.lower(`x`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The snapping width.
+     */
+    @Throws(GeoprivException::class)override fun `width`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_width(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMemoizedRelease: FfiConverter<MemoizedRelease, Long> {
+    override fun lower(value: MemoizedRelease): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): MemoizedRelease {
+        return MemoizedRelease(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): MemoizedRelease {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: MemoizedRelease) = 8UL
+
+    override fun write(value: MemoizedRelease, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -7269,6 +7715,375 @@ public object FfiConverterTypeReportPolicy: FfiConverter<ReportPolicy, Long> {
     override fun allocationSize(value: ReportPolicy) = 8UL
 
     override fun write(value: ReportPolicy, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * A data-independent report schedule: whether a device reports in period
+ * t is a function of the ledger's device secret and t only, never of the
+ * value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+ * Immutable and thread-safe.
+ *
+ * ```text
+ * let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+ * if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+ * ```
+ */
+public interface ReportScheduleInterface {
+    
+    /**
+     * The most reports one device can send in `periods` periods: `periods`
+     * for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+     * slot.
+     */
+    fun `maxReports`(`periods`: kotlin.ULong): kotlin.ULong
+    
+    /**
+     * The reporting probability per period: p, or 1/every.
+     */
+    fun `probability`(): kotlin.Double
+    
+    /**
+     * Whether the device of `ledger` reports in period `period` (e.g.
+     * `ledger.status().period` for a daily policy): a function of the
+     * ledger's device secret and `period` only.
+     */
+    fun `reportsIn`(`ledger`: PrivacyLedger, `period`: kotlin.ULong): kotlin.Boolean
+    
+    companion object
+}
+
+/**
+ * A data-independent report schedule: whether a device reports in period
+ * t is a function of the ledger's device secret and t only, never of the
+ * value (docs/MATH.md §12.2). Lifetime ε = ε per report × reports sent.
+ * Immutable and thread-safe.
+ *
+ * ```text
+ * let schedule = ReportSchedule.fixed_slot(7)       // one day in 7, at a secret slot
+ * if schedule.reports_in(ledger, status.period) { mechanism.privatize(ledger, q, x) }
+ * ```
+ */
+open class ReportSchedule: Disposable, AutoCloseable, ReportScheduleInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_reportschedule(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_reportschedule(handle, status)
+        }
+    }
+
+    
+    /**
+     * The most reports one device can send in `periods` periods: `periods`
+     * for Bernoulli (the ledger's cap bounds it), ⌈periods/every⌉ for a
+     * slot.
+     */override fun `maxReports`(`periods`: kotlin.ULong): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_max_reports(
+        it,
+        
+        FfiConverterULong.lower(`periods`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The reporting probability per period: p, or 1/every.
+     */override fun `probability`(): kotlin.Double {
+            return FfiConverterDouble.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_probability(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether the device of `ledger` reports in period `period` (e.g.
+     * `ledger.status().period` for a daily policy): a function of the
+     * ledger's device secret and `period` only.
+     */
+    @Throws(GeoprivException::class)override fun `reportsIn`(`ledger`: PrivacyLedger, `period`: kotlin.ULong): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportschedule_reports_in(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterULong.lower(`period`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * Each period independently with probability `p` ∈ (0, 1]:
+     * b_t = [U(PRF_k("schedule", t)) < p].
+     */
+    @Throws(GeoprivException::class) fun `bernoulli`(`p`: kotlin.Double): ReportSchedule {
+            return FfiConverterTypeReportSchedule.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_bernoulli(
+    
+        
+        FfiConverterDouble.lower(`p`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * One period in `every` (>= 1) at the device's secret slot
+     * σ = PRF_k("slot", every) mod every: b_t = [t mod every = σ].
+     */
+    @Throws(GeoprivException::class) fun `fixedSlot`(`every`: kotlin.ULong): ReportSchedule {
+            return FfiConverterTypeReportSchedule.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportschedule_fixed_slot(
+    
+        
+        FfiConverterULong.lower(`every`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeReportSchedule: FfiConverter<ReportSchedule, Long> {
+    override fun lower(value: ReportSchedule): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): ReportSchedule {
+        return ReportSchedule(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): ReportSchedule {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: ReportSchedule) = 8UL
+
+    override fun write(value: ReportSchedule, buf: ByteBuffer) {
         buf.putLong(lower(value))
     }
 }
@@ -10025,6 +10840,56 @@ public object FfiConverterTypeMedianOfMeansEstimate: FfiConverterRustBuffer<Medi
 
 
 /**
+ * What a memoized release returns: the report to upload and whether this
+ * call charged the ledger (a new cell).
+ */
+data class MemoizedReport (
+    /**
+     * The report (a fresh report id on every call; the value repeats
+     * while the input stays in its cell, unless the instantaneous layer
+     * is on).
+     */
+    var `report`: PrivateReport
+    , 
+    /**
+     * Whether this call charged the ledger (the cell's first release).
+     */
+    var `charged`: kotlin.Boolean
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMemoizedReport: FfiConverterRustBuffer<MemoizedReport> {
+    override fun read(buf: ByteBuffer): MemoizedReport {
+        return MemoizedReport(
+            FfiConverterTypePrivateReport.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MemoizedReport) = (
+            FfiConverterTypePrivateReport.allocationSize(value.`report`) +
+            FfiConverterBoolean.allocationSize(value.`charged`)
+    )
+
+    override fun write(value: MemoizedReport, buf: ByteBuffer) {
+            FfiConverterTypePrivateReport.write(value.`report`, buf)
+            FfiConverterBoolean.write(value.`charged`, buf)
+    }
+}
+
+
+
+/**
  * A privacy level stated as a radius, with the ε per unit distance it
  * sets and both forms in one sentence.
  */
@@ -10342,6 +11207,88 @@ public object FfiConverterTypeRejectedRecord: FfiConverterRustBuffer<RejectedRec
             FfiConverterULong.write(value.`record`, buf)
             FfiConverterString.write(value.`code`, buf)
             FfiConverterString.write(value.`reason`, buf)
+    }
+}
+
+
+
+/**
+ * The planner's choice for N devices, T periods and a lifetime budget C
+ * (docs/MATH.md §12.2): one period in `every` at ε = `epsilon_per_report`,
+ * with the predicted variance of one period's estimate against fresh
+ * releases every period at C/T.
+ */
+data class SchedulePlan (
+    /**
+     * p* = (C/T)·sqrt(Var f / c), capped to [1/T, 1].
+     */
+    var `p`: kotlin.Double
+    , 
+    /**
+     * The slot length s (`ReportSchedule.fixed_slot(every)`), round(1/p*).
+     */
+    var `every`: kotlin.ULong
+    , 
+    /**
+     * ε per report = C / ⌈T/s⌉ (the lifetime budget spread exactly).
+     */
+    var `epsilonPerReport`: kotlin.Double
+    , 
+    /**
+     * Reports per device, ⌈T/s⌉.
+     */
+    var `reportsPerDevice`: kotlin.ULong
+    , 
+    /**
+     * Predicted variance of one period's estimate: (Var f + c/ε²)/(N/s).
+     */
+    var `variancePerPeriod`: kotlin.Double
+    , 
+    /**
+     * The same for fresh releases every period at ε = C/T: c (T/C)²/N.
+     */
+    var `freshVariancePerPeriod`: kotlin.Double
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeSchedulePlan: FfiConverterRustBuffer<SchedulePlan> {
+    override fun read(buf: ByteBuffer): SchedulePlan {
+        return SchedulePlan(
+            FfiConverterDouble.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: SchedulePlan) = (
+            FfiConverterDouble.allocationSize(value.`p`) +
+            FfiConverterULong.allocationSize(value.`every`) +
+            FfiConverterDouble.allocationSize(value.`epsilonPerReport`) +
+            FfiConverterULong.allocationSize(value.`reportsPerDevice`) +
+            FfiConverterDouble.allocationSize(value.`variancePerPeriod`) +
+            FfiConverterDouble.allocationSize(value.`freshVariancePerPeriod`)
+    )
+
+    override fun write(value: SchedulePlan, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`p`, buf)
+            FfiConverterULong.write(value.`every`, buf)
+            FfiConverterDouble.write(value.`epsilonPerReport`, buf)
+            FfiConverterULong.write(value.`reportsPerDevice`, buf)
+            FfiConverterDouble.write(value.`variancePerPeriod`, buf)
+            FfiConverterDouble.write(value.`freshVariancePerPeriod`, buf)
     }
 }
 
@@ -12192,6 +13139,48 @@ public object FfiConverterMapStringULong: FfiConverterRustBuffer<Map<kotlin.Stri
         FfiConverterDouble.lower(`lat`),
         FfiConverterDouble.lower(`lon`),
         FfiConverterTypeProjection.lower(`projection`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Plan a report schedule (docs/MATH.md §12.2): for `devices` N, `periods`
+         * T, a `lifetime_epsilon` C per device, the population's `value_variance`
+         * Var f (from public information, e.g. 0.25 for a share, never from the
+         * devices' raw values) and the mechanism's `noise_constant` c (the noise
+         * variance is c/ε²; `schedule_noise_constant`), the slot length that
+         * minimises the per-period variance s·Var f/N + c T²/(C² s N).
+         */
+    @Throws(GeoprivException::class) fun `planSchedule`(`devices`: kotlin.ULong, `periods`: kotlin.ULong, `lifetimeEpsilon`: kotlin.Double, `valueVariance`: kotlin.Double, `noiseConstant`: kotlin.Double): SchedulePlan {
+            return FfiConverterTypeSchedulePlan.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_plan_schedule(
+    
+        
+        FfiConverterULong.lower(`devices`),
+        FfiConverterULong.lower(`periods`),
+        FfiConverterDouble.lower(`lifetimeEpsilon`),
+        FfiConverterDouble.lower(`valueVariance`),
+        FfiConverterDouble.lower(`noiseConstant`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * c of the planner's noise model (variance c/ε²) for `mechanism`'s family
+         * on `query`: one report's variance at ε = 1 and the global sensitivity;
+         * none for noise a priori and noises of infinite variance.
+         */
+    @Throws(GeoprivException::class) fun `scheduleNoiseConstant`(`mechanism`: GeoMechanism, `query`: GeoQuery): kotlin.Double? {
+            return FfiConverterOptionalDouble.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_schedule_noise_constant(
+    
+        
+        FfiConverterTypeGeoMechanism.lower(`mechanism`),
+        FfiConverterTypeGeoQuery.lower(`query`),_status)
 }
     )
     }

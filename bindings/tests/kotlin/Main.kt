@@ -949,4 +949,30 @@ private fun readmeExampleTests() {
         val e = agg.estimate()!!
         expect(e.n == n.toULong() && abs(e.mean - truth) <= 5 * e.standardError!!) { "truth $truth, estimate $e" }
     }
+    test("report schedules, the planner and memoized releases") {
+        val query = GeoQuery.threshold(100_000.0, 20_000.0)
+        val c = scheduleNoiseConstant(GeoMechanism.polyplace(1.0), query)!!
+        val plan = planSchedule(1_000_000uL, 365uL, 3.0 / 20_000, 0.25, c)
+        val schedule = ReportSchedule.fixedSlot(plan.every)
+        expect(schedule.probability() == 1.0 / plan.every.toDouble()) { "plan $plan" }
+        val policy = BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = plan.epsilonPerReport, totalDelta = 0.0)
+        val ledger = PrivacyLedger.inMemory(policy)
+        val days = (0uL until 365uL).filter { schedule.reportsIn(ledger, it) }
+        val most = schedule.maxReports(365uL).toInt()
+        expect(days.size in (most - 1)..most && days == (0uL until 365uL).filter { schedule.reportsIn(ledger, it) }) { "days $days" }
+        val memo = MemoizedRelease(
+            GeoMechanism.polyplace(plan.epsilonPerReport).withUnit(BudgetUnit.PerDollar), 5_000.0, null)
+        val a = memo.release(ledger, query, listOf(95_000.0))
+        val b = memo.release(ledger, query, listOf(95_000.0))
+        expect(a.charged && !b.charged && a.report.value == b.report.value) { "$a $b" }
+        expect(a.report.json != b.report.json) { "a fresh report id per upload" }
+        val over = try { memo.release(ledger, query, listOf(150_000.0)); null } catch (e: GeoprivException.BudgetExceeded) { e }
+        expect(over != null && ledger.status().releases == 1uL) { "a second cell is refused, nothing charged" }
+        val bad = try { MemoizedRelease(GeoMechanism.polyplace(1e-4), 0.0, null); null } catch (e: GeoprivException) { e }
+        expect(bad?.code == "invalid-parameter") { "width 0: ${bad?.code}" }
+        val layered = MemoizedRelease(GeoMechanism.polyplace(1e-4).withUnit(BudgetUnit.PerDollar), 5_000.0, 1.0)
+        val l3 = PrivacyLedger.inMemory(BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = 1e-4, totalDelta = 0.0))
+        val values = (1..5).map { layered.release(l3, query, listOf(95_000.0)).report.value }.toSet()
+        expect(values.size > 1 && l3.status().releases == 1uL) { "layer $values" }
+    }
 }

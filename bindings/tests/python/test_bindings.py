@@ -31,17 +31,22 @@ from geopriv_ffi import (
     GridAggregator,
     Growth,
     MechanismName,
+    MemoizedRelease,
+    BudgetPeriod,
     BudgetPolicy,
     BudgetUnit,
     PrivacyLedger,
     Projection,
     QueryFamily,
     ReportPolicy,
+    ReportSchedule,
     central_quantile,
     central_smooth_sensitivity,
     instance_based_chain_scales,
     library_version,
+    plan_schedule,
     project,
+    schedule_noise_constant,
     smooth_noisy_max_beta,
     smooth_noisy_max_select,
 )
@@ -990,6 +995,74 @@ def _():
     scales = instance_based_chain_scales([1.0, 10.0, 100.0], 1.0, 1e-6)
     expect(len(scales) == 3 and scales[0] < scales[1] < scales[2], str(scales))
     expect(abs(scales[2] - 200.0 / 0.9639) < 5.0, f"top scale {scales[2]}")  # 2 LS_r / ε_A
+
+
+# The README's "Years of daily reports" example (root README.md, checked by
+# test-python.sh): a planned schedule and a memoized income.
+def plan_for(devices):
+    """App: a year of daily periods, ε = 3 per $20k over each device's life; the planner picks the days and ε per report."""
+    query = GeoQuery.threshold(100_000.0, 20_000.0)
+    c = schedule_noise_constant(GeoMechanism.polyplace(1.0), query)  # PolyPlace's noise variance is c / ε²
+    assert c is not None  # None only for noise a priori
+    plan = plan_schedule(devices, 365, 3 / 20_000, 0.25, c)  # also plan.variance_per_period, plan.fresh_variance_per_period
+    mechanism = GeoMechanism.polyplace(plan.epsilon_per_report).with_unit(BudgetUnit.PER_DOLLAR)
+    return ReportSchedule.fixed_slot(plan.every), MemoizedRelease(mechanism, 5_000.0, None)  # $5k cells
+
+
+def daily_report(income, ledger, schedule, memo):
+    """Device, once a day: the memoized income report on the days the schedule picks, else None."""
+    if not schedule.reports_in(ledger, ledger.status().period):
+        return None  # a day off: chosen from the ledger's secret, never from the income
+    query = GeoQuery.threshold(100_000.0, 20_000.0)
+    try:
+        return memo.release(ledger, query, [income]).report.json  # an unchanged cell re-sends its report, free
+    except GeoprivError.BudgetExceeded:  # a new cell that does not fit: nothing released or charged
+        return None
+
+
+@test("report schedules, the planner and memoized releases (README)")
+def _():
+    schedule, memo = plan_for(1_000_000)
+    query = GeoQuery.threshold(100_000.0, 20_000.0)
+    c = schedule_noise_constant(GeoMechanism.polyplace(1.0), query)
+    expect(c is not None and c > 0, str(c))
+    plan = plan_schedule(1_000_000, 365, 3 / 20_000, 0.25, c)
+    expect(schedule.probability() == 1 / plan.every, f"{schedule.probability()} vs every {plan.every}")
+    expect(plan.variance_per_period < plan.fresh_variance_per_period, str(plan))
+    expect(abs(plan.epsilon_per_report * plan.reports_per_device - 3 / 20_000) <= 1e-12, str(plan))
+    policy = BudgetPolicy(unit=BudgetUnit.PER_DOLLAR, total_epsilon=plan.epsilon_per_report, total_delta=0.0)
+    ledger = PrivacyLedger.in_memory(policy)
+    days = [t for t in range(365) if schedule.reports_in(ledger, t)]
+    most = schedule.max_reports(365)
+    expect(most - 1 <= len(days) <= most, f"reporting days {days}, at most {most}")
+    # The schedule is a function of the ledger's secret: the same days again, other days for other devices.
+    expect(days == [t for t in range(365) if schedule.reports_in(ledger, t)], "schedule repeats")
+    if plan.every > 1:
+        others = {tuple(t for t in range(365) if schedule.reports_in(PrivacyLedger.in_memory(policy), t)) for _ in range(20)}
+        expect(len(others) > 1, "slots differ between devices")
+    # Memoized: one report's ε buys a cell; the same cell again is free, a second cell does not fit.
+    a = memo.release(ledger, query, [95_000.0])
+    b = memo.release(ledger, query, [95_000.0])
+    expect(a.charged and not b.charged and a.report.value == b.report.value, f"{a} {b}")
+    expect(a.report.json != b.report.json, "a fresh report id per upload")
+    expect(ledger.status().releases == 1, str(ledger.status()))
+    assert_raises(BudgetExceeded, "a second cell", lambda: memo.release(ledger, query, [150_000.0]))
+    assert_raises(InvalidInput, "NaN income", lambda: memo.release(ledger, query, [math.nan]))
+    expect(ledger.status().releases == 1, "refusals charge nothing")
+    # daily_report: an upload on a slot day or None, never an exception.
+    daily = BudgetPeriod(seconds=86_400, epsilon=plan.epsilon_per_report, delta=0.0)
+    ledger2 = PrivacyLedger.in_memory(BudgetPolicy(unit=BudgetUnit.PER_DOLLAR, total_epsilon=3 / 20_000, total_delta=0.0, period=daily))
+    sent = daily_report(95_000.0, ledger2, schedule, memo)
+    expect(sent is None or '"value"' in sent, str(sent))
+    # The instantaneous layer: fresh values around one permanent report, one charge.
+    layered = MemoizedRelease(GeoMechanism.polyplace(1e-4).with_unit(BudgetUnit.PER_DOLLAR), 5_000.0, 1.0)
+    expect(layered.instantaneous_epsilon() == 1.0 and layered.width() == 5_000.0, "layer on")
+    ledger3 = PrivacyLedger.in_memory(BudgetPolicy(unit=BudgetUnit.PER_DOLLAR, total_epsilon=1e-4, total_delta=0.0))
+    values = {layered.release(ledger3, query, [95_000.0]).report.value for _ in range(5)}
+    expect(len(values) > 1 and ledger3.status().releases == 1, f"{values}")
+    assert_raises(InvalidParameter, "width 0", lambda: MemoizedRelease(GeoMechanism.polyplace(1e-4), 0.0, None))
+    assert_raises(InvalidParameter, "p 0", lambda: ReportSchedule.bernoulli(0.0))
+    assert_raises(InvalidParameter, "no devices", lambda: plan_schedule(0, 365, 1.0, 0.25, 9.0))
 
 
 finish("python")
