@@ -909,6 +909,8 @@ impl PrivacyBudget {
 
     /// The state after charging `charge` once for `memo_key`: `None` if the
     /// key was already charged (nothing to do; the unit is still checked).
+    /// (`FileLedger`'s locked update; the in-memory ledger commits in place.)
+    #[cfg(feature = "std")]
     pub(crate) fn after_once(&self, memo_key: [u8; 32], charge: &Charge) -> Result<Option<Self>> {
         let Some(slot) = self.memo_slot(&memo_key, charge)? else {
             return Ok(None);
