@@ -15,6 +15,7 @@ source "$(dirname "$0")/common.sh"
 command -v python3 >/dev/null || apt_install python3
 
 check_readme_example bindings/tests/python/test_bindings.py
+check_readme_example bindings/tests/python/test_server.py
 build_ffi
 
 OUT="$TARGET_DIR/geopriv-ffi-tests/python"
