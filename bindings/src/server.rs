@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 
 use geopriv::server::clip::{ClipLevel, ClipPolicy};
 use geopriv::server::ingest::{
-    decode_json_record, AggregationConfig, AggregatorState, Counts, Decoded, Estimator,
-    FormatChoice, IngestError, JsonColumnDecoder, RecordReader, RecordRejection, ReportAggregator,
-    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
+    AggregationConfig, AggregatorState, Counts, Decoded, Estimator, FormatChoice, IngestError,
+    JsonColumnDecoder, RecordReader, RecordRejection, ReportAggregator, DEFAULT_MAX_RECORD_BYTES,
+    MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
 };
 use geopriv::{QueryDescriptor, Report};
 
@@ -441,13 +441,8 @@ impl ReportServer {
     }
 
     fn decode_json(&self, line: Option<&str>) -> Decoded {
-        match line {
-            None => Decoded::Rejected(geopriv::Rejection::Empty.into()),
-            Some(l) => match self.too_long(l.len()) {
-                Some(why) => Decoded::Rejected(why),
-                None => decode_json_record(l.as_bytes()),
-            },
-        }
+        // A fresh decoder allocates nothing and decodes as decode_json_record.
+        self.decode_json_in_column(line.map(str::as_bytes), &mut JsonColumnDecoder::default())
     }
 
     /// [`decode_json`](Self::decode_json) for one record of a column:
