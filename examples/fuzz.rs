@@ -179,9 +179,22 @@ fn decoders(bytes: &[u8], stats: &mut Stats) {
         assert_eq!(fast, slow, "fast path and serde differ on {text}");
         assert_eq!(fast.value.to_bits(), slow.value.to_bits());
     }
+    // The column decoder (header parse reused across records) must give
+    // the plain decoder's result on every record, whatever came before.
+    COLUMN.with(|c| {
+        let column = c.borrow_mut().decode(bytes);
+        assert_eq!(column, decode_json_record(bytes), "column decoder differs");
+    });
     let stripped: Vec<u8> = bytes.iter().copied().filter(|&b| b != 0).collect();
     let _ = decode_binary_record(&stripped, true, &mut scratch);
     let _ = geopriv::report::frames(bytes).count();
+}
+
+std::thread_local! {
+    /// One column decoder over the whole run: its header cache sees every
+    /// input in turn (mutations of the same report share their headers).
+    static COLUMN: std::cell::RefCell<geopriv::server::ingest::JsonColumnDecoder> =
+        std::cell::RefCell::new(Default::default());
 }
 
 /// Restore paths on one input; a restored state must survive use.

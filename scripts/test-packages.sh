@@ -8,7 +8,8 @@
 #   3. geopriv.spark on PySpark 4: local mode and a standalone cluster on
 #      127.0.0.1, 10^6 reports, bit for bit against `geopriv aggregate`
 #      (bindings/scripts/test-spark.sh);
-#   4. the README's Swift quick start against the generated Swift.
+#   4. the README's Swift quick start and the hand-written Swift extensions
+#      (bindings/extensions/swift) against the generated Swift, by name.
 # Installs what it needs (maturin and pyspark from PyPI, Java 17, JNA and
 # python3-venv from Debian, kotlinc from npm), cached in ~/.cache/geopriv.
 # Called by scripts/test-all.sh.
@@ -42,6 +43,9 @@ if missing or not calls:
     sys.exit(f"error: README's Swift quick start uses {missing} not in bindings/swift/geopriv_ffi.swift")
 print(f"swift: {len(calls)} calls and {len(types)} types match the generated bindings")
 PY
+# The hand-written Swift extensions (GeoprivError.code) by name: extended
+# types, enum cases (exhaustive switch), members (no Swift toolchain here).
+python3 bindings/scripts/check-swift-extensions.py bindings/swift/geopriv_ffi.swift bindings/extensions/swift/*.swift
 
 stamp "Python wheel (maturin)"
 build_wheel

@@ -1,8 +1,10 @@
 //! Per-element cost of the packed array entry points of the bindings
 //! (issue 23 item 2): `privatize_packed_unmetered` (n simulated devices),
 //! `ReportServer::add_release_array` and `add_json_packed` (a column of
-//! JSON reports). Throughput is per element; the Python timing of the
-//! same paths, marshalling included, is in tests/python/test_native.py.
+//! JSON reports), and the JSON decode alone: `decode_json_record` record
+//! by record, the `JsonColumnDecoder` (header parse reused) and the serde
+//! decoder. Throughput is per element; the Python timing of the same
+//! paths, marshalling included, is in tests/python/test_native.py.
 //!
 //! `cargo bench -p geopriv-ffi --bench arrays -- --warm-up-time 1 --measurement-time 3`
 
@@ -54,6 +56,42 @@ fn bench(c: &mut Criterion) {
             ReportServer::new(policy.clone(), ServerConfig::new())
                 .add_json_packed(data.clone(), lengths.clone())
                 .unwrap()
+        })
+    });
+    g.bench_function("decode_json_record_only", |b| {
+        b.iter(|| {
+            lines
+                .lines()
+                .filter(|l| {
+                    matches!(
+                        geopriv::server::ingest::decode_json_record(l.as_bytes()),
+                        geopriv::server::ingest::Decoded::Report(_)
+                    )
+                })
+                .count()
+        })
+    });
+    g.bench_function("json_column_decoder_only", |b| {
+        b.iter(|| {
+            let mut d = geopriv::server::ingest::JsonColumnDecoder::default();
+            lines
+                .lines()
+                .filter(|l| {
+                    matches!(
+                        d.decode(l.as_bytes()),
+                        geopriv::server::ingest::Decoded::Report(_)
+                    )
+                })
+                .count()
+        })
+    });
+    // The path seeded lines took before the fast path read `"seeded":true`.
+    g.bench_function("serde_from_json_only", |b| {
+        b.iter(|| {
+            lines
+                .lines()
+                .filter(|l| geopriv::Report::from_json(l).is_ok())
+                .count()
         })
     });
     g.finish();

@@ -720,6 +720,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping() != 53913:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170:
@@ -788,6 +790,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file() != 52360:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new() != 48990:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportschedule_max_reports() != 25820:
@@ -809,6 +813,8 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column() != 33401:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() != 33587:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -1175,6 +1181,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json.restype =
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.restype = ctypes.c_uint16
@@ -1277,6 +1286,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_mechanisms.resty
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_reportpolicy_new.restype = ctypes.c_uint16
@@ -1310,6 +1322,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json.restype = ct
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed.restype = ctypes.c_uint16
@@ -1981,6 +1996,15 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_uint32,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.argtypes = (
     _UniffiRustBuffer,
     _UniffiRustBuffer,
@@ -2171,6 +2195,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_reportpolicy_new.argtypes = (
     ctypes.c_double,
     ctypes.c_double,
@@ -2236,6 +2266,13 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_column.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_column.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed.argtypes = (
     ctypes.c_uint64,
     _UniffiRustBuffer,
@@ -4000,6 +4037,82 @@ class _UniffiFfiConverterTypeMapBatch(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
         _UniffiFfiConverterSequenceTypeMapRejection.write(value.rejections, buf)
 
+@dataclass
+class MapClipInfo:
+    """
+    What a clipping map server states, as the `clip` object of `geopriv map
+    aggregate`'s output (same fields, same numbers).
+"""
+    def __init__(self, *, z:float, sigma_max:float, lower:float, upper:float, bias_bound:float, max_width:float, influence_bound:float, clipped:int):
+        self.z = z
+        self.sigma_max = sigma_max
+        self.lower = lower
+        self.upper = upper
+        self.bias_bound = bias_bound
+        self.max_width = max_width
+        self.influence_bound = influence_bound
+        self.clipped = clipped
+        
+        
+
+    
+    def __str__(self):
+        return "MapClipInfo(z={}, sigma_max={}, lower={}, upper={}, bias_bound={}, max_width={}, influence_bound={}, clipped={})".format(self.z, self.sigma_max, self.lower, self.upper, self.bias_bound, self.max_width, self.influence_bound, self.clipped)
+    def __eq__(self, other):
+        if self.z != other.z:
+            return False
+        if self.sigma_max != other.sigma_max:
+            return False
+        if self.lower != other.lower:
+            return False
+        if self.upper != other.upper:
+            return False
+        if self.bias_bound != other.bias_bound:
+            return False
+        if self.max_width != other.max_width:
+            return False
+        if self.influence_bound != other.influence_bound:
+            return False
+        if self.clipped != other.clipped:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeMapClipInfo(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return MapClipInfo(
+            z=_UniffiFfiConverterFloat64.read(buf),
+            sigma_max=_UniffiFfiConverterFloat64.read(buf),
+            lower=_UniffiFfiConverterFloat64.read(buf),
+            upper=_UniffiFfiConverterFloat64.read(buf),
+            bias_bound=_UniffiFfiConverterFloat64.read(buf),
+            max_width=_UniffiFfiConverterFloat64.read(buf),
+            influence_bound=_UniffiFfiConverterFloat64.read(buf),
+            clipped=_UniffiFfiConverterUInt64.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterFloat64.check_lower(value.z)
+        _UniffiFfiConverterFloat64.check_lower(value.sigma_max)
+        _UniffiFfiConverterFloat64.check_lower(value.lower)
+        _UniffiFfiConverterFloat64.check_lower(value.upper)
+        _UniffiFfiConverterFloat64.check_lower(value.bias_bound)
+        _UniffiFfiConverterFloat64.check_lower(value.max_width)
+        _UniffiFfiConverterFloat64.check_lower(value.influence_bound)
+        _UniffiFfiConverterUInt64.check_lower(value.clipped)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterFloat64.write(value.z, buf)
+        _UniffiFfiConverterFloat64.write(value.sigma_max, buf)
+        _UniffiFfiConverterFloat64.write(value.lower, buf)
+        _UniffiFfiConverterFloat64.write(value.upper, buf)
+        _UniffiFfiConverterFloat64.write(value.bias_bound, buf)
+        _UniffiFfiConverterFloat64.write(value.max_width, buf)
+        _UniffiFfiConverterFloat64.write(value.influence_bound, buf)
+        _UniffiFfiConverterUInt64.write(value.clipped, buf)
+
 class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -4048,6 +4161,31 @@ class _UniffiFfiConverterOptionalString(_UniffiConverterRustBuffer):
         else:
             raise InternalError("Unexpected flag byte for optional type")
 
+class _UniffiFfiConverterOptionalTypeMapClipInfo(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeMapClipInfo.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeMapClipInfo.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeMapClipInfo.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
 @dataclass
 class MapEstimate:
     """
@@ -4061,7 +4199,7 @@ class MapEstimate:
     mechanisms it is the mean of the cell's released values and its
     standard error (NaN value, infinite error for a cell nobody answered).
 """
-    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str]):
+    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str], clip:typing.Optional[MapClipInfo]):
         self.values = values
         self.standard_errors = standard_errors
         self.xs = xs
@@ -4073,12 +4211,13 @@ class MapEstimate:
         self.accounting = accounting
         self.discretisation_bound = discretisation_bound
         self.planner = planner
+        self.clip = clip
         
         
 
     
     def __str__(self):
-        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner)
+        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={}, clip={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner, self.clip)
     def __eq__(self, other):
         if self.values != other.values:
             return False
@@ -4102,6 +4241,8 @@ class MapEstimate:
             return False
         if self.planner != other.planner:
             return False
+        if self.clip != other.clip:
+            return False
         return True
 
 class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
@@ -4119,6 +4260,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
             accounting=_UniffiFfiConverterString.read(buf),
             discretisation_bound=_UniffiFfiConverterFloat64.read(buf),
             planner=_UniffiFfiConverterOptionalString.read(buf),
+            clip=_UniffiFfiConverterOptionalTypeMapClipInfo.read(buf),
         )
 
     @staticmethod
@@ -4134,6 +4276,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.check_lower(value.accounting)
         _UniffiFfiConverterFloat64.check_lower(value.discretisation_bound)
         _UniffiFfiConverterOptionalString.check_lower(value.planner)
+        _UniffiFfiConverterOptionalTypeMapClipInfo.check_lower(value.clip)
 
     @staticmethod
     def write(value, buf):
@@ -4148,6 +4291,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         _UniffiFfiConverterString.write(value.accounting, buf)
         _UniffiFfiConverterFloat64.write(value.discretisation_bound, buf)
         _UniffiFfiConverterOptionalString.write(value.planner, buf)
+        _UniffiFfiConverterOptionalTypeMapClipInfo.write(value.clip, buf)
 
 @dataclass
 class MapGrid:
@@ -5732,6 +5876,167 @@ class _UniffiFfiConverterTypeInputFormat(_UniffiConverterRustBuffer):
         if value == InputFormat.JSON:
             buf.write_i32(2)
         if value == InputFormat.BINARY:
+            buf.write_i32(3)
+
+
+
+
+
+
+
+
+class MapClipping:
+    """
+    How a [`MapServer`] clips the values of the reports it accepts, as
+    `geopriv map aggregate` does (issue 19 item 10): each value of cell j
+    is clipped to the public bounds B_j = [f_min − zσ_max, f_max + zσ_max]
+    of that cell, so one report moves a cell's mean by at most width(B_j)/n
+    whatever it holds (`MapClipInfo.influence_bound`). Noise a priori
+    releases a location, not values: nothing to clip. Kotlin
+    `MapClipping.Default`, Python `MapClipping.DEFAULT`.
+"""
+    def __init__(self):
+        raise RuntimeError("MapClipping cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class DEFAULT:
+        """
+        The CLI's default level: z from the noise shape for 10^6 devices
+        and an honest bias at most 0.1 standard error (`ClipLevel::default`).
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapClipping.DEFAULT()".format()
+        def __eq__(self, other):
+            if not isinstance(other, MapClipping):
+                return NotImplemented
+            if not other.is_DEFAULT():
+                return False
+            return True
+
+    @dataclass
+    class Z:
+        """
+        A fixed z in units of σ_max, 0 to 10^6 (`--clip-z`).
+"""
+        
+        def __init__(self, z:float):
+            self.z = z
+            
+            """
+        The level.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapClipping.Z(z={})".format(self.z)
+        def __eq__(self, other):
+            if not isinstance(other, MapClipping):
+                return NotImplemented
+            if not other.is_Z():
+                return False
+            if self.z != other.z:
+                return False
+            return True
+
+    @dataclass
+    class OFF:
+        """
+        No clipping (`--no-clip`): one report can move a cell arbitrarily.
+"""
+        
+        def __init__(self, ):
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "MapClipping.OFF()".format()
+        def __eq__(self, other):
+            if not isinstance(other, MapClipping):
+                return NotImplemented
+            if not other.is_OFF():
+                return False
+            return True
+
+    
+
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_DEFAULT(self) -> bool:
+        return isinstance(self, MapClipping.DEFAULT)
+    def is_default(self) -> bool:
+        return isinstance(self, MapClipping.DEFAULT)
+    def is_Z(self) -> bool:
+        return isinstance(self, MapClipping.Z)
+    def is_z(self) -> bool:
+        return isinstance(self, MapClipping.Z)
+    def is_OFF(self) -> bool:
+        return isinstance(self, MapClipping.OFF)
+    def is_off(self) -> bool:
+        return isinstance(self, MapClipping.OFF)
+    
+
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+MapClipping.DEFAULT = type("MapClipping.DEFAULT", (MapClipping.DEFAULT, MapClipping,), {})  # type: ignore
+MapClipping.Z = type("MapClipping.Z", (MapClipping.Z, MapClipping,), {})  # type: ignore
+MapClipping.OFF = type("MapClipping.OFF", (MapClipping.OFF, MapClipping,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeMapClipping(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return MapClipping.DEFAULT(
+            )
+        if variant == 2:
+            return MapClipping.Z(
+                _UniffiFfiConverterFloat64.read(buf),
+            )
+        if variant == 3:
+            return MapClipping.OFF(
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value.is_DEFAULT():
+            return
+        if value.is_Z():
+            _UniffiFfiConverterFloat64.check_lower(value.z)
+            return
+        if value.is_OFF():
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value.is_DEFAULT():
+            buf.write_i32(1)
+        if value.is_Z():
+            buf.write_i32(2)
+            _UniffiFfiConverterFloat64.write(value.z, buf)
+        if value.is_OFF():
             buf.write_i32(3)
 
 
@@ -9070,6 +9375,39 @@ class MapServer(MapServerProtocol):
         )
         self._handle = _uniffi_ffi_result
     @classmethod
+    def with_clipping(cls, grid: MapGrid,mechanism: MapMechanism,epsilon: float,max_bins: int,clipping: MapClipping) -> MapServer:
+        """
+        As `with_max_bins` with the clipping chosen: `MapClipping.Default`
+        (what `new` does, and `geopriv map aggregate` without flags),
+        `Z(z)` (`--clip-z z`) or `Off` (`--no-clip`). The stated bound is in
+        `estimate(...).clip`. `InvalidParameter` for z outside [0, 10^6].
+"""
+        
+        _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+        _UniffiFfiConverterTypeMapMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterUInt32.check_lower(max_bins)
+
+        _UniffiFfiConverterTypeMapClipping.check_lower(clipping)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeMapGrid.lower(grid),
+            _UniffiFfiConverterTypeMapMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterUInt32.lower(max_bins),
+            _UniffiFfiConverterTypeMapClipping.lower(clipping),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
     def with_max_bins(cls, grid: MapGrid,mechanism: MapMechanism,epsilon: float,max_bins: int) -> MapServer:
         """
         As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
@@ -9610,6 +9948,24 @@ class ReportPolicyProtocol(typing.Protocol):
         on their parameters); others raise `InvalidReport` `[unknown-query]`.
 """
         raise NotImplementedError
+    def with_query_file(self, text: str) -> ReportPolicy:
+        """
+        A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+        (and the collector's task set): `text` holds one line per query,
+        `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+        (a task; blank and `#` lines ignored). Reports of a query outside
+        the list raise `[unknown-query]`; reports of a query with tasks
+        but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+        a client cannot open groups of its own (issue 19 item 8); a task's z
+        clips its group. `InvalidInput` naming the first bad line (or a
+        task the policy refuses: ε or δ above its limits, ...).
+
+        ```python
+        policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+        "threshold:100000:20000 polyplace 0.0002 0\n")
+        ```
+"""
+        raise NotImplementedError
 
 class ReportPolicy(ReportPolicyProtocol):
     """
@@ -9806,6 +10162,37 @@ class ReportPolicy(ReportPolicyProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_query_file(self, text: str) -> ReportPolicy:
+        """
+        A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+        (and the collector's task set): `text` holds one line per query,
+        `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+        (a task; blank and `#` lines ignored). Reports of a query outside
+        the list raise `[unknown-query]`; reports of a query with tasks
+        but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+        a client cannot open groups of its own (issue 19 item 8); a task's z
+        clips its group. `InvalidInput` naming the first bad line (or a
+        task the policy refuses: ε or δ above its limits, ...).
+
+        ```python
+        policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+        "threshold:100000:20000 polyplace 0.0002 0\n")
+        ```
+"""
+        
+        _UniffiFfiConverterString.check_lower(text)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(text),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeReportPolicy.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -10170,6 +10557,17 @@ class ReportServerProtocol(typing.Protocol):
         `lines`. The same outcome as `add_json` on each line in turn.
 """
         raise NotImplementedError
+    def add_json_column(self, data: str,lengths: bytes) -> BatchResult:
+        """
+        A column of JSON reports in one call, the records given as one
+        string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+        (byte lengths). The same outcome as `add_json_packed`; faster across
+        the FFI: a string crosses as one copy, while a byte sequence is read
+        back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+        for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+        uses it for str columns.
+"""
+        raise NotImplementedError
     def add_json_packed(self, data: bytes,lengths: bytes) -> BatchResult:
         """
         A column of JSON reports in one call: `data` is the records' UTF-8
@@ -10382,6 +10780,33 @@ class ReportServer(ReportServerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_batch,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def add_json_column(self, data: str,lengths: bytes) -> BatchResult:
+        """
+        A column of JSON reports in one call, the records given as one
+        string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+        (byte lengths). The same outcome as `add_json_packed`; faster across
+        the FFI: a string crosses as one copy, while a byte sequence is read
+        back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+        for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+        uses it for str columns.
+"""
+        
+        _UniffiFfiConverterString.check_lower(data)
+
+        _UniffiFfiConverterBytes.check_lower(lengths)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterString.lower(data),
+            _UniffiFfiConverterBytes.lower(lengths),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeBatchResult.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_column,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -11288,6 +11713,7 @@ __all__ = [
     "GeoprivError",
     "Growth",
     "InputFormat",
+    "MapClipping",
     "Projection",
     "RejectedRecord",
     "BatchResult",
@@ -11305,6 +11731,7 @@ __all__ = [
     "IngestCounts",
     "MapRejection",
     "MapBatch",
+    "MapClipInfo",
     "MapEstimate",
     "MapGrid",
     "MapPrediction",

@@ -16,6 +16,7 @@ command -v python3 >/dev/null || apt_install python3
 
 check_readme_example bindings/tests/python/test_bindings.py
 check_readme_example "bindings/tests/python/test_bindings.py#memo" README.md
+check_readme_example bindings/tests/python/test_server.py
 build_ffi
 
 OUT="$TARGET_DIR/geopriv-ffi-tests/python"

@@ -24,9 +24,10 @@ use std::sync::{Arc, Mutex};
 
 use geopriv::device::budget::BudgetUnit as CoreUnit;
 use geopriv::map::{
-    plan, KdeGrid, MapAggregator, MapMechanism as CoreMechanism, MapRelease as CoreRelease,
-    MapReport, QuerySet, DEFAULT_MAX_BINS,
+    plan, KdeGrid, MapAggregator, MapClip, MapMechanism as CoreMechanism,
+    MapRelease as CoreRelease, MapReport, QuerySet, DEFAULT_MAX_BINS,
 };
+use geopriv::server::clip::ClipLevel;
 use serde::{Deserialize, Serialize};
 
 use crate::{guard, lock, GeoprivError, PrivacyLedger, Projection};
@@ -300,6 +301,53 @@ impl MapRelease {
     }
 }
 
+/// How a [`MapServer`] clips the values of the reports it accepts, as
+/// `geopriv map aggregate` does (issue 19 item 10): each value of cell j
+/// is clipped to the public bounds B_j = [f_min − zσ_max, f_max + zσ_max]
+/// of that cell, so one report moves a cell's mean by at most width(B_j)/n
+/// whatever it holds (`MapClipInfo.influence_bound`). Noise a priori
+/// releases a location, not values: nothing to clip. Kotlin
+/// `MapClipping.Default`, Python `MapClipping.DEFAULT`.
+#[derive(Debug, Clone, Copy, PartialEq, uniffi::Enum)]
+pub enum MapClipping {
+    /// The CLI's default level: z from the noise shape for 10^6 devices
+    /// and an honest bias at most 0.1 standard error (`ClipLevel::default`).
+    Default,
+    /// A fixed z in units of σ_max, 0 to 10^6 (`--clip-z`).
+    Z {
+        /// The level.
+        z: f64,
+    },
+    /// No clipping (`--no-clip`): one report can move a cell arbitrarily.
+    Off,
+}
+
+/// Largest z a map server takes (`geopriv map aggregate --clip-z`'s limit:
+/// beyond it the bounds bound nothing).
+const MAX_CLIP_Z: f64 = 1e6;
+
+/// What a clipping map server states, as the `clip` object of `geopriv map
+/// aggregate`'s output (same fields, same numbers).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct MapClipInfo {
+    /// z, in units of σ_max.
+    pub z: f64,
+    /// σ_max of a value.
+    pub sigma_max: f64,
+    /// The smallest lower bound of a cell.
+    pub lower: f64,
+    /// The largest upper bound of a cell.
+    pub upper: f64,
+    /// The largest honest bias bound of a cell, σ_max E[(|Z| − z)+].
+    pub bias_bound: f64,
+    /// The largest width(B_j).
+    pub max_width: f64,
+    /// max_width / n: how far one report can move a cell's mean.
+    pub influence_bound: f64,
+    /// Values clipped over all accepted reports (merged shards included).
+    pub clipped: u64,
+}
+
 /// One rejected record of a batch: its position, a stable code and the
 /// reason. Codes: `empty`, `too-large`, `malformed` (not a map report),
 /// `other-map`, `other-mechanism`, `other-epsilon`, `invalid-report`
@@ -371,6 +419,9 @@ pub struct MapEstimate {
     pub discretisation_bound: f64,
     /// The planner's line when it chose λ (`estimate(null)`), else `null`.
     pub planner: Option<String>,
+    /// The clipping stated (as `geopriv map aggregate`'s `clip`); `null`
+    /// for noise a priori and `MapClipping.Off`.
+    pub clip: Option<MapClipInfo>,
 }
 
 /// One mechanism's predicted map error (ASE: mean over cells of the
@@ -457,6 +508,10 @@ struct Params {
     mechanism: CoreMechanism,
     epsilon: f64,
     max_bins: u32,
+    /// The resolved clipping level z (`None`: no clipping, or noise a
+    /// priori). Absent in states of servers before clipping (unclipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clip_z: Option<f64>,
 }
 
 impl Params {
@@ -489,12 +544,16 @@ struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cells: Option<Vec<geopriv::Aggregator>>,
     rejections: BTreeMap<String, u64>,
+    /// Values clipped (clipping servers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clipped: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
 struct Inner {
     map: MapAggregator,
     rejections: BTreeMap<String, u64>,
+    clipped: u64,
 }
 
 /// The server of one map (grid, mechanism, per-device ε): reports in, a
@@ -524,6 +583,8 @@ pub struct MapServer {
     /// about 25 bytes a value).
     max_record: usize,
     release: CoreRelease,
+    /// The clipping bounds (`params.clip_z`), `None` when not clipping.
+    clip: Option<MapClip>,
     state: Mutex<Inner>,
 }
 
@@ -561,6 +622,22 @@ impl MapServer {
         let grid = params.grid();
         let set = grid.set()?;
         let release = CoreRelease::new(set.clone(), params.mechanism, params.epsilon)?;
+        let clip = match params.clip_z {
+            Some(z) if z.is_finite() && (0.0..=MAX_CLIP_Z).contains(&z) => {
+                MapClip::new(&set, params.mechanism, params.epsilon, ClipLevel::Fixed(z))?
+            }
+            Some(z) => {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "the clipping level z = {z} must be finite and in [0, {MAX_CLIP_Z}]"
+                )))
+            }
+            None => None,
+        };
+        if clip.is_none() && params.clip_z.is_some() {
+            return Err(GeoprivError::InvalidParameter(
+                "noise a priori has no values to clip".into(),
+            ));
+        }
         let inner = match inner {
             Some(i) => i,
             None => Inner {
@@ -571,14 +648,60 @@ impl MapServer {
                     params.max_bins as usize,
                 )?,
                 rejections: BTreeMap::new(),
+                clipped: 0,
             },
         };
         Ok(Arc::new(Self {
             max_record: 4096 + 32 * set.len(),
             params,
             release,
+            clip,
             state: Mutex::new(inner),
         }))
+    }
+
+    /// The z a server clips at: the CLI's resolution of `clipping` for
+    /// this map (`None` for noise a priori and `Off`).
+    fn resolve_clip(
+        grid: &MapGrid,
+        mechanism: CoreMechanism,
+        epsilon: f64,
+        clipping: MapClipping,
+    ) -> Result<Option<f64>, GeoprivError> {
+        let level = match clipping {
+            MapClipping::Off => return Ok(None),
+            MapClipping::Default => ClipLevel::default(),
+            MapClipping::Z { z } if z.is_finite() && (0.0..=MAX_CLIP_Z).contains(&z) => {
+                ClipLevel::Fixed(z)
+            }
+            MapClipping::Z { z } => {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "the clipping level z = {z} must be finite and in [0, {MAX_CLIP_Z}]"
+                )))
+            }
+        };
+        Ok(MapClip::new(&grid.set()?, mechanism, epsilon, level)?.map(|c| c.summary().z))
+    }
+
+    /// A clipping server's stated bounds, as the CLI prints them.
+    fn clip_info(&self, n: u64, clipped: u64) -> Option<MapClipInfo> {
+        self.clip.as_ref().map(|c| {
+            let s = c.summary();
+            MapClipInfo {
+                z: s.z,
+                sigma_max: s.sigma_max,
+                lower: s.lower,
+                upper: s.upper,
+                bias_bound: s.bias_bound,
+                max_width: s.max_width,
+                influence_bound: if n > 0 {
+                    s.max_width / n as f64
+                } else {
+                    f64::INFINITY
+                },
+                clipped,
+            }
+        })
     }
 
     fn with_state<T>(
@@ -589,7 +712,12 @@ impl MapServer {
     }
 
     /// Decode and add one record; a refusal is counted and returned.
-    fn add_one(inner: &mut Inner, max: usize, record: &[u8]) -> Result<(), MapRejection> {
+    fn add_one(
+        inner: &mut Inner,
+        clip: Option<&MapClip>,
+        max: usize,
+        record: &[u8],
+    ) -> Result<(), MapRejection> {
         let outcome = (|| {
             if record.len() > max {
                 return Err(rejection(
@@ -603,9 +731,14 @@ impl MapServer {
             if text.is_empty() {
                 return Err(rejection("empty", "empty report"));
             }
-            let report: MapReport = serde_json::from_str(text)
+            let mut report: MapReport = serde_json::from_str(text)
                 .map_err(|e| rejection("malformed", format!("not a map report: {e}")))?;
-            inner.map.add(&report).map_err(|e| core_rejection(&e))
+            // Clipped first, as `geopriv map aggregate` does; counted once
+            // the report is accepted.
+            let clipped = clip.map_or(0, |c| c.clip(&mut report));
+            inner.map.add(&report).map_err(|e| core_rejection(&e))?;
+            inner.clipped = inner.clipped.saturating_add(clipped);
+            Ok(())
         })();
         if let Err(r) = &outcome {
             let n = inner.rejections.entry(r.code.clone()).or_insert(0);
@@ -617,7 +750,8 @@ impl MapServer {
     fn add_raising(&self, record: &[u8]) -> Result<(), GeoprivError> {
         let max = self.max_record;
         self.with_state(|s| {
-            Self::add_one(s, max, record).map_err(|r| GeoprivError::InvalidReport(r.reason))
+            Self::add_one(s, self.clip.as_ref(), max, record)
+                .map_err(|r| GeoprivError::InvalidReport(r.reason))
         })
     }
 
@@ -633,7 +767,7 @@ impl MapServer {
                 rejections: Vec::new(),
             };
             for (i, r) in records.enumerate() {
-                match Self::add_one(s, max, r) {
+                match Self::add_one(s, self.clip.as_ref(), max, r) {
                     Ok(()) => batch.accepted += 1,
                     Err(mut rej) => {
                         rej.index = i as u64;
@@ -670,7 +804,23 @@ impl MapServer {
         epsilon: f64,
         max_bins: u32,
     ) -> Result<Arc<Self>, GeoprivError> {
+        Self::with_clipping(grid, mechanism, epsilon, max_bins, MapClipping::Default)
+    }
+
+    /// As `with_max_bins` with the clipping chosen: `MapClipping.Default`
+    /// (what `new` does, and `geopriv map aggregate` without flags),
+    /// `Z(z)` (`--clip-z z`) or `Off` (`--no-clip`). The stated bound is in
+    /// `estimate(...).clip`. `InvalidParameter` for z outside [0, 10^6].
+    #[uniffi::constructor]
+    pub fn with_clipping(
+        grid: MapGrid,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        max_bins: u32,
+        clipping: MapClipping,
+    ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            let clip_z = Self::resolve_clip(&grid, mechanism.into(), epsilon, clipping)?;
             Self::build(
                 Params {
                     bbox: [grid.x_min, grid.x_max, grid.y_min, grid.y_max],
@@ -679,6 +829,7 @@ impl MapServer {
                     mechanism: mechanism.into(),
                     epsilon,
                     max_bins,
+                    clip_z,
                 },
                 None,
             )
@@ -727,9 +878,34 @@ impl MapServer {
                 st.cells.unwrap_or_default(),
                 st.accepted,
             )?;
+            // A clipping server's cells hold only values inside their
+            // bounds: a forged state must not bypass clipping (issue 19
+            // item 11, as `merge_state` for reports).
+            let clipped = st.clipped.unwrap_or(0);
+            if let Some(clip) = &fresh.clip {
+                for (j, cell) in map.cells().iter().enumerate() {
+                    let inside = clip
+                        .cell_bounds(j)
+                        .is_some_and(|[lo, hi]| cell.within(lo, hi));
+                    if !inside {
+                        return Err(bad(format!(
+                            "cell {j} holds sums beyond what values inside its clipping bounds make"
+                        )));
+                    }
+                }
+                let values = map.cells().iter().map(|c| c.n()).sum::<u64>();
+                if clipped > values {
+                    return Err(bad("more clipped values than values".into()));
+                }
+            } else if st.clipped.is_some() {
+                return Err(bad(
+                    "a clipped count in the state of a server that does not clip".into(),
+                ));
+            }
             *lock(&fresh.state, "map server")? = Inner {
                 map,
                 rejections: st.rejections,
+                clipped,
             };
             Ok(fresh)
         })
@@ -763,6 +939,7 @@ impl MapServer {
                     outside,
                     cells,
                     rejections: s.rejections.clone(),
+                    clipped: self.clip.as_ref().map(|_| s.clipped),
                 };
                 serde_json::to_string(&st)
                     .map_err(|e| GeoprivError::Internal(format!("map state: {e}")))
@@ -815,7 +992,12 @@ impl MapServer {
                     let c = rejections.entry(code).or_insert(0);
                     *c = c.saturating_add(n);
                 }
-                *s = Inner { map, rejections };
+                let clipped = s.clipped.saturating_add(theirs.clipped);
+                *s = Inner {
+                    map,
+                    rejections,
+                    clipped,
+                };
                 Ok(())
             })
         })
@@ -844,7 +1026,7 @@ impl MapServer {
     /// other mechanisms. `InvalidInput` before the first report.
     pub fn estimate(&self, kernel_lambda: Option<f64>) -> Result<MapEstimate, GeoprivError> {
         guard(|| {
-            let map = self.with_state(|s| Ok(s.map.clone()))?;
+            let (map, clipped) = self.with_state(|s| Ok((s.map.clone(), s.clipped)))?;
             if map.accepted() == 0 {
                 return Err(GeoprivError::InvalidInput(
                     "no reports in the map yet".into(),
@@ -873,6 +1055,7 @@ impl MapServer {
                 accounting: total.accounting,
                 discretisation_bound: est.discretisation_bound,
                 planner: line,
+                clip: self.clip_info(est.n, clipped),
             })
         })
     }

@@ -145,6 +145,34 @@ impl ReportPolicy {
         })
     }
 
+    /// A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+    /// (and the collector's task set): `text` holds one line per query,
+    /// `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+    /// (a task; blank and `#` lines ignored). Reports of a query outside
+    /// the list raise `[unknown-query]`; reports of a query with tasks
+    /// but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+    /// a client cannot open groups of its own (issue 19 item 8); a task's z
+    /// clips its group. `InvalidInput` naming the first bad line (or a
+    /// task the policy refuses: ε or δ above its limits, ...).
+    ///
+    /// ```python
+    /// policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+    ///     "threshold:100000:20000 polyplace 0.0002 0\n")
+    /// ```
+    pub fn with_query_file(&self, text: String) -> Result<Arc<ReportPolicy>, GeoprivError> {
+        guard(|| {
+            let file = geopriv::server::ingest::read_query_file(
+                text.as_bytes(),
+                geopriv::server::ingest::MAX_GROUPS_LIMIT,
+            )
+            .map_err(|e| GeoprivError::InvalidInput(format!("query file: {e}")))?;
+            let inner = file
+                .apply(self.inner.clone())
+                .map_err(|e| GeoprivError::InvalidInput(format!("query file: {e}")))?;
+            Ok(Arc::new(Self { inner }))
+        })
+    }
+
     /// The largest ε per unit distance accepted.
     pub fn max_epsilon(&self) -> f64 {
         self.inner.max_epsilon()

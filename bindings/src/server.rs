@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 
 use geopriv::server::clip::{ClipLevel, ClipPolicy};
 use geopriv::server::ingest::{
-    decode_json_record, AggregationConfig, AggregatorState, Counts, Decoded, Estimator,
-    FormatChoice, IngestError, RecordReader, RecordRejection, ReportAggregator,
-    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
+    AggregationConfig, AggregatorState, Counts, Decoded, Estimator, FormatChoice, IngestError,
+    JsonColumnDecoder, RecordReader, RecordRejection, ReportAggregator, DEFAULT_MAX_RECORD_BYTES,
+    MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
 };
 use geopriv::{QueryDescriptor, Report};
 
@@ -397,7 +397,7 @@ impl Inner {
         }
     }
 
-    fn batch<T>(&mut self, records: Vec<T>, decode: impl Fn(T) -> Decoded) -> BatchResult {
+    fn batch<T>(&mut self, records: Vec<T>, mut decode: impl FnMut(T) -> Decoded) -> BatchResult {
         let mut tally = Tally::new();
         for (i, record) in records.into_iter().enumerate() {
             tally.result.records += 1;
@@ -441,16 +441,28 @@ impl ReportServer {
     }
 
     fn decode_json(&self, line: Option<&str>) -> Decoded {
-        match line {
+        // A fresh decoder allocates nothing and decodes as decode_json_record.
+        self.decode_json_in_column(line.map(str::as_bytes), &mut JsonColumnDecoder::default())
+    }
+
+    /// [`decode_json`](Self::decode_json) for one record of a column:
+    /// the same result, reusing the previous record's header parse
+    /// (`JsonColumnDecoder`).
+    pub(crate) fn decode_json_in_column(
+        &self,
+        record: Option<&[u8]>,
+        decoder: &mut JsonColumnDecoder,
+    ) -> Decoded {
+        match record {
             None => Decoded::Rejected(geopriv::Rejection::Empty.into()),
-            Some(l) => match self.too_long(l.len()) {
+            Some(b) => match self.too_long(b.len()) {
                 Some(why) => Decoded::Rejected(why),
-                None => decode_json_record(l.as_bytes()),
+                None => decoder.decode(b),
             },
         }
     }
 
-    fn decode_bytes(&self, bytes: Option<&[u8]>) -> Decoded {
+    pub(crate) fn decode_bytes(&self, bytes: Option<&[u8]>) -> Decoded {
         match bytes {
             None => Decoded::Rejected(geopriv::Rejection::Empty.into()),
             Some(b) => match self.too_long(b.len()) {
@@ -468,22 +480,9 @@ impl ReportServer {
     pub(crate) fn add_decoded_batch<T>(
         &self,
         records: Vec<T>,
-        decode: impl Fn(T) -> Decoded,
+        decode: impl FnMut(T) -> Decoded,
     ) -> Result<BatchResult, GeoprivError> {
         self.with_inner(|s| Ok(s.batch(records, decode)))
-    }
-
-    /// Decode one raw record as `add_json_batch` (`json`) or
-    /// `add_bytes_batch` does.
-    pub(crate) fn decode_record(&self, record: Option<&[u8]>, json: bool) -> Decoded {
-        match (record, json) {
-            (None, _) => Decoded::Rejected(geopriv::Rejection::Empty.into()),
-            (Some(b), true) => match self.too_long(b.len()) {
-                Some(why) => Decoded::Rejected(why),
-                None => decode_json_record(b),
-            },
-            (Some(b), false) => self.decode_bytes(Some(b)),
-        }
     }
 
     fn add_one(&self, decoded: Decoded) -> Result<ReceivedReport, GeoprivError> {
@@ -536,7 +535,14 @@ impl ReportServer {
     /// record: each is rejected by itself with its 1-based position in
     /// `lines`. The same outcome as `add_json` on each line in turn.
     pub fn add_json_batch(&self, lines: Vec<Option<String>>) -> Result<BatchResult, GeoprivError> {
-        guard(|| self.with_inner(|s| Ok(s.batch(lines, |l| self.decode_json(l.as_deref())))))
+        guard(|| {
+            let mut decoder = JsonColumnDecoder::default();
+            self.with_inner(|s| {
+                Ok(s.batch(lines, |l| {
+                    self.decode_json_in_column(l.as_deref().map(str::as_bytes), &mut decoder)
+                }))
+            })
+        })
     }
 
     /// Add many binary reports (`PrivateReport.bytes` each) in one call,

@@ -2804,6 +2804,25 @@ public static func fromJson(state: String)throws  -> MapServer  {
 }
     
     /**
+     * As `with_max_bins` with the clipping chosen: `MapClipping.Default`
+     * (what `new` does, and `geopriv map aggregate` without flags),
+     * `Z(z)` (`--clip-z z`) or `Off` (`--no-clip`). The stated bound is in
+     * `estimate(...).clip`. `InvalidParameter` for z outside [0, 10^6].
+     */
+public static func withClipping(grid: MapGrid, mechanism: MapMechanism, epsilon: Double, maxBins: UInt32, clipping: MapClipping)throws  -> MapServer  {
+    return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterTypeMapMechanism_lower(mechanism),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterUInt32.lower(maxBins),
+        FfiConverterTypeMapClipping_lower(clipping),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
      * bins: less memory and a faster FFT, a larger discretisation bound).
      */
@@ -3896,6 +3915,24 @@ public protocol ReportPolicyProtocol: AnyObject, Sendable {
      */
     func onlyQueries(queries: [GeoQuery])  -> ReportPolicy
     
+    /**
+     * A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+     * (and the collector's task set): `text` holds one line per query,
+     * `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+     * (a task; blank and `#` lines ignored). Reports of a query outside
+     * the list raise `[unknown-query]`; reports of a query with tasks
+     * but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+     * a client cannot open groups of its own (issue 19 item 8); a task's z
+     * clips its group. `InvalidInput` naming the first bad line (or a
+     * task the policy refuses: ε or δ above its limits, ...).
+     *
+     * ```python
+     * policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+     * "threshold:100000:20000 polyplace 0.0002 0\n")
+     * ```
+     */
+    func withQueryFile(text: String) throws  -> ReportPolicy
+    
 }
 /**
  * What a server accepts: reports with ε (per unit distance) at most
@@ -4082,6 +4119,32 @@ open func onlyQueries(queries: [GeoQuery]) -> ReportPolicy  {
     uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(
             self.uniffiCloneHandle(),
         FfiConverterSequenceTypeGeoQuery.lower(queries),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+     * (and the collector's task set): `text` holds one line per query,
+     * `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+     * (a task; blank and `#` lines ignored). Reports of a query outside
+     * the list raise `[unknown-query]`; reports of a query with tasks
+     * but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+     * a client cannot open groups of its own (issue 19 item 8); a task's z
+     * clips its group. `InvalidInput` naming the first bad line (or a
+     * task the policy refuses: ε or δ above its limits, ...).
+     *
+     * ```python
+     * policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+     * "threshold:100000:20000 polyplace 0.0002 0\n")
+     * ```
+     */
+open func withQueryFile(text: String)throws  -> ReportPolicy  {
+    return try  FfiConverterTypeReportPolicy_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(text),uniffiCallStatus
     )
 })
 }
@@ -4365,6 +4428,17 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
     func addBytesPacked(data: Data, lengths: Data) throws  -> BatchResult
     
     /**
+     * A column of JSON reports in one call, the records given as one
+     * string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+     * (byte lengths). The same outcome as `add_json_packed`; faster across
+     * the FFI: a string crosses as one copy, while a byte sequence is read
+     * back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+     * for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+     * uses it for str columns.
+     */
+    func addJsonColumn(data: String, lengths: Data) throws  -> BatchResult
+    
+    /**
      * A column of JSON reports in one call: `data` is the records' UTF-8
      * bytes back to back, `lengths` one packed little-endian i64 per
      * record (its byte length; -1 for a missing record, rejected as
@@ -4540,6 +4614,26 @@ open func addBytesPacked(data: Data, lengths: Data)throws  -> BatchResult  {
     uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(
             self.uniffiCloneHandle(),
         FfiConverterData.lower(data),
+        FfiConverterData.lower(lengths),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A column of JSON reports in one call, the records given as one
+     * string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+     * (byte lengths). The same outcome as `add_json_packed`; faster across
+     * the FFI: a string crosses as one copy, while a byte sequence is read
+     * back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+     * for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+     * uses it for str columns.
+     */
+open func addJsonColumn(data: String, lengths: Data)throws  -> BatchResult  {
+    return try  FfiConverterTypeBatchResult_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_reportserver_add_json_column(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(data),
         FfiConverterData.lower(lengths),uniffiCallStatus
     )
 })
@@ -6480,6 +6574,136 @@ public func FfiConverterTypeMapBatch_lower(_ value: MapBatch) -> RustBuffer {
 
 
 /**
+ * What a clipping map server states, as the `clip` object of `geopriv map
+ * aggregate`'s output (same fields, same numbers).
+ */
+public struct MapClipInfo: Equatable, Hashable {
+    /**
+     * z, in units of σ_max.
+     */
+    public var z: Double
+    /**
+     * σ_max of a value.
+     */
+    public var sigmaMax: Double
+    /**
+     * The smallest lower bound of a cell.
+     */
+    public var lower: Double
+    /**
+     * The largest upper bound of a cell.
+     */
+    public var upper: Double
+    /**
+     * The largest honest bias bound of a cell, σ_max E[(|Z| − z)+].
+     */
+    public var biasBound: Double
+    /**
+     * The largest width(B_j).
+     */
+    public var maxWidth: Double
+    /**
+     * max_width / n: how far one report can move a cell's mean.
+     */
+    public var influenceBound: Double
+    /**
+     * Values clipped over all accepted reports (merged shards included).
+     */
+    public var clipped: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * z, in units of σ_max.
+         */z: Double, 
+        /**
+         * σ_max of a value.
+         */sigmaMax: Double, 
+        /**
+         * The smallest lower bound of a cell.
+         */lower: Double, 
+        /**
+         * The largest upper bound of a cell.
+         */upper: Double, 
+        /**
+         * The largest honest bias bound of a cell, σ_max E[(|Z| − z)+].
+         */biasBound: Double, 
+        /**
+         * The largest width(B_j).
+         */maxWidth: Double, 
+        /**
+         * max_width / n: how far one report can move a cell's mean.
+         */influenceBound: Double, 
+        /**
+         * Values clipped over all accepted reports (merged shards included).
+         */clipped: UInt64) {
+        self.z = z
+        self.sigmaMax = sigmaMax
+        self.lower = lower
+        self.upper = upper
+        self.biasBound = biasBound
+        self.maxWidth = maxWidth
+        self.influenceBound = influenceBound
+        self.clipped = clipped
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MapClipInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapClipInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapClipInfo {
+        return
+            try MapClipInfo(
+                z: FfiConverterDouble.read(from: &buf), 
+                sigmaMax: FfiConverterDouble.read(from: &buf), 
+                lower: FfiConverterDouble.read(from: &buf), 
+                upper: FfiConverterDouble.read(from: &buf), 
+                biasBound: FfiConverterDouble.read(from: &buf), 
+                maxWidth: FfiConverterDouble.read(from: &buf), 
+                influenceBound: FfiConverterDouble.read(from: &buf), 
+                clipped: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MapClipInfo, into buf: inout [UInt8]) {
+        FfiConverterDouble.write(value.z, into: &buf)
+        FfiConverterDouble.write(value.sigmaMax, into: &buf)
+        FfiConverterDouble.write(value.lower, into: &buf)
+        FfiConverterDouble.write(value.upper, into: &buf)
+        FfiConverterDouble.write(value.biasBound, into: &buf)
+        FfiConverterDouble.write(value.maxWidth, into: &buf)
+        FfiConverterDouble.write(value.influenceBound, into: &buf)
+        FfiConverterUInt64.write(value.clipped, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapClipInfo_lift(_ buf: RustBuffer) throws -> MapClipInfo {
+    return try FfiConverterTypeMapClipInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapClipInfo_lower(_ value: MapClipInfo) -> RustBuffer {
+    return FfiConverterTypeMapClipInfo.lower(value)
+}
+
+
+/**
  * A map estimate with its per-cell standard errors.
  *
  * Cell j = i·ys.len() + k is at (xs[i], ys[k]) (x index major, as
@@ -6535,6 +6759,11 @@ public struct MapEstimate: Equatable, Hashable {
      * The planner's line when it chose λ (`estimate(null)`), else `null`.
      */
     public var planner: String?
+    /**
+     * The clipping stated (as `geopriv map aggregate`'s `clip`); `null`
+     * for noise a priori and `MapClipping.Off`.
+     */
+    public var clip: MapClipInfo?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -6571,7 +6800,11 @@ public struct MapEstimate: Equatable, Hashable {
          */discretisationBound: Double, 
         /**
          * The planner's line when it chose λ (`estimate(null)`), else `null`.
-         */planner: String?) {
+         */planner: String?, 
+        /**
+         * The clipping stated (as `geopriv map aggregate`'s `clip`); `null`
+         * for noise a priori and `MapClipping.Off`.
+         */clip: MapClipInfo?) {
         self.values = values
         self.standardErrors = standardErrors
         self.xs = xs
@@ -6583,6 +6816,7 @@ public struct MapEstimate: Equatable, Hashable {
         self.accounting = accounting
         self.discretisationBound = discretisationBound
         self.planner = planner
+        self.clip = clip
     }
 
     
@@ -6611,7 +6845,8 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
                 perDeviceEpsilon: FfiConverterDouble.read(from: &buf), 
                 accounting: FfiConverterString.read(from: &buf), 
                 discretisationBound: FfiConverterDouble.read(from: &buf), 
-                planner: FfiConverterOptionString.read(from: &buf)
+                planner: FfiConverterOptionString.read(from: &buf), 
+                clip: FfiConverterOptionTypeMapClipInfo.read(from: &buf)
         )
     }
 
@@ -6627,6 +6862,7 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
         FfiConverterString.write(value.accounting, into: &buf)
         FfiConverterDouble.write(value.discretisationBound, into: &buf)
         FfiConverterOptionString.write(value.planner, into: &buf)
+        FfiConverterOptionTypeMapClipInfo.write(value.clip, into: &buf)
     }
 }
 
@@ -8554,6 +8790,104 @@ public func FfiConverterTypeInputFormat_lower(_ value: InputFormat) -> RustBuffe
 
 
 /**
+ * How a [`MapServer`] clips the values of the reports it accepts, as
+ * `geopriv map aggregate` does (issue 19 item 10): each value of cell j
+ * is clipped to the public bounds B_j = [f_min − zσ_max, f_max + zσ_max]
+ * of that cell, so one report moves a cell's mean by at most width(B_j)/n
+ * whatever it holds (`MapClipInfo.influence_bound`). Noise a priori
+ * releases a location, not values: nothing to clip. Kotlin
+ * `MapClipping.Default`, Python `MapClipping.DEFAULT`.
+ */
+
+public enum MapClipping: Equatable, Hashable {
+    
+    /**
+     * The CLI's default level: z from the noise shape for 10^6 devices
+     * and an honest bias at most 0.1 standard error (`ClipLevel::default`).
+     */
+    case `default`
+    /**
+     * A fixed z in units of σ_max, 0 to 10^6 (`--clip-z`).
+     */
+    case z(
+        /**
+         * The level.
+         */z: Double
+    )
+    /**
+     * No clipping (`--no-clip`): one report can move a cell arbitrarily.
+     */
+    case off
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension MapClipping: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMapClipping: FfiConverterRustBuffer {
+    typealias SwiftType = MapClipping
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MapClipping {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .`default`
+        
+        case 2: return .z(z: try FfiConverterDouble.read(from: &buf)
+        )
+        
+        case 3: return .off
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: MapClipping, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .`default`:
+            writeInt(&buf, Int32(1))
+        
+        
+        case let .z(z):
+            writeInt(&buf, Int32(2))
+            FfiConverterDouble.write(z, into: &buf)
+            
+        
+        case .off:
+            writeInt(&buf, Int32(3))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapClipping_lift(_ buf: RustBuffer) throws -> MapClipping {
+    return try FfiConverterTypeMapClipping.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMapClipping_lower(_ value: MapClipping) -> RustBuffer {
+    return FfiConverterTypeMapClipping.lower(value)
+}
+
+
+
+/**
  * How a device spends its per-device ε on the whole map (core
  * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
  * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
@@ -9195,6 +9529,30 @@ fileprivate struct FfiConverterOptionTypeGridPerDeviceTotal: FfiConverterRustBuf
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeGridPerDeviceTotal.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeMapClipInfo: FfiConverterRustBuffer {
+    typealias SwiftType = MapClipInfo?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeMapClipInfo.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeMapClipInfo.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -10112,7 +10470,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() != 63190) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file() != 52360) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() != 31216) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column() != 33401) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() != 33587) {
@@ -10230,6 +10594,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping() != 53913) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189) {

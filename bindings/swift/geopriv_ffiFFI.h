@@ -634,6 +634,11 @@ uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(RustBuffer state,
 uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_new(RustBuffer grid, RustBuffer mechanism, double epsilon, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_CLIPPING
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_CLIPPING
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(RustBuffer grid, RustBuffer mechanism, double epsilon, uint32_t max_bins, RustBuffer clipping, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(RustBuffer grid, RustBuffer mechanism, double epsilon, uint32_t max_bins, RustCallStatus *_Nonnull out_status
@@ -989,6 +994,11 @@ uint64_t uniffi_geopriv_ffi_fn_method_reportpolicy_only_mechanisms(uint64_t ptr,
 uint64_t uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(uint64_t ptr, RustBuffer queries, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTPOLICY_WITH_QUERY_FILE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTPOLICY_WITH_QUERY_FILE
+uint64_t uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file(uint64_t ptr, RustBuffer text, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_REPORTSERVER
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_REPORTSERVER
 uint64_t uniffi_geopriv_ffi_fn_clone_reportserver(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -1007,6 +1017,11 @@ uint64_t uniffi_geopriv_ffi_fn_constructor_reportserver_new(uint64_t policy, uin
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES_PACKED
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_BYTES_PACKED
 RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(uint64_t ptr, RustBuffer data, RustBuffer lengths, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_JSON_COLUMN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_JSON_COLUMN
+RustBuffer uniffi_geopriv_ffi_fn_method_reportserver_add_json_column(uint64_t ptr, RustBuffer data, RustBuffer lengths, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_REPORTSERVER_ADD_JSON_PACKED
@@ -2060,9 +2075,21 @@ uint16_t uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTPOLICY_WITH_QUERY_FILE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTPOLICY_WITH_QUERY_FILE
+uint16_t uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_BYTES_PACKED
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_BYTES_PACKED
 uint16_t uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_JSON_COLUMN
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_REPORTSERVER_ADD_JSON_COLUMN
+uint16_t uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column(void
     
 );
 #endif
@@ -2297,6 +2324,12 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
 uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_CLIPPING
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_CLIPPING
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping(void
     
 );
 #endif

@@ -149,6 +149,12 @@ impl MapClip {
         changed
     }
 
+    /// The public bounds B_j = [lower, upper] of cell `j` (`None` past the
+    /// last cell), for checking a partial state against them.
+    pub fn cell_bounds(&self, j: usize) -> Option<[f64; 2]> {
+        self.cells.get(j).map(|c| c.bounds())
+    }
+
     /// The bounds stated over all cells.
     pub fn summary(&self) -> MapClipSummary {
         let mut s = MapClipSummary {

@@ -143,8 +143,44 @@ impl<'a> Cursor<'a> {
 
 /// The report in `line` if it is in the exact layout of
 /// `Report::to_json_line` (format version 1, or 2 with an optional
-/// `report_id` and no `seeded` flag), else `None`.
+/// `report_id`; either with an optional `"seeded":true`), else `None`.
 pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
+    let (template, header) = parse_header(line)?;
+    parse_tail(line, header, template)
+}
+
+/// The last header [`parse_canonical_cached`] parsed: its bytes (up to and
+/// including `"value":`) and the report they describe (value 0, no id, not
+/// seeded).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeaderCache {
+    header: Vec<u8>,
+    template: Option<Report>,
+}
+
+/// [`parse_canonical`] for a column of reports, most of which repeat the
+/// previous record's header (the same query, mechanism, ε and δ; only the
+/// value and the id differ): when `line` starts with the cached header
+/// bytes, only its tail is parsed. The same result as `parse_canonical`:
+/// the header is everything up to and including `"value":`, its parse
+/// reads no byte after it (every number in it ends at a literal of the
+/// header), so equal header bytes give an equal parse.
+pub(crate) fn parse_canonical_cached(line: &[u8], cache: &mut HeaderCache) -> Option<Report> {
+    if let Some(template) = &cache.template {
+        if line.starts_with(&cache.header) {
+            return parse_tail(line, cache.header.len(), template.clone());
+        }
+    }
+    let (template, header) = parse_header(line)?;
+    cache.header.clear();
+    cache.header.extend_from_slice(&line[..header]);
+    cache.template = Some(template.clone());
+    parse_tail(line, header, template)
+}
+
+/// The report of `line`'s header (everything before the value) and the
+/// header's length in bytes.
+fn parse_header(line: &[u8]) -> Option<(Report, usize)> {
     let mut c = Cursor { s: line, i: 0 };
     c.lit(b"{\"version\":")?;
     let version = match c.s.get(c.i)? {
@@ -203,14 +239,25 @@ pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
     c.lit(b",\"delta\":")?;
     let delta = c.number()?;
     c.lit(b",\"value\":")?;
-    let value = c.number()?;
-    let mut report = Report::new(query, mechanism, epsilon, delta, value);
+    let mut report = Report::new(query, mechanism, epsilon, delta, 0.0);
     report.version = version;
+    Some((report, c.i))
+}
+
+/// The value, optional id and optional seeded flag after a header of
+/// `header` bytes, filled into `report` (the header's template).
+#[inline]
+fn parse_tail(line: &[u8], header: usize, mut report: Report) -> Option<Report> {
+    let mut c = Cursor { s: line, i: header };
+    report.value = c.number()?;
     if c.lit(b",\"report_id\":\"").is_some() {
         let hex = c.s.get(c.i..c.i + 32)?;
         report.report_id = Some(crate::ReportId::from_hex(core::str::from_utf8(hex).ok()?)?);
         c.i += 32;
         c.lit(b"\"")?;
+    }
+    if c.lit(b",\"seeded\":true").is_some() {
+        report.seeded = true;
     }
     c.lit(b"}")?;
     if c.i != line.len() {
@@ -222,7 +269,38 @@ pub(crate) fn parse_canonical(line: &[u8]) -> Option<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::{String, ToString};
     use alloc::vec;
+
+    /// A column mixing repeated headers, headers that share all but their
+    /// last bytes (δ 1e-6 vs 1e-60, ε 1 vs 10), tails that are wrong after a
+    /// good header, and ids and seeded flags on and off.
+    fn column_lines() -> Vec<String> {
+        let q = QueryDescriptor::Threshold {
+            threshold: 100.0,
+            width: 10.0,
+        };
+        let mut out = Vec::new();
+        for (k, (eps, delta)) in [(1.0, 1e-6), (1.0, 1e-6), (10.0, 1e-6), (1.0, 1e-60)]
+            .into_iter()
+            .enumerate()
+        {
+            for v in [0.5, -3.25e-7, 1e300] {
+                let r = Report::new(q.clone(), MechanismName::ALL[k % 3], eps, delta, v);
+                let line = r.to_json_line();
+                out.push(line.clone());
+                let mut seeded = r.clone().with_report_id(crate::ReportId([k as u8; 16]));
+                seeded.seeded = true;
+                out.push(seeded.to_json_line());
+                out.push(line.replace("}", "} "));
+                out.push(line.replace(&alloc::format!("{v:?}"), "01"));
+                out.push(line.replace("\"value\":", "\"value\":-"));
+                out.push(line[..line.len() - 1].to_string());
+                out.push(line.replace("}", ",\"seeded\":false}"));
+            }
+        }
+        out
+    }
 
     #[test]
     fn agrees_with_serde_on_every_family_and_refuses_the_rest() {
@@ -256,7 +334,11 @@ mod tests {
                     let mut v1 = r.clone();
                     v1.version = 1;
                     let with_id = r.clone().with_report_id(crate::ReportId([0xa5; 16]));
-                    for r in [r, v1, with_id] {
+                    let mut seeded = with_id.clone();
+                    seeded.seeded = true;
+                    let mut seeded_v1 = v1.clone();
+                    seeded_v1.seeded = true;
+                    for r in [r, v1, with_id, seeded, seeded_v1] {
                         let line = r.to_json_line();
                         let fast = parse_canonical(line.as_bytes()).expect(&line);
                         let slow = Report::from_json(&line).unwrap();
@@ -264,6 +346,20 @@ mod tests {
                         assert_eq!(fast.value.to_bits(), slow.value.to_bits(), "{line}");
                     }
                 }
+            }
+        }
+        // The cached parse of a column equals the plain one, record by
+        // record, whatever the previous record's header was.
+        let mut cache = HeaderCache::default();
+        for (i, line) in column_lines().iter().enumerate() {
+            let cached = parse_canonical_cached(line.as_bytes(), &mut cache);
+            assert_eq!(
+                cached,
+                parse_canonical(line.as_bytes()),
+                "record {i}: {line}"
+            );
+            if let Some(r) = cached {
+                assert_eq!(r, Report::from_json(line).unwrap(), "{line}");
             }
         }
         for bad in [

@@ -312,6 +312,8 @@ pub struct RecordReader<R> {
     eof: bool,
     number: u64,
     scratch: Vec<u8>,
+    /// JSON records of a stream mostly share their header: reuse its parse.
+    json: JsonColumnDecoder,
     /// [`FormatChoice::Auto`]: each record's format is decided by itself.
     auto: bool,
     /// Auto: whether a report has fixed [`format`](Self::format) yet.
@@ -359,6 +361,7 @@ impl<R: Read> RecordReader<R> {
             eof: false,
             number: 0,
             scratch: Vec::new(),
+            json: JsonColumnDecoder::default(),
             auto: format == FormatChoice::Auto,
             seen_report: false,
             zero_free: 0,
@@ -634,13 +637,12 @@ impl<R: Read> RecordReader<R> {
                 length,
                 limit: self.max,
             }),
-            Raw::Bytes(a, b, terminated) => {
-                let bytes = &self.buf[a..b];
-                match self.format {
-                    Format::Json => decode_json_record(bytes),
-                    Format::Binary => decode_binary_record(bytes, terminated, &mut self.scratch),
+            Raw::Bytes(a, b, terminated) => match self.format {
+                Format::Json => self.json.decode(&self.buf[a..b]),
+                Format::Binary => {
+                    decode_binary_record(&self.buf[a..b], terminated, &mut self.scratch)
                 }
-            }
+            },
         };
         Ok(Some((self.number, decoded)))
     }
@@ -656,16 +658,65 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 /// Decode one JSON record (a line without its `\n`): BOM, `\r` and
 /// surrounding whitespace are ignored; blank and `#` lines are skipped.
 pub fn decode_json_record(bytes: &[u8]) -> Decoded {
-    let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
-    match b.first() {
-        None | Some(b'#') => return Decoded::Skipped,
-        Some(b'[') => return Decoded::Rejected(RecordRejection::JsonArray),
-        _ => {}
-    }
+    let b = match json_body(bytes) {
+        Ok(b) => b,
+        Err(d) => return d,
+    };
     // The layout this crate writes, without serde (same result, ~5x faster).
     if let Some(r) = crate::server::fast_json::parse_canonical(b) {
         return Decoded::Report(r);
     }
+    decode_json_slow(b)
+}
+
+/// A JSON record without its BOM and surrounding whitespace, or what a
+/// blank, `#` or array record decodes to.
+fn json_body(bytes: &[u8]) -> core::result::Result<&[u8], Decoded> {
+    let b = bytes.strip_prefix(BOM).unwrap_or(bytes).trim_ascii();
+    match b.first() {
+        None | Some(b'#') => Err(Decoded::Skipped),
+        Some(b'[') => Err(Decoded::Rejected(RecordRejection::JsonArray)),
+        _ => Ok(b),
+    }
+}
+
+/// [`decode_json_record`] for a column (or stream) of records: the same
+/// result record by record, faster when consecutive records share their
+/// header (query, mechanism, ε, δ in the layout this crate writes; only
+/// the value and id differ), whose parse it then reuses. Memory: one
+/// header (at most one record).
+///
+/// ```
+/// use geopriv::server::ingest::{decode_json_record, Decoded, JsonColumnDecoder};
+/// let q = geopriv::QueryDescriptor::Threshold { threshold: 1.0, width: 1.0 };
+/// let mut d = JsonColumnDecoder::default();
+/// for v in [0.25, 0.5] {
+///     let line = geopriv::Report::new(q.clone(), geopriv::MechanismName::Polyplace, 1.0, 0.0, v)
+///         .to_json_line();
+///     assert_eq!(d.decode(line.as_bytes()), decode_json_record(line.as_bytes()));
+/// }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct JsonColumnDecoder {
+    cache: crate::server::fast_json::HeaderCache,
+}
+
+impl JsonColumnDecoder {
+    /// Decode one record exactly as [`decode_json_record`] does.
+    pub fn decode(&mut self, bytes: &[u8]) -> Decoded {
+        let b = match json_body(bytes) {
+            Ok(b) => b,
+            Err(d) => return d,
+        };
+        if let Some(r) = crate::server::fast_json::parse_canonical_cached(b, &mut self.cache) {
+            return Decoded::Report(r);
+        }
+        decode_json_slow(b)
+    }
+}
+
+/// The serde decoder and its rejections (`b` trimmed, not blank).
+fn decode_json_slow(b: &[u8]) -> Decoded {
     match core::str::from_utf8(b) {
         Err(e) => Decoded::Rejected(RecordRejection::NotUtf8 {
             valid_up_to: e.valid_up_to(),

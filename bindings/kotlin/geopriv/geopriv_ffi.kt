@@ -873,7 +873,11 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed(
     ): Int
@@ -952,6 +956,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_new(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins(
     ): Int
@@ -1179,6 +1185,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_new(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,`clipping`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(`ptr`: Long,`records`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1321,6 +1329,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_reportpolicy_only_queries(`ptr`: Long,`queries`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file(`ptr`: Long,`text`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_clone_reportserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_reportserver(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1328,6 +1338,8 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_constructor_reportserver_new(`policy`: Long,`config`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_reportserver_add_bytes_packed(`ptr`: Long,`data`: RustBuffer.ByValue,`lengths`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_reportserver_add_json_column(`ptr`: Long,`data`: RustBuffer.ByValue,`lengths`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_reportserver_add_json_packed(`ptr`: Long,`data`: RustBuffer.ByValue,`lengths`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1823,7 +1835,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_only_queries() and 0xFFFF) != 63190) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportpolicy_with_query_file() and 0xFFFF) != 52360) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() and 0xFFFF) != 31216) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_column() and 0xFFFF) != 33401) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_packed() and 0xFFFF) != 33587) {
@@ -1941,6 +1959,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() and 0xFFFF) != 62693) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping() and 0xFFFF) != 53913) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() and 0xFFFF) != 5189) {
@@ -5858,6 +5879,29 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
 
         
     /**
+     * As `with_max_bins` with the clipping chosen: `MapClipping.Default`
+     * (what `new` does, and `geopriv map aggregate` without flags),
+     * `Z(z)` (`--clip-z z`) or `Off` (`--no-clip`). The stated bound is in
+     * `estimate(...).clip`. `InvalidParameter` for z outside [0, 10^6].
+     */
+    @Throws(GeoprivException::class) fun `withClipping`(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double, `maxBins`: kotlin.UInt, `clipping`: MapClipping): MapServer {
+            return FfiConverterTypeMapServer.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterTypeMapMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterUInt.lower(`maxBins`),
+        FfiConverterTypeMapClipping.lower(`clipping`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
      * As `new` with at most `max_bins` bins per axis (1 to 4096; fewer
      * bins: less memory and a faster FFT, a larger discretisation bound).
      */
@@ -7406,6 +7450,24 @@ public interface ReportPolicyInterface {
      */
     fun `onlyQueries`(`queries`: List<GeoQuery>): ReportPolicy
     
+    /**
+     * A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+     * (and the collector's task set): `text` holds one line per query,
+     * `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+     * (a task; blank and `#` lines ignored). Reports of a query outside
+     * the list raise `[unknown-query]`; reports of a query with tasks
+     * but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+     * a client cannot open groups of its own (issue 19 item 8); a task's z
+     * clips its group. `InvalidInput` naming the first bad line (or a
+     * task the policy refuses: ε or δ above its limits, ...).
+     *
+     * ```python
+     * policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+     * "threshold:100000:20000 polyplace 0.0002 0\n")
+     * ```
+     */
+    fun `withQueryFile`(`text`: kotlin.String): ReportPolicy
+    
     companion object
 }
 
@@ -7675,6 +7737,37 @@ open class ReportPolicy: Disposable, AutoCloseable, ReportPolicyInterface
         it,
         
         FfiConverterSequenceTypeGeoQuery.lower(`queries`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A copy narrowed to a task set, as `geopriv aggregate --queries FILE`
+     * (and the collector's task set): `text` holds one line per query,
+     * `<id>` (allow-list only) or `<id> <mechanism> <ε> <δ> [<clip z>]`
+     * (a task; blank and `#` lines ignored). Reports of a query outside
+     * the list raise `[unknown-query]`; reports of a query with tasks
+     * but another (mechanism, ε, δ), bit for bit, raise `[not-a-task]`, so
+     * a client cannot open groups of its own (issue 19 item 8); a task's z
+     * clips its group. `InvalidInput` naming the first bad line (or a
+     * task the policy refuses: ε or δ above its limits, ...).
+     *
+     * ```python
+     * policy = ReportPolicy(1e-3, 1e-6).with_query_file(
+     * "threshold:100000:20000 polyplace 0.0002 0\n")
+     * ```
+     */
+    @Throws(GeoprivException::class)override fun `withQueryFile`(`text`: kotlin.String): ReportPolicy {
+            return FfiConverterTypeReportPolicy.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportpolicy_with_query_file(
+        it,
+        
+        FfiConverterString.lower(`text`),_status)
 }
     }
     )
@@ -8197,6 +8290,17 @@ public interface ReportServerInterface {
     fun `addBytesPacked`(`data`: kotlin.ByteArray, `lengths`: kotlin.ByteArray): BatchResult
     
     /**
+     * A column of JSON reports in one call, the records given as one
+     * string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+     * (byte lengths). The same outcome as `add_json_packed`; faster across
+     * the FFI: a string crosses as one copy, while a byte sequence is read
+     * back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+     * for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+     * uses it for str columns.
+     */
+    fun `addJsonColumn`(`data`: kotlin.String, `lengths`: kotlin.ByteArray): BatchResult
+    
+    /**
      * A column of JSON reports in one call: `data` is the records' UTF-8
      * bytes back to back, `lengths` one packed little-endian i64 per
      * record (its byte length; -1 for a missing record, rejected as
@@ -8425,6 +8529,31 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
         it,
         
         FfiConverterByteArray.lower(`data`),
+        FfiConverterByteArray.lower(`lengths`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * A column of JSON reports in one call, the records given as one
+     * string (back to back, UTF-8) and `lengths` as in `add_json_packed`
+     * (byte lengths). The same outcome as `add_json_packed`; faster across
+     * the FFI: a string crosses as one copy, while a byte sequence is read
+     * back byte by byte by the generated code (about 1 ns a byte, 0.2 µs
+     * for a 200-byte report; BENCHMARKS.md). Python's `add_reports`
+     * uses it for str columns.
+     */
+    @Throws(GeoprivException::class)override fun `addJsonColumn`(`data`: kotlin.String, `lengths`: kotlin.ByteArray): BatchResult {
+            return FfiConverterTypeBatchResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_reportserver_add_json_column(
+        it,
+        
+        FfiConverterString.lower(`data`),
         FfiConverterByteArray.lower(`lengths`),_status)
 }
     }
@@ -10224,6 +10353,102 @@ public object FfiConverterTypeMapBatch: FfiConverterRustBuffer<MapBatch> {
 
 
 /**
+ * What a clipping map server states, as the `clip` object of `geopriv map
+ * aggregate`'s output (same fields, same numbers).
+ */
+data class MapClipInfo (
+    /**
+     * z, in units of σ_max.
+     */
+    var `z`: kotlin.Double
+    , 
+    /**
+     * σ_max of a value.
+     */
+    var `sigmaMax`: kotlin.Double
+    , 
+    /**
+     * The smallest lower bound of a cell.
+     */
+    var `lower`: kotlin.Double
+    , 
+    /**
+     * The largest upper bound of a cell.
+     */
+    var `upper`: kotlin.Double
+    , 
+    /**
+     * The largest honest bias bound of a cell, σ_max E[(|Z| − z)+].
+     */
+    var `biasBound`: kotlin.Double
+    , 
+    /**
+     * The largest width(B_j).
+     */
+    var `maxWidth`: kotlin.Double
+    , 
+    /**
+     * max_width / n: how far one report can move a cell's mean.
+     */
+    var `influenceBound`: kotlin.Double
+    , 
+    /**
+     * Values clipped over all accepted reports (merged shards included).
+     */
+    var `clipped`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapClipInfo: FfiConverterRustBuffer<MapClipInfo> {
+    override fun read(buf: ByteBuffer): MapClipInfo {
+        return MapClipInfo(
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: MapClipInfo) = (
+            FfiConverterDouble.allocationSize(value.`z`) +
+            FfiConverterDouble.allocationSize(value.`sigmaMax`) +
+            FfiConverterDouble.allocationSize(value.`lower`) +
+            FfiConverterDouble.allocationSize(value.`upper`) +
+            FfiConverterDouble.allocationSize(value.`biasBound`) +
+            FfiConverterDouble.allocationSize(value.`maxWidth`) +
+            FfiConverterDouble.allocationSize(value.`influenceBound`) +
+            FfiConverterULong.allocationSize(value.`clipped`)
+    )
+
+    override fun write(value: MapClipInfo, buf: ByteBuffer) {
+            FfiConverterDouble.write(value.`z`, buf)
+            FfiConverterDouble.write(value.`sigmaMax`, buf)
+            FfiConverterDouble.write(value.`lower`, buf)
+            FfiConverterDouble.write(value.`upper`, buf)
+            FfiConverterDouble.write(value.`biasBound`, buf)
+            FfiConverterDouble.write(value.`maxWidth`, buf)
+            FfiConverterDouble.write(value.`influenceBound`, buf)
+            FfiConverterULong.write(value.`clipped`, buf)
+    }
+}
+
+
+
+/**
  * A map estimate with its per-cell standard errors.
  *
  * Cell j = i·ys.len() + k is at (xs[i], ys[k]) (x index major, as
@@ -10289,6 +10514,12 @@ data class MapEstimate (
      * The planner's line when it chose λ (`estimate(null)`), else `null`.
      */
     var `planner`: kotlin.String?
+    , 
+    /**
+     * The clipping stated (as `geopriv map aggregate`'s `clip`); `null`
+     * for noise a priori and `MapClipping.Off`.
+     */
+    var `clip`: MapClipInfo?
     
 ){
     
@@ -10316,6 +10547,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
             FfiConverterString.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalTypeMapClipInfo.read(buf),
         )
     }
 
@@ -10330,7 +10562,8 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
             FfiConverterDouble.allocationSize(value.`perDeviceEpsilon`) +
             FfiConverterString.allocationSize(value.`accounting`) +
             FfiConverterDouble.allocationSize(value.`discretisationBound`) +
-            FfiConverterOptionalString.allocationSize(value.`planner`)
+            FfiConverterOptionalString.allocationSize(value.`planner`) +
+            FfiConverterOptionalTypeMapClipInfo.allocationSize(value.`clip`)
     )
 
     override fun write(value: MapEstimate, buf: ByteBuffer) {
@@ -10345,6 +10578,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
             FfiConverterString.write(value.`accounting`, buf)
             FfiConverterDouble.write(value.`discretisationBound`, buf)
             FfiConverterOptionalString.write(value.`planner`, buf)
+            FfiConverterOptionalTypeMapClipInfo.write(value.`clip`, buf)
     }
 }
 
@@ -11885,6 +12119,115 @@ public object FfiConverterTypeInputFormat: FfiConverterRustBuffer<InputFormat> {
 
 
 /**
+ * How a [`MapServer`] clips the values of the reports it accepts, as
+ * `geopriv map aggregate` does (issue 19 item 10): each value of cell j
+ * is clipped to the public bounds B_j = [f_min − zσ_max, f_max + zσ_max]
+ * of that cell, so one report moves a cell's mean by at most width(B_j)/n
+ * whatever it holds (`MapClipInfo.influence_bound`). Noise a priori
+ * releases a location, not values: nothing to clip. Kotlin
+ * `MapClipping.Default`, Python `MapClipping.DEFAULT`.
+ */
+sealed class MapClipping {
+    
+    /**
+     * The CLI's default level: z from the noise shape for 10^6 devices
+     * and an honest bias at most 0.1 standard error (`ClipLevel::default`).
+     */
+    object Default : MapClipping()
+    
+    
+    /**
+     * A fixed z in units of σ_max, 0 to 10^6 (`--clip-z`).
+     */
+    data class Z(
+        /**
+         * The level.
+         */
+        val `z`: kotlin.Double) : MapClipping()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * No clipping (`--no-clip`): one report can move a cell arbitrarily.
+     */
+    object Off : MapClipping()
+    
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeMapClipping : FfiConverterRustBuffer<MapClipping>{
+    override fun read(buf: ByteBuffer): MapClipping {
+        return when(buf.getInt()) {
+            1 -> MapClipping.Default
+            2 -> MapClipping.Z(
+                FfiConverterDouble.read(buf),
+                )
+            3 -> MapClipping.Off
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: MapClipping): ULong = when(value) {
+        is MapClipping.Default -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is MapClipping.Z -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterDouble.allocationSize(value.`z`)
+            )
+        }
+        is MapClipping.Off -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+    }
+
+    override fun write(value: MapClipping, buf: ByteBuffer) {
+        when(value) {
+            is MapClipping.Default -> {
+                buf.putInt(1)
+                Unit
+            }
+            is MapClipping.Z -> {
+                buf.putInt(2)
+                FfiConverterDouble.write(value.`z`, buf)
+                Unit
+            }
+            is MapClipping.Off -> {
+                buf.putInt(3)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
+/**
  * How a device spends its per-device ε on the whole map (core
  * `MapMechanism`, docs/MATH.md §9.2). Kotlin `MapMechanism.APriori`,
  * `MapMechanism.Sampled(4u)`; Swift `.aPriori`; Python
@@ -12519,6 +12862,38 @@ public object FfiConverterOptionalTypeGridPerDeviceTotal: FfiConverterRustBuffer
         } else {
             buf.put(1)
             FfiConverterTypeGridPerDeviceTotal.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeMapClipInfo: FfiConverterRustBuffer<MapClipInfo?> {
+    override fun read(buf: ByteBuffer): MapClipInfo? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeMapClipInfo.read(buf)
+    }
+
+    override fun allocationSize(value: MapClipInfo?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeMapClipInfo.allocationSize(value)
+        }
+    }
+
+    override fun write(value: MapClipInfo?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeMapClipInfo.write(value, buf)
         }
     }
 }

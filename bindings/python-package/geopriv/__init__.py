@@ -89,7 +89,7 @@ def _memberize(enum_cls: Any) -> None:
         setattr(enum_cls, f"is_{name.lower()}", check)
 
 
-for _enum in (_ffi.BudgetUnit, _ffi.MapMechanism, _ffi.CentralNoiseKind, _ffi.Projection, _ffi.Growth):
+for _enum in (_ffi.BudgetUnit, _ffi.MapMechanism, _ffi.MapClipping, _ffi.CentralNoiseKind, _ffi.Projection, _ffi.Growth):
     _memberize(_enum)
 
 # ---------------------------------------------------------------------------
@@ -205,6 +205,17 @@ def _column_records(column: Any) -> list:
     return records
 
 
+def _pack_text(records: list) -> "tuple[str, bytes]":
+    """(text, lengths) of a column of str: the records back to back as one
+    str (it crosses the FFI as one copy) and their UTF-8 byte lengths as
+    little-endian i64."""
+    joined = "".join(records)
+    sizes = _array("q", map(len, records) if joined.isascii() else map(len, map(str.encode, records)))
+    if _array("q", [1]).tobytes()[0] != 1:  # pragma: no cover - big-endian host
+        sizes.byteswap()
+    return joined, sizes.tobytes()
+
+
 def _pack_records(records: list) -> "tuple[bytes, bytes, bool]":
     """(data, lengths, binary): records back to back and their lengths as
     little-endian i64 (-1 for a missing record, NaN counts as missing)."""
@@ -249,9 +260,11 @@ def _add_reports(self: Any, reports: Any) -> BatchResult:
     if type(reports).__module__.startswith("polars") and str(getattr(reports, "dtype", "")) in ("String", "Utf8"):
         # Polars string column: lengths and bytes from Polars' own kernels.
         lengths = reports.str.len_bytes().cast(int).fill_null(-1).to_numpy().astype("<i8").tobytes()
-        data = reports.fill_null("").str.join("").item().encode()
-        return self.add_json_packed(data, lengths)
-    data, lengths, binary = _pack_records(_column_records(reports))
+        return self.add_json_column(reports.fill_null("").str.join("").item(), lengths)
+    records = _column_records(reports)
+    if set(map(type, records)) == {str}:  # JSON lines: one str across the FFI
+        return self.add_json_column(*_pack_text(records))
+    data, lengths, binary = _pack_records(records)
     if binary:
         return self.add_bytes_packed(data, lengths)
     return self.add_json_packed(data, lengths)

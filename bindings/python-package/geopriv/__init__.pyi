@@ -31,6 +31,7 @@ from ._native.geopriv_ffi import (
     MapRejection as MapRejection,
     MapBatch as MapBatch,
     MapEstimate as MapEstimate,
+    MapClipInfo as MapClipInfo,
     MapGrid as MapGrid,
     MapPrediction as MapPrediction,
     MapPlan as MapPlan,
@@ -92,6 +93,10 @@ class MapMechanism(_ffi.MapMechanism):
     A_PRIORI: ClassVar[MapMechanism]  # type: ignore[assignment]  # a member, not the variant class
     VECTOR_LAPLACE: ClassVar[MapMechanism]  # type: ignore[assignment]  # a member, not the variant class
     COMPOSITION: ClassVar[MapMechanism]  # type: ignore[assignment]  # a member, not the variant class
+
+class MapClipping(_ffi.MapClipping):
+    DEFAULT: ClassVar[MapClipping]  # type: ignore[assignment]  # a member, not the variant class
+    OFF: ClassVar[MapClipping]  # type: ignore[assignment]  # a member, not the variant class
 
 class CentralNoiseKind(_ffi.CentralNoiseKind):
     POLY_PLACE: ClassVar[CentralNoiseKind]  # type: ignore[assignment]  # a member, not the variant class

@@ -499,13 +499,21 @@ def _probe(_: Any) -> str:
 
 def executor_python_fix() -> str:
     """How to make Spark's executors run a Python that has geopriv: the
-    message of :func:`check_executors` errors."""
+    message of :func:`check_executors` errors.
+
+    PySpark's driver fixes the executors' Python when its SparkContext is
+    created: ``PYSPARK_PYTHON`` from the driver's environment, else
+    ``python3`` on each worker's PATH (``SparkContext.pythonExec``).
+    ``spark-submit --conf spark.pyspark.python=...`` works because
+    spark-submit exports it as ``PYSPARK_PYTHON`` to the driver; set on a
+    ``SparkSession.builder`` of a driver started with plain ``python`` it
+    is not read (measured with PySpark 4.3: tests/python/test_spark.py)."""
     import sys
 
     return (
         "the Spark executors' Python cannot import geopriv. Run them with a Python that has the wheel: "
-        f"export PYSPARK_PYTHON={sys.executable} before starting Spark (local mode), or build the session with "
-        f'SparkSession.builder.config("spark.pyspark.python", "{sys.executable}"), or '
+        f"export PYSPARK_PYTHON={sys.executable} (or os.environ['PYSPARK_PYTHON'] = sys.executable) in the "
+        "driver's environment before the first SparkSession is built, or "
         "spark-submit --conf spark.pyspark.python=/path/to/venv/bin/python (the venv must exist on every node: "
         "pip install the wheel there, or ship a venv-pack archive; see bindings/README.md, \"Spark\")"
     )
@@ -535,7 +543,10 @@ def check_executors(spark: Any) -> None:
         # keep the executor's own last line for the details.
         text = str(e).strip().splitlines()
         detail = text[-1] if text else type(e).__name__
-        raise RuntimeError(f"{executor_python_fix()} (executor error: {detail[:500]})") from None
+        python = getattr(sc, "pythonExec", None) or "python3"
+        raise RuntimeError(
+            f"{executor_python_fix()} (the executors run {python!r}; executor error: {detail[:500]})"
+        ) from None
     import geopriv
 
     if versions and versions[0] != geopriv.__version__:

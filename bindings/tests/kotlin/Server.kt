@@ -112,6 +112,19 @@ fun main() {
         }
     }
 
+    test("task files: a server validates reports against the CLI's --queries task set") {
+        val qid = policy.acceptJson(honest[0]).queryId
+        val other = GeoMechanism.polyplace(2e-4).seeded(8uL).privatizeUnmetered(query, listOf(60_000.0)).json
+        val unknown = mechanism.privatizeUnmetered(GeoQuery.threshold(5.0, 1.0), listOf(4.0)).json
+        val tasks = policy.withQueryFile("# this collection\n$qid polyplace 0.0001 0 2.5\nthreshold:T=7;w=1\n")
+        val server = ReportServer(tasks, ServerConfig())
+        val r = server.addJsonBatch(honest.subList(0, 50) + other + unknown)
+        expect(r.accepted == 50uL && r.rejectedByCode == mapOf("not-a-task" to 1uL, "unknown-query" to 1uL)) { "$r" }
+        expect(server.estimates().single().clip?.z == 2.5) { "${server.estimates()}" }
+        refused<GeoprivException.InvalidInput>("a task line without δ") { policy.withQueryFile("$qid polyplace 0.0001") }
+        refused<GeoprivException.InvalidInput>("a task above the policy's ε") { policy.withQueryFile("$qid polyplace 5 0") }
+    }
+
     println("kotlin server: $passed passed, $failed failed (${(System.nanoTime() - t0) / 1_000_000} ms)")
     exitProcess(if (failed == 0) 0 else 1)
 }

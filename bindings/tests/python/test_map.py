@@ -26,6 +26,7 @@ from harness import expect, finish, test  # noqa: E402
 
 from geopriv_ffi import (
     BudgetPolicy,
+    MapClipping,
     BudgetUnit,
     GeoprivError,
     MapGrid,
@@ -259,6 +260,71 @@ def _():
         raise AssertionError("an empty map was estimated")
     except GeoprivError.InvalidInput:
         pass
+
+
+@test("server clipping: as `geopriv map aggregate` (same map, same stated bound); forged states refused")
+def _():
+    mech = MapMechanism.COMPOSITION()
+    rel = MapRelease(GRID, mech, EPS)
+    honest = [rel.release_unmetered([x, y]).json for x, y in POINTS[:150]]
+    forged = json.loads(honest[0])
+    forged["values"] = [1e300] * len(forged["values"])  # issue 19 item 10: one report moved every cell
+    lines = honest + [json.dumps(forged)]
+    clipped, raw = MapServer(GRID, mech, EPS), MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.OFF())
+    expect(clipped.add_all_json(lines).accepted == raw.add_all_json(lines).accepted == len(lines), "accepted")
+    m, r = clipped.estimate(None), raw.estimate(None)
+    c = m.clip
+    expect(r.clip is None and c is not None and c.clipped >= len(forged["values"]), (r.clip, c))
+    expect(max(r.values) > 1e290 and max(abs(v) for v in m.values) <= c.upper, max(m.values))
+    expect(c.influence_bound == c.max_width / m.n and c.lower < 0 < 1 < c.upper, c)
+    # Noise a priori has nothing to clip: no clip stated.
+    expect(MapServer(GRID, A_PRIORI, EPS).to_json() == MapServer.with_clipping(
+        GRID, A_PRIORI, EPS, 2048, MapClipping.OFF()).to_json(), "a priori")
+    # A fixed z; out of range refused.
+    z3 = MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.Z(3.0))
+    z3.add_all_json(lines)
+    expect(z3.estimate(None).clip.z == 3.0, z3.estimate(None).clip)
+    for z in [-1.0, float("nan"), 2e6]:
+        try:
+            MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.Z(z))
+            raise AssertionError(f"z = {z} accepted")
+        except GeoprivError.InvalidParameter:
+            pass
+    # Shards: states carry the clipped count and merge exactly.
+    a, b = MapServer(GRID, mech, EPS), MapServer(GRID, mech, EPS)
+    a.add_all_json(lines[:70])
+    b.add_all_json(lines[70:])
+    reducer = MapServer.from_json(a.to_json())
+    reducer.merge(MapServer.from_json(b.to_json()))
+    expect(reducer.to_json() == clipped.to_json(), "sharded clipped state differs")
+    # A forged state (a cell sum beyond n values inside B) is refused.
+    unclipped_state = json.loads(raw.to_json())
+    unclipped_state["params"]["clip_z"] = json.loads(a.to_json())["params"]["clip_z"]
+    unclipped_state["clipped"] = 0
+    try:
+        MapServer.from_json(json.dumps(unclipped_state))
+        raise AssertionError("a state beyond the clipping bounds was restored")
+    except GeoprivError.InvalidReport as e:
+        expect("clipping bounds" in str(e), str(e))
+    if CLI:
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+            path = f.name
+        try:
+            with open(path) as stdin:
+                p = subprocess.run([CLI, "map", "aggregate", "--bbox", "0", repr(SIDE), "0", repr(SIDE), "--grid",
+                                    str(K), "--epsilon", repr(EPS), "--mechanism", "composition"],
+                                   stdin=stdin, capture_output=True, text=True, timeout=600)
+        finally:
+            os.unlink(path)
+        expect(p.returncode == 0, p.stderr)
+        cli = json.loads(p.stdout)
+        expect([bits(v) for v in cli["values"]] == [bits(v) for v in m.values], "clipped values differ from the CLI")
+        expect([bits(v) for v in cli["standard_errors"]] == [bits(v) for v in m.standard_errors], "SEs differ")
+        for k in ["z", "sigma_max", "lower", "upper", "bias_bound", "max_width", "influence_bound", "clipped"]:
+            expect(cli["clip"][k] == getattr(c, k), (k, cli["clip"][k], getattr(c, k)))
+    else:
+        print("  (CLI comparison skipped: GEOPRIV_CLI not set)")
 
 
 finish("python-map")

@@ -22,6 +22,11 @@ from geopriv_ffi import (
     GeoprivError,
     GeoQuery,
     InputFormat,
+    MapClipping,
+    MapGrid,
+    MapMechanism,
+    MapRelease,
+    MapServer,
     ReportPolicy,
     ReportServer,
     ServerConfig,
@@ -162,6 +167,59 @@ def _():
     mom.add_json_batch(HONEST + [forged(1e4)])
     m = only_estimate(mom).median_of_means
     expect(m.buckets == 8 and m.bias_bound == 2 * m.bucket_sd and m.standard_error > 0, m)
+
+
+def collect(lines, map_lines, grid, mechanism, tasks_text):
+    """Reports validated against the collection's task file; a clipped map."""
+    server = ReportServer(ReportPolicy(1e-3, 1e-6).with_query_file(tasks_text), ServerConfig())
+    batch = server.add_json_batch(lines)  # batch.rejected_by_code, e.g. {"not-a-task": 1}
+    maps = MapServer(grid, mechanism, 2e-3)  # clipped as `geopriv map aggregate`
+    maps.add_all_json(map_lines)
+    raw = MapServer.with_clipping(grid, mechanism, 2e-3, 2048, MapClipping.OFF)  # --no-clip
+    raw.add_all_json(map_lines)
+    return batch, server.estimates(), maps.estimate(None).clip, raw.estimate(None).clip  # clip: None when off
+
+
+@test("bindings/README example: task file and clipped map")
+def _():
+    if not isinstance(MapClipping.OFF, MapClipping):
+        print("  (skipped: the generated module alone has no enum members; run through the package)")
+        return
+    grid = MapGrid(x_min=0.0, x_max=1e4, y_min=0.0, y_max=1e4, points_x=5, points_y=5, bandwidth=None)
+    mech = MapMechanism.COMPOSITION()
+    rel = MapRelease(grid, mech, 2e-3)
+    map_lines = [rel.release_unmetered([1e3 * k, 5e3]).json for k in range(10)]
+    honest = [MECHANISM.privatize_unmetered(QUERY, [50_000.0 + 10 * i]).json.replace(',"seeded":true', "")
+              for i in range(3)]
+    policy_id = POLICY.accept_json(HONEST[0]).query_id
+    batch, estimates, clip, raw = collect(HONEST[:20], map_lines, grid, mech, f"{policy_id} polyplace 0.0001 0\n")
+    expect(batch.rejected_by_code == {"seeded": 20} and estimates == [], (batch, estimates))
+    batch, estimates, clip, raw = collect(honest, map_lines, grid, mech, f"{policy_id}\n")
+    expect(batch.accepted == 3 and batch.rejected == 0 and len(estimates) == 1, batch)
+    expect(clip is not None and clip.clipped == 0 and raw is None, (clip, raw))
+
+
+@test("task files: a server validates reports against the CLI's --queries task set (ids, tasks, z)")
+def _():
+    qid = POLICY.accept_json(HONEST[0]).query_id  # threshold:T=100000;w=20000
+    other = GeoMechanism.polyplace(2e-4).seeded(8).privatize_unmetered(QUERY, [60_000.0]).json
+    unknown = MECHANISM.privatize_unmetered(GeoQuery.threshold(5.0, 1.0), [4.0]).json
+    text = f"# tasks of this collection\n{qid} polyplace 0.0001 0 2.5\n\nthreshold:T=7;w=1\n"
+    policy = POLICY.with_query_file(text)
+    server = ReportServer(policy, ServerConfig())
+    r = server.add_json_batch(HONEST[:50] + [other, unknown])
+    expect(r.accepted == 50 and r.rejected_by_code == {"not-a-task": 1, "unknown-query": 1}, r)
+    # The task's z clips its group (as the CLI: `--queries` with a z).
+    clip = only_estimate(server).clip
+    expect(clip is not None and clip.z == 2.5, clip)
+    # A query file the CLI refuses is refused, naming the line.
+    for bad, where in [(f"{qid} polyplace 0.0001", "line 1"), (f"{qid} polyplace 5 0", "line 1"),
+                       ("\nnot-a-query", "line 2")]:
+        try:
+            POLICY.with_query_file(bad)
+            raise AssertionError(f"accepted {bad!r}")
+        except GeoprivError.InvalidInput as e:
+            expect("query file" in str(e) and (where in str(e) or "refused" in str(e)), (bad, str(e)))
 
 
 finish("server", f" ({time.perf_counter() - T0:.1f} s)")

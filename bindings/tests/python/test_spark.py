@@ -14,7 +14,9 @@ with its default flags (clipping on) and, with ``clip=False``, those of
 report moving the clipped mean by at most B/n; maps equal to a
 ``GridAggregator`` (clipped or not); the full 10^6 reports in local mode (throughput
 printed) and on a standalone cluster on 127.0.0.1 (a master and two
-workers started and stopped here). Closes with ``spark: N passed, M failed``.
+workers started and stopped here), where an application whose executors
+run a Python without geopriv is refused with the fix (issue 23 item 4).
+Closes with ``spark: N passed, M failed``.
 """
 
 import json
@@ -407,7 +409,50 @@ def spark_class(*args, log):
                             stdout=open(os.path.join(WORK, log), "w"), stderr=subprocess.STDOUT, env=env)
 
 
-@test(f"standalone cluster on 127.0.0.1 (a master, two workers), {N} reports: equal to the CLI bit for bit")
+def bare_python():
+    """A Python with pyspark's worker (the executors put pyspark.zip on its
+    path) but without geopriv: a venv without site packages."""
+    bare = os.path.join(WORK, "bare-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+    python = os.path.join(bare, "bin", "python")
+    probe = subprocess.run([python, "-I", "-c", "import geopriv"], capture_output=True, text=True)
+    expect(probe.returncode != 0 and "geopriv" in probe.stderr, f"{python} imports geopriv: {probe}")
+    return python
+
+
+def executors_without_geopriv(url):
+    """Issue 23 item 4 on the cluster: executors whose Python lacks geopriv
+    make every geopriv.spark entry point raise the fix (PYSPARK_PYTHON,
+    spark.pyspark.python), not a ModuleNotFoundError deep in a task. PySpark
+    takes the executors' Python from the driver's PYSPARK_PYTHON when the
+    SparkContext is created (spark-submit exports spark.pyspark.python as
+    it); a builder's spark.pyspark.python is not read, so it is set here to
+    the good Python to show that it does not mask the bad one."""
+    python, saved = bare_python(), os.environ["PYSPARK_PYTHON"]
+    os.environ["PYSPARK_PYTHON"] = python
+    try:
+        bad = session(url, **{"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "1"})
+    finally:
+        os.environ["PYSPARK_PYTHON"] = saved
+    try:
+        expect(bad.sparkContext.pythonExec == python, bad.sparkContext.pythonExec)
+        df = bad.createDataFrame([("{}",)], ["value"])
+        for name, call in [("check_executors", lambda: geopriv.spark.check_executors(bad)),
+                           ("aggregate", lambda: aggregate(df, **LIMITS))]:
+            try:
+                call()
+                expect(False, f"{name} ran on executors without geopriv")
+            except RuntimeError as e:
+                text = str(e)
+                expect("PYSPARK_PYTHON" in text and "spark.pyspark.python" in text and python in text
+                       and "geopriv" in text, f"{name}: {text}")
+                print(f"  {name} on executors without geopriv: {text[:160]}...", flush=True)
+    finally:
+        bad.stop()
+
+
+@test(f"standalone cluster on 127.0.0.1 (a master, two workers), {N} reports: equal to the CLI bit for bit; "
+      "executors without geopriv refused with the fix")
 def _():
     port, ui = free_port(), free_port()
     procs = [spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
@@ -445,8 +490,12 @@ def _():
             expect(r.partitions >= 2, f"{r.partitions} partitions")
             print(f"  cluster: {N + BIG_BAD} reports in {seconds:.1f} s = {(N + BIG_BAD) / seconds:,.0f} reports/s "
                   f"({r.partitions} partitions on {executors()} executors)", flush=True)
+            # With the right Python the executor check passed (aggregate runs it first).
+            expect(cluster.sparkContext.pythonExec == sys.executable, cluster.sparkContext.pythonExec)
+            expect(cluster.sparkContext.applicationId in geopriv.spark._CHECKED_CONTEXTS, "check_executors ran")
         finally:
             cluster.stop()
+        executors_without_geopriv(url)
     finally:
         for p in reversed(procs):
             p.terminate()
