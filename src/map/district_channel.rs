@@ -344,21 +344,25 @@ fn solve(m: usize, mut a: Vec<f64>, mut rhs: Vec<f64>) -> Result<Vec<f64>> {
 mod tests {
     use super::*;
     use crate::map::{MapAggregator, MapMechanism, MapRelease, QuerySet};
-    use geo::polygon;
     use rand::rngs::StdRng;
 
-    fn grid(nx: usize, ny: usize, side: f64) -> Vec<(String, geo::MultiPolygon<f64>)> {
-        let mut out = Vec::new();
-        for i in 0..nx {
-            for j in 0..ny {
-                let (x0, y0) = (i as f64 * side, j as f64 * side);
-                let (x1, y1) = (x0 + side, y0 + side);
-                let p: geo::Polygon<f64> =
-                    polygon![(x: x0, y: y0), (x: x1, y: y0), (x: x1, y: y1), (x: x0, y: y1)];
-                out.push((format!("{i},{j}"), p.into()));
+    use crate::map::districts::tests::grid;
+
+    /// Mean squared difference of an estimate from the truth.
+    fn ase_of(e: &[f64], truth: &[f64]) -> f64 {
+        let d = e.iter().zip(truth).map(|(a, b)| (a - b) * (a - b));
+        d.sum::<f64>() / truth.len() as f64
+    }
+
+    /// F_j = mean f_j(x) over the devices.
+    fn truth_of(set: &DistrictSet, devices: &[[f64; 2]]) -> Vec<f64> {
+        let mut truth = vec![0.0; set.len()];
+        for x in devices {
+            for (t, v) in truth.iter_mut().zip(set.values(x).unwrap()) {
+                *t += v / devices.len() as f64;
             }
         }
-        out
+        truth
     }
 
     #[test]
@@ -395,12 +399,7 @@ mod tests {
             }
         }
         let n = devices.len() as f64;
-        let mut truth = vec![0.0; 9];
-        for x in &devices {
-            for (t, v) in truth.iter_mut().zip(set.values(x).unwrap()) {
-                *t += v / n;
-            }
-        }
+        let truth = truth_of(&set, &devices);
         let qs = QuerySet::Districts(set.clone());
         let release = MapRelease::new(qs.clone(), MapMechanism::APriori, eps).unwrap();
         let mut agg = MapAggregator::new(qs, MapMechanism::APriori, eps).unwrap();
@@ -410,13 +409,7 @@ mod tests {
         }
         let plain = agg.estimate(Some(0.0)).unwrap().values;
         let debiased = ch.debias(&plain).unwrap();
-        let ase = |e: &[f64]| {
-            e.iter()
-                .zip(&truth)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                / 9.0
-        };
+        let ase = |e: &[f64]| ase_of(e, &truth);
         let (pv, pb2, dv) = ch.predict(n, Some(&weights.map(|w| w / total))).unwrap();
         let (ap, ad) = (ase(&plain), ase(&debiased));
         assert!(ad < ap / 4.0, "plain {ap:e}, debiased {ad:e}");
@@ -450,19 +443,8 @@ mod tests {
                 [s * rng.random::<f64>(), s * rng.random::<f64>()]
             })
             .collect();
-        let mut truth = vec![0.0; 9];
-        for x in &devices {
-            for (t, v) in truth.iter_mut().zip(set.values(x).unwrap()) {
-                *t += v / n as f64;
-            }
-        }
-        let ase = |e: &[f64]| {
-            e.iter()
-                .zip(&truth)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                / 9.0
-        };
+        let truth = truth_of(&set, &devices);
+        let ase = |e: &[f64]| ase_of(e, &truth);
         for eps in [0.02, 0.1, 1.0] {
             let p = plan(&qs, eps, n as u64, None).unwrap();
             let mut measured: Vec<(String, f64)> = Vec::new();

@@ -255,11 +255,13 @@ impl DistrictSet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use geo::polygon;
 
-    fn grid(nx: usize, ny: usize, side: f64) -> Vec<(String, geo::MultiPolygon<f64>)> {
+    /// An nx x ny grid of square districts of `side` (shared with the
+    /// district channel's tests).
+    pub(crate) fn grid(nx: usize, ny: usize, side: f64) -> Vec<(String, geo::MultiPolygon<f64>)> {
         let mut out = Vec::new();
         for i in 0..nx {
             for j in 0..ny {
