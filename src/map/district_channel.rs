@@ -200,6 +200,30 @@ impl DistrictChannel {
         Ok(self.through(&self.b, &t))
     }
 
+    /// [`debias`](Self::debias) with standard errors: the plain estimate's
+    /// per-district standard errors propagated through M = Bᵀ A⁻ᵀ with
+    /// the cross-covariances left out (as in [`predict`](Self::predict)):
+    /// se_k = sqrt(Σ_j M_kj² se_j²). Model error (non-uniform devices
+    /// within a district) is not included.
+    pub fn debias_with_errors(
+        &self,
+        observed: &[f64],
+        standard_errors: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.check(standard_errors)?;
+        let values = self.debias(observed)?;
+        let mut var = vec![0.0; self.m];
+        for (j, se) in standard_errors.iter().enumerate() {
+            let mut e = vec![0.0; self.m];
+            e[j] = 1.0;
+            let col = self.through(&self.b, &self.shares(&e)?);
+            for (v, c) in var.iter_mut().zip(&col) {
+                *v += c * c * se * se;
+            }
+        }
+        Ok((values, var.iter().map(|v| v.sqrt()).collect()))
+    }
+
     /// Predicted ASE (mean over districts of the squared error) at n
     /// devices with district shares t (the area shares when `None`),
     /// against the truth of the same devices: for the plain estimate o
@@ -409,6 +433,21 @@ mod tests {
         }
         let plain = agg.estimate(Some(0.0)).unwrap().values;
         let debiased = ch.debias(&plain).unwrap();
+        // The server's default map (`planned_estimate`, what `geopriv map
+        // aggregate` and the bindings return) is the planner's pick, here
+        // the shares debiased through the standard channel, with errors.
+        let (planned, p) = agg.planned_estimate().unwrap();
+        assert_eq!(p.unwrap().pick().name, "a-priori debiased");
+        let standard = DistrictChannel::standard(&set, eps).unwrap();
+        let plain_est = agg.estimate(None).unwrap();
+        let (v, se) = standard
+            .debias_with_errors(&plain_est.values, &plain_est.standard_errors)
+            .unwrap();
+        assert_eq!(planned.values, v);
+        assert_eq!(planned.standard_errors, se);
+        for ((a, t), s) in v.iter().zip(&truth).zip(&se) {
+            assert!((a - t).abs() <= 5.0 * s, "{a} vs {t} ± {s}");
+        }
         let ase = |e: &[f64]| ase_of(e, &truth);
         let (pv, pb2, dv) = ch.predict(n, Some(&weights.map(|w| w / total))).unwrap();
         let (ap, ad) = (ase(&plain), ase(&debiased));
