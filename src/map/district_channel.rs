@@ -224,6 +224,20 @@ impl DistrictChannel {
         Ok((values, var.iter().map(|v| v.sqrt()).collect()))
     }
 
+    /// Whether the debiased shares are predicted better than the plain ones
+    /// for these reports: [`predict`](Self::predict) at n with the shares
+    /// t̂ estimated from the reports themselves ([`shares`](Self::shares)
+    /// of the plain estimate, clamped at 0 and renormalised) instead of the
+    /// area shares (the devices' spread over the districts drives the plain
+    /// estimate's bias).
+    pub fn prefer_debiased(&self, observed: &[f64], n: f64) -> Result<bool> {
+        let t = self
+            .shares(observed)
+            .unwrap_or_else(|_| self.area_share.clone());
+        let (pv, pb2, dv) = self.predict(n, Some(&t))?;
+        Ok(dv < pv + pb2)
+    }
+
     /// Predicted ASE (mean over districts of the squared error) at n
     /// devices with district shares t (the area shares when `None`),
     /// against the truth of the same devices: for the plain estimate o
@@ -463,15 +477,23 @@ mod tests {
         assert!(ch.entry_error_bound() < 0.04);
     }
 
-    /// The planner's pick for districts is within 1.5x of the best
-    /// measured ASE over the mechanisms at one per-device ε (issue 24 item
-    /// 4), from noise much smaller than the ramp to noise as large as a
-    /// district. Round 3's planner charged plain a priori 2/(εW) and picked
-    /// vector Laplace at every ε here.
+    /// The planner's pick for districts (and, for noise a priori, the
+    /// server's plain-or-debiased map) is within 1.5x of the best measured
+    /// ASE over the mechanisms at one per-device ε (issue 24 item 4), at
+    /// n = 600 and 6,000, from noise much smaller than the ramp (ε = 1) to
+    /// noise twice a district's width (ε = 0.005); measured worst 1.36x.
+    /// Round 3's planner charged plain a priori 2/(εW) and picked vector
+    /// Laplace at every ε here.
     #[test]
     fn district_planner_pick_is_within_1_5x_of_the_best_measured() {
+        for n in [600usize, 6_000] {
+            sweep(n);
+        }
+    }
+
+    fn sweep(n: usize) {
         use crate::map::plan;
-        let (side, w, n) = (100.0, 20.0, 6_000usize);
+        let (side, w) = (100.0, 20.0);
         let set = DistrictSet::new(grid(3, 3, side), w).unwrap();
         let qs = QuerySet::Districts(set.clone());
         let mut rng = StdRng::seed_from_u64(11);
@@ -484,9 +506,10 @@ mod tests {
             .collect();
         let truth = truth_of(&set, &devices);
         let ase = |e: &[f64]| ase_of(e, &truth);
-        for eps in [0.02, 0.1, 1.0] {
+        for eps in [0.005, 0.02, 0.1, 1.0] {
             let p = plan(&qs, eps, n as u64, None).unwrap();
             let mut measured: Vec<(String, f64)> = Vec::new();
+            let mut server_map = f64::NAN;
             for mech in [
                 MapMechanism::VectorLaplace,
                 MapMechanism::Composition,
@@ -503,17 +526,26 @@ mod tests {
                     let ch = DistrictChannel::standard(&set, eps).unwrap();
                     measured.push(("a-priori debiased".into(), ase(&ch.debias(&est).unwrap())));
                     measured.push(("a-priori λ=0.0".into(), ase(&est)));
+                    // What the server returns for the a-priori reports.
+                    server_map = ase(&agg.planned_estimate().unwrap().0.values);
                 } else {
                     measured.push((mech.name(), ase(&est)));
                 }
             }
             let best = measured.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
+            // The planner picks the mechanism before any report; for noise
+            // a priori the server then picks plain or debiased from the
+            // reports (`planned_estimate`): that map is what is measured.
             let pick = &p.pick().name;
-            let got = measured
-                .iter()
-                .find(|m| &m.0 == pick)
-                .unwrap_or_else(|| panic!("pick {pick} not measured: {}", p.line))
-                .1;
+            let got = if pick.starts_with("a-priori") {
+                server_map
+            } else {
+                measured
+                    .iter()
+                    .find(|m| &m.0 == pick)
+                    .unwrap_or_else(|| panic!("pick {pick} not measured: {}", p.line))
+                    .1
+            };
             assert!(
                 got <= 1.5 * best,
                 "ε {eps}: pick {pick} {got:e}, best {best:e}: {measured:?}; {}",

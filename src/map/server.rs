@@ -371,9 +371,11 @@ impl MapAggregator {
     /// bindings): for noise a priori on a kernel grid, [`plan`] with these
     /// reports at their n picks the estimator (a kernel K_λ, or the EM
     /// deconvolution map of docs/MATH.md §9.6) and its map is returned with
-    /// the plan; for noise a priori on districts, [`plan`] at the reports'
-    /// n chooses between the plain shares and the shares debiased through
-    /// the district channel (docs/MATH.md §13.8); otherwise
+    /// the plan; for noise a priori on districts, the plain shares or the
+    /// shares debiased through the district channel, whichever the
+    /// channel's error model predicts better with the district shares
+    /// estimated from these reports (docs/MATH.md §13.8), with the plan;
+    /// otherwise
     /// [`estimate`](Self::estimate)`(None)` and no plan.
     ///
     /// ```
@@ -397,8 +399,8 @@ impl MapAggregator {
             if self.accepted > 0 && d.len() <= super::district_channel::MAX_CHANNEL_DISTRICTS {
                 let p = super::planner::plan(&self.set, self.epsilon, self.accepted, None)?;
                 let mut est = self.estimate(None)?;
-                if p.pick().name == "a-priori debiased" {
-                    let ch = super::district_channel::DistrictChannel::standard(d, self.epsilon)?;
+                let ch = super::district_channel::DistrictChannel::standard(d, self.epsilon)?;
+                if ch.prefer_debiased(&est.values, self.accepted as f64)? {
                     let (v, se) = ch.debias_with_errors(&est.values, &est.standard_errors)?;
                     est.values = v;
                     est.standard_errors = se;
