@@ -98,7 +98,7 @@ impl DistrictChannel {
         let mut area = vec![0.0; m];
         let inv = 1.0 / samples as f64;
         for (i, region) in set.regions().iter().enumerate() {
-            let bb = bbox(region);
+            let bb = super::districts::region_bbox(region);
             let (mut drawn, mut accepted) = (0u64, 0usize);
             while accepted < samples {
                 drawn += 1;
@@ -314,26 +314,6 @@ impl DistrictChannel {
         }
         Ok(())
     }
-}
-
-fn bbox(r: &crate::query::RegionQuery) -> [f64; 4] {
-    let mut bb = [
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-    ];
-    for p in &r.shape().0 {
-        for c in &p.exterior().0 {
-            bb = [
-                bb[0].min(c.x),
-                bb[1].max(c.x),
-                bb[2].min(c.y),
-                bb[3].max(c.y),
-            ];
-        }
-    }
-    bb
 }
 
 /// Solve the m x m system `a` x = `rhs` (row-major) by Gaussian elimination
