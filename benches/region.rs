@@ -1,6 +1,7 @@
 //! Cost of one region evaluation (value, smooth sensitivity, privatize) on
-//! a 1,000-vertex polygon (docs/MATH.md §13.5), and on a 100-vertex one for
-//! the linear scaling.
+//! a 1,000-vertex polygon (docs/MATH.md §13.5), and on 100- and 10,000-vertex
+//! ones for the scaling; `signed_distance_unindexed` is the brute pass over
+//! every segment that the R-tree replaces (docs/MATH.md §13.7).
 //!
 //! Run: `cargo bench --bench region -- --warm-up-time 1 --measurement-time 3`.
 
@@ -42,7 +43,7 @@ fn region(c: &mut Criterion) {
     let pts = points();
     let g = Growth::exponential(1e-3).unwrap();
     let m = Mechanism::polyplace(1e-3).unwrap();
-    for n in [100usize, 1000] {
+    for n in [100usize, 1000, 10_000] {
         let q = flower(n);
         let mut group = c.benchmark_group(format!("region/{n}-vertices"));
         group.bench_function("value", |b| {
@@ -50,6 +51,13 @@ fn region(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) % pts.len();
                 q.value(black_box(&pts[i])).unwrap()
+            })
+        });
+        group.bench_function("signed_distance_unindexed", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % pts.len();
+                q.signed_distance_unindexed(black_box(&pts[i])).unwrap()
             })
         });
         group.bench_function("smooth_sensitivity", |b| {

@@ -9,15 +9,19 @@
 //!    location), by distance from the ramp in units of 1/ε.
 //! 2. **Districts under one per-device budget**: the 24 grid cells as one
 //!    [`DistrictSet`] (certified ℓ1 constant), the planner's pick at the
-//!    per-device ε, and the estimated shares of the three mechanisms
-//!    against the truth, with a picture (an SVG choropleth: truth and the
+//!    per-device ε, and the estimated shares of the mechanisms (noise a
+//!    priori plain and debiased through the district channel) against the
+//!    truth, with a picture (a choropleth, SVG and PNG: truth and the
 //!    planner's pick side by side).
 //!
 //! Run (seeded): `cargo run --release --example regions_choropleth -- [COPIES] [OUT.svg]`;
-//! COPIES (default 1) replicates every airport, so n = 3,069 · COPIES.
+//! COPIES (default 1) replicates every airport, so n = 3,069 · COPIES; the
+//! PNG is written beside OUT.svg (OUT.png).
 
 use geopriv::geo::WebMercator;
-use geopriv::map::{plan, DistrictSet, MapAggregator, MapMechanism, MapRelease, QuerySet};
+use geopriv::map::{
+    plan, DistrictChannel, DistrictSet, MapAggregator, MapMechanism, MapRelease, QuerySet,
+};
 use geopriv::query::region_geojson::{region_from_geojson, FeatureSelector};
 use geopriv::{LatLon, Mechanism, Projection, Query};
 use rand::rngs::StdRng;
@@ -140,14 +144,61 @@ fn one_region(points: &[[f64; 2]]) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn color(v: f64) -> String {
+/// Blue scale for a share in [0, 0.25].
+fn shade(v: f64) -> u8 {
     let t = if v.is_finite() {
         v.clamp(0.0, 0.25) / 0.25
     } else {
         0.0
     };
-    let c = (255.0 * (1.0 - t)) as u8;
-    format!("rgb({c},{c},255)")
+    (255.0 * (1.0 - t)) as u8
+}
+
+const FONT: &[u8] = include_bytes!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/cli/assets/DejaVuSans.ttf"
+));
+
+/// The choropleth as a PNG (plotters' bitmap backend, the CLI's bundled
+/// DejaVu font): one panel per estimate, each district a cell of the grid
+/// coloured by its share, the share written in it.
+fn png(out: &str, pictures: &[(String, Vec<f64>)]) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    use plotters::style::{register_font, FontStyle};
+    register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "font")?;
+    let (cw, ch) = (80i32, 64i32);
+    let panel_w = NX as i32 * cw + 30;
+    let size = (
+        (pictures.len() as i32 * panel_w + 10) as u32,
+        (NY as i32 * ch + 50) as u32,
+    );
+    let root = BitMapBackend::new(out, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title = ("sans-serif", 14).into_font();
+    let label = ("sans-serif", 12).into_font();
+    for (k, (name, vals)) in pictures.iter().enumerate() {
+        let ox = k as i32 * panel_w + 10;
+        root.draw(&Text::new(name.clone(), (ox, 8), title.clone()))?;
+        for i in 0..NX {
+            for j in 0..NY {
+                let v = vals[i * NY + j];
+                let (x, y) = (ox + i as i32 * cw, 35 + (NY - 1 - j) as i32 * ch);
+                let c = shade(v);
+                root.draw(&Rectangle::new(
+                    [(x, y), (x + cw, y + ch)],
+                    RGBColor(c, c, 255).filled(),
+                ))?;
+                root.draw(&Rectangle::new([(x, y), (x + cw, y + ch)], BLACK))?;
+                root.draw(&Text::new(
+                    format!("{v:.3}"),
+                    (x + 12, y + 26),
+                    label.clone(),
+                ))?;
+            }
+        }
+    }
+    root.present()?;
+    Ok(())
 }
 
 fn districts(
@@ -176,8 +227,29 @@ fn districts(
     let qs = QuerySet::Districts(set.clone());
     let p = plan(&qs, eps, n as u64, None)?;
     println!("planner: {}", p.line);
+    let channel = DistrictChannel::standard(&set, eps)?;
+    println!(
+        "district channel: {} Monte Carlo pairs per district, every entry within {:.3} of its integral (probability 1 - 1e-6)",
+        (2e7 / (set.len() * set.len()) as f64).clamp(100.0, 4_000.0) as usize,
+        channel.entry_error_bound()
+    );
+    let ase = |e: &[f64]| {
+        e.iter()
+            .zip(&truth)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            / truth.len() as f64
+    };
+    let predicted = |name: &str| {
+        p.predictions
+            .iter()
+            .find(|q| q.name == name)
+            .map_or(f64::NAN, |q| q.ase)
+    };
     let mut pictures = vec![("truth".to_string(), truth.clone())];
     let mut rng = StdRng::seed_from_u64(2024);
+    println!("| mechanism | per-device total | predicted ASE | measured ASE |");
+    println!("|---|---|---|---|");
     for mech in [
         MapMechanism::VectorLaplace,
         MapMechanism::APriori,
@@ -191,25 +263,26 @@ fn districts(
             }
         }
         let est = agg.estimate(Some(0.0))?;
-        let ase = est
-            .values
-            .iter()
-            .zip(&truth)
-            .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()
-            / truth.len() as f64;
-        println!(
-            "{:16} {}  ASE {ase:.3e}",
-            mech.name(),
-            release.per_device_total()
-        );
-        if p.pick().name.starts_with(&mech.name())
-            || (mech == MapMechanism::APriori && p.pick().name.starts_with("a-priori"))
-        {
-            pictures.push((
-                format!("{} (planner's pick)", mech.name()),
-                est.values.clone(),
-            ));
+        let mut rows = vec![(mech.name(), est.values.clone())];
+        if mech == MapMechanism::APriori {
+            rows = vec![
+                ("a-priori λ=0.0".to_string(), est.values.clone()),
+                (
+                    "a-priori debiased".to_string(),
+                    channel.debias(&est.values)?,
+                ),
+            ];
+        }
+        for (name, vals) in rows {
+            println!(
+                "| {name} | {} | {:.2e} | {:.2e} |",
+                release.per_device_total(),
+                predicted(&name),
+                ase(&vals)
+            );
+            if p.pick().name == name {
+                pictures.push((format!("{name} (planner's pick)"), vals));
+            }
         }
     }
     // SVG: panels side by side.
@@ -226,10 +299,10 @@ fn districts(
             for j in 0..NY {
                 let v = vals[i * NY + j];
                 let (x, y) = (ox + i as f64 * cw, 25.0 + (NY - 1 - j) as f64 * ch);
+                let c = shade(v);
                 write!(
                     svg,
-                    r#"<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{}" stroke="black"/><text x="{}" y="{}">{:.3}</text>"#,
-                    color(v),
+                    r#"<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="rgb({c},{c},255)" stroke="black"/><text x="{}" y="{}">{:.3}</text>"#,
                     x + 8.0,
                     y + 30.0,
                     v
@@ -239,7 +312,9 @@ fn districts(
     }
     svg.push_str("</svg>\n");
     std::fs::write(out, svg)?;
-    println!("picture: {out}");
+    let png_out = format!("{}.png", out.strip_suffix(".svg").unwrap_or(out));
+    png(&png_out, &pictures)?;
+    println!("pictures: {out}, {png_out}");
     Ok(())
 }
 

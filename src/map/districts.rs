@@ -77,16 +77,13 @@ impl DistrictSet {
         ];
         for (name, shape) in parts {
             let r = RegionQuery::named(&name, shape, width)?;
-            for p in &r.shape().0 {
-                for c in &p.exterior().0 {
-                    bbox = [
-                        bbox[0].min(c.x),
-                        bbox[1].max(c.x),
-                        bbox[2].min(c.y),
-                        bbox[3].max(c.y),
-                    ];
-                }
-            }
+            let b = region_bbox(&r);
+            bbox = [
+                bbox[0].min(b[0]),
+                bbox[1].max(b[1]),
+                bbox[2].min(b[2]),
+                bbox[3].max(b[3]),
+            ];
             names.push(name);
             regions.push(r);
         }
@@ -254,12 +251,35 @@ impl DistrictSet {
     }
 }
 
+/// Bounding box [x_min, x_max, y_min, y_max] of a region's exterior rings.
+pub(crate) fn region_bbox(r: &RegionQuery) -> [f64; 4] {
+    let mut bb = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for p in &r.shape().0 {
+        for c in &p.exterior().0 {
+            bb = [
+                bb[0].min(c.x),
+                bb[1].max(c.x),
+                bb[2].min(c.y),
+                bb[3].max(c.y),
+            ];
+        }
+    }
+    bb
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use geo::polygon;
 
-    fn grid(nx: usize, ny: usize, side: f64) -> Vec<(String, geo::MultiPolygon<f64>)> {
+    /// An nx x ny grid of square districts of `side` (shared with the
+    /// district channel's tests).
+    pub(crate) fn grid(nx: usize, ny: usize, side: f64) -> Vec<(String, geo::MultiPolygon<f64>)> {
         let mut out = Vec::new();
         for i in 0..nx {
             for j in 0..ny {

@@ -27,6 +27,8 @@ mod bins;
 #[cfg(feature = "std")]
 mod deconv;
 #[cfg(feature = "std")]
+mod district_channel;
+#[cfg(feature = "std")]
 mod districts;
 #[cfg(feature = "std")]
 mod fft;
@@ -44,6 +46,10 @@ mod server;
 pub use bins::{BinSpec, BinnedCounts};
 #[cfg(feature = "std")]
 pub use deconv::{EmDeconvolution, EmMap, EmOptions};
+#[cfg(feature = "std")]
+pub use district_channel::{
+    DistrictChannel, CHANNEL_BETA, MAX_CHANNEL_DISTRICTS, PLANNER_CHANNEL_SEED,
+};
 #[cfg(feature = "std")]
 pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]

@@ -371,7 +371,12 @@ impl MapAggregator {
     /// bindings): for noise a priori on a kernel grid, [`plan`] with these
     /// reports at their n picks the estimator (a kernel K_λ, or the EM
     /// deconvolution map of docs/MATH.md §9.6) and its map is returned with
-    /// the plan; otherwise [`estimate`](Self::estimate)`(None)` and no plan.
+    /// the plan; for noise a priori on districts, the plain shares or the
+    /// shares debiased through the district channel, whichever the
+    /// channel's error model predicts better with the district shares
+    /// estimated from these reports (docs/MATH.md §13.8), with the plan;
+    /// otherwise
+    /// [`estimate`](Self::estimate)`(None)` and no plan.
     ///
     /// ```
     /// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
@@ -389,6 +394,21 @@ impl MapAggregator {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn planned_estimate(&self) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
+        #[cfg(feature = "std")]
+        if let (QuerySet::Districts(d), MapMechanism::APriori) = (&self.set, self.mechanism) {
+            if self.accepted > 0 && d.len() <= super::district_channel::MAX_CHANNEL_DISTRICTS {
+                let p = super::planner::plan(&self.set, self.epsilon, self.accepted, None)?;
+                let mut est = self.estimate(None)?;
+                let ch = super::district_channel::DistrictChannel::standard(d, self.epsilon)?;
+                if ch.prefer_debiased(&est.values, self.accepted as f64)? {
+                    let (v, se) = ch.debias_with_errors(&est.values, &est.standard_errors)?;
+                    est.values = v;
+                    est.standard_errors = se;
+                    est.lambda = 1.0;
+                }
+                return Ok((est, Some(p)));
+            }
+        }
         let Some(mapper) = self.mapper()? else {
             return Ok((self.estimate(None)?, None));
         };

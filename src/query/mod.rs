@@ -29,6 +29,8 @@ pub mod kde;
 pub mod region;
 #[cfg(feature = "std")]
 pub mod region_geojson;
+#[cfg(feature = "std")]
+mod region_index;
 mod threshold;
 mod two_way;
 

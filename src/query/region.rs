@@ -3,25 +3,22 @@
 //! boundary (docs/MATH.md §13). Std only: distances, point-in-polygon and
 //! validity come from the `geo` crate, which is not no_std.
 
+use super::region_index::{brute_signed_distance, SegmentIndex};
 use super::{ramp_smooth_sensitivity, Query};
 use crate::error::{check_point, query_width, Error, Result};
 use crate::geo::{LatLon, Projection};
 use crate::growth::Growth;
 use crate::report::QueryDescriptor;
-use geo::algorithm::coordinate_position::{CoordPos, CoordinatePosition};
-use geo::{
-    Closest, ClosestPoint, Coord, LineString, MultiLineString, MultiPolygon, Point, Polygon,
-    Validation,
-};
+use geo::{Coord, LineString, MultiLineString, MultiPolygon, Polygon, Validation};
 use sha2::{Digest, Sha256};
 use std::string::{String, ToString};
 use std::vec::Vec;
 
 /// The most vertices a region may have (all rings of all parts counted,
-/// closing vertices included): 100,000. Each evaluation is linear in the
-/// vertex count (about 10 µs per 1,000 vertices, BENCHMARKS.md "Regions"),
-/// and the bound keeps a hostile GeoJSON file from making a query that
-/// costs seconds per call.
+/// closing vertices included): 100,000. Each evaluation goes through an
+/// R-tree of the boundary segments (logarithmic in the vertex count,
+/// BENCHMARKS.md "Regions"); the bound keeps a hostile GeoJSON file from
+/// making a query whose construction or memory is unbounded.
 pub const MAX_REGION_VERTICES: usize = 100_000;
 
 /// Soft membership of a region P (a polygon with holes, or several):
@@ -76,6 +73,9 @@ pub const MAX_REGION_VERTICES: usize = 100_000;
 pub struct RegionQuery {
     shape: MultiPolygon<f64>,
     boundary: MultiLineString<f64>,
+    /// R-tree of the boundary segments (None for small shapes): results
+    /// bit-identical to the brute pass (docs/MATH.md §13.7).
+    index: Option<SegmentIndex>,
     width: f64,
     digest: [u8; 32],
 }
@@ -132,9 +132,11 @@ impl RegionQuery {
                 .collect(),
         );
         let digest = geometry_digest(&shape);
+        let index = SegmentIndex::build(&shape);
         Ok(Self {
             shape,
             boundary,
+            index,
             width,
             digest,
         })
@@ -167,21 +169,36 @@ impl RegionQuery {
     }
 
     /// The signed distance sd(x) to the boundary (positive inside) and a
-    /// nearest boundary point.
+    /// nearest boundary point: through the segment index when there is one,
+    /// bit-identical to [`signed_distance_unindexed`](Self::signed_distance_unindexed).
     fn signed_distance_with_nearest(&self, x: [f64; 2]) -> (f64, Option<[f64; 2]>) {
-        let p = Point::new(x[0], x[1]);
-        let nearest = match self.boundary.closest_point(&p) {
-            Closest::Intersection(_) => return (0.0, Some(x)),
-            Closest::SinglePoint(q) => q,
-            Closest::Indeterminate => return (0.0, None), // unreachable: rings are non-empty
-        };
-        let d = libm::hypot(nearest.x() - x[0], nearest.y() - x[1]);
-        let sign = match self.shape.coordinate_position(&p.0) {
-            CoordPos::Inside => 1.0,
-            CoordPos::Outside => -1.0,
-            CoordPos::OnBoundary => return (0.0, Some(x)),
-        };
-        (sign * d, Some([nearest.x(), nearest.y()]))
+        self.index
+            .as_ref()
+            .and_then(|i| i.signed_distance(&self.shape, x))
+            .unwrap_or_else(|| brute_signed_distance(&self.shape, &self.boundary, x))
+    }
+
+    /// sd(x) by a pass over every boundary segment (no index): the
+    /// reference the indexed [`signed_distance`](Self::signed_distance)
+    /// reproduces bit for bit (tests and benches compare the two).
+    ///
+    /// ```
+    /// use geo::polygon;
+    /// use geopriv::RegionQuery;
+    /// let square = polygon![(x: 0.0, y: 0.0), (x: 100.0, y: 0.0), (x: 100.0, y: 100.0), (x: 0.0, y: 100.0)];
+    /// let q = RegionQuery::new(square, 20.0)?;
+    /// assert_eq!(q.signed_distance_unindexed(&[-3.0, 50.0])?, -3.0);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn signed_distance_unindexed(&self, x: &[f64]) -> Result<f64> {
+        check_point(x, 2)?;
+        Ok(brute_signed_distance(&self.shape, &self.boundary, [x[0], x[1]]).0)
+    }
+
+    /// Whether calls go through the segment index (shapes of at least 48
+    /// segments with coordinates below 1e100 in magnitude).
+    pub fn is_indexed(&self) -> bool {
+        self.index.is_some()
     }
 
     /// sd(x): the distance from x to the boundary of the region, positive

@@ -160,6 +160,46 @@ fun main() {
         GeoQuery.kde(listOf(1.0, 2.0, 3.0), 0.5).use { q -> expect(q.dimension() == 3u) { "3-D" } }
     }
 
+    test("region from GeoJSON text: values, sensitivities, identity, refusals") {
+        val park = """{"type": "FeatureCollection", "features": [
+            {"type": "Feature", "id": "park", "properties": {"name": "Park"},
+             "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [100, 0], [100, 100], [0, 100], [0, 0]]]}},
+            {"type": "Feature", "id": 7, "properties": {"name": "Lot"},
+             "geometry": {"type": "Polygon", "coordinates": [[[200, 0], [300, 0], [250, 80], [200, 0]]]}}]}"""
+        GeoQuery.regionGeojson(park, "park", 20.0).use { q ->
+            expect(q.family() == QueryFamily.REGION) { "family ${q.family()}" }
+            expect(q.dimension() == 2u) { "dimension ${q.dimension()}" }
+            for ((x, v) in listOf(listOf(50.0, 50.0) to 1.0, listOf(100.0, 50.0) to 0.5, listOf(95.0, 50.0) to 0.75, listOf(-30.0, 50.0) to 0.0)) {
+                assertClose(q.value(x), v, "f($x)")
+            }
+            assertClose(q.globalLipschitz(), 1.0 / 20, "global Lipschitz")
+            // 20 m beyond the ramp: L = 1/(e + W), S* = max(1/(e + W), e^{-γe}/W).
+            assertClose(q.pointwiseLipschitz(listOf(-30.0, 50.0)), 1.0 / 40, "L(-30, 50)")
+            assertClose(q.smoothSensitivity(listOf(-30.0, 50.0), Growth.Exponential(0.1)), maxOf(1.0 / 40, exp(-2.0) / 20), "S*")
+            val id = q.queryId()
+            expect(Regex("region:g=[0-9a-f]{64};w=20").matches(id)) { "id $id" }
+            // The same square written clockwise from another vertex has the same identity.
+            val same = """{"type": "Polygon", "coordinates": [[[100, 100], [100, 0], [0, 0], [0, 100], [100, 100]]]}"""
+            GeoQuery.regionGeojson(same, null, 20.0).use { s -> expect(s.queryId() == id) { "normalised digest" } }
+            // The id names the geometry by its digest only.
+            assertThrows<GeoprivException.InvalidParameter>("region from its id", "digest") { GeoQuery.fromId(id) }
+            GeoMechanism.polyplace(0.05).use { m ->
+                val r = m.privatizeUnmetered(q, listOf(50.0, 50.0))
+                expect(r.queryId == id) { "report query ${r.queryId}" }
+            }
+        }
+        GeoQuery.regionGeojson(park, "7", 5.0).use { lot -> assertClose(lot.value(listOf(250.0, 30.0)), 1.0, "lot inside") }
+        assertThrows<GeoprivException.InvalidParameter>("missing feature", "pond") { GeoQuery.regionGeojson(park, "pond", 20.0) }
+        val bowtie = """{"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}"""
+        assertThrows<GeoprivException.InvalidParameter>("bow tie") { GeoQuery.regionGeojson(bowtie, null, 1.0) }
+        assertThrows<GeoprivException.InvalidParameter>("not JSON") { GeoQuery.regionGeojson("{not json", null, 1.0) }
+        assertThrows<GeoprivException.InvalidParameter>("width 0") { GeoQuery.regionGeojson(park, "park", 0.0) }
+        val box = """{"type": "Polygon", "coordinates": [[[2.34, 48.85], [2.36, 48.85], [2.36, 48.86], [2.34, 48.86], [2.34, 48.85]]]}"""
+        GeoQuery.regionGeojsonLatlon(box, null, 50.0, Projection.LocalEquirectangular(48.855, 2.35)).use { ll ->
+            assertClose(ll.value(listOf(0.0, 0.0)), 1.0, "centre of the lon/lat box")
+        }
+    }
+
     test("query ids round-trip") {
         for (id in listOf("threshold:T=100000;w=20000", "interval:a=0;b=10;w=1", "two-way:T1=1;T2=2;w=3", "kde:t=1200.5,-300;h=150")) {
             GeoQuery.fromId(id).use { q -> expect(q.queryId() == id) { "${q.queryId()} vs $id" } }

@@ -82,6 +82,40 @@ fun mapChecks(check: (Boolean, String) -> Unit) {
         "the district's cell ${map.values[cell]} ± ${map.standardErrors[cell]} covers the truth $truth")
 }
 
+/** Device: "am I in the park?" (a GeoJSON feature in metres, ramp 10 m) at ε = 1/100 per metre, charged first. */
+fun regionUpload(geojson: String, location: List<Double>, ledger: PrivacyLedger): String? =
+    GeoQuery.regionGeojson(geojson, "park", 10.0).use { query ->  // regionGeojsonLatlon for lon/lat
+        GeoMechanism.polyplace(epsilon = 1.0 / 100).use { it.withUnit(BudgetUnit.PerMetre) }.use { mechanism ->
+            try {
+                mechanism.privatize(ledger, query, location).json  // upload this; its query id is region:g=<digest>;w=10
+            } catch (e: GeoprivException.BudgetExceeded) {  // nothing was released or charged
+                null
+            }
+        }
+    }
+
+/** The region quick start: 1000 devices in and around a 200 m park, each with its own ledger. */
+fun regionChecks(check: (Boolean, String) -> Unit) {
+    val park = """{"type": "Feature", "id": "park", "properties": {}, "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [200, 0], [200, 200], [0, 200], [0, 0]]]}}"""
+    val rnd = java.util.Random(24)
+    val perDevice = BudgetPolicy(BudgetUnit.PerMetre, totalEpsilon = 1.0 / 100, totalDelta = 0.0)
+    val spots = List(1000) { listOf(-300.0 + 800 * rnd.nextDouble(), -300.0 + 800 * rnd.nextDouble()) }
+    val uploads = spots.map { xy -> PrivacyLedger.inMemory(perDevice).use { ledger -> regionUpload(park, xy, ledger) } }
+    GeoQuery.regionGeojson(park, "park", 10.0).use { query ->
+        val digest = query.queryId().substringAfter("g=").substringBefore(";")  // the report carries the region's digest
+        check(uploads.all { it != null && it.contains(digest) }, "every device released its region report")
+        val truth = spots.map { query.value(it) }.average()
+        ReportPolicy(maxEpsilon = 1.0 / 100, maxDelta = 0.0).use { policy ->
+            Aggregator().use { total ->
+                uploads.filterNotNull().forEach { total.addReport(policy.acceptJson(it)) }
+                val e = total.estimate()
+                check(e != null && e.n == 1000uL && Math.abs(e.mean - truth) <= 5 * e.standardError!!,
+                    "the park's share ${e?.mean} ± ${e?.standardError} covers the truth $truth")
+            }
+        }
+    }
+}
+
 fun main() {
     var passed = 0
     var failed = 0
@@ -108,6 +142,7 @@ fun main() {
         "estimate ${estimate?.mean} ± ${estimate?.standardError} covers the truth $truth")
     check(libraryVersion() == System.getProperty("geopriv.expectedVersion", libraryVersion()), "library version")
     mapChecks(::check)
+    regionChecks(::check)
     println("jar: $passed passed, $failed failed")
     if (failed > 0) exitProcess(1)
 }

@@ -58,6 +58,19 @@ def map_server(uploads):
     return server.estimate(None), batch.rejected  # values, standard_errors, xs, ys, per_device_epsilon
 
 
+def region_device(geojson_text, location, ledger):
+    """Device: "am I in the park?" (a GeoJSON feature in metres, ramp 10 m) at ε = 1/100 per metre, charged first."""
+    query = GeoQuery.region_geojson(geojson_text, "park", 10.0)  # region_geojson_latlon for lon/lat
+    mechanism = GeoMechanism.polyplace(1 / 100).with_unit(BudgetUnit.PER_METRE)
+    try:
+        return mechanism.privatize(ledger, query, location).json  # upload this; its query id is region:g=<digest>;w=10
+    except GeoprivError.BudgetExceeded:  # nothing was released or charged
+        return None
+
+
+PARK = '{"type": "Feature", "id": "park", "properties": {}, "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [200, 0], [200, 200], [0, 200], [0, 0]]]}}'
+
+
 if __name__ == "__main__":
     rnd = random.Random(14)
     incomes = [60_000 + 100_000 * rnd.random() * rnd.random() for _ in range(4000)]
@@ -86,6 +99,19 @@ if __name__ == "__main__":
     checks += [map_rejected == 1 and estimate_map.n == 2000 and estimate_map.per_device_epsilon == 1e-3,
                abs(estimate_map.values[cell] - map_truth)
                <= 5 * estimate_map.standard_errors[cell] + estimate_map.discretisation_bound]
+    # The region: 1000 devices in and around a 200 m park, each with its own ledger of ε = 1/100 per metre.
+    spots = [[rnd.uniform(-300, 500), rnd.uniform(-300, 500)] for _ in range(1000)]
+    per_region = BudgetPolicy(unit=BudgetUnit.PER_METRE, total_epsilon=1 / 100, total_delta=0.0)
+    region_uploads = [region_device(PARK, xy, PrivacyLedger.in_memory(per_region)) for xy in spots]
+    park = GeoQuery.region_geojson(PARK, "park", 10.0)
+    region_total = Aggregator()
+    for u in region_uploads:
+        region_total.add_report(ReportPolicy(1 / 100, 0.0).accept_json(u))
+    region_estimate = region_total.estimate()
+    region_truth = sum(park.value(xy) for xy in spots) / len(spots)
+    digest = park.query_id().split("g=")[1].split(";")[0]  # the report carries the region's digest and width
+    checks += [all(u is not None and digest in u for u in region_uploads) and region_estimate.n == 1000,
+               abs(region_estimate.mean - region_truth) <= 5 * region_estimate.standard_error]
     failed = checks.count(False)
     if failed:
         print(f"FAIL quickstart: checks {checks}, estimate {estimate}, truth {truth}, rejected {rejected}")

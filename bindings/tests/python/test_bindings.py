@@ -164,6 +164,50 @@ def _():
     expect(GeoQuery.kde([1.0, 2.0, 3.0], 0.5).dimension() == 3, "3-D")
 
 
+PARK_GEOJSON = """{"type": "FeatureCollection", "features": [
+  {"type": "Feature", "id": "park", "properties": {"name": "Park"},
+   "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [100, 0], [100, 100], [0, 100], [0, 0]]]}},
+  {"type": "Feature", "id": 7, "properties": {"name": "Lot"},
+   "geometry": {"type": "Polygon", "coordinates": [[[200, 0], [300, 0], [250, 80], [200, 0]]]}}]}"""
+
+
+@test("region from GeoJSON text: values, sensitivities, identity, refusals")
+def _():
+    q = GeoQuery.region_geojson(PARK_GEOJSON, "park", 20.0)
+    expect(q.family() == QueryFamily.REGION, f"family {q.family()}")
+    expect(q.dimension() == 2, f"dimension {q.dimension()}")
+    for x, v in [([50.0, 50.0], 1.0), ([100.0, 50.0], 0.5), ([95.0, 50.0], 0.75), ([-30.0, 50.0], 0.0)]:
+        assert_close(q.value(x), v, f"f({x})")
+    assert_close(q.global_lipschitz(), 1 / 20, "global Lipschitz")
+    # 20 m beyond the ramp: L = 1/(e + W), S* = max(1/(e + W), e^{-γe}/W).
+    assert_close(q.pointwise_lipschitz([-30.0, 50.0]), 1 / 40, "L(-30, 50)")
+    assert_close(q.smooth_sensitivity([-30.0, 50.0], Growth.EXPONENTIAL(0.1)), max(1 / 40, math.exp(-2) / 20), "S*")
+    qid = q.query_id()
+    expect(re.fullmatch(r"region:g=[0-9a-f]{64};w=20", qid) is not None, f"id {qid}")
+    # The same square written clockwise from another vertex has the same identity.
+    same = '{"type": "Polygon", "coordinates": [[[100, 100], [100, 0], [0, 0], [0, 100], [100, 100]]]}'
+    expect(GeoQuery.region_geojson(same, None, 20.0).query_id() == qid, "normalised digest")
+    # The id names the geometry by its digest only: devices and the server
+    # build the query from the same GeoJSON and compare ids.
+    assert_raises(InvalidParameter, "region from its id", lambda: GeoQuery.from_id(qid), "digest")
+    lot = GeoQuery.region_geojson(PARK_GEOJSON, "7", 5.0)  # numeric ids in decimal
+    assert_close(lot.value([250.0, 30.0]), 1.0, "lot inside")
+    # A release through the region query: the report names it.
+    r = GeoMechanism.polyplace(0.05).privatize_unmetered(q, [50.0, 50.0])
+    expect(r.query_id == qid, f"report query {r.query_id}")
+    # Refusals: unknown feature, self-intersecting ring, bad JSON, bad width.
+    assert_raises(InvalidParameter, "missing feature", lambda: GeoQuery.region_geojson(PARK_GEOJSON, "pond", 20.0), "pond")
+    bowtie = '{"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}'
+    assert_raises(InvalidParameter, "bow tie", lambda: GeoQuery.region_geojson(bowtie, None, 1.0))
+    assert_raises(InvalidParameter, "not JSON", lambda: GeoQuery.region_geojson("{not json", None, 1.0))
+    assert_raises(InvalidParameter, "width 0", lambda: GeoQuery.region_geojson(PARK_GEOJSON, "park", 0.0))
+    # Lon/lat text through a projection.
+    ll = GeoQuery.region_geojson_latlon(
+        '{"type": "Polygon", "coordinates": [[[2.34, 48.85], [2.36, 48.85], [2.36, 48.86], [2.34, 48.86], [2.34, 48.85]]]}',
+        None, 50.0, Projection.LOCAL_EQUIRECTANGULAR(48.855, 2.35))
+    assert_close(ll.value([0.0, 0.0]), 1.0, "centre of the lon/lat box")
+
+
 @test("query ids round-trip")
 def _():
     for qid in ["threshold:T=100000;w=20000", "interval:a=0;b=10;w=1", "two-way:T1=1;T2=2;w=3", "kde:t=1200.5,-300;h=150"]:

@@ -32,3 +32,14 @@ func mapUpload(location: [Double], ledger: PrivacyLedger) -> Data? {
         return nil
     }
 }
+
+/// Device: "am I in the park?" (a GeoJSON feature in metres, ramp 10 m) at ε = 1/100 per metre, charged first.
+func regionUpload(geojson: String, location: [Double], ledger: PrivacyLedger) -> Data? {
+    do {
+        let query = try GeoQuery.regionGeojson(geojson: geojson, featureId: "park", widthMetres: 10)  // regionGeojsonLatlon for lon/lat
+        let mechanism = try GeoMechanism.polyplace(epsilon: 1.0 / 100).withUnit(unit: .perMetre)
+        return try mechanism.privatize(ledger: ledger, query: query, x: location).bytes
+    } catch {  // GeoprivError.BudgetExceeded: nothing was released or charged
+        return nil
+    }
+}
