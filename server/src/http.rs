@@ -112,11 +112,84 @@ pub fn router(app: App) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(300),
         ))
+        .layer(middleware::map_response(json_errors))
         .with_state(app)
 }
 
+/// The stable code of an error status (the `code` of every 4xx/5xx body).
+///
+/// | status | code |
+/// |---|---|
+/// | 400 | `bad-request` |
+/// | 401 | `unauthorized` |
+/// | 404 | `not-found` |
+/// | 405 | `method-not-allowed` |
+/// | 408 | `timeout` |
+/// | 413 | `too-large` |
+/// | 415 | `unsupported-media-type` |
+/// | 422 | `unprocessable` |
+/// | 429 | `rate-limited` |
+/// | 503 | `unavailable` |
+/// | other 4xx / 5xx | `client-error` / `server-error` |
+///
+/// ```
+/// use axum::http::StatusCode;
+/// assert_eq!(geopriv_server::http::error_code(StatusCode::PAYLOAD_TOO_LARGE), "too-large");
+/// ```
+pub fn error_code(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "bad-request",
+        401 => "unauthorized",
+        404 => "not-found",
+        405 => "method-not-allowed",
+        408 => "timeout",
+        413 => "too-large",
+        415 => "unsupported-media-type",
+        422 => "unprocessable",
+        429 => "rate-limited",
+        503 => "unavailable",
+        s if s < 500 => "client-error",
+        _ => "server-error",
+    }
+}
+
+/// An error answer: `{"code": error_code(status), "reason": escaped msg}`.
 fn error(status: StatusCode, msg: &str) -> Response {
-    (status, axum::Json(json!({ "error": msg }))).into_response()
+    let body = json!({ "code": error_code(status), "reason": Untrusted(msg).to_string() });
+    (status, axum::Json(body)).into_response()
+}
+
+/// Largest error body of another layer read to become a `reason`.
+const MAX_FOREIGN_ERROR: usize = 4096;
+
+/// Every 4xx/5xx answer as JSON: an error answered by another layer than
+/// our handlers (axum's rejections of a bad path, content type, body
+/// limit or JSON, the timeout layers' empty 408, the 405 of a known path)
+/// keeps its status and headers and gets the body
+/// `{"code": error_code(status), "reason": its text, escaped}`.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_FOREIGN_ERROR).await {
+        Ok(b) if !b.is_empty() => String::from_utf8_lossy(&b).into_owned(),
+        Ok(_) => status.canonical_reason().unwrap_or("error").to_string(),
+        Err(_) => "error text too long".to_string(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    let body = json!({ "code": error_code(status), "reason": Untrusted(text.trim()).to_string() });
+    Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 fn json_text(status: StatusCode, body: String) -> Response {

@@ -16,6 +16,7 @@
 //! | [`task`] | task definitions (JSON or TOML), checked and canonical |
 //! | [`store`] | SQLite in WAL mode, one writer with group commit, live aggregates |
 //! | [`http`] | the routes (docs/openapi.yaml) |
+//! | [`listen`] | the accept loop: header read timeout, connections per client |
 //! | [`bench`] | the load generator used by scripts/test-collector.sh |
 
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@
 
 pub mod bench;
 pub mod http;
+pub mod listen;
 pub mod store;
 pub mod task;
 

@@ -6,7 +6,6 @@ use clap::{Args, Parser, Subcommand};
 use geopriv_server::http::{router, App, Limits, TaskState};
 use geopriv_server::store::Store;
 use geopriv_server::task::{self, Kind};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,9 +53,18 @@ struct ServeArgs {
     /// Requests per second per client address.
     #[arg(long, default_value_t = 2000.0)]
     rate_limit: f64,
-    /// Seconds to receive and answer one request.
+    /// Seconds to receive and answer one upload (408 above).
     #[arg(long, default_value_t = 10)]
     timeout: u64,
+    /// Seconds for a request's head (request line and headers) to arrive,
+    /// also between the requests of a keep-alive connection; a connection
+    /// slower than that is closed without an answer (slowloris).
+    #[arg(long, default_value_t = 10)]
+    header_timeout: u64,
+    /// Most connections open at once from one client address; more are
+    /// closed at once.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_client: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -237,11 +245,11 @@ async fn serve(a: ServeArgs) -> Result<(), String> {
     println!("listening on {local}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async {
+    let conn = geopriv_server::listen::ConnLimits {
+        header_timeout: Duration::from_secs(a.header_timeout.max(1)),
+        per_client: a.max_connections_per_client.max(1),
+    };
+    geopriv_server::listen::serve(listener, app, conn, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
