@@ -71,8 +71,9 @@ struct ServeArgs {
 enum Command {
     /// Merge partial states (`GET /v1/tasks/{task}/state`) of one task from
     /// several collectors: prints per period one JSON object with the
-    /// merged estimate line (bit for bit `geopriv aggregate` on all their
-    /// reports).
+    /// merged estimate line (value tasks: bit for bit `geopriv aggregate`
+    /// on all their reports) or the merged `map` (map tasks: bit for bit
+    /// `GET .../map` of one collector with all the reports).
     Merge {
         /// Tasks file (the task's definition must equal the states').
         #[arg(long)]
@@ -195,15 +196,21 @@ fn find(tasks: &std::path::Path, id: &str) -> Result<task::Task, String> {
 
 fn merge(tasks: &std::path::Path, id: &str, files: &[PathBuf]) -> Result<(), String> {
     let t = find(tasks, id)?;
-    if !matches!(t.kind, Kind::Value { .. }) {
-        return Err(format!("task {id}: only value tasks merge by state"));
-    }
     let mut states = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
         let s: TaskState =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
         states.push(s);
+    }
+    if matches!(t.kind, Kind::Map { .. }) {
+        for (start, n, map) in geopriv_server::merge_map_states(&t, &states)? {
+            println!(
+                "{}",
+                serde_json::json!({"start": start, "n": n, "map": map})
+            );
+        }
+        return Ok(());
     }
     for (start, n, line) in geopriv_server::merge_states(&t, &states)? {
         println!(

@@ -577,3 +577,110 @@ fn the_outbox_uploads_reports_charged_offline_exactly_once() {
     assert_eq!(n, 250);
     assert_eq!(line.unwrap(), cli_estimate(&export));
 }
+
+/// Issue 21 item 6 for map tasks (answered 501 before): two collectors
+/// export partial map states (binned counts for noise a priori, exact
+/// per-cell sums for vector Laplace) and `geopriv-serve merge` gives bit
+/// for bit the map of a third collector that received every report; a
+/// forged state (a count that disagrees with its bins) is refused.
+#[test]
+fn map_partial_states_of_two_collectors_merge_bit_for_bit() {
+    const MAP_TASKS: &str = r#"{"tasks":[
+ {"id":"city","epsilon":0.002,"min_batch":5,"period":86400,
+  "map":{"bbox":[0.0,20000.0,0.0,20000.0],"grid":11,"mechanism":"a-priori"}},
+ {"id":"cells","epsilon":0.002,"min_batch":5,"period":86400,
+  "map":{"bbox":[0.0,20000.0,0.0,20000.0],"grid":5,"mechanism":"vector-laplace"}}
+]}"#;
+    use rand::Rng;
+    let dirs = [
+        workdir("mapmerge1"),
+        workdir("mapmerge2"),
+        workdir("mapmerge3"),
+    ];
+    for d in &dirs {
+        std::fs::write(d.join("tasks.json"), MAP_TASKS).unwrap();
+    }
+    let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d).unwrap()).collect();
+    let tasks = geopriv_server::task::load(&dirs[0].join("tasks.json")).unwrap();
+    let mut rng = geopriv::SecureRng::new();
+    for t in &tasks {
+        let def = t.def.map.clone().unwrap();
+        let release = geopriv::map::MapRelease::new(
+            def.set().unwrap(),
+            def.mechanism().unwrap(),
+            t.def.epsilon,
+        )
+        .unwrap();
+        let lines: Vec<String> = (0..400)
+            .map(|_| {
+                let x = [
+                    rng.random::<f64>() * 20_000.0,
+                    rng.random::<f64>() * 20_000.0,
+                ];
+                let r = release
+                    .release_unmetered(&x, &mut rng)
+                    .unwrap()
+                    .with_random_id(&mut rng);
+                serde_json::to_string(&r).unwrap()
+            })
+            .collect();
+        let path = format!("/v1/tasks/{}/reports", t.def.id);
+        for (i, chunk) in lines.chunks(100).enumerate() {
+            let body = chunk.join("\n").into_bytes();
+            for s in [&servers[i % 2], &servers[2]] {
+                let (st, a) = s
+                    .request("POST", &path, "application/x-ndjson", &body)
+                    .unwrap();
+                assert_eq!(st, 200, "{a}");
+                assert_eq!(json(&a)["accepted"], 100, "{a}");
+            }
+        }
+        let mut files = Vec::new();
+        for (k, s) in servers[..2].iter().enumerate() {
+            let (st, state) = s.get(&format!("/v1/tasks/{}/state", t.def.id));
+            assert_eq!(st, 200, "{state}");
+            let f = dirs[k].join(format!("{}.state.json", t.def.id));
+            std::fs::write(&f, &state).unwrap();
+            files.push(f);
+        }
+        let merge = |files: &[std::path::PathBuf]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_geopriv-serve"))
+                .arg("merge")
+                .arg("--tasks")
+                .arg(dirs[0].join("tasks.json"))
+                .args(["--task", &t.def.id])
+                .args(files)
+                .output()
+                .unwrap()
+        };
+        let out = merge(&files);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let merged = json(String::from_utf8_lossy(&out.stdout).trim());
+        assert_eq!(merged["n"], 400);
+        let (st, whole) = servers[2].get(&format!("/v1/tasks/{}/map", t.def.id));
+        assert_eq!(st, 200, "{whole}");
+        assert_eq!(
+            serde_json::to_string(&merged["map"]).unwrap(),
+            serde_json::to_string(&json(&whole)["map"]).unwrap(),
+            "task {}: the merged map differs from one collector's",
+            t.def.id
+        );
+        // Forged: a count that disagrees with the state's own bins/cells.
+        let mut forged = json(&std::fs::read_to_string(&files[0]).unwrap());
+        forged["periods"][0]["n"] = serde_json::json!(10_000);
+        forged["periods"][0]["map"]["accepted"] = serde_json::json!(10_000);
+        let f = dirs[0].join("forged.json");
+        std::fs::write(&f, forged.to_string()).unwrap();
+        let out = merge(&[f, files[1].clone()]);
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("refused"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
