@@ -57,6 +57,7 @@ mod geo;
 mod growth;
 mod map;
 mod mechanism;
+mod outbox;
 mod query;
 mod radius;
 mod report;
@@ -74,6 +75,7 @@ pub use map::{
     MapRelease, MapServer, MapServerStatus, MapUpload,
 };
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
+pub use outbox::{OutboxUploader, PendingUpload, RejectedUpload, UploadBatch, UploadVerdict};
 pub use query::{GeoQuery, QueryFamily};
 pub use radius::{privacy_radius, privacy_radius_of, PrivacyRadius};
 pub use report::{ReceivedReport, ReportPolicy};

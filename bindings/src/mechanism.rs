@@ -63,7 +63,7 @@ pub struct PrivateReport {
 }
 
 impl PrivateReport {
-    fn from_core(r: &geopriv::Report) -> Self {
+    pub(crate) fn from_core(r: &geopriv::Report) -> Self {
         PrivateReport {
             json: r.to_json_line(),
             bytes: r.to_bytes(),

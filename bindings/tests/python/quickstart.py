@@ -6,9 +6,11 @@ import os
 import random
 import sys
 import tempfile
+import time
 
 from geopriv import Aggregator, BudgetPeriod, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
 from geopriv import MapGrid, MapMechanism, MapRelease, MapServer
+from geopriv import OutboxUploader, UploadVerdict
 
 PER_DOLLAR = BudgetUnit.PER_DOLLAR
 
@@ -58,6 +60,61 @@ def map_server(uploads):
     return server.estimate(None), batch.rejected  # values, standard_errors, xs, ys, per_device_epsilon
 
 
+def device_to_outbox(income, ledger):
+    """Device: release and keep the report in the ledger file's outbox (same write as its charge)."""
+    mechanism = GeoMechanism.polyplace(1 / 5000).with_unit(BudgetUnit.PER_DOLLAR)
+    mechanism.privatize_to_outbox(ledger, GeoQuery.threshold(100_000.0, 20_000.0), [income])
+
+
+UPLOADER = OutboxUploader(100, 1 << 20, 1000, 300_000)  # batches of 100; retries after 1 s doubling to 5 min, jittered
+
+
+def upload_outbox(ledger, post, uploader=UPLOADER):
+    """Device (a background job): send the outbox with the app's own HTTP. post(body) returns
+    (status, body bytes, Retry-After or None) of POST {collector}/v1/tasks/{task}/reports; status 0: no answer."""
+    parked, attempt = [], 0
+    while (batch := uploader.next_batch(ledger.pending_uploads(), parked)) is not None:
+        status, body, retry_after = post(batch.body)
+        verdict = uploader.classify(batch, status, body, retry_after)
+        if isinstance(verdict, UploadVerdict.ANSWERED):  # stored: accepted now or before (a retry counts once)
+            ledger.acknowledge(verdict.acknowledge)
+            parked += [r.id for r in verdict.rejected]  # refused: out of the retry loop
+            attempt = 0
+        elif isinstance(verdict, UploadVerdict.RETRY) and attempt < 5:
+            time.sleep(uploader.retry_delay_ms(attempt, verdict.after_ms) / 1000)
+            attempt += 1
+        else:  # FATAL, SPLIT or still failing: everything stays in the outbox for the next run
+            return False
+    return True
+
+
+class _Collector:
+    """A collector in memory: counts each report_id once; ``offline`` requests get no answer,
+    ``lose`` answers are lost after storing."""
+
+    def __init__(self, offline, lose):
+        self.stored, self.offline, self.lose, self.requests = {}, offline, lose, 0
+
+    def post(self, body):
+        self.requests += 1
+        if self.offline > 0:
+            self.offline -= 1
+            return 0, b"", None
+        import json
+        accepted, duplicates = 0, []
+        for i, line in enumerate(body.splitlines()):
+            rid = json.loads(line)["report_id"]
+            if rid in self.stored:
+                duplicates.append(i + 1)
+            else:
+                self.stored[rid], accepted = line, accepted + 1
+        if self.lose > 0:
+            self.lose -= 1
+            return 0, b"", None
+        answer = {"accepted": accepted, "duplicates": duplicates, "rejected": [], "period": 0}
+        return 200, json.dumps(answer).encode(), None
+
+
 if __name__ == "__main__":
     rnd = random.Random(14)
     incomes = [60_000 + 100_000 * rnd.random() * rnd.random() for _ in range(4000)]
@@ -86,6 +143,19 @@ if __name__ == "__main__":
     checks += [map_rejected == 1 and estimate_map.n == 2000 and estimate_map.per_device_epsilon == 1e-3,
                abs(estimate_map.values[cell] - map_truth)
                <= 5 * estimate_map.standard_errors[cell] + estimate_map.discretisation_bound]
+    # The outbox: 250 reports charged while offline, the app restarted, one answer lost: each counted once.
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = BudgetPolicy(unit=PER_DOLLAR, total_epsilon=1.0, total_delta=0.0)
+        ledger = PrivacyLedger.open_or_create(os.path.join(tmp, "ledger"), policy)
+        for x in incomes[:250]:
+            device_to_outbox(x, ledger)
+        offline, fast = _Collector(offline=100, lose=0), OutboxUploader(100, 1 << 20, 1, 2)  # the test does not wait
+        gave_up = upload_outbox(ledger, offline.post, fast) is False and len(ledger.pending_uploads()) == 250
+        ledger = PrivacyLedger.open(os.path.join(tmp, "ledger"), policy)  # the app restarted
+        collector = _Collector(offline=2, lose=1)
+        done = upload_outbox(ledger, collector.post, fast)
+        checks += [gave_up and offline.requests == 6, done and ledger.pending_uploads() == [],
+                   len(collector.stored) == 250 and collector.requests == 6]
     failed = checks.count(False)
     if failed:
         print(f"FAIL quickstart: checks {checks}, estimate {estimate}, truth {truth}, rejected {rejected}")
