@@ -7,7 +7,8 @@
 #      counted exactly once, none twice after the client's retries;
 #   3. a full disk (a small tmpfs; needs root): 503, nothing acknowledged lost;
 #   4. fuzzing: mutated bodies (good reports mixed with mutated records: every
-#      good one kept) and schemathesis against docs/openapi.yaml: no 5xx but 503;
+#      good one kept) and schemathesis against docs/openapi.yaml: no 5xx but 503,
+#      statuses, content types and bodies (every error body {code, reason}) as documented;
 #   5. the web page in headless Chromium (Debian's chromium, playwright-core
 #      from npm): the numbers shown equal the API's;
 #   6. the estimate equals `geopriv aggregate` on the export, bit for bit;
@@ -199,7 +200,7 @@ if [ $fuzz = 1 ]; then
     python3 -m venv "$venv" && "$venv/bin/pip" install -q 'schemathesis>=3.39,<4' 'hypothesis<6.125'
   fi
   "$venv/bin/schemathesis" run docs/openapi.yaml --base-url "http://127.0.0.1:$port" \
-    -H "Authorization: Bearer $token" --checks not_a_server_error,status_code_conformance \
+    -H "Authorization: Bearer $token" --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --hypothesis-max-examples "$examples" --hypothesis-derandomize >"$work/st.log" 2>&1
   st=$?; tail -5 "$work/st.log"; check "schemathesis against docs/openapi.yaml" $st
   kill -0 "$server_pid"; check "the server survived the fuzzing" $?
