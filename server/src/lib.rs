@@ -43,15 +43,7 @@ pub fn merge_states(
 ) -> Result<Vec<(i64, u64, String)>, String> {
     let mut periods: std::collections::BTreeMap<i64, (u64, ReportAggregator)> = Default::default();
     for s in states {
-        if s.definition != task.canonical {
-            return Err(format!(
-                "a state of another definition of task {} ({}; this one is {})",
-                task.def.id, s.definition, task.canonical
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for p in &s.periods {
-            check_period(task, p, &mut seen)?;
+        for p in checked_periods(task, s)? {
             let state = p.state.as_ref().ok_or_else(|| {
                 format!("period {}: a value task's state has no `state`", p.start)
             })?;
@@ -102,15 +94,7 @@ pub fn merge_map_states(
     let mut periods: std::collections::BTreeMap<i64, geopriv::map::MapAggregator> =
         Default::default();
     for s in states {
-        if s.definition != task.canonical {
-            return Err(format!(
-                "a state of another definition of task {} ({}; this one is {})",
-                task.def.id, s.definition, task.canonical
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for p in &s.periods {
-            check_period(task, p, &mut seen)?;
+        for p in checked_periods(task, s)? {
             let part = p
                 .map
                 .as_ref()
@@ -139,6 +123,26 @@ pub fn merge_map_states(
             Ok((start, agg.accepted(), map))
         })
         .collect()
+}
+
+/// The periods of a state of `task`, each checked ([`check_period`]);
+/// refused: a state of another definition of the task (its reports were
+/// validated or clipped differently).
+fn checked_periods<'a>(
+    task: &task::Task,
+    s: &'a TaskState,
+) -> Result<&'a [http::PeriodPart], String> {
+    if s.definition != task.canonical {
+        return Err(format!(
+            "a state of another definition of task {} ({}; this one is {})",
+            task.def.id, s.definition, task.canonical
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for p in &s.periods {
+        check_period(task, p, &mut seen)?;
+    }
+    Ok(&s.periods)
 }
 
 /// Refuse a forged period of a partial state: a start that is not a period
