@@ -753,3 +753,72 @@ fn aggregate_counts_a_repeated_report_id_once() {
     assert_eq!(n(&once), 500);
     assert_eq!(n(&capped), 500 + 250 - 100);
 }
+
+/// `privatize --outbox` keeps each report in the ledger (what it prints is
+/// what `outbox list` shows); `outbox upload` with no collector listening
+/// exits 4 and keeps everything (the collector side is tested in
+/// scripts/test-collector.sh step 7 and server/tests/collector.rs).
+#[test]
+fn outbox_keeps_reports_until_a_collector_stores_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("device.json");
+    let ledger = ledger.to_str().unwrap();
+    let flags = [
+        "--ledger",
+        ledger,
+        "--unit",
+        "per-dollar",
+        "--budget-epsilon",
+        "1",
+    ];
+    let mut args = vec![
+        "privatize",
+        "threshold",
+        "--threshold",
+        "100",
+        "--width",
+        "20",
+        "--mechanism",
+        "polyplace",
+        "--epsilon",
+        "0.05",
+        "--outbox",
+    ];
+    args.extend(flags);
+    let released = geopriv(&args, b"90\n95\n110\n");
+    assert!(released.status.success(), "{released:?}");
+    let mut list = vec!["outbox", "list"];
+    list.extend(flags);
+    let listed = geopriv(&list, b"");
+    assert_eq!(listed.stdout, released.stdout);
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 3);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut up = vec![
+        "outbox",
+        "upload",
+        "--task",
+        "t",
+        "--max-attempts",
+        "2",
+        "--backoff-ms",
+        "1",
+        "--url",
+        &url,
+    ];
+    up.extend(flags);
+    let out = geopriv(&up, b"");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["remaining"].as_u64(), v["requests"].as_u64()),
+        (Some(3), Some(2)),
+        "{v}"
+    );
+    assert!(v["stopped"].as_str().unwrap().contains("gave up"), "{v}");
+    assert_eq!(geopriv(&list, b"").stdout, released.stdout);
+}
