@@ -35,7 +35,8 @@ use std::process::ExitCode;
 /// for invalid flags or an unusable configuration (nothing processed); 3 if
 /// the privacy ledger refused a release (budget exhausted, or a ledger of
 /// another unit or policy): distinct from 1 and 2 so scripts can stop
-/// releasing.
+/// releasing; 4 if `outbox upload` could not reach the collector (nothing
+/// unsent is lost).
 #[derive(Parser, Debug)]
 #[command(name = "geopriv", version)]
 struct Cli {
