@@ -771,19 +771,9 @@ fn outbox_keeps_reports_until_a_collector_stores_them() {
         "--budget-epsilon",
         "1",
     ];
-    let mut args = vec![
-        "privatize",
-        "threshold",
-        "--threshold",
-        "100",
-        "--width",
-        "20",
-        "--mechanism",
-        "polyplace",
-        "--epsilon",
-        "0.05",
-        "--outbox",
-    ];
+    // THRESHOLD without its --seed and --unmetered.
+    let mut args = THRESHOLD[..THRESHOLD.len() - 3].to_vec();
+    args.push("--outbox");
     args.extend(flags);
     let released = geopriv(&args, b"90\n95\n110\n");
     assert!(released.status.success(), "{released:?}");
