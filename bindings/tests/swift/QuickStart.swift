@@ -39,7 +39,7 @@ func uploadOutbox(ledger: PrivacyLedger, post: (String) -> (UInt16, Data, String
     let uploader = OutboxUploader(maxReports: 100, maxBytes: 1 << 20, baseMs: 1000, capMs: 300_000)  // 1 s doubling to 5 min
     var parked: [UInt64] = []
     var attempt: UInt32 = 0
-    while let batch = uploader.nextBatch(pending: try ledger.pendingUploads(), parked: parked) {
+    while let batch = try uploader.nextBatch(pending: ledger.pendingUploads(), parked: parked) {
         let (status, body, retryAfter) = post(batch.body)
         switch uploader.classify(batch: batch, status: status, body: body, retryAfter: retryAfter) {
         case let .answered(acknowledge, _, rejected):  // stored: accepted now or before (a retry counts once)
