@@ -7,10 +7,15 @@
 #      counted exactly once, none twice after the client's retries;
 #   3. a full disk (a small tmpfs; needs root): 503, nothing acknowledged lost;
 #   4. fuzzing: mutated bodies (good reports mixed with mutated records: every
-#      good one kept) and schemathesis against docs/openapi.yaml: no 5xx but 503;
+#      good one kept) and schemathesis against docs/openapi.yaml: no 5xx but 503,
+#      statuses, content types and bodies (every error body {code, reason}) as documented;
 #   5. the web page in headless Chromium (Debian's chromium, playwright-core
 #      from npm): the numbers shown equal the API's;
-#   6. the estimate equals `geopriv aggregate` on the export, bit for bit.
+#   6. the estimate equals `geopriv aggregate` on the export, bit for bit;
+#   7. the device outbox (`privatize --ledger ... --outbox`, `geopriv outbox
+#      upload`): reports charged while the collector is down are uploaded
+#      later exactly once, a batch whose answer was lost counts once
+#      (answered as duplicates), and a second upload sends nothing.
 #
 #   scripts/test-collector.sh           CI size (about 2-3 minutes warm, most of
 #                                       it the installs; test-profile binaries)
@@ -195,7 +200,7 @@ if [ $fuzz = 1 ]; then
     python3 -m venv "$venv" && "$venv/bin/pip" install -q 'schemathesis>=3.39,<4' 'hypothesis<6.125'
   fi
   "$venv/bin/schemathesis" run docs/openapi.yaml --base-url "http://127.0.0.1:$port" \
-    -H "Authorization: Bearer $token" --checks not_a_server_error,status_code_conformance \
+    -H "Authorization: Bearer $token" --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --hypothesis-max-examples "$examples" --hypothesis-derandomize >"$work/st.log" 2>&1
   st=$?; tail -5 "$work/st.log"; check "schemathesis against docs/openapi.yaml" $st
   kill -0 "$server_pid"; check "the server survived the fuzzing" $?
@@ -227,6 +232,37 @@ for _ in range(2000): print(f'{random.gauss(10000,3000)%20000},{random.gauss(900
   check "web page in headless Chromium shows the API's numbers" $?
   kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true
 fi
+
+# --- 7. the device outbox ----------------------------------------------------
+port=$(free_port)
+lflags=(--ledger "$work/device.json" --unit per-dollar --budget-epsilon 1)
+seq 80000 100 99900 | "$cli" privatize threshold --threshold 100000 --width 20000 \
+  --mechanism polyplace --epsilon 1e-4 "${lflags[@]}" --outbox 2>/dev/null > "$work/outbox.ndjson"
+up() { "$cli" outbox upload "${lflags[@]}" --url "http://127.0.0.1:$port" --task income "$@"; }
+up --max-attempts 2 --backoff-ms 10 > "$work/up0.json" 2>"$work/up0.err"; rc0=$?
+start "$work/outbox.db" "$port"
+# An earlier upload whose answer was lost: the collector stored the first 100.
+"$cli" outbox list "${lflags[@]}" | head -100 | curl -sf -XPOST -H 'content-type: application/x-ndjson' \
+  --data-binary @- "http://127.0.0.1:$port/v1/tasks/income/reports" >/dev/null
+up --backoff-ms 10 > "$work/up1.json" 2>"$work/up1.err"; rc1=$?
+up --backoff-ms 10 > "$work/up2.json" 2>"$work/up2.err"; rc2=$?
+export_all income > "$work/outbox.export"
+python3 - "$work/outbox.ndjson" "$work/outbox.export" "$work/up0.json" "$work/up1.json" "$work/up2.json" "$rc0" "$rc1" "$rc2" <<'PY'
+import json, sys
+made = [json.loads(l)["report_id"] for l in open(sys.argv[1]) if l.strip()]
+stored = [json.loads(l)["report_id"] for l in open(sys.argv[2]) if l.strip()]
+u0, u1, u2 = (json.load(open(p)) for p in sys.argv[3:6])
+rc = sys.argv[6:9]
+assert len(made) == 200 and len(set(made)) == 200, len(made)
+assert rc[0] == "4" and u0["accepted"] == 0 and u0["remaining"] == 200, (rc[0], u0)
+assert rc[1] == "0" and (u1["accepted"], u1["duplicates"], u1["remaining"]) == (100, 100, 0), (rc[1], u1)
+assert rc[2] == "0" and (u2["requests"], u2["remaining"]) == (0, 0), (rc[2], u2)
+assert sorted(stored) == sorted(made), (len(stored), len(set(stored)))
+print(f"outbox: 200 reports charged offline (upload exit 4, kept), then 100 accepted + "
+      f"100 duplicates of a lost answer; the collector holds each once")
+PY
+check "device outbox: charged offline, uploaded later exactly once" $?
+kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null || true
 
 echo "$failures failed"
 [ $failures = 0 ]

@@ -25,6 +25,7 @@ stamp "Swift quick start matches the generated bindings"
 check_readme_example bindings/tests/swift/QuickStart.swift README.md
 check_readme_example "bindings/tests/swift/QuickStart.swift#map" README.md
 check_readme_example "bindings/tests/swift/QuickStart.swift#region" README.md
+check_readme_example "bindings/tests/swift/QuickStart.swift#outbox" README.md
 python3 - bindings/tests/swift/QuickStart.swift bindings/swift/geopriv_ffi.swift <<'PY'
 import re, sys
 quick, generated = (open(p).read() for p in sys.argv[1:])
@@ -33,7 +34,7 @@ calls = re.findall(r"\b([A-Z]\w*)?\.?(\w+)\((\w+):", quick.split("import Foundat
 inits = re.findall(r"\b([A-Z]\w*)\((\w+):", quick.split("import Foundation", 1)[1])
 calls = [c for c in calls if (c[0] + c[1], c[2]) not in inits]
 missing = [f"{name}({label}:" for _, name, label in calls
-           if not re.search(rf"func `?{name}`?\({label}:", generated) and not re.search(rf"\b{name}\b", "deviceUpload openLedger mapUpload regionUpload")]
+           if not re.search(rf"func `?{name}`?\({label}:", generated) and not re.search(rf"\b{name}\b", "deviceUpload openLedger mapUpload regionUpload uploadOutbox sleep")]
 missing += [f"{t}({label}:" for t, label in inits
             if not (m := re.search(rf"(class|struct) {t}\b", generated))
             or not re.search(rf"init\((?:\s|/\*\*.*?\*/)*{label}:", generated[m.end():m.end() + 4000], re.S)]

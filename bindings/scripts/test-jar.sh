@@ -14,6 +14,7 @@ source "$(dirname "$0")/packages.sh"
 check_readme_example bindings/tests/kotlin/QuickStart.kt README.md
 check_readme_example "bindings/tests/kotlin/QuickStart.kt#map" README.md
 check_readme_example "bindings/tests/kotlin/QuickStart.kt#region" README.md
+check_readme_example "bindings/tests/kotlin/QuickStart.kt#outbox" README.md
 ensure_kotlin
 "$(dirname "$0")/build-jar.sh" >/dev/null
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/bindings/Cargo.toml" | head -n1)"

@@ -24,6 +24,7 @@ source "$(dirname "$0")/packages.sh"
 check_readme_example bindings/tests/python/quickstart.py README.md
 check_readme_example "bindings/tests/python/quickstart.py#map" README.md
 check_readme_example "bindings/tests/python/quickstart.py#region" README.md
+check_readme_example "bindings/tests/python/quickstart.py#outbox" README.md
 check_readme_example bindings/tests/python/new_user.py README.md
 [ -n "${WHEEL:-}" ] || build_wheel
 echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"

@@ -59,6 +59,7 @@ mod growth;
 mod longitudinal;
 mod map;
 mod mechanism;
+mod outbox;
 mod query;
 mod radius;
 mod report;
@@ -80,6 +81,7 @@ pub use map::{
     MapRelease, MapServer, MapServerStatus, MapUpload,
 };
 pub use mechanism::{GeoMechanism, MechanismName, PrivateReport};
+pub use outbox::{OutboxUploader, PendingUpload, RejectedUpload, UploadBatch, UploadVerdict};
 pub use query::{GeoQuery, QueryFamily};
 pub use radius::{privacy_radius, privacy_radius_of, PrivacyRadius};
 pub use report::{ReceivedReport, ReportPolicy};

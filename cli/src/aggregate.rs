@@ -9,12 +9,12 @@ use geopriv::server::clip::{
 };
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
-    read_query_file, AggregationConfig, Counts, Estimator, Format, FormatChoice, IngestError,
-    RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
+    read_query_file, AggregationConfig, Counts, Decoded, Estimator, Format, FormatChoice,
+    IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
     DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
 use geopriv::ValidationPolicy;
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 
 /// Input encodings.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,58 @@ pub struct AggregateArgs {
     /// Buckets of the median of means (2..=1024).
     #[arg(long, value_name = "K", default_value_t = geopriv::server::robust::DEFAULT_BUCKETS)]
     pub buckets: u32,
+    /// Report ids remembered to count a repeated report once (as the
+    /// collector does): a report whose `report_id` was accepted before is
+    /// dropped as a duplicate. Memory: a hash set of 16-byte ids, at most
+    /// about 34 bytes per id at its fullest (36 MB at the default 2^20).
+    /// Past this many ids, repeats of the remembered ones are still
+    /// dropped, but new ids are counted without being remembered (a later
+    /// repeat of one of them is counted again); the summary says how many.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPORT_IDS, value_parser = clap::value_parser!(usize))]
+    pub max_report_ids: usize,
+}
+
+/// Default of `--max-report-ids`: 2^20 ids (at most about 36 MB).
+pub const DEFAULT_MAX_REPORT_IDS: usize = 1 << 20;
+
+/// Largest `--max-report-ids` (2^26 ids, at most about 2.3 GB).
+pub const MAX_REPORT_IDS_LIMIT: usize = 1 << 26;
+
+/// Counting each `report_id` once, in bounded memory.
+#[derive(Debug, Default)]
+pub struct Dedup {
+    seen: std::collections::HashSet<[u8; 16]>,
+    cap: usize,
+    /// Reports dropped because their id was accepted before.
+    pub duplicates: u64,
+    /// Reports accepted after the set was full (their ids not remembered).
+    pub unchecked: u64,
+}
+
+impl Dedup {
+    /// Remember at most `cap` ids.
+    pub fn new(cap: usize) -> Self {
+        Dedup {
+            cap,
+            ..Default::default()
+        }
+    }
+
+    /// Was this id accepted before? (A report without an id never is.)
+    pub fn seen(&self, id: Option<&geopriv::ReportId>) -> bool {
+        id.is_some_and(|id| self.seen.contains(&id.0))
+    }
+
+    /// Remember an accepted report's id (if there is room).
+    pub fn accepted(&mut self, id: Option<&geopriv::ReportId>) {
+        if let Some(id) = id {
+            if self.seen.len() < self.cap {
+                self.seen.insert(id.0);
+            } else {
+                self.unchecked += 1;
+            }
+        }
+    }
 }
 
 impl AggregateArgs {
@@ -213,15 +265,18 @@ pub const MAX_CLIP_Z: f64 = 1e6;
 pub type Summary = Counts;
 
 /// Aggregates the records on `input` and writes one JSON estimate per
-/// group (sorted by query id, mechanism, ε, δ) to `out`. Each rejected
+/// group (sorted by query id, mechanism, ε, δ) to `out`, counting a
+/// repeated `report_id` once ([`Dedup`]). Each rejected
 /// record gets `line N: <reason>` (JSON) or `record N: <reason>` (binary)
 /// on `err`, its text escaped and cut. Fails before reading any record
 /// only on an I/O error or a configuration error.
+#[allow(clippy::too_many_arguments)] // the flags of one command, each used once
 pub fn run<R: Read, W: Write, E: Write>(
     policy: &ValidationPolicy,
     config: AggregationConfig,
     format: FormatChoice,
     max_record_bytes: usize,
+    max_report_ids: usize,
     input: R,
     mut out: W,
     mut err: E,
@@ -232,13 +287,35 @@ pub fn run<R: Read, W: Write, E: Write>(
         Format::Binary => "record",
     };
     let mut agg = ReportAggregator::new(policy.clone(), config);
-    let mut write_error: io::Result<()> = Ok(());
-    let counts = agg.ingest(&mut reader, |n, why| {
-        if write_error.is_ok() {
-            write_error = writeln!(err, "{word} {n}: {why} [{}]", why.code());
+    let mut dedup = Dedup::new(max_report_ids);
+    let mut counts = Counts::default();
+    // The core's `ingest` loop, with the collector's once-per-report-id
+    // rule: an id is remembered when its report is accepted.
+    while let Some((n, decoded)) = reader.next_record()? {
+        counts.records += 1;
+        let outcome = match decoded {
+            Decoded::Skipped => {
+                counts.skipped += 1;
+                continue;
+            }
+            Decoded::Rejected(why) => Err(why),
+            Decoded::Report(r) if dedup.seen(r.report_id.as_ref()) => {
+                dedup.duplicates += 1;
+                continue;
+            }
+            Decoded::Report(r) => {
+                let id = r.report_id;
+                agg.offer(r).map(|()| dedup.accepted(id.as_ref()))
+            }
+        };
+        match outcome {
+            Ok(()) => counts.accepted += 1,
+            Err(why) => {
+                counts.rejected += 1;
+                writeln!(err, "{word} {n}: {why} [{}]", why.code())?;
+            }
         }
-    })?;
-    write_error?;
+    }
     for g in agg.estimates() {
         out.write_all(g.to_json_line().as_bytes())?;
         out.write_all(b"\n")?;
@@ -249,6 +326,22 @@ pub fn run<R: Read, W: Write, E: Write>(
         "{} records: {} accepted, {} rejected, {} skipped (blank, comment or empty)",
         counts.records, counts.accepted, counts.rejected, counts.skipped
     )?;
+    // Only when there were any: the seeded pipelines of
+    // scripts/check-digests.sh have none and keep their stderr.
+    if dedup.duplicates > 0 {
+        writeln!(
+            err,
+            "{} duplicate reports dropped (a report_id accepted before counts once)",
+            dedup.duplicates
+        )?;
+    }
+    if dedup.unchecked > 0 {
+        writeln!(
+            err,
+            "warning: {} reports accepted after --max-report-ids ids were remembered: their repeats, if any, were counted again",
+            dedup.unchecked
+        )?;
+    }
     err.flush()?;
     Ok(counts)
 }

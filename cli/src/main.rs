@@ -9,6 +9,7 @@ mod experiment;
 mod map;
 mod mechanism_args;
 mod output;
+mod outbox;
 mod privatize;
 mod query_args;
 mod sensitivity;
@@ -35,7 +36,8 @@ use std::process::ExitCode;
 /// for invalid flags or an unusable configuration (nothing processed); 3 if
 /// the privacy ledger refused a release (budget exhausted, or a ledger of
 /// another unit or policy): distinct from 1 and 2 so scripts can stop
-/// releasing.
+/// releasing; 4 if `outbox upload` could not reach the collector (nothing
+/// unsent is lost).
 #[derive(Parser, Debug)]
 #[command(name = "geopriv", version)]
 struct Cli {
@@ -139,6 +141,10 @@ enum Command {
     /// measurement sweep on the synthetic city (docs/MATH.md §9).
     #[command(subcommand)]
     Map(map::MapCommand),
+    /// The device outbox: reports kept in the ledger (`privatize --ledger
+    /// ... --outbox`) until a collector (`geopriv-serve`) stored them.
+    #[command(subcommand)]
+    Outbox(outbox::OutboxCommand),
 }
 
 fn main() -> ExitCode {
@@ -150,6 +156,7 @@ fn main() -> ExitCode {
         Command::Experiment(cmd) => experiment_exit(experiment::run(cmd).map_err(Into::into)),
         Command::Demo(args) => experiment_exit(experiment::run_demo(args).map_err(Into::into)),
         Command::Central(cmd) => experiment_exit(central::run(cmd)),
+        Command::Outbox(cmd) => outbox::run(cmd),
         Command::Map(cmd) => match map::run(cmd) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
@@ -211,6 +218,7 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
             .projection(query.dimension())
             .unwrap_or_else(|e| flag_error(e)),
         ledger,
+        outbox: args.outbox,
         query,
     };
     let mut rng: Box<dyn geopriv::device::budget::NoiseRng> = match args.seed {
@@ -235,11 +243,18 @@ fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
     let config = args.config().unwrap_or_else(|e| flag_error(e));
     let output = BufWriter::new(io::stdout().lock());
     let errors = BufWriter::new(io::stderr().lock());
+    if args.max_report_ids > aggregate::MAX_REPORT_IDS_LIMIT {
+        flag_error(format!(
+            "--max-report-ids at most {}",
+            aggregate::MAX_REPORT_IDS_LIMIT
+        ));
+    }
     let result = aggregate::run(
         &policy,
         config,
         args.format_choice(),
         args.max_record_bytes,
+        args.max_report_ids,
         io::stdin().lock(),
         output,
         errors,

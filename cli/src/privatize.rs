@@ -99,9 +99,33 @@ pub struct PrivatizeArgs {
     /// δ allowed per period (with --period-seconds).
     #[arg(long, value_name = "D", default_value = "0", requires = "ledger")]
     pub period_delta: f64,
+    /// Also keep each report in the ledger's outbox, in the same atomic
+    /// write as its charge, until `geopriv outbox upload` has it stored by
+    /// a collector (a report charged while offline is never lost).
+    #[arg(long, requires = "ledger")]
+    pub outbox: bool,
     /// Projection for --latlon: `mercator` or `local:LAT,LON`.
     #[arg(long, value_name = "mercator|local:LAT,LON", value_parser = projection, default_value = "mercator", allow_hyphen_values = true)]
     pub projection: ProjectionChoice,
+}
+
+/// The pinned ledger policy of the flags: `total` ε (and δ) for life, and
+/// with `period = Some((seconds, ε))` at most that ε (and `period_delta`)
+/// per period.
+pub fn policy(
+    unit: BudgetUnit,
+    total: f64,
+    delta: f64,
+    period: Option<(u64, f64)>,
+    period_delta: f64,
+) -> Result<BudgetPolicy, String> {
+    match period {
+        Some((seconds, per_period)) => {
+            BudgetPolicy::periodic(unit, per_period, period_delta, seconds, total, delta)
+        }
+        None => BudgetPolicy::new(unit, total, delta),
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// What a run saw.
@@ -125,6 +149,8 @@ pub struct Plan {
     pub projection: Option<Box<dyn Projection>>,
     /// The device's ledger; `None` only for `--unmetered`.
     pub ledger: Option<FileLedger>,
+    /// Keep each report in the ledger's outbox too (`--outbox`).
+    pub outbox: bool,
 }
 
 impl PrivatizeArgs {
@@ -182,18 +208,13 @@ impl PrivatizeArgs {
             .budget_epsilon
             .ok_or("--ledger needs --budget-epsilon (the pinned total)")?;
         let unit = mechanism.unit().cloned().ok_or("--ledger needs --unit")?;
-        let policy = match (self.period_seconds, self.period_epsilon) {
-            (Some(seconds), Some(per_period)) => BudgetPolicy::periodic(
-                unit,
-                per_period,
-                self.period_delta,
-                seconds,
-                total,
-                self.budget_delta,
-            ),
-            _ => BudgetPolicy::new(unit, total, self.budget_delta),
-        }
-        .map_err(|e| e.to_string())?;
+        let policy = policy(
+            unit,
+            total,
+            self.budget_delta,
+            self.period_seconds.zip(self.period_epsilon),
+            self.period_delta,
+        )?;
         FileLedger::open_or_create(path, &policy)
             .map(Some)
             .map_err(|e| e.to_string())
@@ -237,7 +258,9 @@ pub fn run<R: BufRead, W: Write, E: Write>(
     let (epsilon, delta) = (plan.mechanism.epsilon(), plan.mechanism.delta());
     let seeded = rng.is_seeded();
     let mut ledger_refused = 0u64;
+    let mut pending_line: Option<Report> = None;
     let (released, malformed) = for_each_point(input, dim, err, |point| {
+        pending_line = None;
         let value = (|| {
             if let Some(p) = &plan.projection {
                 let ll = LatLon::new(point[0], point[1]).map_err(|e| e.to_string())?;
@@ -246,6 +269,25 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                 point.extend_from_slice(&xy);
             }
             match &mut plan.ledger {
+                Some(ledger) if plan.outbox => {
+                    // Charge, release and keep the report (the JSON line)
+                    // in the outbox in one write.
+                    let charge = plan.mechanism.charge_in(ledger.state().unit());
+                    let (mechanism, query, desc) = (&plan.mechanism, &plan.query, &plan.descriptor);
+                    let mut value = f64::NAN;
+                    charge
+                        .and_then(|charge| {
+                            ledger.spend_to_outbox(&charge, || {
+                                value = mechanism.privatize_unmetered(query, point, rng)?;
+                                let report = Report::new(desc.clone(), name, epsilon, delta, value)
+                                    .with_seeded(seeded)
+                                    .with_random_id(rng);
+                                pending_line = Some(report.clone());
+                                Ok(report.to_json_line())
+                            })
+                        })
+                        .map(|_| value)
+                }
                 Some(ledger) => {
                     plan.mechanism
                         .privatize(ledger as &mut dyn Ledger, &plan.query, point, rng)
@@ -269,10 +311,14 @@ pub fn run<R: BufRead, W: Write, E: Write>(
         Ok(match value {
             Ok(value) => {
                 // The report id comes from the noise's generator, after the
-                // noise (seeded runs stay reproducible).
-                let report = Report::new(plan.descriptor.clone(), name, epsilon, delta, value)
-                    .with_seeded(seeded)
-                    .with_random_id(rng);
+                // noise (seeded runs stay reproducible); an outbox report
+                // is printed as it was kept.
+                let report = match pending_line.take() {
+                    Some(r) => r,
+                    None => Report::new(plan.descriptor.clone(), name, epsilon, delta, value)
+                        .with_seeded(seeded)
+                        .with_random_id(rng),
+                };
                 match plan.format {
                     Format::Json => report.write_json_line(&mut out)?,
                     Format::Binary => report.write_frame(&mut out)?,

@@ -360,9 +360,13 @@ fn aggregate_allow_list_and_limits() {
     let list = dir.path().join("queries.txt");
     std::fs::write(&list, "# ids\nthreshold:T=100;w=20\n").unwrap();
     let released = geopriv(THRESHOLD, b"95\n");
-    let other = String::from_utf8(released.stdout.clone())
+    let mut other = String::from_utf8(released.stdout.clone())
         .unwrap()
         .replace("\"threshold\":100.0", "\"threshold\":101.0");
+    // Another report (a new id): a repeated id now counts once.
+    let at = other.find("\"report_id\":\"").unwrap() + 13;
+    let flipped = if &other[at..at + 1] == "0" { "1" } else { "0" };
+    other.replace_range(at..at + 1, flipped);
     let mut input = released.stdout.clone();
     input.extend_from_slice(other.as_bytes());
     let agg = geopriv(&["aggregate", "--queries", list.to_str().unwrap()], &input);
@@ -698,4 +702,113 @@ fn within_and_level_are_epsilon_stated_as_a_radius() {
     let i = zero.iter().position(|a| *a == "--within").unwrap();
     zero[i + 1] = "0";
     assert!(!geopriv(&zero, b"95\n").status.success());
+}
+
+/// A repeated `report_id` counts once, as at the collector (a device that
+/// retried an upload, a file concatenated twice): `aggregate` drops the
+/// repeats and says how many. Before: the 500 reports given twice were
+/// counted as n = 1000 with a different mean.
+#[test]
+fn aggregate_counts_a_repeated_report_id_once() {
+    let (text, _) = incomes(500);
+    let released = geopriv(THRESHOLD, text.as_bytes());
+    assert!(released.status.success(), "{released:?}");
+    let once = geopriv(&["aggregate", "--accept-seeded"], &released.stdout);
+    let half: Vec<u8> = String::from_utf8_lossy(&released.stdout)
+        .lines()
+        .take(250)
+        .flat_map(|l| format!("{l}\n").into_bytes())
+        .collect();
+    let mut twice = released.stdout.clone();
+    twice.extend_from_slice(&half);
+    let again = geopriv(&["aggregate", "--accept-seeded"], &twice);
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(
+        once.stdout, again.stdout,
+        "the repeats changed the estimate"
+    );
+    let err = String::from_utf8_lossy(&again.stderr);
+    let repeats = 250;
+    assert!(
+        err.contains(&format!("{repeats} duplicate reports dropped")),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&once.stderr).contains("duplicate"));
+    // Past --max-report-ids the repeats of unremembered ids count again,
+    // and the summary says so.
+    let capped = geopriv(
+        &["aggregate", "--accept-seeded", "--max-report-ids", "100"],
+        &twice,
+    );
+    let err = String::from_utf8_lossy(&capped.stderr);
+    assert!(
+        err.contains("550 reports accepted after --max-report-ids"),
+        "{err}"
+    );
+    let n = |o: &std::process::Output| {
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["n"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(n(&once), 500);
+    assert_eq!(n(&capped), 500 + 250 - 100);
+}
+
+/// `privatize --outbox` keeps each report in the ledger (what it prints is
+/// what `outbox list` shows); `outbox upload` with no collector listening
+/// exits 4 and keeps everything (the collector side is tested in
+/// scripts/test-collector.sh step 7 and server/tests/collector.rs).
+#[test]
+fn outbox_keeps_reports_until_a_collector_stores_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("device.json");
+    let ledger = ledger.to_str().unwrap();
+    let flags = [
+        "--ledger",
+        ledger,
+        "--unit",
+        "per-dollar",
+        "--budget-epsilon",
+        "1",
+    ];
+    // THRESHOLD without its --seed and --unmetered.
+    let mut args = THRESHOLD[..THRESHOLD.len() - 3].to_vec();
+    args.push("--outbox");
+    args.extend(flags);
+    let released = geopriv(&args, b"90\n95\n110\n");
+    assert!(released.status.success(), "{released:?}");
+    let mut list = vec!["outbox", "list"];
+    list.extend(flags);
+    let listed = geopriv(&list, b"");
+    assert_eq!(listed.stdout, released.stdout);
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 3);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut up = vec![
+        "outbox",
+        "upload",
+        "--task",
+        "t",
+        "--max-attempts",
+        "2",
+        "--backoff-ms",
+        "1",
+        "--url",
+        &url,
+    ];
+    up.extend(flags);
+    let out = geopriv(&up, b"");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["remaining"].as_u64(), v["requests"].as_u64()),
+        (Some(3), Some(2)),
+        "{v}"
+    );
+    assert!(v["stopped"].as_str().unwrap().contains("gave up"), "{v}");
+    assert_eq!(geopriv(&list, b"").stdout, released.stdout);
 }

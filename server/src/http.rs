@@ -112,11 +112,84 @@ pub fn router(app: App) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(300),
         ))
+        .layer(middleware::map_response(json_errors))
         .with_state(app)
 }
 
+/// The stable code of an error status (the `code` of every 4xx/5xx body).
+///
+/// | status | code |
+/// |---|---|
+/// | 400 | `bad-request` |
+/// | 401 | `unauthorized` |
+/// | 404 | `not-found` |
+/// | 405 | `method-not-allowed` |
+/// | 408 | `timeout` |
+/// | 413 | `too-large` |
+/// | 415 | `unsupported-media-type` |
+/// | 422 | `unprocessable` |
+/// | 429 | `rate-limited` |
+/// | 503 | `unavailable` |
+/// | other 4xx / 5xx | `client-error` / `server-error` |
+///
+/// ```
+/// use axum::http::StatusCode;
+/// assert_eq!(geopriv_server::http::error_code(StatusCode::PAYLOAD_TOO_LARGE), "too-large");
+/// ```
+pub fn error_code(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "bad-request",
+        401 => "unauthorized",
+        404 => "not-found",
+        405 => "method-not-allowed",
+        408 => "timeout",
+        413 => "too-large",
+        415 => "unsupported-media-type",
+        422 => "unprocessable",
+        429 => "rate-limited",
+        503 => "unavailable",
+        s if s < 500 => "client-error",
+        _ => "server-error",
+    }
+}
+
+/// An error answer: `{"code": error_code(status), "reason": escaped msg}`.
 fn error(status: StatusCode, msg: &str) -> Response {
-    (status, axum::Json(json!({ "error": msg }))).into_response()
+    let body = json!({ "code": error_code(status), "reason": Untrusted(msg).to_string() });
+    (status, axum::Json(body)).into_response()
+}
+
+/// Largest error body of another layer read to become a `reason`.
+const MAX_FOREIGN_ERROR: usize = 4096;
+
+/// Every 4xx/5xx answer as JSON: an error answered by another layer than
+/// our handlers (axum's rejections of a bad path, content type, body
+/// limit or JSON, the timeout layers' empty 408, the 405 of a known path)
+/// keeps its status and headers and gets the body
+/// `{"code": error_code(status), "reason": its text, escaped}`.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_FOREIGN_ERROR).await {
+        Ok(b) if !b.is_empty() => String::from_utf8_lossy(&b).into_owned(),
+        Ok(_) => status.canonical_reason().unwrap_or("error").to_string(),
+        Err(_) => "error text too long".to_string(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    let body = json!({ "code": error_code(status), "reason": Untrusted(text.trim()).to_string() });
+    Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 fn json_text(status: StatusCode, body: String) -> Response {
@@ -838,7 +911,8 @@ pub struct TaskState {
     pub periods: Vec<PeriodPart>,
 }
 
-/// One period of a [`TaskState`].
+/// One period of a [`TaskState`]: `state` for a value task, `map` for a
+/// map task.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct PeriodPart {
@@ -846,8 +920,98 @@ pub struct PeriodPart {
     pub start: i64,
     /// Reports in it.
     pub n: u64,
-    /// The exact aggregate state.
-    pub state: geopriv::server::ingest::AggregatorState,
+    /// The exact aggregate state (value tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<geopriv::server::ingest::AggregatorState>,
+    /// The exact map state (map tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapPart>,
+}
+
+/// The exact partial state of a map task's period: the binned integer
+/// counts (noise a priori on a kernel grid, sparse) or the per-cell exact
+/// sums (the other mechanisms), and the report count. Merging adds the
+/// integers and the exact sums, so the merged map is bit for bit the map
+/// of one collector that received every report.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MapPart {
+    /// Reports in it.
+    pub accepted: u64,
+    /// (bin index, count > 0), increasing index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bins: Option<Vec<(u64, u64)>>,
+    /// Reports binned outside the grid's bins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<u64>,
+    /// Per-cell exact sums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cells: Option<Vec<geopriv::Aggregator>>,
+}
+
+impl MapPart {
+    /// The part of `agg`.
+    pub fn of(agg: &MapAggregator) -> MapPart {
+        match agg.counts() {
+            Some(c) => MapPart {
+                accepted: agg.accepted(),
+                bins: Some(
+                    c.counts()
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &n)| n > 0)
+                        .map(|(i, &n)| (i as u64, n))
+                        .collect(),
+                ),
+                outside: Some(c.outside()),
+                cells: None,
+            },
+            None => MapPart {
+                accepted: agg.accepted(),
+                bins: None,
+                outside: None,
+                cells: Some(agg.cells().to_vec()),
+            },
+        }
+    }
+
+    /// The aggregator of `task` (a map task) holding this part; refused:
+    /// bins out of the grid, out of order or empty, counts or cells that
+    /// disagree with `accepted`, the other kind of state.
+    pub fn restore(&self, task: &Task) -> Result<MapAggregator, String> {
+        let Kind::Map { set, mechanism, .. } = &task.kind else {
+            return Err("a map state for a value task".into());
+        };
+        let empty = MapAggregator::new(set.clone(), *mechanism, task.def.epsilon)
+            .map_err(|e| e.to_string())?;
+        let counts = match (&self.bins, empty.counts()) {
+            (Some(sparse), Some(c)) => {
+                let len = c.counts().len();
+                let mut dense = vec![0u64; len];
+                let mut last = None;
+                for &(i, n) in sparse {
+                    if i >= len as u64 || last.is_some_and(|l| i <= l) || n == 0 {
+                        return Err("map state refused: bins must be (index, count > 0) in increasing index within the grid".into());
+                    }
+                    dense[i as usize] = n;
+                    last = Some(i);
+                }
+                Some((dense, self.outside.unwrap_or(0)))
+            }
+            (None, None) => None,
+            _ => return Err("map state refused: bins for another mechanism".into()),
+        };
+        MapAggregator::restore(
+            set.clone(),
+            *mechanism,
+            task.def.epsilon,
+            geopriv::map::DEFAULT_MAX_BINS,
+            counts,
+            self.cells.clone().unwrap_or_default(),
+            self.accepted,
+        )
+        .map_err(|e| format!("map state refused: {e}"))
+    }
 }
 
 async fn state(
@@ -862,19 +1026,16 @@ async fn state(
     let live = read_live(&app);
     let mut periods = Vec::new();
     for (&start, p) in &live.tasks[ti].periods {
-        match &p.agg {
-            PeriodAgg::Value(a) => periods.push(PeriodPart {
-                start,
-                n: p.n,
-                state: a.state(),
-            }),
-            PeriodAgg::Map(_) => {
-                return error(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "partial states of map tasks are not exported yet; merge their exports",
-                )
-            }
-        }
+        let (state, map) = match &p.agg {
+            PeriodAgg::Value(a) => (Some(a.state()), None),
+            PeriodAgg::Map(m) => (None, Some(MapPart::of(m))),
+        };
+        periods.push(PeriodPart {
+            start,
+            n: p.n,
+            state,
+            map,
+        });
     }
     let s = TaskState {
         definition: task.canonical.clone(),

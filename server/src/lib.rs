@@ -16,6 +16,7 @@
 //! | [`task`] | task definitions (JSON or TOML), checked and canonical |
 //! | [`store`] | SQLite in WAL mode, one writer with group commit, live aggregates |
 //! | [`http`] | the routes (docs/openapi.yaml) |
+//! | [`listen`] | the accept loop: header read timeout, connections per client |
 //! | [`bench`] | the load generator used by scripts/test-collector.sh |
 
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@
 
 pub mod bench;
 pub mod http;
+pub mod listen;
 pub mod store;
 pub mod task;
 
@@ -41,22 +43,17 @@ pub fn merge_states(
 ) -> Result<Vec<(i64, u64, String)>, String> {
     let mut periods: std::collections::BTreeMap<i64, (u64, ReportAggregator)> = Default::default();
     for s in states {
-        if s.definition != task.canonical {
-            return Err(format!(
-                "a state of another definition of task {} ({}; this one is {})",
-                task.def.id, s.definition, task.canonical
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for p in &s.periods {
-            check_period(task, p, &mut seen)?;
+        for p in checked_periods(task, s)? {
+            let state = p.state.as_ref().ok_or_else(|| {
+                format!("period {}: a value task's state has no `state`", p.start)
+            })?;
             let entry = periods
                 .entry(p.start)
                 .or_insert_with(|| match task.new_agg() {
                     task::PeriodAgg::Value(a) => (0, *a),
                     task::PeriodAgg::Map(_) => unreachable!("checked below"),
                 });
-            entry.1.merge_state(&p.state).map_err(|e| e.to_string())?;
+            entry.1.merge_state(state).map_err(|e| e.to_string())?;
             entry.0 = entry
                 .0
                 .checked_add(p.n)
@@ -73,6 +70,79 @@ pub fn merge_states(
             )
         })
         .collect())
+}
+
+/// Merge partial states of one map task from several collectors, period
+/// by period: per period (start, n, the map JSON as `GET .../map` and
+/// `geopriv map aggregate` give it). The binned counts and exact per-cell
+/// sums add up exactly, so the merged map is bit for bit the map of one
+/// collector that received every report. Refused: states of another
+/// definition, forged periods (as [`merge_states`]), and map parts whose
+/// bins or cells disagree with their report count.
+pub fn merge_map_states(
+    task: &task::Task,
+    states: &[TaskState],
+) -> Result<Vec<(i64, u64, serde_json::Value)>, String> {
+    let task::Kind::Map { .. } = &task.kind else {
+        return Err(format!("task {} is not a map task", task.def.id));
+    };
+    let def = task
+        .def
+        .map
+        .as_ref()
+        .ok_or_else(|| format!("task {} has no map definition", task.def.id))?;
+    let mut periods: std::collections::BTreeMap<i64, geopriv::map::MapAggregator> =
+        Default::default();
+    for s in states {
+        for p in checked_periods(task, s)? {
+            let part = p
+                .map
+                .as_ref()
+                .ok_or_else(|| format!("period {}: a map task's state has no `map`", p.start))?;
+            if part.accepted != p.n {
+                return Err(format!(
+                    "partial state refused: period {} says n = {} but its map holds {}",
+                    p.start, p.n, part.accepted
+                ));
+            }
+            let agg = part.restore(task)?;
+            match periods.entry(p.start) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(agg);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    o.get_mut().merge(&agg).map_err(|e| e.to_string())?
+                }
+            }
+        }
+    }
+    periods
+        .into_iter()
+        .map(|(start, agg)| {
+            let map = http::map_json(task, def, &agg)?;
+            Ok((start, agg.accepted(), map))
+        })
+        .collect()
+}
+
+/// The periods of a state of `task`, each checked ([`check_period`]);
+/// refused: a state of another definition of the task (its reports were
+/// validated or clipped differently).
+fn checked_periods<'a>(
+    task: &task::Task,
+    s: &'a TaskState,
+) -> Result<&'a [http::PeriodPart], String> {
+    if s.definition != task.canonical {
+        return Err(format!(
+            "a state of another definition of task {} ({}; this one is {})",
+            task.def.id, s.definition, task.canonical
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for p in &s.periods {
+        check_period(task, p, &mut seen)?;
+    }
+    Ok(&s.periods)
 }
 
 /// Refuse a forged period of a partial state: a start that is not a period
@@ -98,8 +168,10 @@ fn check_period(
             p.start
         ));
     }
-    let groups = p
-        .state
+    let Some(state) = &p.state else {
+        return Ok(()); // a map part: checked against its own count
+    };
+    let groups = state
         .groups
         .iter()
         .try_fold(0u64, |acc, g| acc.checked_add(g.aggregate.n()));
@@ -152,7 +224,8 @@ mod tests {
             periods: vec![http::PeriodPart {
                 start: 86400,
                 n: 3,
-                state: a.state(),
+                state: Some(a.state()),
+                map: None,
             }],
         }
     }

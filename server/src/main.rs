@@ -6,7 +6,6 @@ use clap::{Args, Parser, Subcommand};
 use geopriv_server::http::{router, App, Limits, TaskState};
 use geopriv_server::store::Store;
 use geopriv_server::task::{self, Kind};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,17 +53,27 @@ struct ServeArgs {
     /// Requests per second per client address.
     #[arg(long, default_value_t = 2000.0)]
     rate_limit: f64,
-    /// Seconds to receive and answer one request.
+    /// Seconds to receive and answer one upload (408 above).
     #[arg(long, default_value_t = 10)]
     timeout: u64,
+    /// Seconds for a request's head (request line and headers) to arrive,
+    /// also between the requests of a keep-alive connection; a connection
+    /// slower than that is closed without an answer (slowloris).
+    #[arg(long, default_value_t = 10)]
+    header_timeout: u64,
+    /// Most connections open at once from one client address; more are
+    /// closed at once.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_client: usize,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Merge partial states (`GET /v1/tasks/{task}/state`) of one task from
     /// several collectors: prints per period one JSON object with the
-    /// merged estimate line (bit for bit `geopriv aggregate` on all their
-    /// reports).
+    /// merged estimate line (value tasks: bit for bit `geopriv aggregate`
+    /// on all their reports) or the merged `map` (map tasks: bit for bit
+    /// `GET .../map` of one collector with all the reports).
     Merge {
         /// Tasks file (the task's definition must equal the states').
         #[arg(long)]
@@ -187,15 +196,21 @@ fn find(tasks: &std::path::Path, id: &str) -> Result<task::Task, String> {
 
 fn merge(tasks: &std::path::Path, id: &str, files: &[PathBuf]) -> Result<(), String> {
     let t = find(tasks, id)?;
-    if !matches!(t.kind, Kind::Value { .. }) {
-        return Err(format!("task {id}: only value tasks merge by state"));
-    }
     let mut states = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
         let s: TaskState =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", f.display()))?;
         states.push(s);
+    }
+    if matches!(t.kind, Kind::Map { .. }) {
+        for (start, n, map) in geopriv_server::merge_map_states(&t, &states)? {
+            println!(
+                "{}",
+                serde_json::json!({"start": start, "n": n, "map": map})
+            );
+        }
+        return Ok(());
     }
     for (start, n, line) in geopriv_server::merge_states(&t, &states)? {
         println!(
@@ -237,11 +252,11 @@ async fn serve(a: ServeArgs) -> Result<(), String> {
     println!("listening on {local}");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async {
+    let conn = geopriv_server::listen::ConnLimits {
+        header_timeout: Duration::from_secs(a.header_timeout.max(1)),
+        per_client: a.max_connections_per_client.max(1),
+    };
+    geopriv_server::listen::serve(listener, app, conn, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

@@ -8,6 +8,7 @@
 //! | [`budget`] | the ledger: units, the pinned policy, sequential composition, the write-ahead file |
 //! | [`release`] | the metered release paths (`Report::release`, `Mechanism::privatize`) |
 //! | [`schedule`] | data-independent report schedules and their planner (`docs/MATH.md §12.2`) |
+//! | [`outbox`] | uploading a ledger's outbox to a collector: batches, retries, acknowledgements |
 //! | [`memo`] | memoized releases keyed by a device secret, the instantaneous layer (`docs/MATH.md §12.3`) |
 //!
 //! The server side is [`crate::server`]; both share the wire format in
@@ -15,5 +16,6 @@
 
 pub mod budget;
 pub mod memo;
+pub mod outbox;
 pub mod release;
 pub mod schedule;

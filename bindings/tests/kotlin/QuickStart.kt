@@ -112,8 +112,58 @@ fun regionChecks(check: (Boolean, String) -> Unit) {
                 check(e != null && e.n == 1000uL && Math.abs(e.mean - truth) <= 5 * e.standardError!!,
                     "the park's share ${e?.mean} ± ${e?.standardError} covers the truth $truth")
             }
+/** Device: release and keep the report in the ledger file's outbox (same write as its charge). */
+fun deviceToOutbox(income: Double, ledger: PrivacyLedger) {
+    GeoMechanism.polyplace(1.0 / 5000).withUnit(BudgetUnit.PerDollar).use { mechanism ->
+        GeoQuery.threshold(100_000.0, 20_000.0).use { query -> mechanism.privatizeToOutbox(ledger, query, listOf(income)) }
+    }
+}
+
+/** Batches of 100 reports, retries after 1 s doubling to 5 minutes, with jitter. */
+val UPLOADER = OutboxUploader(maxReports = 100u, maxBytes = 1u shl 20, baseMs = 1000uL, capMs = 300_000uL)
+
+/** Device (a WorkManager job): send the outbox with the app's own HTTP; post(body) returns
+ *  (status, body, Retry-After) of POST {collector}/v1/tasks/{task}/reports, status 0 if no answer. */
+fun uploadOutbox(ledger: PrivacyLedger, post: (String) -> Triple<Int, ByteArray, String?>, uploader: OutboxUploader = UPLOADER): Boolean {
+    val parked = mutableListOf<ULong>()
+    var attempt = 0u
+    while (true) {
+        val batch = uploader.nextBatch(ledger.pendingUploads(), parked) ?: return true
+        val (status, body, retryAfter) = post(batch.body)
+        when (val v = uploader.classify(batch, status.toUShort(), body, retryAfter)) {
+            is UploadVerdict.Answered -> {  // stored: accepted now or before (a retry counts once)
+                ledger.acknowledge(v.acknowledge)
+                parked += v.rejected.map { it.id }  // refused: out of the retry loop
+                attempt = 0u
+            }
+            is UploadVerdict.Retry -> if (attempt < 5u) Thread.sleep(uploader.retryDelayMs(attempt++, v.afterMs).toLong()) else return false
+            else -> return false  // Fatal or Split: everything stays in the outbox for the next run
         }
     }
+}
+
+/** The outbox quick start: 250 reports charged offline, then uploaded with one lost answer: each stored once. */
+fun outboxChecks(check: (Boolean, String) -> Unit) {
+    val dir = java.nio.file.Files.createTempDirectory("geopriv-outbox")
+    val policy = BudgetPolicy(BudgetUnit.PerDollar, totalEpsilon = 1.0, totalDelta = 0.0)
+    PrivacyLedger.openOrCreate(dir.resolve("ledger").toString(), policy).use { ledger ->
+        repeat(250) { deviceToOutbox(50_000.0 + it, ledger) }
+        val stored = HashSet<String>()
+        var requests = 0
+        val fast = OutboxUploader(100u, 1u shl 20, 1uL, 2uL)  // the test does not wait
+        val offline = uploadOutbox(ledger, { requests++; Triple(0, ByteArray(0), null) }, fast)
+        check(!offline && ledger.pendingUploads().size == 250 && requests == 6, "offline: kept all 250")
+        requests = 0
+        val done = uploadOutbox(ledger, { body ->
+            requests++
+            val ids = body.lines().filter { it.isNotBlank() }.map { Regex("\"report_id\":\"([0-9a-f]+)\"").find(it)!!.groupValues[1] }
+            val dups = ids.withIndex().filter { !stored.add(it.value) }.map { it.index + 1 }
+            if (requests == 1) Triple(0, ByteArray(0), null)  // stored, answer lost
+            else Triple(200, """{"accepted":${ids.size - dups.size},"duplicates":$dups,"rejected":[],"period":0}""".toByteArray(), null)
+        }, fast)
+        check(done && ledger.pendingUploads().isEmpty() && stored.size == 250 && requests == 4, "outbox: each report stored once")
+    }
+    dir.toFile().deleteRecursively()
 }
 
 fun main() {
@@ -143,6 +193,7 @@ fun main() {
     check(libraryVersion() == System.getProperty("geopriv.expectedVersion", libraryVersion()), "library version")
     mapChecks(::check)
     regionChecks(::check)
+    outboxChecks(::check)
     println("jar: $passed passed, $failed failed")
     if (failed > 0) exitProcess(1)
 }

@@ -6,9 +6,11 @@ import os
 import random
 import sys
 import tempfile
+import time
 
 from geopriv import Aggregator, BudgetPeriod, BudgetPolicy, BudgetUnit, GeoMechanism, GeoprivError, GeoQuery, PrivacyLedger, ReportPolicy
 from geopriv import MapGrid, MapMechanism, MapRelease, MapServer
+from geopriv import OutboxUploader, UploadVerdict
 
 PER_DOLLAR = BudgetUnit.PER_DOLLAR
 
@@ -69,6 +71,59 @@ def region_device(geojson_text, location, ledger):
 
 
 PARK = '{"type": "Feature", "id": "park", "properties": {}, "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [200, 0], [200, 200], [0, 200], [0, 0]]]}}'
+def device_to_outbox(income, ledger):
+    """Device: release and keep the report in the ledger file's outbox (same write as its charge)."""
+    mechanism = GeoMechanism.polyplace(1 / 5000).with_unit(BudgetUnit.PER_DOLLAR)
+    mechanism.privatize_to_outbox(ledger, GeoQuery.threshold(100_000.0, 20_000.0), [income])
+
+
+UPLOADER = OutboxUploader(100, 1 << 20, 1000, 300_000)  # batches of 100; retries after 1 s doubling to 5 min, jittered
+
+
+def upload_outbox(ledger, post, uploader=UPLOADER):
+    """Device (a background job): send the outbox with the app's own HTTP. post(body) returns
+    (status, body bytes, Retry-After or None) of POST {collector}/v1/tasks/{task}/reports; status 0: no answer."""
+    parked, attempt = [], 0
+    while (batch := uploader.next_batch(ledger.pending_uploads(), parked)) is not None:
+        status, body, retry_after = post(batch.body)
+        verdict = uploader.classify(batch, status, body, retry_after)
+        if isinstance(verdict, UploadVerdict.ANSWERED):  # stored: accepted now or before (a retry counts once)
+            ledger.acknowledge(verdict.acknowledge)
+            parked += [r.id for r in verdict.rejected]  # refused: out of the retry loop
+            attempt = 0
+        elif isinstance(verdict, UploadVerdict.RETRY) and attempt < 5:
+            time.sleep(uploader.retry_delay_ms(attempt, verdict.after_ms) / 1000)
+            attempt += 1
+        else:  # FATAL, SPLIT or still failing: everything stays in the outbox for the next run
+            return False
+    return True
+
+
+class _Collector:
+    """A collector in memory: counts each report_id once; ``offline`` requests get no answer,
+    ``lose`` answers are lost after storing."""
+
+    def __init__(self, offline, lose):
+        self.stored, self.offline, self.lose, self.requests = {}, offline, lose, 0
+
+    def post(self, body):
+        self.requests += 1
+        if self.offline > 0:
+            self.offline -= 1
+            return 0, b"", None
+        import json
+        accepted, duplicates = 0, []
+        for i, line in enumerate(body.splitlines()):
+            rid = json.loads(line)["report_id"]
+            if rid in self.stored:
+                duplicates.append(i + 1)
+            else:
+                self.stored[rid], accepted = line, accepted + 1
+        if self.lose > 0:
+            self.lose -= 1
+            return 0, b"", None
+        answer = {"accepted": accepted, "duplicates": duplicates, "rejected": [], "period": 0}
+        return 200, json.dumps(answer).encode(), None
 
 
 if __name__ == "__main__":
@@ -112,6 +167,19 @@ if __name__ == "__main__":
     digest = park.query_id().split("g=")[1].split(";")[0]  # the report carries the region's digest and width
     checks += [all(u is not None and digest in u for u in region_uploads) and region_estimate.n == 1000,
                abs(region_estimate.mean - region_truth) <= 5 * region_estimate.standard_error]
+    # The outbox: 250 reports charged while offline, the app restarted, one answer lost: each counted once.
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = BudgetPolicy(unit=PER_DOLLAR, total_epsilon=1.0, total_delta=0.0)
+        ledger = PrivacyLedger.open_or_create(os.path.join(tmp, "ledger"), policy)
+        for x in incomes[:250]:
+            device_to_outbox(x, ledger)
+        offline, fast = _Collector(offline=100, lose=0), OutboxUploader(100, 1 << 20, 1, 2)  # the test does not wait
+        gave_up = upload_outbox(ledger, offline.post, fast) is False and len(ledger.pending_uploads()) == 250
+        ledger = PrivacyLedger.open(os.path.join(tmp, "ledger"), policy)  # the app restarted
+        collector = _Collector(offline=2, lose=1)
+        done = upload_outbox(ledger, collector.post, fast)
+        checks += [gave_up and offline.requests == 6, done and ledger.pending_uploads() == [],
+                   len(collector.stored) == 250 and collector.requests == 6]
     failed = checks.count(False)
     if failed:
         print(f"FAIL quickstart: checks {checks}, estimate {estimate}, truth {truth}, rejected {rejected}")

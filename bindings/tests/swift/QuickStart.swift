@@ -42,4 +42,25 @@ func regionUpload(geojson: String, location: [Double], ledger: PrivacyLedger) ->
     } catch {  // GeoprivError.BudgetExceeded: nothing was released or charged
         return nil
     }
+/// Device (a BGProcessingTask): send the outbox with URLSession (or any HTTP); post returns the status
+/// (0: no answer), body and Retry-After of POST {collector}/v1/tasks/{task}/reports.
+func uploadOutbox(ledger: PrivacyLedger, post: (String) -> (UInt16, Data, String?)) throws -> Bool {
+    let uploader = OutboxUploader(maxReports: 100, maxBytes: 1 << 20, baseMs: 1000, capMs: 300_000)  // 1 s doubling to 5 min
+    var parked: [UInt64] = []
+    var attempt: UInt32 = 0
+    while let batch = try uploader.nextBatch(pending: ledger.pendingUploads(), parked: parked) {
+        let (status, body, retryAfter) = post(batch.body)
+        switch uploader.classify(batch: batch, status: status, body: body, retryAfter: retryAfter) {
+        case let .answered(acknowledge, _, rejected):  // stored: accepted now or before (a retry counts once)
+            try ledger.acknowledge(ids: acknowledge)
+            parked += rejected.map { $0.id }  // refused: out of the retry loop
+            attempt = 0
+        case let .retry(afterMs, _) where attempt < 5:
+            Thread.sleep(forTimeInterval: Double(uploader.retryDelayMs(attempt: attempt, retryAfterMs: afterMs)) / 1000)
+            attempt += 1
+        default:  // fatal, split, or still failing: everything stays in the outbox for the next run
+            return false
+        }
+    }
+    return true
 }

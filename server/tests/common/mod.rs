@@ -35,6 +35,11 @@ pub struct Server {
 impl Server {
     /// Start on `dir/db` with `dir/tasks.json`; Err(stderr) if it exits.
     pub fn start(dir: &Path) -> Result<Server, String> {
+        Server::start_with(dir, &[])
+    }
+
+    /// [`Server::start`] with more flags.
+    pub fn start_with(dir: &Path, flags: &[&str]) -> Result<Server, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv-serve"))
             .arg("--db")
             .arg(dir.join("db"))
@@ -42,6 +47,7 @@ impl Server {
             .arg(dir.join("tasks.json"))
             .arg("--token-file")
             .arg(dir.join("token"))
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,0 +1,227 @@
+//! `geopriv outbox`: upload the reports waiting in a ledger's outbox to a
+//! collector, and list them (core: `geopriv::device::outbox`).
+
+use clap::{Args, Subcommand};
+use geopriv::device::budget::{BudgetUnit, FileLedger};
+use geopriv::device::outbox::{self, Backoff, HttpTransport, UploadConfig};
+use geopriv::server::escape::Untrusted;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Exit status of `outbox upload` when the collector could not be reached
+/// or kept failing (everything unsent stays in the outbox).
+const EXIT_UNSENT: u8 = 4;
+
+/// `geopriv outbox ...`
+#[derive(Subcommand, Debug)]
+pub enum OutboxCommand {
+    /// Upload every waiting report to a collector's task, in batches, with
+    /// retries (exponential backoff with jitter, at least the server's
+    /// Retry-After). A report leaves the outbox only once the collector
+    /// answered it accepted or duplicate (stored before: a retry after a
+    /// lost answer counts once). A report the collector rejects stays in
+    /// the outbox but is parked, with its code and reason, in --parked and
+    /// not sent again.
+    ///
+    /// Prints one JSON line: accepted, duplicates, rejected, requests,
+    /// remaining, stopped. Exit status: 0 all sent; 1 some reports were
+    /// rejected (listed on stderr); 2 bad flags or an unusable ledger; 4
+    /// the collector could not be reached or kept failing (nothing unsent
+    /// is lost: run again later).
+    ///
+    /// `geopriv outbox upload --ledger device.json --unit per-dollar
+    /// --budget-epsilon 1e-3 --url http://127.0.0.1:8080 --task income`
+    Upload(UploadArgs),
+    /// Print the waiting reports (JSON lines, oldest first).
+    List(LedgerArgs),
+}
+
+/// The ledger and its pinned policy (as given to `privatize --ledger`).
+#[derive(Args, Debug)]
+pub struct LedgerArgs {
+    /// Device ledger file.
+    #[arg(long, value_name = "PATH")]
+    ledger: PathBuf,
+    /// The ledger's unit.
+    #[arg(long, value_name = "UNIT", value_parser = |s: &str| s.parse::<BudgetUnit>().map_err(|e| e.to_string()))]
+    unit: BudgetUnit,
+    /// The ledger's pinned total ε.
+    #[arg(long, value_name = "E", value_parser = crate::query_args::positive)]
+    budget_epsilon: f64,
+    /// The ledger's pinned total δ.
+    #[arg(long, value_name = "D", default_value = "0")]
+    budget_delta: f64,
+    /// A periodic ledger's period in seconds.
+    #[arg(long, value_name = "SECONDS", requires = "period_epsilon")]
+    period_seconds: Option<u64>,
+    /// A periodic ledger's ε per period.
+    #[arg(long, value_name = "E", requires = "period_seconds")]
+    period_epsilon: Option<f64>,
+    /// A periodic ledger's δ per period.
+    #[arg(long, value_name = "D", default_value = "0")]
+    period_delta: f64,
+}
+
+impl LedgerArgs {
+    fn open(&self) -> Result<FileLedger, String> {
+        let policy = crate::privatize::policy(
+            self.unit.clone(),
+            self.budget_epsilon,
+            self.budget_delta,
+            self.period_seconds.zip(self.period_epsilon),
+            self.period_delta,
+        )?;
+        FileLedger::open(&self.ledger, &policy).map_err(|e| e.to_string())
+    }
+}
+
+/// Flags of `outbox upload`.
+#[derive(Args, Debug)]
+pub struct UploadArgs {
+    #[command(flatten)]
+    ledger: LedgerArgs,
+    /// The collector, `http://HOST:PORT`.
+    #[arg(long)]
+    url: String,
+    /// The collector's task id.
+    #[arg(long)]
+    task: String,
+    /// Most reports per request.
+    #[arg(long, default_value_t = 100)]
+    max_batch: usize,
+    /// Attempts of one batch before giving up for this run.
+    #[arg(long, default_value_t = 6)]
+    max_attempts: u32,
+    /// First retry delay in milliseconds (doubling, with jitter).
+    #[arg(long, default_value_t = 1000)]
+    backoff_ms: u64,
+    /// Largest retry delay in milliseconds.
+    #[arg(long, default_value_t = 300_000)]
+    max_backoff_ms: u64,
+    /// Parked (rejected) reports: JSON lines {id, code, reason}; default
+    /// `LEDGER.parked` beside the ledger.
+    #[arg(long, value_name = "PATH")]
+    parked: Option<PathBuf>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ParkedLine {
+    id: u64,
+    code: String,
+    reason: String,
+}
+
+/// Parked reports of earlier runs (a missing file: none).
+fn read_parked(path: &Path) -> Result<Vec<ParkedLine>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", Untrusted(&path.display().to_string()))),
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}: {e}", Untrusted(&path.display().to_string())))
+        })
+        .collect()
+}
+
+/// Keep the parked reports still in the outbox (temporary file + rename).
+fn write_parked(path: &Path, lines: &[ParkedLine]) -> Result<(), String> {
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(&serde_json::to_string(l).map_err(|e| e.to_string())?);
+        text.push('\n');
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", Untrusted(&path.display().to_string())))
+}
+
+pub fn run(cmd: OutboxCommand) -> ExitCode {
+    let res = match cmd {
+        OutboxCommand::List(a) => a.open().map(|l| {
+            for (_, report) in l.pending_uploads() {
+                println!("{report}");
+            }
+            ExitCode::SUCCESS
+        }),
+        OutboxCommand::Upload(a) => upload(&a),
+    };
+    res.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn upload(a: &UploadArgs) -> Result<ExitCode, String> {
+    let mut ledger = a.ledger.open()?;
+    let parked_path = a.parked.clone().unwrap_or_else(|| {
+        let mut p = a.ledger.ledger.clone().into_os_string();
+        p.push(".parked");
+        PathBuf::from(p)
+    });
+    let pending: BTreeSet<u64> = ledger.pending_uploads().iter().map(|(i, _)| *i).collect();
+    let mut lines: Vec<ParkedLine> = read_parked(&parked_path)?
+        .into_iter()
+        .filter(|l| pending.contains(&l.id))
+        .collect();
+    let mut parked: BTreeSet<u64> = lines.iter().map(|l| l.id).collect();
+    let config = UploadConfig {
+        max_reports: a.max_batch.max(1),
+        max_attempts: a.max_attempts.max(1),
+        backoff: Backoff {
+            base_ms: a.backoff_ms,
+            cap_ms: a.max_backoff_ms.max(a.backoff_ms),
+        },
+        ..UploadConfig::default()
+    };
+    let mut http = HttpTransport::new(&a.url, &a.task);
+    let summary = outbox::upload(
+        &mut ledger,
+        &mut http,
+        &config,
+        &mut parked,
+        &mut |ms| std::thread::sleep(std::time::Duration::from_millis(ms)),
+        &mut geopriv::SecureRng::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    for r in &summary.rejected {
+        eprintln!(
+            "report {}: rejected ({}): {}",
+            r.id,
+            Untrusted(&r.code),
+            Untrusted(&r.reason)
+        );
+        lines.push(ParkedLine {
+            id: r.id,
+            code: r.code.clone(),
+            reason: r.reason.clone(),
+        });
+    }
+    if !summary.rejected.is_empty() {
+        write_parked(&parked_path, &lines)?;
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "accepted": summary.accepted,
+            "duplicates": summary.duplicates,
+            "rejected": summary.rejected.len(),
+            "requests": summary.requests,
+            "remaining": summary.remaining,
+            "parked": parked.len(),
+            "stopped": summary.stopped.as_deref().map(|s| Untrusted(s).to_string()),
+        })
+    );
+    Ok(if summary.stopped.is_some() {
+        ExitCode::from(EXIT_UNSENT)
+    } else if !summary.rejected.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
