@@ -401,6 +401,26 @@ impl EmDeconvolution {
         g.iter().map(|c| c.re * norm).collect()
     }
 
+    /// Circular convolutions of two real fields with k in one complex
+    /// transform (k is real and even, so (a + ib) * k = a * k + i b * k).
+    fn convolve_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut g: Vec<Complex64> = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| Complex64::new(x, y))
+            .collect();
+        self.fft2(&mut g, true);
+        for (a, k) in g.iter_mut().zip(&self.khat) {
+            *a *= *k;
+        }
+        self.fft2(&mut g, false);
+        let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
+        (
+            g.iter().map(|c| c.re * norm).collect(),
+            g.iter().map(|c| c.im * norm).collect(),
+        )
+    }
+
     fn in_window(&self, flat: usize) -> bool {
         self.window[flat]
     }
@@ -424,9 +444,14 @@ impl EmDeconvolution {
     /// μ = k * p of the old one.
     fn step(&self, p: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let mu = self.convolve(p);
-        let ratio: Vec<f64> = c
-            .iter()
-            .zip(&mu)
+        let back = self.convolve(&self.ratio(c, &mu));
+        (Self::update(p, &back), mu)
+    }
+
+    /// c / μ inside the window (0 elsewhere).
+    fn ratio(&self, c: &[f64], mu: &[f64]) -> Vec<f64> {
+        c.iter()
+            .zip(mu)
             .enumerate()
             .map(|(f, (&c, &m))| {
                 if c > 0.0 && self.in_window(f) && m > 0.0 {
@@ -435,14 +460,31 @@ impl EmDeconvolution {
                     0.0
                 }
             })
-            .collect();
-        let back = self.convolve(&ratio);
-        let next = p
-            .iter()
-            .zip(&back)
+            .collect()
+    }
+
+    /// The multiplicative update p · (k ⋆ ratio).
+    fn update(p: &[f64], back: &[f64]) -> Vec<f64> {
+        p.iter()
+            .zip(back)
             .map(|(&p, &b)| if p > 0.0 { p * b.max(0.0) } else { 0.0 })
-            .collect();
-        (next, mu)
+            .collect()
+    }
+
+    /// Two independent accelerated EM chains (counts `ca`, `cb`) for
+    /// `iters` steps each, sharing every transform (the bootstrap pairs).
+    fn run_pair(&self, ca: &[f64], cb: &[f64], iters: usize) -> (EmState, EmState) {
+        let mut sa = self.start_state(ca);
+        let mut sb = self.start_state(cb);
+        for _ in 0..iters {
+            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y);
+            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb));
+            let na = Self::update(&sa.y, &ba);
+            let nb = Self::update(&sb.y, &bb);
+            Self::extrapolate(&mut sa, na);
+            Self::extrapolate(&mut sb, nb);
+        }
+        (sa, sb)
     }
 
     /// Held-out log-likelihood of counts `c` under means μ (normalised
@@ -480,6 +522,12 @@ impl EmDeconvolution {
     /// means μ = k * y of the point it started from.
     fn advance(&self, s: &mut EmState, c: &[f64]) -> Vec<f64> {
         let (next, mu) = self.step(&s.y, c);
+        Self::extrapolate(s, next);
+        mu
+    }
+
+    /// The extrapolation of [`advance`](Self::advance) from the EM output `next`.
+    fn extrapolate(s: &mut EmState, next: Vec<f64>) {
         let g: Vec<f64> = next.iter().zip(&s.y).map(|(a, b)| a - b).collect();
         let mut alpha = if s.g.is_empty() {
             0.0
@@ -507,7 +555,6 @@ impl EmDeconvolution {
         s.x = next;
         s.g = g;
         s.y = y;
-        mu
     }
 
     /// Accelerated EM on counts `c` for `iters` steps from the uniform start.
@@ -651,7 +698,7 @@ impl EmDeconvolution {
         let pilot = state.y;
         let truth = self.map_of(&pilot);
         let mu = self.convolve(&pilot);
-        let replicate = |r: usize| -> Result<Vec<f64>> {
+        let draw = |r: usize| -> Result<Vec<f64>> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 self.opts.seed ^ (r as u64 + 1).wrapping_mul(0xD134_2543_DE82_EF95),
             );
@@ -664,19 +711,34 @@ impl EmDeconvolution {
                     *x = d.sample(&mut rng);
                 }
             }
-            Ok(self.map_of(&self.run(&c, iterations).y))
+            Ok(c)
         };
-        let maps: Vec<Result<Vec<f64>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..reps)
-                .filter(|r| r % 2 == 1)
-                .map(|r| {
-                    let f = &replicate;
-                    s.spawn(move || (r, f(r)))
+        // Replicates 2q and 2q + 1 share their transforms (one complex FFT
+        // for two real chains); the pairs run on separate threads. The
+        // pairing depends on the index only, so the result does not depend
+        // on the threads.
+        let pair = |q: usize| -> Result<Vec<Vec<f64>>> {
+            let a = draw(2 * q)?;
+            if 2 * q + 1 < reps {
+                let b = draw(2 * q + 1)?;
+                let (sa, sb) = self.run_pair(&a, &b, iterations);
+                Ok(vec![self.map_of(&sa.y), self.map_of(&sb.y)])
+            } else {
+                Ok(vec![self.map_of(&self.run(&a, iterations).y)])
+            }
+        };
+        let pairs = reps.div_ceil(2);
+        let maps: Vec<Result<Vec<Vec<f64>>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..pairs)
+                .filter(|q| q % 2 == 1)
+                .map(|q| {
+                    let f = &pair;
+                    s.spawn(move || (q, f(q)))
                 })
                 .collect();
-            let mut out: Vec<(usize, Result<Vec<f64>>)> = (0..reps)
-                .filter(|r| r % 2 == 0)
-                .map(|r| (r, replicate(r)))
+            let mut out: Vec<(usize, Result<Vec<Vec<f64>>>)> = (0..pairs)
+                .filter(|q| q % 2 == 0)
+                .map(|q| (q, pair(q)))
                 .collect();
             for h in handles {
                 out.push(h.join().unwrap_or((
@@ -689,7 +751,12 @@ impl EmDeconvolution {
             out.sort_by_key(|x| x.0);
             out.into_iter().map(|x| x.1).collect()
         });
-        let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
+        let maps: Vec<Vec<f64>> = maps
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         let rf = reps as f64;
         let mut bias = vec![0.0; m];
         let mut se = vec![0.0; m];
