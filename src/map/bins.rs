@@ -305,7 +305,7 @@ impl BinSpec {
             // truncation part of the discretisation bound states the
             // observed effect).
             let tail =
-                |r: f64| k.tail_bound(r) * ((1.0 + epsilon * r) * (-epsilon * r).exp()).min(1.0);
+                |r: f64| k.tail_bound(r) * ((1.0 + epsilon * r) * libm::exp(-epsilon * r)).min(1.0);
             let mut hi = h;
             while tail(hi) > 1e-7 && hi < 1e4 * h.max(1.0 / epsilon) {
                 hi *= 2.0;
