@@ -3,7 +3,11 @@
 //! them into exact integer counts, FFT, and apply the kernel with standard
 //! errors. The whole-process timing from a file is in BENCHMARKS.md.
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet};
+use geopriv::map::{
+    ingest_map_reports_parallel, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport,
+    QuerySet,
+};
+use geopriv::server::ingest::{FormatChoice, RecordReader};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -38,5 +42,57 @@ fn bench_map(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_map);
+/// Issue 22 item 4: the server default (the planner, EM included) from
+/// JSON bytes, reading and binning on every core: 10^6 reports of a
+/// clustered population into 61 × 61 at εh = 0.3, 1, 10.
+fn bench_planned(c: &mut Criterion) {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let h = grid.bandwidth();
+    let set = QuerySet::Kde(grid);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut group = c.benchmark_group("map_planned");
+    group.sample_size(10);
+    for eh in [0.3, 1.0, 10.0] {
+        let eps = eh / h;
+        let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut rng = SmallRng::seed_from_u64(2);
+        let centres: Vec<[f64; 2]> = (0..12)
+            .map(|_| {
+                [
+                    2e3 + rng.random::<f64>() * 16e3,
+                    2e3 + rng.random::<f64>() * 16e3,
+                ]
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        for i in 0..1_000_000usize {
+            let x = if i % 7 == 0 {
+                [rng.random::<f64>() * 20e3, rng.random::<f64>() * 20e3]
+            } else {
+                let c = centres[i % 12];
+                let s = 300.0 + 150.0 * (i % 12) as f64;
+                [
+                    (c[0] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
+                    (c[1] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
+                ]
+            };
+            let r = rel.release_unmetered(&x, &mut rng).unwrap();
+            bytes.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
+            bytes.push(b'\n');
+        }
+        group.bench_function(format!("planned_1e6_61x61_eps_h_{eh}"), |b| {
+            b.iter(|| {
+                let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+                let mut reader =
+                    RecordReader::new(&bytes[..], FormatChoice::Json, 1 << 16).unwrap();
+                ingest_map_reports_parallel(&mut agg, None, &mut reader, threads, |_, _, _| {})
+                    .unwrap();
+                black_box(agg.planned_estimate().unwrap())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_map, bench_planned);
 criterion_main!(benches);

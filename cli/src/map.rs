@@ -5,7 +5,7 @@ use crate::experiment::data::SyntheticCity;
 use crate::experiment::populations::{Preset, Structured};
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
-use geopriv::map::{ingest_map_reports, MapClip, MapCounts};
+use geopriv::map::{ingest_map_reports_parallel, MapClip, MapCounts};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet, LAMBDAS,
 };
@@ -207,6 +207,10 @@ pub enum MapCommand {
         /// Do not clip (one report can then move a cell arbitrarily).
         #[arg(long)]
         no_clip: bool,
+        /// Threads that decode and bin the reports [default: every core];
+        /// shards merge exactly, so the map is bit-identical for any count.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
     },
     /// Planner: predict each mechanism's map error at the per-device ε and
     /// n, pick one and explain it in one line (with --reports, noise-a-priori
@@ -271,6 +275,7 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             max_record_bytes,
             clip_z,
             no_clip,
+            threads,
         } => {
             let clip = match (no_clip, clip_z) {
                 (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
@@ -283,7 +288,7 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
                 }
                 (false, None) => Some(ClipLevel::default()),
             };
-            aggregate(&set.resolved()?, lambda, max_record_bytes, clip)
+            aggregate(&set.resolved()?, lambda, max_record_bytes, clip, threads)
         }
         MapCommand::Plan {
             set,
@@ -355,12 +360,13 @@ fn read_reports<R: Read>(
     clip: Option<&MapClip>,
     input: R,
     max_record_bytes: usize,
+    threads: usize,
 ) -> Result<MapCounts, Box<dyn std::error::Error + Send + Sync>> {
     let mut reader = RecordReader::new(input, FormatChoice::Json, max_record_bytes)
         .map_err(|e| e.to_string())?;
     let mut err = io::BufWriter::new(io::stderr().lock());
     let mut write_error = Ok(());
-    let counts = ingest_map_reports(agg, clip, &mut reader, |n, code, why| {
+    let counts = ingest_map_reports_parallel(agg, clip, &mut reader, threads, |n, code, why| {
         if write_error.is_ok() {
             write_error = writeln!(err, "line {n}: {why} [{code}]");
         }
@@ -379,6 +385,7 @@ fn aggregate(
     lambda: Option<f64>,
     max_record_bytes: Option<usize>,
     level: Option<ClipLevel>,
+    threads: Option<usize>,
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let set = args.set()?;
     let total = MapRelease::new(set.clone(), args.mechanism(), args.epsilon)?.per_device_total();
@@ -394,6 +401,7 @@ fn aggregate(
         clip.as_ref(),
         io::stdin().lock(),
         max_record_bytes,
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     )?;
     let ok = counts.rejected == 0;
     eprintln!(
@@ -475,6 +483,7 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
                 std::fs::File::open(&p)
                     .map_err(|e| format!("--reports {}: {e}", UntrustedPath(&p)))?,
                 64 << 10,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
             )?;
             agg.mapper()?
         }

@@ -282,9 +282,13 @@ impl BinnedCounts {
 impl BinSpec {
     /// The binning a server uses for noise-a-priori maps of `grid` at
     /// per-device ε: bins of at most h/8 (so the binning error is small
-    /// next to the statistical one), and a margin wide enough that every
-    /// kernel K_λ, λ ∈ [0, 1], is below `1e-7` beyond it (certified tail
-    /// bound); both capped so that the bins stay below `max_bins` per axis
+    /// next to the statistical one), and a margin R wide enough that for
+    /// every kernel K_λ, λ ∈ [0, 1], P(|N| >= R)·T_λ(R) <= 1e-7, with
+    /// P(|N| >= R) <= (1 + εR)e^{-εR} the chance that a device's noise
+    /// carries it past the margin and T_λ the certified tail bound (a
+    /// location beyond the margin is counted as outside; the
+    /// discretisation bound's truncation part states the observed
+    /// effect); both capped so that the bins stay below `max_bins` per axis
     /// (the discretisation bound of the estimate then says what was lost).
     /// Public parameters only, so every shard derives the same binning.
     pub fn for_estimation(grid: &KdeGrid, epsilon: f64, max_bins: usize) -> Result<Self> {
@@ -293,15 +297,23 @@ impl BinSpec {
         let mut radius: f64 = 0.0;
         for i in 0..=4 {
             let k = super::kernel::DebiasKernel::new(grid.dim(), h, epsilon, i as f64 / 4.0)?;
-            // Smallest R (on a doubling-then-bisection search) with T(R) <= 1e-7.
+            // Smallest R (on a doubling-then-bisection search) with
+            // P(|N| >= R)·T(R) <= 1e-7: a location lands beyond the margin
+            // only if its noise N (planar Laplace, or Laplace in 1-D) is at
+            // least R long, which happens with probability at most
+            // (1 + εR)e^{-εR}, and then its term is at most T(R) (the
+            // truncation part of the discretisation bound states the
+            // observed effect).
+            let tail =
+                |r: f64| k.tail_bound(r) * ((1.0 + epsilon * r) * libm::exp(-epsilon * r)).min(1.0);
             let mut hi = h;
-            while k.tail_bound(hi) > 1e-7 && hi < 1e4 * h.max(1.0 / epsilon) {
+            while tail(hi) > 1e-7 && hi < 1e4 * h.max(1.0 / epsilon) {
                 hi *= 2.0;
             }
             let mut lo = 0.0;
             for _ in 0..40 {
                 let mid = 0.5 * (lo + hi);
-                if k.tail_bound(mid) > 1e-7 {
+                if tail(mid) > 1e-7 {
                     lo = mid;
                 } else {
                     hi = mid;

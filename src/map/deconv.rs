@@ -145,6 +145,17 @@ pub struct EmDeconvolution {
     total: f64,
     /// Every counted location (inside the window or not).
     all: u64,
+    /// Per flat index: inside the observed window.
+    window: Vec<bool>,
+}
+
+/// The state of accelerated EM: the extrapolated point y (where the next
+/// step starts and whose means are scored), the last EM output x, and the
+/// last step g = EM(y) - y.
+struct EmState {
+    y: Vec<f64>,
+    x: Vec<f64>,
+    g: Vec<f64>,
 }
 
 impl core::fmt::Debug for EmDeconvolution {
@@ -347,6 +358,9 @@ impl EmDeconvolution {
             inv,
             total,
             all: counts.total(),
+            window: (0..n0 * n1)
+                .map(|f| f / n1 < win[0] && f % n1 < win[1])
+                .collect(),
         };
         me.fft2(&mut k, true);
         me.khat = k.iter().map(|c| c.re).collect();
@@ -387,9 +401,28 @@ impl EmDeconvolution {
         g.iter().map(|c| c.re * norm).collect()
     }
 
+    /// Circular convolutions of two real fields with k in one complex
+    /// transform (k is real and even, so (a + ib) * k = a * k + i b * k).
+    fn convolve_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut g: Vec<Complex64> = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| Complex64::new(x, y))
+            .collect();
+        self.fft2(&mut g, true);
+        for (a, k) in g.iter_mut().zip(&self.khat) {
+            *a *= *k;
+        }
+        self.fft2(&mut g, false);
+        let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
+        (
+            g.iter().map(|c| c.re * norm).collect(),
+            g.iter().map(|c| c.im * norm).collect(),
+        )
+    }
+
     fn in_window(&self, flat: usize) -> bool {
-        let n1 = self.n_fft[1];
-        flat / n1 < self.win[0] && flat % n1 < self.win[1]
+        self.window[flat]
     }
 
     fn is_latent(&self, flat: usize) -> bool {
@@ -411,9 +444,14 @@ impl EmDeconvolution {
     /// μ = k * p of the old one.
     fn step(&self, p: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let mu = self.convolve(p);
-        let ratio: Vec<f64> = c
-            .iter()
-            .zip(&mu)
+        let back = self.convolve(&self.ratio(c, &mu));
+        (Self::update(p, &back), mu)
+    }
+
+    /// c / μ inside the window (0 elsewhere).
+    fn ratio(&self, c: &[f64], mu: &[f64]) -> Vec<f64> {
+        c.iter()
+            .zip(mu)
             .enumerate()
             .map(|(f, (&c, &m))| {
                 if c > 0.0 && self.in_window(f) && m > 0.0 {
@@ -422,14 +460,31 @@ impl EmDeconvolution {
                     0.0
                 }
             })
-            .collect();
-        let back = self.convolve(&ratio);
-        let next = p
-            .iter()
-            .zip(&back)
+            .collect()
+    }
+
+    /// The multiplicative update p · (k ⋆ ratio).
+    fn update(p: &[f64], back: &[f64]) -> Vec<f64> {
+        p.iter()
+            .zip(back)
             .map(|(&p, &b)| if p > 0.0 { p * b.max(0.0) } else { 0.0 })
-            .collect();
-        (next, mu)
+            .collect()
+    }
+
+    /// Two independent accelerated EM chains (counts `ca`, `cb`) for
+    /// `iters` steps each, sharing every transform (the bootstrap pairs).
+    fn run_pair(&self, ca: &[f64], cb: &[f64], iters: usize) -> (EmState, EmState) {
+        let mut sa = self.start_state(ca);
+        let mut sb = self.start_state(cb);
+        for _ in 0..iters {
+            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y);
+            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb));
+            let na = Self::update(&sa.y, &ba);
+            let nb = Self::update(&sb.y, &bb);
+            Self::extrapolate(&mut sa, na);
+            Self::extrapolate(&mut sb, nb);
+        }
+        (sa, sb)
     }
 
     /// Held-out log-likelihood of counts `c` under means μ (normalised
@@ -450,14 +505,65 @@ impl EmDeconvolution {
         ll
     }
 
-    /// EM on counts `c` for `iters` iterations from the uniform start.
-    fn run(&self, c: &[f64], iters: usize) -> Vec<f64> {
-        let mass: f64 = c.iter().sum();
-        let mut p = self.start(mass);
-        for _ in 0..iters {
-            p = self.step(&p, c).0;
+    /// The uniform start of accelerated EM on counts `c`.
+    fn start_state(&self, c: &[f64]) -> EmState {
+        let p = self.start(c.iter().sum());
+        EmState {
+            y: p.clone(),
+            x: p,
+            g: Vec::new(),
         }
-        p
+    }
+
+    /// One accelerated EM step (Biggs & Andrews 1997, docs/MATH.md §9.6):
+    /// x' = EM(y), g' = x' - y, α = <g', g>/<g, g> in [0, 0.95] (lowered
+    /// so that y stays positive where x' is), y' = x' + α(x' - x). Each
+    /// EM output keeps the window's mass, so y' does too. Returns the
+    /// means μ = k * y of the point it started from.
+    fn advance(&self, s: &mut EmState, c: &[f64]) -> Vec<f64> {
+        let (next, mu) = self.step(&s.y, c);
+        Self::extrapolate(s, next);
+        mu
+    }
+
+    /// The extrapolation of [`advance`](Self::advance) from the EM output `next`.
+    fn extrapolate(s: &mut EmState, next: Vec<f64>) {
+        let g: Vec<f64> = next.iter().zip(&s.y).map(|(a, b)| a - b).collect();
+        let mut alpha = if s.g.is_empty() {
+            0.0
+        } else {
+            let num: f64 = g.iter().zip(&s.g).map(|(a, b)| a * b).sum();
+            let den: f64 = s.g.iter().map(|a| a * a).sum();
+            let a = num / den;
+            if a.is_finite() {
+                a.clamp(0.0, 0.95)
+            } else {
+                0.0
+            }
+        };
+        for (&xn, &xo) in next.iter().zip(&s.x) {
+            let d = xn - xo;
+            if d < 0.0 && xn > 0.0 {
+                alpha = alpha.min(0.9 * xn / -d);
+            }
+        }
+        let y = next
+            .iter()
+            .zip(&s.x)
+            .map(|(&xn, &xo)| (xn + alpha * (xn - xo)).max(0.0))
+            .collect();
+        s.x = next;
+        s.g = g;
+        s.y = y;
+    }
+
+    /// Accelerated EM on counts `c` for `iters` steps from the uniform start.
+    fn run(&self, c: &[f64], iters: usize) -> EmState {
+        let mut s = self.start_state(c);
+        for _ in 0..iters {
+            self.advance(&mut s, c);
+        }
+        s
     }
 
     /// The iteration count maximising the held-out likelihood, by two-fold
@@ -472,12 +578,11 @@ impl EmDeconvolution {
             *y = *c - k as f64;
         }
         let fold = |train: &[f64], test: &[f64]| -> Vec<f64> {
-            let mass: f64 = train.iter().sum();
-            let mut p = self.start(mass);
+            let mut p = self.start_state(train);
             let mut lls = Vec::with_capacity(self.opts.max_iterations + 1);
             let (mut best, mut best_t) = (f64::NEG_INFINITY, 0usize);
             for t in 0..=self.opts.max_iterations {
-                let (next, mu) = self.step(&p, train);
+                let mu = self.advance(&mut p, train);
                 let ll = self.held_out(&mu, test);
                 lls.push(ll);
                 if ll > best {
@@ -488,7 +593,6 @@ impl EmDeconvolution {
                 if t > best_t + 20 + best_t / 4 {
                     break;
                 }
-                p = next;
             }
             lls
         };
@@ -570,7 +674,8 @@ impl EmDeconvolution {
 
     /// As [`estimate`](Self::estimate) with a given iteration count.
     pub fn estimate_at(&self, iterations: usize) -> Result<EmMap> {
-        let p = self.run(&self.counts, iterations);
+        let mut state = self.run(&self.counts, iterations);
+        let p = state.y.clone();
         let values = self.map_of(&p);
         let m = values.len();
         let reps = self.opts.replicates;
@@ -586,14 +691,14 @@ impl EmDeconvolution {
             });
         }
         let pilot_iters = (iterations as f64 * self.opts.pilot.max(1.0)).ceil() as usize;
-        let pilot = if pilot_iters == iterations {
-            p.clone()
-        } else {
-            self.run(&self.counts, pilot_iters)
-        };
+        // The pilot continues the fit (the same path, not rerun).
+        for _ in iterations..pilot_iters {
+            self.advance(&mut state, &self.counts);
+        }
+        let pilot = state.y;
         let truth = self.map_of(&pilot);
         let mu = self.convolve(&pilot);
-        let replicate = |r: usize| -> Result<Vec<f64>> {
+        let draw = |r: usize| -> Result<Vec<f64>> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 self.opts.seed ^ (r as u64 + 1).wrapping_mul(0xD134_2543_DE82_EF95),
             );
@@ -606,19 +711,34 @@ impl EmDeconvolution {
                     *x = d.sample(&mut rng);
                 }
             }
-            Ok(self.map_of(&self.run(&c, iterations)))
+            Ok(c)
         };
-        let maps: Vec<Result<Vec<f64>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..reps)
-                .filter(|r| r % 2 == 1)
-                .map(|r| {
-                    let f = &replicate;
-                    s.spawn(move || (r, f(r)))
+        // Replicates 2q and 2q + 1 share their transforms (one complex FFT
+        // for two real chains); the pairs run on separate threads. The
+        // pairing depends on the index only, so the result does not depend
+        // on the threads.
+        let pair = |q: usize| -> Result<Vec<Vec<f64>>> {
+            let a = draw(2 * q)?;
+            if 2 * q + 1 < reps {
+                let b = draw(2 * q + 1)?;
+                let (sa, sb) = self.run_pair(&a, &b, iterations);
+                Ok(vec![self.map_of(&sa.y), self.map_of(&sb.y)])
+            } else {
+                Ok(vec![self.map_of(&self.run(&a, iterations).y)])
+            }
+        };
+        let pairs = reps.div_ceil(2);
+        let maps: Vec<Result<Vec<Vec<f64>>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..pairs)
+                .filter(|q| q % 2 == 1)
+                .map(|q| {
+                    let f = &pair;
+                    s.spawn(move || (q, f(q)))
                 })
                 .collect();
-            let mut out: Vec<(usize, Result<Vec<f64>>)> = (0..reps)
-                .filter(|r| r % 2 == 0)
-                .map(|r| (r, replicate(r)))
+            let mut out: Vec<(usize, Result<Vec<Vec<f64>>>)> = (0..pairs)
+                .filter(|q| q % 2 == 0)
+                .map(|q| (q, pair(q)))
                 .collect();
             for h in handles {
                 out.push(h.join().unwrap_or((
@@ -631,7 +751,12 @@ impl EmDeconvolution {
             out.sort_by_key(|x| x.0);
             out.into_iter().map(|x| x.1).collect()
         });
-        let maps = maps.into_iter().collect::<Result<Vec<_>>>()?;
+        let maps: Vec<Vec<f64>> = maps
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         let rf = reps as f64;
         let mut bias = vec![0.0; m];
         let mut se = vec![0.0; m];

@@ -98,6 +98,12 @@ pub struct FftMapper {
     counts: BinnedCounts,
     n: [usize; 2],
     hat: Vec<Complex64>,
+    /// Per used axis: the period N_a Δ_a, and per DFT index the signed
+    /// frequency ω_a and the rounding correction (ω_aΔ_a/2)/sin(ω_aΔ_a/2).
+    axes: Vec<(f64, Vec<f64>, Vec<f64>)>,
+    /// The debiased map of K_h² (bandwidth h/√2), shared by every λ's
+    /// conditional variances: keyed by (h, ε) bits.
+    pop2: std::sync::Mutex<Option<([u64; 2], Vec<f64>)>>,
     fwd: [Arc<dyn Fft<f64>>; 2],
     inv: [Arc<dyn Fft<f64>>; 2],
 }
@@ -139,10 +145,27 @@ impl FftMapper {
                 hat[i * n[1] + k].re = counts.counts()[i * b[1] + k] as f64;
             }
         }
+        let axes = (0..spec.dim())
+            .map(|a| {
+                let pa = n[a] as f64 * spec.delta()[a];
+                let len = n[a] as i64;
+                let (mut ws, mut cs) = (Vec::new(), Vec::new());
+                for k in 0..len {
+                    let ks = if k > len / 2 { k - len } else { k };
+                    let w = 2.0 * PI * ks as f64 / pa;
+                    let x = 0.5 * w * spec.delta()[a];
+                    ws.push(w);
+                    cs.push(if x != 0.0 { x / x.sin() } else { 1.0 });
+                }
+                (pa, ws, cs)
+            })
+            .collect();
         let mut me = Self {
             counts,
             n,
             hat: Vec::new(),
+            axes,
+            pop2: std::sync::Mutex::new(None),
             fwd,
             inv,
         };
@@ -181,42 +204,27 @@ impl FftMapper {
 
     /// Physical periods P_a = N_a Δ_a of the used axes.
     fn periods(&self) -> Vec<f64> {
-        let spec = self.counts.spec();
-        (0..spec.dim())
-            .map(|a| self.n[a] as f64 * spec.delta()[a])
-            .collect()
+        self.axes.iter().map(|a| a.0).collect()
     }
 
     /// (|ω|, 1/Π_a sinc(ω_a Δ_a/2)) at flat DFT index: the frequency and
     /// the correction for the smoothing by nearest-bin rounding.
     fn omega(&self, flat: usize) -> (f64, f64) {
-        let p = self.periods();
-        let delta = self.counts.spec().delta();
         let idx = [flat / self.n[1], flat % self.n[1]];
         let mut w2 = 0.0;
         let mut corr = 1.0;
-        for (a, pa) in p.iter().enumerate() {
-            let k = idx[a] as i64;
-            let n = self.n[a] as i64;
-            let ks = if k > n / 2 { k - n } else { k };
-            let w = 2.0 * PI * ks as f64 / pa;
+        for (a, (_, ws, cs)) in self.axes.iter().enumerate() {
+            let w = ws[idx[a]];
             w2 += w * w;
-            let x = 0.5 * w * delta[a];
-            if x != 0.0 {
-                corr *= x / x.sin();
-            }
+            corr *= cs[idx[a]];
         }
         (w2.sqrt(), corr)
     }
 
     /// ω_a (signed) of axis `a` at flat DFT index.
     fn omega_axis(&self, flat: usize, a: usize) -> f64 {
-        let p = self.periods();
         let idx = [flat / self.n[1], flat % self.n[1]];
-        let k = idx[a] as i64;
-        let n = self.n[a] as i64;
-        let ks = if k > n / 2 { k - n } else { k };
-        2.0 * PI * ks as f64 / p[a]
+        self.axes[a].1[idx[a]]
     }
 
     /// Samples of the periodised kernel Σ_m K_λ(z + mP) on the bin lattice
@@ -352,7 +360,22 @@ impl FftMapper {
             kernel.epsilon(),
             1.0,
         )?;
-        let pop2 = self.apply_spatial(&self.spatial_kernel(&k2));
+        let key = [kernel.bandwidth().to_bits(), kernel.epsilon().to_bits()];
+        let cached = self
+            .pop2
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().filter(|c| c.0 == key).map(|c| c.1.clone()));
+        let pop2 = match cached {
+            Some(p) => p,
+            None => {
+                let p = self.apply_spatial(&self.spatial_kernel(&k2));
+                if let Ok(mut c) = self.pop2.lock() {
+                    *c = Some((key, p.clone()));
+                }
+                p
+            }
+        };
         let n = self.counts.total() as f64;
         let bessel = if n > 1.0 { n / (n - 1.0) } else { 1.0 };
         Ok(mean

@@ -206,44 +206,304 @@ pub fn ingest_map_reports<R: Read>(
 ) -> io::Result<MapCounts> {
     let mut counts = MapCounts::default();
     while let Some((n, raw)) = reader.next_bytes()? {
-        counts.records += 1;
-        let outcome: core::result::Result<Option<u64>, (&'static str, String)> = (|| {
-            let bytes = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()))?;
-            let b = bytes
-                .strip_prefix(b"\xEF\xBB\xBF")
-                .unwrap_or(bytes)
-                .trim_ascii();
-            if b.is_empty() || b[0] == b'#' {
-                return Ok(None);
+        let raw = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()));
+        one_record(agg, clip, raw, &mut counts, |code, m| on_reject(n, code, m));
+    }
+    Ok(counts)
+}
+
+/// Decode, clip and add one record's bytes (or pass on its reader
+/// rejection), updating `counts`.
+fn one_record(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    raw: core::result::Result<&[u8], (&'static str, String)>,
+    counts: &mut MapCounts,
+    mut on_reject: impl FnMut(&'static str, &str),
+) {
+    counts.records += 1;
+    let outcome: core::result::Result<Option<u64>, (&'static str, String)> = (|| {
+        let bytes = raw?;
+        let b = bytes
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .unwrap_or(bytes)
+            .trim_ascii();
+        if b.is_empty() || b[0] == b'#' {
+            return Ok(None);
+        }
+        let s = core::str::from_utf8(b).map_err(|e| {
+            let why = RecordRejection::NotUtf8 {
+                valid_up_to: e.valid_up_to(),
+            };
+            (why.code(), why.to_string())
+        })?;
+        let mut r: MapReport = serde_json::from_str(s).map_err(|e| {
+            (
+                "malformed",
+                std::format!("malformed map report: {}", Untrusted(&e.to_string())),
+            )
+        })?;
+        let clipped = clip.map_or(0, |c| c.clip(&mut r));
+        agg.add(&r)
+            .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
+        Ok(Some(clipped))
+    })();
+    match outcome {
+        Ok(None) => counts.skipped += 1,
+        Ok(Some(c)) => {
+            counts.accepted += 1;
+            counts.clipped += c;
+        }
+        Err((code, message)) => {
+            counts.rejected += 1;
+            on_reject(code, &message);
+        }
+    }
+}
+
+/// One batch of records handed to a worker: their bytes back to back,
+/// and per record its number and its byte range (or the reader's
+/// rejection).
+type Batch = (
+    Vec<u8>,
+    Vec<(u64, core::result::Result<(usize, usize), RecordRejection>)>,
+);
+
+/// Bytes per batch (records are never split; a batch closes after the
+/// record that reaches this size).
+const BATCH_BYTES: usize = 1 << 20;
+
+/// [`ingest_map_reports`] on `threads` workers: the calling thread splits
+/// the stream into records (the same reader, so the same record numbers,
+/// size limits and rejections) and hands batches of them to workers, each
+/// adding into its own empty copy of `agg`; the copies are then merged
+/// into `agg`. Every state merges exactly (integer bin counts, exact
+/// sums), so the result is bit-identical to the sequential path for any
+/// number of threads and any batching (docs/MATH.md §9.8); rejections are
+/// reported in record order. `threads` <= 1 is the sequential path.
+/// Memory: at most 2·`threads` batches of about 1 MiB in flight, plus one
+/// aggregator per worker.
+///
+/// ```
+/// use geopriv::map::{ingest_map_reports, ingest_map_reports_parallel, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+/// use geopriv::server::ingest::{FormatChoice, RecordReader};
+/// # use rand::SeedableRng;
+/// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+/// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3)?;
+/// let mut text = String::new();
+/// for i in 0..500 {
+///     let r = device.release_unmetered(&[20.0 * i as f64, 5_000.0], &mut rng)?;
+///     text += &serde_json::to_string(&r).unwrap();
+///     text += "\n";
+/// }
+/// let run = |threads: usize| {
+///     let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, 1e-3).unwrap();
+///     let mut reader = RecordReader::new(text.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+///     ingest_map_reports_parallel(&mut agg, None, &mut reader, threads, |_, _, _| {}).unwrap();
+///     agg.counts().unwrap().clone()
+/// };
+/// assert_eq!(run(1), run(2));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn ingest_map_reports_parallel<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    threads: usize,
+    on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
+    ingest_sharded(agg, clip, reader, threads, BATCH_BYTES, on_reject)
+}
+
+/// [`ingest_map_reports_parallel`] with batches of `batch_bytes`.
+fn ingest_sharded<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    threads: usize,
+    batch_bytes: usize,
+    mut on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
+    if threads <= 1 {
+        return ingest_map_reports(agg, clip, reader, on_reject);
+    }
+    type Rejected = Vec<(u64, &'static str, String)>;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2 * threads);
+    let rx = std::sync::Mutex::new(rx);
+    let template = agg.empty_like();
+    let (results, read) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let rx = &rx;
+                let mut mine = template.clone();
+                s.spawn(move || {
+                    let mut counts = MapCounts::default();
+                    let mut rejected: Rejected = Vec::new();
+                    loop {
+                        let batch = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => break,
+                        };
+                        let Ok((bytes, recs)) = batch else { break };
+                        for (n, raw) in recs {
+                            let raw = raw
+                                .map(|(a, b)| &bytes[a..b])
+                                .map_err(|why| (why.code(), why.to_string()));
+                            one_record(&mut mine, clip, raw, &mut counts, |code, m| {
+                                rejected.push((n, code, m.to_string()))
+                            });
+                        }
+                    }
+                    (mine, counts, rejected)
+                })
+            })
+            .collect();
+        let read = (|| -> io::Result<()> {
+            let mut bytes = Vec::with_capacity(batch_bytes + 4096);
+            let mut recs = Vec::new();
+            while let Some((n, raw)) = reader.next_bytes()? {
+                match raw {
+                    Ok(b) => {
+                        let a = bytes.len();
+                        bytes.extend_from_slice(b);
+                        recs.push((n, Ok((a, bytes.len()))));
+                    }
+                    Err(why) => recs.push((n, Err(why))),
+                }
+                if bytes.len() >= batch_bytes || recs.len() >= 16_384 {
+                    let full = (
+                        core::mem::replace(&mut bytes, Vec::with_capacity(batch_bytes + 4096)),
+                        core::mem::take(&mut recs),
+                    );
+                    if tx.send(full).is_err() {
+                        break;
+                    }
+                }
             }
-            let s = core::str::from_utf8(b).map_err(|e| {
-                let why = RecordRejection::NotUtf8 {
-                    valid_up_to: e.valid_up_to(),
-                };
-                (why.code(), why.to_string())
-            })?;
-            let mut r: MapReport = serde_json::from_str(s).map_err(|e| {
-                (
-                    "malformed",
-                    std::format!("malformed map report: {}", Untrusted(&e.to_string())),
-                )
-            })?;
-            let clipped = clip.map_or(0, |c| c.clip(&mut r));
-            agg.add(&r)
-                .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
-            Ok(Some(clipped))
+            if !recs.is_empty() {
+                let _ = tx.send((bytes, recs));
+            }
+            Ok(())
         })();
-        match outcome {
-            Ok(None) => counts.skipped += 1,
-            Ok(Some(c)) => {
-                counts.accepted += 1;
-                counts.clipped += c;
+        drop(tx);
+        let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        (results, read)
+    });
+    read?;
+    let mut counts = MapCounts::default();
+    let mut rejected: Rejected = Vec::new();
+    for r in results {
+        let (mine, c, rj) = r.map_err(|_| io::Error::other("map ingest worker panicked"))?;
+        agg.merge(&mine)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        counts.records += c.records;
+        counts.accepted += c.accepted;
+        counts.rejected += c.rejected;
+        counts.skipped += c.skipped;
+        counts.clipped += c.clipped;
+        rejected.extend(rj);
+    }
+    rejected.sort_by_key(|r| r.0);
+    for (n, code, m) in rejected {
+        on_reject(n, code, &m);
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::KdeGrid;
+    use crate::server::ingest::FormatChoice;
+    use rand::SeedableRng;
+
+    /// Reports of `mech` with bad records interleaved (not UTF-8,
+    /// malformed, too long, another ε, a comment).
+    fn stream(set: &QuerySet, mech: MapMechanism) -> Vec<u8> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let dev = MapRelease::new(set.clone(), mech, 1e-3).unwrap();
+        let other = MapRelease::new(set.clone(), mech, 2e-3).unwrap();
+        let mut out = Vec::new();
+        for i in 0..3_000u32 {
+            let x = [(i * 37 % 10_000) as f64, (i * 91 % 10_000) as f64];
+            let r = if i % 997 == 5 {
+                other.release_unmetered(&x, &mut rng).unwrap()
+            } else {
+                dev.release_unmetered(&x, &mut rng).unwrap()
+            };
+            out.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
+            out.push(b'\n');
+            match i % 401 {
+                3 => out.extend_from_slice(b"\xff\xfe\n"),
+                4 => out.extend_from_slice(b"{\"set\": 1}\n"),
+                5 => out.extend_from_slice(&[b'x'; 5_000]),
+                6 => out.extend_from_slice(b"\n# comment\n"),
+                _ => {}
             }
-            Err((code, message)) => {
-                counts.rejected += 1;
-                on_reject(n, code, &message);
+        }
+        out
+    }
+
+    type Run = (
+        MapCounts,
+        Vec<(u64, &'static str, String)>,
+        Vec<u64>,
+        Vec<u64>,
+    );
+
+    fn run(set: &QuerySet, mech: MapMechanism, input: &[u8], threads: usize, batch: usize) -> Run {
+        let mut agg = MapAggregator::new(set.clone(), mech, 1e-3).unwrap();
+        let clip =
+            MapClip::new(set, mech, 1e-3, crate::server::clip::ClipLevel::default()).unwrap();
+        let mut reader = RecordReader::new(input, FormatChoice::Json, 4_096).unwrap();
+        let mut rejected = Vec::new();
+        let counts = ingest_sharded(
+            &mut agg,
+            clip.as_ref(),
+            &mut reader,
+            threads,
+            batch,
+            |n, c, m| rejected.push((n, c, m.to_string())),
+        )
+        .unwrap();
+        let bins = agg
+            .counts()
+            .map(|c| c.counts().to_vec())
+            .unwrap_or_default();
+        let est = agg.estimate(Some(1.0)).unwrap();
+        let bits = est
+            .values
+            .iter()
+            .chain(&est.standard_errors)
+            .map(|v| v.to_bits())
+            .collect();
+        (counts, rejected, bins, bits)
+    }
+
+    #[test]
+    fn sharded_ingest_is_bit_identical_to_the_sequential_path() {
+        let set = QuerySet::Kde(KdeGrid::square(10_000.0, 9).unwrap());
+        for mech in [
+            MapMechanism::APriori,
+            MapMechanism::Composition,
+            MapMechanism::Sampled { k: 2 },
+        ] {
+            let input = stream(&set, mech);
+            let seq = run(&set, mech, &input, 1, 1 << 20);
+            assert!(
+                seq.0.accepted > 2_900 && seq.0.rejected >= 20,
+                "{:?}",
+                seq.0
+            );
+            assert!(seq.1.windows(2).all(|w| w[0].0 < w[1].0));
+            for (threads, batch) in [(2, 1 << 20), (2, 300), (3, 1), (4, 7_000)] {
+                let par = run(&set, mech, &input, threads, batch);
+                assert_eq!(
+                    par, seq,
+                    "{mech:?}, {threads} threads, batches of {batch} bytes"
+                );
             }
         }
     }
-    Ok(counts)
 }

@@ -46,6 +46,8 @@ pub struct DebiasKernel {
     poly: Vec<f64>,
     /// s = p - λ(d+1)/2 in [0, 1): the Bessel-potential part.
     s: f64,
+    /// (2π)^{d/2} h^d, the factor of F (computed once).
+    norm: f64,
 }
 
 impl DebiasKernel {
@@ -88,6 +90,7 @@ impl DebiasKernel {
             lambda,
             poly,
             s,
+            norm: pow(2.0 * PI, dim as f64 / 2.0) * libm::pow(bandwidth, dim as f64),
         })
     }
 
@@ -115,12 +118,18 @@ impl DebiasKernel {
     /// F[K_λ](ω) at |ω| = w.
     pub fn fourier(&self, w: f64) -> f64 {
         let h = self.bandwidth;
-        let d = self.dim as i32;
         let w2 = w * w;
-        pow(2.0 * PI, d as f64 / 2.0)
-            * libm::pow(h, (d) as f64)
-            * exp(-0.5 * h * h * w2
-                + self.exponent() * crate::math::log1p(w2 / (self.epsilon * self.epsilon)))
+        let gauss = -0.5 * h * h * w2;
+        if gauss < -1500.0 {
+            // F <= e^{-1500}·(1 + w²/ε²)^{3/2}: below the smallest double
+            // unless ε < 1e-300·w; the same 0 that exp gives.
+            let growth = self.exponent() * crate::math::log1p(w2 / (self.epsilon * self.epsilon));
+            if gauss + growth < -1500.0 {
+                return 0.0;
+            }
+        }
+        self.norm
+            * exp(gauss + self.exponent() * crate::math::log1p(w2 / (self.epsilon * self.epsilon)))
     }
 
     /// (2π)^{-d} ∫_{R^d} |ω|^k F[K_λ](ω)^q dω by Simpson's rule in the

@@ -55,7 +55,9 @@ pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]
 pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 #[cfg(feature = "std")]
-pub use ingest::{ingest_map_reports, MapClip, MapClipSummary, MapCounts};
+pub use ingest::{
+    ingest_map_reports, ingest_map_reports_parallel, MapClip, MapClipSummary, MapCounts,
+};
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;
 #[cfg(feature = "std")]

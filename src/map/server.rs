@@ -12,8 +12,11 @@ use crate::server::aggregate::Aggregator;
 use std::string::String;
 use std::vec::Vec;
 
-/// Largest number of bins per axis the server uses by default.
-pub const DEFAULT_MAX_BINS: usize = 2048;
+/// Largest number of bins per axis the server uses by default (1024: at
+/// most 2^20 bins, 8 MiB of counts and 16 MiB per FFT array; below
+/// εh ≈ 0.5 on a 61 × 61 grid the bins coarsen from h/8 towards h/4, where
+/// the noise, 1/ε >= 2h, is far wider than a bin; issue 22 item 4).
+pub const DEFAULT_MAX_BINS: usize = 1024;
 
 /// Aggregates [`MapReport`]s of one query set, mechanism and per-device ε.
 ///
@@ -113,6 +116,27 @@ impl MapAggregator {
     /// The ladder debiasing in use (noise a priori on a ladder).
     pub fn ladder_debias(&self) -> Option<LadderDebias> {
         self.ladder.as_ref().map(|(d, _)| *d)
+    }
+
+    /// An empty aggregator with the same public parameters and binning
+    /// (a shard to [`merge`](Self::merge) back).
+    pub(crate) fn empty_like(&self) -> Self {
+        Self {
+            set: self.set.clone(),
+            mechanism: self.mechanism,
+            epsilon: self.epsilon,
+            tag: self.tag.clone(),
+            counts: self
+                .counts
+                .as_ref()
+                .map(|c| BinnedCounts::new(c.spec().clone())),
+            cells: vec![Aggregator::new(); self.cells.len()],
+            ladder: self
+                .ladder
+                .as_ref()
+                .map(|(d, c)| (*d, vec![Aggregator::new(); c.len()])),
+            accepted: 0,
+        }
     }
 
     /// Reports accepted so far.
