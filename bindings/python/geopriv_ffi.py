@@ -592,6 +592,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() != 12524:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox() != 56773:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered() != 18303:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_seeded() != 34459:
@@ -732,9 +734,21 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() != 3990:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_classify() != 8331:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch() != 28629:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms() != 16542:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new() != 55581:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() != 28725:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford() != 2171:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 11784:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 57447:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() != 9776:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -989,6 +1003,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed.rest
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_unmetered.restype = ctypes.c_uint16
@@ -1199,12 +1216,30 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_width.restype = ct
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_classify.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_classify.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh.restype = ctypes.c_uint16
@@ -1606,6 +1641,14 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered.
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_packed_unmetered.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_unmetered.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2038,6 +2081,43 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_memoizedrelease_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_classify.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.c_uint16,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_classify.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint32,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_outboxuploader_new.argtypes = (
+    ctypes.c_uint32,
+    ctypes.c_uint32,
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_outboxuploader_new.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge.argtypes = (
+    ctypes.c_uint64,
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_can_afford.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2050,6 +2130,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_refresh.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2462,6 +2547,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_memoizedrelease.restype = None
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_outboxuploader.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_clone_outboxuploader.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_free_outboxuploader.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_free_outboxuploader.restype = None
 _UniffiLib.uniffi_geopriv_ffi_fn_clone_privacyledger.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -4964,6 +5059,45 @@ class _UniffiFfiConverterTypeMemoizedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterBoolean.write(value.charged, buf)
 
 @dataclass
+class PendingUpload:
+    """
+    A report waiting in the outbox.
+"""
+    def __init__(self, *, id:int, report:str):
+        self.id = id
+        self.report = report
+        
+        
+
+    
+    def __str__(self):
+        return "PendingUpload(id={}, report={})".format(self.id, self.report)
+    def __eq__(self, other):
+        if self.id != other.id:
+            return False
+        if self.report != other.report:
+            return False
+        return True
+
+class _UniffiFfiConverterTypePendingUpload(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return PendingUpload(
+            id=_UniffiFfiConverterUInt64.read(buf),
+            report=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.id)
+        _UniffiFfiConverterString.check_lower(value.report)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.id, buf)
+        _UniffiFfiConverterString.write(value.report, buf)
+
+@dataclass
 class PrivacyRadius:
     """
     A privacy level stated as a radius, with the ε per unit distance it
@@ -5173,6 +5307,51 @@ class _UniffiFfiConverterTypeReceivedReport(_UniffiConverterRustBuffer):
         _UniffiFfiConverterBoolean.write(value.seeded, buf)
 
 @dataclass
+class RejectedUpload:
+    """
+    A report the collector rejected: keep it out of the retry loop.
+"""
+    def __init__(self, *, id:int, code:str, reason:str):
+        self.id = id
+        self.code = code
+        self.reason = reason
+        
+        
+
+    
+    def __str__(self):
+        return "RejectedUpload(id={}, code={}, reason={})".format(self.id, self.code, self.reason)
+    def __eq__(self, other):
+        if self.id != other.id:
+            return False
+        if self.code != other.code:
+            return False
+        if self.reason != other.reason:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeRejectedUpload(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return RejectedUpload(
+            id=_UniffiFfiConverterUInt64.read(buf),
+            code=_UniffiFfiConverterString.read(buf),
+            reason=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterUInt64.check_lower(value.id)
+        _UniffiFfiConverterString.check_lower(value.code)
+        _UniffiFfiConverterString.check_lower(value.reason)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterUInt64.write(value.id, buf)
+        _UniffiFfiConverterString.write(value.code, buf)
+        _UniffiFfiConverterString.write(value.reason, buf)
+
+@dataclass
 class SchedulePlan:
     """
     The planner's choice for N devices, T periods and a lifetime budget C
@@ -5237,6 +5416,69 @@ class _UniffiFfiConverterTypeSchedulePlan(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.write(value.reports_per_device, buf)
         _UniffiFfiConverterFloat64.write(value.variance_per_period, buf)
         _UniffiFfiConverterFloat64.write(value.fresh_variance_per_period, buf)
+
+class _UniffiFfiConverterSequenceUInt64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterUInt64.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterUInt64.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterUInt64.read(buf) for i in range(count)
+        ]
+
+@dataclass
+class UploadBatch:
+    """
+    One upload: POST `body` (`application/x-ndjson`) to
+    `{collector}/v1/tasks/{task}/reports`.
+"""
+    def __init__(self, *, ids:typing.List[int], body:str):
+        self.ids = ids
+        self.body = body
+        
+        
+
+    
+    def __str__(self):
+        return "UploadBatch(ids={}, body={})".format(self.ids, self.body)
+    def __eq__(self, other):
+        if self.ids != other.ids:
+            return False
+        if self.body != other.body:
+            return False
+        return True
+
+class _UniffiFfiConverterTypeUploadBatch(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        return UploadBatch(
+            ids=_UniffiFfiConverterSequenceUInt64.read(buf),
+            body=_UniffiFfiConverterString.read(buf),
+        )
+
+    @staticmethod
+    def check_lower(value):
+        _UniffiFfiConverterSequenceUInt64.check_lower(value.ids)
+        _UniffiFfiConverterString.check_lower(value.body)
+
+    @staticmethod
+    def write(value, buf):
+        _UniffiFfiConverterSequenceUInt64.write(value.ids, buf)
+        _UniffiFfiConverterString.write(value.body, buf)
 
 
 
@@ -6182,6 +6424,344 @@ class _UniffiFfiConverterTypeProjection(_UniffiConverterRustBuffer):
 
 
 
+class _UniffiFfiConverterSequenceTypeRejectedUpload(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypeRejectedUpload.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypeRejectedUpload.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypeRejectedUpload.read(buf) for i in range(count)
+        ]
+
+class _UniffiFfiConverterOptionalUInt64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterUInt64.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterUInt64.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterUInt64.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+class _UniffiFfiConverterUInt16(_UniffiConverterPrimitiveInt):
+    CLASS_NAME = "u16"
+    VALUE_MIN = 0
+    VALUE_MAX = 2**16
+
+    @staticmethod
+    def read(buf):
+        return buf.read_u16()
+
+    @staticmethod
+    def write(value, buf):
+        buf.write_u16(value)
+
+
+
+
+
+
+class UploadVerdict:
+    """
+    What the collector's answer means (see `OutboxUploader.classify`).
+"""
+    def __init__(self):
+        raise RuntimeError("UploadVerdict cannot be instantiated directly")
+
+    # Each enum variant is a nested class of the enum itself.
+    @dataclass
+    class ANSWERED:
+        """
+        Acknowledge `acknowledge` (accepted now or stored before), park
+        `rejected`.
+"""
+        
+        def __init__(self, acknowledge:typing.List[int], duplicates:int, rejected:typing.List[RejectedUpload]):
+            self.acknowledge = acknowledge
+            
+            """
+        Remove these from the outbox (`PrivacyLedger.acknowledge`).
+"""
+        
+            self.duplicates = duplicates
+            
+            """
+        How many of them were duplicates.
+"""
+        
+            self.rejected = rejected
+            
+            """
+        Rejected: park them, do not send again.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "UploadVerdict.ANSWERED(acknowledge={}, duplicates={}, rejected={})".format(self.acknowledge, self.duplicates, self.rejected)
+        def __eq__(self, other):
+            if not isinstance(other, UploadVerdict):
+                return NotImplemented
+            if not other.is_ANSWERED():
+                return False
+            if self.acknowledge != other.acknowledge:
+                return False
+            if self.duplicates != other.duplicates:
+                return False
+            if self.rejected != other.rejected:
+                return False
+            return True
+
+    @dataclass
+    class RETRY:
+        """
+        Send the same batch again after `OutboxUploader.retry_delay_ms`.
+"""
+        
+        def __init__(self, after_ms:typing.Optional[int], reason:str):
+            self.after_ms = after_ms
+            
+            """
+        The server's Retry-After in milliseconds.
+"""
+        
+            self.reason = reason
+            
+            """
+        Why.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "UploadVerdict.RETRY(after_ms={}, reason={})".format(self.after_ms, self.reason)
+        def __eq__(self, other):
+            if not isinstance(other, UploadVerdict):
+                return NotImplemented
+            if not other.is_RETRY():
+                return False
+            if self.after_ms != other.after_ms:
+                return False
+            if self.reason != other.reason:
+                return False
+            return True
+
+    @dataclass
+    class SPLIT:
+        """
+        Send the batch in halves (a single report: park it).
+"""
+        
+        def __init__(self, status:int, reason:str):
+            self.status = status
+            
+            """
+        The status.
+"""
+        
+            self.reason = reason
+            
+            """
+        Why.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "UploadVerdict.SPLIT(status={}, reason={})".format(self.status, self.reason)
+        def __eq__(self, other):
+            if not isinstance(other, UploadVerdict):
+                return NotImplemented
+            if not other.is_SPLIT():
+                return False
+            if self.status != other.status:
+                return False
+            if self.reason != other.reason:
+                return False
+            return True
+
+    @dataclass
+    class FATAL:
+        """
+        Stop: a configuration error (401, 404, 415, ...); keep everything.
+"""
+        
+        def __init__(self, status:int, reason:str):
+            self.status = status
+            
+            """
+        The status.
+"""
+        
+            self.reason = reason
+            
+            """
+        Why.
+"""
+        
+            pass
+
+    
+            
+            
+    
+        def __str__(self):
+            return "UploadVerdict.FATAL(status={}, reason={})".format(self.status, self.reason)
+        def __eq__(self, other):
+            if not isinstance(other, UploadVerdict):
+                return NotImplemented
+            if not other.is_FATAL():
+                return False
+            if self.status != other.status:
+                return False
+            if self.reason != other.reason:
+                return False
+            return True
+
+    
+
+    # For each variant, we have `is_NAME` and `is_name` methods for easily checking
+    # whether an instance is that variant.
+    def is_ANSWERED(self) -> bool:
+        return isinstance(self, UploadVerdict.ANSWERED)
+    def is_answered(self) -> bool:
+        return isinstance(self, UploadVerdict.ANSWERED)
+    def is_RETRY(self) -> bool:
+        return isinstance(self, UploadVerdict.RETRY)
+    def is_retry(self) -> bool:
+        return isinstance(self, UploadVerdict.RETRY)
+    def is_SPLIT(self) -> bool:
+        return isinstance(self, UploadVerdict.SPLIT)
+    def is_split(self) -> bool:
+        return isinstance(self, UploadVerdict.SPLIT)
+    def is_FATAL(self) -> bool:
+        return isinstance(self, UploadVerdict.FATAL)
+    def is_fatal(self) -> bool:
+        return isinstance(self, UploadVerdict.FATAL)
+    
+
+# Now, a little trick - we make each nested variant class be a subclass of the main
+# enum class, so that method calls and instance checks etc will work intuitively.
+# We might be able to do this a little more neatly with a metaclass, but this'll do.
+UploadVerdict.ANSWERED = type("UploadVerdict.ANSWERED", (UploadVerdict.ANSWERED, UploadVerdict,), {})  # type: ignore
+UploadVerdict.RETRY = type("UploadVerdict.RETRY", (UploadVerdict.RETRY, UploadVerdict,), {})  # type: ignore
+UploadVerdict.SPLIT = type("UploadVerdict.SPLIT", (UploadVerdict.SPLIT, UploadVerdict,), {})  # type: ignore
+UploadVerdict.FATAL = type("UploadVerdict.FATAL", (UploadVerdict.FATAL, UploadVerdict,), {})  # type: ignore
+
+
+
+
+class _UniffiFfiConverterTypeUploadVerdict(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return UploadVerdict.ANSWERED(
+                _UniffiFfiConverterSequenceUInt64.read(buf),
+                _UniffiFfiConverterUInt64.read(buf),
+                _UniffiFfiConverterSequenceTypeRejectedUpload.read(buf),
+            )
+        if variant == 2:
+            return UploadVerdict.RETRY(
+                _UniffiFfiConverterOptionalUInt64.read(buf),
+                _UniffiFfiConverterString.read(buf),
+            )
+        if variant == 3:
+            return UploadVerdict.SPLIT(
+                _UniffiFfiConverterUInt16.read(buf),
+                _UniffiFfiConverterString.read(buf),
+            )
+        if variant == 4:
+            return UploadVerdict.FATAL(
+                _UniffiFfiConverterUInt16.read(buf),
+                _UniffiFfiConverterString.read(buf),
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if value.is_ANSWERED():
+            _UniffiFfiConverterSequenceUInt64.check_lower(value.acknowledge)
+            _UniffiFfiConverterUInt64.check_lower(value.duplicates)
+            _UniffiFfiConverterSequenceTypeRejectedUpload.check_lower(value.rejected)
+            return
+        if value.is_RETRY():
+            _UniffiFfiConverterOptionalUInt64.check_lower(value.after_ms)
+            _UniffiFfiConverterString.check_lower(value.reason)
+            return
+        if value.is_SPLIT():
+            _UniffiFfiConverterUInt16.check_lower(value.status)
+            _UniffiFfiConverterString.check_lower(value.reason)
+            return
+        if value.is_FATAL():
+            _UniffiFfiConverterUInt16.check_lower(value.status)
+            _UniffiFfiConverterString.check_lower(value.reason)
+            return
+        raise ValueError(value)
+
+    @staticmethod
+    def write(value, buf):
+        if value.is_ANSWERED():
+            buf.write_i32(1)
+            _UniffiFfiConverterSequenceUInt64.write(value.acknowledge, buf)
+            _UniffiFfiConverterUInt64.write(value.duplicates, buf)
+            _UniffiFfiConverterSequenceTypeRejectedUpload.write(value.rejected, buf)
+        if value.is_RETRY():
+            buf.write_i32(2)
+            _UniffiFfiConverterOptionalUInt64.write(value.after_ms, buf)
+            _UniffiFfiConverterString.write(value.reason, buf)
+        if value.is_SPLIT():
+            buf.write_i32(3)
+            _UniffiFfiConverterUInt16.write(value.status, buf)
+            _UniffiFfiConverterString.write(value.reason, buf)
+        if value.is_FATAL():
+            buf.write_i32(4)
+            _UniffiFfiConverterUInt16.write(value.status, buf)
+            _UniffiFfiConverterString.write(value.reason, buf)
+
+
+
 
 class AggregatorProtocol(typing.Protocol):
     """
@@ -6559,6 +7139,29 @@ class _UniffiFfiConverterOptionalTypeBudgetShare(_UniffiConverterRustBuffer):
         else:
             raise InternalError("Unexpected flag byte for optional type")
 
+class _UniffiFfiConverterSequenceTypePendingUpload(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        for item in value:
+            _UniffiFfiConverterTypePendingUpload.check_lower(item)
+
+    @classmethod
+    def write(cls, value, buf):
+        items = len(value)
+        buf.write_i32(items)
+        for item in value:
+            _UniffiFfiConverterTypePendingUpload.write(item, buf)
+
+    @classmethod
+    def read(cls, buf):
+        count = buf.read_i32()
+        if count < 0:
+            raise InternalError("Unexpected negative sequence length")
+
+        return [
+            _UniffiFfiConverterTypePendingUpload.read(buf) for i in range(count)
+        ]
+
 
 class PrivacyLedgerProtocol(typing.Protocol):
     """
@@ -6578,6 +7181,12 @@ class PrivacyLedgerProtocol(typing.Protocol):
     Thread-safe (a `Mutex` inside).
 """
     
+    def acknowledge(self, ids: typing.List[int]) -> None:
+        """
+        Remove reports a collector stored (accepted or duplicate) from the
+        outbox, durably; unknown ids are ignored.
+"""
+        raise NotImplementedError
     def can_afford(self, mechanism: GeoMechanism) -> bool:
         """
         Whether one release with `mechanism` fits now (same unit, enough
@@ -6590,6 +7199,12 @@ class PrivacyLedgerProtocol(typing.Protocol):
         The largest (ε, δ) such that `releases` releases of it fit what is
         left now (this period and lifetime; checked by replaying them).
         `null` if `releases` is 0 or nothing is left.
+"""
+        raise NotImplementedError
+    def pending_uploads(self, ) -> typing.List[PendingUpload]:
+        """
+        The reports waiting in the outbox, oldest first (as this process
+        last read the file; `refresh` first to see other processes').
 """
         raise NotImplementedError
     def refresh(self, ) -> None:
@@ -6765,6 +7380,25 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         inst = cls.__new__(cls)
         inst._handle = handle
         return inst
+    def acknowledge(self, ids: typing.List[int]) -> None:
+        """
+        Remove reports a collector stored (accepted or duplicate) from the
+        outbox, durably; unknown ids are ignored.
+"""
+        
+        _UniffiFfiConverterSequenceUInt64.check_lower(ids)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceUInt64.lower(ids),
+        )
+        _uniffi_lift_return = lambda val: None
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def can_afford(self, mechanism: GeoMechanism) -> bool:
         """
         Whether one release with `mechanism` fits now (same unit, enough
@@ -6802,6 +7436,22 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def pending_uploads(self, ) -> typing.List[PendingUpload]:
+        """
+        The reports waiting in the outbox, oldest first (as this process
+        last read the file; `refresh` first to see other processes').
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterSequenceTypePendingUpload.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -7784,6 +8434,14 @@ class GeoMechanismProtocol(typing.Protocol):
         point refuses the whole array (`InvalidInput`, naming the point).
 """
         raise NotImplementedError
+    def privatize_to_outbox(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        `privatize`, and keep the report in the ledger file's outbox in the
+        same atomic write as its charge (a file-backed ledger only): it
+        waits there, through crashes and offline periods, until
+        `PrivacyLedger.acknowledge` after a collector stored it.
+"""
+        raise NotImplementedError
     def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
         `privatize` **without any ledger**: for simulations of many devices
@@ -8341,6 +8999,33 @@ class GeoMechanism(GeoMechanismProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def privatize_to_outbox(self, ledger: PrivacyLedger,query: GeoQuery,x: typing.List[float]) -> PrivateReport:
+        """
+        `privatize`, and keep the report in the ledger file's outbox in the
+        same atomic write as its charge (a file-backed ledger only): it
+        waits there, through crashes and offline periods, until
+        `PrivacyLedger.acknowledge` after a collector stored it.
+"""
+        
+        _UniffiFfiConverterTypePrivacyLedger.check_lower(ledger)
+
+        _UniffiFfiConverterTypeGeoQuery.check_lower(query)
+
+        _UniffiFfiConverterSequenceFloat64.check_lower(x)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypePrivacyLedger.lower(ledger),
+            _UniffiFfiConverterTypeGeoQuery.lower(query),
+            _UniffiFfiConverterSequenceFloat64.lower(x),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivateReport.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def privatize_unmetered(self, query: GeoQuery,x: typing.List[float]) -> PrivateReport:
         """
         `privatize` **without any ledger**: for simulations of many devices
@@ -8520,31 +9205,6 @@ class _UniffiFfiConverterSequenceTypeCellEstimate(_UniffiConverterRustBuffer):
         return [
             _UniffiFfiConverterTypeCellEstimate.read(buf) for i in range(count)
         ]
-
-class _UniffiFfiConverterOptionalUInt64(_UniffiConverterRustBuffer):
-    @classmethod
-    def check_lower(cls, value):
-        if value is not None:
-            _UniffiFfiConverterUInt64.check_lower(value)
-
-    @classmethod
-    def write(cls, value, buf):
-        if value is None:
-            buf.write_u8(0)
-            return
-
-        buf.write_u8(1)
-        _UniffiFfiConverterUInt64.write(value, buf)
-
-    @classmethod
-    def read(cls, buf):
-        flag = buf.read_u8()
-        if flag == 0:
-            return None
-        elif flag == 1:
-            return _UniffiFfiConverterUInt64.read(buf)
-        else:
-            raise InternalError("Unexpected flag byte for optional type")
 
 class _UniffiFfiConverterOptionalTypeGridPerDeviceTotal(_UniffiConverterRustBuffer):
     @classmethod
@@ -9836,6 +10496,221 @@ class _UniffiFfiConverterTypeMemoizedRelease:
 
     @classmethod
     def write(cls, value: MemoizedRelease, buf: _UniffiRustBuffer):
+        buf.write_u64(cls.lower(value))
+
+class _UniffiFfiConverterOptionalTypeUploadBatch(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterTypeUploadBatch.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterTypeUploadBatch.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterTypeUploadBatch.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
+
+class OutboxUploaderProtocol(typing.Protocol):
+    """
+    The upload logic without the HTTP: which reports to send next, what the
+    collector's answer means, how long to wait before a retry (exponential
+    backoff with jitter, at least the server's Retry-After). Acknowledge
+    only what `classify` says was stored: a retry after a lost answer is
+    answered as duplicates and counts once.
+"""
+    
+    def classify(self, batch: UploadBatch,status: int,body: bytes,retry_after: typing.Optional[str]) -> UploadVerdict:
+        """
+        What the answer (`status`, `body`, its `Retry-After` header) means
+        for `batch`; `status` 0 for no answer at all (a network error):
+        retry.
+"""
+        raise NotImplementedError
+    def next_batch(self, pending: typing.List[PendingUpload],parked: typing.List[int]) -> typing.Optional[UploadBatch]:
+        """
+        The next batch of `pending` (oldest first) without the `parked`
+        ids, or nothing left to send.
+"""
+        raise NotImplementedError
+    def retry_delay_ms(self, attempt: int,retry_after_ms: typing.Optional[int]) -> int:
+        """
+        Milliseconds to wait before the `attempt`-th retry (0-based) of a
+        batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+        `retry_after_ms`.
+"""
+        raise NotImplementedError
+
+class OutboxUploader(OutboxUploaderProtocol):
+    """
+    The upload logic without the HTTP: which reports to send next, what the
+    collector's answer means, how long to wait before a retry (exponential
+    backoff with jitter, at least the server's Retry-After). Acknowledge
+    only what `classify` says was stored: a retry after a lost answer is
+    answered as duplicates and counts once.
+"""
+    
+    _handle: ctypes.c_uint64
+    def __init__(self, max_reports: int,max_bytes: int,base_ms: int,cap_ms: int):
+        """
+        Batches of at most `max_reports` reports and `max_bytes` bytes;
+        retries wait from `base_ms` doubling to `cap_ms` (with jitter).
+"""
+        
+        _UniffiFfiConverterUInt32.check_lower(max_reports)
+
+        _UniffiFfiConverterUInt32.check_lower(max_bytes)
+
+        _UniffiFfiConverterUInt64.check_lower(base_ms)
+
+        _UniffiFfiConverterUInt64.check_lower(cap_ms)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterUInt32.lower(max_reports),
+            _UniffiFfiConverterUInt32.lower(max_bytes),
+            _UniffiFfiConverterUInt64.lower(base_ms),
+            _UniffiFfiConverterUInt64.lower(cap_ms),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeOutboxUploader.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_outboxuploader_new,
+            *_uniffi_lowered_args,
+        )
+        self._handle = _uniffi_ffi_result
+
+    def __del__(self):
+        # In case of partial initialization of instances.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_free_outboxuploader, handle)
+
+    def _uniffi_clone_handle(self):
+        return _uniffi_rust_call(_UniffiLib.uniffi_geopriv_ffi_fn_clone_outboxuploader, self._handle)
+
+    # Used by alternative constructors or any methods which return this type.
+    @classmethod
+    def _uniffi_make_instance(cls, handle):
+        # Lightly yucky way to bypass the usual __init__ logic
+        # and just create a new instance with the required handle.
+        inst = cls.__new__(cls)
+        inst._handle = handle
+        return inst
+    def classify(self, batch: UploadBatch,status: int,body: bytes,retry_after: typing.Optional[str]) -> UploadVerdict:
+        """
+        What the answer (`status`, `body`, its `Retry-After` header) means
+        for `batch`; `status` 0 for no answer at all (a network error):
+        retry.
+"""
+        
+        _UniffiFfiConverterTypeUploadBatch.check_lower(batch)
+
+        _UniffiFfiConverterUInt16.check_lower(status)
+
+        _UniffiFfiConverterBytes.check_lower(body)
+
+        _UniffiFfiConverterOptionalString.check_lower(retry_after)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterTypeUploadBatch.lower(batch),
+            _UniffiFfiConverterUInt16.lower(status),
+            _UniffiFfiConverterBytes.lower(body),
+            _UniffiFfiConverterOptionalString.lower(retry_after),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeUploadVerdict.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_classify,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def next_batch(self, pending: typing.List[PendingUpload],parked: typing.List[int]) -> typing.Optional[UploadBatch]:
+        """
+        The next batch of `pending` (oldest first) without the `parked`
+        ids, or nothing left to send.
+"""
+        
+        _UniffiFfiConverterSequenceTypePendingUpload.check_lower(pending)
+
+        _UniffiFfiConverterSequenceUInt64.check_lower(parked)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterSequenceTypePendingUpload.lower(pending),
+            _UniffiFfiConverterSequenceUInt64.lower(parked),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterOptionalTypeUploadBatch.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def retry_delay_ms(self, attempt: int,retry_after_ms: typing.Optional[int]) -> int:
+        """
+        Milliseconds to wait before the `attempt`-th retry (0-based) of a
+        batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+        `retry_after_ms`.
+"""
+        
+        _UniffiFfiConverterUInt32.check_lower(attempt)
+
+        _UniffiFfiConverterOptionalUInt64.check_lower(retry_after_ms)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt32.lower(attempt),
+            _UniffiFfiConverterOptionalUInt64.lower(retry_after_ms),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+
+
+
+
+
+class _UniffiFfiConverterTypeOutboxUploader:
+    @staticmethod
+    def lift(value: int) -> OutboxUploader:
+        return OutboxUploader._uniffi_make_instance(value)
+
+    @staticmethod
+    def check_lower(value: OutboxUploader):
+        if not isinstance(value, OutboxUploader):
+            raise TypeError("Expected OutboxUploader instance, {} found".format(type(value).__name__))
+
+    @staticmethod
+    def lower(value: OutboxUploader) -> ctypes.c_uint64:
+        return value._uniffi_clone_handle()
+
+    @classmethod
+    def read(cls, buf: _UniffiRustBuffer) -> OutboxUploader:
+        ptr = buf.read_u64()
+        if ptr == 0:
+            raise InternalError("Raw handle value was null")
+        return cls.lift(ptr)
+
+    @classmethod
+    def write(cls, value: OutboxUploader, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
 
 class _UniffiFfiConverterSequenceTypeMechanismName(_UniffiConverterRustBuffer):
@@ -11715,6 +12590,7 @@ __all__ = [
     "InputFormat",
     "MapClipping",
     "Projection",
+    "UploadVerdict",
     "RejectedRecord",
     "BatchResult",
     "BudgetPeriod",
@@ -11740,9 +12616,12 @@ __all__ = [
     "MapUpload",
     "PrivateReport",
     "MemoizedReport",
+    "PendingUpload",
     "PrivacyRadius",
     "ReceivedReport",
+    "RejectedUpload",
     "SchedulePlan",
+    "UploadBatch",
     "central_quantile",
     "central_smooth_sensitivity",
     "instance_based_chain_scales",
@@ -11774,6 +12653,8 @@ __all__ = [
     "MapServerProtocol",
     "MemoizedRelease",
     "MemoizedReleaseProtocol",
+    "OutboxUploader",
+    "OutboxUploaderProtocol",
     "ReportPolicy",
     "ReportPolicyProtocol",
     "ReportSchedule",

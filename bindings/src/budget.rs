@@ -219,6 +219,8 @@ impl PrivacyLedger {
     /// The device secret (report schedules); never returned to the app.
     pub(crate) fn device_secret(&self) -> Result<[u8; 32], GeoprivError> {
         self.with_state(|s| s.device_secret())
+    }
+
     /// Run `f` on the file-backed ledger under its lock (`LedgerIo` for an
     /// in-memory one: the outbox lives in the file).
     pub(crate) fn with_file<T>(

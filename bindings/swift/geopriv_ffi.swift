@@ -465,6 +465,22 @@ fileprivate final class UniffiHandleMap<T>: @unchecked Sendable {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterUInt16: FfiConverterPrimitive {
+    typealias FfiType = UInt16
+    typealias SwiftType = UInt16
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UInt16 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
     typealias FfiType = UInt32
     typealias SwiftType = UInt32
@@ -1051,6 +1067,14 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
     func withUnit(unit: BudgetUnit) throws  -> GeoMechanism
     
     /**
+     * `privatize`, and keep the report in the ledger file's outbox in the
+     * same atomic write as its charge (a file-backed ledger only): it
+     * waits there, through crashes and offline periods, until
+     * `PrivacyLedger.acknowledge` after a collector stored it.
+     */
+    func privatizeToOutbox(ledger: PrivacyLedger, query: GeoQuery, x: [Double]) throws  -> PrivateReport
+    
+    /**
      * This mechanism's ε as a level within `radius`.
      */
     func within(radius: Double) throws  -> PrivacyRadius
@@ -1517,6 +1541,24 @@ open func withUnit(unit: BudgetUnit)throws  -> GeoMechanism  {
     uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(
             self.uniffiCloneHandle(),
         FfiConverterTypeBudgetUnit_lower(unit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `privatize`, and keep the report in the ledger file's outbox in the
+     * same atomic write as its charge (a file-backed ledger only): it
+     * waits there, through crashes and offline periods, until
+     * `PrivacyLedger.acknowledge` after a collector stored it.
+     */
+open func privatizeToOutbox(ledger: PrivacyLedger, query: GeoQuery, x: [Double])throws  -> PrivateReport  {
+    return try  FfiConverterTypePrivateReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox(
+            self.uniffiCloneHandle(),
+        FfiConverterTypePrivacyLedger_lower(ledger),
+        FfiConverterTypeGeoQuery_lower(query),
+        FfiConverterSequenceDouble.lower(x),uniffiCallStatus
     )
 })
 }
@@ -3229,6 +3271,211 @@ public func FfiConverterTypeMemoizedRelease_lower(_ value: MemoizedRelease) -> U
 
 
 /**
+ * The upload logic without the HTTP: which reports to send next, what the
+ * collector's answer means, how long to wait before a retry (exponential
+ * backoff with jitter, at least the server's Retry-After). Acknowledge
+ * only what `classify` says was stored: a retry after a lost answer is
+ * answered as duplicates and counts once.
+ */
+public protocol OutboxUploaderProtocol: AnyObject, Sendable {
+    
+    /**
+     * What the answer (`status`, `body`, its `Retry-After` header) means
+     * for `batch`; `status` 0 for no answer at all (a network error):
+     * retry.
+     */
+    func classify(batch: UploadBatch, status: UInt16, body: Data, retryAfter: String?)  -> UploadVerdict
+    
+    /**
+     * The next batch of `pending` (oldest first) without the `parked`
+     * ids, or nothing left to send.
+     */
+    func nextBatch(pending: [PendingUpload], parked: [UInt64])  -> UploadBatch?
+    
+    /**
+     * Milliseconds to wait before the `attempt`-th retry (0-based) of a
+     * batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+     * `retry_after_ms`.
+     */
+    func retryDelayMs(attempt: UInt32, retryAfterMs: UInt64?)  -> UInt64
+    
+}
+/**
+ * The upload logic without the HTTP: which reports to send next, what the
+ * collector's answer means, how long to wait before a retry (exponential
+ * backoff with jitter, at least the server's Retry-After). Acknowledge
+ * only what `classify` says was stored: a retry after a lost answer is
+ * answered as duplicates and counts once.
+ */
+open class OutboxUploader: OutboxUploaderProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_geopriv_ffi_fn_clone_outboxuploader(self.handle, $0) }
+    }
+    /**
+     * Batches of at most `max_reports` reports and `max_bytes` bytes;
+     * retries wait from `base_ms` doubling to `cap_ms` (with jitter).
+     */
+public convenience init(maxReports: UInt32, maxBytes: UInt32, baseMs: UInt64, capMs: UInt64) {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_outboxuploader_new(
+        FfiConverterUInt32.lower(maxReports),
+        FfiConverterUInt32.lower(maxBytes),
+        FfiConverterUInt64.lower(baseMs),
+        FfiConverterUInt64.lower(capMs),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_geopriv_ffi_fn_free_outboxuploader(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * What the answer (`status`, `body`, its `Retry-After` header) means
+     * for `batch`; `status` 0 for no answer at all (a network error):
+     * retry.
+     */
+open func classify(batch: UploadBatch, status: UInt16, body: Data, retryAfter: String?) -> UploadVerdict  {
+    return try!  FfiConverterTypeUploadVerdict_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_outboxuploader_classify(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeUploadBatch_lower(batch),
+        FfiConverterUInt16.lower(status),
+        FfiConverterData.lower(body),
+        FfiConverterOptionString.lower(retryAfter),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The next batch of `pending` (oldest first) without the `parked`
+     * ids, or nothing left to send.
+     */
+open func nextBatch(pending: [PendingUpload], parked: [UInt64]) -> UploadBatch?  {
+    return try!  FfiConverterOptionTypeUploadBatch.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypePendingUpload.lower(pending),
+        FfiConverterSequenceUInt64.lower(parked),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Milliseconds to wait before the `attempt`-th retry (0-based) of a
+     * batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+     * `retry_after_ms`.
+     */
+open func retryDelayMs(attempt: UInt32, retryAfterMs: UInt64?) -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(attempt),
+        FfiConverterOptionUInt64.lower(retryAfterMs),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeOutboxUploader: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = OutboxUploader
+
+    public static func lift(_ handle: UInt64) throws -> OutboxUploader {
+        return OutboxUploader(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: OutboxUploader) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> OutboxUploader {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: OutboxUploader, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOutboxUploader_lift(_ handle: UInt64) throws -> OutboxUploader {
+    return try FfiConverterTypeOutboxUploader.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOutboxUploader_lower(_ value: OutboxUploader) -> UInt64 {
+    return FfiConverterTypeOutboxUploader.lower(value)
+}
+
+
+
+
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -3281,6 +3528,18 @@ public protocol PrivacyLedgerProtocol: AnyObject, Sendable {
      * The state as JSON (format, unit, totals, amounts spent, releases).
      */
     func toJson() throws  -> String
+    
+    /**
+     * Remove reports a collector stored (accepted or duplicate) from the
+     * outbox, durably; unknown ids are ignored.
+     */
+    func acknowledge(ids: [UInt64]) throws 
+    
+    /**
+     * The reports waiting in the outbox, oldest first (as this process
+     * last read the file; `refresh` first to see other processes').
+     */
+    func pendingUploads() throws  -> [PendingUpload]
     
 }
 /**
@@ -3498,6 +3757,32 @@ open func toJson()throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_privacyledger_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Remove reports a collector stored (accepted or duplicate) from the
+     * outbox, durably; unknown ids are ignored.
+     */
+open func acknowledge(ids: [UInt64])throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceUInt64.lower(ids),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The reports waiting in the outbox, oldest first (as this process
+     * last read the file; `refresh` first to see other processes').
+     */
+open func pendingUploads()throws  -> [PendingUpload]  {
+    return try  FfiConverterSequenceTypePendingUpload.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -7638,6 +7923,75 @@ public func FfiConverterTypeMemoizedReport_lower(_ value: MemoizedReport) -> Rus
 
 
 /**
+ * A report waiting in the outbox.
+ */
+public struct PendingUpload: Equatable, Hashable {
+    /**
+     * Its outbox id (acknowledge with it).
+     */
+    public var id: UInt64
+    /**
+     * The report, one JSON line.
+     */
+    public var report: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its outbox id (acknowledge with it).
+         */id: UInt64, 
+        /**
+         * The report, one JSON line.
+         */report: String) {
+        self.id = id
+        self.report = report
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PendingUpload: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePendingUpload: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PendingUpload {
+        return
+            try PendingUpload(
+                id: FfiConverterUInt64.read(from: &buf), 
+                report: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PendingUpload, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.id, into: &buf)
+        FfiConverterString.write(value.report, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePendingUpload_lift(_ buf: RustBuffer) throws -> PendingUpload {
+    return try FfiConverterTypePendingUpload.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePendingUpload_lower(_ value: PendingUpload) -> RustBuffer {
+    return FfiConverterTypePendingUpload.lower(value)
+}
+
+
+/**
  * A privacy level stated as a radius, with the ε per unit distance it
  * sets and both forms in one sentence.
  */
@@ -8085,6 +8439,85 @@ public func FfiConverterTypeRejectedRecord_lower(_ value: RejectedRecord) -> Rus
 
 
 /**
+ * A report the collector rejected: keep it out of the retry loop.
+ */
+public struct RejectedUpload: Equatable, Hashable {
+    /**
+     * Its outbox id.
+     */
+    public var id: UInt64
+    /**
+     * The collector's stable code.
+     */
+    public var code: String
+    /**
+     * Why (escaped).
+     */
+    public var reason: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its outbox id.
+         */id: UInt64, 
+        /**
+         * The collector's stable code.
+         */code: String, 
+        /**
+         * Why (escaped).
+         */reason: String) {
+        self.id = id
+        self.code = code
+        self.reason = reason
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RejectedUpload: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRejectedUpload: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RejectedUpload {
+        return
+            try RejectedUpload(
+                id: FfiConverterUInt64.read(from: &buf), 
+                code: FfiConverterString.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RejectedUpload, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.id, into: &buf)
+        FfiConverterString.write(value.code, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRejectedUpload_lift(_ buf: RustBuffer) throws -> RejectedUpload {
+    return try FfiConverterTypeRejectedUpload.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRejectedUpload_lower(_ value: RejectedUpload) -> RustBuffer {
+    return FfiConverterTypeRejectedUpload.lower(value)
+}
+
+
+/**
  * The planner's choice for N devices, T periods and a lifetime budget C
  * (docs/MATH.md §12.2): one period in `every` at ε = `epsilon_per_report`,
  * with the predicted variance of one period's estimate against fresh
@@ -8193,6 +8626,76 @@ public func FfiConverterTypeSchedulePlan_lift(_ buf: RustBuffer) throws -> Sched
 #endif
 public func FfiConverterTypeSchedulePlan_lower(_ value: SchedulePlan) -> RustBuffer {
     return FfiConverterTypeSchedulePlan.lower(value)
+}
+
+
+/**
+ * One upload: POST `body` (`application/x-ndjson`) to
+ * `{collector}/v1/tasks/{task}/reports`.
+ */
+public struct UploadBatch: Equatable, Hashable {
+    /**
+     * Outbox ids of its reports, in the body's order.
+     */
+    public var ids: [UInt64]
+    /**
+     * The request body.
+     */
+    public var body: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Outbox ids of its reports, in the body's order.
+         */ids: [UInt64], 
+        /**
+         * The request body.
+         */body: String) {
+        self.ids = ids
+        self.body = body
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension UploadBatch: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeUploadBatch: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UploadBatch {
+        return
+            try UploadBatch(
+                ids: FfiConverterSequenceUInt64.read(from: &buf), 
+                body: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: UploadBatch, into buf: inout [UInt8]) {
+        FfiConverterSequenceUInt64.write(value.ids, into: &buf)
+        FfiConverterString.write(value.body, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUploadBatch_lift(_ buf: RustBuffer) throws -> UploadBatch {
+    return try FfiConverterTypeUploadBatch.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUploadBatch_lower(_ value: UploadBatch) -> RustBuffer {
+    return FfiConverterTypeUploadBatch.lower(value)
 }
 
 
@@ -9294,6 +9797,146 @@ public func FfiConverterTypeQueryFamily_lower(_ value: QueryFamily) -> RustBuffe
 }
 
 
+
+/**
+ * What the collector's answer means (see `OutboxUploader.classify`).
+ */
+
+public enum UploadVerdict: Equatable, Hashable {
+    
+    /**
+     * Acknowledge `acknowledge` (accepted now or stored before), park
+     * `rejected`.
+     */
+    case answered(
+        /**
+         * Remove these from the outbox (`PrivacyLedger.acknowledge`).
+         */acknowledge: [UInt64], 
+        /**
+         * How many of them were duplicates.
+         */duplicates: UInt64, 
+        /**
+         * Rejected: park them, do not send again.
+         */rejected: [RejectedUpload]
+    )
+    /**
+     * Send the same batch again after `OutboxUploader.retry_delay_ms`.
+     */
+    case retry(
+        /**
+         * The server's Retry-After in milliseconds.
+         */afterMs: UInt64?, 
+        /**
+         * Why.
+         */reason: String
+    )
+    /**
+     * Send the batch in halves (a single report: park it).
+     */
+    case split(
+        /**
+         * The status.
+         */status: UInt16, 
+        /**
+         * Why.
+         */reason: String
+    )
+    /**
+     * Stop: a configuration error (401, 404, 415, ...); keep everything.
+     */
+    case fatal(
+        /**
+         * The status.
+         */status: UInt16, 
+        /**
+         * Why.
+         */reason: String
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension UploadVerdict: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeUploadVerdict: FfiConverterRustBuffer {
+    typealias SwiftType = UploadVerdict
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UploadVerdict {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .answered(acknowledge: try FfiConverterSequenceUInt64.read(from: &buf), duplicates: try FfiConverterUInt64.read(from: &buf), rejected: try FfiConverterSequenceTypeRejectedUpload.read(from: &buf)
+        )
+        
+        case 2: return .retry(afterMs: try FfiConverterOptionUInt64.read(from: &buf), reason: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 3: return .split(status: try FfiConverterUInt16.read(from: &buf), reason: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 4: return .fatal(status: try FfiConverterUInt16.read(from: &buf), reason: try FfiConverterString.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: UploadVerdict, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case let .answered(acknowledge,duplicates,rejected):
+            writeInt(&buf, Int32(1))
+            FfiConverterSequenceUInt64.write(acknowledge, into: &buf)
+            FfiConverterUInt64.write(duplicates, into: &buf)
+            FfiConverterSequenceTypeRejectedUpload.write(rejected, into: &buf)
+            
+        
+        case let .retry(afterMs,reason):
+            writeInt(&buf, Int32(2))
+            FfiConverterOptionUInt64.write(afterMs, into: &buf)
+            FfiConverterString.write(reason, into: &buf)
+            
+        
+        case let .split(status,reason):
+            writeInt(&buf, Int32(3))
+            FfiConverterUInt16.write(status, into: &buf)
+            FfiConverterString.write(reason, into: &buf)
+            
+        
+        case let .fatal(status,reason):
+            writeInt(&buf, Int32(4))
+            FfiConverterUInt16.write(status, into: &buf)
+            FfiConverterString.write(reason, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUploadVerdict_lift(_ buf: RustBuffer) throws -> UploadVerdict {
+    return try FfiConverterTypeUploadVerdict.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUploadVerdict_lower(_ value: UploadVerdict) -> RustBuffer {
+    return FfiConverterTypeUploadVerdict.lower(value)
+}
+
+
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -9585,6 +10228,30 @@ fileprivate struct FfiConverterOptionTypeMedianOfMeansEstimate: FfiConverterRust
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeUploadBatch: FfiConverterRustBuffer {
+    typealias SwiftType = UploadBatch?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeUploadBatch.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeUploadBatch.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeBudgetUnit: FfiConverterRustBuffer {
     typealias SwiftType = BudgetUnit?
 
@@ -9627,6 +10294,31 @@ fileprivate struct FfiConverterOptionTypeGrowth: FfiConverterRustBuffer {
         case 1: return try FfiConverterTypeGrowth.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceUInt64: FfiConverterRustBuffer {
+    typealias SwiftType = [UInt64]
+
+    public static func write(_ value: [UInt64], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterUInt64.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [UInt64] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [UInt64]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterUInt64.read(from: &buf))
+        }
+        return seq
     }
 }
 
@@ -9833,6 +10525,31 @@ fileprivate struct FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypePendingUpload: FfiConverterRustBuffer {
+    typealias SwiftType = [PendingUpload]
+
+    public static func write(_ value: [PendingUpload], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePendingUpload.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [PendingUpload] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [PendingUpload]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePendingUpload.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffer {
     typealias SwiftType = [RejectedRecord]
 
@@ -9850,6 +10567,31 @@ fileprivate struct FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffe
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeRejectedRecord.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeRejectedUpload: FfiConverterRustBuffer {
+    typealias SwiftType = [RejectedUpload]
+
+    public static func write(_ value: [RejectedUpload], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeRejectedUpload.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [RejectedUpload] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [RejectedUpload]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeRejectedUpload.read(from: &buf))
         }
         return seq
     }
@@ -10317,6 +11059,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() != 28725) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 57447) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -10422,7 +11170,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() != 19281) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox() != 56773) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_within() != 57214) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_outboxuploader_classify() != 8331) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch() != 28629) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms() != 16542) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geoquery_dimension() != 18456) {
@@ -10636,6 +11396,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within() != 21527) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new() != 55581) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() != 44507) {

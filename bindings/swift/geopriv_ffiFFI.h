@@ -509,6 +509,16 @@ RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_status(uint64_t ptr, RustC
 RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
+void uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge(uint64_t ptr, RustBuffer ids, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_PENDING_UPLOADS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_PENDING_UPLOADS
+RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MEMOIZEDRELEASE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_MEMOIZEDRELEASE
 uint64_t uniffi_geopriv_ffi_fn_clone_memoizedrelease(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -834,6 +844,11 @@ RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_unit(uint64_t ptr, RustCall
 uint64_t uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(uint64_t ptr, RustBuffer unit, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_TO_OUTBOX
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_PRIVATIZE_TO_OUTBOX
+RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox(uint64_t ptr, uint64_t ledger, uint64_t query, RustBuffer x, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITHIN
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_WITHIN
 RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_within(uint64_t ptr, double radius, RustCallStatus *_Nonnull out_status
@@ -842,6 +857,36 @@ RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_within(uint64_t ptr, double
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_UNIFFI_TRAIT_DISPLAY
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_GEOMECHANISM_UNIFFI_TRAIT_DISPLAY
 RustBuffer uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_OUTBOXUPLOADER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_OUTBOXUPLOADER
+uint64_t uniffi_geopriv_ffi_fn_clone_outboxuploader(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_OUTBOXUPLOADER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FREE_OUTBOXUPLOADER
+void uniffi_geopriv_ffi_fn_free_outboxuploader(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_OUTBOXUPLOADER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_OUTBOXUPLOADER_NEW
+uint64_t uniffi_geopriv_ffi_fn_constructor_outboxuploader_new(uint32_t max_reports, uint32_t max_bytes, uint64_t base_ms, uint64_t cap_ms, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_CLASSIFY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_CLASSIFY
+RustBuffer uniffi_geopriv_ffi_fn_method_outboxuploader_classify(uint64_t ptr, RustBuffer batch, uint16_t status, RustBuffer body, RustBuffer retry_after, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_NEXT_BATCH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_NEXT_BATCH
+RustBuffer uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch(uint64_t ptr, RustBuffer pending, RustBuffer parked, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_RETRY_DELAY_MS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_OUTBOXUPLOADER_RETRY_DELAY_MS
+uint64_t uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms(uint64_t ptr, uint32_t attempt, RustBuffer retry_after_ms, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_GEOQUERY
@@ -1769,6 +1814,18 @@ uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
+uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_PENDING_UPLOADS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_PENDING_UPLOADS
+uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MEMOIZEDRELEASE_INSTANTANEOUS_EPSILON
 uint16_t uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon(void
@@ -1979,9 +2036,33 @@ uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_TO_OUTBOX
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_PRIVATIZE_TO_OUTBOX
+uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITHIN
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_GEOMECHANISM_WITHIN
 uint16_t uniffi_geopriv_ffi_checksum_method_geomechanism_within(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_CLASSIFY
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_CLASSIFY
+uint16_t uniffi_geopriv_ffi_checksum_method_outboxuploader_classify(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_NEXT_BATCH
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_NEXT_BATCH
+uint16_t uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_RETRY_DELAY_MS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_OUTBOXUPLOADER_RETRY_DELAY_MS
+uint16_t uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms(void
     
 );
 #endif
@@ -2408,6 +2489,12 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with(voi
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_GEOMECHANISM_POLYPLACE_WITHIN
 uint16_t uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_OUTBOXUPLOADER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_OUTBOXUPLOADER_NEW
+uint16_t uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new(void
     
 );
 #endif

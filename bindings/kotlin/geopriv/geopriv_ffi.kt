@@ -771,6 +771,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_memoizedrelease_release(
@@ -841,7 +845,15 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geomechanism_within(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_outboxuploader_classify(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_geoquery_dimension(
     ): Int
@@ -984,6 +996,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_student_t_with(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id(
     ): Int
@@ -1135,6 +1149,10 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge(`ptr`: Long,`ids`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_clone_memoizedrelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_memoizedrelease(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1265,10 +1283,24 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_with_unit(`ptr`: Long,`unit`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox(`ptr`: Long,`ledger`: Long,`query`: Long,`x`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_within(`ptr`: Long,`radius`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_geomechanism_uniffi_trait_display(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_clone_outboxuploader(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_free_outboxuploader(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_geopriv_ffi_fn_constructor_outboxuploader_new(`maxReports`: Int,`maxBytes`: Int,`baseMs`: Long,`capMs`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_outboxuploader_classify(`ptr`: Long,`batch`: RustBuffer.ByValue,`status`: Short,`body`: RustBuffer.ByValue,`retryAfter`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch(`ptr`: Long,`pending`: RustBuffer.ByValue,`parked`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms(`ptr`: Long,`attempt`: Int,`retryAfterMs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_clone_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_free_geoquery(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1682,6 +1714,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() and 0xFFFF) != 43953) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() and 0xFFFF) != 28725) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() and 0xFFFF) != 57447) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() and 0xFFFF) != 32170) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1787,7 +1825,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_with_unit() and 0xFFFF) != 19281) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_to_outbox() and 0xFFFF) != 56773) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_within() and 0xFFFF) != 57214) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_classify() and 0xFFFF) != 8331) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_next_batch() and 0xFFFF) != 28629) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_outboxuploader_retry_delay_ms() and 0xFFFF) != 16542) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geoquery_dimension() and 0xFFFF) != 18456) {
@@ -2003,6 +2053,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_polyplace_within() and 0xFFFF) != 21527) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_outboxuploader_new() and 0xFFFF) != 55581) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geoquery_from_id() and 0xFFFF) != 44507) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -2194,6 +2247,33 @@ private class JavaLangRefCleanable(
     val cleanable: java.lang.ref.Cleaner.Cleanable
 ) : UniffiCleaner.Cleanable {
     override fun clean() = cleanable.clean()
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterUShort: FfiConverter<UShort, Short> {
+    override fun lift(value: Short): UShort {
+        return value.toUShort()
+    }
+
+    fun lift(value: Int): UShort {
+        return value.toUShort()
+    }
+
+    override fun read(buf: ByteBuffer): UShort {
+        return lift(buf.getShort())
+    }
+
+    override fun lower(value: UShort): Short {
+        return value.toShort()
+    }
+
+    override fun allocationSize(value: UShort) = 2UL
+
+    override fun write(value: UShort, buf: ByteBuffer) {
+        buf.putShort(value.toShort())
+    }
 }
 
 /**
@@ -3091,6 +3171,14 @@ public interface GeoMechanismInterface {
     fun `withUnit`(`unit`: BudgetUnit): GeoMechanism
     
     /**
+     * `privatize`, and keep the report in the ledger file's outbox in the
+     * same atomic write as its charge (a file-backed ledger only): it
+     * waits there, through crashes and offline periods, until
+     * `PrivacyLedger.acknowledge` after a collector stored it.
+     */
+    fun `privatizeToOutbox`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport
+    
+    /**
      * This mechanism's ε as a level within `radius`.
      */
     fun `within`(`radius`: kotlin.Double): PrivacyRadius
@@ -3507,6 +3595,29 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
         it,
         
         FfiConverterTypeBudgetUnit.lower(`unit`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * `privatize`, and keep the report in the ledger file's outbox in the
+     * same atomic write as its charge (a file-backed ledger only): it
+     * waits there, through crashes and offline periods, until
+     * `PrivacyLedger.acknowledge` after a collector stored it.
+     */
+    @Throws(GeoprivException::class)override fun `privatizeToOutbox`(`ledger`: PrivacyLedger, `query`: GeoQuery, `x`: List<kotlin.Double>): PrivateReport {
+            return FfiConverterTypePrivateReport.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_geomechanism_privatize_to_outbox(
+        it,
+        
+        FfiConverterTypePrivacyLedger.lower(`ledger`),
+        FfiConverterTypeGeoQuery.lower(`query`),
+        FfiConverterSequenceDouble.lower(`x`),_status)
 }
     }
     )
@@ -6407,6 +6518,357 @@ public object FfiConverterTypeMemoizedRelease: FfiConverter<MemoizedRelease, Lon
 
 
 /**
+ * The upload logic without the HTTP: which reports to send next, what the
+ * collector's answer means, how long to wait before a retry (exponential
+ * backoff with jitter, at least the server's Retry-After). Acknowledge
+ * only what `classify` says was stored: a retry after a lost answer is
+ * answered as duplicates and counts once.
+ */
+public interface OutboxUploaderInterface {
+    
+    /**
+     * What the answer (`status`, `body`, its `Retry-After` header) means
+     * for `batch`; `status` 0 for no answer at all (a network error):
+     * retry.
+     */
+    fun `classify`(`batch`: UploadBatch, `status`: kotlin.UShort, `body`: kotlin.ByteArray, `retryAfter`: kotlin.String?): UploadVerdict
+    
+    /**
+     * The next batch of `pending` (oldest first) without the `parked`
+     * ids, or nothing left to send.
+     */
+    fun `nextBatch`(`pending`: List<PendingUpload>, `parked`: List<kotlin.ULong>): UploadBatch?
+    
+    /**
+     * Milliseconds to wait before the `attempt`-th retry (0-based) of a
+     * batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+     * `retry_after_ms`.
+     */
+    fun `retryDelayMs`(`attempt`: kotlin.UInt, `retryAfterMs`: kotlin.ULong?): kotlin.ULong
+    
+    companion object
+}
+
+/**
+ * The upload logic without the HTTP: which reports to send next, what the
+ * collector's answer means, how long to wait before a retry (exponential
+ * backoff with jitter, at least the server's Retry-After). Acknowledge
+ * only what `classify` says was stored: a retry after a lost answer is
+ * answered as duplicates and counts once.
+ */
+open class OutboxUploader: Disposable, AutoCloseable, OutboxUploaderInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+    /**
+     * Batches of at most `max_reports` reports and `max_bytes` bytes;
+     * retries wait from `base_ms` doubling to `cap_ms` (with jitter).
+     */
+    constructor(`maxReports`: kotlin.UInt, `maxBytes`: kotlin.UInt, `baseMs`: kotlin.ULong, `capMs`: kotlin.ULong) :
+        this(UniffiWithHandle, 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_outboxuploader_new(
+    
+        
+        FfiConverterUInt.lower(`maxReports`),
+        FfiConverterUInt.lower(`maxBytes`),
+        FfiConverterULong.lower(`baseMs`),
+        FfiConverterULong.lower(`capMs`),_status)
+}
+    )
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_geopriv_ffi_fn_free_outboxuploader(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_geopriv_ffi_fn_clone_outboxuploader(handle, status)
+        }
+    }
+
+    
+    /**
+     * What the answer (`status`, `body`, its `Retry-After` header) means
+     * for `batch`; `status` 0 for no answer at all (a network error):
+     * retry.
+     */override fun `classify`(`batch`: UploadBatch, `status`: kotlin.UShort, `body`: kotlin.ByteArray, `retryAfter`: kotlin.String?): UploadVerdict {
+            return FfiConverterTypeUploadVerdict.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_classify(
+        it,
+        
+        FfiConverterTypeUploadBatch.lower(`batch`),
+        FfiConverterUShort.lower(`status`),
+        FfiConverterByteArray.lower(`body`),
+        FfiConverterOptionalString.lower(`retryAfter`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The next batch of `pending` (oldest first) without the `parked`
+     * ids, or nothing left to send.
+     */override fun `nextBatch`(`pending`: List<PendingUpload>, `parked`: List<kotlin.ULong>): UploadBatch? {
+            return FfiConverterOptionalTypeUploadBatch.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_next_batch(
+        it,
+        
+        FfiConverterSequenceTypePendingUpload.lower(`pending`),
+        FfiConverterSequenceULong.lower(`parked`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Milliseconds to wait before the `attempt`-th retry (0-based) of a
+     * batch: `d/2 + U·d/2`, `d = min(cap, base·2^attempt)`, and at least
+     * `retry_after_ms`.
+     */override fun `retryDelayMs`(`attempt`: kotlin.UInt, `retryAfterMs`: kotlin.ULong?): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_outboxuploader_retry_delay_ms(
+        it,
+        
+        FfiConverterUInt.lower(`attempt`),
+        FfiConverterOptionalULong.lower(`retryAfterMs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    
+    /**
+     * @suppress
+     */
+    companion object
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeOutboxUploader: FfiConverter<OutboxUploader, Long> {
+    override fun lower(value: OutboxUploader): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): OutboxUploader {
+        return OutboxUploader(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): OutboxUploader {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: OutboxUploader) = 8UL
+
+    override fun write(value: OutboxUploader, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
  * The privacy spent by one device about one secret (its location, its
  * income), in one unit, by sequential composition. `GeoMechanism.privatize`
  * charges it before returning a report and refuses (`BudgetExceeded`,
@@ -6459,6 +6921,18 @@ public interface PrivacyLedgerInterface {
      * The state as JSON (format, unit, totals, amounts spent, releases).
      */
     fun `toJson`(): kotlin.String
+    
+    /**
+     * Remove reports a collector stored (accepted or duplicate) from the
+     * outbox, durably; unknown ids are ignored.
+     */
+    fun `acknowledge`(`ids`: List<kotlin.ULong>)
+    
+    /**
+     * The reports waiting in the outbox, oldest first (as this process
+     * last read the file; `refresh` first to see other processes').
+     */
+    fun `pendingUploads`(): List<PendingUpload>
     
     companion object
 }
@@ -6681,6 +7155,42 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
     callWithHandle {
     uniffiRustCallWithError(GeoprivException) { _status ->
     UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_to_json(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Remove reports a collector stored (accepted or duplicate) from the
+     * outbox, durably; unknown ids are ignored.
+     */
+    @Throws(GeoprivException::class)override fun `acknowledge`(`ids`: List<kotlin.ULong>)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge(
+        it,
+        
+        FfiConverterSequenceULong.lower(`ids`),_status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The reports waiting in the outbox, oldest first (as this process
+     * last read the file; `refresh` first to see other processes').
+     */
+    @Throws(GeoprivException::class)override fun `pendingUploads`(): List<PendingUpload> {
+            return FfiConverterSequenceTypePendingUpload.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads(
         it,
         _status)
 }
@@ -11124,6 +11634,53 @@ public object FfiConverterTypeMemoizedReport: FfiConverterRustBuffer<MemoizedRep
 
 
 /**
+ * A report waiting in the outbox.
+ */
+data class PendingUpload (
+    /**
+     * Its outbox id (acknowledge with it).
+     */
+    var `id`: kotlin.ULong
+    , 
+    /**
+     * The report, one JSON line.
+     */
+    var `report`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypePendingUpload: FfiConverterRustBuffer<PendingUpload> {
+    override fun read(buf: ByteBuffer): PendingUpload {
+        return PendingUpload(
+            FfiConverterULong.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: PendingUpload) = (
+            FfiConverterULong.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`report`)
+    )
+
+    override fun write(value: PendingUpload, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`id`, buf)
+            FfiConverterString.write(value.`report`, buf)
+    }
+}
+
+
+
+/**
  * A privacy level stated as a radius, with the ε per unit distance it
  * sets and both forms in one sentence.
  */
@@ -11447,6 +12004,61 @@ public object FfiConverterTypeRejectedRecord: FfiConverterRustBuffer<RejectedRec
 
 
 /**
+ * A report the collector rejected: keep it out of the retry loop.
+ */
+data class RejectedUpload (
+    /**
+     * Its outbox id.
+     */
+    var `id`: kotlin.ULong
+    , 
+    /**
+     * The collector's stable code.
+     */
+    var `code`: kotlin.String
+    , 
+    /**
+     * Why (escaped).
+     */
+    var `reason`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeRejectedUpload: FfiConverterRustBuffer<RejectedUpload> {
+    override fun read(buf: ByteBuffer): RejectedUpload {
+        return RejectedUpload(
+            FfiConverterULong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: RejectedUpload) = (
+            FfiConverterULong.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`code`) +
+            FfiConverterString.allocationSize(value.`reason`)
+    )
+
+    override fun write(value: RejectedUpload, buf: ByteBuffer) {
+            FfiConverterULong.write(value.`id`, buf)
+            FfiConverterString.write(value.`code`, buf)
+            FfiConverterString.write(value.`reason`, buf)
+    }
+}
+
+
+
+/**
  * The planner's choice for N devices, T periods and a lifetime budget C
  * (docs/MATH.md §12.2): one period in `every` at ε = `epsilon_per_report`,
  * with the predicted variance of one period's estimate against fresh
@@ -11523,6 +12135,54 @@ public object FfiConverterTypeSchedulePlan: FfiConverterRustBuffer<SchedulePlan>
             FfiConverterULong.write(value.`reportsPerDevice`, buf)
             FfiConverterDouble.write(value.`variancePerPeriod`, buf)
             FfiConverterDouble.write(value.`freshVariancePerPeriod`, buf)
+    }
+}
+
+
+
+/**
+ * One upload: POST `body` (`application/x-ndjson`) to
+ * `{collector}/v1/tasks/{task}/reports`.
+ */
+data class UploadBatch (
+    /**
+     * Outbox ids of its reports, in the body's order.
+     */
+    var `ids`: List<kotlin.ULong>
+    , 
+    /**
+     * The request body.
+     */
+    var `body`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeUploadBatch: FfiConverterRustBuffer<UploadBatch> {
+    override fun read(buf: ByteBuffer): UploadBatch {
+        return UploadBatch(
+            FfiConverterSequenceULong.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: UploadBatch) = (
+            FfiConverterSequenceULong.allocationSize(value.`ids`) +
+            FfiConverterString.allocationSize(value.`body`)
+    )
+
+    override fun write(value: UploadBatch, buf: ByteBuffer) {
+            FfiConverterSequenceULong.write(value.`ids`, buf)
+            FfiConverterString.write(value.`body`, buf)
     }
 }
 
@@ -12548,6 +13208,200 @@ public object FfiConverterTypeQueryFamily: FfiConverterRustBuffer<QueryFamily> {
 
 
 
+/**
+ * What the collector's answer means (see `OutboxUploader.classify`).
+ */
+sealed class UploadVerdict {
+    
+    /**
+     * Acknowledge `acknowledge` (accepted now or stored before), park
+     * `rejected`.
+     */
+    data class Answered(
+        /**
+         * Remove these from the outbox (`PrivacyLedger.acknowledge`).
+         */
+        val `acknowledge`: List<kotlin.ULong>, 
+        /**
+         * How many of them were duplicates.
+         */
+        val `duplicates`: kotlin.ULong, 
+        /**
+         * Rejected: park them, do not send again.
+         */
+        val `rejected`: List<geopriv.RejectedUpload>) : UploadVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Send the same batch again after `OutboxUploader.retry_delay_ms`.
+     */
+    data class Retry(
+        /**
+         * The server's Retry-After in milliseconds.
+         */
+        val `afterMs`: kotlin.ULong?, 
+        /**
+         * Why.
+         */
+        val `reason`: kotlin.String) : UploadVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Send the batch in halves (a single report: park it).
+     */
+    data class Split(
+        /**
+         * The status.
+         */
+        val `status`: kotlin.UShort, 
+        /**
+         * Why.
+         */
+        val `reason`: kotlin.String) : UploadVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+    /**
+     * Stop: a configuration error (401, 404, 415, ...); keep everything.
+     */
+    data class Fatal(
+        /**
+         * The status.
+         */
+        val `status`: kotlin.UShort, 
+        /**
+         * Why.
+         */
+        val `reason`: kotlin.String) : UploadVerdict()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeUploadVerdict : FfiConverterRustBuffer<UploadVerdict>{
+    override fun read(buf: ByteBuffer): UploadVerdict {
+        return when(buf.getInt()) {
+            1 -> UploadVerdict.Answered(
+                FfiConverterSequenceULong.read(buf),
+                FfiConverterULong.read(buf),
+                FfiConverterSequenceTypeRejectedUpload.read(buf),
+                )
+            2 -> UploadVerdict.Retry(
+                FfiConverterOptionalULong.read(buf),
+                FfiConverterString.read(buf),
+                )
+            3 -> UploadVerdict.Split(
+                FfiConverterUShort.read(buf),
+                FfiConverterString.read(buf),
+                )
+            4 -> UploadVerdict.Fatal(
+                FfiConverterUShort.read(buf),
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: UploadVerdict): ULong = when(value) {
+        is UploadVerdict.Answered -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterSequenceULong.allocationSize(value.`acknowledge`)
+                + FfiConverterULong.allocationSize(value.`duplicates`)
+                + FfiConverterSequenceTypeRejectedUpload.allocationSize(value.`rejected`)
+            )
+        }
+        is UploadVerdict.Retry -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterOptionalULong.allocationSize(value.`afterMs`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+        is UploadVerdict.Split -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterUShort.allocationSize(value.`status`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+        is UploadVerdict.Fatal -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterUShort.allocationSize(value.`status`)
+                + FfiConverterString.allocationSize(value.`reason`)
+            )
+        }
+    }
+
+    override fun write(value: UploadVerdict, buf: ByteBuffer) {
+        when(value) {
+            is UploadVerdict.Answered -> {
+                buf.putInt(1)
+                FfiConverterSequenceULong.write(value.`acknowledge`, buf)
+                FfiConverterULong.write(value.`duplicates`, buf)
+                FfiConverterSequenceTypeRejectedUpload.write(value.`rejected`, buf)
+                Unit
+            }
+            is UploadVerdict.Retry -> {
+                buf.putInt(2)
+                FfiConverterOptionalULong.write(value.`afterMs`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+            is UploadVerdict.Split -> {
+                buf.putInt(3)
+                FfiConverterUShort.write(value.`status`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+            is UploadVerdict.Fatal -> {
+                buf.putInt(4)
+                FfiConverterUShort.write(value.`status`, buf)
+                FfiConverterString.write(value.`reason`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+}
+
+
+
+
+
 
 /**
  * @suppress
@@ -12936,6 +13790,38 @@ public object FfiConverterOptionalTypeMedianOfMeansEstimate: FfiConverterRustBuf
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeUploadBatch: FfiConverterRustBuffer<UploadBatch?> {
+    override fun read(buf: ByteBuffer): UploadBatch? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeUploadBatch.read(buf)
+    }
+
+    override fun allocationSize(value: UploadBatch?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeUploadBatch.allocationSize(value)
+        }
+    }
+
+    override fun write(value: UploadBatch?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeUploadBatch.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalTypeBudgetUnit: FfiConverterRustBuffer<BudgetUnit?> {
     override fun read(buf: ByteBuffer): BudgetUnit? {
         if (buf.get().toInt() == 0) {
@@ -12990,6 +13876,34 @@ public object FfiConverterOptionalTypeGrowth: FfiConverterRustBuffer<Growth?> {
         } else {
             buf.put(1)
             FfiConverterTypeGrowth.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceULong: FfiConverterRustBuffer<List<kotlin.ULong>> {
+    override fun read(buf: ByteBuffer): List<kotlin.ULong> {
+        val len = buf.getInt()
+        return List<kotlin.ULong>(len) {
+            FfiConverterULong.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.ULong>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterULong.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.ULong>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterULong.write(it, buf)
         }
     }
 }
@@ -13224,6 +14138,34 @@ public object FfiConverterSequenceTypeMapRejection: FfiConverterRustBuffer<List<
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypePendingUpload: FfiConverterRustBuffer<List<PendingUpload>> {
+    override fun read(buf: ByteBuffer): List<PendingUpload> {
+        val len = buf.getInt()
+        return List<PendingUpload>(len) {
+            FfiConverterTypePendingUpload.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<PendingUpload>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypePendingUpload.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<PendingUpload>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypePendingUpload.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffer<List<RejectedRecord>> {
     override fun read(buf: ByteBuffer): List<RejectedRecord> {
         val len = buf.getInt()
@@ -13242,6 +14184,34 @@ public object FfiConverterSequenceTypeRejectedRecord: FfiConverterRustBuffer<Lis
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterTypeRejectedRecord.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeRejectedUpload: FfiConverterRustBuffer<List<RejectedUpload>> {
+    override fun read(buf: ByteBuffer): List<RejectedUpload> {
+        val len = buf.getInt()
+        return List<RejectedUpload>(len) {
+            FfiConverterTypeRejectedUpload.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<RejectedUpload>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeRejectedUpload.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<RejectedUpload>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeRejectedUpload.write(it, buf)
         }
     }
 }
