@@ -534,7 +534,7 @@ fn the_outbox_uploads_reports_charged_offline_exactly_once() {
     }
     let mut lossy = Lossy {
         server: Some(Server::start(&dir).unwrap()),
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         n: 0,
     };
     let s = upload(

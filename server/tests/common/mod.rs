@@ -16,14 +16,38 @@ pub const TASKS: &str = r#"{"tasks":[
   "mechanism":"polyplace","epsilon":0.0001,"delta":0.0,"min_batch":50,"period":86400}
 ]}"#;
 
-/// A fresh directory with the tasks and token files.
-pub fn workdir(name: &str) -> PathBuf {
+/// A fresh directory with the tasks and token files, removed when the
+/// test ends (declare it before the `Server`, so the server stops first).
+pub fn workdir(name: &str) -> WorkDir {
     let d = std::env::temp_dir().join(format!("geopriv-serve-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("tasks.json"), TASKS).unwrap();
     std::fs::write(d.join("token"), TOKEN).unwrap();
-    d
+    WorkDir(d)
+}
+
+/// A test's directory under the system temp dir; deleted on drop, so test
+/// runs do not leave databases behind.
+pub struct WorkDir(PathBuf);
+
+impl std::ops::Deref for WorkDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for WorkDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A running server.
