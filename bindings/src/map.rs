@@ -560,7 +560,7 @@ struct Inner {
 /// map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
 ///
 /// Noise-a-priori reports are binned into exact integer counts on a fine
-/// grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+/// grid (bins of at most h/8, at most `max_bins` per axis; 1024 by default,
 /// as `geopriv map aggregate`) and the map is the counts convolved with the
 /// kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
 /// way the state is exact: `to_json` of a shard, `from_json` and `merge`

@@ -173,7 +173,7 @@ fun main() {
         val forged = honest[0].replace(Regex("\"values\":\\[[^\\]]*\\]"),
             "\"values\":" + List(K * K) { "1e300" }.joinToString(",", "[", "]"))
         val clipped = MapServer(GRID, mech, EPS)
-        val raw = MapServer.withClipping(GRID, mech, EPS, 2048u, MapClipping.Off)
+        val raw = MapServer.withClipping(GRID, mech, EPS, 1024u, MapClipping.Off)
         expect(clipped.addAllJson(honest + forged).accepted == 121uL && raw.addAllJson(honest + forged).accepted == 121uL) {
             "accepted"
         }
@@ -182,11 +182,11 @@ fun main() {
         expect(raw.estimate(null).clip == null && raw.estimate(null).values.max() > 1e290) { "raw" }
         expect(m.values.all { abs(it) <= c.upper } && c.clipped >= (K * K).toULong()) { "$c" }
         expect(c.influenceBound == c.maxWidth / m.n.toDouble()) { "$c" }
-        expect(MapServer.withClipping(GRID, mech, EPS, 2048u, MapClipping.Z(3.0)).also { it.addAllJson(honest) }
+        expect(MapServer.withClipping(GRID, mech, EPS, 1024u, MapClipping.Z(3.0)).also { it.addAllJson(honest) }
             .estimate(null).clip?.z == 3.0) { "z" }
-        refused<GeoprivException.InvalidParameter> { MapServer.withClipping(GRID, mech, EPS, 2048u, MapClipping.Z(-1.0)) }
+        refused<GeoprivException.InvalidParameter> { MapServer.withClipping(GRID, mech, EPS, 1024u, MapClipping.Z(-1.0)) }
         // The unclipped state relabelled as clipped: its 1e300 sums are refused.
-        val forgedState = raw.toJson().replace("\"max_bins\":2048", "\"max_bins\":2048,\"clip_z\":${c.z}")
+        val forgedState = raw.toJson().replace("\"max_bins\":1024", "\"max_bins\":1024,\"clip_z\":${c.z}")
         refused<GeoprivException.InvalidReport> { MapServer.fromJson(forgedState) }
         expect(MapServer.fromJson(clipped.toJson()).toJson() == clipped.toJson()) { "round trip" }
     }

@@ -270,7 +270,7 @@ def _():
     forged = json.loads(honest[0])
     forged["values"] = [1e300] * len(forged["values"])  # issue 19 item 10: one report moved every cell
     lines = honest + [json.dumps(forged)]
-    clipped, raw = MapServer(GRID, mech, EPS), MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.OFF())
+    clipped, raw = MapServer(GRID, mech, EPS), MapServer.with_clipping(GRID, mech, EPS, 1024, MapClipping.OFF())
     expect(clipped.add_all_json(lines).accepted == raw.add_all_json(lines).accepted == len(lines), "accepted")
     m, r = clipped.estimate(None), raw.estimate(None)
     c = m.clip
@@ -279,14 +279,14 @@ def _():
     expect(c.influence_bound == c.max_width / m.n and c.lower < 0 < 1 < c.upper, c)
     # Noise a priori has nothing to clip: no clip stated.
     expect(MapServer(GRID, A_PRIORI, EPS).to_json() == MapServer.with_clipping(
-        GRID, A_PRIORI, EPS, 2048, MapClipping.OFF()).to_json(), "a priori")
+        GRID, A_PRIORI, EPS, 1024, MapClipping.OFF()).to_json(), "a priori")
     # A fixed z; out of range refused.
-    z3 = MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.Z(3.0))
+    z3 = MapServer.with_clipping(GRID, mech, EPS, 1024, MapClipping.Z(3.0))
     z3.add_all_json(lines)
     expect(z3.estimate(None).clip.z == 3.0, z3.estimate(None).clip)
     for z in [-1.0, float("nan"), 2e6]:
         try:
-            MapServer.with_clipping(GRID, mech, EPS, 2048, MapClipping.Z(z))
+            MapServer.with_clipping(GRID, mech, EPS, 1024, MapClipping.Z(z))
             raise AssertionError(f"z = {z} accepted")
         except GeoprivError.InvalidParameter:
             pass

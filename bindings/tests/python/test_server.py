@@ -175,7 +175,7 @@ def collect(lines, map_lines, grid, mechanism, tasks_text):
     batch = server.add_json_batch(lines)  # batch.rejected_by_code, e.g. {"not-a-task": 1}
     maps = MapServer(grid, mechanism, 2e-3)  # clipped as `geopriv map aggregate`
     maps.add_all_json(map_lines)
-    raw = MapServer.with_clipping(grid, mechanism, 2e-3, 2048, MapClipping.OFF)  # --no-clip
+    raw = MapServer.with_clipping(grid, mechanism, 2e-3, 1024, MapClipping.OFF)  # --no-clip
     raw.add_all_json(map_lines)
     return batch, server.estimates(), maps.estimate(None).clip, raw.estimate(None).clip  # clip: None when off
 
