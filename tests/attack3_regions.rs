@@ -28,6 +28,21 @@ fn ngon(cx: f64, cy: f64, n: usize, r: f64, wobble: f64, seed: u64) -> LineStrin
     )
 }
 
+/// The next float up / down (MSRV 1.85 has no `next_up`).
+fn up(v: f64) -> f64 {
+    if v == 0.0 {
+        f64::from_bits(1)
+    } else if v > 0.0 {
+        f64::from_bits(v.to_bits() + 1)
+    } else {
+        f64::from_bits(v.to_bits() - 1)
+    }
+}
+
+fn down(v: f64) -> f64 {
+    -up(-v)
+}
+
 fn probe_points(q: &RegionQuery, rng: &mut StdRng) -> Vec<[f64; 2]> {
     let mut out = Vec::new();
     let verts: Vec<Coord<f64>> = q
@@ -50,9 +65,9 @@ fn probe_points(q: &RegionQuery, rng: &mut StdRng) -> Vec<[f64; 2]> {
         // Level with the vertex, to its left and right; nudged.
         out.push([a.x - 1.0, a.y]);
         out.push([a.x + 1.0, a.y]);
-        out.push([a.x.next_up(), a.y]);
-        out.push([a.x, a.y.next_down()]);
-        out.push([a.x.next_up(), a.y.next_up()]);
+        out.push([up(a.x), a.y]);
+        out.push([a.x, down(a.y)]);
+        out.push([up(a.x), up(a.y)]);
     }
     for _ in 0..200 {
         out.push([
