@@ -284,3 +284,29 @@ fn hostile_geojson_is_refused_without_panic() {
     }
     assert_eq!(polygons_from_geojson(&many).unwrap().len(), 20_000);
 }
+
+/// Memory of `polygons_from_geojson` on a large document (run by hand:
+/// `/usr/bin/time -v cargo test ... -- --ignored geojson_memory`): the
+/// peak RSS per input byte, to size the 64 MiB `MAX_GEOJSON_BYTES` limit.
+#[test]
+#[ignore = "measurement, run by hand"]
+fn geojson_memory() {
+    let mb: usize = std::env::var("ATTACK3_GEOJSON_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let mut t = String::from("{\"type\":\"FeatureCollection\",\"features\":[");
+    let mut i = 0;
+    while t.len() < mb << 20 {
+        if i > 0 {
+            t.push(',');
+        }
+        t.push_str(&format!(
+            "{{\"type\":\"Feature\",\"id\":{i},\"geometry\":{{\"type\":\"Polygon\",\"coordinates\":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}}}}"
+        ));
+        i += 1;
+    }
+    t.push_str("]}");
+    let n = polygons_from_geojson(&t).unwrap().len();
+    eprintln!("{} bytes, {n} features", t.len());
+}
