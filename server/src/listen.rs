@@ -15,7 +15,12 @@
 //!   an upload's body must arrive and be answered within it (408);
 //! * **connections per client address** ([`ConnLimits::per_client`],
 //!   default 256): a connection past the cap is closed at once, before any
-//!   byte is read; the others of that address are unaffected.
+//!   byte is read; the others of that address are unaffected;
+//! * **write stall timeout** (the header timeout again): a write to the
+//!   client that makes no progress for that long closes the connection.
+//!   Before, a client that pipelined requests and never read the answers
+//!   held its connections (and its per-client places) for ever once the
+//!   socket buffers were full: hyper has no write timeout.
 
 use axum::extract::ConnectInfo;
 use axum::Router;
@@ -23,8 +28,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower::ServiceExt as _;
 
 /// Connection limits of the accept loop.
@@ -136,8 +144,94 @@ pub async fn serve(
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), svc)
+                .serve_connection(TokioIo::new(StallTimeout::new(stream, header_timeout)), svc)
                 .await;
         });
+    }
+}
+
+/// A stream whose writes (and flushes) fail with `TimedOut` when they make
+/// no progress for `limit`: the client stopped reading.
+struct StallTimeout<S> {
+    inner: S,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> StallTimeout<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        StallTimeout {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// After the inner write returned `poll`: arm the timer on `Pending`,
+    /// disarm it on progress, fail once it fired.
+    fn check<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let limit = self.limit;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading its answers",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for StallTimeout<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for StallTimeout<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.check(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.check(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.check(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.check(cx, poll)
     }
 }

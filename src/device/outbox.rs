@@ -156,7 +156,8 @@ fn error_text(status: u16, body: &[u8]) -> String {
 /// `parked`, at most `max_reports` of them and at most `max_bytes` of body
 /// (always at least one report). `None` if nothing is left to send.
 ///
-/// A report that is not one non-blank line cannot be sent as a JSON line
+/// A report that is not one non-blank, non-comment line (the collector skips
+/// blank and `#` lines without answering for them) cannot be sent as a JSON line
 /// (its record numbers would shift): it is returned alone, with an empty
 /// body, and [`classify_local`] parks it.
 pub fn next_batch(
@@ -190,8 +191,20 @@ pub fn next_batch(
     (!batch.ids.is_empty()).then_some(batch)
 }
 
+/// Whether `report` can go as one record of a JSON-lines body: one line,
+/// not blank, and not a line the collector skips without answering for it
+/// (blank after a BOM and ASCII whitespace, or a `#` comment: such a
+/// record would make every answer's counts disagree with the batch, which
+/// would then be retried for ever and block the reports behind it).
 fn is_one_line(report: &str) -> bool {
-    !report.contains(['\n', '\r']) && !report.trim().is_empty()
+    let body = report
+        .strip_prefix('\u{feff}')
+        .unwrap_or(report)
+        .trim_ascii();
+    !report.contains(['\n', '\r'])
+        && !report.trim().is_empty()
+        && !body.is_empty()
+        && !body.starts_with('#')
 }
 
 /// A batch [`next_batch`] built with an empty body (its one report is not
@@ -200,7 +213,7 @@ pub fn classify_local(batch: &Batch) -> Option<RejectedReport> {
     (batch.body.is_empty() && batch.ids.len() == 1).then(|| RejectedReport {
         id: batch.ids[0],
         code: "not-one-line".into(),
-        reason: "the outbox report is not one non-blank line; it cannot be sent as a JSON line"
+        reason: "the outbox report is not one non-blank, non-comment line; it cannot be sent as a JSON line"
             .into(),
     })
 }
