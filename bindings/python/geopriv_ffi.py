@@ -9886,7 +9886,7 @@ class MapServerProtocol(typing.Protocol):
     map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
 
     Noise-a-priori reports are binned into exact integer counts on a fine
-    grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+    grid (bins of at most h/8, at most `max_bins` per axis; 1024 by default,
     as `geopriv map aggregate`) and the map is the counts convolved with the
     kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
     way the state is exact: `to_json` of a shard, `from_json` and `merge`
@@ -9970,7 +9970,7 @@ class MapServer(MapServerProtocol):
     map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
 
     Noise-a-priori reports are binned into exact integer counts on a fine
-    grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+    grid (bins of at most h/8, at most `max_bins` per axis; 1024 by default,
     as `geopriv map aggregate`) and the map is the counts convolved with the
     kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
     way the state is exact: `to_json` of a shard, `from_json` and `merge`

@@ -2663,7 +2663,7 @@ public func FfiConverterTypeMapRelease_lower(_ value: MapRelease) -> UInt64 {
  * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
  *
  * Noise-a-priori reports are binned into exact integer counts on a fine
- * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * grid (bins of at most h/8, at most `max_bins` per axis; 1024 by default,
  * as `geopriv map aggregate`) and the map is the counts convolved with the
  * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
  * way the state is exact: `to_json` of a shard, `from_json` and `merge`
@@ -2747,7 +2747,7 @@ public protocol MapServerProtocol: AnyObject, Sendable {
  * map with per-cell standard errors out. Thread-safe (a `Mutex` inside).
  *
  * Noise-a-priori reports are binned into exact integer counts on a fine
- * grid (bins of at most h/8, at most `max_bins` per axis; 2048 by default,
+ * grid (bins of at most h/8, at most `max_bins` per axis; 1024 by default,
  * as `geopriv map aggregate`) and the map is the counts convolved with the
  * kernel K_λ by FFT; other mechanisms keep exact per-cell sums. Either
  * way the state is exact: `to_json` of a shard, `from_json` and `merge`
