@@ -42,6 +42,8 @@ func regionUpload(geojson: String, location: [Double], ledger: PrivacyLedger) ->
     } catch {  // GeoprivError.BudgetExceeded: nothing was released or charged
         return nil
     }
+}
+
 /// Device (a BGProcessingTask): send the outbox with URLSession (or any HTTP); post returns the status
 /// (0: no answer), body and Retry-After of POST {collector}/v1/tasks/{task}/reports.
 func uploadOutbox(ledger: PrivacyLedger, post: (String) -> (UInt16, Data, String?)) throws -> Bool {
