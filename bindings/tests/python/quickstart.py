@@ -163,7 +163,7 @@ if __name__ == "__main__":
     for u in region_uploads:
         region_total.add_report(ReportPolicy(1 / 100, 0.0).accept_json(u))
     region_estimate = region_total.estimate()
-    assert region_estimate is not None  # 1000 reports: an estimate
+    assert region_estimate is not None and region_estimate.standard_error is not None  # 1000 reports
     region_truth = sum(park.value(xy) for xy in spots) / len(spots)
     digest = park.query_id().split("g=")[1].split(";")[0]  # the report carries the region's digest and width
     checks += [all(u is not None and digest in u for u in region_uploads) and region_estimate.n == 1000,
