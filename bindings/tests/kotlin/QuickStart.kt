@@ -116,6 +116,10 @@ fun regionChecks(check: (Boolean, String) -> Unit) {
                 check(e != null && e.n == 1000uL && Math.abs(e.mean - truth) <= 5 * e.standardError!!,
                     "the park's share ${e?.mean} ± ${e?.standardError} covers the truth $truth")
             }
+        }
+    }
+}
+
 /** Device: release and keep the report in the ledger file's outbox (same write as its charge). */
 fun deviceToOutbox(income: Double, ledger: PrivacyLedger) {
     GeoMechanism.polyplace(1.0 / 5000).withUnit(BudgetUnit.PerDollar).use { mechanism ->
