@@ -102,7 +102,9 @@ def make_reports(n, seed, seeded=True):
         count = per if k < len(FAMILIES) - 1 else n - per * (len(FAMILIES) - 1)
         lines += privatize(query, mechanism, [draw(rnd) for _ in range(count)], seed + k if seeded else None)
     # An honest-looking report over the server's ε limit.
-    greedy = privatize(FAMILIES[0][0], ["--mechanism", "polyplace", "--epsilon", "0.01"], ["1"], seed if seeded else None)
+    # Its own seed: a seeded run's report ids follow its seed, and `geopriv aggregate` counts an id once.
+    greedy = privatize(FAMILIES[0][0], ["--mechanism", "polyplace", "--epsilon", "0.01"], ["1"],
+                       seed + len(FAMILIES) if seeded else None)
     bad = [b for b, _ in BAD] + greedy
     rnd.shuffle(lines)
     for b in bad:
