@@ -1593,7 +1593,7 @@ impl ReportAggregator {
                 let limit = 3 * threads as u64;
                 let (mut sent, mut next, mut eof) = (0u64, 0u64, false);
                 let mut pending: BTreeMap<u64, Vec<(u64, Checked)>> = BTreeMap::new();
-                let mut buffers: Vec<(Vec<u8>, Vec<(u64, Piece)>)> = Vec::new();
+                let mut buffers: Vec<BatchBuffers> = Vec::new();
                 loop {
                     if !eof && sent - next < limit {
                         let (mut bytes, mut recs) = buffers.pop().unwrap_or_else(|| {
@@ -1749,7 +1749,10 @@ struct WorkBatch {
 /// A worker's result: the batch's place, its checked records, and the
 /// batch's emptied buffers (reused, so the pipeline allocates only while
 /// it fills up).
-type CheckedBatch = (u64, Vec<(u64, Checked)>, (Vec<u8>, Vec<(u64, Piece)>));
+type CheckedBatch = (u64, Vec<(u64, Checked)>, BatchBuffers);
+
+/// A batch's byte and record buffers.
+type BatchBuffers = (Vec<u8>, Vec<(u64, Piece)>);
 
 /// A record as [`ReportAggregator::ingest_ordered`] hands it over.
 #[derive(Clone, Debug, PartialEq)]
