@@ -719,3 +719,23 @@ fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
     // Measured 0.993 here: conservative, not yet in issue 22's [0.93, 0.97].
     assert!(cover >= 0.9, "coverage {cover}");
 }
+
+#[test]
+fn planned_estimate_with_the_callers_mapper_is_the_same_map() {
+    // The CLI transforms the counts once and hands the FFT to the planner
+    // (issue 22 item 4): same map and plan as the self-contained call,
+    // and a mapper of other counts is refused.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(5_000, 23);
+    let agg = aggregated(&grid, 1.0, &xs, 24);
+    let m = agg.mapper().unwrap().unwrap();
+    let (a, pa) = agg.planned_estimate().unwrap();
+    let (b, pb) = agg.planned_estimate_with(&m).unwrap();
+    // Debug strings: the EM map's λ is NaN, which PartialEq never equates.
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert_eq!(format!("{pa:?}"), format!("{pb:?}"));
+    let other = aggregated(&grid, 1.0, &xs[..100], 24);
+    assert!(agg
+        .planned_estimate_with(&other.mapper().unwrap().unwrap())
+        .is_err());
+}
