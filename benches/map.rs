@@ -44,7 +44,7 @@ fn bench_map(c: &mut Criterion) {
 
 /// Issue 22 item 4: the server default (the planner, EM included) from
 /// JSON bytes, reading and binning on every core: 10^6 reports of a
-/// clustered population into 61 × 61 at εh = 0.3, 1, 10.
+/// clustered population into 61 × 61 at εh = 0.1, 0.3, 1, 10.
 fn bench_planned(c: &mut Criterion) {
     let grid = KdeGrid::square(20_000.0, 61).unwrap();
     let h = grid.bandwidth();
@@ -52,7 +52,7 @@ fn bench_planned(c: &mut Criterion) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut group = c.benchmark_group("map_planned");
     group.sample_size(10);
-    for eh in [0.3, 1.0, 10.0] {
+    for eh in [0.1, 0.3, 1.0, 10.0] {
         let eps = eh / h;
         let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         let mut rng = SmallRng::seed_from_u64(2);

@@ -719,3 +719,64 @@ fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
     // Measured 0.993 here: conservative, not yet in issue 22's [0.93, 0.97].
     assert!(cover >= 0.9, "coverage {cover}");
 }
+
+#[test]
+fn em_on_a_coarse_lattice_at_eps_h_0_1_is_non_negative_and_beats_plain() {
+    // docs/MATH.md §9.8 (opt-in, EmOptions::coarse_lattice): at εh = 0.1
+    // one map step is below a tenth of the noise scale, so EM's cells
+    // span c = floor(0.2/(ε·step)) = 2 map steps (odd map points fall on
+    // cell edges). The map is still
+    // non-negative, a function of the counts only, and beats plain.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(30_000, 21);
+    let truth = true_map(&grid, &xs);
+    let eh = 0.1;
+    let eps = eh / grid.bandwidth();
+    let agg = aggregated(&grid, eh, &xs, 22);
+    let opts = EmOptions {
+        coarse_lattice: true,
+        ..EmOptions::default()
+    };
+    let engine = EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), opts).unwrap();
+    // The window: 11 cells of 1 km over the map and 57 beyond each side.
+    assert_eq!(
+        format!("{engine:?}"),
+        "EmDeconvolution(window [125, 125], fft [125, 125])"
+    );
+    let fine =
+        EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), EmOptions::default()).unwrap();
+    println!("coarse {engine:?}, fine {fine:?}");
+    let em = engine.estimate().unwrap();
+    assert!(em.values.iter().all(|v| *v >= 0.0 && v.is_finite()));
+    let m = agg.mapper().unwrap().unwrap();
+    let plain = m.estimate(&agg.kernel(0.0).unwrap()).unwrap();
+    let (e, p) = (ase(&em.values, &truth), ase(&plain.values, &truth));
+    println!(
+        "EM {e:.3e} ({} iterations, predicted {:.3e}), plain {p:.3e}",
+        em.iterations, em.predicted_ase
+    );
+    assert!(e < p, "EM {e} vs plain {p}");
+    // The lattice map of the counts is a density of the same mass.
+    let lattice = engine.plain_lattice_map();
+    assert!(lattice.iter().all(|v| *v >= 0.0 && v.is_finite()));
+}
+
+#[test]
+fn planned_estimate_with_the_callers_mapper_is_the_same_map() {
+    // The CLI transforms the counts once and hands the FFT to the planner
+    // (issue 22 item 4): same map and plan as the self-contained call,
+    // and a mapper of other counts is refused.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(5_000, 23);
+    let agg = aggregated(&grid, 1.0, &xs, 24);
+    let m = agg.mapper().unwrap().unwrap();
+    let (a, pa) = agg.planned_estimate().unwrap();
+    let (b, pb) = agg.planned_estimate_with(&m).unwrap();
+    // Debug strings: the EM map's λ is NaN, which PartialEq never equates.
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert_eq!(format!("{pa:?}"), format!("{pb:?}"));
+    let other = aggregated(&grid, 1.0, &xs[..100], 24);
+    assert!(agg
+        .planned_estimate_with(&other.mapper().unwrap().unwrap())
+        .is_err());
+}

@@ -422,7 +422,7 @@ fn aggregate(
             (m.estimate(&k)?, None)
         }
         (Some(m), None) => {
-            let (est, p) = agg.planned_estimate()?;
+            let (est, p) = agg.planned_estimate_with(&m)?;
             if est.em_iterations.is_none() {
                 parts = Some(discretisation_parts(&m, &agg.kernel(est.lambda)?));
             }

@@ -104,6 +104,10 @@ pub struct FftMapper {
     /// The debiased map of K_h² (bandwidth h/√2), shared by every λ's
     /// conditional variances: keyed by (h, ε) bits.
     pop2: std::sync::Mutex<Option<([u64; 2], Vec<f64>)>>,
+    /// The last discretisation bound, keyed by the kernel's (h, ε, λ)
+    /// bits (the server's map and the CLI's printed parts ask for the same
+    /// kernel's).
+    disc: std::sync::Mutex<Option<([u64; 3], DiscretisationBound)>>,
     fwd: [Arc<dyn Fft<f64>>; 2],
     inv: [Arc<dyn Fft<f64>>; 2],
 }
@@ -166,6 +170,7 @@ impl FftMapper {
             hat: Vec::new(),
             axes,
             pop2: std::sync::Mutex::new(None),
+            disc: std::sync::Mutex::new(None),
             fwd,
             inv,
         };
@@ -389,8 +394,31 @@ impl FftMapper {
             .collect())
     }
 
-    /// The parts of the discretisation-error bound for `kernel`.
+    /// The parts of the discretisation-error bound for `kernel` (the last
+    /// one asked for is kept: asking again for the same kernel costs
+    /// nothing).
     pub fn discretisation(&self, kernel: &DebiasKernel) -> DiscretisationBound {
+        let key = [
+            kernel.bandwidth().to_bits(),
+            kernel.epsilon().to_bits(),
+            kernel.lambda().to_bits(),
+        ];
+        let cached = self
+            .disc
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().filter(|c| c.0 == key).map(|c| c.1));
+        if let Some(d) = cached {
+            return d;
+        }
+        let d = self.discretisation_uncached(kernel);
+        if let Ok(mut c) = self.disc.lock() {
+            *c = Some((key, d));
+        }
+        d
+    }
+
+    fn discretisation_uncached(&self, kernel: &DebiasKernel) -> DiscretisationBound {
         let spec = self.counts.spec();
         let d = spec.dim();
         let delta = spec.delta();

@@ -93,19 +93,12 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
     let lg = set.max_global_lipschitz();
     let mut preds = Vec::new();
 
-    // (b) vector Laplace.
-    let b = set.l1().bound / epsilon;
-    let v = 2.0 * b * b / nf;
-    preds.push(Prediction {
-        name: "vector-laplace".into(),
-        ase: v,
-        variance: v,
-        bias2: 0.0,
-        upper_bound: false,
-        lambda: None,
-        k: None,
-        em_iterations: None,
-    });
+    // (b) vector Laplace (with reports on a kernel grid its certified ℓ1
+    // bound is computed beside the kernel maps and inserted first below).
+    let kde_reports = matches!((set, reports), (QuerySet::Kde(_), Some(_)));
+    if !kde_reports {
+        preds.push(vector_laplace(set.l1_bound(), epsilon, nf));
+    }
     // (a) composition.
     if let Some(rv) = Mechanism::polyplace(epsilon / m)?.report_variance(lg) {
         preds.push(Prediction {
@@ -120,116 +113,66 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         });
     }
 
-    // (d') EM deconvolution (docs/MATH.md §9.6): its bootstrap error model,
-    // at the reports' n, scaled like a variance to the planned n.
+    // (d') EM deconvolution (docs/MATH.md §9.6) runs on its own thread
+    // while the kernel maps are computed (neither reads the other's
+    // results until both are done; the numbers do not depend on it).
     let mut em: Option<EmMap> = None;
     let mut em_pred: Option<Prediction> = None;
-    if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
-        if g.dim() == 2 {
-            let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
-            let e = engine.estimate()?;
-            let scale = mapper.counts().total() as f64 / nf;
-            // The bootstrap's truth (an EM pilot) is smoother than the
-            // devices, so its bias is too small: charged twice (calibrated
-            // on the sweep's populations, docs/MATH.md §9.6).
-            let boot_bias2 = (e.predicted_ase - e.predicted_variance).max(0.0);
-            // Discretisation term: the plain map of the lattice counts
-            // against the plain map of the fine bins.
-            let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
-            let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
-            let disc2 = engine
-                .plain_lattice_map()
-                .iter()
-                .zip(&fine)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                / m;
-            preds.push(Prediction {
-                name: "a-priori em".into(),
-                ase: (e.predicted_variance + 2.0 * boot_bias2) * scale + disc2,
-                variance: e.predicted_variance * scale,
-                bias2: 2.0 * boot_bias2 * scale + disc2,
-                upper_bound: false,
-                lambda: None,
-                k: None,
-                em_iterations: Some(e.iterations),
-            });
-            em = Some(e);
-            em_pred = Some(preds[preds.len() - 1].clone());
-        }
-    }
-
     // Mean cell value (for the sampling variance of sampled queries).
     let mut mean_f = 1.0;
     let mut a_priori: Vec<Prediction> = Vec::new();
     if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
         let n_rep = mapper.counts().total() as f64;
-        let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
-        let s1 = mapper.spatial_kernel(&k1);
-        let mean1 = mapper.apply_spatial(&s1);
-        mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
-        for &lam in &LAMBDAS {
-            let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
-            let s = if lam == 1.0 {
-                s1.clone()
-            } else {
-                mapper.spatial_kernel(&k)
-            };
-            let mean = if lam == 1.0 {
-                mean1.clone()
-            } else {
-                mapper.apply_spatial(&s)
-            };
-            let var: f64 = mapper
-                .conditional_variances(&k, &s, &mean)?
-                .iter()
-                .sum::<f64>()
-                / m
-                / nf;
-            let bias2 = if lam == 1.0 {
-                0.0
-            } else {
-                let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
-                let d2 = mapper.apply_spatial(&diff);
-                // Per cell, b̂² - Var b̂ is unbiased for b²; their average
-                // over the cells estimates the mean squared bias B². Its
-                // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
-                // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
-                // Var b̂ and S1, S2 the correlation sums of the per-device
-                // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
-                // Charged: the average less two such standard errors,
-                // clipped at 0 (a bias the reports cannot resolve is not
-                // charged).
-                let mut avg = 0.0;
-                let mut vbar = 0.0;
-                for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
-                    let bh = a - b;
-                    let vb = (q - bh * bh).max(0.0) / n_rep;
-                    avg += bh * bh - vb;
-                    vbar += vb;
+        let (em_out, kernels, l1) = std::thread::scope(|s| {
+            let handle = (g.dim() == 2).then(|| s.spawn(|| em_prediction(g, epsilon, mapper, nf)));
+            let l1 = s.spawn(|| g.l1_bound());
+            let kernels = kernel_maps(g, epsilon, nf, mapper);
+            let em_out = handle.map(|h| {
+                h.join().unwrap_or(Err(crate::error::Error::Numerical {
+                    routine: "EM deconvolution thread",
+                }))
+            });
+            (em_out, kernels, l1.join())
+        });
+        let l1 = l1.map_err(|_| crate::error::Error::Numerical {
+            routine: "l1 bound thread",
+        })?;
+        preds.insert(0, vector_laplace(l1, epsilon, nf));
+        if let Some(e) = em_out {
+            let (e, pred) = e?;
+            preds.push(pred.clone());
+            em = Some(e);
+            em_pred = Some(pred);
+        }
+        let (mf, kernels) = kernels?;
+        mean_f = mf;
+        for km in kernels {
+            let KernelMap {
+                lambda: lam,
+                var,
+                against_unbiased,
+                mean,
+            } = km;
+            let bias2 = match against_unbiased {
+                None => 0.0,
+                Some(against_unbiased) => {
+                    // Against the EM map (low variance where the unbiased map
+                    // has too much to resolve a bias): mean (map_λ - map_EM)²
+                    // less both variances, a lower estimate of |b_λ - b_EM|².
+                    let against_em = match (&em, &em_pred) {
+                        (Some(e), Some(q)) => {
+                            let d = mean
+                                .iter()
+                                .zip(&e.values)
+                                .map(|(a, b)| (a - b) * (a - b))
+                                .sum::<f64>()
+                                / m;
+                            (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0)
+                        }
+                        _ => 0.0,
+                    };
+                    against_unbiased.max(against_em)
                 }
-                avg /= m;
-                vbar /= m;
-                let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
-                let b2 = avg.max(0.0);
-                let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-                let against_unbiased = (avg - 2.0 * se).max(0.0);
-                // Against the EM map (low variance where the unbiased map
-                // has too much to resolve a bias): mean (map_λ - map_EM)²
-                // less both variances, a lower estimate of |b_λ - b_EM|².
-                let against_em = match (&em, &em_pred) {
-                    (Some(e), Some(q)) => {
-                        let d = mean
-                            .iter()
-                            .zip(&e.values)
-                            .map(|(a, b)| (a - b) * (a - b))
-                            .sum::<f64>()
-                            / m;
-                        (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0)
-                    }
-                    _ => 0.0,
-                };
-                against_unbiased.max(against_em)
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),
@@ -363,4 +306,145 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         line,
         em,
     })
+}
+
+/// Vector Laplace's prediction 2(L1/ε)²/n (exact), from the certified ℓ1
+/// bound L1.
+fn vector_laplace(l1: f64, epsilon: f64, nf: f64) -> Prediction {
+    let b = l1 / epsilon;
+    let v = 2.0 * b * b / nf;
+    Prediction {
+        name: "vector-laplace".into(),
+        ase: v,
+        variance: v,
+        bias2: 0.0,
+        upper_bound: false,
+        lambda: None,
+        k: None,
+        em_iterations: None,
+    }
+}
+
+/// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
+/// bootstrap error model at the reports' n, scaled like a variance to the
+/// planned n, plus the lattice's discretisation term.
+fn em_prediction(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    mapper: &FftMapper,
+    nf: f64,
+) -> Result<(EmMap, Prediction)> {
+    let m = g.len() as f64;
+    let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
+    let e = engine.estimate()?;
+    let scale = mapper.counts().total() as f64 / nf;
+    // The bootstrap's truth (an EM pilot) is smoother than the
+    // devices, so its bias is too small: charged twice (calibrated
+    // on the sweep's populations, docs/MATH.md §9.6).
+    let boot_bias2 = (e.predicted_ase - e.predicted_variance).max(0.0);
+    // Discretisation term: the plain map of the lattice counts
+    // against the plain map of the fine bins.
+    let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+    let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
+    let disc2 = engine
+        .plain_lattice_map()
+        .iter()
+        .zip(&fine)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        / m;
+    let pred = Prediction {
+        name: "a-priori em".into(),
+        ase: (e.predicted_variance + 2.0 * boot_bias2) * scale + disc2,
+        variance: e.predicted_variance * scale,
+        bias2: 2.0 * boot_bias2 * scale + disc2,
+        upper_bound: false,
+        lambda: None,
+        k: None,
+        em_iterations: Some(e.iterations),
+    };
+    Ok((e, pred))
+}
+
+/// One kernel map of the planner: λ, its predicted variance, its
+/// squared-bias estimate against the unbiased map (None for λ = 1), and
+/// the map itself (for the bias against the EM map).
+struct KernelMap {
+    lambda: f64,
+    var: f64,
+    against_unbiased: Option<f64>,
+    mean: Vec<f64>,
+}
+
+/// The kernel maps K_λ, λ in [`LAMBDAS`], of the reports with their
+/// variances and bias estimates against the unbiased map (docs/MATH.md
+/// §9.4), and the mean cell value of the unbiased map.
+fn kernel_maps(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    nf: f64,
+    mapper: &FftMapper,
+) -> Result<(f64, Vec<KernelMap>)> {
+    let m = g.len() as f64;
+    let n_rep = mapper.counts().total() as f64;
+    let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
+    let s1 = mapper.spatial_kernel(&k1);
+    let mean1 = mapper.apply_spatial(&s1);
+    let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
+    let mut out = Vec::with_capacity(LAMBDAS.len());
+    for &lam in &LAMBDAS {
+        let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
+        let s = if lam == 1.0 {
+            s1.clone()
+        } else {
+            mapper.spatial_kernel(&k)
+        };
+        let mean = if lam == 1.0 {
+            mean1.clone()
+        } else {
+            mapper.apply_spatial(&s)
+        };
+        let var: f64 = mapper
+            .conditional_variances(&k, &s, &mean)?
+            .iter()
+            .sum::<f64>()
+            / m
+            / nf;
+        let against_unbiased = if lam == 1.0 {
+            None
+        } else {
+            let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
+            let d2 = mapper.apply_spatial(&diff);
+            // Per cell, b̂² - Var b̂ is unbiased for b²; their average
+            // over the cells estimates the mean squared bias B². Its
+            // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
+            // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
+            // Var b̂ and S1, S2 the correlation sums of the per-device
+            // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
+            // Charged: the average less two such standard errors,
+            // clipped at 0 (a bias the reports cannot resolve is not
+            // charged).
+            let mut avg = 0.0;
+            let mut vbar = 0.0;
+            for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
+                let bh = a - b;
+                let vb = (q - bh * bh).max(0.0) / n_rep;
+                avg += bh * bh - vb;
+                vbar += vb;
+            }
+            avg /= m;
+            vbar /= m;
+            let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
+            let b2 = avg.max(0.0);
+            let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
+            Some((avg - 2.0 * se).max(0.0))
+        };
+        out.push(KernelMap {
+            lambda: lam,
+            var,
+            against_unbiased,
+            mean,
+        });
+    }
+    Ok((mean_f, out))
 }

@@ -436,7 +436,26 @@ impl MapAggregator {
         let Some(mapper) = self.mapper()? else {
             return Ok((self.estimate(None)?, None));
         };
-        let p = super::planner::plan(&self.set, self.epsilon, self.accepted, Some(&mapper))?;
+        self.planned_estimate_with(&mapper)
+    }
+
+    /// As [`planned_estimate`](Self::planned_estimate) for noise a priori
+    /// on a kernel grid, with the FFT of these counts already made by
+    /// [`mapper`](Self::mapper) (a caller that also wants the
+    /// discretisation parts of the picked kernel transforms the counts
+    /// once). Refused if `mapper` holds other counts than this server's.
+    pub fn planned_estimate_with(
+        &self,
+        mapper: &FftMapper,
+    ) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
+        if self.counts.as_ref() != Some(mapper.counts()) {
+            return Err(Error::InvalidParameter {
+                name: "mapper",
+                value: mapper.counts().total() as f64,
+                requirement: "the FFT of this server's own counts",
+            });
+        }
+        let p = super::planner::plan(&self.set, self.epsilon, self.accepted, Some(mapper))?;
         let pick = p.pick();
         let est = match (&p.em, pick.em_iterations) {
             (Some(em), Some(_)) => MapEstimate {
