@@ -58,6 +58,10 @@ fn fft_map_matches_direct_evaluation_within_its_bound() {
         // Closed-form kernels (λ(d+1)/2 integer) for a fast direct sum.
         let k = DebiasKernel::new(2, grid.bandwidth(), eps, lam).unwrap();
         let est = mapper.estimate(&k).unwrap();
+        // The map states no discretisation bound (docs/MATH.md §9.3); the
+        // certified one is still computed on request.
+        assert!(est.discretisation_bound.is_nan());
+        let bound = mapper.discretisation(&k).total();
         let direct = direct_map(&grid, &k, &locs).unwrap();
         let worst = est
             .values
@@ -65,11 +69,7 @@ fn fft_map_matches_direct_evaluation_within_its_bound() {
             .zip(&direct)
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f64::max);
-        assert!(
-            worst <= est.discretisation_bound,
-            "λ={lam}: {worst} > {}",
-            est.discretisation_bound
-        );
+        assert!(worst <= bound, "λ={lam}: {worst} > {bound}");
         assert!(
             worst < 0.05 * direct.iter().cloned().fold(0.0, f64::max),
             "λ={lam}: {worst}"
@@ -77,16 +77,16 @@ fn fft_map_matches_direct_evaluation_within_its_bound() {
         // The bound is data-dependent (docs/MATH.md §9.3) and within a
         // stated factor of the error it bounds: the first-order binning
         // terms ∇K·u of different locations partly cancel, which a
-        // deterministic bound cannot use.
+        // deterministic bound cannot use. Being 31-36x the error, it is
+        // not printed with the map (issue 22: within 3x or none).
         let parts = mapper.discretisation(&k);
         println!(
-            "λ={lam}: observed {worst:.2e}, bound {:.2e} (binning {:.2e}, global Lip·|Δ|/2 {:.2e}), ratio {:.1}",
-            est.discretisation_bound,
+            "λ={lam}: observed {worst:.2e}, bound {bound:.2e} (binning {:.2e}, global Lip·|Δ|/2 {:.2e}), ratio {:.1}",
             parts.binning,
             k.lipschitz_bound() * 0.5 * std::f64::consts::SQRT_2 * counts_delta,
-            est.discretisation_bound / worst
+            bound / worst
         );
-        assert!(est.discretisation_bound <= 200.0 * worst, "λ={lam}");
+        assert!(bound <= 200.0 * worst, "λ={lam}");
     }
 }
 
@@ -118,7 +118,11 @@ fn counts_are_bit_identical_under_any_sharding() {
     assert_eq!(merged.counts(), whole.counts());
     let a = merged.estimate(Some(0.5)).unwrap();
     let b = whole.estimate(Some(0.5)).unwrap();
-    assert_eq!(a, b);
+    // (Not `a == b`: the unstated discretisation bound is NaN in both.)
+    assert_eq!(
+        (&a.values, &a.standard_errors, a.n, a.lambda),
+        (&b.values, &b.standard_errors, b.n, b.lambda)
+    );
 }
 
 /// A certified radial table of a kernel: K(r) at r = kτ, linearly
@@ -697,7 +701,9 @@ fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
     // Against the map of the same devices only the noise varies: at
     // εh = 10 the old unconditional spread (which includes the devices'
     // own spread) was 5x too large (issue 22): sd of (map - truth)/SE was
-    // 0.18; with the conditional variance it is 0.82 here.
+    // 0.18; with the conditional variance (and the rounding spread,
+    // docs/MATH.md §9.7) it is 0.81 over the cells with devices near,
+    // on this one draw.
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let xs = devices(20_000, 15);
     let truth = true_map(&grid, &xs);
@@ -709,14 +715,18 @@ fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
         .iter()
         .zip(&truth)
         .zip(&est.standard_errors)
-        .filter(|(_, s)| **s > 0.0)
+        // Cells with devices near (elsewhere map and truth are both 0 up
+        // to the FFT's round-off, the SE's floor).
+        .filter(|((_, t), _)| **t > 1e-9)
         .map(|((v, t), s)| (v - t) / s)
         .collect();
     let sd = (z.iter().map(|v| v * v).sum::<f64>() / z.len() as f64).sqrt();
     let cover = z.iter().filter(|v| v.abs() <= 1.96).count() as f64 / z.len() as f64;
     println!("sd {sd:.3}, coverage {cover:.3}");
     assert!((0.6..1.5).contains(&sd), "sd {sd}");
-    // Measured 0.993 here: conservative, not yet in issue 22's [0.93, 0.97].
+    // 0.997 on this draw (the occupied cells are few and correlated, so
+    // one draw's coverage is noisy); over
+    // draws and λ see intervals_cover_95_percent_of_cells_...
     assert!(cover >= 0.9, "coverage {cover}");
 }
 
@@ -779,4 +789,88 @@ fn planned_estimate_with_the_callers_mapper_is_the_same_map() {
     assert!(agg
         .planned_estimate_with(&other.mapper().unwrap().unwrap())
         .is_err());
+}
+
+/// Share of cells with |value - target| <= 1.96 SE.
+fn coverage(values: &[f64], se: &[f64], target: &[f64]) -> f64 {
+    let hit = values
+        .iter()
+        .zip(se)
+        .zip(target)
+        .filter(|((v, s), t)| (*v - *t).abs() <= 1.96 * **s)
+        .count();
+    hit as f64 / values.len() as f64
+}
+
+#[test]
+fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
+    // docs/MATH.md §9.7. value ± 1.96 SE against its target: the true map
+    // for λ = 1 and EM, the map smoothed by the residual noise for λ < 1
+    // (computed from the devices' own locations, binned 3x finer).
+    // Coverage averaged over the cells and two noise draws of the same
+    // devices; beside it the planner's predicted ASE against the measured.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let set = QuerySet::Kde(grid.clone());
+    let xs = devices(20_000, 21);
+    let truth = true_map(&grid, &xs);
+    let lams = [0.0, 0.6, 1.0];
+    let mut kernel_cover = Vec::new();
+    for eh in [0.3, 1.0, 10.0] {
+        let eps = eh / grid.bandwidth();
+        let mut cov = [0.0; 4];
+        let mut ratio = [0.0; 4];
+        for rep in 0..2u64 {
+            let agg = aggregated(&grid, eh, &xs, 22 + rep);
+            let m = agg.mapper().unwrap().unwrap();
+            let sp = agg.counts().unwrap().spec();
+            let mut tc =
+                BinnedCounts::new(BinSpec::new(&grid, 3 * sp.refine(), 3 * sp.margin()).unwrap());
+            for x in &xs {
+                tc.add(x).unwrap();
+            }
+            let tm = FftMapper::new(tc).unwrap();
+            let p = plan(&set, eps, xs.len() as u64, Some(&m)).unwrap();
+            let pred = |name: &str| {
+                p.predictions
+                    .iter()
+                    .find(|q| q.name == name)
+                    .map(|q| q.ase)
+                    .unwrap()
+            };
+            for (i, lam) in lams.into_iter().enumerate() {
+                let k = agg.kernel(lam).unwrap();
+                let est = m.estimate(&k).unwrap();
+                let target = if lam == 1.0 {
+                    truth.clone()
+                } else {
+                    tm.smoothed_target(&k)
+                };
+                cov[i] += 0.5 * coverage(&est.values, &est.standard_errors, &target);
+                ratio[i] += 0.5 * ase(&est.values, &truth) / pred(&format!("a-priori λ={lam:.1}"));
+            }
+            let em = p.em.as_ref().unwrap();
+            let se = geopriv::map::em_standard_errors(em, EmOptions::default().replicates);
+            cov[3] += 0.5 * coverage(&em.values, &se, &truth);
+            ratio[3] += 0.5 * ase(&em.values, &truth) / pred("a-priori em");
+        }
+        println!(
+            "εh = {eh}: coverage λ=0 {:.3}, λ=0.6 {:.3}, λ=1 {:.3}, EM {:.3}; measured/predicted ASE {:.2}, {:.2}, {:.2}, EM {:.2}",
+            cov[0], cov[1], cov[2], cov[3], ratio[0], ratio[1], ratio[2], ratio[3]
+        );
+        for (i, c) in cov[..3].iter().enumerate() {
+            // Measured 0.930-0.954 (seeded); the mean over the nine below.
+            assert!((0.89..=0.98).contains(c), "εh = {eh}, λ = {}: {c}", lams[i]);
+            kernel_cover.push(*c);
+        }
+        // EM: bias-aware intervals from a 4-replicate bootstrap; measured
+        // 0.92 / 0.98 / 1.00 at εh = 0.3 / 1 / 10 (issue 22 item 2 open
+        // for EM: conservative at high εh, where it is never picked).
+        assert!(cov[3] >= 0.9, "EM coverage {}", cov[3]);
+        // The unbiased map's prediction is its variance (noise and
+        // rounding), within 3x of the measured ASE at every εh.
+        assert!((1.0 / 3.0..=3.0).contains(&ratio[2]), "λ = 1: {}", ratio[2]);
+    }
+    let mean = kernel_cover.iter().sum::<f64>() / kernel_cover.len() as f64;
+    println!("kernel maps: mean coverage {mean:.3}");
+    assert!((0.93..=0.97).contains(&mean), "{mean}");
 }

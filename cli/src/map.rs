@@ -260,6 +260,17 @@ pub enum MapCommand {
         /// Population [default: the synthetic city].
         #[arg(long, value_enum, default_value = "city")]
         population: PopArg,
+        /// Instead of the ASE table: the coverage of value ± 1.96 SE,
+        /// averaged over cells and --reps noise draws of the same devices,
+        /// for every estimator the planner can pick (each λ against its
+        /// target: the true map at λ = 1, the map smoothed by the residual
+        /// noise below; EM against the true map), and each estimator's
+        /// measured / predicted ASE (docs/MATH.md §9.7).
+        #[arg(long)]
+        coverage: bool,
+        /// Noise draws per (n, εh) for --coverage.
+        #[arg(long, default_value_t = 2)]
+        reps: usize,
     },
 }
 
@@ -304,7 +315,12 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             dump,
             force,
             population,
+            coverage: cov,
+            reps,
         } => {
+            if cov {
+                return coverage(grid, &n, &eps_h, seed, population, reps.max(1)).map(|_| true);
+            }
             // Refused before the sweep runs, not after minutes of it.
             if let Some(path) = dump.as_deref().and_then(|d| d.splitn(3, ':').nth(2)) {
                 crate::output::check_file(std::path::Path::new(path), force)?;
@@ -418,14 +434,12 @@ fn aggregate(
     let (est, line) = match (agg.mapper()?, lambda) {
         (Some(m), Some(l)) => {
             let k = agg.kernel(l)?;
-            parts = Some(discretisation_parts(&m, &k));
+            parts = Some(binning_info(&m));
             (m.estimate(&k)?, None)
         }
         (Some(m), None) => {
             let (est, p) = agg.planned_estimate_with(&m)?;
-            if est.em_iterations.is_none() {
-                parts = Some(discretisation_parts(&m, &agg.kernel(est.lambda)?));
-            }
+            parts = Some(binning_info(&m));
             (est, p.map(|p| p.line))
         }
         (None, _) => (agg.estimate(None)?, None),
@@ -443,8 +457,10 @@ fn aggregate(
         "estimator": if est.em_iterations.is_some() { "em" } else { "kernel" },
         "em_iterations": est.em_iterations,
         "grid": args.grid,
+        // NaN (null): no discretisation bound is stated (docs/MATH.md
+        // §9.3: the certified one was about 30x the observed error).
         "discretisation_bound": est.discretisation_bound,
-        "discretisation_parts": parts,
+        "binning": parts,
         "values": est.values,
         "standard_errors": est.standard_errors,
         "clip": clip.as_ref().map(|c| {
@@ -461,12 +477,10 @@ fn aggregate(
     Ok(ok)
 }
 
-/// The parts of the discretisation bound of a kernel map, for the output.
-fn discretisation_parts(m: &FftMapper, k: &geopriv::map::DebiasKernel) -> serde_json::Value {
-    let d = m.discretisation(k);
+/// The binning of a kernel map (FFT lengths, bins per axis, locations
+/// beyond the bins), for the output.
+fn binning_info(m: &FftMapper) -> serde_json::Value {
     serde_json::json!({
-        "binning": d.binning, "sinc_correction": d.sinc_correction,
-        "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
         "fft": m.fft_len(), "bins": m.counts().spec().bins(),
         "outside": m.counts().outside(),
     })
@@ -689,6 +703,160 @@ fn sweep(
                 planner_ase / best,
                 t0.elapsed().as_secs_f64()
             );
+        }
+    }
+    Ok(())
+}
+
+/// Noise-a-priori reports of `xs` at per-device `eps`, aggregated (the
+/// sweep's seeding, with a repetition index).
+fn aggregate_noisy(
+    set: &QuerySet,
+    xs: &[[f64; 2]],
+    eps: f64,
+    seed: u64,
+) -> Result<MapAggregator, Box<dyn std::error::Error + Send + Sync>> {
+    let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps)?;
+    let shards: Vec<MapAggregator> = xs
+        .par_chunks(8192)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut rng =
+                StdRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(c as u64) ^ eps.to_bits());
+            let mut a = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)
+                .expect("valid parameters");
+            for x in chunk {
+                a.add(&rel.release_unmetered(x, &mut rng).expect("inside the map"))
+                    .expect("own report");
+            }
+            a
+        })
+        .collect();
+    let mut agg = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
+    for s in &shards {
+        agg.merge(s)?;
+    }
+    Ok(agg)
+}
+
+/// Share of cells with |value - target| <= 1.96 SE.
+fn covered(values: &[f64], se: &[f64], target: &[f64]) -> f64 {
+    let hit = values
+        .iter()
+        .zip(se)
+        .zip(target)
+        .filter(|((v, s), t)| (*v - *t).abs() <= 1.96 * **s)
+        .count();
+    hit as f64 / values.len() as f64
+}
+
+/// `geopriv map sweep --coverage` (docs/MATH.md §9.7).
+fn coverage(
+    grid_k: usize,
+    ns: &[usize],
+    eps_h: &[f64],
+    seed: u64,
+    pop: PopArg,
+    reps: usize,
+) -> Res {
+    let side = pop.side();
+    let k = grid_k.max(2);
+    let step = side / (k - 1) as f64;
+    let grid = KdeGrid::new_2d(
+        [0.0, side, 0.0, side],
+        [k, k],
+        step * std::f64::consts::SQRT_2,
+    )?;
+    let set = QuerySet::Kde(grid.clone());
+    let h = grid.bandwidth();
+    println!(
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); ratio = measured / predicted ASE",
+        pop,
+        side / 1000.0,
+    );
+    let mut head = String::from("| n | εh |");
+    for l in LAMBDAS {
+        head.push_str(&format!(" λ={l:.1} cover (true) | λ={l:.1} meas/pred |"));
+    }
+    head.push_str(" EM cover | EM meas/pred | pick |");
+    println!("{head}");
+    println!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 3));
+    for &n in ns {
+        let xs = devices(pop, n, seed);
+        let truth = true_map(&grid, &xs);
+        for &eh in eps_h {
+            let eps = eh / h;
+            let nl = LAMBDAS.len();
+            let (mut cov, mut covt, mut ratio) =
+                (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
+            let mut picks = Vec::new();
+            for r in 0..reps {
+                let agg = aggregate_noisy(&set, &xs, eps, seed.wrapping_add(1000 * r as u64))?;
+                let mapper: FftMapper = agg.mapper()?.ok_or("no counts")?;
+                // The devices' own locations, binned like the reports.
+                // (on bins twice as fine: the target's own rounding then
+                // adds a quarter of the map's).
+                let sp = agg.counts().ok_or("no counts")?.spec();
+                let mut tc = geopriv::map::BinnedCounts::new(geopriv::map::BinSpec::new(
+                    &grid,
+                    (2 * sp.refine()).min(64),
+                    2 * sp.margin(),
+                )?);
+                for x in &xs {
+                    tc.add(x)?;
+                }
+                let tm = FftMapper::new(tc)?;
+                let p = plan(&set, eps, n as u64, Some(&mapper))?;
+                picks.push(p.pick().name.clone());
+                for (i, &l) in LAMBDAS.iter().enumerate() {
+                    let kern = agg.kernel(l)?;
+                    let est = mapper.estimate(&kern)?;
+                    let target = if l == 1.0 {
+                        truth.clone()
+                    } else {
+                        tm.smoothed_target(&kern)
+                    };
+                    cov[i] += covered(&est.values, &est.standard_errors, &target);
+                    covt[i] += covered(&est.values, &est.standard_errors, &truth);
+                    let name = format!("a-priori λ={l:.1}");
+                    let pred = p
+                        .predictions
+                        .iter()
+                        .find(|q| q.name == name)
+                        .map_or(f64::NAN, |q| q.ase);
+                    ratio[i] += ase(&est.values, &truth) / pred;
+                }
+                if let Some(em) = &p.em {
+                    let se = geopriv::map::em_standard_errors(
+                        em,
+                        geopriv::map::EmOptions::default().replicates,
+                    );
+                    cov[nl] += covered(&em.values, &se, &truth);
+                    let pred = p
+                        .predictions
+                        .iter()
+                        .find(|q| q.em_iterations.is_some())
+                        .map_or(f64::NAN, |q| q.ase);
+                    ratio[nl] += ase(&em.values, &truth) / pred;
+                }
+            }
+            let rf = reps as f64;
+            let mut row = format!("| {n} | {eh} |");
+            for i in 0..nl {
+                row.push_str(&format!(
+                    " {:.3} ({:.3}) | {:.2} |",
+                    cov[i] / rf,
+                    covt[i] / rf,
+                    ratio[i] / rf
+                ));
+            }
+            row.push_str(&format!(
+                " {:.3} | {:.2} | {} |",
+                cov[nl] / rf,
+                ratio[nl] / rf,
+                picks.join(", ")
+            ));
+            println!("{row}");
         }
     }
     Ok(())

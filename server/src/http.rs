@@ -746,10 +746,7 @@ pub fn map_json(
                 }
             };
             let k = agg.kernel(lam).map_err(|e| e.to_string())?;
-            let d = m.discretisation(&k);
             parts = Some(json!({
-                "binning": d.binning, "sinc_correction": d.sinc_correction,
-                "truncation": d.truncation, "wrap": d.wrap, "aliasing": d.aliasing,
                 "fft": m.fft_len(), "bins": m.counts().spec().bins(),
                 "outside": m.counts().outside(),
             }));
@@ -764,8 +761,9 @@ pub fn map_json(
         "n": est.n,
         "lambda": est.lambda,
         "grid": def.grid,
+        // null: no discretisation bound is stated (docs/MATH.md §9.3).
         "discretisation_bound": est.discretisation_bound,
-        "discretisation_parts": parts,
+        "binning": parts,
         "values": est.values,
         "standard_errors": est.standard_errors,
     });

@@ -34,6 +34,8 @@ mod districts;
 mod fft;
 #[cfg(feature = "std")]
 mod ingest;
+#[cfg(feature = "std")]
+mod intervals;
 mod kernel;
 mod ladder;
 #[cfg(feature = "std")]
@@ -57,6 +59,11 @@ pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
 #[cfg(feature = "std")]
 pub use ingest::{
     ingest_map_reports, ingest_map_reports_parallel, MapClip, MapClipSummary, MapCounts,
+};
+#[cfg(feature = "std")]
+pub use intervals::{
+    bias_aware_critical_value, bias_aware_standard_error, em_standard_errors, student_t_975,
+    EM_BIAS_FACTOR,
 };
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;

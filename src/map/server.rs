@@ -460,7 +460,12 @@ impl MapAggregator {
         let est = match (&p.em, pick.em_iterations) {
             (Some(em), Some(_)) => MapEstimate {
                 values: em.values.clone(),
-                standard_errors: em.standard_errors.clone(),
+                // The bias-aware interval of the bootstrap's bias and
+                // spread (docs/MATH.md §9.7).
+                standard_errors: super::intervals::em_standard_errors(
+                    em,
+                    super::deconv::EmOptions::default().replicates,
+                ),
                 n: self.accepted,
                 lambda: f64::NAN,
                 discretisation_bound: f64::NAN,

@@ -1,0 +1,111 @@
+//! Interval formation for the maps (std only; docs/MATH.md §9.7).
+//!
+//! Every map states one standard error per cell, and value ± 1.96·SE is its
+//! 95% interval. For an estimator with an estimated bias b̂ and standard
+//! error s, the interval is the bias-aware one (Armstrong & Kolesár): the
+//! half-width c·s with c = [`bias_aware_critical_value`]`(|b̂|/s)`, the
+//! 95% quantile of |N(t, 1)| at t = |b̂|/s, so that an estimate with
+//! bias exactly b̂ and Gaussian error of sd s is covered with probability
+//! 0.95; the stated SE is c·s/1.96.
+
+use super::deconv::EmMap;
+use std::vec::Vec;
+
+/// Standard normal cdf.
+fn phi(x: f64) -> f64 {
+    0.5 * (1.0 + libm::erf(x / core::f64::consts::SQRT_2))
+}
+
+/// The c >= 1.96 with P(|N(t, 1)| <= c) = Φ(c - t) - Φ(-c - t) = 0.95
+/// (t >= 0; c = 1.95996 at t = 0, c ≈ t + 1.645 for large t). Bisection
+/// on [1.9, t + 2]; NaN for a non-finite t.
+pub fn bias_aware_critical_value(t: f64) -> f64 {
+    let t = t.abs();
+    if !t.is_finite() {
+        return f64::NAN;
+    }
+    let cover = |c: f64| phi(c - t) - phi(-c - t);
+    let (mut lo, mut hi) = (1.9, t + 2.0);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if cover(mid) < 0.95 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// The stated standard error of a cell with bias estimate `bias` and
+/// standard error `se`: value ± 1.96 × this is the bias-aware 95% interval
+/// (module docs). `se` = 0 with a bias gives |bias|/1.96 (the interval
+/// reaches the bias); NaN stays NaN.
+pub fn bias_aware_standard_error(bias: f64, se: f64) -> f64 {
+    if se.is_nan() || bias.is_nan() {
+        return f64::NAN;
+    }
+    if se <= 0.0 {
+        return bias.abs() / 1.959_963_984_540_054;
+    }
+    bias_aware_critical_value(bias / se) * se / 1.959_963_984_540_054
+}
+
+/// The 97.5% quantile of Student's t with `df` degrees of freedom (exact
+/// table to 10, the Cornish–Fisher series beyond, 1.96 in the limit).
+pub fn student_t_975(df: usize) -> f64 {
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=10 => T[df - 1],
+        _ => {
+            let z: f64 = 1.959_963_984_540_054;
+            let v = df as f64;
+            z + (z.powi(3) + z) / (4.0 * v)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
+        }
+    }
+}
+
+/// How much the planner and the intervals scale the bootstrap's bias of
+/// the EM map: √2 (the planner charges 2 x its square, docs/MATH.md §9.6:
+/// the bootstrap's truth, an EM pilot, is smoother than the devices, and
+/// measured/predicted was 2.0-2.9 before the factor).
+pub const EM_BIAS_FACTOR: f64 = core::f64::consts::SQRT_2;
+
+/// The EM map's stated standard errors (docs/MATH.md §9.7): per cell the
+/// bias-aware interval of the bootstrap's bias (times [`EM_BIAS_FACTOR`])
+/// and spread, the spread of `replicates` replicates widened by
+/// t_{0.975, replicates - 1}/1.96 (a spread from 4 replicates has 3
+/// degrees of freedom: ±1.96 of it covers a Gaussian 86% of the time).
+pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
+    let widen = student_t_975(replicates.saturating_sub(1)) / 1.959_963_984_540_054;
+    em.standard_errors
+        .iter()
+        .zip(&em.bias)
+        .map(|(&s, &b)| bias_aware_standard_error(b * EM_BIAS_FACTOR, s * widen))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn critical_value_covers_a_shifted_normal_at_95_percent() {
+        assert!((bias_aware_critical_value(0.0) - 1.959_964).abs() < 1e-5);
+        for t in [0.0, 0.5, 1.0, 3.0, 10.0] {
+            let c = bias_aware_critical_value(t);
+            assert!((phi(c - t) - phi(-c - t) - 0.95).abs() < 1e-9, "t = {t}");
+        }
+        assert!((bias_aware_critical_value(10.0) - (10.0 + 1.644_854)).abs() < 1e-4);
+        assert!(bias_aware_critical_value(f64::INFINITY).is_nan());
+        assert!((student_t_975(3) - 3.182).abs() < 1e-3);
+        assert!((student_t_975(30) - 2.042).abs() < 2e-3);
+        assert!((student_t_975(1000) - 1.962).abs() < 1e-3);
+        assert!((bias_aware_standard_error(0.0, 2.0) - 2.0).abs() < 1e-6);
+        assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / 1.959_963_984_540_054).abs() < 1e-12);
+    }
+}
