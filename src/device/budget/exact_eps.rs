@@ -40,12 +40,13 @@ impl Default for ExactSum {
 
 /// The number v·2^s (v < 2^118, s ≤ 2046) as three words from word `idx`.
 #[derive(Clone, Copy)]
-struct Window {
+pub(crate) struct Window {
     idx: usize,
     w: [u64; 3],
 }
 
 impl Window {
+    #[inline]
     fn new(v: u128, s: u32) -> Self {
         let idx = (s / 64) as usize;
         let off = s % 64;
@@ -65,7 +66,8 @@ impl Window {
     }
 
     /// |x|·count: the mantissa times the count (< 2^117) at x's position.
-    fn of(x: f64, count: u64) -> Self {
+    #[inline]
+    pub(crate) fn of(x: f64, count: u64) -> Self {
         let (_, m, pos) = decompose(x.abs());
         Window::new(m as u128 * count as u128, pos)
     }
@@ -73,7 +75,8 @@ impl Window {
     /// ⌊T·(1 + 2^-SLACK_BITS)⌋ in units for a total T = m·2^pos (units):
     /// m·(2^50 + 1)·2^(pos - 50) if pos ≥ 50 (exact, < 2^104 · 2^(pos-50)),
     /// else m·2^pos + ⌊m·2^pos / 2^50⌋ (< 2^104).
-    fn cap(total: f64) -> Self {
+    #[inline]
+    pub(crate) fn cap(total: f64) -> Self {
         let (_, m, pos) = decompose(total.abs());
         let m = m as u128;
         if pos >= SLACK_BITS {
@@ -107,27 +110,31 @@ impl ExactSum {
     }
 
     /// self += count · |x|, exactly.
+    #[inline]
     pub(crate) fn add(&mut self, x: f64, count: u64) {
         self.add_window(&Window::of(x, count));
     }
 
-    fn add_window(&mut self, win: &Window) {
+    /// self += the window's number, exactly.
+    #[inline]
+    pub(crate) fn add_window(&mut self, win: &Window) {
         let mut carry = false;
-        let mut i = win.idx;
-        for &v in &win.w {
-            let (a, c1) = self.w[i].overflowing_add(v);
+        let mut rest = self.w[win.idx.min(WORDS)..].iter_mut();
+        for (&v, w) in win.w.iter().zip(rest.by_ref()) {
+            let (a, c1) = w.overflowing_add(v);
             let (b, c2) = a.overflowing_add(carry as u64);
-            self.w[i] = b;
+            *w = b;
             carry = c1 | c2;
-            i += 1;
         }
         // A ledger's sums stay below 2^2162 units (module docs): the carry
         // stops inside the array.
-        while carry && i < WORDS {
-            let (a, c) = self.w[i].overflowing_add(1);
-            self.w[i] = a;
+        for w in rest {
+            if !carry {
+                break;
+            }
+            let (a, c) = w.overflowing_add(1);
+            *w = a;
             carry = c;
-            i += 1;
         }
     }
 
@@ -145,15 +152,26 @@ impl ExactSum {
         out
     }
 
-    /// Compare with a window, from the top word down.
+    /// Compare with a window: any word above it set means greater, then
+    /// its three words from the top, then any word below it set means
+    /// greater.
+    #[inline]
     fn cmp_window(&self, win: &Window) -> Ordering {
-        for i in (0..WORDS).rev() {
-            match self.w[i].cmp(&win.word(i)) {
+        let idx = win.idx.min(WORDS - 3);
+        if self.w[idx + 3..].iter().any(|&w| w != 0) {
+            return Ordering::Greater;
+        }
+        for k in (0..3).rev() {
+            match self.w[idx + k].cmp(&win.w[k]) {
                 Ordering::Equal => {}
                 o => return o,
             }
         }
-        Ordering::Equal
+        if self.w[..idx].iter().any(|&w| w != 0) {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
     }
 
     /// Whether self <= total · (1 + 2^-SLACK_BITS), exactly: self ≤
@@ -164,10 +182,61 @@ impl ExactSum {
 
     /// Whether self + count·|x| fits `total` (see [`fits`](Self::fits)),
     /// without changing self.
+    #[cfg(test)]
     pub(crate) fn fits_with(&self, x: f64, count: u64, total: f64) -> bool {
-        let mut s = *self;
-        s.add(x, count);
-        s.fits(total)
+        self.window_fits(&Window::of(x, count), &Window::cap(total))
+    }
+
+    /// Whether self + x <= cap (a [`Window::cap`]), without changing self
+    /// or copying it: the sum's words are self's but for x's three words
+    /// and the carry's run (words of all ones become 0, the word it stops
+    /// in gains 1), so only the words from the lower of the two windows to
+    /// the higher of the sum's changed words and the cap are compared one
+    /// by one; above and below, any word of self set means "greater".
+    #[inline]
+    pub(crate) fn window_fits(&self, x: &Window, cap: &Window) -> bool {
+        let xi = x.idx.min(WORDS - 3);
+        let ci = cap.idx.min(WORDS - 3);
+        let mut near = [0u64; 3];
+        let mut carry = false;
+        for (k, n) in near.iter_mut().enumerate() {
+            let (a, c1) = self.w[xi + k].overflowing_add(x.w[k]);
+            let (b, c2) = a.overflowing_add(carry as u64);
+            *n = b;
+            carry = c1 | c2;
+        }
+        // The carry runs through words of all ones and stops in word r (a
+        // ledger's sums never carry out of the array: module docs).
+        let mut r = xi + 3;
+        if carry {
+            while r < WORDS && self.w[r] == u64::MAX {
+                r += 1;
+            }
+        }
+        let sum_word = |i: usize| -> u64 {
+            if (xi..xi + 3).contains(&i) {
+                near[i - xi]
+            } else if !carry || i < xi || i > r {
+                self.w[i]
+            } else if i < r {
+                0
+            } else {
+                self.w[i].wrapping_add(1)
+            }
+        };
+        let changed_top = if carry { r.min(WORDS - 1) } else { xi + 2 };
+        let hi = changed_top.max(ci + 2);
+        let lo = xi.min(ci);
+        if self.w[hi + 1..].iter().any(|&w| w != 0) {
+            return false;
+        }
+        for i in (lo..=hi).rev() {
+            match sum_word(i).cmp(&cap.word(i)) {
+                Ordering::Equal => {}
+                o => return o == Ordering::Less,
+            }
+        }
+        !self.w[..lo].iter().any(|&w| w != 0)
     }
 
     /// Bit length of the integer (0 for zero).
@@ -442,8 +511,35 @@ mod tests {
         ]
     }
 
+    /// Sums with runs of all-ones words (long carries) and zeros.
+    fn sum_words() -> impl Strategy<Value = ExactSum> {
+        let word = prop_oneof![Just(0u64), Just(u64::MAX), proptest::num::u64::ANY];
+        proptest::array::uniform32(word).prop_map(|w32| {
+            let mut s = ExactSum::default();
+            s.w[..32].copy_from_slice(&w32);
+            s
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// `window_fits` (no copy) against the sum formed in a copy and
+        /// compared word by word.
+        #[test]
+        fn window_fits_is_the_materialized_compare(
+            s in sum_words(),
+            x in value(),
+            k in count(),
+            t in value(),
+        ) {
+            let xw = Window::of(x, k);
+            let mut sum = s;
+            sum.add_window(&xw);
+            let cap = Window::cap(t);
+            let expected = sum.cmp_window(&cap) != Ordering::Greater;
+            prop_assert_eq!(s.window_fits(&xw, &cap), expected);
+        }
 
         /// Random charge sequences: the sum, its rounding, `fits` and
         /// `remaining_in` against every total, bit for bit the oracle's.

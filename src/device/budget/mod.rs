@@ -95,7 +95,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use exact_eps::ExactSum;
+use exact_eps::{ExactSum, Window};
 use serde::{Deserialize, Serialize};
 
 /// Version of the persisted ledger state ([`PrivacyBudget::to_json`]).
@@ -886,12 +886,15 @@ impl PrivacyBudget {
             (&ZERO, &ZERO)
         };
         let p = &self.policy;
-        if !(pe.fits_with(epsilon, 1, p.period_epsilon())
-            && pd.fits_with(delta, 1, p.period_delta())
+        let (ce, cd) = (Window::of(epsilon, 1), Window::of(delta, 1));
+        if !(pe.window_fits(&ce, &Window::cap(p.period_epsilon()))
+            && pd.window_fits(&cd, &Window::cap(p.period_delta()))
             && self
                 .lifetime_epsilon
-                .fits_with(epsilon, 1, p.total_epsilon())
-            && self.lifetime_delta.fits_with(delta, 1, p.total_delta()))
+                .window_fits(&ce, &Window::cap(p.total_epsilon()))
+            && self
+                .lifetime_delta
+                .window_fits(&cd, &Window::cap(p.total_delta())))
         {
             let left = self.remaining();
             return Err(Error::BudgetExceeded {
@@ -947,10 +950,11 @@ impl PrivacyBudget {
             self.period_epsilon = ZERO;
             self.period_delta = ZERO;
         }
-        self.period_epsilon.add(entry.epsilon, 1);
-        self.period_delta.add(entry.delta, 1);
-        self.lifetime_epsilon.add(entry.epsilon, 1);
-        self.lifetime_delta.add(entry.delta, 1);
+        let (ce, cd) = (Window::of(entry.epsilon, 1), Window::of(entry.delta, 1));
+        self.period_epsilon.add_window(&ce);
+        self.period_delta.add_window(&cd);
+        self.lifetime_epsilon.add_window(&ce);
+        self.lifetime_delta.add_window(&cd);
         self.last_period = entry.period;
         self.releases = releases;
     }
