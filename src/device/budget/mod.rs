@@ -960,7 +960,8 @@ impl PrivacyBudget {
     }
 
     /// The state after charging `charge` now, or the refusal (see
-    /// [`check`](Self::check)).
+    /// [`check`](Self::check)). (`FileLedger`'s locked update.)
+    #[cfg(feature = "std")]
     pub(crate) fn after(&self, charge: &Charge) -> Result<Self> {
         let plan = self.check(charge)?;
         let mut next = self.clone();
