@@ -125,5 +125,32 @@ fn bench_memoized(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_memoized);
+/// The file ledger's charge (issue 20 follow-up): lock, read and restore
+/// the file, check, write a temporary file, fsync, rename, fsync the
+/// directory, read back; against the same state's JSON round trip alone
+/// (`restore` + `to_json`, the CPU part): the rest is the file system.
+fn bench_file_ledger(c: &mut Criterion) {
+    use geopriv::device::budget::{Charge, FileLedger, Ledger};
+    let unit = BudgetUnit::PerDollar;
+    let policy = BudgetPolicy::new(unit.clone(), 1e300, 0.0).unwrap();
+    let charge = Charge::new(unit, 1e-3, 0.0).unwrap();
+    let dir = std::env::temp_dir().join(format!("geopriv-bench-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ledger.json");
+    let _ = std::fs::remove_file(&path);
+    let mut file = FileLedger::create(&path, &policy).unwrap();
+    c.bench_function("file_ledger_commit", |b| {
+        b.iter(|| file.commit(black_box(&charge)).unwrap())
+    });
+    let state = file.state().clone();
+    c.bench_function("ledger_state_json_round_trip", |b| {
+        b.iter(|| {
+            let json = black_box(&state).to_json();
+            black_box(PrivacyBudget::restore(&json, &policy).unwrap())
+        })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+criterion_group!(benches, bench_memoized, bench_file_ledger);
 criterion_main!(benches);

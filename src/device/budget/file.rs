@@ -403,7 +403,7 @@ impl FileLedger {
         charge: &Charge,
         release: impl FnOnce() -> Result<String>,
     ) -> Result<u64> {
-        self.budget.after(charge)?;
+        self.budget.check(charge)?;
         self.budget.outbox_room(0)?;
         let report = release()?;
         let mut id = 0;

@@ -95,7 +95,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use exact_eps::ExactSum;
+use exact_eps::{ExactSum, Window};
 use serde::{Deserialize, Serialize};
 
 /// Version of the persisted ledger state ([`PrivacyBudget::to_json`]).
@@ -186,7 +186,7 @@ pub fn spend_dyn<L: Ledger + ?Sized, T>(
     charge: &Charge,
     release: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    ledger.state().after(charge)?;
+    ledger.state().check(charge)?;
     let value = release()?;
     ledger.commit(charge)?;
     Ok(value)
@@ -255,6 +255,10 @@ pub struct PrivacyBudget {
     // Derived from the above (checked on restore).
     lifetime_epsilon: ExactSum,
     lifetime_delta: ExactSum,
+    /// Exact (ε, δ) charged in `last_period` (no entry is in a later one),
+    /// kept so that a charge adds once instead of summing the history.
+    period_epsilon: ExactSum,
+    period_delta: ExactSum,
     releases: u64,
     clock: Arc<dyn Clock>,
 }
@@ -467,6 +471,8 @@ impl PrivacyBudget {
             next_upload: 0,
             lifetime_epsilon: ExactSum::default(),
             lifetime_delta: ExactSum::default(),
+            period_epsilon: ExactSum::default(),
+            period_delta: ExactSum::default(),
             releases: 0,
             clock: clock::default_clock(),
         }
@@ -704,8 +710,8 @@ impl PrivacyBudget {
         let mut periods: BTreeMap<u64, (ExactSum, ExactSum)> = BTreeMap::new();
         for e in &b.entries {
             let sums = periods.entry(e.period).or_default();
-            sums.0 = sums.0.plus(&ExactSum::of(e.epsilon, e.count));
-            sums.1 = sums.1.plus(&ExactSum::of(e.delta, e.count));
+            sums.0.add(e.epsilon, e.count);
+            sums.1.add(e.delta, e.count);
         }
         for (period, (pe, pd)) in &periods {
             if !(pe.fits(policy.period_epsilon()) && pd.fits(policy.period_delta())) {
@@ -716,36 +722,48 @@ impl PrivacyBudget {
     }
 
     /// Recompute the derived sums and the release count; `None` on
-    /// overflow of the count.
+    /// overflow of the count (checked before each addition, so the sums
+    /// never hold more than 2^64 charges: `exact_eps`'s capacity).
     fn recompute(&mut self) -> Option<()> {
         let mut eps = ExactSum::default();
         let mut del = ExactSum::default();
         let mut releases = 0u64;
         if let Some(c) = self.carried {
-            eps = eps.plus(&ExactSum::of(c.epsilon, 1));
-            del = del.plus(&ExactSum::of(c.delta, 1));
+            eps.add(c.epsilon, 1);
+            del.add(c.delta, 1);
             releases = c.releases;
         }
         for e in &self.entries {
-            eps = eps.plus(&ExactSum::of(e.epsilon, e.count));
-            del = del.plus(&ExactSum::of(e.delta, e.count));
             releases = releases.checked_add(e.count)?;
+            eps.add(e.epsilon, e.count);
+            del.add(e.delta, e.count);
         }
         self.lifetime_epsilon = eps;
         self.lifetime_delta = del;
         self.releases = releases;
+        (self.period_epsilon, self.period_delta) = self.scan_period(self.last_period);
         Some(())
     }
 
-    /// Exact (ε, δ) charged in `period`.
-    fn period_sums(&self, period: u64) -> (ExactSum, ExactSum) {
+    /// Exact (ε, δ) of the history entries in `period`.
+    fn scan_period(&self, period: u64) -> (ExactSum, ExactSum) {
         let mut eps = ExactSum::default();
         let mut del = ExactSum::default();
         for e in self.entries.iter().filter(|e| e.period == period) {
-            eps = eps.plus(&ExactSum::of(e.epsilon, e.count));
-            del = del.plus(&ExactSum::of(e.delta, e.count));
+            eps.add(e.epsilon, e.count);
+            del.add(e.delta, e.count);
         }
         (eps, del)
+    }
+
+    /// Exact (ε, δ) charged in `period`: the kept sums for the latest
+    /// period, else a scan of the history (empty for a later period).
+    fn period_sums(&self, period: u64) -> (ExactSum, ExactSum) {
+        if period == self.last_period {
+            (self.period_epsilon, self.period_delta)
+        } else {
+            self.scan_period(period)
+        }
     }
 
     /// The pinned policy (unit, totals, period limit).
@@ -845,10 +863,13 @@ impl PrivacyBudget {
         }
     }
 
-    /// The state after charging `charge` now, or the refusal (unit first,
+    /// Whether `charge` can be made now, and how: the refusal (unit first,
     /// then the clock, then the period's and the lifetime totals, then the
-    /// release counter and the history's size).
-    pub(crate) fn after(&self, charge: &Charge) -> Result<Self> {
+    /// release counter and the history's size), or what
+    /// [`apply`](Self::apply) changes. Nothing is copied or allocated: the
+    /// period's and the lifetime's running sums each take one exact
+    /// addition and one compare against the total's exact bound.
+    pub(crate) fn check(&self, charge: &Charge) -> Result<Plan> {
         if charge.unit() != self.unit() {
             return Err(Error::UnitMismatch {
                 ledger: self.unit().clone(),
@@ -857,16 +878,23 @@ impl PrivacyBudget {
         }
         let period = self.current_period()?;
         let (epsilon, delta) = (charge.epsilon(), charge.delta());
-        let ce = ExactSum::of(epsilon, 1);
-        let cd = ExactSum::of(delta, 1);
-        let (pe, pd) = self.period_sums(period);
-        let life_e = self.lifetime_epsilon.plus(&ce);
-        let life_d = self.lifetime_delta.plus(&cd);
+        // The sums already in `period`: the kept ones for the latest
+        // period; none in a later one (no entry is after `last_period`).
+        let (pe, pd) = if period == self.last_period {
+            (&self.period_epsilon, &self.period_delta)
+        } else {
+            (&ZERO, &ZERO)
+        };
         let p = &self.policy;
-        if !(pe.plus(&ce).fits(p.period_epsilon())
-            && pd.plus(&cd).fits(p.period_delta())
-            && life_e.fits(p.total_epsilon())
-            && life_d.fits(p.total_delta()))
+        let (ce, cd) = (Window::of(epsilon, 1), Window::of(delta, 1));
+        if !(pe.window_fits(&ce, &Window::cap(p.period_epsilon()))
+            && pd.window_fits(&cd, &Window::cap(p.period_delta()))
+            && self
+                .lifetime_epsilon
+                .window_fits(&ce, &Window::cap(p.total_epsilon()))
+            && self
+                .lifetime_delta
+                .window_fits(&cd, &Window::cap(p.total_delta())))
         {
             let left = self.remaining();
             return Err(Error::BudgetExceeded {
@@ -880,30 +908,64 @@ impl PrivacyBudget {
             .releases
             .checked_add(1)
             .ok_or_else(|| invalid("the release counter would overflow"))?;
-        let mut next = self.clone();
         let entry = Entry {
             period,
             epsilon,
             delta,
             count: 1,
         };
-        let held = next.entries.len();
-        match next.entries.iter_mut().find(|e| same_key(e, &entry)) {
-            // Cannot overflow: count <= releases < u64::MAX.
-            Some(e) => e.count += 1,
-            None if held >= MAX_LEDGER_ENTRIES => {
+        // Keys are unique, so searching from the end finds the same entry
+        // (the current period's entries are the latest ones).
+        let slot = match self.entries.iter().rposition(|e| same_key(e, &entry)) {
+            Some(i) => Some(i),
+            None if self.entries.len() >= MAX_LEDGER_ENTRIES => {
                 return Err(Error::LimitExceeded {
                     what: "distinct (period, epsilon, delta) entries in a ledger",
-                    requested: held as u64 + 1,
+                    requested: self.entries.len() as u64 + 1,
                     limit: MAX_LEDGER_ENTRIES as u64,
                 })
             }
-            None => next.entries.push(entry),
+            None => None,
+        };
+        Ok(Plan {
+            entry,
+            slot,
+            releases,
+        })
+    }
+
+    /// Make a charge [`check`](Self::check)ed on this same state.
+    fn apply(&mut self, plan: Plan) {
+        let Plan {
+            entry,
+            slot,
+            releases,
+        } = plan;
+        match slot.and_then(|i| self.entries.get_mut(i)) {
+            // Cannot overflow: count <= releases < u64::MAX.
+            Some(e) => e.count += 1,
+            None => self.entries.push(entry),
         }
-        next.last_period = period;
-        next.lifetime_epsilon = life_e;
-        next.lifetime_delta = life_d;
-        next.releases = releases;
+        if entry.period != self.last_period {
+            self.period_epsilon = ZERO;
+            self.period_delta = ZERO;
+        }
+        let (ce, cd) = (Window::of(entry.epsilon, 1), Window::of(entry.delta, 1));
+        self.period_epsilon.add_window(&ce);
+        self.period_delta.add_window(&cd);
+        self.lifetime_epsilon.add_window(&ce);
+        self.lifetime_delta.add_window(&cd);
+        self.last_period = entry.period;
+        self.releases = releases;
+    }
+
+    /// The state after charging `charge` now, or the refusal (see
+    /// [`check`](Self::check)). (`FileLedger`'s locked update.)
+    #[cfg(feature = "std")]
+    pub(crate) fn after(&self, charge: &Charge) -> Result<Self> {
+        let plan = self.check(charge)?;
+        let mut next = self.clone();
+        next.apply(plan);
         Ok(next)
     }
 
@@ -993,7 +1055,7 @@ impl PrivacyBudget {
 
     /// Whether `charge` would be accepted now.
     pub fn can_afford(&self, charge: &Charge) -> bool {
-        self.after(charge).is_ok()
+        self.check(charge).is_ok()
     }
 
     /// Charge a release. Refused with [`Error::UnitMismatch`] or
@@ -1004,7 +1066,8 @@ impl PrivacyBudget {
     /// Charge *before* releasing. Prefer [`Ledger::spend`], which ties the
     /// charge to the release.
     pub fn try_charge(&mut self, charge: &Charge) -> Result<()> {
-        *self = self.after(charge)?;
+        let plan = self.check(charge)?;
+        self.apply(plan);
         Ok(())
     }
 
@@ -1024,19 +1087,14 @@ impl PrivacyBudget {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
-        // `after_once` without copying the memo table: the charge's state
-        // is built with the table set aside, which then moves over (a
-        // refusal puts it back unchanged).
+        // `after_once` in place: checked, then charged and recorded (a
+        // refusal changes nothing).
         let Some(slot) = self.memo_slot(&memo_key, charge)? else {
             return Ok(false);
         };
-        let memo = core::mem::take(&mut self.memo);
-        let next = self.after(charge);
-        self.memo = memo;
-        let mut next = next?;
-        next.memo = core::mem::take(&mut self.memo);
-        next.memo.insert(slot, memo_key);
-        *self = next;
+        let plan = self.check(charge)?;
+        self.apply(plan);
+        self.memo.insert(slot, memo_key);
         Ok(true)
     }
 
@@ -1094,6 +1152,18 @@ impl PrivacyBudget {
         self.clock.clone()
     }
 }
+
+/// A checked charge: its history entry (count 1), the index of the entry
+/// with the same key if there is one, and the release count after it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    entry: Entry,
+    slot: Option<usize>,
+    releases: u64,
+}
+
+/// The empty sum.
+const ZERO: ExactSum = ExactSum::ZERO;
 
 fn same_key(a: &Entry, b: &Entry) -> bool {
     a.period == b.period
@@ -1343,6 +1413,101 @@ mod tests {
             .replace("\"releases\":2", "\"releases\":4");
         let e = PrivacyBudget::restore(&over, b.policy()).unwrap_err();
         assert!(e.to_string().contains("exceed"), "{e}");
+    }
+
+    /// The decision of the ledger before the running sums: the period's
+    /// and the lifetime's sums summed afresh from the history with the
+    /// `Vec<u32>` oracle, the charge added, each compared with its total.
+    fn oracle_admits(b: &PrivacyBudget, period: u64, c: &Charge) -> bool {
+        use exact_eps::oracle::ExactSum as O;
+        let (mut pe, mut pd, mut le, mut ld) =
+            (O::default(), O::default(), O::default(), O::default());
+        if let Some(k) = b.carried {
+            le = le.plus(&O::of(k.epsilon, 1));
+            ld = ld.plus(&O::of(k.delta, 1));
+        }
+        for e in &b.entries {
+            if e.period == period {
+                pe = pe.plus(&O::of(e.epsilon, e.count));
+                pd = pd.plus(&O::of(e.delta, e.count));
+            }
+            le = le.plus(&O::of(e.epsilon, e.count));
+            ld = ld.plus(&O::of(e.delta, e.count));
+        }
+        let (ce, cd) = (O::of(c.epsilon(), 1), O::of(c.delta(), 1));
+        let p = b.policy();
+        pe.plus(&ce).fits(p.period_epsilon())
+            && pd.plus(&cd).fits(p.period_delta())
+            && le.plus(&ce).fits(p.total_epsilon())
+            && ld.plus(&cd).fits(p.total_delta())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Random charge sequences on a daily ledger whose clock moves
+        /// forwards and back: every decision is the oracle's, the kept
+        /// period sums are the history's, the spent and remaining amounts
+        /// are the oracle's, and a saved state restores to the same
+        /// ledger.
+        #[test]
+        fn decisions_match_the_vec_oracle(
+            total in 1e-300f64..1e3,
+            per_period in 0.05f64..1.0,
+            k in 1u64..40,
+            steps in proptest::collection::vec((-2i64..3, 0usize..6, proptest::bool::ANY), 1..80),
+        ) {
+            use exact_eps::oracle::ExactSum as O;
+            let period_total = total * per_period;
+            let policy = BudgetPolicy::periodic(
+                BudgetUnit::PerDollar, period_total, 1e-6, 86_400, total, 1e-5,
+            ).unwrap();
+            let day0 = 1_000u64;
+            let clock = ManualClock::new(day0 * 86_400);
+            let mut b = PrivacyBudget::with_secret(policy.clone(), [3; 32])
+                .with_clock(Arc::new(clock.clone()));
+            let mut day = day0 as i64;
+            for (i, &(move_days, kind, memo)) in steps.iter().enumerate() {
+                day = (day + move_days).max(0);
+                clock.set(day as u64 * 86_400 + 7);
+                let epsilon = match kind {
+                    0 => period_total / k as f64,
+                    1 => total / k as f64,
+                    2 => f64::from_bits(1 + i as u64), // subnormal
+                    3 => period_total * (1.0 / k as f64),
+                    4 => period_total,
+                    _ => total / 3.0,
+                };
+                let c = Charge::new(BudgetUnit::PerDollar, epsilon, 1e-7 * (kind % 2) as f64)
+                    .unwrap();
+                let period = (day as u64).max(b.last_period());
+                let expected = oracle_admits(&b, period, &c);
+                let got = if memo {
+                    b.commit_once([i as u8; 32], &c).is_ok()
+                } else {
+                    b.try_charge(&c).is_ok()
+                };
+                proptest::prop_assert_eq!(got, expected, "step {}", i);
+                proptest::prop_assert_eq!(b.can_afford(&c), oracle_admits(&b, period, &c));
+                let (pe, pd) = b.scan_period(b.last_period);
+                proptest::prop_assert_eq!((b.period_epsilon, b.period_delta), (pe, pd));
+                let mut le = O::default();
+                for e in &b.entries {
+                    le = le.plus(&O::of(e.epsilon, e.count));
+                }
+                proptest::prop_assert_eq!(b.spent_epsilon().to_bits(), le.round_up().to_bits());
+                proptest::prop_assert_eq!(
+                    b.remaining().lifetime_epsilon.to_bits(),
+                    le.remaining_in(total).to_bits()
+                );
+            }
+            let again = PrivacyBudget::restore(&b.to_json(), &policy).unwrap();
+            proptest::prop_assert_eq!(&again, &b);
+            proptest::prop_assert_eq!(
+                (again.period_epsilon, again.lifetime_epsilon),
+                (b.period_epsilon, b.lifetime_epsilon)
+            );
+        }
     }
 
     #[test]
