@@ -87,5 +87,46 @@ fn decode_and_aggregate(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_memory, decode_and_aggregate);
+/// The hardened reader on JSON lines in memory (10^6 reports over 1,000
+/// threshold queries, the layout of examples/gen_reports.rs, default
+/// policy and clipping, `--format auto`): `ingest_parallel` on 1 and 2
+/// threads (issue 22 item 4; the two give bit-identical estimates).
+fn ingest_json_lines(c: &mut Criterion) {
+    use geopriv::server::ingest::{
+        AggregationConfig, FormatChoice, RecordReader, ReportAggregator,
+    };
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut text = Vec::new();
+    for i in 0..N {
+        let q = QueryDescriptor::Threshold {
+            threshold: 10_000.0 + 1_000.0 * (i % 1_000) as f64,
+            width: 20_000.0,
+        };
+        let value = rng.random::<f64>() * 40.0 - 19.5;
+        let r = Report::new(q, MechanismName::Polyplace, 1e-4, 0.0, value);
+        text.extend_from_slice(r.to_json_line().as_bytes());
+        text.push(b'\n');
+    }
+    let policy = ValidationPolicy::new(1.0, 1e-4).unwrap();
+    let mut g = c.benchmark_group("aggregate");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(10);
+    for threads in [1, 2] {
+        g.bench_function(format!("ingest_json_lines_threads_{threads}"), |b| {
+            b.iter(|| {
+                let mut reader =
+                    RecordReader::new(black_box(&text[..]), FormatChoice::Auto, 1 << 16).unwrap();
+                let mut agg = ReportAggregator::new(policy.clone(), AggregationConfig::default());
+                let counts = agg
+                    .ingest_parallel(&mut reader, threads, |_, _| {})
+                    .unwrap();
+                assert_eq!(counts.accepted, N as u64);
+                black_box(agg.groups())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, in_memory, decode_and_aggregate, ingest_json_lines);
 criterion_main!(benches);

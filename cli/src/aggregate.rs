@@ -9,7 +9,7 @@ use geopriv::server::clip::{
 };
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
-    read_query_file, AggregationConfig, Counts, Decoded, Estimator, Format, FormatChoice,
+    read_query_file, AggregationConfig, Checked, Counts, Estimator, Format, FormatChoice,
     IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
     DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
@@ -106,6 +106,11 @@ pub struct AggregateArgs {
     /// repeat of one of them is counted again); the summary says how many.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPORT_IDS, value_parser = clap::value_parser!(usize))]
     pub max_report_ids: usize,
+    /// Threads that decode and validate the records [default: every
+    /// core]; admissions, duplicates and sums are applied in record order,
+    /// so the output is byte-identical for any count.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(usize))]
+    pub threads: Option<usize>,
 }
 
 /// Default of `--max-report-ids`: 2^20 ids (at most about 36 MB).
@@ -248,6 +253,12 @@ impl AggregateArgs {
         })
     }
 
+    /// `--threads`, or the number of cores.
+    pub fn threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
     /// The reader's format choice.
     pub fn format_choice(&self) -> FormatChoice {
         match self.format {
@@ -269,7 +280,10 @@ pub type Summary = Counts;
 /// repeated `report_id` once ([`Dedup`]). Each rejected
 /// record gets `line N: <reason>` (JSON) or `record N: <reason>` (binary)
 /// on `err`, its text escaped and cut. Fails before reading any record
-/// only on an I/O error or a configuration error.
+/// only on an I/O error or a configuration error. Records are decoded and
+/// validated on `threads` threads and applied in record order
+/// ([`ReportAggregator::ingest_ordered`]): the output is byte-identical
+/// for any `threads`.
 #[allow(clippy::too_many_arguments)] // the flags of one command, each used once
 pub fn run<R: Read, W: Write, E: Write>(
     policy: &ValidationPolicy,
@@ -277,6 +291,7 @@ pub fn run<R: Read, W: Write, E: Write>(
     format: FormatChoice,
     max_record_bytes: usize,
     max_report_ids: usize,
+    threads: usize,
     input: R,
     mut out: W,
     mut err: E,
@@ -290,22 +305,23 @@ pub fn run<R: Read, W: Write, E: Write>(
     let mut dedup = Dedup::new(max_report_ids);
     let mut counts = Counts::default();
     // The core's `ingest` loop, with the collector's once-per-report-id
-    // rule: an id is remembered when its report is accepted.
-    while let Some((n, decoded)) = reader.next_record()? {
+    // rule: an id is remembered when its report is accepted. Everything
+    // here runs in record order on this thread.
+    agg.ingest_ordered(&mut reader, threads, |agg, n, checked| {
         counts.records += 1;
-        let outcome = match decoded {
-            Decoded::Skipped => {
+        let outcome = match checked {
+            Checked::Skipped => {
                 counts.skipped += 1;
-                continue;
+                return Ok(());
             }
-            Decoded::Rejected(why) => Err(why),
-            Decoded::Report(r) if dedup.seen(r.report_id.as_ref()) => {
+            Checked::Rejected(why) => Err(why),
+            Checked::Report(r) if dedup.seen(r.report().report_id.as_ref()) => {
                 dedup.duplicates += 1;
-                continue;
+                return Ok(());
             }
-            Decoded::Report(r) => {
-                let id = r.report_id;
-                agg.offer(r).map(|()| dedup.accepted(id.as_ref()))
+            Checked::Report(r) => {
+                let id = r.report().report_id;
+                agg.offer_checked(r).map(|()| dedup.accepted(id.as_ref()))
             }
         };
         match outcome {
@@ -315,7 +331,8 @@ pub fn run<R: Read, W: Write, E: Write>(
                 writeln!(err, "{word} {n}: {why} [{}]", why.code())?;
             }
         }
-    }
+        Ok::<(), std::io::Error>(())
+    })?;
     for g in agg.estimates() {
         out.write_all(g.to_json_line().as_bytes())?;
         out.write_all(b"\n")?;

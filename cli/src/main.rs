@@ -255,6 +255,7 @@ fn aggregate_main(args: &aggregate::AggregateArgs) -> ExitCode {
         args.format_choice(),
         args.max_record_bytes,
         args.max_report_ids,
+        args.threads(),
         io::stdin().lock(),
         output,
         errors,

@@ -611,6 +611,68 @@ impl<R: Read> RecordReader<R> {
         })
     }
 
+    /// The next record split off but not yet decoded, for decoding
+    /// elsewhere (another thread): its number and a [`Split`] whose
+    /// [`Split::decode`] is exactly what [`next_record`](Self::next_record)
+    /// would have returned for it. JSON and binary: every record is
+    /// [`Split::Json`] or [`Split::Binary`] (or decided here if too long).
+    /// `auto`: a record ended by `\n` with no 0x00 byte within
+    /// [`MAX_FRAME_PROBE`] (at most `max_record_bytes`) + 1 bytes of its
+    /// start is [`Split::Json`], because auto then decodes it as a JSON line
+    /// whatever it holds (docs/MATH.md §10.7: a binary frame is only looked
+    /// for up to a 0x00 in that window); any other record (a 0x00 near it,
+    /// the stream's last unterminated record, a too-long record) is
+    /// decided here by the sequential rule and comes as
+    /// [`Split::Decoded`]. (Unlike `next_record`, a JSON line handed out
+    /// undecoded does not fix what [`format`](Self::format) says.)
+    pub fn next_split(&mut self) -> io::Result<Option<(u64, Split<'_>)>> {
+        if self.auto {
+            if let Some(len) = self.plain_json_line()? {
+                let rec = self.consume(len);
+                return Ok(Some((self.number, Split::Json(&self.buf[rec..rec + len]))));
+            }
+            return Ok(self.next_record()?.map(|(n, d)| (n, Split::Decoded(d))));
+        }
+        let Some(raw) = self.next_raw()? else {
+            return Ok(None);
+        };
+        let split = match raw {
+            Raw::TooLong(length) => Split::Decoded(Decoded::Rejected(RecordRejection::TooLong {
+                length,
+                limit: self.max,
+            })),
+            Raw::Bytes(a, b, terminated) => match self.format {
+                Format::Json => Split::Json(&self.buf[a..b]),
+                Format::Binary => Split::Binary(&self.buf[a..b], terminated),
+            },
+        };
+        Ok(Some((self.number, split)))
+    }
+
+    /// Auto: the length of the next record if it is already buffered,
+    /// ended by `\n`, not too long and has no 0x00 within the frame probe
+    /// window of its start (so auto decodes it as a JSON line); `None`
+    /// otherwise (nothing consumed).
+    fn plain_json_line(&mut self) -> io::Result<Option<usize>> {
+        if self.skipped_bytes.is_some() {
+            return Ok(None);
+        }
+        let Some(i) = memchr::memchr2(b'\n', 0, &self.buf[self.scan..self.end]) else {
+            return Ok(None);
+        };
+        let pos = self.scan + i;
+        let len = pos - self.start;
+        if self.buf[pos] != b'\n' || len > self.max {
+            return Ok(None);
+        }
+        // zero_after may read more input (moving the buffer); `len` is
+        // relative to `start` and stays valid.
+        Ok(match self.zero_after(len + 1)? {
+            None => Some(len),
+            Some(_) => None,
+        })
+    }
+
     /// The next record: its number and what it is. `Ok(None)` at the end
     /// of the input; `Err` only for I/O errors.
     pub fn next_record(&mut self) -> io::Result<Option<(u64, Decoded)>> {
@@ -645,6 +707,31 @@ impl<R: Read> RecordReader<R> {
             },
         };
         Ok(Some((self.number, decoded)))
+    }
+}
+
+/// A record split off by [`RecordReader::next_split`], to be decoded
+/// (possibly on another thread) with [`Split::decode`].
+#[derive(Debug)]
+pub enum Split<'a> {
+    /// A JSON line (without its `\n`).
+    Json(&'a [u8]),
+    /// A binary frame (without its 0x00) and whether it was terminated.
+    Binary(&'a [u8], bool),
+    /// Decided by the reader.
+    Decoded(Decoded),
+}
+
+impl Split<'_> {
+    /// What [`RecordReader::next_record`] returns for this record
+    /// (`json`: any column decoder, `scratch`: any buffer; neither changes
+    /// the result).
+    pub fn decode(self, json: &mut JsonColumnDecoder, scratch: &mut Vec<u8>) -> Decoded {
+        match self {
+            Split::Json(b) => json.decode(b),
+            Split::Binary(b, terminated) => decode_binary_record(b, terminated, scratch),
+            Split::Decoded(d) => d,
+        }
     }
 }
 
@@ -798,6 +885,16 @@ struct GroupKey {
 }
 
 impl GroupKey {
+    fn of(query: &QueryDescriptor, mechanism: MechanismName, epsilon: f64, delta: f64) -> Self {
+        GroupKey {
+            query: query.key(),
+            mechanism,
+            // -0 and +0 are the same budget.
+            epsilon: (epsilon + 0.0).to_bits(),
+            delta: (delta + 0.0).to_bits(),
+        }
+    }
+
     /// A cheap mix of the key's words for the look-up cache (not for
     /// security: a cache miss falls back to the ordered map).
     #[inline]
@@ -977,7 +1074,13 @@ pub struct ReportAggregator {
     /// verified against the group's full key; a miss searches the ordered
     /// map, so a crafted key costs O(log groups), never more.
     cache: Vec<u32>,
+    /// Which policy the verdicts of [`CheckedReport`]s it made were
+    /// reached under (an id shared only by its clones, same policy).
+    checker: u64,
 }
+
+/// Source of [`ReportAggregator`] policy ids.
+static NEXT_CHECKER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl ReportAggregator {
     /// An empty aggregator. `config.max_groups` is capped at
@@ -994,6 +1097,7 @@ impl ReportAggregator {
             per_query: BTreeMap::new(),
             task_groups: 0,
             cache: std::vec![0; 1 << CACHE_BITS],
+            checker: NEXT_CHECKER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -1046,20 +1150,20 @@ impl ReportAggregator {
     /// The index of the group of (`query`, `mechanism`, `epsilon`,
     /// `delta`), opened (with its clipping policy) if new and within
     /// `max_groups`.
+    /// `hint`: where the group may be (used only if the group there has
+    /// exactly this key, i.e. is the group the look-up would find).
     fn group_index(
         &mut self,
         query: &QueryDescriptor,
         mechanism: MechanismName,
         epsilon: f64,
         delta: f64,
+        hint: Option<usize>,
     ) -> core::result::Result<usize, RecordRejection> {
-        let key = GroupKey {
-            query: query.key(),
-            mechanism,
-            // -0 and +0 are the same budget.
-            epsilon: (epsilon + 0.0).to_bits(),
-            delta: (delta + 0.0).to_bits(),
-        };
+        let key = GroupKey::of(query, mechanism, epsilon, delta);
+        if let Some(i) = hint.filter(|&i| self.groups.get(i).is_some_and(|g| g.key == key)) {
+            return Ok(i);
+        }
         let slot = key.slot();
         let cached = self.cache[slot] as usize;
         let hit = cached
@@ -1130,11 +1234,39 @@ impl ReportAggregator {
     /// Validate a report and add its (clipped) value to its group.
     pub fn offer(&mut self, report: Report) -> core::result::Result<(), RecordRejection> {
         self.policy.validate(&report)?;
+        self.offer_valid(&report, None)
+    }
+
+    /// [`offer`](Self::offer) of a report checked by
+    /// [`ingest_ordered`](Self::ingest_ordered): its verdict is reused if this
+    /// aggregator (or a clone) reached it, else the report is validated
+    /// again. The same result as `offer(checked.into_report())`.
+    pub fn offer_checked(
+        &mut self,
+        checked: CheckedReport,
+    ) -> core::result::Result<(), RecordRejection> {
+        let hint = if checked.checker == self.checker {
+            checked.verdict?;
+            checked.group.map(|i| i as usize)
+        } else {
+            self.policy.validate(&checked.report)?;
+            None
+        };
+        self.offer_valid(&checked.report, hint)
+    }
+
+    /// Group, clip and add a report that passed `self.policy`.
+    fn offer_valid(
+        &mut self,
+        report: &Report,
+        hint: Option<usize>,
+    ) -> core::result::Result<(), RecordRejection> {
         let i = self.group_index(
             &report.query,
             report.mechanism,
             report.epsilon,
             report.delta,
+            hint,
         )?;
         let g = &mut self.groups[i];
         let value = match &g.clip {
@@ -1227,7 +1359,7 @@ impl ReportAggregator {
                 g.delta,
                 0.0,
             ))?;
-            let i = merged.group_index(&g.query, g.mechanism, g.epsilon, g.delta)?;
+            let i = merged.group_index(&g.query, g.mechanism, g.epsilon, g.delta, None)?;
             let mine = &mut merged.groups[i];
             // Clipped groups: the sums must be those of n values inside
             // the group's public bounds (|Σ| <= B·n, Σx² <= B²·n), or one
@@ -1287,6 +1419,272 @@ impl ReportAggregator {
         Ok(counts)
     }
 
+    /// [`ingest`](Self::ingest) on `threads` threads, bit for bit the same
+    /// (the same estimates, counts and rejections in the same order, for
+    /// any `threads`; docs/MATH.md §10.11): records are decoded and
+    /// validated in parallel and offered in record order
+    /// ([`ingest_ordered`](Self::ingest_ordered)).
+    ///
+    /// ```
+    /// use geopriv::server::ingest::{AggregationConfig, FormatChoice, RecordReader, ReportAggregator};
+    /// use geopriv::{MechanismName, QueryDescriptor, Report, ValidationPolicy};
+    /// let mut input = Vec::new();
+    /// for i in 0..2_000 {
+    ///     let q = QueryDescriptor::Threshold { threshold: (i % 40) as f64, width: 20.0 };
+    ///     let eps = if i % 7 == 0 { 0.01 * (i % 30) as f64 } else { 0.05 };
+    ///     input.extend(Report::new(q, MechanismName::Polyplace, eps, 0.0, 0.1 * i as f64).to_json_line().bytes());
+    ///     input.extend(if i % 13 == 0 { &b"\nnot a report\n"[..] } else { b"\n" });
+    /// }
+    /// let run = |threads| {
+    ///     let mut reader = RecordReader::new(&input[..], FormatChoice::Auto, 1 << 16).unwrap();
+    ///     let mut agg = ReportAggregator::new(ValidationPolicy::new(1.0, 0.0).unwrap(), AggregationConfig::default());
+    ///     let mut rejected = Vec::new();
+    ///     let counts = agg.ingest_parallel(&mut reader, threads, |n, why| rejected.push((n, why.to_string()))).unwrap();
+    ///     let lines: Vec<String> = agg.estimates().iter().map(|e| e.to_json_line()).collect();
+    ///     (counts, rejected, lines)
+    /// };
+    /// let one = run(1);
+    /// assert!(!one.1.is_empty());
+    /// assert_eq!(run(2), one);
+    /// assert_eq!(run(5), one);
+    /// ```
+    pub fn ingest_parallel<R: Read>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        mut on_reject: impl FnMut(u64, &RecordRejection),
+    ) -> io::Result<Counts> {
+        let mut counts = Counts::default();
+        self.ingest_ordered(reader, threads, |agg, number, checked| {
+            counts.records += 1;
+            let outcome = match checked {
+                Checked::Skipped => {
+                    counts.skipped += 1;
+                    return Ok::<(), io::Error>(());
+                }
+                Checked::Rejected(why) => Err(why),
+                Checked::Report(r) => agg.offer_checked(r),
+            };
+            match outcome {
+                Ok(()) => counts.accepted += 1,
+                Err(why) => {
+                    counts.rejected += 1;
+                    on_reject(number, &why);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(counts)
+    }
+
+    /// Read every record of `reader` on `threads` threads and hand each,
+    /// decoded and checked against this aggregator's policy, to
+    /// `each(self, record number, checked)` **in record order**, on the
+    /// calling thread. `each` decides what to do with it (usually
+    /// [`offer_checked`](Self::offer_checked)); an `Err` from it stops the
+    /// read. With `threads` <= 1 the records are read, decoded and checked
+    /// one after the other on the calling thread.
+    ///
+    /// Every record gets exactly what the sequential path gives it: the
+    /// reader ([`RecordReader::next_split`]) splits the stream on the
+    /// calling thread (the same record numbers, size limits and `auto`
+    /// decisions) and hands batches of about 256 KiB or 4,096 records to
+    /// the workers, which decode ([`Split::decode`]) and validate (a pure
+    /// function of the report and the policy); everything that depends on
+    /// the records before (a group's admission, report-id deduplication in
+    /// the caller, the sums) stays on the calling thread, in order
+    /// (docs/MATH.md §10.11). Memory: at most 3·`threads` batches in
+    /// flight (each its bytes, at most 256 KiB + one record, and 4,096
+    /// decoded reports), besides the reader's buffer.
+    pub fn ingest_ordered<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        self.ingest_batched(
+            reader,
+            threads,
+            (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            each,
+        )
+    }
+
+    /// [`ingest_ordered`](Self::ingest_ordered) with batches of `batch` =
+    /// (bytes, records).
+    fn ingest_batched<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        batch: (usize, usize),
+        mut each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
+        let checker = self.checker;
+        if threads <= 1 {
+            while let Some((n, d)) = reader.next_record()? {
+                let c = check_decoded(&self.policy, checker, d, None);
+                each(self, n, c)?;
+            }
+            return Ok(());
+        }
+        let policy = self.policy.clone();
+        let (work_tx, work_rx) = std::sync::mpsc::channel::<WorkBatch>();
+        let work_rx = std::sync::Mutex::new(work_rx);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<CheckedBatch>();
+        // Emptied result vectors, back from the calling thread.
+        let outs: std::sync::Mutex<Vec<Vec<(u64, Checked)>>> = std::sync::Mutex::new(Vec::new());
+        // Keys of the groups opened so far, for the workers' hints.
+        let published: std::sync::Mutex<Vec<GroupKey>> = std::sync::Mutex::new(Vec::new());
+        let published_len = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (work_rx, policy, done_tx) = (&work_rx, &policy, done_tx.clone());
+                    let (outs, published, published_len) = (&outs, &published, &published_len);
+                    s.spawn(move || {
+                        let mut json = JsonColumnDecoder::default();
+                        let mut scratch = Vec::new();
+                        let mut hints = GroupHints::default();
+                        loop {
+                            let batch = match work_rx.lock() {
+                                Ok(rx) => rx.recv(),
+                                Err(_) => break,
+                            };
+                            let Ok(WorkBatch {
+                                seq,
+                                mut bytes,
+                                mut recs,
+                            }) = batch
+                            else {
+                                break;
+                            };
+                            if published_len.load(std::sync::atomic::Ordering::Acquire)
+                                > hints.keys.len()
+                            {
+                                hints.sync(published);
+                            }
+                            let mut out = outs
+                                .lock()
+                                .ok()
+                                .and_then(|mut o| o.pop())
+                                .unwrap_or_default();
+                            out.extend(recs.drain(..).map(|(n, piece)| {
+                                let split = match piece {
+                                    Piece::Json(a, b) => Split::Json(&bytes[a..b]),
+                                    Piece::Binary(a, b, t) => Split::Binary(&bytes[a..b], t),
+                                    Piece::Decoded(d) => Split::Decoded(d),
+                                };
+                                let d = split.decode(&mut json, &mut scratch);
+                                (n, check_decoded(policy, checker, d, Some(&mut hints)))
+                            }));
+                            bytes.clear();
+                            if done_tx.send((seq, out, (bytes, recs))).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            drop(done_tx);
+            let (outs, published, published_len) = (&outs, &published, &published_len);
+            // Owns `work_tx`: dropped on any return, which stops the workers.
+            let mut run = move |agg: &mut Self| -> core::result::Result<(), E> {
+                let limit = 3 * threads as u64;
+                let (mut sent, mut next, mut eof) = (0u64, 0u64, false);
+                let mut pending: BTreeMap<u64, Vec<(u64, Checked)>> = BTreeMap::new();
+                let mut buffers: Vec<BatchBuffers> = Vec::new();
+                loop {
+                    if !eof && sent - next < limit {
+                        let (mut bytes, mut recs) = buffers.pop().unwrap_or_else(|| {
+                            (
+                                Vec::with_capacity(batch_bytes + 1024),
+                                Vec::with_capacity(batch_records),
+                            )
+                        });
+                        while bytes.len() < batch_bytes && recs.len() < batch_records {
+                            let Some((n, split)) = reader.next_split()? else {
+                                eof = true;
+                                break;
+                            };
+                            let a = bytes.len();
+                            let piece = match split {
+                                Split::Json(b) => {
+                                    bytes.extend_from_slice(b);
+                                    Piece::Json(a, bytes.len())
+                                }
+                                Split::Binary(b, t) => {
+                                    bytes.extend_from_slice(b);
+                                    Piece::Binary(a, bytes.len(), t)
+                                }
+                                Split::Decoded(d) => Piece::Decoded(d),
+                            };
+                            recs.push((n, piece));
+                        }
+                        if !recs.is_empty() {
+                            let batch = WorkBatch {
+                                seq: sent,
+                                bytes,
+                                recs,
+                            };
+                            if work_tx.send(batch).is_err() {
+                                return Err(io::Error::other("record workers stopped").into());
+                            }
+                            sent += 1;
+                        }
+                        while let Ok((seq, out, buf)) = done_rx.try_recv() {
+                            pending.insert(seq, out);
+                            buffers.push(buf);
+                        }
+                    } else if next == sent {
+                        return Ok(());
+                    } else {
+                        // Wait for the next batch in order (a worker that
+                        // ended while work remains has failed).
+                        loop {
+                            match done_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                                Ok((seq, out, buf)) => {
+                                    pending.insert(seq, out);
+                                    buffers.push(buf);
+                                    break;
+                                }
+                                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                                    if !workers.iter().any(|w| w.is_finished()) => {}
+                                Err(_) => {
+                                    return Err(io::Error::other("a record worker failed").into())
+                                }
+                            }
+                        }
+                    }
+                    while let Some(mut out) = pending.remove(&next) {
+                        next += 1;
+                        for (n, c) in out.drain(..) {
+                            each(agg, n, c)?;
+                        }
+                        if let Ok(mut o) = outs.lock() {
+                            o.push(out);
+                        }
+                    }
+                    let opened = agg.groups.len();
+                    if opened > published_len.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Ok(mut p) = published.lock() {
+                            let from = p.len();
+                            p.extend(
+                                agg.groups
+                                    .get(from..)
+                                    .unwrap_or_default()
+                                    .iter()
+                                    .map(|g| g.key.clone()),
+                            );
+                        }
+                        published_len.store(opened, std::sync::atomic::Ordering::Release);
+                    }
+                }
+            };
+            run(self)
+        })
+    }
+
     /// One estimate per group, sorted by (canonical id, mechanism, ε, δ).
     pub fn estimates(&self) -> Vec<GroupEstimate> {
         let mut out: Vec<(String, GroupEstimate)> = self
@@ -1324,6 +1722,140 @@ impl ReportAggregator {
                 .then(x.delta.total_cmp(&y.delta))
         });
         out.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// Bytes of records per batch of [`ReportAggregator::ingest_ordered`].
+const ORDERED_BATCH_BYTES: usize = 256 << 10;
+/// Records per batch of [`ReportAggregator::ingest_ordered`].
+const ORDERED_BATCH_RECORDS: usize = 4096;
+
+/// A record of a batch: its range in the batch's bytes, or decided.
+enum Piece {
+    Json(usize, usize),
+    Binary(usize, usize, bool),
+    Decoded(Decoded),
+}
+
+/// Records for a worker: the batch's place in the stream, the records'
+/// bytes back to back, and per record its number and piece.
+struct WorkBatch {
+    seq: u64,
+    bytes: Vec<u8>,
+    recs: Vec<(u64, Piece)>,
+}
+
+/// A worker's result: the batch's place and its checked records.
+/// A worker's result: the batch's place, its checked records, and the
+/// batch's emptied buffers (reused, so the pipeline allocates only while
+/// it fills up).
+type CheckedBatch = (u64, Vec<(u64, Checked)>, BatchBuffers);
+
+/// A batch's byte and record buffers.
+type BatchBuffers = (Vec<u8>, Vec<(u64, Piece)>);
+
+/// A record as [`ReportAggregator::ingest_ordered`] hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Checked {
+    /// A blank line, a `#` comment line or an empty frame.
+    Skipped,
+    /// Refused by the reader or the decoder.
+    Rejected(RecordRejection),
+    /// A decoded report with the policy's verdict on it.
+    Report(CheckedReport),
+}
+
+/// A decoded report and its aggregator's policy verdict
+/// ([`ReportAggregator::offer_checked`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckedReport {
+    report: Report,
+    verdict: core::result::Result<(), Rejection>,
+    checker: u64,
+    /// Where its group was when it was checked, if open then.
+    group: Option<u32>,
+}
+
+impl CheckedReport {
+    /// The report.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The report, without its verdict.
+    pub fn into_report(self) -> Report {
+        self.report
+    }
+}
+
+/// A decoded record checked against `policy`, with where its group was
+/// (in `hints`, if given).
+fn check_decoded(
+    policy: &ValidationPolicy,
+    checker: u64,
+    d: Decoded,
+    hints: Option<&mut GroupHints>,
+) -> Checked {
+    match d {
+        Decoded::Skipped => Checked::Skipped,
+        Decoded::Rejected(why) => Checked::Rejected(why),
+        Decoded::Report(report) => {
+            let verdict = policy.validate(&report);
+            let group = match (hints, &verdict) {
+                (Some(h), Ok(())) => h.find(&GroupKey::of(
+                    &report.query,
+                    report.mechanism,
+                    report.epsilon,
+                    report.delta,
+                )),
+                _ => None,
+            };
+            Checked::Report(CheckedReport {
+                report,
+                verdict,
+                checker,
+                group,
+            })
+        }
+    }
+}
+
+/// A worker's copy of the keys of the groups opened so far (in group
+/// order; groups are never closed or moved), to tell the calling thread
+/// where a report's group is. Only a hint: the aggregator uses it only if
+/// the group there has the report's key. Looked up like the aggregator's
+/// own index: a direct-mapped cache, then an ordered map.
+#[derive(Default)]
+struct GroupHints {
+    keys: Vec<GroupKey>,
+    index: BTreeMap<GroupKey, u32>,
+    cache: Vec<u32>,
+}
+
+impl GroupHints {
+    /// Copy the keys published since the last sync.
+    fn sync(&mut self, published: &std::sync::Mutex<Vec<GroupKey>>) {
+        let Ok(all) = published.lock() else { return };
+        for k in all.get(self.keys.len()..).unwrap_or_default() {
+            self.index.insert(k.clone(), self.keys.len() as u32);
+            self.keys.push(k.clone());
+        }
+    }
+
+    fn find(&mut self, key: &GroupKey) -> Option<u32> {
+        if self.cache.is_empty() {
+            self.cache = std::vec![0; 1 << CACHE_BITS];
+        }
+        let slot = key.slot();
+        let c = self.cache[slot] as usize;
+        if c.checked_sub(1)
+            .is_some_and(|i| self.keys.get(i) == Some(key))
+        {
+            return Some(c as u32 - 1);
+        }
+        let i = *self.index.get(key)?;
+        self.cache[slot] = i + 1;
+        Some(i)
     }
 }
 
@@ -1457,4 +1989,210 @@ pub fn read_allow_list<R: Read>(
         return Err("the allow-list names tasks: read it with read_query_file".into());
     }
     Ok(f.queries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ReportId;
+    use rand::{Rng, SeedableRng};
+
+    fn q(i: u64) -> QueryDescriptor {
+        QueryDescriptor::Threshold {
+            threshold: 100.0 + i as f64,
+            width: 20.0,
+        }
+    }
+
+    /// A hostile mixed stream: JSON lines and binary frames (some holding
+    /// 0x0a bytes), garbage, blank and comment lines, BOMs, arrays, NULs,
+    /// long records, repeated report ids, too many groups for one query
+    /// and in all, seeded reports; optionally ending inside a record.
+    fn mixed(seed: u64, records: usize) -> Vec<u8> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut out = Vec::new();
+        for i in 0..records {
+            let query = q(rng.random_range(0..12u64));
+            let eps = [0.05, 0.05, 0.05, 0.01, 0.02][rng.random_range(0..5)]
+                * if rng.random_range(0..20) == 0 {
+                    1.0 + i as f64 * 1e-9
+                } else {
+                    1.0
+                };
+            let mut r = Report::new(
+                query,
+                MechanismName::Polyplace,
+                eps,
+                0.0,
+                rng.random_range(-50.0..250.0),
+            );
+            if rng.random_range(0..3) > 0 {
+                r = r.with_report_id(ReportId([rng.random_range(0..40u8); 16]));
+            }
+            r.seeded = rng.random_range(0..50) == 0;
+            match rng.random_range(0..40) {
+                0 => out.extend_from_slice(b"garbage\n"),
+                1 => out.extend_from_slice(b"\n"),
+                2 => out.extend_from_slice(b"# comment\n"),
+                3 => out.extend_from_slice(b"[1,2]\n"),
+                4 => out.extend_from_slice(b"\xff\xfe\n"),
+                5 => out.push(0),
+                6 => out.extend(std::iter::repeat_n(b'x', 300)),
+                7 | 8 => out.extend_from_slice(&r.to_frame()),
+                9 => {
+                    let mut f = r.to_frame();
+                    f.truncate(f.len() / 2);
+                    out.extend_from_slice(&f);
+                    out.push(b'\n');
+                }
+                10 => {
+                    out.extend_from_slice(b"\xEF\xBB\xBF");
+                    out.extend_from_slice(r.to_json_line().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+                _ => {
+                    out.extend_from_slice(r.to_json_line().as_bytes());
+                    out.push(b'\n');
+                }
+            }
+        }
+        if seed % 2 == 0 {
+            out.extend_from_slice(b"{\"trailing");
+        }
+        out
+    }
+
+    #[test]
+    fn split_then_decode_is_the_sequential_record() {
+        for seed in 0..40 {
+            let input = mixed(seed, 600);
+            for format in [FormatChoice::Auto, FormatChoice::Json, FormatChoice::Binary] {
+                for max in [64, 200, 1 << 16] {
+                    let mut a = RecordReader::new(&input[..], format, max).unwrap();
+                    // A reader that hands out few bytes at a time, so records
+                    // and probe windows straddle its refills.
+                    let mut b =
+                        RecordReader::new(io::BufReader::with_capacity(7, &input[..]), format, max)
+                            .unwrap();
+                    let (mut json, mut scratch) = (JsonColumnDecoder::default(), Vec::new());
+                    let mut n = 0;
+                    loop {
+                        let x = a.next_record().unwrap();
+                        let y = b
+                            .next_split()
+                            .unwrap()
+                            .map(|(k, s)| (k, s.decode(&mut json, &mut scratch)));
+                        assert_eq!(x, y, "seed {seed}, {format:?}, max {max}, record {n}");
+                        if x.is_none() {
+                            break;
+                        }
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ordered_ingest_is_bit_identical_for_any_threads_and_batches() {
+        let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        for seed in 0..6 {
+            let input = mixed(100 + seed, 3_000);
+            for (format, estimator) in [
+                (FormatChoice::Auto, Estimator::Mean),
+                (FormatChoice::Json, Estimator::MedianOfMeans { buckets: 7 }),
+                (FormatChoice::Binary, Estimator::Mean),
+            ] {
+                let config = AggregationConfig {
+                    estimator,
+                    max_groups: 20,
+                    max_groups_per_query: 2,
+                    ..AggregationConfig::default()
+                };
+                let run = |threads: usize, batch: (usize, usize)| {
+                    let mut reader = RecordReader::new(&input[..], format, 256).unwrap();
+                    let mut agg = ReportAggregator::new(policy.clone(), config);
+                    let mut seen = std::collections::BTreeSet::new();
+                    let mut log = Vec::new();
+                    agg.ingest_batched(&mut reader, threads, batch, |agg, n, c| {
+                        let what = match c {
+                            Checked::Skipped => "skipped".to_string(),
+                            Checked::Rejected(why) => why.to_string(),
+                            Checked::Report(r)
+                                if r.report().report_id.is_some_and(|id| seen.contains(&id.0)) =>
+                            {
+                                "duplicate".to_string()
+                            }
+                            Checked::Report(r) => {
+                                let id = r.report().report_id;
+                                match agg.offer_checked(r) {
+                                    Ok(()) => {
+                                        id.map(|id| seen.insert(id.0));
+                                        "ok".to_string()
+                                    }
+                                    Err(why) => why.to_string(),
+                                }
+                            }
+                        };
+                        log.push((n, what));
+                        Ok::<(), io::Error>(())
+                    })
+                    .unwrap();
+                    let lines: Vec<String> = agg
+                        .estimates()
+                        .iter()
+                        .map(GroupEstimate::to_json_line)
+                        .collect();
+                    (log, lines)
+                };
+                let one = run(1, (1, 1));
+                if format != FormatChoice::Binary {
+                    assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
+                    assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
+                    assert!(
+                        one.0
+                            .iter()
+                            .any(|(_, w)| w.contains("beyond the limit of 20")),
+                        "{:?}",
+                        one.0
+                            .iter()
+                            .map(|(_, w)| w.chars().take(60).collect::<String>())
+                            .collect::<std::collections::BTreeSet<_>>()
+                    );
+                }
+                assert!(one.0.iter().any(|(_, w)| w == "ok"));
+                for (threads, batch) in [
+                    (2, (1 << 18, 4096)),
+                    (2, (1, 1)),
+                    (3, (500, 7)),
+                    (7, (3_000, 64)),
+                ] {
+                    assert!(
+                        run(threads, batch) == one,
+                        "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_verdict_from_another_aggregator_is_not_trusted() {
+        let strict = ValidationPolicy::new(0.01, 0.0).unwrap();
+        let lax = ValidationPolicy::new(1.0, 0.0).unwrap();
+        let line = Report::new(q(1), MechanismName::Polyplace, 0.5, 0.0, 1.0).to_json_line();
+        let mut reader = RecordReader::new(line.as_bytes(), FormatChoice::Json, 1 << 10).unwrap();
+        let mut laxer = ReportAggregator::new(lax, AggregationConfig::default());
+        let mut strict = ReportAggregator::new(strict, AggregationConfig::default());
+        let mut outcomes = Vec::new();
+        laxer
+            .ingest_ordered(&mut reader, 2, |_, _, c| {
+                if let Checked::Report(r) = c {
+                    outcomes.push(strict.offer_checked(r).map_err(|w| w.code()));
+                }
+                Ok::<(), io::Error>(())
+            })
+            .unwrap();
+        assert_eq!(outcomes, [Err("epsilon-out-of-policy")]);
+    }
 }

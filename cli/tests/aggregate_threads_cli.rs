@@ -1,0 +1,195 @@
+//! Issue 22 item 4: `geopriv aggregate --threads N` prints byte for byte
+//! what `--threads 1` prints (estimates, per-record messages with their
+//! numbers, summary lines, exit code) on hostile mixed input.
+
+use geopriv::{MechanismName, QueryDescriptor, Report, ReportId};
+use rand::{Rng, SeedableRng};
+mod common;
+use common::geopriv;
+
+/// Good reports over 40 queries (some with repeated report ids, some
+/// seeded, some with budgets that open too many groups for their query or
+/// in all), garbage, blank, comment and over-long lines, JSON arrays,
+/// non-UTF-8, stray and truncated binary frames, NULs, a CRLF line with a
+/// BOM, and an unterminated last line.
+fn mixed(seed: u64, records: usize) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for i in 0..records {
+        let query = QueryDescriptor::Threshold {
+            threshold: 100_000.0 + 1_000.0 * rng.random_range(0..40u64) as f64,
+            width: 20_000.0,
+        };
+        let eps = if rng.random_range(0..25) == 0 {
+            1e-4 * (1.0 + (i % 10) as f64 * 0.1)
+        } else {
+            1e-4
+        };
+        let mut r = Report::new(
+            query,
+            MechanismName::Polyplace,
+            eps,
+            0.0,
+            rng.random_range(-20.0..20.0),
+        );
+        if rng.random_range(0..2) == 0 {
+            r = r.with_report_id(ReportId([rng.random_range(0..200u8); 16]));
+        }
+        r.seeded = rng.random_range(0..100) == 0;
+        match rng.random_range(0..50) {
+            0 => out.extend_from_slice(b"garbage\n"),
+            1 => out.extend_from_slice(b"\n"),
+            2 => out.extend_from_slice(b"# comment\n"),
+            3 => out.extend_from_slice(b"[1,2]\n"),
+            4 => out.extend_from_slice(b"\xff\xfe\n"),
+            5 => out.push(0),
+            6 => {
+                out.extend(std::iter::repeat_n(b'x', 700));
+                out.push(b'\n');
+            }
+            7 => out.extend_from_slice(&r.to_frame()),
+            8 => {
+                let f = r.to_frame();
+                out.extend_from_slice(&f[..f.len() / 2]);
+                out.push(b'\n');
+            }
+            9 => {
+                out.extend_from_slice(b"\xEF\xBB\xBF");
+                out.extend_from_slice(r.to_json_line().as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => {
+                out.extend_from_slice(r.to_json_line().as_bytes());
+                out.push(b'\n');
+            }
+        }
+    }
+    out.extend_from_slice(b"{\"unterminated");
+    out
+}
+
+#[test]
+fn every_thread_count_prints_the_same_bytes() {
+    let input = mixed(22, 20_000);
+    let flags: [&[&str]; 3] = [
+        &["--format", "auto"],
+        &["--format", "json", "--estimator", "median-of-means"],
+        &["--format", "auto", "--max-report-ids", "50"],
+    ];
+    for extra in flags {
+        let mut args = vec![
+            "aggregate",
+            "--max-queries",
+            "60",
+            "--max-groups-per-query",
+            "2",
+            "--max-record-bytes",
+            "600",
+        ];
+        args.extend_from_slice(extra);
+        let run = |threads: &str| {
+            let mut a = args.clone();
+            a.extend_from_slice(&["--threads", threads]);
+            geopriv(&a, &input)
+        };
+        let one = run("1");
+        let stderr = String::from_utf8_lossy(&one.stderr);
+        for must in [
+            "duplicate reports dropped",
+            "[too-many-groups]",
+            "[too-many-groups-for-query]",
+            "[too-long]",
+            "[seeded]",
+            "[not-utf8]",
+            "[json-array]",
+        ] {
+            assert!(stderr.contains(must), "{extra:?}: no {must} in\n{stderr}");
+        }
+        assert_eq!(one.status.code(), Some(1));
+        assert!(one.stdout.len() > 1_000);
+        for threads in ["2", "3", "7"] {
+            let par = run(threads);
+            assert_eq!(par.status.code(), one.status.code(), "{extra:?} {threads}");
+            assert!(
+                par.stdout == one.stdout,
+                "{extra:?}, --threads {threads}: stdout differs"
+            );
+            assert!(
+                par.stderr == one.stderr,
+                "{extra:?}, --threads {threads}: stderr differs"
+            );
+        }
+    }
+}
+
+#[test]
+fn binary_frames_on_any_thread_count() {
+    let mut input = Vec::new();
+    for i in 0..10_000u64 {
+        let q = QueryDescriptor::Threshold {
+            threshold: 100_000.0 + 1_000.0 * (i % 25) as f64,
+            width: 20_000.0,
+        };
+        let eps = if i % 97 == 0 {
+            2e-4 + i as f64 * 1e-12
+        } else {
+            1e-4
+        };
+        let r = Report::new(
+            q,
+            MechanismName::Polyplace,
+            eps,
+            0.0,
+            (i % 41) as f64 - 20.0,
+        )
+        .with_report_id(ReportId([
+            (i % 3_000) as u8,
+            (i % 3_000 / 256) as u8,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ]));
+        input.extend_from_slice(&r.to_frame());
+        if i % 500 == 0 {
+            input.extend_from_slice(b"\x05junk\x00");
+        }
+    }
+    input.extend_from_slice(b"\x03ab");
+    let run = |threads: &str| {
+        geopriv(
+            &[
+                "aggregate",
+                "--format",
+                "binary",
+                "--max-queries",
+                "40",
+                "--threads",
+                threads,
+            ],
+            &input,
+        )
+    };
+    let one = run("1");
+    let stderr = String::from_utf8_lossy(&one.stderr);
+    assert!(stderr.contains("duplicate reports dropped"), "{stderr}");
+    assert!(stderr.contains("record 10021:"), "{stderr}");
+    for threads in ["2", "5"] {
+        let par = run(threads);
+        assert_eq!(par.status.code(), one.status.code());
+        assert!(
+            par.stdout == one.stdout && par.stderr == one.stderr,
+            "--threads {threads}"
+        );
+    }
+}
