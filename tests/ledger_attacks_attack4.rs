@@ -98,7 +98,8 @@ fn covers(sum: &Big, total: f64) -> bool {
 /// d is the smallest double >= s.
 fn is_round_up(d: f64, s: &Big) -> bool {
     let ok_above = Big::units(d).cmp(s) != Ordering::Less;
-    let below_is_less = d == 0.0 || Big::units(f64::from_bits(d.to_bits() - 1)).cmp(s) == Ordering::Less;
+    let below_is_less =
+        d == 0.0 || Big::units(f64::from_bits(d.to_bits() - 1)).cmp(s) == Ordering::Less;
     ok_above && below_is_less
 }
 
@@ -131,15 +132,15 @@ const DAY: u64 = 86_400;
 fn pick(rng: &mut Rng, period_total: f64, total: f64) -> f64 {
     let k = (1 + rng.below(70)) as f64;
     match rng.below(14) {
-        0 => f64::from_bits(1 + rng.below(1 << 20)),         // subnormal
-        1 => f64::from_bits((1 << 52) - 1 - rng.below(4)),   // largest subnormals
+        0 => f64::from_bits(1 + rng.below(1 << 20)), // subnormal
+        1 => f64::from_bits((1 << 52) - 1 - rng.below(4)), // largest subnormals
         2 => f64::MIN_POSITIVE,
         3 => period_total / k,
         4 => total / k,
         5 => period_total,
         6 => total,
-        7 => f64::from_bits(period_total.to_bits() + 1),    // just above
-        8 => f64::from_bits(period_total.to_bits() - 1),    // just below
+        7 => f64::from_bits(period_total.to_bits() + 1), // just above
+        8 => f64::from_bits(period_total.to_bits() - 1), // just below
         9 => f64::MAX,
         10 => 1e300,
         11 => 1e-300,
@@ -184,8 +185,8 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
         )
         .unwrap();
         let clock = ManualClock::new(500 * DAY);
-        let mut b = PrivacyBudget::with_secret(policy.clone(), [7; 32])
-            .with_clock(Arc::new(clock.clone()));
+        let mut b =
+            PrivacyBudget::with_secret(policy.clone(), [7; 32]).with_clock(Arc::new(clock.clone()));
         let mut day: i64 = 500;
         let (mut life_e, mut life_d) = (Big::default(), Big::default());
         let mut periods: BTreeMap<u64, (Big, Big)> = BTreeMap::new();
@@ -204,7 +205,11 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
                 && covers(&pd.add(&cd), delta_total / 2.0)
                 && covers(&life_e.add(&ce), total)
                 && covers(&life_d.add(&cd), delta_total);
-            assert_eq!(b.can_afford(&c), expected, "case {case} step {step}: {e:e} {d:e}");
+            assert_eq!(
+                b.can_afford(&c),
+                expected,
+                "case {case} step {step}: {e:e} {d:e}"
+            );
             let memo = rng.below(4) == 0;
             let got = if memo {
                 let key = if !memos.is_empty() && rng.below(2) == 0 {
@@ -220,7 +225,10 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
                         true
                     }
                     Ok(false) => {
-                        assert!(memos.contains(&key), "case {case} step {step}: unknown memo");
+                        assert!(
+                            memos.contains(&key),
+                            "case {case} step {step}: unknown memo"
+                        );
                         false // charged before: not again
                     }
                     Err(_) => {
@@ -247,13 +255,22 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
                 last = period;
             }
             assert_eq!(b.last_period(), last);
-            assert!(is_round_up(b.spent_epsilon(), &life_e), "case {case} step {step}");
-            assert!(is_round_up(b.spent_delta(), &life_d), "case {case} step {step}");
+            assert!(
+                is_round_up(b.spent_epsilon(), &life_e),
+                "case {case} step {step}"
+            );
+            assert!(
+                is_round_up(b.spent_delta(), &life_d),
+                "case {case} step {step}"
+            );
             let left = b.remaining();
             let (pe, pd) = periods.get(&left.period).cloned().unwrap_or_default();
             assert!(is_remaining(left.lifetime_epsilon, &life_e, total));
             assert!(is_remaining(left.lifetime_delta, &life_d, delta_total));
-            assert!(is_remaining(left.period_epsilon, &pe, period_total), "case {case} step {step}");
+            assert!(
+                is_remaining(left.period_epsilon, &pe, period_total),
+                "case {case} step {step}"
+            );
             assert!(is_remaining(left.period_delta, &pd, delta_total / 2.0));
             if rng.below(10) == 0 {
                 b = PrivacyBudget::restore(&b.to_json(), &policy)
@@ -263,7 +280,10 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
         }
     }
     // Both outcomes are exercised, many times.
-    assert!(admitted > 2_000 && refused > 2_000, "{admitted} admitted, {refused} refused");
+    assert!(
+        admitted > 2_000 && refused > 2_000,
+        "{admitted} admitted, {refused} refused"
+    );
 }
 
 /// 2^16 + 5 charges of fl(T/k) fit, one more never does, for totals at
@@ -272,7 +292,13 @@ fn attack4_ledger_decisions_match_an_independent_big_integer_oracle() {
 #[test]
 fn attack4_many_shares_fit_and_one_more_does_not() {
     let k = (1u64 << 16) + 5;
-    for total in [f64::from_bits(1 << 40), f64::MIN_POSITIVE, 1e-300, 0.7, 1e300] {
+    for total in [
+        f64::from_bits(1 << 40),
+        f64::MIN_POSITIVE,
+        1e-300,
+        0.7,
+        1e300,
+    ] {
         let policy = BudgetPolicy::new(BudgetUnit::PerDollar, total, 0.0).unwrap();
         let mut b = PrivacyBudget::with_secret(policy.clone(), [1; 32]);
         let share = total / k as f64;
@@ -356,4 +382,50 @@ fn attack4_f64_max_charges_are_refused_at_every_total() {
         let again = PrivacyBudget::restore(&b.to_json(), &policy).unwrap();
         assert_eq!(again, b);
     }
+}
+
+/// Two FileLedger handles on one file (each reloads under the lock before
+/// charging): k shares of a tiny total split between them all fit, the
+/// (k+1)-th is refused by both, a memo key charged through one is not
+/// charged again through the other, and the file restores to the oracle's
+/// sum.
+#[test]
+fn attack4_two_file_ledgers_share_exact_sums() {
+    use geopriv::device::budget::{FileLedger, Ledger};
+    let dir = std::env::temp_dir().join(format!("attack4-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ledger.json");
+    for total in [1e-300, 1.0, 1e300] {
+        std::fs::remove_file(&path).ok();
+        let policy = BudgetPolicy::new(BudgetUnit::PerDollar, total, 0.0).unwrap();
+        let mut a = FileLedger::open_or_create(&path, &policy).unwrap();
+        let mut b = FileLedger::open_or_create(&path, &policy).unwrap();
+        let k = 101u64;
+        let share = total / k as f64;
+        let c = Charge::new(BudgetUnit::PerDollar, share, 0.0).unwrap();
+        let mut sum = Big::default();
+        for i in 0..k - 1 {
+            let l = if i % 3 == 0 { &mut a } else { &mut b };
+            l.spend(&c, || Ok(()))
+                .unwrap_or_else(|e| panic!("{total:e} share {i}: {e}"));
+            sum = sum.add(&Big::units(share));
+        }
+        assert!(a.commit_once([9; 32], &c).unwrap());
+        sum = sum.add(&Big::units(share));
+        assert!(!b.commit_once([9; 32], &c).unwrap(), "memo charged twice");
+        assert!(
+            a.spend(&c, || Ok(())).is_err(),
+            "{total:e}: k + 1 admitted via a"
+        );
+        assert!(
+            b.spend(&c, || Ok(())).is_err(),
+            "{total:e}: k + 1 admitted via b"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back = PrivacyBudget::restore(&text, &policy).unwrap();
+        assert_eq!(back.releases(), k);
+        assert!(is_round_up(back.spent_epsilon(), &sum));
+        assert!(!back.can_afford(&c));
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -32,13 +32,23 @@ fn same_for_every_thread_count(args: &[&str], input: &[u8]) -> std::process::Out
     let one = run("1");
     for threads in ["2", "3", "8"] {
         let par = run(threads);
-        assert_eq!(par.status.code(), one.status.code(), "{args:?} --threads {threads}");
+        assert_eq!(
+            par.status.code(),
+            one.status.code(),
+            "{args:?} --threads {threads}"
+        );
         if par.stderr != one.stderr {
-            let (a, b) = (String::from_utf8_lossy(&one.stderr), String::from_utf8_lossy(&par.stderr));
+            let (a, b) = (
+                String::from_utf8_lossy(&one.stderr),
+                String::from_utf8_lossy(&par.stderr),
+            );
             let first = a.lines().zip(b.lines()).find(|(x, y)| x != y);
             panic!("{args:?} --threads {threads}: stderr differs, first: {first:?}");
         }
-        assert!(par.stdout == one.stdout, "{args:?} --threads {threads}: stdout differs");
+        assert!(
+            par.stdout == one.stdout,
+            "{args:?} --threads {threads}: stdout differs"
+        );
     }
     one
 }
@@ -119,7 +129,13 @@ fn attack4_tiny_records_and_huge_records_at_batch_boundaries() {
     }
     for format in ["auto", "json"] {
         let out = same_for_every_thread_count(
-            &["aggregate", "--format", format, "--max-record-bytes", "400000"],
+            &[
+                "aggregate",
+                "--format",
+                format,
+                "--max-record-bytes",
+                "400000",
+            ],
             &input,
         );
         let err = String::from_utf8_lossy(&out.stderr);
@@ -137,7 +153,28 @@ fn attack4_duplicates_and_group_exhaustion_across_batches() {
     for i in 0..60_000u64 {
         let q = i % 30;
         let eps = 1e-4 * (1.0 + ((i * 7919) % 13) as f64 * 1e-3);
-        let id = if i % 3 == 0 { Some([(i % 4000 / 16) as u8, (i % 16) as u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]) } else { None };
+        let id = if i % 3 == 0 {
+            Some([
+                (i % 4000 / 16) as u8,
+                (i % 16) as u8,
+                1,
+                2,
+                3,
+                4,
+                5,
+                6,
+                7,
+                8,
+                9,
+                10,
+                11,
+                12,
+                13,
+                14,
+            ])
+        } else {
+            None
+        };
         let r = report(q, eps, ((i * 31) % 41) as f64 - 20.0, id);
         if i % 2 == 0 {
             input.extend_from_slice(r.to_json_line().as_bytes());
@@ -156,9 +193,33 @@ fn attack4_duplicates_and_group_exhaustion_across_batches() {
     .unwrap();
     let q = qfile.to_str().unwrap();
     let configs: [&[&str]; 3] = [
-        &["aggregate", "--format", "auto", "--max-queries", "70", "--max-groups-per-query", "3"],
-        &["aggregate", "--format", "auto", "--max-report-ids", "100", "--max-groups-per-query", "5"],
-        &["aggregate", "--format", "auto", "--queries", q, "--max-groups-per-query", "2"],
+        &[
+            "aggregate",
+            "--format",
+            "auto",
+            "--max-queries",
+            "70",
+            "--max-groups-per-query",
+            "3",
+        ],
+        &[
+            "aggregate",
+            "--format",
+            "auto",
+            "--max-report-ids",
+            "100",
+            "--max-groups-per-query",
+            "5",
+        ],
+        &[
+            "aggregate",
+            "--format",
+            "auto",
+            "--queries",
+            q,
+            "--max-groups-per-query",
+            "2",
+        ],
     ];
     for args in configs {
         let out = same_for_every_thread_count(args, &input);
@@ -166,4 +227,26 @@ fn attack4_duplicates_and_group_exhaustion_across_batches() {
         assert!(err.contains("rejected"), "{args:?}: {err}");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A huge `--threads` (more threads than the process can start) is not a
+/// crash: the output is `--threads 1`'s. Before the fix, `--threads
+/// 100000` aborted (SIGABRT: a worker could not set up its stack guard).
+#[test]
+fn attack4_absurd_thread_counts_do_not_abort() {
+    let mut input = Vec::new();
+    for i in 0..500u64 {
+        input.extend_from_slice(report(i % 5, 1e-4, 1.0, None).to_json_line().as_bytes());
+        input.push(b'\n');
+    }
+    input.extend_from_slice(b"garbage\n");
+    let one = geopriv(&["aggregate", "--threads", "1"], &input);
+    for threads in ["0", "100000", "18446744073709551615"] {
+        let par = geopriv(&["aggregate", "--threads", threads], &input);
+        assert_eq!(par.status.code(), one.status.code(), "--threads {threads}");
+        assert!(
+            par.stdout == one.stdout && par.stderr == one.stderr,
+            "--threads {threads}"
+        );
+    }
 }
