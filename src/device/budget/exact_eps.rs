@@ -268,7 +268,7 @@ impl ExactSum {
     /// and bits were cut), and the double n·2^(shift − 1074) has the bits
     /// (shift << 52) + n (biased exponent shift + 1 with the implicit bit
     /// folded in; shift 0 covers the subnormals and the first binade).
-    fn to_bits_rounded(&self, up: bool) -> u64 {
+    fn rounded_bits(&self, up: bool) -> u64 {
         let shift = self.bits().saturating_sub(53);
         let (n, cut) = self.bits_from(shift);
         let n = n + (up && cut) as u64;
@@ -285,7 +285,7 @@ impl ExactSum {
         if bits > 2099 || (bits == 2099 && self.bits_from(2098) != (1, false)) {
             return f64::from_bits(f64::INFINITY.to_bits() + 1);
         }
-        f64::from_bits(self.to_bits_rounded(true))
+        f64::from_bits(self.rounded_bits(true))
     }
 
     /// The largest double <= total − self, or 0 if self exceeds total.
@@ -303,7 +303,7 @@ impl ExactSum {
             *d = r;
             borrow = b1 | b2;
         }
-        f64::from_bits(diff.to_bits_rounded(false))
+        f64::from_bits(diff.rounded_bits(false))
     }
 }
 
