@@ -106,7 +106,8 @@ pub struct AggregateArgs {
     /// repeat of one of them is counted again); the summary says how many.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPORT_IDS, value_parser = clap::value_parser!(usize))]
     pub max_report_ids: usize,
-    /// Threads that decode and validate the records [default: every
+    /// Threads that decode and validate the records (at most 256 are
+    /// started) [default: every
     /// core]; admissions, duplicates and sums are applied in record order,
     /// so the output is byte-identical for any count.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(usize))]

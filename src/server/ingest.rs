@@ -1419,7 +1419,8 @@ impl ReportAggregator {
         Ok(counts)
     }
 
-    /// [`ingest`](Self::ingest) on `threads` threads, bit for bit the same
+    /// [`ingest`](Self::ingest) on `threads` threads (at most
+    /// [`MAX_INGEST_THREADS`]), bit for bit the same
     /// (the same estimates, counts and rejections in the same order, for
     /// any `threads`; docs/MATH.md §10.11): records are decoded and
     /// validated in parallel and offered in record order
@@ -1521,6 +1522,10 @@ impl ReportAggregator {
     ) -> core::result::Result<(), E> {
         let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
         let checker = self.checker;
+        // More threads than this only cost memory (the output is the same
+        // for any count), and past what the system can start a worker
+        // aborts the process: `--threads 100000` did.
+        let threads = threads.min(MAX_INGEST_THREADS);
         if threads <= 1 {
             while let Some((n, d)) = reader.next_record()? {
                 let c = check_decoded(&self.policy, checker, d, None);
@@ -1724,6 +1729,10 @@ impl ReportAggregator {
         out.into_iter().map(|(_, e)| e).collect()
     }
 }
+
+/// Most worker threads [`ReportAggregator::ingest_ordered`] starts; a
+/// larger count is taken as this one (the output does not depend on it).
+pub const MAX_INGEST_THREADS: usize = 256;
 
 /// Bytes of records per batch of [`ReportAggregator::ingest_ordered`].
 const ORDERED_BATCH_BYTES: usize = 256 << 10;
