@@ -791,17 +791,6 @@ fn planned_estimate_with_the_callers_mapper_is_the_same_map() {
         .is_err());
 }
 
-/// Share of cells with |value - target| <= 1.96 SE.
-fn coverage(values: &[f64], se: &[f64], target: &[f64]) -> f64 {
-    let hit = values
-        .iter()
-        .zip(se)
-        .zip(target)
-        .filter(|((v, s), t)| (*v - *t).abs() <= 1.96 * **s)
-        .count();
-    hit as f64 / values.len() as f64
-}
-
 #[test]
 fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
     // docs/MATH.md §9.7. value ± 1.96 SE against its target: the true map
@@ -845,12 +834,13 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
                 } else {
                     tm.smoothed_target(&k)
                 };
-                cov[i] += 0.5 * coverage(&est.values, &est.standard_errors, &target);
+                cov[i] += 0.5
+                    * geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
                 ratio[i] += 0.5 * ase(&est.values, &truth) / pred(&format!("a-priori λ={lam:.1}"));
             }
             let em = p.em.as_ref().unwrap();
             let se = geopriv::map::em_standard_errors(em, EmOptions::default().replicates);
-            cov[3] += 0.5 * coverage(&em.values, &se, &truth);
+            cov[3] += 0.5 * geopriv::map::interval_coverage(&em.values, &se, &truth);
             ratio[3] += 0.5 * ase(&em.values, &truth) / pred("a-priori em");
         }
         println!(

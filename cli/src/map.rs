@@ -739,17 +739,6 @@ fn aggregate_noisy(
     Ok(agg)
 }
 
-/// Share of cells with |value - target| <= 1.96 SE.
-fn covered(values: &[f64], se: &[f64], target: &[f64]) -> f64 {
-    let hit = values
-        .iter()
-        .zip(se)
-        .zip(target)
-        .filter(|((v, s), t)| (*v - *t).abs() <= 1.96 * **s)
-        .count();
-    hit as f64 / values.len() as f64
-}
-
 /// `geopriv map sweep --coverage` (docs/MATH.md §9.7).
 fn coverage(
     grid_k: usize,
@@ -816,8 +805,10 @@ fn coverage(
                     } else {
                         tm.smoothed_target(&kern)
                     };
-                    cov[i] += covered(&est.values, &est.standard_errors, &target);
-                    covt[i] += covered(&est.values, &est.standard_errors, &truth);
+                    cov[i] +=
+                        geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
+                    covt[i] +=
+                        geopriv::map::interval_coverage(&est.values, &est.standard_errors, &truth);
                     let name = format!("a-priori λ={l:.1}");
                     let pred = p
                         .predictions
@@ -831,7 +822,7 @@ fn coverage(
                         em,
                         geopriv::map::EmOptions::default().replicates,
                     );
-                    cov[nl] += covered(&em.values, &se, &truth);
+                    cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
                     let pred = p
                         .predictions
                         .iter()

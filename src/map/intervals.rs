@@ -16,6 +16,30 @@ fn phi(x: f64) -> f64 {
     0.5 * (1.0 + libm::erf(x / core::f64::consts::SQRT_2))
 }
 
+/// The share of cells whose 95% interval covers its target:
+/// (1/m)·#{j : |value_j − target_j| <= 1.96·SE_j} over the m cells (the
+/// coverage measured by `geopriv map sweep --coverage` and the map tests;
+/// cells beyond the shortest of the three slices are not counted; 0 for no
+/// cell).
+///
+/// ```
+/// let c = geopriv::map::interval_coverage(&[0.0, 1.0], &[1.0, 0.1], &[1.0, 2.0]);
+/// assert_eq!(c, 0.5);
+/// ```
+pub fn interval_coverage(values: &[f64], standard_errors: &[f64], targets: &[f64]) -> f64 {
+    let m = values.len().min(standard_errors.len()).min(targets.len());
+    if m == 0 {
+        return 0.0;
+    }
+    let hit = values
+        .iter()
+        .zip(standard_errors)
+        .zip(targets)
+        .filter(|((v, s), t)| (*v - *t).abs() <= 1.96 * **s)
+        .count();
+    hit as f64 / m as f64
+}
+
 /// The c >= 1.96 with P(|N(t, 1)| <= c) = Φ(c - t) - Φ(-c - t) = 0.95
 /// (t >= 0; c = 1.95996 at t = 0, c ≈ t + 1.645 for large t). Bisection
 /// on [1.9, t + 2]; NaN for a non-finite t.

@@ -62,8 +62,8 @@ pub use ingest::{
 };
 #[cfg(feature = "std")]
 pub use intervals::{
-    bias_aware_critical_value, bias_aware_standard_error, em_standard_errors, student_t_975,
-    EM_BIAS_FACTOR,
+    bias_aware_critical_value, bias_aware_standard_error, em_standard_errors, interval_coverage,
+    student_t_975, EM_BIAS_FACTOR,
 };
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;
