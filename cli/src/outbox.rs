@@ -6,6 +6,7 @@ use geopriv::device::budget::{BudgetUnit, FileLedger};
 use geopriv::device::outbox::{self, Backoff, HttpTransport, UploadConfig};
 use geopriv::server::escape::Untrusted;
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -143,11 +144,23 @@ fn write_parked(path: &Path, lines: &[ParkedLine]) -> Result<(), String> {
 
 pub fn run(cmd: OutboxCommand) -> ExitCode {
     let res = match cmd {
-        OutboxCommand::List(a) => a.open().map(|l| {
+        OutboxCommand::List(a) => a.open().and_then(|l| {
+            // A reader that stops early (`| head`) ends the listing quietly;
+            // `println!` would panic on the closed pipe.
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for (_, report) in l.pending_uploads() {
-                println!("{report}");
+                match writeln!(out, "{report}") {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        return Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => return Err(format!("stdout: {e}")),
+                    Ok(()) => {}
+                }
             }
-            ExitCode::SUCCESS
+            match out.flush() {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+                _ => Ok(ExitCode::SUCCESS),
+            }
         }),
         OutboxCommand::Upload(a) => upload(&a),
     };

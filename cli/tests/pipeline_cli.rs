@@ -811,4 +811,12 @@ fn outbox_keeps_reports_until_a_collector_stores_them() {
     );
     assert!(v["stopped"].as_str().unwrap().contains("gave up"), "{v}");
     assert_eq!(geopriv(&list, b"").stdout, released.stdout);
+    // `outbox list | head -0`: a reader that goes away ends the listing
+    // quietly (a cold CI run printed a panic: `println!` on a closed pipe).
+    let mut early = common::spawn(&list, Vec::new());
+    drop(early.stdout.take());
+    let out = early.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{out:?}");
 }
