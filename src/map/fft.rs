@@ -106,10 +106,6 @@ pub struct FftMapper {
     /// Per used axis: the period N_a Δ_a, and per DFT index the signed
     /// frequency ω_a and the rounding correction (ω_aΔ_a/2)/sin(ω_aΔ_a/2).
     axes: Vec<(f64, Vec<f64>, Vec<f64>)>,
-    /// The last discretisation bound, keyed by the kernel's (h, ε, λ)
-    /// bits (the server's map and the CLI's printed parts ask for the same
-    /// kernel's).
-    disc: std::sync::Mutex<Option<([u64; 3], DiscretisationBound)>>,
     fwd: [Arc<dyn Fft<f64>>; 2],
     inv: [Arc<dyn Fft<f64>>; 2],
 }
@@ -171,7 +167,6 @@ impl FftMapper {
             n,
             hat: Vec::new(),
             axes,
-            disc: std::sync::Mutex::new(None),
             fwd,
             inv,
         };
@@ -508,31 +503,8 @@ impl FftMapper {
             .collect())
     }
 
-    /// The parts of the discretisation-error bound for `kernel` (the last
-    /// one asked for is kept: asking again for the same kernel costs
-    /// nothing).
+    /// The parts of the discretisation-error bound for `kernel`.
     pub fn discretisation(&self, kernel: &DebiasKernel) -> DiscretisationBound {
-        let key = [
-            kernel.bandwidth().to_bits(),
-            kernel.epsilon().to_bits(),
-            kernel.lambda().to_bits(),
-        ];
-        let cached = self
-            .disc
-            .lock()
-            .ok()
-            .and_then(|c| c.as_ref().filter(|c| c.0 == key).map(|c| c.1));
-        if let Some(d) = cached {
-            return d;
-        }
-        let d = self.discretisation_uncached(kernel);
-        if let Ok(mut c) = self.disc.lock() {
-            *c = Some((key, d));
-        }
-        d
-    }
-
-    fn discretisation_uncached(&self, kernel: &DebiasKernel) -> DiscretisationBound {
         let spec = self.counts.spec();
         let d = spec.dim();
         let delta = spec.delta();
