@@ -271,6 +271,17 @@ pub enum MapCommand {
         /// Noise draws per (n, εh) for --coverage.
         #[arg(long, default_value_t = 2)]
         reps: usize,
+        /// With --coverage: also print, per λ and draw, the coverage in
+        /// four bands of the true map relative to its maximum
+        /// ([1e-3, 1], [1e-6, 1e-3), [1e-12, 1e-6), below 1e-12: a
+        /// population's inside, its fringe, the near and the far empty
+        /// side), as `#` lines.
+        #[arg(long)]
+        by_truth: bool,
+        /// With --coverage: kernel maps only (no planner, hence no EM map
+        /// and no picks; much faster at n = 10^6).
+        #[arg(long)]
+        kernels_only: bool,
     },
 }
 
@@ -317,9 +328,16 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             population,
             coverage: cov,
             reps,
+            by_truth,
+            kernels_only,
         } => {
             if cov {
-                return coverage(grid, &n, &eps_h, seed, population, reps.max(1)).map(|_| true);
+                let opts = CoverageOpts {
+                    reps: reps.max(1),
+                    by_truth,
+                    kernels_only,
+                };
+                return coverage(grid, &n, &eps_h, seed, population, opts).map(|_| true);
             }
             // Refused before the sweep runs, not after minutes of it.
             if let Some(path) = dump.as_deref().and_then(|d| d.splitn(3, ':').nth(2)) {
@@ -739,6 +757,13 @@ fn aggregate_noisy(
     Ok(agg)
 }
 
+/// Options of `geopriv map sweep --coverage`.
+struct CoverageOpts {
+    reps: usize,
+    by_truth: bool,
+    kernels_only: bool,
+}
+
 /// `geopriv map sweep --coverage` (docs/MATH.md §9.7).
 fn coverage(
     grid_k: usize,
@@ -746,8 +771,9 @@ fn coverage(
     eps_h: &[f64],
     seed: u64,
     pop: PopArg,
-    reps: usize,
+    opts: CoverageOpts,
 ) -> Res {
+    let reps = opts.reps;
     let side = pop.side();
     let k = grid_k.max(2);
     let step = side / (k - 1) as f64;
@@ -795,8 +821,16 @@ fn coverage(
                     tc.add(x)?;
                 }
                 let tm = FftMapper::new(tc)?;
-                let p = plan(&set, eps, n as u64, Some(&mapper))?;
-                picks.push(p.pick().name.clone());
+                let p = if opts.kernels_only {
+                    plan(&set, eps, n as u64, None)?
+                } else {
+                    plan(&set, eps, n as u64, Some(&mapper))?
+                };
+                picks.push(if opts.kernels_only {
+                    "-".into()
+                } else {
+                    p.pick().name.clone()
+                });
                 for (i, &l) in LAMBDAS.iter().enumerate() {
                     let kern = agg.kernel(l)?;
                     let est = mapper.estimate(&kern)?;
@@ -807,6 +841,23 @@ fn coverage(
                     };
                     cov[i] +=
                         geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
+                    if opts.by_truth {
+                        let tmax = truth.iter().fold(0.0f64, |a, b| a.max(*b));
+                        let mut parts = String::new();
+                        for (lo, hi) in [(1e-3, 2.0), (1e-6, 1e-3), (1e-12, 1e-6), (-1.0, 1e-12)] {
+                            let idx: Vec<usize> = (0..truth.len())
+                                .filter(|&j| truth[j] / tmax >= lo && truth[j] / tmax < hi)
+                                .collect();
+                            let pick = |v: &[f64]| idx.iter().map(|&j| v[j]).collect::<Vec<_>>();
+                            let c = geopriv::map::interval_coverage(
+                                &pick(&est.values),
+                                &pick(&est.standard_errors),
+                                &pick(&target),
+                            );
+                            parts.push_str(&format!(" [{lo:.0e}..{hi:.0e}) {} {c:.3};", idx.len()));
+                        }
+                        println!("#   n {n} εh {eh} r {r} λ {l:.1}:{parts}");
+                    }
                     covt[i] +=
                         geopriv::map::interval_coverage(&est.values, &est.standard_errors, &truth);
                     let name = format!("a-priori λ={l:.1}");

@@ -361,10 +361,16 @@ impl FftMapper {
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
         let s = self.spatial_kernel(kernel);
         let mean = self.apply_spatial(&s);
-        let var = self.conditional_variances(kernel, &s, &mean)?;
         let n = self.counts.total() as f64;
         let floor = self.round_off(&s);
-        let standard_errors = var.iter().map(|v| (v / n).sqrt().max(floor)).collect();
+        // The sample variance floored by a quarter of the noise-law
+        // plug-in (docs/MATH.md §9.7, `intervals::kernel_standard_error`).
+        let (v, u) = self.variances_with_plug_in(kernel, &s, &mean)?;
+        let standard_errors = v
+            .iter()
+            .zip(&u)
+            .map(|(&v, &u)| super::intervals::kernel_standard_error(v, u, n, floor))
+            .collect();
         Ok(MapEstimate {
             values: mean,
             standard_errors,
@@ -406,6 +412,33 @@ impl FftMapper {
         s: &[f64],
         mean: &[f64],
     ) -> Result<Vec<f64>> {
+        Ok(self.variances(kernel, s, mean, false)?.0)
+    }
+
+    /// [`conditional_variances`](Self::conditional_variances) without its
+    /// 1% floor, and beside it the noise-law plug-in
+    /// u_j = (1/n)Σ_i [(K_λ² * p_N) − B_λ²](t_j − x̃_i): the variance
+    /// formula evaluated as if each device sat at its noisy location (a sum
+    /// of per-device variances, so >= 0 up to round-off; docs/MATH.md §9.7,
+    /// [`super::intervals::kernel_standard_error`]). Same FFT count.
+    pub fn variances_with_plug_in(
+        &self,
+        kernel: &DebiasKernel,
+        s: &[f64],
+        mean: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.variances(kernel, s, mean, true)
+    }
+
+    /// Both variance fields; with `plug_in` the second inverse channel
+    /// carries u_j instead of the unconditional spread (no floor applied).
+    fn variances(
+        &self,
+        kernel: &DebiasKernel,
+        s: &[f64],
+        mean: &[f64],
+        plug_in: bool,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         let d = kernel.dim() as f64;
         let eps = kernel.epsilon();
         let phi = |w: f64| libm::pow(1.0 + (w / eps) * (w / eps), -(d + 1.0) / 2.0);
@@ -485,7 +518,10 @@ impl FftMapper {
             } else {
                 Complex64::new(0.0, 0.0)
             };
-            let both = (*a - dq + rounding[f]) + Complex64::new(0.0, 1.0) * *a;
+            // The imaginary channel: K_λ² (the unconditional spread, for
+            // the floor) or the plug-in F[K_λ²]·φ_N − F[B_λ²]·corr.
+            let second = if plug_in { *a * p - *q * corr } else { *a };
+            let both = (*a - dq + rounding[f]) + Complex64::new(0.0, 1.0) * second;
             *a = both * h;
         }
         self.fft2(&mut g, false);
@@ -497,10 +533,14 @@ impl FftMapper {
             .map(|(j, m)| {
                 let flat = spec.map_bin(j);
                 let c = g[(flat / b1) * self.n[1] + flat % b1] * norm;
-                let total = (c.im - m * m).max(0.0);
-                c.re.max(0.01 * total)
+                if plug_in {
+                    (c.re, c.im.max(0.0))
+                } else {
+                    let total = (c.im - m * m).max(0.0);
+                    (c.re.max(0.01 * total), f64::NAN)
+                }
             })
-            .collect())
+            .unzip())
     }
 
     /// The parts of the discretisation-error bound for `kernel`.
