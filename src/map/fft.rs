@@ -352,7 +352,11 @@ impl FftMapper {
     }
 
     /// The map for K_λ (λ from `kernel`), with standard errors given the
-    /// devices ([`conditional_variances`](Self::conditional_variances)):
+    /// devices: SE_j = max(√(max(v̂_j, u_j/4)/n), round-off), v̂ the
+    /// sample variance of [`conditional_variances`](Self::conditional_variances)
+    /// and u the noise-law plug-in
+    /// ([`variances_with_plug_in`](Self::variances_with_plug_in),
+    /// [`super::intervals::kernel_standard_error`]):
     /// ±1.96 SE is a 95% interval for the true map at λ = 1 and for the
     /// map smoothed by the residual noise at λ < 1
     /// ([`smoothed_target`](Self::smoothed_target)). No discretisation bound
