@@ -388,8 +388,11 @@ fn rebuild(conn: &Connection, tasks: &[Task], seen: &mut Seen) -> Result<Live, S
         let Some(&i) = index.get(task.as_str()) else {
             continue; // a task no longer served: kept in the database, not aggregated
         };
-        let id: Vec<u8> = row.get(1).map_err(|e| e.to_string())?;
-        let id: [u8; 16] = id.as_slice().try_into().map_err(|_| {
+        let id = row
+            .get_ref(1)
+            .and_then(|v| Ok(v.as_blob()?))
+            .map_err(|e| e.to_string())?;
+        let id: [u8; 16] = id.try_into().map_err(|_| {
             format!(
                 "stored report of task {task} has a report_id of {} bytes, not 16",
                 id.len()
