@@ -36,7 +36,7 @@
 //! the ways out, this one was chosen because:
 //! - the start already reads every stored report (to rebuild the
 //!   aggregates), so filling the sets costs one hash insert per row and no
-//!   extra pass;
+//!   extra pass (0.5 µs of CPU per stored report, measured);
 //! - the write per report is then its row (≈ 0.5 kB written, measured),
 //!   whatever the database's size, and no background work ever runs;
 //! - an LSM-style pair of tables (new ids in a small indexed table, merged
@@ -57,7 +57,9 @@
 //! up to 58.3 bytes per report. The collector holds at most `max_reports`
 //! reports over its served tasks (`--max-reports`, default 10^8: under
 //! 3.9 GB of sets, 5.9 GB during a doubling; the database is then about
-//! 30 GB). A request that would take it past the limit is answered 503 like
+//! 33 GB, at the 325 bytes per report measured). The sets hash with std's
+//! SipHash under a per-process random key: ids are chosen by the clients,
+//! and a keyed hash keeps crafted ids from colliding. A request that would take it past the limit is answered 503 like
 //! a full disk (nothing of it stored, counted as `store-full` in
 //! `/metrics`); a request of ids all stored before is still answered as
 //! duplicates, so device outboxes drain. A database holding more reports
