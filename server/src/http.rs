@@ -336,6 +336,13 @@ async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
         "geopriv_commit_failures_total {}",
         m.commit_failures.load(Ordering::Relaxed)
     );
+    let _ = writeln!(out, "# HELP geopriv_store_reloads_total Rebuilds of the report ids and aggregates because another connection wrote to the database (0 with one collector per database).");
+    let _ = writeln!(out, "# TYPE geopriv_store_reloads_total counter");
+    let _ = writeln!(
+        out,
+        "geopriv_store_reloads_total {}",
+        m.reloads.load(Ordering::Relaxed)
+    );
     let _ = writeln!(out, "# TYPE geopriv_http_responses_total counter");
     if let Ok(r) = m.responses.lock() {
         for (status, n) in r.iter() {
