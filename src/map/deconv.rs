@@ -141,6 +141,8 @@ pub struct EmDeconvolution {
     map_points: [usize; 2],
     /// Lattice cells per map step (fine lattices).
     stride: usize,
+    /// Fine bins per lattice cell and axis.
+    bins_per_cell: usize,
     /// Map steps per lattice cell (coarse lattices at low εh; 1 otherwise):
     /// offsets between map points and cells are in units of δ/sup.
     sup: usize,
@@ -199,6 +201,29 @@ fn half(c: u64, state: &mut u64) -> u64 {
         k += (splitmix(state) & ((1u64 << left) - 1)).count_ones() as u64;
     }
     k
+}
+
+impl EmMap {
+    /// Condition the bootstrap's error model on the devices: its replicates
+    /// are new devices (counts drawn from the fit), so their spread holds
+    /// the devices' own sampling spread, while the ASE and the intervals
+    /// are against the map of the same devices. `share` in [0, 1] is the
+    /// part of the variance that remains given the devices (the noise's,
+    /// docs/MATH.md §9.6): standard errors × √share, variance × share,
+    /// predicted ASE = variance + bias² (bias² unchanged).
+    pub fn condition(&mut self, share: f64) {
+        let share = if share.is_finite() {
+            share.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        let bias2 = self.predicted_ase - self.predicted_variance;
+        self.predicted_variance *= share;
+        self.predicted_ase = self.predicted_variance + bias2;
+        for s in &mut self.standard_errors {
+            *s *= share.sqrt();
+        }
+    }
 }
 
 impl EmDeconvolution {
@@ -385,6 +410,7 @@ impl EmDeconvolution {
             off,
             map_points: mp,
             stride: gl,
+            bins_per_cell: g,
             sup,
             counts: cw,
             khat: Vec::new(),
@@ -413,6 +439,11 @@ impl EmDeconvolution {
                 .collect();
         }
         Ok(me)
+    }
+
+    /// Fine bins per lattice cell and axis (1: the lattice is the bins).
+    pub fn bins_per_cell(&self) -> usize {
+        self.bins_per_cell
     }
 
     fn fft2(&self, data: &mut [Complex64], forward: bool) {
@@ -602,9 +633,8 @@ impl EmDeconvolution {
         s
     }
 
-    /// The iteration count maximising the held-out likelihood, by two-fold
-    /// cross-validation over a public binomial thinning of the counts.
-    pub fn stopping_iteration(&self) -> usize {
+    /// The two halves of the counts by the public binomial thinning.
+    fn halves(&self) -> (Vec<f64>, Vec<f64>) {
         let mut state = self.opts.seed;
         let mut a = vec![0.0; self.counts.len()];
         let mut b = vec![0.0; self.counts.len()];
@@ -613,6 +643,13 @@ impl EmDeconvolution {
             *x = k as f64;
             *y = *c - k as f64;
         }
+        (a, b)
+    }
+
+    /// The iteration count maximising the held-out likelihood, by two-fold
+    /// cross-validation over a public binomial thinning of the counts.
+    pub fn stopping_iteration(&self) -> usize {
+        let (a, b) = self.halves();
         let fold = |train: &[f64], test: &[f64]| -> Vec<f64> {
             let mut p = self.start_state(train);
             let mut lls = Vec::with_capacity(self.opts.max_iterations + 1);
@@ -807,7 +844,11 @@ impl EmDeconvolution {
             } else {
                 sq
             };
-            bias[j] = mean - truth[j];
+            // The mean offset of R replicates carries their spread/√R:
+            // its square less v/R is unbiased for the cell's squared bias.
+            let off = mean - truth[j];
+            let b2 = (off * off - if reps > 1 { v / rf } else { 0.0 }).max(0.0);
+            bias[j] = b2.sqrt().copysign(off);
             se[j] = v.sqrt();
             ase += sq;
             var += v;

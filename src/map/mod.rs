@@ -68,7 +68,7 @@ pub use intervals::{
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;
 #[cfg(feature = "std")]
-pub use planner::{plan, Plan, Prediction, LAMBDAS};
+pub use planner::{plan, Plan, Prediction, EM_ESTIMATED_UP_TO_EPS_H, EM_ONLY_ABOVE_EPS_H, LAMBDAS};
 pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};
 pub use release::{
     set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal, LOCATION_GRID_BITS,

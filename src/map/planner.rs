@@ -10,13 +10,17 @@
 //! * sampled k: each cell answered by n k/m devices: (m/(nk) - 1/n)·σ_f²
 //!   plus v_k m/(n k), σ_f² <= mean f_j (f ∈ [0, 1]), v_k PolyPlace's
 //!   variance at ε/k at the global sensitivity (an upper bound);
-//! * noise a priori with kernel K_λ: variance from the reports (the
-//!   per-device spread of K_λ(t_j - x̃), scaled to the planned n), bias
-//!   estimated by b̂_j = map_λ - map_1 (unbiased for the bias, since map_1
-//!   is unbiased) with its own variance subtracted, averaged over the
-//!   cells, less two standard errors of that average (from the
-//!   correlation of the cells' noise, [`FftMapper::correlation_sums`]),
-//!   clipped at 0.
+//! * noise a priori with kernel K_λ: variance given the devices from the
+//!   reports (scaled to the planned n); bias² by the unbiased average over
+//!   cells of b̂_j² − Var b̂_j, b̂ = map_λ − map_1, not clipped, with its
+//!   standard error (from the correlation of the cells' noise,
+//!   [`FftMapper::correlation_sums`]) and a floor from the EM map; ranked
+//!   only where the ASE interval [var + L, var + U] (two standard errors)
+//!   spans at most 9x, predicted within 3x of every ASE in it; not ranked
+//!   above εh = [`EM_ONLY_ABOVE_EPS_H`], where EM is taken;
+//! * EM: the bootstrap conditioned on the devices, plus 2 × its bias²; an
+//!   estimate up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`], an upper estimate
+//!   above (docs/MATH.md §9.4, §9.6).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -70,6 +74,21 @@ impl Plan {
     }
 }
 
+/// EM's prediction is an estimate up to this εh (docs/MATH.md §9.4):
+/// above it the bootstrap's bias (the pilot EM at 3t* against a fit of
+/// t* = 1-4 iterations) over-predicts 3-20x, so it is ranked as an upper
+/// estimate (`upper_bound`).
+pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
+
+/// Above this εh, with reports on a 2-D kernel grid, the planner takes EM
+/// without ranking the kernel maps (docs/MATH.md §9.4): the noise is far
+/// below a bin, and the kernel maps' error is the binning of near-exact
+/// locations, under-predicted up to 330x on the airports at εh = 100; EM
+/// on the finest lattice was the best measured in every cell at
+/// εh ∈ {100, 1000}. (Measured at εh = 30 and 100; the boundary lies
+/// between.)
+pub const EM_ONLY_ABOVE_EPS_H: f64 = 50.0;
+
 /// λ values the planner considers.
 pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
 
@@ -121,10 +140,13 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
     // Mean cell value (for the sampling variance of sampled queries).
     let mut mean_f = 1.0;
     let mut a_priori: Vec<Prediction> = Vec::new();
+    // Kernel maps whose bias the reports do not resolve (not ranked).
+    let mut unranked: Vec<f64> = Vec::new();
+    let mut em_only = false;
     if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
         let n_rep = mapper.counts().total() as f64;
         let (em_out, kernels, l1) = std::thread::scope(|s| {
-            let handle = (g.dim() == 2).then(|| s.spawn(|| em_prediction(g, epsilon, mapper, nf)));
+            let handle = (g.dim() == 2).then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
             let l1 = s.spawn(|| g.l1_bound());
             let kernels = kernel_maps(g, epsilon, nf, mapper);
             let em_out = handle.map(|h| {
@@ -138,45 +160,74 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             routine: "l1 bound thread",
         })?;
         preds.insert(0, vector_laplace(l1, epsilon, nf));
+        let (mf, kernels) = kernels?;
+        mean_f = mf;
         if let Some(e) = em_out {
-            let (e, pred) = e?;
+            let (mut e, disc2) = e?;
+            // The bootstrap's spread is unconditional (its replicates are
+            // new devices); the ASE is against the same devices: scaled by
+            // the conditional share of the kernel map with the nearest
+            // unconditional variance (docs/MATH.md §9.6).
+            let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
+            e.condition(share);
+            let mut pred = em_prediction(&e, disc2, n_rep / nf);
+            if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H {
+                // An upper estimate there (measured/predicted 0.004-1.91 on
+                // the three populations, docs/MATH.md §9.4).
+                pred.upper_bound = true;
+            }
             preds.push(pred.clone());
             em = Some(e);
             em_pred = Some(pred);
         }
-        let (mf, kernels) = kernels?;
-        mean_f = mf;
         for km in kernels {
             let KernelMap {
                 lambda: lam,
                 var,
                 against_unbiased,
                 mean,
+                ..
             } = km;
-            let bias2 = match against_unbiased {
-                None => 0.0,
-                Some(against_unbiased) => {
-                    // Against the EM map (low variance where the unbiased map
-                    // has too much to resolve a bias): mean (map_λ - map_EM)²
-                    // less both variances, a lower estimate of |b_λ - b_EM|².
-                    let against_em = match (&em, &em_pred) {
-                        (Some(e), Some(q)) => {
-                            let d = mean
-                                .iter()
-                                .zip(&e.values)
-                                .map(|(a, b)| (a - b) * (a - b))
-                                .sum::<f64>()
-                                / m;
-                            (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0)
-                        }
-                        _ => 0.0,
-                    };
-                    against_unbiased.max(against_em)
+            // Against the EM map (low variance where the unbiased map has
+            // too much to resolve a bias, and no rounding of point masses
+            // into bins at large εh): mean (map_λ - map_EM)² less both
+            // variances, a lower estimate of |b_λ - b_EM|² (b_λ here counts
+            // the binning's error too, so also for λ = 1).
+            // |b_λ| >= |b_λ - b_EM| - |b_EM|, with EM's own bias² from its
+            // prediction (at the reports' n, like d).
+            let against_em = match (&em, &em_pred) {
+                (Some(e), Some(q)) => {
+                    let d = mean
+                        .iter()
+                        .zip(&e.values)
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>()
+                        / m;
+                    let diff = (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0);
+                    (diff.sqrt() - (q.bias2 * nf / n_rep).max(0.0).sqrt())
+                        .max(0.0)
+                        .powi(2)
+                }
+                _ => 0.0,
+            };
+            if em_pred.is_some() && epsilon * g.bandwidth() > EM_ONLY_ABOVE_EPS_H {
+                // Above εh = 50 the kernel maps' error is the rounding of
+                // near-exact locations into bins, which their model misses
+                // (docs/MATH.md §9.4): not ranked; EM is taken.
+                em_only = true;
+                continue;
+            }
+            let b = against_unbiased.unwrap_or(BiasEstimate { avg: 0.0, se: 0.0 });
+            let (ase, bias2) = match kernel_prediction(var, b, against_em) {
+                Some(p) => p,
+                None => {
+                    unranked.push(lam);
+                    continue;
                 }
             };
             a_priori.push(Prediction {
                 name: format!("a-priori λ={lam:.1}"),
-                ase: var + bias2,
+                ase,
                 variance: var,
                 bias2,
                 upper_bound: false,
@@ -277,6 +328,12 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
     }
 
     preds.sort_by(|a, b| a.ase.total_cmp(&b.ase));
+    if em_only {
+        if let Some(i) = preds.iter().position(|p| p.em_iterations.is_some()) {
+            let p = preds.remove(i);
+            preds.insert(0, p);
+        }
+    }
     let best = &preds[0];
     let runner = preds
         .iter()
@@ -296,6 +353,19 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             r.name,
             if r.upper_bound { "<= " } else { "" },
             r.ase
+        ));
+    }
+    if em_only {
+        line.push_str(&format!(
+            "; εh > {EM_ONLY_ABOVE_EPS_H}: EM taken, kernel maps not ranked (their error is the binning's)"
+        ));
+    }
+    if !unranked.is_empty() {
+        let l: Vec<String> = unranked.iter().map(|l| format!("{l:.1}")).collect();
+        line.push_str(&format!(
+            "; not ranked (bias not resolved by {} reports): λ = {}",
+            reports.map_or(0, |r| r.counts().total()),
+            l.join(", ")
         ));
     }
     if reports.is_none() && matches!(set, QuerySet::Kde(_)) {
@@ -325,25 +395,18 @@ fn vector_laplace(l1: f64, epsilon: f64, nf: f64) -> Prediction {
     }
 }
 
-/// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
-/// bootstrap error model at the reports' n, scaled like a variance to the
-/// planned n, plus the lattice's discretisation term.
-fn em_prediction(
-    g: &super::query_set::KdeGrid,
-    epsilon: f64,
-    mapper: &FftMapper,
-    nf: f64,
-) -> Result<(EmMap, Prediction)> {
+/// The EM fit with its bootstrap and the lattice's discretisation term:
+/// the mean squared difference of the plain map of the lattice counts and
+/// of the fine bins (docs/MATH.md §9.6).
+fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<(EmMap, f64)> {
     let m = g.len() as f64;
     let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
     let e = engine.estimate()?;
-    let scale = mapper.counts().total() as f64 / nf;
-    // The bootstrap's truth (an EM pilot) is smoother than the
-    // devices, so its bias is too small: charged twice (calibrated
-    // on the sweep's populations, docs/MATH.md §9.6).
-    let boot_bias2 = (e.predicted_ase - e.predicted_variance).max(0.0);
-    // Discretisation term: the plain map of the lattice counts
-    // against the plain map of the fine bins.
+    // Where the lattice is the bins themselves there is nothing to lose
+    // (the fine map's difference would be its own rounding correction).
+    if engine.bins_per_cell() == 1 {
+        return Ok((e, 0.0));
+    }
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
     let disc2 = engine
@@ -353,17 +416,48 @@ fn em_prediction(
         .map(|(a, b)| (a - b) * (a - b))
         .sum::<f64>()
         / m;
-    let pred = Prediction {
+    Ok((e, disc2))
+}
+
+/// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
+/// bootstrap error model (conditioned on the devices, [`EmMap::condition`])
+/// at the reports' n, scaled like a variance to the planned n by `scale`
+/// (reports / planned n), plus the lattice's discretisation term `disc2`.
+fn em_prediction(e: &EmMap, disc2: f64, scale: f64) -> Prediction {
+    // The bootstrap's truth (an EM pilot) is smoother than the devices,
+    // so its bias is too small: charged twice (calibrated on the sweep's
+    // populations, docs/MATH.md §9.6).
+    let boot_bias2 = (e.predicted_ase - e.predicted_variance).max(0.0);
+    Prediction {
         name: "a-priori em".into(),
-        ase: (e.predicted_variance + 2.0 * boot_bias2) * scale + disc2,
+        ase: (e.predicted_variance + EM_BIAS2_FACTOR * boot_bias2) * scale + disc2,
         variance: e.predicted_variance * scale,
-        bias2: 2.0 * boot_bias2 * scale + disc2,
+        bias2: EM_BIAS2_FACTOR * boot_bias2 * scale + disc2,
         upper_bound: false,
         lambda: None,
         k: None,
         em_iterations: Some(e.iterations),
-    };
-    Ok((e, pred))
+    }
+}
+
+/// How much the planner charges the bootstrap's squared bias of the EM map
+/// ([`EM_BIAS_FACTOR`](super::intervals::EM_BIAS_FACTOR) squared).
+const EM_BIAS2_FACTOR: f64 = super::intervals::EM_BIAS_FACTOR * super::intervals::EM_BIAS_FACTOR;
+
+/// The share of a map's unconditional variance (new devices each time)
+/// that remains given the devices (the noise's share): v_λ/u_λ of the
+/// kernel map whose unconditional variance u_λ is nearest (in ratio) to
+/// `unconditional`, in [0, 1] (1 without kernel maps).
+fn conditional_share(kernels: &[KernelMap], unconditional: f64) -> f64 {
+    kernels
+        .iter()
+        .filter(|k| k.unconditional > 0.0 && k.var.is_finite())
+        .min_by(|a, b| {
+            let da = (a.unconditional / unconditional).ln().abs();
+            let db = (b.unconditional / unconditional).ln().abs();
+            da.total_cmp(&db)
+        })
+        .map_or(1.0, |k| (k.var / k.unconditional).clamp(0.0, 1.0))
 }
 
 /// One kernel map of the planner: λ, its predicted variance, its
@@ -372,8 +466,43 @@ fn em_prediction(
 struct KernelMap {
     lambda: f64,
     var: f64,
-    against_unbiased: Option<f64>,
+    against_unbiased: Option<BiasEstimate>,
     mean: Vec<f64>,
+    /// Its unconditional variance at the planned n: the mean over cells
+    /// of ((1/n)Σ_i K_λ²(t_j − x̃_i) − map_j²)/n (new devices each time).
+    unconditional: f64,
+}
+
+/// The unbiased estimate of a kernel map's mean squared bias B² (the
+/// average over the cells of b̂_j² − Var b̂_j, not clipped) and its
+/// standard error (docs/MATH.md §9.4).
+#[derive(Clone, Copy, Debug)]
+struct BiasEstimate {
+    avg: f64,
+    se: f64,
+}
+
+/// A kernel map's predicted ASE from its variance `var`, the unbiased
+/// bias² estimate `b` and a lower estimate `floor` of its bias² (against
+/// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − 2 se,
+/// floor, 0) and U = max(avg + 2 se, L) (two standard errors each side).
+/// Ranked only where U + var <= 9 (L + var), i.e. where the reports pin the
+/// ASE within a factor 9: the prediction, var + avg clamped into
+/// [(var + U)/3, 3 (var + L)], is then within 3x of every ASE in the
+/// interval. None where the bias is not resolved (docs/MATH.md §9.4).
+fn kernel_prediction(var: f64, b: BiasEstimate, floor: f64) -> Option<(f64, f64)> {
+    let lower = (b.avg - 2.0 * b.se).max(floor).max(0.0);
+    let upper = (b.avg + 2.0 * b.se).max(lower);
+    let (lo, hi) = (var + lower, var + upper);
+    // Refused also for NaN.
+    if !matches!(
+        hi.partial_cmp(&(9.0 * lo)),
+        Some(core::cmp::Ordering::Less | core::cmp::Ordering::Equal)
+    ) {
+        return None;
+    }
+    let ase = (var + b.avg.clamp(lower, upper)).clamp(hi / 3.0, 3.0 * lo);
+    Some((ase, ase - var))
 }
 
 /// The kernel maps K_λ, λ in [`LAMBDAS`], of the reports with their
@@ -437,13 +566,23 @@ fn kernel_maps(
             let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
             let b2 = avg.max(0.0);
             let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-            Some((avg - 2.0 * se).max(0.0))
+            Some(BiasEstimate { avg, se })
         };
+        let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
+        let unconditional = mapper
+            .apply_spatial(&sq)
+            .iter()
+            .zip(&mean)
+            .map(|(a, b)| (a - b * b).max(0.0))
+            .sum::<f64>()
+            / m
+            / nf;
         out.push(KernelMap {
             lambda: lam,
             var,
             against_unbiased,
             mean,
+            unconditional,
         });
     }
     Ok((mean_f, out))

@@ -1,0 +1,410 @@
+//! The planner's error model against measured ASE (issue 19 item 15,
+//! docs/MATH.md §9.4, §9.6): for every estimator the planner ranks with an
+//! estimate (every a-priori kernel λ and EM), predicted ASE within 3x of
+//! the ASE measured against the true map of the same devices, over εh and
+//! n on three populations (the bundled airports, the synthetic city, a
+//! constructed population of anisotropic clusters, a corridor and a uniform
+//! background), and the pick within 1.5x of the best measured.
+//!
+//! EM is held to 3x where its prediction is an estimate (εh <= 3); above,
+//! it is ranked by an upper estimate, held to measured <= 3 x predicted
+//! (docs/MATH.md §9.4, "Domain of the model").
+//!
+//! The CI test runs seven cells at n <= 10^4 (31 × 31 maps), one per
+//! population and εh regime; `cargo test --test planner_model -- --ignored
+//! --nocapture` runs the grid εh ∈ {0.1, …, 1000} × n ∈ {10^3, 10^4, 10^5}
+//! on the three populations (with `GEOPRIV_PLANNER_FULL=1` also n = 10^6;
+//! `GEOPRIV_PLANNER_CELLS="a:0.3:1000;c:10:10000"` picks cells: a, c, x =
+//! airports, city, constructed). Known failures of the grid: EM at εh 0.1
+//! and 0.3, n = 10^4 on the constructed population (10.6x and 3.9x
+//! under-predicted).
+
+use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+/// Populations of the test.
+#[derive(Clone, Copy, Debug)]
+enum Pop {
+    /// The bundled airports of the contiguous US (Web Mercator metres),
+    /// resampled with replacement to n devices.
+    Airports,
+    /// The synthetic city of `geopriv map sweep --population city`
+    /// (12 Gaussian neighbourhoods, 15% background, 20 km).
+    City,
+    /// Constructed: 20 anisotropic clusters (aspect up to 6), one
+    /// corridor, 25% uniform background, 30 km (the structure of the
+    /// sweep's `neighbourhoods`, drawn here from its own seed).
+    Constructed,
+}
+
+fn airports() -> Vec<[f64; 2]> {
+    let csv = include_str!("../examples/data/airports.csv");
+    let r = 6_378_137.0;
+    csv.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let lat: f64 = f.get(f.len().wrapping_sub(2))?.parse().ok()?;
+            let lon: f64 = f.last()?.parse().ok()?;
+            ((24.0..=50.0).contains(&lat) && (-125.0..=-66.0).contains(&lon)).then(|| {
+                [
+                    r * lon.to_radians(),
+                    r * (std::f64::consts::FRAC_PI_4 + lat.to_radians() / 2.0)
+                        .tan()
+                        .ln(),
+                ]
+            })
+        })
+        .collect()
+}
+
+fn gauss(rng: &mut StdRng) -> f64 {
+    StandardNormal.sample(rng)
+}
+
+/// (devices, bounding box) of `pop` with n devices.
+fn population(pop: Pop, n: usize, seed: u64) -> (Vec<[f64; 2]>, [f64; 4]) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    match pop {
+        Pop::Airports => {
+            let a = airports();
+            let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+            for p in &a {
+                x0 = x0.min(p[0]);
+                x1 = x1.max(p[0]);
+                y0 = y0.min(p[1]);
+                y1 = y1.max(p[1]);
+            }
+            let xs = if n == a.len() {
+                a.clone()
+            } else {
+                (0..n).map(|_| a[rng.random_range(0..a.len())]).collect()
+            };
+            (xs, [x0, x1, y0, y1])
+        }
+        Pop::City => {
+            let side = 20_000.0;
+            let mut g = StdRng::seed_from_u64(0xC17);
+            let hoods: Vec<([f64; 2], f64, f64)> = (0..12)
+                .map(|i| {
+                    let c = [
+                        g.random_range(0.15..0.85) * side,
+                        g.random_range(0.15..0.85) * side,
+                    ];
+                    let s = if i == 0 {
+                        900.0
+                    } else {
+                        g.random_range(300.0..1500.0)
+                    };
+                    let w = if i == 0 {
+                        3.0
+                    } else {
+                        g.random_range(0.5..1.5)
+                    };
+                    (c, s, w)
+                })
+                .collect();
+            let total: f64 = hoods.iter().map(|h| h.2).sum();
+            let xs = (0..n)
+                .map(|_| {
+                    if rng.random::<f64>() < 0.15 {
+                        return [rng.random::<f64>() * side, rng.random::<f64>() * side];
+                    }
+                    let mut u = rng.random::<f64>() * total;
+                    let mut pick = hoods[hoods.len() - 1];
+                    for h in &hoods {
+                        if u < h.2 {
+                            pick = *h;
+                            break;
+                        }
+                        u -= h.2;
+                    }
+                    let (zx, zy) = (gauss(&mut rng), gauss(&mut rng));
+                    [
+                        (pick.0[0] + pick.1 * zx).clamp(0.0, side),
+                        (pick.0[1] + pick.1 * zy).clamp(0.0, side),
+                    ]
+                })
+                .collect();
+            (xs, [0.0, side, 0.0, side])
+        }
+        Pop::Constructed => {
+            let side = 30_000.0;
+            let mut g = StdRng::seed_from_u64(0x4e32);
+            // (centre, long/short spread, angle, weight)
+            let clusters: Vec<([f64; 2], [f64; 2], f64, f64)> = (0..20)
+                .map(|_| {
+                    let c = [
+                        g.random_range(0.1..0.9) * side,
+                        g.random_range(0.1..0.9) * side,
+                    ];
+                    let long = g.random_range(300.0..2500.0);
+                    let aspect = g.random_range(1.0..6.0);
+                    (
+                        c,
+                        [long, long / aspect],
+                        g.random_range(0.0..std::f64::consts::PI),
+                        g.random_range(0.3..1.5),
+                    )
+                })
+                .collect();
+            let total: f64 = clusters.iter().map(|c| c.3).sum::<f64>() + 2.0;
+            let (a, b) = ([0.1 * side, 0.2 * side], [0.9 * side, 0.7 * side]);
+            let xs = (0..n)
+                .map(|_| {
+                    let p = if rng.random::<f64>() < 0.25 {
+                        [rng.random::<f64>() * side, rng.random::<f64>() * side]
+                    } else {
+                        let mut u = rng.random::<f64>() * total;
+                        let mut out = None;
+                        for c in &clusters {
+                            if u < c.3 {
+                                let (z0, z1) = (gauss(&mut rng) * c.1[0], gauss(&mut rng) * c.1[1]);
+                                let (s, co) = c.2.sin_cos();
+                                out = Some([c.0[0] + co * z0 - s * z1, c.0[1] + s * z0 + co * z1]);
+                                break;
+                            }
+                            u -= c.3;
+                        }
+                        out.unwrap_or_else(|| {
+                            // The corridor: a segment with a 200 m cross-section.
+                            let t: f64 = rng.random();
+                            let z = gauss(&mut rng) * 200.0;
+                            let d = [b[0] - a[0], b[1] - a[1]];
+                            let l = d[0].hypot(d[1]);
+                            [
+                                a[0] + t * d[0] - z * d[1] / l,
+                                a[1] + t * d[1] + z * d[0] / l,
+                            ]
+                        })
+                    };
+                    [p[0].clamp(0.0, side), p[1].clamp(0.0, side)]
+                })
+                .collect();
+            (xs, [0.0, side, 0.0, side])
+        }
+    }
+}
+
+fn true_map(grid: &KdeGrid, xs: &[[f64; 2]]) -> Vec<f64> {
+    let m = grid.points();
+    let (h, o, st) = (grid.bandwidth(), grid.origin(), grid.step());
+    let mut acc = vec![0.0; m[0] * m[1]];
+    let (mut fx, mut fy) = (vec![0.0; m[0]], vec![0.0; m[1]]);
+    for x in xs {
+        for (i, f) in fx.iter_mut().enumerate() {
+            let d = (x[0] - o[0] - i as f64 * st[0]) / h;
+            *f = (-0.5 * d * d).exp();
+        }
+        for (k, f) in fy.iter_mut().enumerate() {
+            let d = (x[1] - o[1] - k as f64 * st[1]) / h;
+            *f = (-0.5 * d * d).exp();
+        }
+        for i in 0..m[0] {
+            for k in 0..m[1] {
+                acc[i * m[1] + k] += fx[i] * fy[k];
+            }
+        }
+    }
+    let n = xs.len() as f64;
+    acc.iter().map(|v| v / n).collect()
+}
+
+fn ase(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / a.len() as f64
+}
+
+/// One cell of the grid: per ranked estimator (name, predicted, measured),
+/// the pick's measured ASE and the best measured.
+struct Cell {
+    rows: Vec<(String, f64, f64, bool)>,
+    pick: String,
+    pick_ase: f64,
+    best: f64,
+    best_name: String,
+    em: String,
+    line: String,
+}
+
+fn run_cell(pop: Pop, eh: f64, n: usize, seed: u64) -> Cell {
+    let (xs, bbox) = population(pop, n, seed);
+    let k = 31;
+    let diag = ((bbox[1] - bbox[0]) / (k - 1) as f64).hypot((bbox[3] - bbox[2]) / (k - 1) as f64);
+    let grid = KdeGrid::new_2d(bbox, [k, k], diag).unwrap();
+    let set = QuerySet::Kde(grid.clone());
+    let truth = true_map(&grid, &xs);
+    let eps = eh / grid.bandwidth();
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut agg =
+        MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    for x in &xs {
+        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+            .unwrap();
+    }
+    let m = agg.mapper().unwrap().unwrap();
+    let p = plan(&set, eps, n as u64, Some(&m)).unwrap();
+    let mut rows = Vec::new();
+    let measured = |name: &str| -> Option<f64> {
+        if name == "a-priori em" {
+            return p.em.as_ref().map(|e| ase(&e.values, &truth));
+        }
+        let l: f64 = name.strip_prefix("a-priori λ=")?.parse().ok()?;
+        Some(ase(
+            &m.estimate(&agg.kernel(l).unwrap()).unwrap().values,
+            &truth,
+        ))
+    };
+    // The best measured over every kernel map and EM, ranked or not, and
+    // the other mechanisms' predictions (vector Laplace: its exact
+    // expected ASE; composition and sampled queries: upper bounds).
+    let (mut best, mut best_name) = (f64::INFINITY, String::new());
+    let mut all: Vec<String> = geopriv::map::LAMBDAS
+        .iter()
+        .map(|l| format!("a-priori λ={l:.1}"))
+        .collect();
+    all.push("a-priori em".into());
+    for name in &all {
+        if let Some(v) = measured(name) {
+            if v < best {
+                best = v;
+                best_name = name.clone();
+            }
+        }
+    }
+    let mut pick_ase = f64::NAN;
+    for (i, q) in p.predictions.iter().enumerate() {
+        let got = measured(&q.name).unwrap_or(q.ase);
+        if got < best {
+            best = got;
+            best_name = q.name.clone();
+        }
+        if i == 0 {
+            pick_ase = got;
+        }
+        if q.name.starts_with("a-priori") {
+            rows.push((q.name.clone(), q.ase, got, q.upper_bound));
+        }
+    }
+    let em = p.em.as_ref().map_or(String::new(), |e| {
+        format!(
+            "EM t={} boot var {:.3e} boot ase {:.3e} measured {:.3e}",
+            e.iterations,
+            e.predicted_variance,
+            e.predicted_ase,
+            ase(&e.values, &truth)
+        )
+    });
+    Cell {
+        em,
+        line: p.line.clone(),
+        rows,
+        pick: p.pick().name.clone(),
+        pick_ase,
+        best,
+        best_name,
+    }
+}
+
+fn report(pop: Pop, eh: f64, n: usize, c: &Cell) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for (name, pred, got, upper) in &c.rows {
+        let r = got / pred;
+        // A stated upper estimate (EM above εh = 3) is held to
+        // measured <= 3 x predicted only.
+        if !upper {
+            lo = lo.min(r);
+        }
+        hi = hi.max(r);
+        let u = if *upper { "<= " } else { "" };
+        println!("| {pop:?} | {eh} | {n} | {name} | {u}{pred:.3e} | {got:.3e} | {r:.2} |");
+    }
+    println!(
+        "| {pop:?} | {eh} | {n} | pick {} | {:.3e} | best {} {:.3e} | {:.2} |",
+        c.pick,
+        c.pick_ase,
+        c.best_name,
+        c.best,
+        c.pick_ase / c.best
+    );
+    if std::env::var("GEOPRIV_PLANNER_DEBUG").is_ok() {
+        println!("  {}\n  {}", c.em, c.line);
+    }
+    (lo, hi)
+}
+
+fn check(cells: &[(Pop, f64, usize)], seed: u64) {
+    println!("| population | εh | n | estimator | predicted | measured | measured/predicted |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut bad = Vec::new();
+    for &(pop, eh, n) in cells {
+        let c = run_cell(pop, eh, n, seed);
+        let (lo, hi) = report(pop, eh, n, &c);
+        if lo < 1.0 / 3.0 || hi > 3.0 || c.rows.is_empty() {
+            bad.push(format!("{pop:?} εh {eh} n {n}: ratio {lo:.2}..{hi:.2}"));
+        }
+        if c.pick_ase > 1.5 * c.best {
+            bad.push(format!(
+                "{pop:?} εh {eh} n {n}: pick {} {:.3e} vs best {} {:.3e}",
+                c.pick, c.pick_ase, c.best_name, c.best
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// CI: one cell per (population, εh regime), n <= 10^4 (a few seconds in
+/// the test profile); the full grid is the ignored test below.
+#[test]
+fn planner_predicts_within_3x_and_picks_within_1_5x_of_the_best() {
+    check(
+        &[
+            (Pop::Airports, 0.3, 1_000),
+            (Pop::City, 1.0, 10_000),
+            (Pop::Constructed, 3.0, 1_000),
+            (Pop::Airports, 10.0, 1_000),
+            (Pop::Airports, 30.0, 10_000),
+            (Pop::City, 30.0, 1_000),
+            (Pop::Constructed, 1000.0, 1_000),
+        ],
+        7,
+    );
+}
+
+#[test]
+#[ignore = "the full table: GEOPRIV_PLANNER_FULL=1 cargo test --test planner_model -- --ignored --nocapture"]
+fn planner_predicts_within_3x_full_grid() {
+    if let Ok(c) = std::env::var("GEOPRIV_PLANNER_CELLS") {
+        // pop:eh:n;...
+        let cells: Vec<(Pop, f64, usize)> = c
+            .split(';')
+            .map(|t| {
+                let f: Vec<&str> = t.split(':').collect();
+                let pop = match f[0] {
+                    "a" => Pop::Airports,
+                    "c" => Pop::City,
+                    _ => Pop::Constructed,
+                };
+                (pop, f[1].parse().unwrap(), f[2].parse().unwrap())
+            })
+            .collect();
+        return check(&cells, 7);
+    }
+    let full = std::env::var("GEOPRIV_PLANNER_FULL").is_ok();
+    let ns: &[usize] = if full {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
+    let mut cells = Vec::new();
+    for pop in [Pop::Airports, Pop::City, Pop::Constructed] {
+        for &eh in &[0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0] {
+            for &n in ns {
+                cells.push((pop, eh, n));
+            }
+        }
+    }
+    check(&cells, 7);
+}
