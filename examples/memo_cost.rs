@@ -39,7 +39,11 @@ fn run<Q: Query>(path: &str, q: &Q, x: &[f64], unit: BudgetUnit, width: f64, n: 
             "setup" => black_box(x)[0],
             "plain" => m.privatize(&mut ledger, q, black_box(x), &mut rng).unwrap(),
             "unmetered" => m.privatize_unmetered(q, black_box(x), &mut rng).unwrap(),
-            "resend" => memo.release(&mut ledger, q, black_box(x), &mut rng).unwrap().value,
+            "resend" => {
+                memo.release(&mut ledger, q, black_box(x), &mut rng)
+                    .unwrap()
+                    .value
+            }
             "new_cell" => {
                 if i % 1_000 == 0 {
                     ledger = PrivacyBudget::with_secret(policy.clone(), [7u8; 32]);
@@ -59,7 +63,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).map(String::as_str).unwrap_or("plain");
     let query = args.get(2).map(String::as_str).unwrap_or("threshold");
-    let n: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .get(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     match query {
         "threshold" => {
             let q = SoftThreshold::new(100_000.0, 20_000.0).unwrap();

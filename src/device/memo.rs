@@ -651,7 +651,9 @@ impl Memoized {
     ) -> Result<(f64, [u8; 32])> {
         let mut stream = cell_stream(cells, cell);
         let key = stream.key();
-        let value = self.mechanism.privatize_unmetered(query, rep, &mut stream)?;
+        let value = self
+            .mechanism
+            .privatize_unmetered(query, rep, &mut stream)?;
         Ok((value, key))
     }
 
@@ -1287,7 +1289,12 @@ mod tests {
         let mut want = alloc::vec![0u8; 1024];
         let mut h = blake3::Hasher::new_keyed(&qk);
         absorb3(&mut h, b"cell");
-        absorb3(&mut h, &[4u8, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255]);
+        absorb3(
+            &mut h,
+            &[
+                4u8, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255,
+            ],
+        );
         h.finalize_xof().fill(&mut want);
         let mut st = cell_stream(&mut blake3::Hasher::new_keyed(&qk), &cell);
         assert_eq!(st.key()[..], want[..32]);

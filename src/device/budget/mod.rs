@@ -1430,9 +1430,12 @@ mod tests {
         }
         keys.sort();
         let json = b.to_json();
-        let written: Vec<String> = keys.iter().map(|k| to_hex(k)).collect();
+        let written: Vec<String> = keys.iter().map(to_hex).collect();
         assert!(
-            json.contains(&format!("\"memo\":{}", serde_json::to_string(&written).unwrap())),
+            json.contains(&format!(
+                "\"memo\":{}",
+                serde_json::to_string(&written).unwrap()
+            )),
             "{json}"
         );
         let again = PrivacyBudget::restore(&json, b.policy()).unwrap();
