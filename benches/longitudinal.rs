@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the longitudinal release paths (issue 20): a
-//! memoized release (snapping, HMAC-SHA256 memo key and seed, ChaCha20
-//! noise stream, the mechanism, the memo ledger) against a plain metered
+//! memoized release (snapping, the keyed BLAKE3 stream giving the memo key
+//! and the noise, the mechanism, the memo ledger) against a plain metered
 //! release of the same query. Target: per call within 2x of the plain one.
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
@@ -28,9 +28,9 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
     });
     let mut memo = Memoized::new(m.clone(), width).unwrap();
     // The memoized report of a new cell from nothing cached, no ledger
-    // (`Memoized::permanent`: offset PRFs, key with the calibration
-    // formatted, seed, ChaCha20, release): what every new cell cost before
-    // the per-device PRF states were kept.
+    // (`Memoized::permanent`: offset PRFs, the query key with the
+    // calibration formatted, the cell stream, release): what a new cell
+    // costs without the per-device state kept.
     let mut fresh = x.to_vec();
     c.bench_function(&format!("memoized_uncached_no_ledger_{name}"), |b| {
         b.iter(|| {
@@ -48,8 +48,8 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
         })
     });
     // Eight cells in turn, each charged before: every call misses the
-    // 4-cell cache, so it pays the key and seed PRFs, the ChaCha20 stream
-    // and the release, but the ledger only looks the key up (no charge):
+    // 4-cell cache, so it pays the cell stream (memo key and noise) and
+    // the release, but the ledger only looks the key up (no charge):
     // the memo's own cost of a cell it does not hold.
     let cells: Vec<Vec<f64>> = (0..8)
         .map(|k| {
@@ -71,8 +71,8 @@ fn pair<Q: Query>(c: &mut Criterion, name: &str, q: &Q, x: &[f64], unit: BudgetU
             )
         })
     });
-    // A new cell on every call (the first release of each cell): the key
-    // and seed PRFs, the ChaCha20 stream, the release and a new memo key.
+    // A new cell on every call (the first release of each cell): the cell
+    // stream, the release and a new memo key.
     // The ledger starts afresh (same device secret, untimed) every
     // `FRESH_LEDGER_EVERY` cells: a device that moved to a new cell every
     // day for three years holds about 1,000 memo keys, and the table's

@@ -7,13 +7,19 @@
 //! ```text
 //! cell            c(x) = floor((x − u) / w)            (per coordinate)
 //! representative  r(x) = u + w (c(x) + 1/2)
-//! memo key        K    = PRF_k("key", query, mechanism and its calibration, ε, δ, w, c(x))
-//! report          y    = M(r(x)) with all of M's randomness from ChaCha20(PRF_k("seed", K))
+//! query key       K_q  = BLAKE3_k("geopriv-memo-v2", "query", query, mechanism
+//!                                 and its calibration, ε, δ, w, dimension)
+//! cell stream     S    = BLAKE3-XOF_{K_q}("cell", c(x))     (keyed mode)
+//! memo key        K    = S[0..32]
+//! report          y    = M(r(x)) with all of M's randomness read from S[32..]
 //! ```
 //!
 //! so an unchanged cell re-sends the same report, and the ledger charges
 //! each memo key once ([`MemoLedger::commit_once`]): the lifetime charge
-//! counts **distinct cells**. The PRF is HMAC-SHA256. The report still goes
+//! counts **distinct cells**. Keyed BLAKE3 is a PRF under the 256-bit
+//! device secret, and so is the two-level cascade (`docs/MATH.md §12.3`);
+//! the secret offset u (and the report schedules of
+//! [`crate::device::schedule`]) use HMAC-SHA256 ([`prf`]). The report still goes
 //! through [`Mechanism::privatize_unmetered`], i.e. through the public
 //! release grid (`src/release_grid.rs`), and every memoized release is
 //! metered: the ledger sees every call.
@@ -57,14 +63,21 @@ use crate::mechanism::Mechanism;
 use crate::query::Query;
 use alloc::vec::Vec;
 use hmac::{Hmac, Mac};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha20Rng;
+use rand::{Rng, RngCore};
 use sha2::Sha256;
 
-/// Domain-separation tag of every PRF input of this module (and of
-/// [`crate::device::schedule`]); changing the derivation changes this tag,
-/// so new keys are charged anew instead of silently re-rolling reports.
+/// Domain-separation tag of the HMAC-SHA256 inputs ([`prf`]: the secret
+/// offset and the report schedules of [`crate::device::schedule`]).
 pub const MEMO_FORMAT: &[u8] = b"geopriv-memo-v1";
+
+/// Domain-separation tag of the memo key and noise stream (keyed BLAKE3).
+/// Changing that derivation changes this tag, so every memo key changes
+/// with it and cells are charged anew instead of silently re-sending a
+/// re-rolled report under a charged key. Version 1 derived the memo key
+/// and a ChaCha20 seed with HMAC-SHA256: keys a v1 release recorded in a
+/// ledger are never produced again (they only count towards the table's
+/// size limit), so the first v2 release of a cell is charged.
+pub const MEMO_STREAM_FORMAT: &[u8] = b"geopriv-memo-v2";
 
 /// The seam between memoized releases and a ledger that stores the device
 /// secret and the memo table (implemented by [`PrivacyBudget`] in memory; a
@@ -105,7 +118,8 @@ impl MemoLedger for crate::device::budget::FileLedger {
     }
 }
 
-/// HMAC-SHA256, the PRF of this module and of [`crate::device::schedule`].
+/// HMAC-SHA256, the PRF of the secret offset and of
+/// [`crate::device::schedule`].
 type HmacSha256 = Hmac<Sha256>;
 
 /// HMAC-SHA256 keyed by `secret` over the length-prefixed `parts` (after
@@ -120,8 +134,7 @@ pub fn prf(secret: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
 }
 
 /// The PRF keyed by `secret` with [`MEMO_FORMAT`] absorbed: the common
-/// prefix of every PRF message (cloned, it saves the key schedule and the
-/// prefix on every later call).
+/// prefix of every [`prf`] message.
 fn keyed(secret: &[u8; 32]) -> HmacSha256 {
     // A 32-byte key is always accepted by HMAC.
     let mut mac = match <HmacSha256 as Mac>::new_from_slice(secret) {
@@ -138,13 +151,104 @@ fn absorb(mac: &mut HmacSha256, part: &[u8]) {
     mac.update(part);
 }
 
-/// The last part of a PRF message whose length prefix is already absorbed,
-/// then the output.
-fn finish(mut mac: HmacSha256, tail: impl IntoIterator<Item = [u8; 8]>) -> [u8; 32] {
-    for b in tail {
-        mac.update(&b);
+/// One length-prefixed part of a keyed-BLAKE3 message (the same encoding
+/// as [`absorb`]).
+fn absorb3(hasher: &mut blake3::Hasher, part: &[u8]) {
+    hasher.update(&(part.len() as u64).to_le_bytes());
+    hasher.update(part);
+}
+
+/// The cell stream S = BLAKE3-XOF_{K_q}(enc("cell", c)) from `hasher`,
+/// keyed by K_q (reset here, so it can be kept and reused); its memo key
+/// S[0..32] is [`MemoStream::key`]. One BLAKE3 compression for a cell of up
+/// to 5 coordinates (the message is 20 + 8d bytes) and one per further 64
+/// bytes read.
+fn cell_stream(hasher: &mut blake3::Hasher, cell: &[i64]) -> MemoStream {
+    hasher.reset();
+    // enc("cell", c): assembled on the stack and absorbed in one call when
+    // it fits a block (d <= 5), part by part otherwise (the same bytes).
+    let mut msg = [0u8; 64];
+    let len = 20 + 8 * cell.len();
+    if len <= msg.len() {
+        msg[..8].copy_from_slice(&4u64.to_le_bytes());
+        msg[8..12].copy_from_slice(b"cell");
+        msg[12..20].copy_from_slice(&((cell.len() * 8) as u64).to_le_bytes());
+        for (chunk, c) in msg[20..len].chunks_exact_mut(8).zip(cell) {
+            chunk.copy_from_slice(&c.to_le_bytes());
+        }
+        hasher.update(&msg[..len]);
+    } else {
+        absorb3(hasher, b"cell");
+        hasher.update(&((cell.len() * 8) as u64).to_le_bytes());
+        for c in cell {
+            hasher.update(&c.to_le_bytes());
+        }
     }
-    mac.finalize().into_bytes().into()
+    MemoStream::new(hasher.finalize_xof())
+}
+
+/// The noise stream of a memoized release: the keyed BLAKE3 output S of
+/// its cell after the memo key S[0..32], read in order (`next_u32` and
+/// `next_u64` take the next 4 and 8 bytes, little-endian; `fill_bytes` the
+/// next `dest.len()`). Never printed (it is secret).
+struct MemoStream {
+    reader: blake3::OutputReader,
+    block: [u8; 64],
+    used: usize,
+}
+
+impl MemoStream {
+    /// The stream after its first 32 bytes (the memo key).
+    fn new(mut reader: blake3::OutputReader) -> Self {
+        let mut block = [0u8; 64];
+        reader.fill(&mut block);
+        Self {
+            reader,
+            block,
+            used: 32,
+        }
+    }
+
+    /// The memo key S[0..32] (before anything is read: the first block is
+    /// still the one holding it).
+    fn key(&self) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&self.block[..32]);
+        key
+    }
+
+    /// The next `out.len()` bytes of S.
+    fn take(&mut self, out: &mut [u8]) {
+        let mut at = 0;
+        while at < out.len() {
+            if self.used == self.block.len() {
+                self.reader.fill(&mut self.block);
+                self.used = 0;
+            }
+            let n = (out.len() - at).min(self.block.len() - self.used);
+            out[at..at + n].copy_from_slice(&self.block[self.used..self.used + n]);
+            self.used += n;
+            at += n;
+        }
+    }
+}
+
+impl RngCore for MemoStream {
+    fn next_u32(&mut self) -> u32 {
+        let mut b = [0u8; 4];
+        self.take(&mut b);
+        u32::from_le_bytes(b)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let mut b = [0u8; 8];
+        self.take(&mut b);
+        u64::from_le_bytes(b)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.take(dest);
+    }
 }
 
 #[cold]
@@ -244,11 +348,11 @@ pub struct MemoRelease {
 /// optional instantaneous layer (module docs).
 ///
 /// It keeps, for the device secret and query it last saw, the secret
-/// offset and the PRF states with every fixed part of the key and seed
-/// messages already absorbed, so the first release of a new cell costs
-/// two short HMAC finalisations, a ChaCha20 block and the release; and it
-/// keeps the last [`CACHE_ENTRIES`] cells it released (cell, memo key,
-/// permanent report) so that re-sending an unchanged cell costs a cell
+/// offset and the query key K_q, so the first release of a new cell costs
+/// one BLAKE3 compression (memo key and 32 bytes of noise) and the
+/// release; and it
+/// keeps the last [`CACHE_ENTRIES`] cells it released (of up to
+/// [`CACHE_MAX_DIM`] coordinates: cell, memo key, permanent report) so that re-sending an unchanged cell costs a cell
 /// computation and the ledger's look-up (`BENCHMARKS.md`). Both only ever
 /// produce what [`permanent`](Self::permanent) would.
 #[derive(Clone, Debug, PartialEq)]
@@ -265,22 +369,35 @@ pub struct Memoized {
 pub const CACHE_ENTRIES: usize = 4;
 
 /// What one (device secret, query, dimension) fixes: the secret offset and
-/// the PRF states of the memo key (through the cells' length prefix) and
-/// of the seed (through the key's length prefix).
+/// a BLAKE3 hasher keyed by the query key K_q of the cell streams (boxed:
+/// it is about 2 KB, and the cache moves `Prepared` on every call).
 #[derive(Clone)]
 struct Prepared {
     secret: [u8; 32],
     query: crate::report::QueryDescriptor,
     offset: Vec<f64>,
-    key: HmacSha256,
-    seed: HmacSha256,
+    cells: alloc::boxed::Box<blake3::Hasher>,
 }
+
+/// Cells of up to this many coordinates are cached (inline, compared
+/// without a `memcmp` call); a release of a higher-dimensional cell always
+/// derives its report (the same report, at the new-cell cost).
+pub const CACHE_MAX_DIM: usize = 4;
 
 #[derive(Clone)]
 struct CacheEntry {
-    cell: Vec<i64>,
+    /// The cell, zero-padded to [`CACHE_MAX_DIM`] coordinates.
+    cell: [i64; CACHE_MAX_DIM],
+    dim: usize,
     key: [u8; 32],
     value: f64,
+}
+
+/// `cell` zero-padded, if it has at most [`CACHE_MAX_DIM`] coordinates.
+fn padded(cell: &[i64]) -> Option<[i64; CACHE_MAX_DIM]> {
+    let mut out = [0i64; CACHE_MAX_DIM];
+    out.get_mut(..cell.len())?.copy_from_slice(cell);
+    Some(out)
 }
 
 /// The cache: excluded from equality and never printed (it holds the
@@ -290,6 +407,10 @@ struct Cache {
     prepared: Option<Prepared>,
     entries: Vec<CacheEntry>,
     next: usize,
+    /// Scratch cell and representative of the current call (kept so that
+    /// a release allocates nothing once warm).
+    cell: Vec<i64>,
+    rep: Vec<f64>,
 }
 
 impl PartialEq for Cache {
@@ -306,18 +427,27 @@ impl core::fmt::Debug for Cache {
 
 impl Cache {
     fn find(&self, cell: &[i64]) -> Option<([u8; 32], f64)> {
+        let c = padded(cell)?;
         self.entries
             .iter()
-            .find(|e| e.cell == cell)
+            .find(|e| e.dim == cell.len() && e.cell == c)
             .map(|e| (e.key, e.value))
     }
 
-    fn insert(&mut self, entry: CacheEntry) {
+    fn insert(&mut self, cell: &[i64], key: [u8; 32], value: f64) {
+        let Some(c) = padded(cell) else {
+            return;
+        };
+        let entry = CacheEntry {
+            cell: c,
+            dim: cell.len(),
+            key,
+            value,
+        };
         if self.entries.len() < CACHE_ENTRIES {
             self.entries.push(entry);
         } else {
-            let i = self.next % CACHE_ENTRIES;
-            self.entries[i] = entry;
+            self.entries[self.next % CACHE_ENTRIES] = entry;
         }
         self.next = self.next.wrapping_add(1);
     }
@@ -411,6 +541,20 @@ impl Memoized {
     fn snap_with(&self, u: &[f64], x: &[f64]) -> Result<(Vec<i64>, Vec<f64>)> {
         let mut cell = Vec::with_capacity(x.len());
         let mut rep = Vec::with_capacity(x.len());
+        self.snap_into(u, x, &mut cell, &mut rep)?;
+        Ok((cell, rep))
+    }
+
+    /// [`snap_with`](Self::snap_with) into `cell` and `rep` (cleared first).
+    fn snap_into(
+        &self,
+        u: &[f64],
+        x: &[f64],
+        cell: &mut Vec<i64>,
+        rep: &mut Vec<f64>,
+    ) -> Result<()> {
+        cell.clear();
+        rep.clear();
         for (xi, ui) in x.iter().zip(u) {
             let z = libm::floor((xi - ui) / self.width);
             if z.is_nan() || libm::fabs(z) >= MAX_CELL_INDEX {
@@ -423,32 +567,29 @@ impl Memoized {
             cell.push(z as i64);
             rep.push(ui + self.width * (z + 0.5));
         }
-        Ok((cell, rep))
+        Ok(())
     }
 
-    /// The memo key of a cell: PRF_k("key", query id, mechanism, ε, δ,
-    /// calibration, w, cell).
+    /// The memo key of a cell: K = S[0..32] of the cell stream
+    /// S = BLAKE3-XOF_{K_q}(enc("cell", c)) under the query key
+    /// [`K_q`](Self::query_key).
     pub fn memo_key<Q: Query + ?Sized>(
         &self,
         query: &Q,
         secret: &[u8; 32],
         cell: &[i64],
     ) -> [u8; 32] {
-        finish(
-            self.key_prefix(query, secret, cell.len()),
-            cell.iter().map(|c| c.to_le_bytes()),
-        )
+        let mut hasher = blake3::Hasher::new_keyed(&self.query_key(query, secret, cell.len()));
+        cell_stream(&mut hasher, cell).key()
     }
 
-    /// The memo key's PRF state with everything but the cell absorbed (the
-    /// cell's length prefix included): what [`memo_key`](Self::memo_key)
-    /// computes before the cell, once per (secret, query, dimension).
-    fn key_prefix<Q: Query + ?Sized>(
-        &self,
-        query: &Q,
-        secret: &[u8; 32],
-        dim: usize,
-    ) -> HmacSha256 {
+    /// The query key K_q = BLAKE3_k(enc("geopriv-memo-v2", "query", query
+    /// id, mechanism name, ε, δ, calibration, w, dimension)), keyed BLAKE3
+    /// under the device secret k over length-prefixed parts (u64
+    /// little-endian length, then the bytes; ε, δ, w as the little-endian
+    /// bits of the double, the dimension as a u64), computed once per
+    /// (secret, query, dimension).
+    fn query_key<Q: Query + ?Sized>(&self, query: &Q, secret: &[u8; 32], dim: usize) -> [u8; 32] {
         let id = query.descriptor().canonical_id();
         // The whole calibration, not only (name, ε, δ): two mechanisms of
         // one name and ε with another smoothness share, degrees of freedom
@@ -463,37 +604,21 @@ impl Memoized {
                 self.mechanism.scale_for(1.0).map(f64::to_bits),
             )
         );
-        let mut mac = keyed(secret);
+        let mut hasher = blake3::Hasher::new_keyed(secret);
         for part in [
-            &b"key"[..],
+            MEMO_STREAM_FORMAT,
+            &b"query"[..],
             id.as_bytes(),
             self.mechanism.name().as_str().as_bytes(),
             &self.mechanism.epsilon().to_bits().to_le_bytes(),
             &self.mechanism.delta().to_bits().to_le_bytes(),
             calibration.as_bytes(),
             &self.width.to_bits().to_le_bytes(),
+            &(dim as u64).to_le_bytes(),
         ] {
-            absorb(&mut mac, part);
+            absorb3(&mut hasher, part);
         }
-        // The cells' part: its length prefix now, the cell on each call.
-        mac.update(&((dim * 8) as u64).to_le_bytes());
-        mac
-    }
-
-    /// The seed's PRF state PRF_k("seed", ·) before the key (its length
-    /// prefix included).
-    fn seed_prefix(secret: &[u8; 32]) -> HmacSha256 {
-        let mut mac = keyed(secret);
-        absorb(&mut mac, b"seed");
-        mac.update(&32u64.to_le_bytes());
-        mac
-    }
-
-    /// The seed of a memo key's noise stream: PRF_k("seed", key).
-    fn seed_of(prefix: &HmacSha256, key: &[u8; 32]) -> [u8; 32] {
-        let mut mac = prefix.clone();
-        mac.update(key);
-        mac.finalize().into_bytes().into()
+        *hasher.finalize().as_bytes()
     }
 
     /// The fixed parts for (secret, query, dim), computed once.
@@ -508,23 +633,28 @@ impl Memoized {
             secret: *secret,
             query: descriptor,
             offset: self.offset(secret, dim),
-            key: self.key_prefix(query, secret, dim),
-            seed: Self::seed_prefix(secret),
+            cells: alloc::boxed::Box::new(blake3::Hasher::new_keyed(
+                &self.query_key(query, secret, dim),
+            )),
         }
     }
 
     /// The permanent report of the cell `cell` with representative `rep`
-    /// under the memo key `key` (all of M's randomness from ChaCha20 keyed
-    /// by PRF_k("seed", key)).
+    /// (all of M's randomness read from the cell stream after the memo
+    /// key), and the memo key.
     fn permanent_of<Q: Query + ?Sized>(
         &self,
         query: &Q,
-        seed_prefix: &HmacSha256,
-        key: &[u8; 32],
+        cells: &mut blake3::Hasher,
+        cell: &[i64],
         rep: &[f64],
-    ) -> Result<f64> {
-        let mut rng = ChaCha20Rng::from_seed(Self::seed_of(seed_prefix, key));
-        self.mechanism.privatize_unmetered(query, rep, &mut rng)
+    ) -> Result<(f64, [u8; 32])> {
+        let mut stream = cell_stream(cells, cell);
+        let key = stream.key();
+        let value = self
+            .mechanism
+            .privatize_unmetered(query, rep, &mut stream)?;
+        Ok((value, key))
     }
 
     /// The permanent report of x for this device, and its memo key (no
@@ -557,8 +687,8 @@ impl Memoized {
             cell = x.iter().map(|v| v.to_bits() as i64).collect();
             rep = x.to_vec();
         }
-        let key = self.memo_key(query, secret, &cell);
-        let value = self.permanent_of(query, &Self::seed_prefix(secret), &key, &rep)?;
+        let mut cells = blake3::Hasher::new_keyed(&self.query_key(query, secret, cell.len()));
+        let (value, key) = self.permanent_of(query, &mut cells, &cell, &rep)?;
         Ok((value, key, u, true_cell))
     }
 
@@ -653,8 +783,8 @@ impl Memoized {
         ))
     }
 
-    /// [`permanent`](Self::permanent) through the prepared PRF states and
-    /// the cell cache (x already checked).
+    /// [`permanent`](Self::permanent) through the prepared offset and query
+    /// key and the cell cache (x already checked).
     fn permanent_cached<Q: Query + ?Sized>(
         &mut self,
         query: &Q,
@@ -662,7 +792,7 @@ impl Memoized {
         x: &[f64],
     ) -> Result<(f64, [u8; 32])> {
         let descriptor = query.descriptor();
-        let prepared = match self.cache.prepared.take() {
+        let mut prepared = match self.cache.prepared.take() {
             Some(p)
                 if p.secret == *secret && p.offset.len() == x.len() && p.query == descriptor =>
             {
@@ -673,20 +803,27 @@ impl Memoized {
                 self.prepare(query, descriptor, secret, x.len())
             }
         };
-        let found = self.snap_with(&prepared.offset, x).and_then(|(cell, rep)| {
-            if let Some(hit) = self.cache.find(&cell) {
-                return Ok((hit.1, hit.0, None));
-            }
-            let key = finish(prepared.key.clone(), cell.iter().map(|c| c.to_le_bytes()));
-            let value = self.permanent_of(query, &prepared.seed, &key, &rep)?;
-            Ok((value, key, Some(cell)))
-        });
+        let mut cell = core::mem::take(&mut self.cache.cell);
+        let mut rep = core::mem::take(&mut self.cache.rep);
+        let found = self
+            .snap_into(&prepared.offset, x, &mut cell, &mut rep)
+            .and_then(|()| {
+                if let Some((key, value)) = self.cache.find(&cell) {
+                    return Ok((value, key, false));
+                }
+                let (value, key) = self.permanent_of(query, &mut prepared.cells, &cell, &rep)?;
+                Ok((value, key, true))
+            });
         self.cache.prepared = Some(prepared);
-        let (value, key, new_cell) = found?;
-        if let Some(cell) = new_cell {
-            self.cache.insert(CacheEntry { cell, key, value });
-        }
-        Ok((value, key))
+        let result = found.map(|(value, key, new_cell)| {
+            if new_cell {
+                self.cache.insert(&cell, key, value);
+            }
+            (value, key)
+        });
+        self.cache.cell = cell;
+        self.cache.rep = rep;
+        result
     }
 
     /// The metered memoized release: the permanent report of x's cell,
@@ -758,6 +895,7 @@ mod tests {
     use crate::device::budget::{BudgetPolicy, BudgetUnit};
     use crate::query::{GaussianKde, SoftThreshold};
     use rand::rngs::StdRng;
+    use rand::SeedableRng;
 
     fn ledger(total: f64) -> PrivacyBudget {
         let p = BudgetPolicy::new(BudgetUnit::PerDollar, total, 0.0).unwrap();
@@ -1052,20 +1190,40 @@ mod tests {
         assert!(m.trajectory_bound(&v(&[0.0]), &v(&[0.0, 1.0])).is_err());
     }
 
-    /// The kept PRF states give the documented messages: the memo key is
-    /// PRF_k("key", id, name, ε, δ, calibration, w, cell bytes) and the
-    /// noise seed PRF_k("seed", key), byte for byte as one-shot `prf`
-    /// calls (the encoding of `geopriv-memo-v1`; reports are unchanged).
+    /// Bytes read in order from a buffer: the reference reading of S.
+    struct Bytes(Vec<u8>, usize);
+
+    impl RngCore for Bytes {
+        fn next_u32(&mut self) -> u32 {
+            let mut b = [0u8; 4];
+            self.fill_bytes(&mut b);
+            u32::from_le_bytes(b)
+        }
+        fn next_u64(&mut self) -> u64 {
+            let mut b = [0u8; 8];
+            self.fill_bytes(&mut b);
+            u64::from_le_bytes(b)
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            dest.copy_from_slice(&self.0[self.1..self.1 + dest.len()]);
+            self.1 += dest.len();
+        }
+    }
+
+    /// The documented construction, written out with one-shot BLAKE3
+    /// calls: K_q = BLAKE3_k(enc("geopriv-memo-v2", "query", id, name, ε,
+    /// δ, calibration, w, d)), S = BLAKE3-XOF_{K_q}(enc("cell", c)), the
+    /// memo key S[0..32] and the release's randomness read from S[32..];
+    /// the kept query key and the cache give the same bytes.
     #[test]
-    fn prepared_states_equal_one_shot_prfs() {
+    fn memo_key_and_noise_are_the_documented_keyed_blake3() {
         let q = GaussianKde::new(&[1.0, 2.0], 30.0).unwrap();
         let m = Mechanism::polyplace(0.01)
             .unwrap()
             .with_unit(BudgetUnit::PerMetre)
             .unwrap();
-        let memo = Memoized::new(m.clone(), 7.0).unwrap();
+        let mut memo = Memoized::new(m.clone(), 7.0).unwrap();
         let s = [5u8; 32];
-        let cell = [-3i64, 1 << 40];
         let calibration = alloc::format!(
             "{:?}",
             (
@@ -1075,28 +1233,151 @@ mod tests {
                 m.scale_for(1.0).map(f64::to_bits),
             )
         );
-        let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
-        let key = prf(
+        let enc = |parts: &[&[u8]]| -> Vec<u8> {
+            let mut v = Vec::new();
+            for p in parts {
+                v.extend_from_slice(&(p.len() as u64).to_le_bytes());
+                v.extend_from_slice(p);
+            }
+            v
+        };
+        let query_key = *blake3::keyed_hash(
             &s,
-            &[
-                b"key",
+            &enc(&[
+                b"geopriv-memo-v2",
+                b"query",
                 q.descriptor().canonical_id().as_bytes(),
                 m.name().as_str().as_bytes(),
                 &m.epsilon().to_bits().to_le_bytes(),
                 &m.delta().to_bits().to_le_bytes(),
                 calibration.as_bytes(),
                 &7.0f64.to_bits().to_le_bytes(),
-                &cells,
+                &2u64.to_le_bytes(),
+            ]),
+        )
+        .as_bytes();
+        let x = [1_000.0, -2_000.0];
+        let (cell, rep) = memo.snap(&q, &s, &x).unwrap();
+        let cells: Vec<u8> = cell.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let mut stream = alloc::vec![0u8; 4096];
+        blake3::Hasher::new_keyed(&query_key)
+            .update(&enc(&[b"cell", &cells]))
+            .finalize_xof()
+            .fill(&mut stream);
+        let key: [u8; 32] = stream[..32].try_into().unwrap();
+        assert_eq!(memo.memo_key(&q, &s, &cell), key);
+        let value = m
+            .privatize_unmetered(&q, &rep, &mut Bytes(stream, 32))
+            .unwrap();
+        assert_eq!(memo.permanent(&q, &s, &x).unwrap(), (value, key));
+        let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap();
+        let mut l = PrivacyBudget::with_secret(policy, s);
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..2 {
+            let r = memo.release(&mut l, &q, &x, &mut rng).unwrap();
+            assert_eq!(r.value, value);
+        }
+        assert!(l.is_memoized(&key));
+    }
+
+    /// The stream reads S in order across its 64-byte blocks, whatever the
+    /// mix of 4-, 8- and n-byte reads.
+    #[test]
+    fn memo_stream_reads_the_xof_in_order() {
+        let qk = [9u8; 32];
+        let cell = [4i64, -1];
+        let mut want = alloc::vec![0u8; 1024];
+        let mut h = blake3::Hasher::new_keyed(&qk);
+        absorb3(&mut h, b"cell");
+        absorb3(
+            &mut h,
+            &[
+                4u8, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255,
             ],
         );
-        assert_eq!(memo.memo_key(&q, &s, &cell), key);
-        let prefix = memo.key_prefix(&q, &s, 2);
-        assert_eq!(finish(prefix, cell.iter().map(|c| c.to_le_bytes())), key);
-        assert_eq!(
-            Memoized::seed_of(&Memoized::seed_prefix(&s), &key),
-            prf(&s, &[b"seed", &key])
-        );
+        h.finalize_xof().fill(&mut want);
+        let mut st = cell_stream(&mut blake3::Hasher::new_keyed(&qk), &cell);
+        assert_eq!(st.key()[..], want[..32]);
+        let mut at = 32;
+        let mut got = Vec::new();
+        for i in 0..60usize {
+            match i % 4 {
+                0 => got.extend_from_slice(&st.next_u32().to_le_bytes()),
+                1 => got.extend_from_slice(&st.next_u64().to_le_bytes()),
+                2 => {
+                    let mut b = alloc::vec![0u8; i % 70];
+                    st.fill_bytes(&mut b);
+                    got.extend_from_slice(&b);
+                }
+                _ => got.extend_from_slice(&st.next_u64().to_le_bytes()),
+            }
+            assert_eq!(got[..], want[at..at + got.len()], "read {i}");
+        }
+        at += got.len();
+        assert!(at > 128, "the reads crossed blocks");
     }
+
+    /// Cells of 5 and 6 coordinates: the cell message fits one block at
+    /// d = 5 and not at d = 6 (absorbed part by part, the same bytes);
+    /// neither is cached (d > CACHE_MAX_DIM). Held: each release equals
+    /// `permanent`, the key equals the documented one-shot BLAKE3, and a
+    /// cell is charged once.
+    #[test]
+    fn high_dimensional_cells_are_derived_and_charged_once() {
+        for d in [5usize, 6] {
+            let center = alloc::vec![0.0; d];
+            let q = GaussianKde::new(&center, 30.0).unwrap();
+            let m = Mechanism::polyplace(0.01)
+                .unwrap()
+                .with_unit(BudgetUnit::PerMetre)
+                .unwrap();
+            let mut memo = Memoized::new(m, 5.0).unwrap();
+            let s = [6u8; 32];
+            let x: Vec<f64> = (0..d).map(|i| 3.0 * i as f64 - 7.0).collect();
+            let (cell, _) = memo.snap(&q, &s, &x).unwrap();
+            let mut msg = Vec::new();
+            msg.extend_from_slice(&4u64.to_le_bytes());
+            msg.extend_from_slice(b"cell");
+            msg.extend_from_slice(&((8 * d) as u64).to_le_bytes());
+            for c in &cell {
+                msg.extend_from_slice(&c.to_le_bytes());
+            }
+            let mut hasher = blake3::Hasher::new_keyed(&memo.query_key(&q, &s, d));
+            hasher.update(&msg);
+            let mut key = [0u8; 32];
+            hasher.finalize_xof().fill(&mut key);
+            assert_eq!(memo.memo_key(&q, &s, &cell), key, "d = {d}");
+            let (perm, pk) = memo.permanent(&q, &s, &x).unwrap();
+            assert_eq!(pk, key);
+            let p = BudgetPolicy::new(BudgetUnit::PerMetre, 1.0, 0.0).unwrap();
+            let mut l = PrivacyBudget::with_secret(p, s);
+            let mut rng = StdRng::seed_from_u64(4);
+            for i in 0..3 {
+                let r = memo.release(&mut l, &q, &x, &mut rng).unwrap();
+                assert_eq!((r.value, r.charged), (perm, i == 0), "d = {d}");
+            }
+            assert_eq!(l.state().releases(), 1);
+        }
+    }
+
+    /// Known answer (pins the v2 construction across versions of this
+    /// library and of the blake3 crate): the memo key and the permanent
+    /// report of one device, query and income.
+    #[test]
+    fn memo_known_answer() {
+        let q = SoftThreshold::new(100_000.0, 20_000.0).unwrap();
+        let m = Mechanism::polyplace(1e-4)
+            .unwrap()
+            .with_unit(BudgetUnit::PerDollar)
+            .unwrap();
+        let memo = Memoized::new(m, 5_000.0).unwrap();
+        let (value, key) = memo.permanent(&q, &[7u8; 32], &[95_000.0]).unwrap();
+        let hex: alloc::string::String = key.iter().map(|b| alloc::format!("{b:02x}")).collect();
+        assert_eq!((value, hex.as_str()), (KNOWN_VALUE, KNOWN_KEY));
+    }
+
+    const KNOWN_VALUE: f64 = 0.3828125;
+    const KNOWN_KEY: &str = "6eaf8784c03d82e9b6007a9ff4d9aab1bd715767503415ee70fe241fc5de1af0";
 
     #[test]
     fn keys_depend_on_secret_query_mechanism_and_cell() {

@@ -245,7 +245,10 @@ pub struct PrivacyBudget {
     policy: BudgetPolicy,
     secret: [u8; 32],
     entries: Vec<Entry>,
-    memo: Vec<[u8; 32]>,
+    /// The memo table: a B-tree (insert and look-up O(log n), no shift of
+    /// the whole table per new key as a sorted `Vec` had), iterated in
+    /// byte order, the order it is written in.
+    memo: BTreeSet<MemoKey>,
     last_period: u64,
     carried: Option<Carried>,
     /// Reports charged but not yet acknowledged as uploaded: (id, report).
@@ -289,6 +292,32 @@ impl core::fmt::Debug for PrivacyBudget {
             .field("carried", &self.carried)
             .field("releases", &self.releases)
             .finish()
+    }
+}
+
+/// A memo key in the ledger's table as four big-endian 64-bit words: their
+/// order is the order of the bytes, and a comparison is a few integer
+/// compares instead of a `memcmp` call.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct MemoKey([u64; 4]);
+
+impl MemoKey {
+    fn new(bytes: &[u8; 32]) -> Self {
+        let mut words = [0u64; 4];
+        for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *w = u64::from_be_bytes(b);
+        }
+        Self(words)
+    }
+
+    fn bytes(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (chunk, w) in out.chunks_exact_mut(8).zip(self.0) {
+            chunk.copy_from_slice(&w.to_be_bytes());
+        }
+        out
     }
 }
 
@@ -464,7 +493,7 @@ impl PrivacyBudget {
             policy,
             secret,
             entries: Vec::new(),
-            memo: Vec::new(),
+            memo: BTreeSet::new(),
             last_period: 0,
             carried: None,
             outbox: Vec::new(),
@@ -509,7 +538,7 @@ impl PrivacyBudget {
                 .iter()
                 .map(|e| (e.period, e.epsilon, e.delta, e.count))
                 .collect(),
-            memo: self.memo.iter().map(to_hex).collect(),
+            memo: self.memo.iter().map(|k| to_hex(&k.bytes())).collect(),
             device_secret: to_hex(&self.secret),
             outbox: self.outbox.clone(),
             next_upload: self.next_upload,
@@ -649,12 +678,15 @@ impl PrivacyBudget {
                 count,
             });
         }
-        let mut memo = Vec::with_capacity(s.memo.len());
+        let mut memo = BTreeSet::new();
+        let mut last: Option<MemoKey> = None;
         for k in &s.memo {
-            memo.push(from_hex("memo key", k)?);
-        }
-        if memo.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(invalid("memo keys not sorted or repeated"));
+            let key = MemoKey::new(&from_hex("memo key", k)?);
+            if last.is_some_and(|l| l >= key) {
+                return Err(invalid("memo keys not sorted or repeated"));
+            }
+            last = Some(key);
+            memo.insert(key);
         }
         if let Some(c) = s.carried {
             let ok = c.epsilon.is_finite()
@@ -828,7 +860,7 @@ impl PrivacyBudget {
 
     /// Whether `memo_key` was already charged ([`commit_once`](Self::commit_once)).
     pub fn is_memoized(&self, memo_key: &[u8; 32]) -> bool {
-        self.memo.binary_search(memo_key).is_ok()
+        self.memo.contains(&MemoKey::new(memo_key))
     }
 
     /// The period a charge made now goes to: the clock's period, or the
@@ -974,27 +1006,28 @@ impl PrivacyBudget {
     /// (`FileLedger`'s locked update; the in-memory ledger commits in place.)
     #[cfg(feature = "std")]
     pub(crate) fn after_once(&self, memo_key: [u8; 32], charge: &Charge) -> Result<Option<Self>> {
-        let Some(slot) = self.memo_slot(&memo_key, charge)? else {
+        if !self.memo_new(&memo_key, charge)? {
             return Ok(None);
-        };
+        }
         let mut next = self.after(charge)?;
-        next.memo.insert(slot, memo_key);
+        next.memo.insert(MemoKey::new(&memo_key));
         Ok(Some(next))
     }
 
-    /// Where `memo_key` goes in the memo table: `None` if it is there
-    /// already; refused for another unit or a full table.
-    fn memo_slot(&self, memo_key: &[u8; 32], charge: &Charge) -> Result<Option<usize>> {
-        if charge.unit() != self.unit() {
-            return Err(Error::UnitMismatch {
-                ledger: self.unit().clone(),
-                charge: Some(charge.unit().clone()),
-            });
+    /// Whether `memo_key` is new to the memo table (`false`: it is there
+    /// already); refused for another unit or a full table.
+    #[cfg(feature = "std")]
+    fn memo_new(&self, memo_key: &[u8; 32], charge: &Charge) -> Result<bool> {
+        self.same_unit(charge)?;
+        if self.memo.contains(&MemoKey::new(memo_key)) {
+            return Ok(false);
         }
-        let slot = match self.memo.binary_search(memo_key) {
-            Ok(_) => return Ok(None),
-            Err(slot) => slot,
-        };
+        self.memo_room()?;
+        Ok(true)
+    }
+
+    /// Refused if the memo table is full.
+    fn memo_room(&self) -> Result<()> {
         if self.memo.len() >= MAX_MEMO_KEYS {
             return Err(Error::LimitExceeded {
                 what: "memo keys in a ledger",
@@ -1002,7 +1035,18 @@ impl PrivacyBudget {
                 limit: MAX_MEMO_KEYS as u64,
             });
         }
-        Ok(Some(slot))
+        Ok(())
+    }
+
+    /// Refused if `charge` is in another unit than the ledger.
+    fn same_unit(&self, charge: &Charge) -> Result<()> {
+        if charge.unit() != self.unit() {
+            return Err(Error::UnitMismatch {
+                ledger: self.unit().clone(),
+                charge: Some(charge.unit().clone()),
+            });
+        }
+        Ok(())
     }
 
     /// Reports charged but not yet acknowledged (oldest first), each with
@@ -1087,15 +1131,31 @@ impl PrivacyBudget {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn commit_once(&mut self, memo_key: [u8; 32], charge: &Charge) -> Result<bool> {
-        // `after_once` in place: checked, then charged and recorded (a
-        // refusal changes nothing).
-        let Some(slot) = self.memo_slot(&memo_key, charge)? else {
+        // `after_once` in place with one search of the table: the key is
+        // inserted first (an insert finds a known key and changes nothing),
+        // then the charge is checked and applied, or the key taken out
+        // again (a refusal changes nothing).
+        self.same_unit(charge)?;
+        let key = MemoKey::new(&memo_key);
+        if self.memo.len() >= MAX_MEMO_KEYS {
+            if self.memo.contains(&key) {
+                return Ok(false);
+            }
+            self.memo_room()?;
+        }
+        if !self.memo.insert(key) {
             return Ok(false);
-        };
-        let plan = self.check(charge)?;
-        self.apply(plan);
-        self.memo.insert(slot, memo_key);
-        Ok(true)
+        }
+        match self.check(charge) {
+            Ok(plan) => {
+                self.apply(plan);
+                Ok(true)
+            }
+            Err(e) => {
+                self.memo.remove(&key);
+                Err(e)
+            }
+        }
     }
 
     /// The largest (ε, δ) share such that `releases` charges of it fit
@@ -1143,7 +1203,7 @@ impl PrivacyBudget {
                     .iter()
                     .all(|e| counts.get(&key(e)).is_some_and(|&c| c >= e.count))
             }
-            && self.memo.iter().all(|k| newer.is_memoized(k))
+            && self.memo.iter().all(|k| newer.memo.contains(k))
     }
 
     /// This ledger's clock (given to a state read from disk).
@@ -1338,6 +1398,50 @@ mod tests {
         let again = PrivacyBudget::restore(&b.to_json(), b.policy()).unwrap();
         assert_eq!(again, b);
         assert!(again.is_memoized(&[1; 32]) && again.is_memoized(&[2; 32]));
+    }
+
+    /// The B-tree memo table is written in byte order, as the sorted `Vec`
+    /// it replaced was (the file format is unchanged): keys that differ
+    /// first in the last byte, the 16th (the word boundary) or the first,
+    /// inserted out of order, come back sorted, and the state reads back.
+    #[test]
+    fn memo_table_is_written_in_byte_order() {
+        let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 1.0, 0.0).unwrap();
+        let mut b = PrivacyBudget::with_secret(policy, [3; 32]);
+        let c = Charge::new(BudgetUnit::PerDollar, 1e-3, 0.0).unwrap();
+        let key = |i: usize, v: u8| {
+            let mut k = [0x80u8; 32];
+            k[i] = v;
+            k
+        };
+        let mut keys = alloc::vec![
+            key(31, 0xff),
+            key(15, 0x01),
+            key(16, 0x7f),
+            key(0, 0xfe),
+            key(0, 0x00),
+            key(31, 0x00),
+            key(16, 0x81),
+            [0xff; 32],
+            [0; 32],
+        ];
+        for k in &keys {
+            assert!(b.commit_once(*k, &c).unwrap());
+        }
+        keys.sort();
+        let json = b.to_json();
+        let written: Vec<String> = keys.iter().map(to_hex).collect();
+        assert!(
+            json.contains(&format!(
+                "\"memo\":{}",
+                serde_json::to_string(&written).unwrap()
+            )),
+            "{json}"
+        );
+        let again = PrivacyBudget::restore(&json, b.policy()).unwrap();
+        assert_eq!(again, b);
+        assert!(keys.iter().all(|k| again.is_memoized(k)));
+        assert!(!again.is_memoized(&key(31, 0x01)));
     }
 
     #[test]
