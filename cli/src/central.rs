@@ -179,7 +179,7 @@ fn median(a: MedianArgs) -> BoxResult<()> {
         None => Box::new(geopriv::SecureRng::new()),
     };
     let y = mech.release(&data, a.quantile, rng.as_mut())?;
-    println!("{y}");
+    outln!("{y}");
     if a.show_scale {
         let d = mech.density(&data, a.quantile)?;
         let sd = mech.noise_std(&data, a.quantile)?;
@@ -203,7 +203,7 @@ fn output(out: &Option<std::path::PathBuf>, force: bool) -> BoxResult<Box<dyn Wr
 fn audit() -> BoxResult<()> {
     let lambda = 10.0;
     let mut all_ok = true;
-    println!("mechanism\tq\tfault\tmax_ln_ratio\texcess_mass\tepsilon\tdelta\tpassed\texpected");
+    outln!("mechanism\tq\tfault\tmax_ln_ratio\texcess_mass\tepsilon\tdelta\tpassed\texpected");
     let kinds = CentralNoise::ALL;
     let faults = [
         (Fault::None, true),
@@ -224,7 +224,7 @@ fn audit() -> BoxResult<()> {
                 let expect = expect
                     || (kind == CentralNoise::LectureCauchy { k: 4.0 }
                         && fault == Fault::HalveSensitivity);
-                println!(
+                outln!(
                     "{}\t{q}\t{fault:?}\t{:.4}\t{:.3e}\t{}\t{}\t{}\t{}",
                     kind.name(),
                     r.max_log_ratio,
@@ -255,9 +255,14 @@ fn audit() -> BoxResult<()> {
             // SNM-t uses a quarter of ε on these instances: S/2 stays private.
             let expect =
                 expect || (variant == SnmNoise::StudentT && fault == Fault::HalveSensitivity);
-            println!(
+            outln!(
                 "snm-{variant:?}\t0.5\t{fault:?}\t{:.4}\t{:.3e}\t{}\t{}\t{}\t{}",
-                r.max_log_ratio, r.max_excess_mass, r.epsilon, r.delta, r.passed, expect
+                r.max_log_ratio,
+                r.max_excess_mass,
+                r.epsilon,
+                r.delta,
+                r.passed,
+                expect
             );
             all_ok &= r.passed == expect;
         }
@@ -269,9 +274,14 @@ fn audit() -> BoxResult<()> {
         let m = InstanceBasedLaplace::with_calibration(&levels, 1.0, 1e-4, cal)?;
         for (fault, expect) in [(Fault::None, true), (Fault::HalveSensitivity, false)] {
             let r = audit_instance_based(&m, &levels, &lp, fault)?;
-            println!(
+            outln!(
                 "instance-based-{cal:?}\t-\t{fault:?}\t{:.4}\t{:.3e}\t{}\t{}\t{}\t{}",
-                r.max_log_ratio, r.max_excess_mass, r.epsilon, r.delta, r.passed, expect
+                r.max_log_ratio,
+                r.max_excess_mass,
+                r.epsilon,
+                r.delta,
+                r.passed,
+                expect
             );
             all_ok &= r.passed == expect;
         }
@@ -393,7 +403,7 @@ fn triangles(a: TriangleArgs) -> BoxResult<()> {
         }
     }
     let f = two_triangles(a.vertices, &edges)? as f64;
-    println!(
+    outln!(
         "levels\tvertices\tedges\ttwo_triangles\tlevel\tlevel_ls\terr_alg1\terr_laplace_gs\tratio"
     );
     // Example 23's edge-count layers, and our levels by the largest
@@ -409,7 +419,7 @@ fn triangles(a: TriangleArgs) -> BoxResult<()> {
         let gs = levels
             .local_sensitivity(levels.len() - 1)
             .ok_or("no levels")?;
-        println!(
+        outln!(
             "{name}\t{}\t{}\t{f}\t{k}\t{}\t{:.4e}\t{:.4e}\t{:.3e}",
             a.vertices,
             edges.len(),

@@ -2,6 +2,37 @@
 
 #![forbid(unsafe_code)]
 
+/// `println!` for the CLI's tables and results: the same formatting, but a
+/// reader that goes away (`geopriv map sweep | head`) ends the process
+/// quietly with status 0, where `println!` panics on the closed pipe; any
+/// other write error is reported on stderr with status 2.
+///
+/// ```ignore
+/// outln!("{name}\t{value}");
+/// ```
+macro_rules! outln {
+    () => {
+        $crate::write_stdout_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout_line(format_args!($($arg)*))
+    };
+}
+
+/// The body of [`outln!`]: writes `args` and a newline to stdout and exits
+/// (0 on a closed pipe, 2 on another error) if the write fails.
+fn write_stdout_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: stdout: {e}");
+        std::process::exit(2);
+    }
+}
+
 mod aggregate;
 mod audit;
 mod central;
@@ -311,7 +342,7 @@ fn print_verdict<T: serde::Serialize>(
 ) -> ExitCode {
     match outcome {
         Ok(report) => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string(&report).unwrap_or_else(|e| flag_error(e))
             );

@@ -491,7 +491,7 @@ fn aggregate(
             })
         }),
     });
-    println!("{out}");
+    outln!("{out}");
     Ok(ok)
 }
 
@@ -522,10 +522,10 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
         None => None,
     };
     let p = plan(&set, args.epsilon, n, mapper.as_ref())?;
-    println!("{}", p.line);
+    outln!("{}", p.line);
     if verbose {
         for q in &p.predictions {
-            println!(
+            outln!(
                 "  {:<18} ASE {}{:.3e}  (variance {:.3e}, bias² {:.3e})",
                 q.name,
                 if q.upper_bound { "<= " } else { "" },
@@ -624,7 +624,7 @@ fn sweep(
     };
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
-    println!(
+    outln!(
         "# {:?} {} km, {}x{} grid, h = {:.0} m; ASE against the true map of the same devices; every mechanism at the same per-device ε",
         pop,
         side / 1000.0,
@@ -632,8 +632,8 @@ fn sweep(
         grid_k,
         h
     );
-    println!("| n | εh | ε per metre | plain | debiased | best λ | EM (predicted, t) | planner (measured) | planner pick | best other (predicted) | planner/plain | planner/best | seconds |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    outln!("| n | εh | ε per metre | plain | debiased | best λ | EM (predicted, t) | planner (measured) | planner pick | best other (predicted) | planner/plain | planner/best | seconds |");
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = true_map(&grid, &xs);
@@ -712,7 +712,7 @@ fn sweep(
                 .min(other_ase)
                 .min(best_l)
                 .min(em_ase);
-            println!(
+            outln!(
                 "| {n} | {eh} | {eps:.3e} | {plain_ase:.3e} | {deb_ase:.3e} | {best_l:.3e} | {em_ase:.3e} ({:.3e}, {}, {em_s:.2}s) | {planner_ase:.3e} | {} | {other_name} {other_ase:.3e} | {:.3} | {:.2} | {:.1} |",
                 em.predicted_ase,
                 em.iterations,
@@ -784,7 +784,7 @@ fn coverage(
     )?;
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
-    println!(
+    outln!(
         "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); ratio = measured / predicted ASE",
         pop,
         side / 1000.0,
@@ -794,8 +794,8 @@ fn coverage(
         head.push_str(&format!(" λ={l:.1} cover (true) | λ={l:.1} meas/pred |"));
     }
     head.push_str(" EM cover | EM meas/pred | pick |");
-    println!("{head}");
-    println!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 3));
+    outln!("{head}");
+    outln!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 3));
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = true_map(&grid, &xs);
@@ -856,7 +856,7 @@ fn coverage(
                             );
                             parts.push_str(&format!(" [{lo:.0e}..{hi:.0e}) {} {c:.3};", idx.len()));
                         }
-                        println!("#   n {n} εh {eh} r {r} λ {l:.1}:{parts}");
+                        outln!("#   n {n} εh {eh} r {r} λ {l:.1}:{parts}");
                     }
                     covt[i] +=
                         geopriv::map::interval_coverage(&est.values, &est.standard_errors, &truth);
@@ -898,7 +898,7 @@ fn coverage(
                 ratio[nl] / rf,
                 picks.join(", ")
             ));
-            println!("{row}");
+            outln!("{row}");
         }
     }
     Ok(())

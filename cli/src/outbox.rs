@@ -218,7 +218,7 @@ fn upload(a: &UploadArgs) -> Result<ExitCode, String> {
     if !summary.rejected.is_empty() {
         write_parked(&parked_path, &lines)?;
     }
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "accepted": summary.accepted,

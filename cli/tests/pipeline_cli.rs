@@ -820,3 +820,30 @@ fn outbox_keeps_reports_until_a_collector_stores_them() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success(), "{out:?}");
 }
+
+/// Every table and result the CLI prints goes through `outln!`: a reader
+/// that goes away (`geopriv central median | head -0`) ends the process
+/// quietly with status 0. With `println!` the process panicked on the closed
+/// pipe (exit 101, "failed printing to stdout").
+#[test]
+fn results_on_a_closed_stdout_end_quietly() {
+    let values: Vec<u8> = (1..=200)
+        .flat_map(|v| format!("{}\n", v % 10).into_bytes())
+        .collect();
+    let args = [
+        "central",
+        "median",
+        "--lambda",
+        "10",
+        "--epsilon",
+        "1",
+        "--seed",
+        "1",
+    ];
+    let mut child = common::spawn(&args, values);
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{out:?}");
+}

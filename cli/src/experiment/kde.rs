@@ -413,19 +413,19 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
         .collect::<Result<_, _>>()?;
     let seed = args.common.seed;
     if narrate {
-        println!("data: {}", source.describe());
-        println!(
+        outln!("data: {}", source.describe());
+        outln!(
             "query grid: {k} × {k} = {} points over {:.0} km × {:.0} km (Web Mercator), bandwidth h = {:.1} km (one cell diagonal)",
             queries.len(),
             (grid.bbox[1] - grid.bbox[0]) / 1000.0,
             (grid.bbox[3] - grid.bbox[2]) / 1000.0,
             h / 1000.0
         );
-        println!(
+        outln!(
             "devices: each of n devices privatizes its value at every grid point (each release ε-GP, ε per metre) and uploads only those {} numbers",
             queries.len()
         );
-        println!("server: averages the n reports of each grid point and compares with the non-private KDE");
+        outln!("server: averages the n reports of each grid point and compares with the non-private KDE");
     }
     let mut maps = Vec::new();
     let group = String::new();
@@ -443,13 +443,13 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
             })
             .collect::<Result<_, geopriv::Error>>()?;
         if narrate {
-            println!(
+            outln!(
                 "n = {}, ε = 1/{:.0} per metre (ε h = {:.2}):",
                 fmt_count(n as f64),
                 1.0 / eps,
                 eps * h
             );
-            println!(
+            outln!(
                 "  (per-query mechanisms below: every device releases all {} cells at ε each, so it spends {} × ε per metre by sequential composition)",
                 queries.len(),
                 queries.len()
@@ -478,7 +478,7 @@ pub fn compute(args: &KdeArgs, narrate: bool) -> Result<KdeRun> {
                 t1.elapsed().as_secs_f64()
             );
             if narrate {
-                println!("{line}");
+                outln!("{line}");
             } else {
                 eprintln!("{line}");
             }
@@ -730,7 +730,7 @@ pub fn equal_budget(plan: &EqualPlan, narrate: bool) -> Result<EqualRun> {
                 let cell = maps::measure(&setting, eps)?;
                 for line in cell_lines(n, set.bandwidth, &cell) {
                     if narrate {
-                        println!("{line}");
+                        outln!("{line}");
                     } else {
                         eprintln!("{line}");
                     }
@@ -968,33 +968,33 @@ pub fn run_demo(args: DemoArgs) -> Result<()> {
         ldp_scale: 1000.0,
     };
     let paths = if args.per_query_paper {
-        println!("geopriv demo --per-query-paper: the paper's per-query KDE of US airports (each device spends m·ε)");
+        outln!("geopriv demo --per-query-paper: the paper's per-query KDE of US airports (each device spends m·ε)");
         let result = compute(&kde, true)?;
         write_kde(&result, &args.out, true)?
     } else {
-        println!("geopriv demo: a geo-private kernel density map of US airports, every mechanism at the same per-device ε");
+        outln!("geopriv demo: a geo-private kernel density map of US airports, every mechanism at the same per-device ε");
         let plan = EqualPlan::from_args(&kde)?;
         if let Some(set) = plan.sets.first() {
             let m = set.grid.len();
-            println!("data: {}", set.source.describe());
-            println!(
+            outln!("data: {}", set.source.describe());
+            outln!(
                 "query grid: {k} × {k} = {m} points over {:.0} km × {:.0} km (Web Mercator), bandwidth h = {:.1} km (one cell diagonal)",
                 (set.grid.bbox[1] - set.grid.bbox[0]) / 1000.0,
                 (set.grid.bbox[3] - set.grid.bbox[2]) / 1000.0,
                 set.bandwidth / 1000.0,
                 k = set.grid.k
             );
-            println!(
+            outln!(
                 "devices: each device spends the per-device total ε on the whole map, whatever the mechanism: every cell at ε/{m} (PolyPlace, global Laplace), one vector with Laplace(L1/ε), k sampled cells at ε/k, or one noisy location (noise a priori)"
             );
-            println!(
+            outln!(
                 "server: averages the reports (noise a priori: bins the noisy locations and applies the plain, debiased or partial kernel by FFT); the planner picks a mechanism from the reports; ASE against the true map"
             );
         }
         let run = equal_budget(&plan, true)?;
         write_equal(&run, &args.out, true)?
     };
-    println!("done in {:.1} s", start.elapsed().as_secs_f64());
+    outln!("done in {:.1} s", start.elapsed().as_secs_f64());
     print_paths(&paths);
     Ok(())
 }

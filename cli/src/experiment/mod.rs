@@ -443,9 +443,9 @@ fn run_outcome(
 }
 
 fn print_paths(paths: &[PathBuf]) {
-    println!("wrote:");
+    outln!("wrote:");
     for p in paths {
-        println!("  {}", p.display());
+        outln!("  {}", p.display());
     }
 }
 
