@@ -108,7 +108,15 @@ pub struct FftMapper {
     axes: Vec<(f64, Vec<f64>, Vec<f64>)>,
     fwd: [Arc<dyn Fft<f64>>; 2],
     inv: [Arc<dyn Fft<f64>>; 2],
+    /// The maps [`estimate`](Self::estimate) made so far, by kernel (the
+    /// planner computes every λ's map and variances to rank them; the
+    /// picked one is then returned without computing it again). At most
+    /// [`ESTIMATE_CACHE`] entries.
+    estimates: std::sync::Mutex<Vec<(DebiasKernel, MapEstimate)>>,
 }
+
+/// Kernels whose maps an [`FftMapper`] keeps (the planner's λ values).
+const ESTIMATE_CACHE: usize = 8;
 
 impl core::fmt::Debug for FftMapper {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -169,6 +177,7 @@ impl FftMapper {
             axes,
             fwd,
             inv,
+            estimates: std::sync::Mutex::new(Vec::new()),
         };
         me.fft2(&mut hat, true);
         me.hat = hat;
@@ -359,13 +368,30 @@ impl FftMapper {
     /// is stated (NaN); [`discretisation`](Self::discretisation) gives the
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
+        if let Ok(cache) = self.estimates.lock() {
+            if let Some((_, e)) = cache.iter().find(|(k, _)| k == kernel) {
+                return Ok(e.clone());
+            }
+        }
+        Ok(self.estimate_parts(kernel)?.0)
+    }
+
+    /// [`estimate`](Self::estimate) computed (and kept for a later
+    /// `estimate` of the same kernel), with the kernel's spatial samples
+    /// ([`spatial_kernel`](Self::spatial_kernel)) and the per-cell
+    /// variances v̂_j ([`conditional_variances`](Self::conditional_variances))
+    /// it was made of: the planner ranks the kernels by these.
+    pub fn estimate_parts(
+        &self,
+        kernel: &DebiasKernel,
+    ) -> Result<(MapEstimate, Vec<f64>, Vec<f64>)> {
         let s = self.spatial_kernel(kernel);
         let mean = self.apply_spatial(&s);
         let var = self.conditional_variances(kernel, &s, &mean)?;
         let n = self.counts.total() as f64;
         let floor = self.round_off(&s);
         let standard_errors = var.iter().map(|v| (v / n).sqrt().max(floor)).collect();
-        Ok(MapEstimate {
+        let est = MapEstimate {
             values: mean,
             standard_errors,
             n: self.counts.total(),
@@ -375,7 +401,13 @@ impl FftMapper {
             // observed error; issue 22 accepts a bound within 3x or none.
             discretisation_bound: f64::NAN,
             em_iterations: None,
-        })
+        };
+        if let Ok(mut cache) = self.estimates.lock() {
+            if cache.len() < ESTIMATE_CACHE && !cache.iter().any(|(k, _)| k == kernel) {
+                cache.push((kernel.clone(), est.clone()));
+            }
+        }
+        Ok((est, s, var))
     }
 
     /// Per map point, the per-device variance of the terms K_λ(t_j - x̃_i)

@@ -388,28 +388,23 @@ fn kernel_maps(
     let m = g.len() as f64;
     let n_rep = mapper.counts().total() as f64;
     let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
-    let s1 = mapper.spatial_kernel(&k1);
-    let mean1 = mapper.apply_spatial(&s1);
+    // Each kernel's map and variances are kept by the mapper, so the
+    // picked one is not computed again (FftMapper::estimate).
+    let (e1, s1, var1) = mapper.estimate_parts(&k1)?;
+    let mean1 = e1.values;
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
-    let mut out = Vec::with_capacity(LAMBDAS.len());
-    for &lam in &LAMBDAS {
+    // One λ's map, variance and bias estimate (independent of the others:
+    // the λ values are shared between two threads, the results are the
+    // same numbers in the same order).
+    let one = |lam: f64| -> Result<KernelMap> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
-        let s = if lam == 1.0 {
-            s1.clone()
+        let (s, mean, var) = if lam == 1.0 {
+            (s1.clone(), mean1.clone(), var1.clone())
         } else {
-            mapper.spatial_kernel(&k)
+            let (e, s, var) = mapper.estimate_parts(&k)?;
+            (s, e.values, var)
         };
-        let mean = if lam == 1.0 {
-            mean1.clone()
-        } else {
-            mapper.apply_spatial(&s)
-        };
-        let var: f64 = mapper
-            .conditional_variances(&k, &s, &mean)?
-            .iter()
-            .sum::<f64>()
-            / m
-            / nf;
+        let var: f64 = var.iter().sum::<f64>() / m / nf;
         let against_unbiased = if lam == 1.0 {
             None
         } else {
@@ -439,12 +434,39 @@ fn kernel_maps(
             let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
             Some((avg - 2.0 * se).max(0.0))
         };
-        out.push(KernelMap {
+        Ok(KernelMap {
             lambda: lam,
             var,
             against_unbiased,
             mean,
-        });
-    }
+        })
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&lam) = LAMBDAS.get(i) else {
+                return done;
+            };
+            done.push((i, one(lam)));
+        }
+    };
+    let mut all = std::thread::scope(|sc| {
+        let helper = sc.spawn(|| work());
+        let mut mine = work();
+        match helper.join() {
+            Ok(theirs) => mine.extend(theirs),
+            Err(_) => mine.push((
+                usize::MAX,
+                Err(crate::error::Error::Numerical {
+                    routine: "kernel map thread",
+                }),
+            )),
+        }
+        mine
+    });
+    all.sort_by_key(|x| x.0);
+    let out = all.into_iter().map(|x| x.1).collect::<Result<Vec<_>>>()?;
     Ok((mean_f, out))
 }
