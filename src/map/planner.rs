@@ -453,7 +453,7 @@ fn kernel_maps(
         }
     };
     let mut all = std::thread::scope(|sc| {
-        let helper = sc.spawn(|| work());
+        let helper = sc.spawn(work);
         let mut mine = work();
         match helper.join() {
             Ok(theirs) => mine.extend(theirs),
