@@ -581,10 +581,7 @@ mod tests {
             for x in [[0.0, 0.0], [1234.5678, 9_999.999], [10_000.0, 3.0]] {
                 let r = dev.release_unmetered(&x, &mut rng).unwrap();
                 let line = serde_json::to_string(&r).unwrap();
-                let with_id = serde_json::to_string(
-                    &r.clone().with_random_id(&mut rng),
-                )
-                .unwrap();
+                let with_id = serde_json::to_string(&r.clone().with_random_id(&mut rng)).unwrap();
                 lines.push(line.clone());
                 lines.push(with_id.clone());
                 canonical.push(line.clone());

@@ -1018,4 +1018,3 @@ mod tests {
         assert!(g.check_location(&[1.0]).is_err());
     }
 }
-
