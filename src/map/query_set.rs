@@ -561,12 +561,13 @@ fn lattice_l1_1d(step: f64) -> f64 {
 /// ||Hess f_j||, so each box is bounded by G(c) + (half-diagonal)·Σ_j.
 /// [`lattice_l1_2d`] of the ratios step/h that the maps' default (h one
 /// cell diagonal on a square grid) produces, as (sx, sy, value) bits: the
-/// branch-and-bound is a pure function of (sx, sy) and costs about a
-/// quarter of a second, a sixth of the CPU of `geopriv map aggregate`'s
-/// whole planner default (BENCHMARKS.md, "Branch mapspeed2"). Every square
-/// grid of 2..=201 points on sides of 1 to 100 km gives one of these two
-/// bit patterns of 1/√2; the test `known_lattice_l1_values_are_the_computed_ones`
-/// recomputes both, bit for bit.
+/// branch-and-bound is a pure function of (sx, sy) and cost about a
+/// tenth of the CPU of `geopriv map aggregate`'s whole planner default at
+/// εh >= 10 (BENCHMARKS.md, "Branch mapspeed2"). Every square grid of
+/// 2..=201 points on sides of 1, 5, 10, 20, 30, 50 and 100 km (h the cell
+/// diagonal) gives one of these two bit patterns of 1/√2; the test
+/// `known_lattice_l1_values_are_the_computed_ones` recomputes both, bit
+/// for bit.
 const KNOWN_LATTICE_L1_2D: [(u64, u64, u64); 2] = [
     (0x3fe6a09e667f3bcc, 0x3fe6a09e667f3bcc, 0x4024b1f13e13b7f4),
     (0x3fe6a09e667f3bcd, 0x3fe6a09e667f3bcd, 0x4024b1e8b011bd13),
