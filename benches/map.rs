@@ -44,7 +44,7 @@ fn bench_map(c: &mut Criterion) {
 
 /// Issue 22 item 4: the server default (the planner, EM included) from
 /// JSON bytes, reading and binning on every core: 10^6 reports of a
-/// clustered population into 61 × 61 at εh = 0.1, 0.3, 1, 10.
+/// clustered population into 61 × 61 at εh = 0.1, 0.3, 1, 10, 1000.
 fn bench_planned(c: &mut Criterion) {
     let grid = KdeGrid::square(20_000.0, 61).unwrap();
     let h = grid.bandwidth();
@@ -52,7 +52,7 @@ fn bench_planned(c: &mut Criterion) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut group = c.benchmark_group("map_planned");
     group.sample_size(10);
-    for eh in [0.1, 0.3, 1.0, 10.0] {
+    for eh in [0.1, 0.3, 1.0, 10.0, 1000.0] {
         let eps = eh / h;
         let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         let mut rng = SmallRng::seed_from_u64(2);
@@ -94,5 +94,43 @@ fn bench_planned(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_map, bench_planned);
+/// Reading and binning alone (issue 22 item 4, branch mapspeed2): 10^6
+/// noise-a-priori JSON lines as the devices write them (with report ids),
+/// on 1 and 2 threads, through the fast path of the canonical layout.
+fn bench_read(c: &mut Criterion) {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let eps = 1.0 / grid.bandwidth();
+    let set = QuerySet::Kde(grid);
+    let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut bytes = Vec::new();
+    for _ in 0..1_000_000 {
+        let x = [
+            rng.random::<f64>() * 20_000.0,
+            rng.random::<f64>() * 20_000.0,
+        ];
+        let r = rel.release_unmetered(&x, &mut rng).unwrap();
+        let r = r.with_random_id(&mut rng);
+        bytes.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
+        bytes.push(b'\n');
+    }
+    let mut group = c.benchmark_group("map_read");
+    group.sample_size(10);
+    for threads in [1, 2] {
+        group.bench_function(format!("read_bin_1e6_threads_{threads}"), |b| {
+            b.iter(|| {
+                let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+                let mut reader =
+                    RecordReader::new(&bytes[..], FormatChoice::Json, 1 << 16).unwrap();
+                black_box(
+                    ingest_map_reports_parallel(&mut agg, None, &mut reader, threads, |_, _, _| {})
+                        .unwrap(),
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_map, bench_planned, bench_read);
 criterion_main!(benches);

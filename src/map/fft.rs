@@ -457,6 +457,7 @@ impl FftMapper {
             .collect();
         self.fft2(&mut b, false);
         let mut b2: Vec<Complex64> = b.iter().map(|c| Complex64::new(c.re * c.re, 0.0)).collect();
+        drop(b);
         self.fft2(&mut b2, true);
         // Rounding to the nearest bin moves x̃ by u, uniform on the bin's
         // box: after the sinc correction its mean effect is removed, its
@@ -491,6 +492,7 @@ impl FftMapper {
             .zip(&grad)
             .map(|(&v, q)| Complex64::new(v * v, c0 * q.re * q.re + c1 * q.im * q.im))
             .collect();
+        drop(grad);
         self.fft2(&mut g, true);
         // g now holds fwd(K_λ²) + i fwd(R), R the rounding spread: split
         // them (both real fields, so their transforms are Hermitian).
@@ -500,34 +502,50 @@ impl FftMapper {
             let (i, k) = (f / n1, f % n1);
             ((n0 - i) % n0) * n1 + (n1 - k) % n1
         };
-        let snapshot = g.clone();
-        let mut rounding = vec![Complex64::new(0.0, 0.0); len];
-        for f in 0..len {
-            let a = snapshot[f];
-            let b = snapshot[conj_idx(f)].conj();
-            g[f] = (a + b) * 0.5;
-            rounding[f] = (a - b) * Complex64::new(0.0, -0.5);
-        }
         // Transform of K_λ² - D_λ on the lattice: the forward FFT of K_λ²
         // less that of D_λ. D_λ's samples are the inverse FFT of
         // F[D_λ]/vol = F[B_λ²]·corr/(φ_N vol), and F[B_λ²] ≈ fwd(B_λ²)·vol/cells,
         // so fwd(D_λ) = fwd(B_λ²)·corr/φ_N. Both fields (K_λ² - D_λ, and K_λ²
         // for the floor) are real, so one inverse FFT of
         // (F1 + i F2)·hat gives them as its real and imaginary parts.
-        for (f, ((a, q), h)) in g.iter_mut().zip(&b2).zip(&self.hat).enumerate() {
+        let finish = |f: usize, a: Complex64, rounding: Complex64| {
+            let q = b2[f];
             let (w, corr) = self.omega(f);
             let p = phi(w);
             let dq = if p > 0.0 {
-                *q * (corr / p)
+                q * (corr / p)
             } else {
                 Complex64::new(0.0, 0.0)
             };
             // The imaginary channel: K_λ² (the unconditional spread, for
             // the floor) or the plug-in F[K_λ²]·φ_N − F[B_λ²]·corr.
-            let second = if plug_in { *a * p - *q * corr } else { *a };
-            let both = (*a - dq + rounding[f]) + Complex64::new(0.0, 1.0) * second;
-            *a = both * h;
+            let second = if plug_in { a * p - q * corr } else { a };
+            let both = (a - dq + rounding) + Complex64::new(0.0, 1.0) * second;
+            both * self.hat[f]
+        };
+        // In place, a frequency and its partner at once (the same
+        // arithmetic as from a copy of g and a field of the rounding
+        // parts, without either: less memory at large FFTs).
+        for f in 0..len {
+            let c = conj_idx(f);
+            if c < f {
+                continue;
+            }
+            let (a, p) = (g[f], g[c]);
+            g[f] = finish(
+                f,
+                (a + p.conj()) * 0.5,
+                (a - p.conj()) * Complex64::new(0.0, -0.5),
+            );
+            if c != f {
+                g[c] = finish(
+                    c,
+                    (p + a.conj()) * 0.5,
+                    (p - a.conj()) * Complex64::new(0.0, -0.5),
+                );
+            }
         }
+        drop(b2);
         self.fft2(&mut g, false);
         let norm = 1.0 / cells / self.counts.total() as f64;
         let b1 = spec.bins()[1];

@@ -520,8 +520,10 @@ fn kernel_maps(
     let s1 = mapper.spatial_kernel(&k1);
     let mean1 = mapper.apply_spatial(&s1);
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
-    let mut out = Vec::with_capacity(LAMBDAS.len());
-    for &lam in &LAMBDAS {
+    // One λ's map, variance and bias estimate (independent of the others:
+    // the λ values are shared between two threads, the results are the
+    // same numbers in the same order).
+    let one = |lam: f64| -> Result<KernelMap> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
         let s = if lam == 1.0 {
             s1.clone()
@@ -577,13 +579,40 @@ fn kernel_maps(
             .sum::<f64>()
             / m
             / nf;
-        out.push(KernelMap {
+        Ok(KernelMap {
             lambda: lam,
             var,
             against_unbiased,
             mean,
             unconditional,
-        });
-    }
+        })
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&lam) = LAMBDAS.get(i) else {
+                return done;
+            };
+            done.push((i, one(lam)));
+        }
+    };
+    let mut all = std::thread::scope(|sc| {
+        let helper = sc.spawn(work);
+        let mut mine = work();
+        match helper.join() {
+            Ok(theirs) => mine.extend(theirs),
+            Err(_) => mine.push((
+                usize::MAX,
+                Err(crate::error::Error::Numerical {
+                    routine: "kernel map thread",
+                }),
+            )),
+        }
+        mine
+    });
+    all.sort_by_key(|x| x.0);
+    let out = all.into_iter().map(|x| x.1).collect::<Result<Vec<_>>>()?;
     Ok((mean_f, out))
 }

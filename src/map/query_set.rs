@@ -260,7 +260,7 @@ impl KdeGrid {
         (if self.dim == 1 {
             lattice_l1_1d(self.step[0] / h)
         } else {
-            lattice_l1_2d(self.step[0] / h, self.step[1] / h)
+            lattice_l1_2d_known(self.step[0] / h, self.step[1] / h)
         }) / h
     }
 
@@ -559,6 +559,29 @@ fn lattice_l1_1d(step: f64) -> f64 {
 /// (sx Z) × (sy Z) (units of h): G is computed exactly at box centres
 /// ([`sup_abs_projection`]) and is Lipschitz with constant Σ_j sup_box
 /// ||Hess f_j||, so each box is bounded by G(c) + (half-diagonal)·Σ_j.
+/// [`lattice_l1_2d`] of the ratios step/h that the maps' default (h one
+/// cell diagonal on a square grid) produces, as (sx, sy, value) bits: the
+/// branch-and-bound is a pure function of (sx, sy) and cost about a
+/// tenth of the CPU of `geopriv map aggregate`'s whole planner default at
+/// εh >= 10 (BENCHMARKS.md, "Branch mapspeed2"). Every square grid of
+/// 2..=201 points on sides of 1, 5, 10, 20, 30, 50 and 100 km (h the cell
+/// diagonal) gives one of these two bit patterns of 1/√2; the test
+/// `known_lattice_l1_values_are_the_computed_ones` recomputes both, bit
+/// for bit.
+const KNOWN_LATTICE_L1_2D: [(u64, u64, u64); 2] = [
+    (0x3fe6a09e667f3bcc, 0x3fe6a09e667f3bcc, 0x4024b1f13e13b7f4),
+    (0x3fe6a09e667f3bcd, 0x3fe6a09e667f3bcd, 0x4024b1e8b011bd13),
+];
+
+/// [`lattice_l1_2d`], from [`KNOWN_LATTICE_L1_2D`] where (sx, sy) is in it
+/// (the same bits: a stored result, not an approximation).
+fn lattice_l1_2d_known(sx: f64, sy: f64) -> f64 {
+    KNOWN_LATTICE_L1_2D
+        .iter()
+        .find(|(a, b, _)| *a == sx.to_bits() && *b == sy.to_bits())
+        .map_or_else(|| lattice_l1_2d(sx, sy), |e| f64::from_bits(e.2))
+}
+
 fn lattice_l1_2d(sx: f64, sy: f64) -> f64 {
     let diag = libm::hypot(sx, sy);
     let rx = libm::ceil((R0 + diag) / sx) as i64 + 1;
@@ -890,6 +913,23 @@ impl QuerySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_lattice_l1_values_are_the_computed_ones() {
+        for (a, b, v) in KNOWN_LATTICE_L1_2D {
+            let (sx, sy) = (f64::from_bits(a), f64::from_bits(b));
+            assert_eq!(lattice_l1_2d(sx, sy).to_bits(), v, "{sx} {sy}");
+        }
+        // The CLI's default grid (20 km, 61 x 61, h one cell diagonal) is in
+        // the table, and a ratio outside it is computed.
+        let step = 20_000.0 / 60.0;
+        let g = KdeGrid::new_2d([0.0, 20e3, 0.0, 20e3], [61, 61], f64::hypot(step, step)).unwrap();
+        let (sx, sy) = (g.step[0] / g.bandwidth, g.step[1] / g.bandwidth);
+        assert!(KNOWN_LATTICE_L1_2D
+            .iter()
+            .any(|e| (e.0, e.1) == (sx.to_bits(), sy.to_bits())));
+        assert_eq!(lattice_l1_2d_known(0.5, 0.5), lattice_l1_2d(0.5, 0.5));
+    }
 
     /// Attack: huge grids (`geopriv map aggregate --grid 18446744073709551615`
     /// panicked with a multiply overflow in `len`). Refused with a typed

@@ -13,14 +13,17 @@
 use crate::report::{MechanismName, QueryDescriptor, Report};
 use alloc::vec::Vec;
 
-struct Cursor<'a> {
-    s: &'a [u8],
-    i: usize,
+/// A position in a line being parsed (shared with the map reports' fast
+/// path, `map::ingest`).
+pub(crate) struct Cursor<'a> {
+    pub(crate) s: &'a [u8],
+    pub(crate) i: usize,
 }
 
 impl<'a> Cursor<'a> {
+    /// The literal bytes `l` at the cursor (then past them), or None.
     #[inline]
-    fn lit(&mut self, l: &[u8]) -> Option<()> {
+    pub(crate) fn lit(&mut self, l: &[u8]) -> Option<()> {
         if self.s.get(self.i..self.i + l.len())? == l {
             self.i += l.len();
             Some(())
@@ -37,7 +40,7 @@ impl<'a> Cursor<'a> {
     /// m < 10^15 < 2^53 and 10^|e| is exact, so m·10^e or m/10^|e| is one
     /// correctly rounded operation. Everything else goes to `str::parse`.
     #[inline]
-    fn number(&mut self) -> Option<f64> {
+    pub(crate) fn number(&mut self) -> Option<f64> {
         const POW10: [f64; 23] = [
             1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
             1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
