@@ -283,7 +283,7 @@ pub type Summary = Counts;
 /// on `err`, its text escaped and cut. Fails before reading any record
 /// only on an I/O error or a configuration error. Records are decoded and
 /// validated on `threads` threads and applied in record order
-/// ([`ReportAggregator::ingest_ordered`]): the output is byte-identical
+/// ([`ReportAggregator::ingest_ordered_absorbing`]): the output is byte-identical
 /// for any `threads`.
 #[allow(clippy::too_many_arguments)] // the flags of one command, each used once
 pub fn run<R: Read, W: Write, E: Write>(
@@ -308,11 +308,18 @@ pub fn run<R: Read, W: Write, E: Write>(
     // The core's `ingest` loop, with the collector's once-per-report-id
     // rule: an id is remembered when its report is accepted. Everything
     // here runs in record order on this thread.
-    agg.ingest_ordered(&mut reader, threads, |agg, n, checked| {
+    agg.ingest_ordered_absorbing(&mut reader, threads, |agg, n, checked| {
         counts.records += 1;
         let outcome = match checked {
             Checked::Skipped => {
                 counts.skipped += 1;
+                return Ok(());
+            }
+            // Reports without an id, valid, in an open group: aggregated
+            // on a worker (no id to deduplicate).
+            Checked::Absorbed(k) => {
+                counts.records += k - 1;
+                counts.accepted += k;
                 return Ok(());
             }
             Checked::Rejected(why) => Err(why),

@@ -1456,12 +1456,17 @@ impl ReportAggregator {
         mut on_reject: impl FnMut(u64, &RecordRejection),
     ) -> io::Result<Counts> {
         let mut counts = Counts::default();
-        self.ingest_ordered(reader, threads, |agg, number, checked| {
+        self.ingest_ordered_absorbing(reader, threads, |agg, number, checked| {
             counts.records += 1;
             let outcome = match checked {
                 Checked::Skipped => {
                     counts.skipped += 1;
                     return Ok::<(), io::Error>(());
+                }
+                Checked::Absorbed(k) => {
+                    counts.records += k - 1;
+                    counts.accepted += k;
+                    return Ok(());
                 }
                 Checked::Rejected(why) => Err(why),
                 Checked::Report(r) => agg.offer_checked(r),
@@ -1507,6 +1512,38 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            false,
+            each,
+        )
+    }
+
+    /// [`ingest_ordered`](Self::ingest_ordered), except that a report
+    /// without a `report_id` that passes the policy and whose group is
+    /// already open is aggregated (clipped and added) on the worker that
+    /// decoded it, into that worker's own partial state, and reaches `each`
+    /// only counted: runs of such reports come as one
+    /// [`Checked::Absorbed`]`(k)` (with the number of the last of them),
+    /// in record order among the other records. The workers' partial
+    /// states are merged into `self` when the read ends; the sums are
+    /// exact, so the result is bit for bit the sequential one
+    /// (docs/MATH.md §10.11): an absorbed report only goes to a group that
+    /// is open, so no group admission depends on it, and it cannot
+    /// overflow a count (absorbing is off unless every group holds fewer
+    /// than 2^63 reports at the start). Only for a median-of-means
+    /// aggregator (its buckets depend on the order) nothing is absorbed.
+    /// If `each` or the reader fails, the read stops and the aggregator
+    /// holds the reports applied so far but not the absorbed ones.
+    pub fn ingest_ordered_absorbing<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        self.ingest_batched(
+            reader,
+            threads,
+            (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            true,
             each,
         )
     }
@@ -1518,6 +1555,7 @@ impl ReportAggregator {
         reader: &mut RecordReader<R>,
         threads: usize,
         batch: (usize, usize),
+        absorb: bool,
         mut each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
     ) -> core::result::Result<(), E> {
         let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
@@ -1534,13 +1572,17 @@ impl ReportAggregator {
             return Ok(());
         }
         let policy = self.policy.clone();
+        let absorb = absorb
+            && self.config.estimator == Estimator::Mean
+            && self.groups.iter().all(|g| g.aggregate.n() < 1 << 63);
         let (work_tx, work_rx) = std::sync::mpsc::channel::<WorkBatch>();
         let work_rx = std::sync::Mutex::new(work_rx);
         let (done_tx, done_rx) = std::sync::mpsc::channel::<CheckedBatch>();
         // Emptied result vectors, back from the calling thread.
         let outs: std::sync::Mutex<Vec<Vec<(u64, Checked)>>> = std::sync::Mutex::new(Vec::new());
         // Keys of the groups opened so far, for the workers' hints.
-        let published: std::sync::Mutex<Vec<GroupKey>> = std::sync::Mutex::new(Vec::new());
+        let published: std::sync::Mutex<Vec<(GroupKey, Option<ClipPolicy>)>> =
+            std::sync::Mutex::new(Vec::new());
         let published_len = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
@@ -1551,6 +1593,8 @@ impl ReportAggregator {
                         let mut json = JsonColumnDecoder::default();
                         let mut scratch = Vec::new();
                         let mut hints = GroupHints::default();
+                        // Per group: this worker's partial sum and clipped count.
+                        let mut partial: Vec<Option<(Aggregator, u64)>> = Vec::new();
                         loop {
                             let batch = match work_rx.lock() {
                                 Ok(rx) => rx.recv(),
@@ -1574,25 +1618,41 @@ impl ReportAggregator {
                                 .ok()
                                 .and_then(|mut o| o.pop())
                                 .unwrap_or_default();
-                            out.extend(recs.drain(..).map(|(n, piece)| {
+                            // A run of absorbed reports: how many, and the last number.
+                            let mut run = (0u64, 0u64);
+                            for (n, piece) in recs.drain(..) {
                                 let split = match piece {
                                     Piece::Json(a, b) => Split::Json(&bytes[a..b]),
                                     Piece::Binary(a, b, t) => Split::Binary(&bytes[a..b], t),
                                     Piece::Decoded(d) => Split::Decoded(d),
                                 };
                                 let d = split.decode(&mut json, &mut scratch);
-                                (n, check_decoded(policy, checker, d, Some(&mut hints)))
-                            }));
+                                let c = check_decoded(policy, checker, d, Some(&mut hints));
+                                if absorb && absorb_into(&mut partial, &hints, &c) {
+                                    run = (run.0 + 1, n);
+                                    continue;
+                                }
+                                if run.0 > 0 {
+                                    out.push((run.1, Checked::Absorbed(run.0)));
+                                    run = (0, 0);
+                                }
+                                out.push((n, c));
+                            }
+                            if run.0 > 0 {
+                                out.push((run.1, Checked::Absorbed(run.0)));
+                            }
                             bytes.clear();
                             if done_tx.send((seq, out, (bytes, recs))).is_err() {
                                 break;
                             }
                         }
+                        partial
                     })
                 })
                 .collect();
             drop(done_tx);
             let (outs, published, published_len) = (&outs, &published, &published_len);
+            let workers_ref = &workers;
             // Owns `work_tx`: dropped on any return, which stops the workers.
             let mut run = move |agg: &mut Self| -> core::result::Result<(), E> {
                 let limit = 3 * threads as u64;
@@ -1654,7 +1714,7 @@ impl ReportAggregator {
                                     break;
                                 }
                                 Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                                    if !workers.iter().any(|w| w.is_finished()) => {}
+                                    if !workers_ref.iter().any(|w| w.is_finished()) => {}
                                 Err(_) => {
                                     return Err(io::Error::other("a record worker failed").into())
                                 }
@@ -1679,14 +1739,29 @@ impl ReportAggregator {
                                     .get(from..)
                                     .unwrap_or_default()
                                     .iter()
-                                    .map(|g| g.key.clone()),
+                                    .map(|g| (g.key.clone(), g.clip)),
                             );
                         }
                         published_len.store(opened, std::sync::atomic::Ordering::Release);
                     }
                 }
             };
-            run(self)
+            let result = run(self);
+            // Stops the workers (drops the work channel).
+            drop(run);
+            let partials: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+            result?;
+            for p in partials {
+                let p = p.map_err(|_| io::Error::other("a record worker failed"))?;
+                for (i, part) in p.into_iter().enumerate() {
+                    let (Some((sum, clipped)), Some(g)) = (part, self.groups.get_mut(i)) else {
+                        continue;
+                    };
+                    g.aggregate.merge(&sum).map_err(io::Error::other)?;
+                    g.clipped += clipped;
+                }
+            }
+            Ok(())
         })
     }
 
@@ -1772,6 +1847,10 @@ pub enum Checked {
     Rejected(RecordRejection),
     /// A decoded report with the policy's verdict on it.
     Report(CheckedReport),
+    /// This many reports (the number handed with it is the last one's),
+    /// each valid, without a `report_id`, in an open group, and aggregated
+    /// on a worker ([`ReportAggregator::ingest_ordered_absorbing`] only).
+    Absorbed(u64),
 }
 
 /// A decoded report and its aggregator's policy verdict
@@ -1837,17 +1916,19 @@ fn check_decoded(
 #[derive(Default)]
 struct GroupHints {
     keys: Vec<GroupKey>,
+    clips: Vec<Option<ClipPolicy>>,
     index: BTreeMap<GroupKey, u32>,
     cache: Vec<u32>,
 }
 
 impl GroupHints {
     /// Copy the keys published since the last sync.
-    fn sync(&mut self, published: &std::sync::Mutex<Vec<GroupKey>>) {
+    fn sync(&mut self, published: &std::sync::Mutex<Vec<(GroupKey, Option<ClipPolicy>)>>) {
         let Ok(all) = published.lock() else { return };
-        for k in all.get(self.keys.len()..).unwrap_or_default() {
+        for (k, clip) in all.get(self.keys.len()..).unwrap_or_default() {
             self.index.insert(k.clone(), self.keys.len() as u32);
             self.keys.push(k.clone());
+            self.clips.push(*clip);
         }
     }
 
@@ -1866,6 +1947,40 @@ impl GroupHints {
         self.cache[slot] = i + 1;
         Some(i)
     }
+}
+
+/// Aggregate `c` into a worker's `partial` state if it is a valid report
+/// without a `report_id` whose group is open (`hints` knows it) and whose
+/// clipped value is finite; `true` if it was.
+fn absorb_into(
+    partial: &mut Vec<Option<(Aggregator, u64)>>,
+    hints: &GroupHints,
+    c: &Checked,
+) -> bool {
+    let Checked::Report(r) = c else { return false };
+    let (Ok(()), Some(i), None) = (&r.verdict, r.group, &r.report.report_id) else {
+        return false;
+    };
+    let i = i as usize;
+    let Some(clip) = hints.clips.get(i) else {
+        return false;
+    };
+    let value = match clip {
+        Some(c) => c.clip(r.report.value),
+        None => r.report.value,
+    };
+    if !value.is_finite() {
+        return false;
+    }
+    if partial.len() <= i {
+        partial.resize_with(i + 1, || None);
+    }
+    let (sum, clipped) = partial[i].get_or_insert_with(|| (Aggregator::new(), 0));
+    if sum.add(value).is_err() {
+        return false;
+    }
+    *clipped += (value != r.report.value) as u64;
+    true
 }
 
 /// Largest query file ([`read_query_file`]): 64 MiB. A longer input
@@ -2105,6 +2220,7 @@ mod tests {
     #[test]
     fn ordered_ingest_is_bit_identical_for_any_threads_and_batches() {
         let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
+        let mut absorbed_any = false;
         for seed in 0..6 {
             let input = mixed(100 + seed, 3_000);
             for (format, estimator) in [
@@ -2118,13 +2234,21 @@ mod tests {
                     max_groups_per_query: 2,
                     ..AggregationConfig::default()
                 };
-                let run = |threads: usize, batch: (usize, usize)| {
+                // (log of the records not accepted, accepted count, reports
+                // absorbed on the workers, estimates)
+                let run = |threads: usize, batch: (usize, usize), absorb: bool| {
                     let mut reader = RecordReader::new(&input[..], format, 256).unwrap();
                     let mut agg = ReportAggregator::new(policy.clone(), config);
                     let mut seen = std::collections::BTreeSet::new();
                     let mut log = Vec::new();
-                    agg.ingest_batched(&mut reader, threads, batch, |agg, n, c| {
+                    let (mut ok, mut absorbed) = (0u64, 0u64);
+                    agg.ingest_batched(&mut reader, threads, batch, absorb, |agg, n, c| {
                         let what = match c {
+                            Checked::Absorbed(k) => {
+                                ok += k;
+                                absorbed += k;
+                                return Ok::<(), io::Error>(());
+                            }
                             Checked::Skipped => "skipped".to_string(),
                             Checked::Rejected(why) => why.to_string(),
                             Checked::Report(r)
@@ -2143,8 +2267,12 @@ mod tests {
                                 }
                             }
                         };
-                        log.push((n, what));
-                        Ok::<(), io::Error>(())
+                        if what == "ok" {
+                            ok += 1;
+                        } else {
+                            log.push((n, what));
+                        }
+                        Ok(())
                     })
                     .unwrap();
                     let lines: Vec<String> = agg
@@ -2152,9 +2280,10 @@ mod tests {
                         .iter()
                         .map(GroupEstimate::to_json_line)
                         .collect();
-                    (log, lines)
+                    ((log, ok, lines), absorbed)
                 };
-                let one = run(1, (1, 1));
+                let (one, none) = run(1, (1, 1), true);
+                assert_eq!(none, 0);
                 if format != FormatChoice::Binary {
                     assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
                     assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
@@ -2169,20 +2298,32 @@ mod tests {
                             .collect::<std::collections::BTreeSet<_>>()
                     );
                 }
-                assert!(one.0.iter().any(|(_, w)| w == "ok"));
+                assert!(one.1 > 0);
                 for (threads, batch) in [
                     (2, (1 << 18, 4096)),
                     (2, (1, 1)),
                     (3, (500, 7)),
                     (7, (3_000, 64)),
                 ] {
-                    assert!(
-                        run(threads, batch) == one,
-                        "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
-                    );
+                    for absorb in [false, true] {
+                        let (got, absorbed) = run(threads, batch, absorb);
+                        assert!(
+                            got == one,
+                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}"
+                        );
+                        // Workers absorb only once groups are open (never for
+                        // median-of-means, whose buckets depend on the order).
+                        absorbed_any |= absorbed > 0;
+                        let allowed = absorb && estimator == Estimator::Mean;
+                        assert!(
+                            absorbed == 0 || allowed,
+                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
+                        );
+                    }
                 }
             }
         }
+        assert!(absorbed_any, "no report was ever absorbed on a worker");
     }
 
     #[test]
