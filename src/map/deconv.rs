@@ -423,7 +423,7 @@ impl EmDeconvolution {
                 .map(|f| f / n1 < win[0] && f % n1 < win[1])
                 .collect(),
         };
-        me.fft2(&mut k, true);
+        me.fft2(&mut k, true, false);
         me.khat = k.iter().map(|c| c.re).collect();
         // K_h averaged over a cell: per axis ∫_{-1/2}^{1/2} e^{-(d+u)²δ²/(2h²)} du,
         // d in steps of 1/sup cells.
@@ -446,41 +446,57 @@ impl EmDeconvolution {
         self.bins_per_cell
     }
 
-    fn fft2(&self, data: &mut [Complex64], forward: bool) {
+    /// 2-D transform: the rows along axis 1, then (transposed) along
+    /// axis 0. With `par` each pass's rows are split between two threads;
+    /// every row is transformed alone, so the result is bit-identical.
+    fn fft2(&self, data: &mut [Complex64], forward: bool, par: bool) {
         let [n0, n1] = self.n_fft;
         let plans = if forward { &self.fwd } else { &self.inv };
-        plans[1].process(data);
+        Self::rows(&plans[1], data, n1, n0, par);
         let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
         transpose::transpose(data, &mut t, n1, n0);
-        plans[0].process(&mut t);
+        Self::rows(&plans[0], &mut t, n0, n1, par);
         transpose::transpose(&t, data, n0, n1);
     }
 
+    /// `rows` transforms of length `len` laid end to end.
+    fn rows(plan: &Arc<dyn Fft<f64>>, data: &mut [Complex64], len: usize, rows: usize, par: bool) {
+        if !par || rows < 2 {
+            plan.process(data);
+            return;
+        }
+        let (a, b) = data.split_at_mut(rows / 2 * len);
+        std::thread::scope(|s| {
+            s.spawn(|| plan.process(a));
+            plan.process(b);
+        });
+    }
+
     /// Circular convolution of a real field with k.
-    fn convolve(&self, field: &[f64]) -> Vec<f64> {
+    fn convolve(&self, field: &[f64], par: bool) -> Vec<f64> {
         let mut g: Vec<Complex64> = field.iter().map(|&v| Complex64::new(v, 0.0)).collect();
-        self.fft2(&mut g, true);
+        self.fft2(&mut g, true, par);
         for (a, k) in g.iter_mut().zip(&self.khat) {
             *a *= *k;
         }
-        self.fft2(&mut g, false);
+        self.fft2(&mut g, false, par);
         let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
         g.iter().map(|c| c.re * norm).collect()
     }
 
     /// Circular convolutions of two real fields with k in one complex
     /// transform (k is real and even, so (a + ib) * k = a * k + i b * k).
-    fn convolve_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    fn convolve_pair(&self, a: &[f64], b: &[f64], par: bool) -> (Vec<f64>, Vec<f64>) {
         let mut g: Vec<Complex64> = a
             .iter()
             .zip(b)
             .map(|(&x, &y)| Complex64::new(x, y))
             .collect();
-        self.fft2(&mut g, true);
+        self.fft2(&mut g, true, par);
         for (a, k) in g.iter_mut().zip(&self.khat) {
             *a *= *k;
         }
-        self.fft2(&mut g, false);
+        self.fft2(&mut g, false, par);
         let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
         (
             g.iter().map(|c| c.re * norm).collect(),
@@ -509,9 +525,9 @@ impl EmDeconvolution {
 
     /// One EM step on counts `c` from `p`; returns the new p and the means
     /// μ = k * p of the old one.
-    fn step(&self, p: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let mu = self.convolve(p);
-        let back = self.convolve(&self.ratio(c, &mu));
+    fn step(&self, p: &[f64], c: &[f64], par: bool) -> (Vec<f64>, Vec<f64>) {
+        let mu = self.convolve(p, par);
+        let back = self.convolve(&self.ratio(c, &mu), par);
         (Self::update(p, &back), mu)
     }
 
@@ -544,8 +560,8 @@ impl EmDeconvolution {
         let mut sa = self.start_state(ca);
         let mut sb = self.start_state(cb);
         for _ in 0..iters {
-            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y);
-            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb));
+            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y, false);
+            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb), false);
             let na = Self::update(&sa.y, &ba);
             let nb = Self::update(&sb.y, &bb);
             Self::extrapolate(&mut sa, na);
@@ -587,8 +603,8 @@ impl EmDeconvolution {
     /// so that y stays positive where x' is), y' = x' + α(x' - x). Each
     /// EM output keeps the window's mass, so y' does too. Returns the
     /// means μ = k * y of the point it started from.
-    fn advance(&self, s: &mut EmState, c: &[f64]) -> Vec<f64> {
-        let (next, mu) = self.step(&s.y, c);
+    fn advance(&self, s: &mut EmState, c: &[f64], par: bool) -> Vec<f64> {
+        let (next, mu) = self.step(&s.y, c, par);
         Self::extrapolate(s, next);
         mu
     }
@@ -625,10 +641,10 @@ impl EmDeconvolution {
     }
 
     /// Accelerated EM on counts `c` for `iters` steps from the uniform start.
-    fn run(&self, c: &[f64], iters: usize) -> EmState {
+    fn run(&self, c: &[f64], iters: usize, par: bool) -> EmState {
         let mut s = self.start_state(c);
         for _ in 0..iters {
-            self.advance(&mut s, c);
+            self.advance(&mut s, c, par);
         }
         s
     }
@@ -650,30 +666,43 @@ impl EmDeconvolution {
     /// cross-validation over a public binomial thinning of the counts.
     pub fn stopping_iteration(&self) -> usize {
         let (a, b) = self.halves();
-        let fold = |train: &[f64], test: &[f64]| -> Vec<f64> {
-            let mut p = self.start_state(train);
-            let mut lls = Vec::with_capacity(self.opts.max_iterations + 1);
-            let (mut best, mut best_t) = (f64::NEG_INFINITY, 0usize);
-            for t in 0..=self.opts.max_iterations {
-                let mu = self.advance(&mut p, train);
-                let ll = self.held_out(&mu, test);
+        // The two folds (train on a, test on b; train on b, test on a)
+        // share every transform (one complex FFT for two real chains, each
+        // FFT's rows on two threads); each fold keeps its own stopping
+        // rule and stops recording once its held-out likelihood has fallen
+        // for a while.
+        let max = self.opts.max_iterations;
+        let (mut pa, mut pb) = (self.start_state(&a), self.start_state(&b));
+        let (mut la, mut lb) = (Vec::new(), Vec::new());
+        let (mut best_a, mut best_b) = ((f64::NEG_INFINITY, 0usize), (f64::NEG_INFINITY, 0usize));
+        let (mut on_a, mut on_b) = (true, true);
+        for t in 0..=max {
+            if !(on_a || on_b) {
+                break;
+            }
+            let (ma, mb) = self.convolve_pair(&pa.y, &pb.y, true);
+            let (ba, bb) = self.convolve_pair(&self.ratio(&a, &ma), &self.ratio(&b, &mb), true);
+            let (na, nb) = (Self::update(&pa.y, &ba), Self::update(&pb.y, &bb));
+            Self::extrapolate(&mut pa, na);
+            Self::extrapolate(&mut pb, nb);
+            for (on, mu, test, lls, best) in [
+                (&mut on_a, &ma, &b, &mut la, &mut best_a),
+                (&mut on_b, &mb, &a, &mut lb, &mut best_b),
+            ] {
+                if !*on {
+                    continue;
+                }
+                let ll = self.held_out(mu, test);
                 lls.push(ll);
-                if ll > best {
-                    best = ll;
-                    best_t = t;
+                if ll > best.0 {
+                    *best = (ll, t);
                 }
                 // Stop once the held-out likelihood has fallen for a while.
-                if t > best_t + 20 + best_t / 4 {
-                    break;
+                if t > best.1 + 20 + best.1 / 4 {
+                    *on = false;
                 }
             }
-            lls
-        };
-        let (la, lb) = std::thread::scope(|s| {
-            let ha = s.spawn(|| fold(&a, &b));
-            let lb = fold(&b, &a);
-            (ha.join().unwrap_or_default(), lb)
-        });
+        }
         let len = la.len().min(lb.len());
         let mut best = (f64::NEG_INFINITY, 0usize);
         for t in 0..len {
@@ -749,7 +778,7 @@ impl EmDeconvolution {
 
     /// As [`estimate`](Self::estimate) with a given iteration count.
     pub fn estimate_at(&self, iterations: usize) -> Result<EmMap> {
-        let mut state = self.run(&self.counts, iterations);
+        let mut state = self.run(&self.counts, iterations, true);
         let p = state.y.clone();
         let values = self.map_of(&p);
         let m = values.len();
@@ -768,11 +797,11 @@ impl EmDeconvolution {
         let pilot_iters = (iterations as f64 * self.opts.pilot.max(1.0)).ceil() as usize;
         // The pilot continues the fit (the same path, not rerun).
         for _ in iterations..pilot_iters {
-            self.advance(&mut state, &self.counts);
+            self.advance(&mut state, &self.counts, true);
         }
         let pilot = state.y;
         let truth = self.map_of(&pilot);
-        let mu = self.convolve(&pilot);
+        let mu = self.convolve(&pilot, true);
         let draw = |r: usize| -> Result<Vec<f64>> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 self.opts.seed ^ (r as u64 + 1).wrapping_mul(0xD134_2543_DE82_EF95),
@@ -799,7 +828,7 @@ impl EmDeconvolution {
                 let (sa, sb) = self.run_pair(&a, &b, iterations);
                 Ok(vec![self.map_of(&sa.y), self.map_of(&sb.y)])
             } else {
-                Ok(vec![self.map_of(&self.run(&a, iterations).y)])
+                Ok(vec![self.map_of(&self.run(&a, iterations, false).y)])
             }
         };
         let pairs = reps.div_ceil(2);
