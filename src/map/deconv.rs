@@ -423,7 +423,7 @@ impl EmDeconvolution {
                 .map(|f| f / n1 < win[0] && f % n1 < win[1])
                 .collect(),
         };
-        me.fft2(&mut k, true, false);
+        me.fft2(&mut k, true);
         me.khat = k.iter().map(|c| c.re).collect();
         // K_h averaged over a cell: per axis ∫_{-1/2}^{1/2} e^{-(d+u)²δ²/(2h²)} du,
         // d in steps of 1/sup cells.
@@ -447,56 +447,44 @@ impl EmDeconvolution {
     }
 
     /// 2-D transform: the rows along axis 1, then (transposed) along
-    /// axis 0. With `par` each pass's rows are split between two threads;
-    /// every row is transformed alone, so the result is bit-identical.
-    fn fft2(&self, data: &mut [Complex64], forward: bool, par: bool) {
+    /// axis 0. (Splitting the rows between two threads was tried and
+    /// dropped: at εh = 0.3 it ran beside the planner's two kernel-map
+    /// threads and cost 3.4 s -> 5.0 s wall; above it gained nothing.)
+    fn fft2(&self, data: &mut [Complex64], forward: bool) {
         let [n0, n1] = self.n_fft;
         let plans = if forward { &self.fwd } else { &self.inv };
-        Self::rows(&plans[1], data, n1, n0, par);
+        plans[1].process(data);
         let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
         transpose::transpose(data, &mut t, n1, n0);
-        Self::rows(&plans[0], &mut t, n0, n1, par);
+        plans[0].process(&mut t);
         transpose::transpose(&t, data, n0, n1);
     }
 
-    /// `rows` transforms of length `len` laid end to end.
-    fn rows(plan: &Arc<dyn Fft<f64>>, data: &mut [Complex64], len: usize, rows: usize, par: bool) {
-        if !par || rows < 2 {
-            plan.process(data);
-            return;
-        }
-        let (a, b) = data.split_at_mut(rows / 2 * len);
-        std::thread::scope(|s| {
-            s.spawn(|| plan.process(a));
-            plan.process(b);
-        });
-    }
-
     /// Circular convolution of a real field with k.
-    fn convolve(&self, field: &[f64], par: bool) -> Vec<f64> {
+    fn convolve(&self, field: &[f64]) -> Vec<f64> {
         let mut g: Vec<Complex64> = field.iter().map(|&v| Complex64::new(v, 0.0)).collect();
-        self.fft2(&mut g, true, par);
+        self.fft2(&mut g, true);
         for (a, k) in g.iter_mut().zip(&self.khat) {
             *a *= *k;
         }
-        self.fft2(&mut g, false, par);
+        self.fft2(&mut g, false);
         let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
         g.iter().map(|c| c.re * norm).collect()
     }
 
     /// Circular convolutions of two real fields with k in one complex
     /// transform (k is real and even, so (a + ib) * k = a * k + i b * k).
-    fn convolve_pair(&self, a: &[f64], b: &[f64], par: bool) -> (Vec<f64>, Vec<f64>) {
+    fn convolve_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let mut g: Vec<Complex64> = a
             .iter()
             .zip(b)
             .map(|(&x, &y)| Complex64::new(x, y))
             .collect();
-        self.fft2(&mut g, true, par);
+        self.fft2(&mut g, true);
         for (a, k) in g.iter_mut().zip(&self.khat) {
             *a *= *k;
         }
-        self.fft2(&mut g, false, par);
+        self.fft2(&mut g, false);
         let norm = 1.0 / (self.n_fft[0] * self.n_fft[1]) as f64;
         (
             g.iter().map(|c| c.re * norm).collect(),
@@ -525,9 +513,9 @@ impl EmDeconvolution {
 
     /// One EM step on counts `c` from `p`; returns the new p and the means
     /// μ = k * p of the old one.
-    fn step(&self, p: &[f64], c: &[f64], par: bool) -> (Vec<f64>, Vec<f64>) {
-        let mu = self.convolve(p, par);
-        let back = self.convolve(&self.ratio(c, &mu), par);
+    fn step(&self, p: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mu = self.convolve(p);
+        let back = self.convolve(&self.ratio(c, &mu));
         (Self::update(p, &back), mu)
     }
 
@@ -560,8 +548,8 @@ impl EmDeconvolution {
         let mut sa = self.start_state(ca);
         let mut sb = self.start_state(cb);
         for _ in 0..iters {
-            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y, false);
-            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb), false);
+            let (ma, mb) = self.convolve_pair(&sa.y, &sb.y);
+            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &ma), &self.ratio(cb, &mb));
             let na = Self::update(&sa.y, &ba);
             let nb = Self::update(&sb.y, &bb);
             Self::extrapolate(&mut sa, na);
@@ -603,8 +591,8 @@ impl EmDeconvolution {
     /// so that y stays positive where x' is), y' = x' + α(x' - x). Each
     /// EM output keeps the window's mass, so y' does too. Returns the
     /// means μ = k * y of the point it started from.
-    fn advance(&self, s: &mut EmState, c: &[f64], par: bool) -> Vec<f64> {
-        let (next, mu) = self.step(&s.y, c, par);
+    fn advance(&self, s: &mut EmState, c: &[f64]) -> Vec<f64> {
+        let (next, mu) = self.step(&s.y, c);
         Self::extrapolate(s, next);
         mu
     }
@@ -641,10 +629,10 @@ impl EmDeconvolution {
     }
 
     /// Accelerated EM on counts `c` for `iters` steps from the uniform start.
-    fn run(&self, c: &[f64], iters: usize, par: bool) -> EmState {
+    fn run(&self, c: &[f64], iters: usize) -> EmState {
         let mut s = self.start_state(c);
         for _ in 0..iters {
-            self.advance(&mut s, c, par);
+            self.advance(&mut s, c);
         }
         s
     }
@@ -680,8 +668,8 @@ impl EmDeconvolution {
             if !(on_a || on_b) {
                 break;
             }
-            let (ma, mb) = self.convolve_pair(&pa.y, &pb.y, true);
-            let (ba, bb) = self.convolve_pair(&self.ratio(&a, &ma), &self.ratio(&b, &mb), true);
+            let (ma, mb) = self.convolve_pair(&pa.y, &pb.y);
+            let (ba, bb) = self.convolve_pair(&self.ratio(&a, &ma), &self.ratio(&b, &mb));
             let (na, nb) = (Self::update(&pa.y, &ba), Self::update(&pb.y, &bb));
             Self::extrapolate(&mut pa, na);
             Self::extrapolate(&mut pb, nb);
@@ -778,7 +766,7 @@ impl EmDeconvolution {
 
     /// As [`estimate`](Self::estimate) with a given iteration count.
     pub fn estimate_at(&self, iterations: usize) -> Result<EmMap> {
-        let mut state = self.run(&self.counts, iterations, true);
+        let mut state = self.run(&self.counts, iterations);
         let p = state.y.clone();
         let values = self.map_of(&p);
         let m = values.len();
@@ -797,11 +785,11 @@ impl EmDeconvolution {
         let pilot_iters = (iterations as f64 * self.opts.pilot.max(1.0)).ceil() as usize;
         // The pilot continues the fit (the same path, not rerun).
         for _ in iterations..pilot_iters {
-            self.advance(&mut state, &self.counts, true);
+            self.advance(&mut state, &self.counts);
         }
         let pilot = state.y;
         let truth = self.map_of(&pilot);
-        let mu = self.convolve(&pilot, true);
+        let mu = self.convolve(&pilot);
         let draw = |r: usize| -> Result<Vec<f64>> {
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 self.opts.seed ^ (r as u64 + 1).wrapping_mul(0xD134_2543_DE82_EF95),
@@ -828,7 +816,7 @@ impl EmDeconvolution {
                 let (sa, sb) = self.run_pair(&a, &b, iterations);
                 Ok(vec![self.map_of(&sa.y), self.map_of(&sb.y)])
             } else {
-                Ok(vec![self.map_of(&self.run(&a, iterations, false).y)])
+                Ok(vec![self.map_of(&self.run(&a, iterations).y)])
             }
         };
         let pairs = reps.div_ceil(2);
