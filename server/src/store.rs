@@ -272,6 +272,14 @@ fn prepare_schema(conn: &Connection) -> Result<Option<u64>, String> {
                 Some(n)
             }
             0 => None,
+            v if v < SCHEMA_VERSION => {
+                // No collector writes these (version 1 databases carry
+                // user_version 0): not ours to migrate.
+                return Err(format!(
+                    "schema version {v}: not written by geopriv-serve (it writes version \
+                     {SCHEMA_VERSION}; version-1 databases carry user_version 0); refused untouched"
+                ));
+            }
             v => {
                 return Err(format!(
                     "schema version {v}: written by a newer geopriv-serve (this one writes \
@@ -1023,7 +1031,8 @@ mod tests {
             c.execute_batch("CREATE TABLE reports(x); PRAGMA user_version = 1;")
                 .unwrap();
         }
-        assert!(Store::open(&db, tasks(&d), 100).is_err());
+        let e = Store::open(&db, tasks(&d), 100).err().unwrap();
+        assert!(e.contains("not written by") && !e.contains("newer"), "{e}");
         let v: i64 = reader(&db)
             .unwrap()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
