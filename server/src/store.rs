@@ -272,6 +272,14 @@ fn prepare_schema(conn: &Connection) -> Result<Option<u64>, String> {
                 Some(n)
             }
             0 => None,
+            v if v < SCHEMA_VERSION => {
+                // No collector writes these (version 1 databases carry
+                // user_version 0): not ours to migrate.
+                return Err(format!(
+                    "schema version {v}: not written by geopriv-serve (it writes version \
+                     {SCHEMA_VERSION}; version-1 databases carry user_version 0); refused untouched"
+                ));
+            }
             v => {
                 return Err(format!(
                     "schema version {v}: written by a newer geopriv-serve (this one writes \
@@ -691,9 +699,20 @@ impl Writer {
             let t = &tasks[task];
             let set = &mut seen.ids[task];
             // Over the limit? Counted before anything of the request is
-            // stored (ids repeated within the request count twice: the
-            // check errs on the side of refusing).
-            let fresh = items.iter().filter(|i| !set.contains(&key(&i.id))).count() as u64;
+            // stored: its distinct new ids (an id repeated within the
+            // request is stored once, so it is counted once; otherwise a
+            // request [a, a] with room for one report would be refused on
+            // every retry). The distinct count is only taken when the plain
+            // count would not fit.
+            let mut fresh = items.iter().filter(|i| !set.contains(&key(&i.id))).count() as u64;
+            if fresh > 0 && seen.total.saturating_add(fresh) > self.max_reports {
+                let distinct: HashSet<u128> = items
+                    .iter()
+                    .map(|i| key(&i.id))
+                    .filter(|k| !set.contains(k))
+                    .collect();
+                fresh = distinct.len() as u64;
+            }
             if fresh > 0 && seen.total.saturating_add(fresh) > self.max_reports {
                 replies[k].2 = Err((
                     items.len() as u64,
@@ -927,6 +946,98 @@ mod tests {
             .unwrap();
         let e = Store::open(&db, tasks(&d), 100).err().unwrap();
         assert!(e.contains("schema version 3") && e.contains("newer"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    /// Attack: a request repeating one new id, at a limit with room for
+    /// exactly that one report, is stored once (the repeat is a
+    /// duplicate), not refused forever: a device outbox holding such a
+    /// batch must drain.
+    #[test]
+    fn attack_a_repeated_id_at_the_limit_is_stored_once() {
+        let (d, rt) = (dir(), rt());
+        let db = d.join("c.db");
+        let s = Store::open(&db, tasks(&d), 1).unwrap();
+        assert_eq!(submit(&rt, &s, &[5, 5]).unwrap(), [A, D]);
+        assert_eq!(submit(&rt, &s, &[5, 5]).unwrap(), [D, D]);
+        assert!(submit(&rt, &s, &[6]).is_err());
+        assert_eq!((n(&s), stored(&db)), (1, 1));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Attack: limit 0 stores nothing and answers nothing but 503 for new
+    /// ids; ids stored before (by a collector with a higher limit) are
+    /// still answered as duplicates.
+    #[test]
+    fn attack_limit_zero_still_answers_stored_ids() {
+        let (d, rt) = (dir(), rt());
+        let db = d.join("c.db");
+        let s = Store::open(&db, tasks(&d), 10).unwrap();
+        assert_eq!(submit(&rt, &s, &[1, 2]).unwrap(), [A, A]);
+        drop(s);
+        let s = Store::open(&db, tasks(&d), 0).unwrap();
+        assert_eq!(n(&s), 2);
+        assert_eq!(submit(&rt, &s, &[2, 1, 2]).unwrap(), [D, D, D]);
+        assert!(submit(&rt, &s, &[1, 3]).is_err());
+        assert_eq!((n(&s), stored(&db)), (2, 2));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Attack: a hand-made version-1 database without the UNIQUE index and
+    /// with one id stored twice is migrated; the id is counted once and a
+    /// retry of it is a duplicate, before and after a restart.
+    #[test]
+    fn attack_a_version_1_database_with_duplicate_rows_counts_them_once() {
+        let (d, rt) = (dir(), rt());
+        let db = d.join("odd.db");
+        let t = tasks(&d);
+        {
+            let c = Connection::open(&db).unwrap();
+            c.execute_batch(
+                "CREATE TABLE tasks(id TEXT PRIMARY KEY, definition TEXT NOT NULL);
+                 CREATE TABLE reports(seq INTEGER PRIMARY KEY, task TEXT NOT NULL,
+                   report_id BLOB NOT NULL, period INTEGER NOT NULL, body TEXT NOT NULL);",
+            )
+            .unwrap();
+            c.execute("INSERT INTO tasks VALUES ('income', ?1)", [&t[0].canonical])
+                .unwrap();
+            for (seq, id) in [(1, 7u8), (2, 7), (3, 8)] {
+                let it = item(0, id);
+                c.execute(
+                    "INSERT INTO reports VALUES (?1, 'income', ?2, 86400, ?3)",
+                    params![seq, &it.id.0[..], it.body],
+                )
+                .unwrap();
+            }
+        }
+        let s = Store::open(&db, t, 100).unwrap();
+        assert_eq!(n(&s), 2);
+        assert_eq!(submit(&rt, &s, &[7, 8, 9]).unwrap(), [D, D, A]);
+        drop(s);
+        let s = Store::open(&db, tasks(&d), 100).unwrap();
+        assert_eq!(n(&s), 3);
+        assert_eq!(submit(&rt, &s, &[7, 9]).unwrap(), [D, D]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Attack: user_version 1 was never written by any collector (version 1
+    /// databases carry user_version 0); it is refused, not migrated, and
+    /// the database is left as it was.
+    #[test]
+    fn attack_user_version_1_is_refused_untouched() {
+        let d = dir();
+        let db = d.join("v1.db");
+        {
+            let c = Connection::open(&db).unwrap();
+            c.execute_batch("CREATE TABLE reports(x); PRAGMA user_version = 1;")
+                .unwrap();
+        }
+        let e = Store::open(&db, tasks(&d), 100).err().unwrap();
+        assert!(e.contains("not written by") && !e.contains("newer"), "{e}");
+        let v: i64 = reader(&db)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 1);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -1431,4 +1431,142 @@ mod tests {
         assert!((sum / n as f64).abs() < 6.0 * sd);
         assert!(!format!("{l:?}").contains("9, 9"));
     }
+    /// Attack: the memo key S[0..32] and the noise S[32..] are disjoint
+    /// parts of one XOF output (the key never reveals a noise byte), and
+    /// the cell message is the same on the one-block path (d <= 5) and the
+    /// part-by-part path (d > 5): enc("cell", c) = le64(4) "cell" le64(8d)
+    /// le64(c_1) … le64(c_d).
+    #[test]
+    fn attack_memo_key_and_noise_are_disjoint_and_cells_encode_alike() {
+        let k = [9u8; 32];
+        for d in 0..9usize {
+            let cell: Vec<i64> = (0..d as i64).map(|j| j * 7 - 3).collect();
+            let mut h = blake3::Hasher::new_keyed(&k);
+            let mut s = cell_stream(&mut h, &cell);
+            let key = s.key();
+            let mut noise = [0u8; 100];
+            s.fill_bytes(&mut noise);
+            let mut reference = blake3::Hasher::new_keyed(&k);
+            reference.update(&4u64.to_le_bytes());
+            reference.update(b"cell");
+            reference.update(&((8 * d) as u64).to_le_bytes());
+            for c in &cell {
+                reference.update(&c.to_le_bytes());
+            }
+            let mut out = [0u8; 132];
+            reference.finalize_xof().fill(&mut out);
+            assert_eq!(key[..], out[..32], "d = {d}");
+            assert_eq!(noise[..], out[32..], "d = {d}");
+        }
+    }
+
+    /// Attack: distinct (secret, query, dimension, cell) never share a memo
+    /// key: cells that differ only by a trailing zero or a sign, the empty
+    /// cell, queries of one kind with another width, two secrets.
+    #[test]
+    fn attack_distinct_inputs_never_share_a_memo_key() {
+        let m = memo(0.1, 10.0);
+        let qs = [
+            SoftThreshold::new(100.0, 20.0).unwrap(),
+            SoftThreshold::new(100.0, 2.0).unwrap(),
+            SoftThreshold::new(10.0, 20.0).unwrap(),
+        ];
+        let cells: [&[i64]; 9] = [
+            &[],
+            &[0],
+            &[1],
+            &[-1],
+            &[0, 0],
+            &[1, 0],
+            &[0, 1],
+            &[i64::MIN],
+            &[0, 0, 0, 0, 0, 0],
+        ];
+        let mut keys = alloc::collections::BTreeSet::new();
+        for secret in [[1u8; 32], [2u8; 32]] {
+            for q in &qs {
+                for c in cells {
+                    assert!(keys.insert(m.memo_key(q, &secret, c)));
+                }
+            }
+        }
+        // Another width or ε: another key for the same cell.
+        let s = [1u8; 32];
+        assert!(keys.insert(memo(0.1, 11.0).memo_key(&qs[0], &s, &[0])));
+        assert!(keys.insert(memo(0.2, 10.0).memo_key(&qs[0], &s, &[0])));
+    }
+
+    /// Attack: cells of more than CACHE_MAX_DIM coordinates (not cached)
+    /// are still memoized: the same cell re-sends the same report, charged
+    /// once, as `permanent` computes it.
+    #[test]
+    fn attack_five_coordinate_cells_are_memoized_without_the_cache() {
+        let q = GaussianKde::new(&[0.0; 5], 3.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut l = ledger(1.0);
+        let mut rng = StdRng::seed_from_u64(3);
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let a = m.release(&mut l, &q, &x, &mut rng).unwrap();
+        let b = m.release(&mut l, &q, &x, &mut rng).unwrap();
+        assert!(a.charged && !b.charged);
+        assert_eq!(a.value, b.value);
+        assert_eq!(a.value, m.permanent(&q, &l.device_secret(), &x).unwrap().0);
+        assert_eq!(l.memo_key_count(), 1);
+    }
+
+    /// Attack: NaN and ±inf are refused with nothing charged; -0.0 is the
+    /// cell of 0.0 (same report, charged once).
+    #[test]
+    fn attack_non_finite_points_refused_and_negative_zero_is_zero() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut l = ledger(1.0);
+        let mut rng = StdRng::seed_from_u64(4);
+        for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(m.release(&mut l, &q, &[x], &mut rng).is_err());
+            assert!(m.permanent(&q, &[1u8; 32], &[x]).is_err());
+        }
+        assert_eq!((l.state().releases(), l.memo_key_count()), (0, 0));
+        let a = m.release(&mut l, &q, &[0.0], &mut rng).unwrap();
+        let b = m.release(&mut l, &q, &[-0.0], &mut rng).unwrap();
+        assert!(a.charged && !b.charged && a.value == b.value);
+    }
+    /// Attack: a tampered memo table (keys out of order, a key repeated,
+    /// upper-case or short hex) is refused on restore; the untouched one
+    /// restores with every key still charged.
+    #[test]
+    fn attack_a_tampered_memo_table_is_refused() {
+        let q = SoftThreshold::new(100.0, 20.0).unwrap();
+        let mut m = memo(0.1, 10.0);
+        let mut l = ledger(1.0);
+        let mut rng = StdRng::seed_from_u64(6);
+        for x in [5.0, 50.0, 500.0] {
+            assert!(m.release(&mut l, &q, &[x], &mut rng).unwrap().charged);
+        }
+        let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 1.0, 0.0).unwrap();
+        let json = l.to_json();
+        let back = PrivacyBudget::restore(&json, &policy).unwrap();
+        assert_eq!(back.memo_key_count(), 3);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let keys: Vec<String> = v["memo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        let tampered = [
+            vec![keys[1].clone(), keys[0].clone(), keys[2].clone()],
+            vec![keys[0].clone(), keys[0].clone(), keys[2].clone()],
+            vec![keys[0].to_uppercase(), keys[1].clone(), keys[2].clone()],
+            vec![keys[0][..62].to_string(), keys[1].clone(), keys[2].clone()],
+        ];
+        for t in tampered {
+            let mut w = v.clone();
+            w["memo"] = serde_json::json!(t);
+            assert!(
+                PrivacyBudget::restore(&w.to_string(), &policy).is_err(),
+                "{t:?}"
+            );
+        }
+    }
 }
