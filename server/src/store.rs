@@ -80,7 +80,9 @@
 //! start): the rows are copied in `seq` order into a new table, the old
 //! table and its index are dropped (their pages go to SQLite's freelist;
 //! the file does not shrink). A version above 2 (a newer collector) is
-//! refused with a clear error.
+//! refused with a clear error; user_version 1 (or any other value below 2
+//! but 0, which no collector writes) is refused as not written by
+//! `geopriv-serve`, and the file is left untouched.
 
 use crate::task::{Kind, PeriodAgg, Task};
 use geopriv::map::MapReport;
