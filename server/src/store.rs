@@ -886,6 +886,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// A schema-version-1 database at `db` (user_version 0) holding task
+    /// `t[0]` as 'income' and the reports (seq, id of [`item`]`(0, id)`);
+    /// `constraint` is the reports table's last clause (version 1 had
+    /// `UNIQUE(task, report_id)`; "" builds a hand-made one without it).
+    fn version_1_database(db: &Path, t: &[Task], constraint: &str, rows: &[(i64, u8)]) {
+        let c = Connection::open(db).unwrap();
+        let sep = if constraint.is_empty() { "" } else { ", " };
+        c.execute_batch(&format!(
+            "CREATE TABLE tasks(id TEXT PRIMARY KEY, definition TEXT NOT NULL);
+             CREATE TABLE reports(seq INTEGER PRIMARY KEY, task TEXT NOT NULL,
+               report_id BLOB NOT NULL, period INTEGER NOT NULL, body TEXT NOT NULL{sep}{constraint});"
+        ))
+        .unwrap();
+        c.execute("INSERT INTO tasks VALUES ('income', ?1)", [&t[0].canonical])
+            .unwrap();
+        for &(seq, id) in rows {
+            let it = item(0, id);
+            c.execute(
+                "INSERT INTO reports VALUES (?1, 'income', ?2, 86400, ?3)",
+                params![seq, &it.id.0[..], it.body],
+            )
+            .unwrap();
+        }
+    }
+
     /// A schema-version-1 database (`UNIQUE(task, report_id)`, user_version
     /// 0) is migrated on open: same rows in the same order, no index on the
     /// id, duplicates still found; a newer version is refused.
@@ -894,26 +919,7 @@ mod tests {
         let (d, rt) = (dir(), rt());
         let db = d.join("old.db");
         let t = tasks(&d);
-        {
-            let c = Connection::open(&db).unwrap();
-            c.execute_batch(
-                "CREATE TABLE tasks(id TEXT PRIMARY KEY, definition TEXT NOT NULL);
-                 CREATE TABLE reports(seq INTEGER PRIMARY KEY, task TEXT NOT NULL,
-                   report_id BLOB NOT NULL, period INTEGER NOT NULL, body TEXT NOT NULL,
-                   UNIQUE(task, report_id));",
-            )
-            .unwrap();
-            c.execute("INSERT INTO tasks VALUES ('income', ?1)", [&t[0].canonical])
-                .unwrap();
-            for (seq, id) in [(5, 7u8), (9, 8)] {
-                let it = item(0, id);
-                c.execute(
-                    "INSERT INTO reports VALUES (?1, 'income', ?2, 86400, ?3)",
-                    params![seq, &it.id.0[..], it.body],
-                )
-                .unwrap();
-            }
-        }
+        version_1_database(&db, &t, "UNIQUE(task, report_id)", &[(5, 7), (9, 8)]);
         let s = Store::open(&db, t, 100).unwrap();
         assert_eq!(n(&s), 2);
         assert_eq!(submit(&rt, &s, &[8, 1]).unwrap(), [D, A]);
@@ -992,25 +998,7 @@ mod tests {
         let (d, rt) = (dir(), rt());
         let db = d.join("odd.db");
         let t = tasks(&d);
-        {
-            let c = Connection::open(&db).unwrap();
-            c.execute_batch(
-                "CREATE TABLE tasks(id TEXT PRIMARY KEY, definition TEXT NOT NULL);
-                 CREATE TABLE reports(seq INTEGER PRIMARY KEY, task TEXT NOT NULL,
-                   report_id BLOB NOT NULL, period INTEGER NOT NULL, body TEXT NOT NULL);",
-            )
-            .unwrap();
-            c.execute("INSERT INTO tasks VALUES ('income', ?1)", [&t[0].canonical])
-                .unwrap();
-            for (seq, id) in [(1, 7u8), (2, 7), (3, 8)] {
-                let it = item(0, id);
-                c.execute(
-                    "INSERT INTO reports VALUES (?1, 'income', ?2, 86400, ?3)",
-                    params![seq, &it.id.0[..], it.body],
-                )
-                .unwrap();
-            }
-        }
+        version_1_database(&db, &t, "", &[(1, 7), (2, 7), (3, 8)]);
         let s = Store::open(&db, t, 100).unwrap();
         assert_eq!(n(&s), 2);
         assert_eq!(submit(&rt, &s, &[7, 8, 9]).unwrap(), [D, D, A]);
