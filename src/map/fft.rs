@@ -284,6 +284,30 @@ impl FftMapper {
         self.at_map_points(&g, norm)
     }
 
+    /// [`apply_spatial`](Self::apply_spatial) of two real kernels in one
+    /// complex transform: the counts are real, so (a + i b) ∗ c has the two
+    /// maps a ∗ c and b ∗ c as its real and imaginary parts (4 FFTs instead
+    /// of 6 for the planner's kernel maps; rounding differs from two
+    /// separate calls by a few ulps).
+    pub fn apply_spatial_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut g: Vec<Complex64> = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| Complex64::new(x, y))
+            .collect();
+        self.fft2(&mut g, true);
+        for (a, b) in g.iter_mut().zip(&self.hat) {
+            *a *= b;
+        }
+        self.fft2(&mut g, false);
+        let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
+        let re = self.at_map_points(&g, norm);
+        for v in &mut g {
+            *v = Complex64::new(v.im, 0.0);
+        }
+        (re, self.at_map_points(&g, norm))
+    }
+
     /// Correlation sums of the per-device terms g(t_j - x̃) of a radial
     /// kernel g given by its transform `fourier` (of |ω|), for devices
     /// spread locally uniformly: Cov(g(t_j - x̃), g(t_k - x̃)) is then
