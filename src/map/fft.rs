@@ -420,12 +420,24 @@ impl FftMapper {
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
         let s = self.spatial_kernel(kernel);
-        let mean = self.apply_spatial(&s);
+        // The map on a second thread beside the variances (neither reads
+        // the other; the numbers do not depend on it): this runs after the
+        // planner, when both cores are free.
+        let (mean, vu) = std::thread::scope(|sc| {
+            let m = sc.spawn(|| self.apply_spatial(&s));
+            let vu = self.variances(kernel, &s, None);
+            (m.join(), vu)
+        });
+        let mean = mean.map_err(|_| Error::Numerical {
+            routine: "map thread",
+        })?;
         let n = self.counts.total() as f64;
         let floor = self.round_off(&s);
         // The sample variance floored by a quarter of the noise-law
         // plug-in (docs/MATH.md §9.7, `intervals::kernel_standard_error`).
-        let (v, u) = self.variances_with_plug_in(kernel, &s, &mean)?;
+        let (mut v, mut u) = vu?;
+        v.truncate(mean.len());
+        u.truncate(mean.len());
         let standard_errors = v
             .iter()
             .zip(&u)
@@ -472,7 +484,7 @@ impl FftMapper {
         s: &[f64],
         mean: &[f64],
     ) -> Result<Vec<f64>> {
-        Ok(self.variances(kernel, s, mean, false)?.0)
+        Ok(self.variances(kernel, s, Some(mean))?.0)
     }
 
     /// [`conditional_variances`](Self::conditional_variances) without its
@@ -487,7 +499,10 @@ impl FftMapper {
         s: &[f64],
         mean: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        self.variances(kernel, s, mean, true)
+        let (mut v, mut u) = self.variances(kernel, s, None)?;
+        v.truncate(mean.len());
+        u.truncate(mean.len());
+        Ok((v, u))
     }
 
     /// Both variance fields; with `plug_in` the second inverse channel
@@ -496,9 +511,9 @@ impl FftMapper {
         &self,
         kernel: &DebiasKernel,
         s: &[f64],
-        mean: &[f64],
-        plug_in: bool,
+        mean: Option<&[f64]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
+        let plug_in = mean.is_none();
         let d = kernel.dim() as f64;
         let eps = kernel.epsilon();
         let phi = |w: f64| libm::pow(1.0 + (w / eps) * (w / eps), -(d + 1.0) / 2.0);
@@ -609,19 +624,27 @@ impl FftMapper {
         let norm = 1.0 / cells / self.counts.total() as f64;
         let b1 = spec.bins()[1];
         let mp = spec.map_points();
-        Ok((0..mp[0] * mp[1])
-            .zip(mean)
-            .map(|(j, m)| {
-                let flat = spec.map_bin(j);
-                let c = g[(flat / b1) * self.n[1] + flat % b1] * norm;
-                if plug_in {
+        let at = |j: usize| {
+            let flat = spec.map_bin(j);
+            g[(flat / b1) * self.n[1] + flat % b1] * norm
+        };
+        Ok(match mean {
+            // The plug-in needs no map (computed beside it in `estimate`).
+            None => (0..mp[0] * mp[1])
+                .map(|j| {
+                    let c = at(j);
                     (c.re, c.im.max(0.0))
-                } else {
+                })
+                .unzip(),
+            Some(mean) => (0..mp[0] * mp[1])
+                .zip(mean)
+                .map(|(j, m)| {
+                    let c = at(j);
                     let total = (c.im - m * m).max(0.0);
                     (c.re.max(0.01 * total), f64::NAN)
-                }
-            })
-            .unzip())
+                })
+                .unzip(),
+        })
     }
 
     /// The parts of the discretisation-error bound for `kernel`.
