@@ -247,7 +247,7 @@ fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
         let hex = line.get(c.i..c.i + 32)?;
         c.i += 32;
         c.lit(b"\"")?;
-        Some(crate::ReportId::from_hex(core::str::from_utf8(hex).ok()?)?)
+        Some(crate::ReportId::from_hex_bytes(hex)?)
     } else {
         None
     };

@@ -255,7 +255,7 @@ fn parse_tail(line: &[u8], header: usize, mut report: Report) -> Option<Report> 
     report.value = c.number()?;
     if c.lit(b",\"report_id\":\"").is_some() {
         let hex = c.s.get(c.i..c.i + 32)?;
-        report.report_id = Some(crate::ReportId::from_hex(core::str::from_utf8(hex).ok()?)?);
+        report.report_id = Some(crate::ReportId::from_hex_bytes(hex)?);
         c.i += 32;
         c.lit(b"\"")?;
     }
