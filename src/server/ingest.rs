@@ -1638,9 +1638,14 @@ impl ReportAggregator {
                     counts.skipped += 1;
                     return Ok::<(), io::Error>(());
                 }
-                Checked::Absorbed(k) => {
+                Checked::Absorbed(k) | Checked::AbsorbedWithIds(k) => {
                     counts.records += k - 1;
                     counts.accepted += k;
+                    return Ok(());
+                }
+                // Not made here (no id set is published).
+                Checked::Duplicate => {
+                    counts.skipped += 1;
                     return Ok(());
                 }
                 Checked::Rejected(why) => Err(why),
@@ -1687,7 +1692,7 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            false,
+            (false, None),
             each,
         )
     }
@@ -1718,7 +1723,36 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            true,
+            (true, None),
+            each,
+        )
+    }
+
+    /// [`ingest_ordered_absorbing`](Self::ingest_ordered_absorbing) for a
+    /// caller that counts each `report_id` once with a set of at most a
+    /// fixed number of ids (the CLI's `--max-report-ids`, as the collector).
+    /// Once the caller has [`FullIdSet::publish`]ed the set as full (no id
+    /// is ever added again), a worker decides such reports itself when
+    /// their fate no longer depends on the records before: a report that
+    /// is valid and whose group is open comes as [`Checked::Duplicate`] if
+    /// its id is in the set, else it is aggregated on the worker and
+    /// counted in a [`Checked::AbsorbedWithIds`] run (accepted, its id not
+    /// remembered). The caller must publish the set while handling the
+    /// record that fills it (or before the read); every batch a worker
+    /// takes after that lies wholly after that record (docs/MATH.md
+    /// §10.11), so each such decision is the one the caller would make.
+    pub fn ingest_ordered_absorbing_ids<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        full: &FullIdSet,
+        each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        self.ingest_batched(
+            reader,
+            threads,
+            (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            (true, Some(full)),
             each,
         )
     }
@@ -1730,7 +1764,7 @@ impl ReportAggregator {
         reader: &mut RecordReader<R>,
         threads: usize,
         batch: (usize, usize),
-        absorb: bool,
+        (absorb, full): (bool, Option<&FullIdSet>),
         mut each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
     ) -> core::result::Result<(), E> {
         let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
@@ -1795,18 +1829,48 @@ impl ReportAggregator {
                                 .ok()
                                 .and_then(|mut o| o.pop())
                                 .unwrap_or_default();
-                            // A run of absorbed reports: how many, and the last number.
-                            let mut run = (0u64, 0u64);
+                            // A run of absorbed reports: how many, the last
+                            // number, and whether they carry ids.
+                            let mut run = (0u64, 0u64, false);
+                            let flush = |run: &mut (u64, u64, bool), out: &mut Vec<_>| {
+                                if run.0 > 0 {
+                                    let k = match run.2 {
+                                        false => Checked::Absorbed(run.0),
+                                        true => Checked::AbsorbedWithIds(run.0),
+                                    };
+                                    out.push((run.1, k));
+                                }
+                                *run = (0, 0, false);
+                            };
                             let mut each_record = |n: u64, d: Decoded| {
                                 let c = check_decoded(policy, checker, d, Some(&mut hints));
-                                if absorb && absorb_into(&mut partial, &hints, &c) {
-                                    run = (run.0 + 1, n);
+                                let set = full.and_then(FullIdSet::get);
+                                let id = keyed_id(&c);
+                                // Without an id (absorb_into takes only
+                                // valid reports in open groups).
+                                if absorb && id.is_none() && absorb_into(&mut partial, &hints, &c) {
+                                    if run.2 {
+                                        flush(&mut run, &mut out);
+                                    }
+                                    run = (run.0 + 1, n, false);
                                     return;
                                 }
-                                if run.0 > 0 {
-                                    out.push((run.1, Checked::Absorbed(run.0)));
-                                    run = (0, 0);
+                                if let (true, Some(set), Some(id)) = (absorb, set, id) {
+                                    // The set is full: it no longer changes.
+                                    if set.contains(&id) {
+                                        flush(&mut run, &mut out);
+                                        out.push((n, Checked::Duplicate));
+                                        return;
+                                    }
+                                    if absorb_into(&mut partial, &hints, &c) {
+                                        if !run.2 {
+                                            flush(&mut run, &mut out);
+                                        }
+                                        run = (run.0 + 1, n, true);
+                                        return;
+                                    }
                                 }
+                                flush(&mut run, &mut out);
                                 out.push((n, c));
                             };
                             if let Some((first, len)) = block {
@@ -1823,9 +1887,7 @@ impl ReportAggregator {
                                 };
                                 each_record(n, split.decode(&mut json, &mut scratch));
                             }
-                            if run.0 > 0 {
-                                out.push((run.1, Checked::Absorbed(run.0)));
-                            }
+                            flush(&mut run, &mut out);
                             if done_tx.send((seq, out, (bytes, recs))).is_err() {
                                 break;
                             }
@@ -2054,6 +2116,15 @@ pub enum Checked {
     /// each valid, without a `report_id`, in an open group, and aggregated
     /// on a worker ([`ReportAggregator::ingest_ordered_absorbing`] only).
     Absorbed(u64),
+    /// This many reports, each valid, in an open group, with a `report_id`
+    /// not in the published full set, aggregated on a worker: accepted,
+    /// their ids not remembered
+    /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
+    AbsorbedWithIds(u64),
+    /// A valid report in an open group whose `report_id` is in the
+    /// published full set: a duplicate
+    /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
+    Duplicate,
 }
 
 /// A decoded report and its aggregator's policy verdict
@@ -2152,16 +2223,26 @@ impl GroupHints {
     }
 }
 
+/// The id of a valid report with a `report_id` whose group is open.
+fn keyed_id(c: &Checked) -> Option<[u8; 16]> {
+    let Checked::Report(r) = c else { return None };
+    match (&r.verdict, r.group, &r.report.report_id) {
+        (Ok(()), Some(_), Some(id)) => Some(id.0),
+        _ => None,
+    }
+}
+
 /// Aggregate `c` into a worker's `partial` state if it is a valid report
-/// without a `report_id` whose group is open (`hints` knows it) and whose
-/// clipped value is finite; `true` if it was.
+/// whose group is open (`hints` knows it) and whose clipped value is
+/// finite; `true` if it was. The caller has ruled out a `report_id` whose
+/// fate is undecided.
 fn absorb_into(
     partial: &mut Vec<Option<(Aggregator, u64)>>,
     hints: &GroupHints,
     c: &Checked,
 ) -> bool {
     let Checked::Report(r) = c else { return false };
-    let (Ok(()), Some(i), None) = (&r.verdict, r.group, &r.report.report_id) else {
+    let (Ok(()), Some(i)) = (&r.verdict, r.group) else {
         return false;
     };
     let i = i as usize;
@@ -2184,6 +2265,24 @@ fn absorb_into(
     }
     *clipped += (value != r.report.value) as u64;
     true
+}
+
+/// A caller's set of remembered report ids, published once it is full
+/// and never changes again, so the workers of
+/// [`ReportAggregator::ingest_ordered_absorbing_ids`] can look ids up.
+#[derive(Debug, Default)]
+pub struct FullIdSet(std::sync::OnceLock<std::sync::Arc<std::collections::HashSet<[u8; 16]>>>);
+
+impl FullIdSet {
+    /// Publish the full set (once; a later call is ignored).
+    pub fn publish(&self, set: std::sync::Arc<std::collections::HashSet<[u8; 16]>>) {
+        let _ = self.0.set(set);
+    }
+
+    /// The set, if published.
+    pub fn get(&self) -> Option<&std::collections::HashSet<[u8; 16]>> {
+        self.0.get().map(|s| &**s)
+    }
 }
 
 /// Largest query file ([`read_query_file`]): 64 MiB. A longer input
@@ -2503,6 +2602,7 @@ mod tests {
     fn ordered_ingest_is_bit_identical_for_any_threads_and_batches() {
         let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
         let mut absorbed_any = false;
+        let mut ids_absorbed = 0;
         for seed in 0..8 {
             // Odd seeds: no 0x00 bytes, so `auto` reads in blocks too.
             let input = mixed_with(100 + seed, 3_000, seed % 2 == 0);
@@ -2522,19 +2622,30 @@ mod tests {
                 };
                 // (log of the records not accepted, accepted count, reports
                 // absorbed on the workers, estimates)
-                let run = |threads: usize, batch: (usize, usize), absorb: bool| {
+                // At most `cap` ids are remembered (the set is published
+                // to the workers once full, as the CLI does).
+                let run = |threads: usize, batch: (usize, usize), absorb: bool, cap: usize| {
                     let mut reader = RecordReader::new(&input[..], format, 256).unwrap();
                     let mut agg = ReportAggregator::new(policy.clone(), config);
-                    let mut seen = std::collections::BTreeSet::new();
+                    let mut seen = std::collections::HashSet::new();
+                    let full = FullIdSet::default();
                     let mut log = Vec::new();
-                    let (mut ok, mut absorbed) = (0u64, 0u64);
-                    agg.ingest_batched(&mut reader, threads, batch, absorb, |agg, n, c| {
+                    let (mut ok, mut absorbed, mut with_ids) = (0u64, 0u64, 0u64);
+                    let both = (absorb, Some(&full));
+                    agg.ingest_batched(&mut reader, threads, batch, both, |agg, n, c| {
                         let what = match c {
                             Checked::Absorbed(k) => {
                                 ok += k;
                                 absorbed += k;
                                 return Ok::<(), io::Error>(());
                             }
+                            Checked::AbsorbedWithIds(k) => {
+                                ok += k;
+                                absorbed += k;
+                                with_ids += k;
+                                return Ok(());
+                            }
+                            Checked::Duplicate => "duplicate".to_string(),
                             Checked::Skipped => "skipped".to_string(),
                             Checked::Rejected(why) => why.to_string(),
                             Checked::Report(r)
@@ -2546,7 +2657,12 @@ mod tests {
                                 let id = r.report().report_id;
                                 match agg.offer_checked(r) {
                                     Ok(()) => {
-                                        id.map(|id| seen.insert(id.0));
+                                        if let Some(id) = id.filter(|_| seen.len() < cap) {
+                                            seen.insert(id.0);
+                                            if seen.len() == cap {
+                                                full.publish(std::sync::Arc::new(seen.clone()));
+                                            }
+                                        }
                                         "ok".to_string()
                                     }
                                     Err(why) => why.to_string(),
@@ -2566,50 +2682,54 @@ mod tests {
                         .iter()
                         .map(GroupEstimate::to_json_line)
                         .collect();
-                    ((log, ok, lines), absorbed)
+                    ((log, ok, lines), absorbed, with_ids)
                 };
-                let (one, none) = run(1, (1, 1), true);
-                assert_eq!(none, 0);
-                if format != FormatChoice::Binary {
-                    assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
-                    assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
-                    assert!(
-                        one.0
-                            .iter()
-                            .any(|(_, w)| w.contains("beyond the limit of 20")),
-                        "{:?}",
-                        one.0
-                            .iter()
-                            .map(|(_, w)| w.chars().take(60).collect::<String>())
-                            .collect::<std::collections::BTreeSet<_>>()
-                    );
-                }
-                assert!(one.1 > 0);
-                for (threads, batch) in [
-                    (2, (1 << 18, 4096)),
-                    (2, (1, 1)),
-                    (3, (500, 7)),
-                    (7, (3_000, 64)),
-                ] {
-                    for absorb in [false, true] {
-                        let (got, absorbed) = run(threads, batch, absorb);
+                for cap in [usize::MAX, 25] {
+                    let (one, none, _) = run(1, (1, 1), true, cap);
+                    assert_eq!(none, 0);
+                    if format != FormatChoice::Binary {
+                        assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
+                        assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
                         assert!(
+                            one.0
+                                .iter()
+                                .any(|(_, w)| w.contains("beyond the limit of 20")),
+                            "{:?}",
+                            one.0
+                                .iter()
+                                .map(|(_, w)| w.chars().take(60).collect::<String>())
+                                .collect::<std::collections::BTreeSet<_>>()
+                        );
+                    }
+                    assert!(one.1 > 0);
+                    for (threads, batch) in [
+                        (2, (1 << 18, 4096)),
+                        (2, (1, 1)),
+                        (3, (500, 7)),
+                        (7, (3_000, 64)),
+                    ] {
+                        for absorb in [false, true] {
+                            let (got, absorbed, with_ids) = run(threads, batch, absorb, cap);
+                            ids_absorbed += with_ids;
+                            assert!(
                             got == one,
-                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}"
+                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}, cap {cap}"
                         );
-                        // Workers absorb only once groups are open (never for
-                        // median-of-means, whose buckets depend on the order).
-                        absorbed_any |= absorbed > 0;
-                        let allowed = absorb && estimator == Estimator::Mean;
-                        assert!(
-                            absorbed == 0 || allowed,
-                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
-                        );
+                            // Workers absorb only once groups are open (never for
+                            // median-of-means, whose buckets depend on the order).
+                            absorbed_any |= absorbed > 0;
+                            let allowed = absorb && estimator == Estimator::Mean;
+                            assert!(
+                                absorbed == 0 || allowed,
+                                "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
+                            );
+                        }
                     }
                 }
             }
         }
         assert!(absorbed_any, "no report was ever absorbed on a worker");
+        assert!(ids_absorbed > 0, "no report with an id was absorbed");
     }
 
     #[test]
