@@ -10,8 +10,8 @@ use geopriv::server::clip::{
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
     read_query_file, AggregationConfig, Checked, Counts, Estimator, Format, FormatChoice,
-    IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS, DEFAULT_MAX_GROUPS_PER_QUERY,
-    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
+    FullIdSet, IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS,
+    DEFAULT_MAX_GROUPS_PER_QUERY, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
 use geopriv::ValidationPolicy;
 use std::io::{Read, Write};
@@ -124,6 +124,9 @@ pub const MAX_REPORT_IDS_LIMIT: usize = 1 << 26;
 #[derive(Debug, Default)]
 pub struct Dedup {
     seen: std::collections::HashSet<[u8; 16]>,
+    /// The set once full: it never changes again (published to the
+    /// workers, [`ReportAggregator::ingest_ordered_absorbing_ids`]).
+    frozen: Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>>,
     cap: usize,
     /// Reports dropped because their id was accepted before.
     pub duplicates: u64,
@@ -142,18 +145,27 @@ impl Dedup {
 
     /// Was this id accepted before? (A report without an id never is.)
     pub fn seen(&self, id: Option<&geopriv::ReportId>) -> bool {
-        id.is_some_and(|id| self.seen.contains(&id.0))
+        let set = self.frozen.as_deref().unwrap_or(&self.seen);
+        id.is_some_and(|id| set.contains(&id.0))
     }
 
     /// Remember an accepted report's id (if there is room).
     pub fn accepted(&mut self, id: Option<&geopriv::ReportId>) {
         if let Some(id) = id {
-            if self.seen.len() < self.cap {
+            if self.frozen.is_none() && self.seen.len() < self.cap {
                 self.seen.insert(id.0);
             } else {
                 self.unchecked += 1;
             }
         }
+    }
+
+    /// The set, once it is full (moved out of the working set, once).
+    pub fn full(&mut self) -> Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>> {
+        if self.frozen.is_none() && self.seen.len() >= self.cap {
+            self.frozen = Some(std::sync::Arc::new(std::mem::take(&mut self.seen)));
+        }
+        self.frozen.clone()
     }
 }
 
@@ -304,11 +316,17 @@ pub fn run<R: Read, W: Write, E: Write>(
     };
     let mut agg = ReportAggregator::new(policy.clone(), config);
     let mut dedup = Dedup::new(max_report_ids);
+    let full = FullIdSet::default();
+    if let Some(set) = dedup.full() {
+        full.publish(set);
+    }
     let mut counts = Counts::default();
     // The core's `ingest` loop, with the collector's once-per-report-id
     // rule: an id is remembered when its report is accepted. Everything
     // here runs in record order on this thread.
-    agg.ingest_ordered_absorbing(&mut reader, threads, |agg, n, checked| {
+    // Once the id set is full it only answers look-ups, and the workers
+    // decide the reports whose fate it alone settles (docs/MATH.md §10.11).
+    agg.ingest_ordered_absorbing_ids(&mut reader, threads, &full, |agg, n, checked| {
         counts.records += 1;
         let outcome = match checked {
             Checked::Skipped => {
@@ -322,6 +340,17 @@ pub fn run<R: Read, W: Write, E: Write>(
                 counts.accepted += k;
                 return Ok(());
             }
+            // Ids not in the full set: accepted, not remembered.
+            Checked::AbsorbedWithIds(k) => {
+                counts.records += k - 1;
+                counts.accepted += k;
+                dedup.unchecked += k;
+                return Ok(());
+            }
+            Checked::Duplicate => {
+                dedup.duplicates += 1;
+                return Ok(());
+            }
             Checked::Rejected(why) => Err(why),
             Checked::Report(r) if dedup.seen(r.report().report_id.as_ref()) => {
                 dedup.duplicates += 1;
@@ -329,7 +358,13 @@ pub fn run<R: Read, W: Write, E: Write>(
             }
             Checked::Report(r) => {
                 let id = r.report().report_id;
-                agg.offer_checked(r).map(|()| dedup.accepted(id.as_ref()))
+                let outcome = agg.offer_checked(r).map(|()| dedup.accepted(id.as_ref()));
+                if id.is_some() && full.get().is_none() {
+                    if let Some(set) = dedup.full() {
+                        full.publish(set);
+                    }
+                }
+                outcome
             }
         };
         match outcome {

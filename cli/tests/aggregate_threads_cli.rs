@@ -193,3 +193,78 @@ fn binary_frames_on_any_thread_count() {
         );
     }
 }
+
+/// Reports that carry a `report_id`, as JSON lines with no 0x00 byte (so
+/// `auto` reads them in blocks split by the workers, branch aggthreads2):
+/// ids repeated from 1 to 20,000 lines back (across blocks), repeats of
+/// rejected reports (a refused report's id is not remembered, so its
+/// repeat is counted), groups opened late, over-long and blank lines; with
+/// the id set large enough and with it full after 1,000 ids.
+#[test]
+fn report_ids_in_blocks_on_any_thread_count() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2202);
+    let mut ids: Vec<[u8; 16]> = Vec::new();
+    let mut input = Vec::new();
+    for i in 0..60_000u64 {
+        let late = i > 30_000 && i % 1_000 == 0;
+        let query = QueryDescriptor::Threshold {
+            threshold: 100_000.0 + 1_000.0 * (i % if late { 45 } else { 30 }) as f64,
+            width: 20_000.0,
+        };
+        // Every 97th report asks for more budget than allowed: refused.
+        let eps = if i % 97 == 0 { 0.5 } else { 1e-4 };
+        let id = match rng.random_range(0..20) {
+            0 if !ids.is_empty() => ids[ids.len() - rng.random_range(1..=ids.len().min(20_000))],
+            _ => rng.random(),
+        };
+        ids.push(id);
+        let r = Report::new(
+            query,
+            MechanismName::Polyplace,
+            eps,
+            0.0,
+            rng.random_range(-20.0..20.0),
+        )
+        .with_report_id(ReportId(id));
+        match i % 5_003 {
+            0 => input.extend(std::iter::repeat_n(b'y', 900)),
+            1 => input.push(b'\n'),
+            _ => input.extend_from_slice(r.to_json_line().as_bytes()),
+        }
+        input.push(b'\n');
+    }
+    assert!(!input.contains(&0));
+    for cap in ["1048576", "1000"] {
+        let run = |threads: &str| {
+            geopriv(
+                &[
+                    "aggregate",
+                    "--max-record-bytes",
+                    "600",
+                    "--max-report-ids",
+                    cap,
+                    "--threads",
+                    threads,
+                ],
+                &input,
+            )
+        };
+        let one = run("1");
+        let stderr = String::from_utf8_lossy(&one.stderr);
+        assert!(stderr.contains("duplicate reports dropped"), "{stderr}");
+        assert!(stderr.contains("[too-long]"), "{stderr}");
+        assert_eq!(
+            cap == "1000",
+            stderr.contains("--max-report-ids"),
+            "{stderr}"
+        );
+        for threads in ["2", "3"] {
+            let par = run(threads);
+            assert_eq!(par.status.code(), one.status.code());
+            assert!(
+                par.stdout == one.stdout && par.stderr == one.stderr,
+                "--max-report-ids {cap}, --threads {threads}"
+            );
+        }
+    }
+}

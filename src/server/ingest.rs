@@ -649,6 +649,102 @@ impl<R: Read> RecordReader<R> {
         Ok(Some((self.number, split)))
     }
 
+    /// The delimiter, whether records are binary frames, and the size
+    /// limit, as [`next_block`](Self::next_block)'s records are split:
+    /// JSON and `auto` by `\n` (auto hands out only zero-free blocks, whose
+    /// records are JSON lines, §10.11), binary by 0x00.
+    fn block_kind(&self) -> (u8, bool, usize) {
+        match (self.auto, self.format) {
+            (false, Format::Binary) => (0, true, self.max),
+            _ => (b'\n', false, self.max),
+        }
+    }
+
+    /// Hand out whole records as one block of bytes, read straight into
+    /// `out` (about `want` bytes, at most `max_records` records), for
+    /// splitting elsewhere (docs/MATH.md §10.11 step 1): the records are
+    /// `out[..len]` cut at each delimiter ([`block_kind`](Self::block_kind)),
+    /// each ended by it, numbered from `first`; a record longer than the
+    /// limit is rejected as too long with its length, as the sequential
+    /// reader does. Only when that is exactly what the sequential reader
+    /// would return: not in the middle of a too-long record, and with
+    /// `auto` only if the bytes read hold no 0x00 and every record's frame
+    /// probe window ends within them (or at the end of the input), so each
+    /// record is a JSON line (§10.7). Otherwise the bytes go back into the
+    /// reader and [`Block::Records`] says how many records to take one by
+    /// one ([`next_split`](Self::next_split)) before asking again.
+    /// `out`'s length only grows (its tail beyond `len` is scratch).
+    fn next_block(
+        &mut self,
+        out: &mut Vec<u8>,
+        want: usize,
+        max_records: usize,
+    ) -> io::Result<Block> {
+        let (delim, _, _) = self.block_kind();
+        if self.skipped_bytes.is_some() {
+            return Ok(Block::Records(1));
+        }
+        let left = self.end - self.start;
+        let target = want.max(left + 1024);
+        if out.len() < target {
+            out.resize(target, 0);
+        }
+        out[..left].copy_from_slice(&self.buf[self.start..self.end]);
+        let mut filled = left;
+        (self.start, self.end, self.scan, self.zero_free) = (0, 0, 0, 0);
+        while filled < target && !self.eof {
+            match self.inner.read(&mut out[filled..target]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.put_back(&out[..filled]);
+                    return Err(e);
+                }
+            }
+        }
+        if filled == 0 && self.eof {
+            return Ok(Block::End);
+        }
+        let data = &out[..filled];
+        let region = if self.auto && !self.eof {
+            // Every record handed out starts at least a probe window
+            // before the end of what was read.
+            &data[..filled.saturating_sub(self.max.min(MAX_FRAME_PROBE) + 1)]
+        } else {
+            data
+        };
+        let cut = if self.auto && memchr::memchr(0, data).is_some() {
+            None
+        } else {
+            cut_records(region, delim, max_records.max(1))
+        };
+        let Some((cut, count)) = cut else {
+            // A 0x00 (auto), or no whole record yet: one by one, at least
+            // as many records as delimiters were read.
+            let records = 1 + memchr::memchr2_iter(b'\n', 0, data).count() as u64;
+            self.put_back(data);
+            return Ok(Block::Records(records));
+        };
+        self.put_back(&data[cut + 1..]);
+        let first = self.number + 1;
+        self.number += count as u64;
+        Ok(Block::Bytes {
+            first,
+            len: cut + 1,
+        })
+    }
+
+    /// Make `bytes` the reader's buffered input (the buffer grows if
+    /// needed, to at most a block and a chunk more).
+    fn put_back(&mut self, bytes: &[u8]) {
+        if self.buf.len() < bytes.len() + CHUNK {
+            self.buf.resize(bytes.len() + CHUNK, 0);
+        }
+        self.buf[..bytes.len()].copy_from_slice(bytes);
+        (self.start, self.end, self.scan, self.zero_free) = (0, bytes.len(), 0, 0);
+    }
+
     /// Auto: the length of the next record if it is already buffered,
     /// ended by `\n`, not too long and has no 0x00 within the frame probe
     /// window of its start (so auto decodes it as a JSON line); `None`
@@ -708,6 +804,85 @@ impl<R: Read> RecordReader<R> {
         };
         Ok(Some((self.number, decoded)))
     }
+}
+
+/// What [`RecordReader::next_block`] handed out.
+#[derive(Debug, PartialEq)]
+enum Block {
+    /// Records `first..` are `out[..len]`, each ended by the delimiter.
+    Bytes { first: u64, len: usize },
+    /// Take this many records one by one first (or until the input ends).
+    Records(u64),
+    /// The input has ended and nothing is buffered.
+    End,
+}
+
+/// Decode the records of a block ([`RecordReader::next_block`]) numbered
+/// from `first`, as the sequential reader does (docs/MATH.md §10.11 step 1):
+/// each record ends at `kind.0`; one longer than `kind.2` is too long; the
+/// others are binary frames (`kind.1`) or JSON lines.
+fn split_block(
+    block: &[u8],
+    first: u64,
+    kind: (u8, bool, usize),
+    json: &mut JsonColumnDecoder,
+    scratch: &mut Vec<u8>,
+    mut each: impl FnMut(u64, Decoded),
+) {
+    let (delim, binary, max) = kind;
+    let (mut a, mut n) = (0, first);
+    for p in memchr::memchr_iter(delim, block) {
+        let rec = &block[a..p];
+        a = p + 1;
+        let d = if rec.len() > max {
+            Decoded::Rejected(RecordRejection::TooLong {
+                length: rec.len() as u64,
+                limit: max,
+            })
+        } else if binary {
+            decode_binary_record(rec, true, scratch)
+        } else {
+            json.decode(rec)
+        };
+        each(n, d);
+        n += 1;
+    }
+}
+
+/// How many bytes of `bytes` are `b`: byte-wide counters over 224-byte
+/// runs (at most 224 < 256 per counter), which the compiler turns into
+/// vector compares and subtractions, 16 or 32 bytes at a time.
+fn count_byte(bytes: &[u8], b: u8) -> usize {
+    let mut runs = bytes.chunks_exact(224);
+    let mut total = 0;
+    for run in &mut runs {
+        let mut k = 0u8;
+        for &x in run {
+            k = k.wrapping_add((x == b) as u8);
+        }
+        total += k as usize;
+    }
+    total + runs.remainder().iter().filter(|&&x| x == b).count()
+}
+
+/// The end (index of the delimiter) of the last whole record of `region`,
+/// at most `max_records` of them, and how many records that is.
+fn cut_records(region: &[u8], delim: u8, max_records: usize) -> Option<(usize, usize)> {
+    let mut count = 0;
+    let mut at = 0;
+    // Counting is a vectorised pass; only the chunk where the record limit
+    // falls is walked delimiter by delimiter.
+    for chunk in region.chunks(4096) {
+        let c = count_byte(chunk, delim);
+        if count + c >= max_records {
+            let k = max_records - count;
+            let i = memchr::memchr_iter(delim, chunk).nth(k - 1)?;
+            return Some((at + i, max_records));
+        }
+        count += c;
+        at += chunk.len();
+    }
+    Some((memchr::memrchr(delim, region)?, count))
 }
 
 /// A record split off by [`RecordReader::next_split`], to be decoded
@@ -1463,9 +1638,14 @@ impl ReportAggregator {
                     counts.skipped += 1;
                     return Ok::<(), io::Error>(());
                 }
-                Checked::Absorbed(k) => {
+                Checked::Absorbed(k) | Checked::AbsorbedWithIds(k) => {
                     counts.records += k - 1;
                     counts.accepted += k;
+                    return Ok(());
+                }
+                // Not made here (no id set is published).
+                Checked::Duplicate => {
+                    counts.skipped += 1;
                     return Ok(());
                 }
                 Checked::Rejected(why) => Err(why),
@@ -1512,7 +1692,7 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            false,
+            (false, None),
             each,
         )
     }
@@ -1543,7 +1723,36 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            true,
+            (true, None),
+            each,
+        )
+    }
+
+    /// [`ingest_ordered_absorbing`](Self::ingest_ordered_absorbing) for a
+    /// caller that counts each `report_id` once with a set of at most a
+    /// fixed number of ids (the CLI's `--max-report-ids`, as the collector).
+    /// Once the caller has [`FullIdSet::publish`]ed the set as full (no id
+    /// is ever added again), a worker decides such reports itself when
+    /// their fate no longer depends on the records before: a report that
+    /// is valid and whose group is open comes as [`Checked::Duplicate`] if
+    /// its id is in the set, else it is aggregated on the worker and
+    /// counted in a [`Checked::AbsorbedWithIds`] run (accepted, its id not
+    /// remembered). The caller must publish the set while handling the
+    /// record that fills it (or before the read); every batch a worker
+    /// takes after that lies wholly after that record (docs/MATH.md
+    /// §10.11), so each such decision is the one the caller would make.
+    pub fn ingest_ordered_absorbing_ids<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        full: &FullIdSet,
+        each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        self.ingest_batched(
+            reader,
+            threads,
+            (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            (true, Some(full)),
             each,
         )
     }
@@ -1555,7 +1764,7 @@ impl ReportAggregator {
         reader: &mut RecordReader<R>,
         threads: usize,
         batch: (usize, usize),
-        absorb: bool,
+        (absorb, full): (bool, Option<&FullIdSet>),
         mut each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
     ) -> core::result::Result<(), E> {
         let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
@@ -1572,6 +1781,7 @@ impl ReportAggregator {
             return Ok(());
         }
         let policy = self.policy.clone();
+        let (delim, binary, max) = reader.block_kind();
         let absorb = absorb
             && self.config.estimator == Estimator::Mean
             && self.groups.iter().all(|g| g.aggregate.n() < 1 << 63);
@@ -1602,8 +1812,9 @@ impl ReportAggregator {
                             };
                             let Ok(WorkBatch {
                                 seq,
-                                mut bytes,
+                                bytes,
                                 mut recs,
+                                block,
                             }) = batch
                             else {
                                 break;
@@ -1618,30 +1829,65 @@ impl ReportAggregator {
                                 .ok()
                                 .and_then(|mut o| o.pop())
                                 .unwrap_or_default();
-                            // A run of absorbed reports: how many, and the last number.
-                            let mut run = (0u64, 0u64);
+                            // A run of absorbed reports: how many, the last
+                            // number, and whether they carry ids.
+                            let mut run = (0u64, 0u64, false);
+                            let flush = |run: &mut (u64, u64, bool), out: &mut Vec<_>| {
+                                if run.0 > 0 {
+                                    let k = match run.2 {
+                                        false => Checked::Absorbed(run.0),
+                                        true => Checked::AbsorbedWithIds(run.0),
+                                    };
+                                    out.push((run.1, k));
+                                }
+                                *run = (0, 0, false);
+                            };
+                            let mut each_record = |n: u64, d: Decoded| {
+                                let c = check_decoded(policy, checker, d, Some(&mut hints));
+                                let set = full.and_then(FullIdSet::get);
+                                let id = keyed_id(&c);
+                                // Without an id (absorb_into takes only
+                                // valid reports in open groups).
+                                if absorb && id.is_none() && absorb_into(&mut partial, &hints, &c) {
+                                    if run.2 {
+                                        flush(&mut run, &mut out);
+                                    }
+                                    run = (run.0 + 1, n, false);
+                                    return;
+                                }
+                                if let (true, Some(set), Some(id)) = (absorb, set, id) {
+                                    // The set is full: it no longer changes.
+                                    if set.contains(&id) {
+                                        flush(&mut run, &mut out);
+                                        out.push((n, Checked::Duplicate));
+                                        return;
+                                    }
+                                    if absorb_into(&mut partial, &hints, &c) {
+                                        if !run.2 {
+                                            flush(&mut run, &mut out);
+                                        }
+                                        run = (run.0 + 1, n, true);
+                                        return;
+                                    }
+                                }
+                                flush(&mut run, &mut out);
+                                out.push((n, c));
+                            };
+                            if let Some((first, len)) = block {
+                                let block = bytes.get(..len).unwrap_or_default();
+                                let kind = (delim, binary, max);
+                                let (json, scratch) = (&mut json, &mut scratch);
+                                split_block(block, first, kind, json, scratch, &mut each_record);
+                            }
                             for (n, piece) in recs.drain(..) {
                                 let split = match piece {
                                     Piece::Json(a, b) => Split::Json(&bytes[a..b]),
                                     Piece::Binary(a, b, t) => Split::Binary(&bytes[a..b], t),
                                     Piece::Decoded(d) => Split::Decoded(d),
                                 };
-                                let d = split.decode(&mut json, &mut scratch);
-                                let c = check_decoded(policy, checker, d, Some(&mut hints));
-                                if absorb && absorb_into(&mut partial, &hints, &c) {
-                                    run = (run.0 + 1, n);
-                                    continue;
-                                }
-                                if run.0 > 0 {
-                                    out.push((run.1, Checked::Absorbed(run.0)));
-                                    run = (0, 0);
-                                }
-                                out.push((n, c));
+                                each_record(n, split.decode(&mut json, &mut scratch));
                             }
-                            if run.0 > 0 {
-                                out.push((run.1, Checked::Absorbed(run.0)));
-                            }
-                            bytes.clear();
+                            flush(&mut run, &mut out);
                             if done_tx.send((seq, out, (bytes, recs))).is_err() {
                                 break;
                             }
@@ -1659,15 +1905,29 @@ impl ReportAggregator {
                 let (mut sent, mut next, mut eof) = (0u64, 0u64, false);
                 let mut pending: BTreeMap<u64, Vec<(u64, Checked)>> = BTreeMap::new();
                 let mut buffers: Vec<BatchBuffers> = Vec::new();
+                // Records to take one by one before the next block: up to
+                // this record number.
+                let mut one_by_one = 0u64;
                 loop {
                     if !eof && sent - next < limit {
-                        let (mut bytes, mut recs) = buffers.pop().unwrap_or_else(|| {
-                            (
-                                Vec::with_capacity(batch_bytes + 1024),
-                                Vec::with_capacity(batch_records),
-                            )
-                        });
-                        while bytes.len() < batch_bytes && recs.len() < batch_records {
+                        let (mut bytes, mut recs) = buffers.pop().unwrap_or_default();
+                        let mut block = None;
+                        if reader.records() >= one_by_one {
+                            match reader.next_block(&mut bytes, batch_bytes, batch_records)? {
+                                Block::Bytes { first, len } => block = Some((first, len)),
+                                Block::Records(k) => one_by_one = reader.records() + k,
+                                Block::End => eof = true,
+                            }
+                        }
+                        if block.is_none() {
+                            bytes.clear();
+                        }
+                        while block.is_none()
+                            && !eof
+                            && bytes.len() < batch_bytes
+                            && recs.len() < batch_records
+                            && reader.records() < one_by_one
+                        {
                             let Some((n, split)) = reader.next_split()? else {
                                 eof = true;
                                 break;
@@ -1686,11 +1946,12 @@ impl ReportAggregator {
                             };
                             recs.push((n, piece));
                         }
-                        if !recs.is_empty() {
+                        if !recs.is_empty() || block.is_some() {
                             let batch = WorkBatch {
                                 seq: sent,
                                 bytes,
                                 recs,
+                                block,
                             };
                             if work_tx.send(batch).is_err() {
                                 return Err(io::Error::other("record workers stopped").into());
@@ -1822,11 +2083,15 @@ enum Piece {
 }
 
 /// Records for a worker: the batch's place in the stream, the records'
-/// bytes back to back, and per record its number and piece.
+/// bytes back to back, and per record its number and piece; or a block
+/// of whole records the worker splits itself.
 struct WorkBatch {
     seq: u64,
     bytes: Vec<u8>,
     recs: Vec<(u64, Piece)>,
+    /// A block ([`RecordReader::next_block`]): the first record's number
+    /// and the length of its bytes; `recs` is then empty.
+    block: Option<(u64, usize)>,
 }
 
 /// A worker's result: the batch's place and its checked records.
@@ -1851,6 +2116,15 @@ pub enum Checked {
     /// each valid, without a `report_id`, in an open group, and aggregated
     /// on a worker ([`ReportAggregator::ingest_ordered_absorbing`] only).
     Absorbed(u64),
+    /// This many reports, each valid, in an open group, with a `report_id`
+    /// not in the published full set, aggregated on a worker: accepted,
+    /// their ids not remembered
+    /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
+    AbsorbedWithIds(u64),
+    /// A valid report in an open group whose `report_id` is in the
+    /// published full set: a duplicate
+    /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
+    Duplicate,
 }
 
 /// A decoded report and its aggregator's policy verdict
@@ -1949,16 +2223,26 @@ impl GroupHints {
     }
 }
 
+/// The id of a valid report with a `report_id` whose group is open.
+fn keyed_id(c: &Checked) -> Option<[u8; 16]> {
+    let Checked::Report(r) = c else { return None };
+    match (&r.verdict, r.group, &r.report.report_id) {
+        (Ok(()), Some(_), Some(id)) => Some(id.0),
+        _ => None,
+    }
+}
+
 /// Aggregate `c` into a worker's `partial` state if it is a valid report
-/// without a `report_id` whose group is open (`hints` knows it) and whose
-/// clipped value is finite; `true` if it was.
+/// whose group is open (`hints` knows it) and whose clipped value is
+/// finite; `true` if it was. The caller has ruled out a `report_id` whose
+/// fate is undecided.
 fn absorb_into(
     partial: &mut Vec<Option<(Aggregator, u64)>>,
     hints: &GroupHints,
     c: &Checked,
 ) -> bool {
     let Checked::Report(r) = c else { return false };
-    let (Ok(()), Some(i), None) = (&r.verdict, r.group, &r.report.report_id) else {
+    let (Ok(()), Some(i)) = (&r.verdict, r.group) else {
         return false;
     };
     let i = i as usize;
@@ -1981,6 +2265,24 @@ fn absorb_into(
     }
     *clipped += (value != r.report.value) as u64;
     true
+}
+
+/// A caller's set of remembered report ids, published once it is full
+/// and never changes again, so the workers of
+/// [`ReportAggregator::ingest_ordered_absorbing_ids`] can look ids up.
+#[derive(Debug, Default)]
+pub struct FullIdSet(std::sync::OnceLock<std::sync::Arc<std::collections::HashSet<[u8; 16]>>>);
+
+impl FullIdSet {
+    /// Publish the full set (once; a later call is ignored).
+    pub fn publish(&self, set: std::sync::Arc<std::collections::HashSet<[u8; 16]>>) {
+        let _ = self.0.set(set);
+    }
+
+    /// The set, if published.
+    pub fn get(&self) -> Option<&std::collections::HashSet<[u8; 16]>> {
+        self.0.get().map(|s| &**s)
+    }
 }
 
 /// Largest query file ([`read_query_file`]): 64 MiB. A longer input
@@ -2133,6 +2435,12 @@ mod tests {
     /// long records, repeated report ids, too many groups for one query
     /// and in all, seeded reports; optionally ending inside a record.
     fn mixed(seed: u64, records: usize) -> Vec<u8> {
+        mixed_with(seed, records, true)
+    }
+
+    /// [`mixed`], or without any 0x00 byte (no frames, no NULs): JSON lines
+    /// that `auto` hands out in blocks.
+    fn mixed_with(seed: u64, records: usize, zeros: bool) -> Vec<u8> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut out = Vec::new();
         for i in 0..records {
@@ -2154,7 +2462,11 @@ mod tests {
                 r = r.with_report_id(ReportId([rng.random_range(0..40u8); 16]));
             }
             r.seeded = rng.random_range(0..50) == 0;
-            match rng.random_range(0..40) {
+            let mut case = rng.random_range(0..40);
+            if !zeros && (5..=9).contains(&case) {
+                case = if case == 6 { 6 } else { 40 };
+            }
+            match case {
                 0 => out.extend_from_slice(b"garbage\n"),
                 1 => out.extend_from_slice(b"\n"),
                 2 => out.extend_from_slice(b"# comment\n"),
@@ -2218,16 +2530,90 @@ mod tests {
     }
 
     #[test]
+    fn count_byte_counts() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for len in [0, 1, 223, 224, 225, 447, 448, 4096, 5_000] {
+            let bytes: Vec<u8> = (0..len).map(|_| rng.random_range(0..4u8)).collect();
+            for b in 0..5 {
+                let want = bytes.iter().filter(|&&x| x == b).count();
+                assert_eq!(count_byte(&bytes, b), want, "len {len}, byte {b}");
+            }
+        }
+        assert_eq!(count_byte(&[7; 224], 7), 224);
+    }
+
+    /// Blocks ([`RecordReader::next_block`]) split by the workers' rule,
+    /// alternating with records taken one by one as the reader asks, are
+    /// exactly the sequential records, for any block size and record cap.
+    #[test]
+    fn blocks_then_records_are_the_sequential_records() {
+        let mut blocks = 0;
+        for seed in 0..40 {
+            let input = mixed_with(seed, 600, seed % 3 != 0);
+            for format in [FormatChoice::Auto, FormatChoice::Json, FormatChoice::Binary] {
+                for max in [64, 200, 1 << 16] {
+                    for (want, cap) in [(1, 1), (100, 3), (5_000, 1_000), (1 << 18, 4096)] {
+                        let mut a = RecordReader::new(&input[..], format, max).unwrap();
+                        let mut seq = Vec::new();
+                        while let Some(r) = a.next_record().unwrap() {
+                            seq.push(r);
+                        }
+                        let mut b = RecordReader::new(
+                            io::BufReader::with_capacity(7, &input[..]),
+                            format,
+                            max,
+                        )
+                        .unwrap();
+                        let kind = b.block_kind();
+                        let (mut json, mut scratch) = (JsonColumnDecoder::default(), Vec::new());
+                        let (mut got, mut out, mut until) = (Vec::new(), Vec::new(), 0);
+                        loop {
+                            if b.records() >= until {
+                                match b.next_block(&mut out, want, cap).unwrap() {
+                                    Block::Bytes { first, len } => {
+                                        blocks += 1;
+                                        let (j, s) = (&mut json, &mut scratch);
+                                        split_block(&out[..len], first, kind, j, s, |n, d| {
+                                            got.push((n, d))
+                                        });
+                                        continue;
+                                    }
+                                    Block::Records(k) => until = b.records() + k,
+                                    Block::End => break,
+                                }
+                            }
+                            let Some((n, s)) = b.next_split().unwrap() else {
+                                break;
+                            };
+                            got.push((n, s.decode(&mut json, &mut scratch)));
+                        }
+                        assert!(
+                            got == seq,
+                            "seed {seed}, {format:?}, max {max}, block {want} / {cap}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(blocks > 1_000, "{blocks} blocks");
+    }
+
+    #[test]
     fn ordered_ingest_is_bit_identical_for_any_threads_and_batches() {
         let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
         let mut absorbed_any = false;
-        for seed in 0..6 {
-            let input = mixed(100 + seed, 3_000);
+        let mut ids_absorbed = 0;
+        for seed in 0..8 {
+            // Odd seeds: no 0x00 bytes, so `auto` reads in blocks too.
+            let input = mixed_with(100 + seed, 3_000, seed % 2 == 0);
             for (format, estimator) in [
                 (FormatChoice::Auto, Estimator::Mean),
                 (FormatChoice::Json, Estimator::MedianOfMeans { buckets: 7 }),
                 (FormatChoice::Binary, Estimator::Mean),
             ] {
+                if seed % 2 == 1 && format == FormatChoice::Binary {
+                    continue; // no frames to read
+                }
                 let config = AggregationConfig {
                     estimator,
                     max_groups: 20,
@@ -2236,19 +2622,30 @@ mod tests {
                 };
                 // (log of the records not accepted, accepted count, reports
                 // absorbed on the workers, estimates)
-                let run = |threads: usize, batch: (usize, usize), absorb: bool| {
+                // At most `cap` ids are remembered (the set is published
+                // to the workers once full, as the CLI does).
+                let run = |threads: usize, batch: (usize, usize), absorb: bool, cap: usize| {
                     let mut reader = RecordReader::new(&input[..], format, 256).unwrap();
                     let mut agg = ReportAggregator::new(policy.clone(), config);
-                    let mut seen = std::collections::BTreeSet::new();
+                    let mut seen = std::collections::HashSet::new();
+                    let full = FullIdSet::default();
                     let mut log = Vec::new();
-                    let (mut ok, mut absorbed) = (0u64, 0u64);
-                    agg.ingest_batched(&mut reader, threads, batch, absorb, |agg, n, c| {
+                    let (mut ok, mut absorbed, mut with_ids) = (0u64, 0u64, 0u64);
+                    let both = (absorb, Some(&full));
+                    agg.ingest_batched(&mut reader, threads, batch, both, |agg, n, c| {
                         let what = match c {
                             Checked::Absorbed(k) => {
                                 ok += k;
                                 absorbed += k;
                                 return Ok::<(), io::Error>(());
                             }
+                            Checked::AbsorbedWithIds(k) => {
+                                ok += k;
+                                absorbed += k;
+                                with_ids += k;
+                                return Ok(());
+                            }
+                            Checked::Duplicate => "duplicate".to_string(),
                             Checked::Skipped => "skipped".to_string(),
                             Checked::Rejected(why) => why.to_string(),
                             Checked::Report(r)
@@ -2260,7 +2657,12 @@ mod tests {
                                 let id = r.report().report_id;
                                 match agg.offer_checked(r) {
                                     Ok(()) => {
-                                        id.map(|id| seen.insert(id.0));
+                                        if let Some(id) = id.filter(|_| seen.len() < cap) {
+                                            seen.insert(id.0);
+                                            if seen.len() == cap {
+                                                full.publish(std::sync::Arc::new(seen.clone()));
+                                            }
+                                        }
                                         "ok".to_string()
                                     }
                                     Err(why) => why.to_string(),
@@ -2280,50 +2682,54 @@ mod tests {
                         .iter()
                         .map(GroupEstimate::to_json_line)
                         .collect();
-                    ((log, ok, lines), absorbed)
+                    ((log, ok, lines), absorbed, with_ids)
                 };
-                let (one, none) = run(1, (1, 1), true);
-                assert_eq!(none, 0);
-                if format != FormatChoice::Binary {
-                    assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
-                    assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
-                    assert!(
-                        one.0
-                            .iter()
-                            .any(|(_, w)| w.contains("beyond the limit of 20")),
-                        "{:?}",
-                        one.0
-                            .iter()
-                            .map(|(_, w)| w.chars().take(60).collect::<String>())
-                            .collect::<std::collections::BTreeSet<_>>()
-                    );
-                }
-                assert!(one.1 > 0);
-                for (threads, batch) in [
-                    (2, (1 << 18, 4096)),
-                    (2, (1, 1)),
-                    (3, (500, 7)),
-                    (7, (3_000, 64)),
-                ] {
-                    for absorb in [false, true] {
-                        let (got, absorbed) = run(threads, batch, absorb);
+                for cap in [usize::MAX, 25] {
+                    let (one, none, _) = run(1, (1, 1), true, cap);
+                    assert_eq!(none, 0);
+                    if format != FormatChoice::Binary {
+                        assert!(one.0.iter().any(|(_, w)| w == "duplicate"));
+                        assert!(one.0.iter().any(|(_, w)| w.contains("per query")));
                         assert!(
+                            one.0
+                                .iter()
+                                .any(|(_, w)| w.contains("beyond the limit of 20")),
+                            "{:?}",
+                            one.0
+                                .iter()
+                                .map(|(_, w)| w.chars().take(60).collect::<String>())
+                                .collect::<std::collections::BTreeSet<_>>()
+                        );
+                    }
+                    assert!(one.1 > 0);
+                    for (threads, batch) in [
+                        (2, (1 << 18, 4096)),
+                        (2, (1, 1)),
+                        (3, (500, 7)),
+                        (7, (3_000, 64)),
+                    ] {
+                        for absorb in [false, true] {
+                            let (got, absorbed, with_ids) = run(threads, batch, absorb, cap);
+                            ids_absorbed += with_ids;
+                            assert!(
                             got == one,
-                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}"
+                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}, cap {cap}"
                         );
-                        // Workers absorb only once groups are open (never for
-                        // median-of-means, whose buckets depend on the order).
-                        absorbed_any |= absorbed > 0;
-                        let allowed = absorb && estimator == Estimator::Mean;
-                        assert!(
-                            absorbed == 0 || allowed,
-                            "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
-                        );
+                            // Workers absorb only once groups are open (never for
+                            // median-of-means, whose buckets depend on the order).
+                            absorbed_any |= absorbed > 0;
+                            let allowed = absorb && estimator == Estimator::Mean;
+                            assert!(
+                                absorbed == 0 || allowed,
+                                "seed {seed}, {format:?}, {threads} threads, batch {batch:?}"
+                            );
+                        }
                     }
                 }
             }
         }
         assert!(absorbed_any, "no report was ever absorbed on a worker");
+        assert!(ids_absorbed > 0, "no report with an id was absorbed");
     }
 
     #[test]
