@@ -18,9 +18,10 @@
 //!   only where the ASE interval [var + L, var + U] (two standard errors)
 //!   spans at most 9x, predicted within 3x of every ASE in it; not ranked
 //!   above εh = [`EM_ONLY_ABOVE_EPS_H`], where EM is taken;
-//! * EM: the bootstrap conditioned on the devices, plus 2 × its bias²; an
-//!   estimate up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`], an upper estimate
-//!   above (docs/MATH.md §9.4, §9.6).
+//! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
+//!   conditioned on the devices, plus 2 × its bias²; above, the plain
+//!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -74,10 +75,12 @@ impl Plan {
     }
 }
 
-/// EM's prediction is an estimate up to this εh (docs/MATH.md §9.4):
-/// above it the bootstrap's bias (the pilot EM at 3t* against a fit of
-/// t* = 1-4 iterations) over-predicts 3-20x, so it is ranked as an upper
-/// estimate (`upper_bound`).
+/// EM's prediction is its bootstrap up to this εh (docs/MATH.md §9.4).
+/// Above it the bootstrap's bias (the pilot EM at 3t* against a fit of
+/// t* = 1-4 iterations, its replicates new devices whose spread swamps so
+/// small a bias) over-predicted up to 250x; the prediction there is the
+/// plain map's noise, rounding and blurred bias ([`EM_HIGH_FACTOR`],
+/// measured/predicted 0.47-1.76 on the three populations).
 pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 
 /// Above this εh, with reports on a 2-D kernel grid, the planner takes EM
@@ -88,6 +91,12 @@ pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 /// εh ∈ {100, 1000}. (Measured at εh = 30 and 100; the boundary lies
 /// between.)
 pub const EM_ONLY_ABOVE_EPS_H: f64 = 50.0;
+
+/// EM's prediction above εh = [`EM_ESTIMATED_UP_TO_EPS_H`] charges this
+/// factor times the plain map's noise and rounding given the devices
+/// (EM's own map of the same counts measured 1.0-2.2x of that part plus
+/// its blurred bias, docs/MATH.md §9.4).
+pub const EM_HIGH_FACTOR: f64 = 1.5;
 
 /// λ values the planner considers.
 pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
@@ -172,9 +181,20 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
             if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H {
-                // An upper estimate there (measured/predicted 0.004-1.91 on
-                // the three populations, docs/MATH.md §9.4).
-                pred.upper_bound = true;
+                // Above εh = 3 the bootstrap's bias is noise (its replicates
+                // are new devices, whose spread swamps a bias this small):
+                // EM's error is that of the plain map of the binned
+                // locations, its noise and rounding given the devices plus
+                // the plain map's bias² (docs/MATH.md §9.4).
+                let nr = noise_and_rounding(g, epsilon, nf, mapper)?;
+                let b0 = kernels
+                    .iter()
+                    .find(|k| k.lambda == 0.0)
+                    .and_then(|k| k.against_unbiased)
+                    .map_or(0.0, |b| b.avg.max(0.0));
+                pred.variance = EM_HIGH_FACTOR * nr;
+                pred.bias2 = em_blur_ratio(epsilon, mapper.counts().spec().delta()).powi(2) * b0;
+                pred.ase = pred.variance + pred.bias2;
             }
             preds.push(pred.clone());
             em = Some(e);
@@ -417,6 +437,51 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
         .sum::<f64>()
         / m;
     Ok((e, disc2))
+}
+
+/// EM's blur over the plain map's, above εh = [`EM_ESTIMATED_UP_TO_EPS_H`]
+/// (docs/MATH.md §9.4): V_EM/V_0 with V_0 = 3/ε² the per-axis variance of
+/// the planar Laplace noise (the plain map's blur) and
+/// V_EM = 2V_0 + Δ̄²/3: EM stopped after 1-4 iterations from a uniform start
+/// is about the counts smoothed once more by its channel (the noise again,
+/// and the difference of two uniforms on a bin, Δ²/6), mapped by the kernel
+/// averaged over a bin (Δ²/12), from counts rounded to bins (Δ²/12);
+/// Δ̄² the mean of the bins' squared sides. A blur's bias grows like its
+/// variance, so EM's bias² is about (V_EM/V_0)² times the plain map's.
+fn em_blur_ratio(epsilon: f64, delta: [f64; 2]) -> f64 {
+    let v0 = 3.0 / (epsilon * epsilon);
+    let d2 = 0.5 * (delta[0] * delta[0] + delta[1] * delta[1]);
+    (2.0 * v0 + d2 / 3.0) / v0
+}
+
+/// The noise-and-rounding error of a map of the binned reports, for EM
+/// above εh = [`EM_ESTIMATED_UP_TO_EPS_H`] (docs/MATH.md §9.4): there EM
+/// stops after 1-4 iterations and its spread given the devices is that of
+/// the plain map of near-exact locations rounded into bins. At the planned
+/// n:
+///
+///   P = ū/n,  ū = mean_j (1/n)Σ_i [(K² * p_N) − (K * p_N)²](t_j − x̃_i),
+///
+/// K the plain (λ = 0) Gaussian, the noise-law plug-in of
+/// [`FftMapper::variances_with_plug_in`] evaluated on the rounded counts:
+/// its K² term is applied to counts at bin centres, so ū holds the
+/// rounding's spread Σ_a (Δ_a²/12)(∂_a K)² as well as the noise's
+/// (measured on two cells at εh 100 and 1000, n = 10³: ū was 0.93x and
+/// 1.48x the error of the noise plus the rounding of the true locations). The
+/// bias² is added by the caller.
+fn noise_and_rounding(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    nf: f64,
+    mapper: &FftMapper,
+) -> Result<f64> {
+    let m = g.len() as f64;
+    let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+    let s0 = mapper.spatial_kernel(&k0);
+    let mean0 = mapper.apply_spatial(&s0);
+    let (_, u) = mapper.variances_with_plug_in(&k0, &s0, &mean0)?;
+    let u = u.iter().sum::<f64>() / m;
+    Ok(u.max(0.0) / nf)
 }
 
 /// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
