@@ -19,9 +19,11 @@
 //! --nocapture` runs the grid εh ∈ {0.1, …, 1000} × n ∈ {10^3, 10^4, 10^5}
 //! on the three populations (with `GEOPRIV_PLANNER_FULL=1` also n = 10^6;
 //! `GEOPRIV_PLANNER_CELLS="a:0.3:1000;c:10:10000"` picks cells: a, c, x =
-//! airports, city, constructed). Known failures of the grid: EM at εh 0.1
+//! airports, city, constructed; n up to 10^7 works, tens of seconds per
+//! cell). Known failures (BENCHMARKS.md "Branch emmodel"): EM at εh 0.1
 //! and 0.3, n = 10^4 on the constructed population (10.6x and 3.9x
-//! under-predicted).
+//! under-predicted), at εh 1000, n = 10^6 there (0.28) and on the airports
+//! at εh 100, n = 10^7 (13.6x under: coincident devices).
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;

@@ -481,8 +481,10 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
 /// its K² term is applied to counts at bin centres, so ū holds the
 /// rounding's spread Σ_a (Δ_a²/12)(∂_a K)² as well as the noise's
 /// (measured on two cells at εh 100 and 1000, n = 10³: ū was 0.93x and
-/// 1.48x the error of the noise plus the rounding of the true locations). The
-/// bias² is added by the caller.
+/// 1.48x the error of the noise plus the rounding of the true locations).
+/// Returned with d² = mean_j (map₀_j − map₀'_j)², map₀' the plain map without
+/// the rounding correction (the Gaussian itself at the bin offsets): the
+/// size of that correction, O(Δ²∇²F), which does not shrink with n.
 fn noise_and_rounding(
     g: &super::query_set::KdeGrid,
     epsilon: f64,
