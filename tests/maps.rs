@@ -176,19 +176,6 @@ fn second_moment_ucb(n: f64, s_hat: f64, m: f64, alpha: f64) -> f64 {
     r * r
 }
 
-/// The true map (1/n) Σ K_h(t_j - x_i) of the devices.
-fn true_map(grid: &KdeGrid, xs: &[[f64; 2]]) -> Vec<f64> {
-    (0..grid.len())
-        .map(|j| {
-            let t = grid.center(j);
-            xs.iter()
-                .map(|x| grid.kernel([x[0] - t[0], x[1] - t[1]]))
-                .sum::<f64>()
-                / xs.len() as f64
-        })
-        .collect()
-}
-
 #[test]
 fn debiased_map_is_unbiased_in_every_cell_and_its_error_vanishes_as_n_grows() {
     // No hand-picked seed: seeds 0, 1, 2 all run and must all pass, with
@@ -212,7 +199,7 @@ fn debiased_map_is_unbiased_in_every_cell_and_its_error_vanishes_as_n_grows() {
     let h = grid.bandwidth();
     let eps = 1.0 / h; // εh = 1
     let xs = devices(2000, 4);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let (seeds, checkpoints) = (3u64, [5u64, 20]);
     let set = QuerySet::Kde(grid.clone());
     let kt = DebiasKernel::new(2, h, eps, 1.0).unwrap();
@@ -621,7 +608,7 @@ fn em_map_is_non_negative_sharding_free_and_beats_plain_at_low_eps_h() {
     // two shards merged give the same bits as one server.
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let xs = devices(30_000, 11);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let eh = 0.3;
     let eps = eh / grid.bandwidth();
     let agg = aggregated(&grid, eh, &xs, 12);
@@ -675,7 +662,7 @@ fn em_map_is_non_negative_sharding_free_and_beats_plain_at_low_eps_h() {
 fn planner_picks_em_at_low_eps_h_and_the_debiased_kernel_at_high_eps_h() {
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let xs = devices(30_000, 13);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     for (eh, want_em) in [(0.3, true), (10.0, false)] {
         let agg = aggregated(&grid, eh, &xs, 14);
         let (est, p) = agg.planned_estimate().unwrap();
@@ -706,7 +693,7 @@ fn debiased_standard_errors_count_only_the_noise_at_high_eps_h() {
     // on this one draw.
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let xs = devices(20_000, 15);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let agg = aggregated(&grid, 10.0, &xs, 16);
     let m = agg.mapper().unwrap().unwrap();
     let est = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
@@ -739,7 +726,7 @@ fn em_on_a_coarse_lattice_at_eps_h_0_1_is_non_negative_and_beats_plain() {
     // non-negative, a function of the counts only, and beats plain.
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let xs = devices(30_000, 21);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let eh = 0.1;
     let eps = eh / grid.bandwidth();
     let agg = aggregated(&grid, eh, &xs, 22);
@@ -801,7 +788,7 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
     let grid = KdeGrid::square(10_000.0, 21).unwrap();
     let set = QuerySet::Kde(grid.clone());
     let xs = devices(20_000, 21);
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let lams = [0.0, 0.6, 1.0];
     let mut kernel_cover = Vec::new();
     for eh in [0.3, 1.0, 10.0] {
@@ -912,7 +899,7 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
             xs.push(x);
         }
     }
-    let truth = true_map(&grid, &xs);
+    let truth = grid.exact_map(&xs);
     let lams = [0.0, 0.6, 1.0];
     let mut all = Vec::new();
     for eh in [0.3, 1.0, 10.0] {

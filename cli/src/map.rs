@@ -538,46 +538,7 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
     Ok(())
 }
 
-/// The true map of the devices: separable Gaussian, exact.
-fn true_map(grid: &KdeGrid, xs: &[[f64; 2]]) -> Vec<f64> {
-    let m = grid.points();
-    let h = grid.bandwidth();
-    let o = grid.origin();
-    let st = grid.step();
-    let sums = xs
-        .par_chunks(4096)
-        .map(|chunk| {
-            let mut acc = vec![0.0; m[0] * m[1]];
-            let mut fx = vec![0.0; m[0]];
-            let mut fy = vec![0.0; m[1]];
-            for x in chunk {
-                for (i, f) in fx.iter_mut().enumerate() {
-                    let d = (x[0] - o[0] - i as f64 * st[0]) / h;
-                    *f = (-0.5 * d * d).exp();
-                }
-                for (k, f) in fy.iter_mut().enumerate() {
-                    let d = (x[1] - o[1] - k as f64 * st[1]) / h;
-                    *f = (-0.5 * d * d).exp();
-                }
-                for i in 0..m[0] {
-                    for k in 0..m[1] {
-                        acc[i * m[1] + k] += fx[i] * fy[k];
-                    }
-                }
-            }
-            acc
-        })
-        .collect::<Vec<_>>();
-    let mut total = vec![0.0; m[0] * m[1]];
-    for s in sums {
-        for (t, v) in total.iter_mut().zip(s) {
-            *t += v;
-        }
-    }
-    let n = xs.len() as f64;
-    total.iter().map(|v| v / n).collect()
-}
-
+/// Average squared error of a map against the true map.
 fn ase(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / a.len() as f64
 }
@@ -636,7 +597,7 @@ fn sweep(
     outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in ns {
         let xs = devices(pop, n, seed);
-        let truth = true_map(&grid, &xs);
+        let truth = grid.exact_map(&xs);
         for &eh in eps_h {
             let t0 = std::time::Instant::now();
             let eps = eh / h;
@@ -798,7 +759,7 @@ fn coverage(
     outln!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 3));
     for &n in ns {
         let xs = devices(pop, n, seed);
-        let truth = true_map(&grid, &xs);
+        let truth = grid.exact_map(&xs);
         for &eh in eps_h {
             let eps = eh / h;
             let nl = LAMBDAS.len();

@@ -18,9 +18,10 @@
 //!   only where the ASE interval [var + L, var + U] (two standard errors)
 //!   spans at most 9x, predicted within 3x of every ASE in it; not ranked
 //!   above εh = [`EM_ONLY_ABOVE_EPS_H`], where EM is taken;
-//! * EM: the bootstrap conditioned on the devices, plus 2 × its bias²; an
-//!   estimate up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`], an upper estimate
-//!   above (docs/MATH.md §9.4, §9.6).
+//! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
+//!   conditioned on the devices, plus 2 × its bias²; above, the plain
+//!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -74,10 +75,12 @@ impl Plan {
     }
 }
 
-/// EM's prediction is an estimate up to this εh (docs/MATH.md §9.4):
-/// above it the bootstrap's bias (the pilot EM at 3t* against a fit of
-/// t* = 1-4 iterations) over-predicts 3-20x, so it is ranked as an upper
-/// estimate (`upper_bound`).
+/// EM's prediction is its bootstrap up to this εh (docs/MATH.md §9.4).
+/// Above it the bootstrap's bias (the pilot EM at 3t* against a fit of
+/// t* = 1-4 iterations, its replicates new devices whose spread swamps so
+/// small a bias) over-predicted up to 250x; the prediction there is the
+/// plain map's noise, rounding and blurred bias ([`EM_HIGH_FACTOR`],
+/// measured/predicted 0.47-1.76 on the three populations).
 pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 
 /// Above this εh, with reports on a 2-D kernel grid, the planner takes EM
@@ -88,6 +91,27 @@ pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 /// εh ∈ {100, 1000}. (Measured at εh = 30 and 100; the boundary lies
 /// between.)
 pub const EM_ONLY_ABOVE_EPS_H: f64 = 50.0;
+
+/// EM's prediction above εh = [`EM_ESTIMATED_UP_TO_EPS_H`] charges this
+/// factor times the plain map's noise and rounding given the devices
+/// (EM's own map of the same counts measured 1.0-2.2x of that part plus
+/// its blurred bias, docs/MATH.md §9.4).
+pub const EM_HIGH_FACTOR: f64 = 1.5;
+
+/// EM's noise-and-rounding prediction above εh = [`EM_ESTIMATED_UP_TO_EPS_H`]
+/// holds where its held-out stop is at most this many iterations (one step
+/// from a uniform start: the counts smoothed once more by the channel);
+/// beyond (t* = 2 at n = 10⁶ on the city at εh = 10 already measured 190x
+/// below it: the accelerated steps sharpen the map) the bootstrap is kept.
+pub const EM_HIGH_MAX_ITERATIONS: usize = 1;
+
+/// A kernel map's deterministic rounding error is charged at this many
+/// times the mean squared size of the plain map's rounding correction
+/// (the sinc division of [`FftMapper::spatial_kernel`]): measured 4.5x
+/// (λ = 1) and 5.1x (λ = 0) on the constructed population at εh = 30,
+/// n = 10⁷, where it is the whole error; negligible at n <= 10⁴
+/// (docs/MATH.md §9.4).
+pub const ROUNDING_FACTOR: f64 = 4.0;
 
 /// λ values the planner considers.
 pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
@@ -161,6 +185,9 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         })?;
         preds.insert(0, vector_laplace(l1, epsilon, nf));
         let (mf, kernels) = kernels?;
+        // The plain map's noise and rounding given the devices, and the
+        // size of the rounding correction (docs/MATH.md §9.4).
+        let rounding = noise_and_rounding(g, epsilon, nf, mapper)?;
         mean_f = mf;
         if let Some(e) = em_out {
             let (mut e, disc2) = e?;
@@ -171,10 +198,26 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
-            if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H {
-                // An upper estimate there (measured/predicted 0.004-1.91 on
-                // the three populations, docs/MATH.md §9.4).
-                pred.upper_bound = true;
+            if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H
+                && e.iterations <= EM_HIGH_MAX_ITERATIONS
+            {
+                // Above εh = 3 the bootstrap's bias is noise (its replicates
+                // are new devices, whose spread swamps a bias this small):
+                // EM's error is that of the plain map of the binned
+                // locations, its noise and rounding given the devices plus
+                // the plain map's bias² (docs/MATH.md §9.4).
+                let nr = rounding.0;
+                let b0 = kernels
+                    .iter()
+                    .find(|k| k.lambda == 0.0)
+                    .and_then(|k| k.against_unbiased)
+                    .map_or(0.0, |b| (b.avg - 2.0 * b.se).max(0.0));
+                pred.variance = EM_HIGH_FACTOR * nr;
+                // EM's extra blur: the noise once more (twice the plain
+                // map's bias) and four times the bins' box (four times the
+                // rounding correction's size); biases of one shape add.
+                pred.bias2 = (2.0 * b0.sqrt() + 4.0 * rounding.1.sqrt()).powi(2);
+                pred.ase = pred.variance + pred.bias2;
             }
             preds.push(pred.clone());
             em = Some(e);
@@ -219,7 +262,13 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             }
             let b = against_unbiased.unwrap_or(BiasEstimate { avg: 0.0, se: 0.0 });
             let (ase, bias2) = match kernel_prediction(var, b, against_em) {
-                Some(p) => p,
+                // The rounding correction's own error (near-exact
+                // locations are not spread evenly over their bins),
+                // charged at ROUNDING_FACTOR times the correction's size.
+                Some((a, b2)) => (
+                    a + ROUNDING_FACTOR * rounding.1,
+                    b2 + ROUNDING_FACTOR * rounding.1,
+                ),
                 None => {
                     unranked.push(lam);
                     continue;
@@ -417,6 +466,67 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
         .sum::<f64>()
         / m;
     Ok((e, disc2))
+}
+
+/// The noise-and-rounding error of a map of the binned reports, for EM
+/// above εh = [`EM_ESTIMATED_UP_TO_EPS_H`] (docs/MATH.md §9.4): there EM
+/// stops after 1-4 iterations and its spread given the devices is that of
+/// the plain map of near-exact locations rounded into bins. At the planned
+/// n:
+///
+///   P = ū/n,  ū = mean_j (1/n)Σ_i [(K² * p_N) − (K * p_N)²](t_j − x̃_i),
+///
+/// K the plain (λ = 0) Gaussian, the noise-law plug-in of
+/// [`FftMapper::variances_with_plug_in`] evaluated on the rounded counts:
+/// its K² term is applied to counts at bin centres, so ū holds the
+/// rounding's spread Σ_a (Δ_a²/12)(∂_a K)² as well as the noise's
+/// (measured on two cells at εh 100 and 1000, n = 10³: ū was 0.93x and
+/// 1.48x the error of the noise plus the rounding of the true locations).
+/// Returned with d² = mean_j (map₀_j − map₀'_j)², map₀' the plain map without
+/// the rounding correction (the Gaussian itself at the bin offsets): the
+/// size of that correction, O(Δ²∇²F), which does not shrink with n.
+fn noise_and_rounding(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    nf: f64,
+    mapper: &FftMapper,
+) -> Result<(f64, f64)> {
+    let m = g.len() as f64;
+    let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+    let s0 = mapper.spatial_kernel(&k0);
+    let mean0 = mapper.apply_spatial(&s0);
+    let (_, u) = mapper.variances_with_plug_in(&k0, &s0, &mean0)?;
+    let u = u.iter().sum::<f64>() / m;
+    // The plain map without the rounding correction: the Gaussian itself
+    // sampled at the wrapped bin offsets.
+    let spec = mapper.counts().spec();
+    let delta = spec.delta();
+    let [n0, n1] = mapper.fft_len();
+    let h2 = g.bandwidth() * g.bandwidth();
+    let off = |i: usize, len: usize, d: f64| {
+        if 2 * i > len {
+            (i as f64 - len as f64) * d
+        } else {
+            i as f64 * d
+        }
+    };
+    let dim2 = g.dim() == 2;
+    let mut plain = Vec::with_capacity(n0 * n1);
+    for i in 0..n0 {
+        let z0 = off(i, n0, delta[0]);
+        for k in 0..n1 {
+            let z1 = if dim2 { off(k, n1, delta[1]) } else { 0.0 };
+            plain.push(libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2)));
+        }
+    }
+    let d2 = mapper
+        .apply_spatial(&plain)
+        .iter()
+        .zip(&mean0)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        / m;
+    Ok((u.max(0.0) / nf, d2))
 }
 
 /// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its

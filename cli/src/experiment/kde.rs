@@ -714,7 +714,7 @@ pub fn equal_budget(plan: &EqualPlan, narrate: bool) -> Result<EqualRun> {
         let mut truth_at_max = Vec::new();
         for &n in &set.ns {
             let users = set.source.users(n, plan.seed);
-            let truth = maps::true_map(&set.grid, set.bandwidth, &users);
+            let truth = maps::true_map(&set.grid, set.bandwidth, &users)?;
             for &eps in &set.epsilons {
                 let t0 = Instant::now();
                 let setting = Setting {

@@ -139,36 +139,14 @@ impl Setting<'_> {
 }
 
 /// The true map (1/n) Σ_i exp(-||x_i - t||²/2h²) of `users` at the grid
-/// points (core order), computed separably: exp(-dx²/2h²)·exp(-dy²/2h²)
-/// per axis, O(n·K) exponentials instead of O(n·K²).
-pub fn true_map(grid: &Grid, h: f64, users: &[[f64; 2]]) -> Vec<f64> {
+/// points (core order): [`KdeGrid::exact_map`] (separable, blocks of 4,096
+/// added in order), transposed to the core order.
+pub fn true_map(grid: &Grid, h: f64, users: &[[f64; 2]]) -> Result<Vec<f64>> {
     let k = grid.k;
-    let ([x0, y0], [dx, dy]) = ([grid.bbox[0], grid.bbox[2]], grid.cell);
-    let parts: Vec<Vec<f64>> = users
-        .par_chunks(4096)
-        .map(|chunk| {
-            let mut acc = vec![0.0; k * k];
-            let (mut fx, mut fy) = (vec![0.0; k], vec![0.0; k]);
-            for x in chunk {
-                for (i, f) in fx.iter_mut().enumerate() {
-                    let d = (x[0] - (x0 + dx * i as f64)) / h;
-                    *f = (-0.5 * d * d).exp();
-                }
-                for (i, f) in fy.iter_mut().enumerate() {
-                    let d = (x[1] - (y0 + dy * i as f64)) / h;
-                    *f = (-0.5 * d * d).exp();
-                }
-                for (row, &wy) in acc.chunks_mut(k).zip(&fy) {
-                    for (a, &wx) in row.iter_mut().zip(&fx) {
-                        *a += wx * wy;
-                    }
-                }
-            }
-            acc
-        })
-        .collect();
-    let n = users.len().max(1) as f64;
-    add_in_order(parts, k * k).iter().map(|v| v / n).collect()
+    // The library's map is in its scan order (x index major); the core
+    // order here is y index major.
+    let f = KdeGrid::new_2d(grid.bbox, [k, k], h)?.exact_map(users);
+    Ok((0..k * k).map(|j| f[(j % k) * k + j / k]).collect())
 }
 
 /// Run a library map release on every device (in shards), aggregated by
@@ -490,7 +468,7 @@ mod tests {
             .iter()
             .map(|c| GaussianKde::new(c, h).unwrap())
             .collect();
-        let truth = true_map(&grid, h, &users);
+        let truth = true_map(&grid, h, &users).unwrap();
         // The separable true map is the per-query one.
         for (t, q) in truth.iter().zip(&queries) {
             let direct = users.iter().map(|x| q.value(x).unwrap()).sum::<f64>() / 400.0;
