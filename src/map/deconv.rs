@@ -35,8 +35,8 @@
 //! is compared with the map of p̂ (the replicate's truth): the mean over
 //! replicates and cells of the squared difference is the predicted ASE
 //! (the truth is a pilot: EM run [`EmOptions::pilot`] times longer);
-//! per cell, the replicates' spread and mean offset give the standard
-//! error and the bias term of the interval (docs/MATH.md §9.6).
+//! per cell, the replicates' spread and mean offset, with the map's
+//! distance to the pilot, give the interval (docs/MATH.md §9.6, §9.7).
 
 use super::bins::BinnedCounts;
 use super::fft::fast_len;

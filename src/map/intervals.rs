@@ -147,7 +147,7 @@ pub const EM_BIAS_FACTOR: f64 = core::f64::consts::SQRT_2;
 /// κ = 1/(1 − 3^{−1/2}) ≈ 2.366 (docs/MATH.md §9.7). If EM's bias along
 /// its path decays at least like t^{−1/2} (|β(3t)| <= |β(t)|/√3), then
 /// |β(t)| <= |M_t − M_3t|/(1 − 3^{−1/2}) in expectation, M_3t the pilot.
-pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438_6;
+pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
 
 /// The EM map's stated standard errors (docs/MATH.md §9.7): per cell the
 /// bias-aware interval (Armstrong & Kolesár) of a bias bound and a spread,

@@ -1,4 +1,6 @@
 //! Helpers shared by the ledger's integration tests.
+// Each test crate uses some of these helpers.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 
@@ -29,7 +31,6 @@ impl Drop for TempDir {
 /// smoothed by the residual noise for λ < 1, computed from the devices'
 /// own locations `xs` binned 3x finer than the reports. Shared by the
 /// coverage tests of tests/maps.rs.
-#[allow(dead_code)]
 pub fn kernel_maps_against_targets(
     grid: &geopriv::map::KdeGrid,
     agg: &geopriv::map::MapAggregator,
