@@ -9,6 +9,8 @@ use geopriv::map::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 /// Devices clustered in two blobs inside a 10 km square.
 fn devices(n: usize, seed: u64) -> Vec<[f64; 2]> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -791,6 +793,7 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
     let truth = grid.exact_map(&xs);
     let lams = [0.0, 0.6, 1.0];
     let mut kernel_cover = Vec::new();
+    let mut em_cover = Vec::new();
     for eh in [0.3, 1.0, 10.0] {
         let eps = eh / grid.bandwidth();
         let mut cov = [0.0; 4];
@@ -798,13 +801,6 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
         for rep in 0..2u64 {
             let agg = aggregated(&grid, eh, &xs, 22 + rep);
             let m = agg.mapper().unwrap().unwrap();
-            let sp = agg.counts().unwrap().spec();
-            let mut tc =
-                BinnedCounts::new(BinSpec::new(&grid, 3 * sp.refine(), 3 * sp.margin()).unwrap());
-            for x in &xs {
-                tc.add(x).unwrap();
-            }
-            let tm = FftMapper::new(tc).unwrap();
             let p = plan(&set, eps, xs.len() as u64, Some(&m)).unwrap();
             // A kernel map whose bias the reports do not resolve is not
             // ranked (no prediction; NaN here).
@@ -814,14 +810,8 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
                     .find(|q| q.name == name)
                     .map_or(f64::NAN, |q| q.ase)
             };
-            for (i, lam) in lams.into_iter().enumerate() {
-                let k = agg.kernel(lam).unwrap();
-                let est = m.estimate(&k).unwrap();
-                let target = if lam == 1.0 {
-                    truth.clone()
-                } else {
-                    tm.smoothed_target(&k)
-                };
+            let maps = common::kernel_maps_against_targets(&grid, &agg, &xs, &truth, &lams);
+            for (i, (lam, (est, target))) in lams.into_iter().zip(maps).enumerate() {
                 cov[i] += 0.5
                     * geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
                 ratio[i] += 0.5 * ase(&est.values, &truth) / pred(&format!("a-priori λ={lam:.1}"));
@@ -840,14 +830,11 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
             assert!((0.89..=0.98).contains(c), "εh = {eh}, λ = {}: {c}", lams[i]);
             kernel_cover.push(*c);
         }
-        // EM: bias-aware intervals from a 4-replicate bootstrap
-        // conditioned on the devices (docs/MATH.md §9.7).
-        {
-            // Measured 0.916 / 0.976 / 0.890 at εh = 0.3 / 1 / 10 (before
-            // the conditioning: 0.92 / 0.98 / 1.00); issue 22 item 2's
-            // [0.93, 0.97] is not met for EM.
-            assert!(cov[3] >= 0.88, "EM coverage {}", cov[3]);
-        }
+        // EM: the bias-aware interval of the path bias bound
+        // κ·|M_t − M_3t| and the bootstrap spread conditioned on the
+        // devices (docs/MATH.md §9.7; before: 0.916 / 0.976 / 0.890 at
+        // εh = 0.3 / 1 / 10 from the bootstrap's bias).
+        em_cover.push(cov[3]);
         // The unbiased map's prediction is its variance (noise and
         // rounding), within 3x of the measured ASE at every εh.
         assert!((1.0 / 3.0..=3.0).contains(&ratio[2]), "λ = 1: {}", ratio[2]);
@@ -860,8 +847,18 @@ fn intervals_cover_95_percent_of_cells_and_the_planner_predicts_within_3x() {
         }
     }
     let mean = kernel_cover.iter().sum::<f64>() / kernel_cover.len() as f64;
-    println!("kernel maps: mean coverage {mean:.3}");
+    println!("kernel maps: mean coverage {mean:.3}; EM {em_cover:.3?}");
     assert!((0.93..=0.97).contains(&mean), "{mean}");
+    // EM (docs/MATH.md §9.7): measured 0.937 / 0.986 / 0.923 at εh =
+    // 0.3 / 1 / 10 (mean 0.949; before, with the bootstrap's bias alone:
+    // 0.916 / 0.976 / 0.890). Issue 22 item 2's [0.93, 0.97] per εh is
+    // not met at εh = 1 (conservative) and εh = 10 (short at the discs'
+    // sharp edges); the mean is held to it, each εh to [0.91, 0.99].
+    let em_mean = em_cover.iter().sum::<f64>() / em_cover.len() as f64;
+    assert!((0.93..=0.97).contains(&em_mean), "EM {em_cover:?}");
+    for c in &em_cover {
+        assert!((0.91..=0.99).contains(c), "EM coverage {em_cover:?}");
+    }
 }
 
 #[test]
@@ -915,22 +912,8 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
                 agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
                     .unwrap();
             }
-            let m = agg.mapper().unwrap().unwrap();
-            let sp = agg.counts().unwrap().spec();
-            let mut tc =
-                BinnedCounts::new(BinSpec::new(&grid, 3 * sp.refine(), 3 * sp.margin()).unwrap());
-            for x in &xs {
-                tc.add(x).unwrap();
-            }
-            let tm = FftMapper::new(tc).unwrap();
-            for (i, lam) in lams.into_iter().enumerate() {
-                let k = agg.kernel(lam).unwrap();
-                let est = m.estimate(&k).unwrap();
-                let target = if lam == 1.0 {
-                    truth.clone()
-                } else {
-                    tm.smoothed_target(&k)
-                };
+            let maps = common::kernel_maps_against_targets(&grid, &agg, &xs, &truth, &lams);
+            for (i, (lam, (est, target))) in lams.into_iter().zip(maps).enumerate() {
                 cov[i] += 0.5
                     * geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
                 // Where the misses are: land (truth above 1e-6 of its

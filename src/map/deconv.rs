@@ -35,8 +35,8 @@
 //! is compared with the map of p̂ (the replicate's truth): the mean over
 //! replicates and cells of the squared difference is the predicted ASE
 //! (the truth is a pilot: EM run [`EmOptions::pilot`] times longer);
-//! per cell, the replicates' spread and mean offset give the standard
-//! error and the bias term of the interval (docs/MATH.md §9.6).
+//! per cell, the replicates' spread and mean offset, with the map's
+//! distance to the pilot, give the interval (docs/MATH.md §9.6, §9.7).
 
 use super::bins::BinnedCounts;
 use super::fft::fast_len;
@@ -103,6 +103,9 @@ pub struct EmMap {
     pub standard_errors: Vec<f64>,
     /// Per-cell bias estimate (bootstrap mean offset; 0 without replicates).
     pub bias: Vec<f64>,
+    /// The bootstrap's truth: the map of the pilot (EM run
+    /// [`EmOptions::pilot`] times longer; empty without replicates).
+    pub pilot_values: Vec<f64>,
     /// Predicted ASE (bootstrap; NaN without replicates).
     pub predicted_ase: f64,
     /// Its variance part.
@@ -776,6 +779,7 @@ impl EmDeconvolution {
                 values,
                 standard_errors: vec![f64::NAN; m],
                 bias: vec![0.0; m],
+                pilot_values: Vec::new(),
                 predicted_ase: f64::NAN,
                 predicted_variance: f64::NAN,
                 iterations,
@@ -874,6 +878,7 @@ impl EmDeconvolution {
             values,
             standard_errors: se,
             bias,
+            pilot_values: truth,
             predicted_ase: ase / m as f64,
             predicted_variance: var / m as f64,
             iterations,

@@ -41,7 +41,7 @@ pub struct MapEstimate {
     /// Standard error of each value given the devices (docs/MATH.md §9.7):
     /// value ± 1.96·SE is a 95% interval for the true map (λ = 1), for the
     /// map smoothed by the residual noise (λ < 1), or, for the EM map, for
-    /// the true map with the bootstrap's bias folded in.
+    /// the true map with a bias bound folded in (`em_standard_errors`).
     pub standard_errors: Vec<f64>,
     /// Devices (reports) used.
     pub n: u64,

@@ -136,23 +136,61 @@ pub fn student_t_975(df: usize) -> f64 {
     }
 }
 
-/// How much the planner and the intervals scale the bootstrap's bias of
-/// the EM map: √2 (the planner charges 2 x its square, docs/MATH.md §9.6:
-/// the bootstrap's truth, an EM pilot, is smoother than the devices, and
-/// measured/predicted was 2.0-2.9 before the factor).
+/// How much the planner scales the bootstrap's bias of the EM map: √2
+/// (the planner charges 2 x its square, docs/MATH.md §9.6: the
+/// bootstrap's truth, an EM pilot, is smoother than the devices, and
+/// measured/predicted was 2.0-2.9 before the factor); one of the two
+/// bias bounds of the intervals ([`em_standard_errors`]).
 pub const EM_BIAS_FACTOR: f64 = core::f64::consts::SQRT_2;
 
+/// The EM map's bias bound per unit of its distance to the pilot:
+/// κ = 1/(1 − 3^{−1/2}) ≈ 2.366 (docs/MATH.md §9.7). If EM's bias along
+/// its path decays at least like t^{−1/2} (|β(3t)| <= |β(t)|/√3), then
+/// |β(t)| <= |M_t − M_3t|/(1 − 3^{−1/2}) in expectation, M_3t the pilot.
+pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
+
 /// The EM map's stated standard errors (docs/MATH.md §9.7): per cell the
-/// bias-aware interval of the bootstrap's bias (times [`EM_BIAS_FACTOR`])
-/// and spread, the spread of `replicates` replicates widened by
-/// t_{0.975, replicates - 1}/1.96 (a spread from 4 replicates has 3
-/// degrees of freedom: ±1.96 of it covers a Gaussian 86% of the time).
+/// bias-aware interval (Armstrong & Kolesár) of a bias bound and a spread,
+///
+/// ```text
+/// B_j = max( κ·|M_t,j − M_3t,j| , √2·|b̂_j| ),   s'_j = s_j · t_{0.975, R−1}/1.96,
+/// SE_j = max( c(B_j/s'_j)·s'_j/1.96 , 64·ε_mach·max_k |M_t,k| )
+/// ```
+///
+/// with M_t the map (EM stopped at the held-out t), M_3t the bootstrap's
+/// pilot ([`EmMap::pilot_values`]), κ = [`EM_PATH_BIAS_FACTOR`], b̂_j the
+/// bootstrap's bias ([`EmMap::bias`], times [`EM_BIAS_FACTOR`]), s_j the
+/// bootstrap spread of `replicates` replicates conditioned on the devices
+/// (widened by t_{0.975, R−1}/1.96: a spread from 4 replicates has 3
+/// degrees of freedom) and c the [`bias_aware_critical_value`]. The
+/// floor is the round-off of the map (beyond a population's edge the EM
+/// map and the truth are both 0 up to it). NaN spreads stay NaN (no
+/// replicates); a map without a pilot falls back to the spread alone.
 pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
     let widen = student_t_975(replicates.saturating_sub(1)) / 1.959_963_984_540_054;
+    let peak = em
+        .values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |a, v| a.max(v.abs()));
+    let floor = 64.0 * f64::EPSILON * peak;
     em.standard_errors
         .iter()
-        .zip(&em.bias)
-        .map(|(&s, &b)| bias_aware_standard_error(b * EM_BIAS_FACTOR, s * widen))
+        .enumerate()
+        .map(|(j, &s)| {
+            let path = match (em.values.get(j), em.pilot_values.get(j)) {
+                (Some(v), Some(p)) => EM_PATH_BIAS_FACTOR * (v - p).abs(),
+                _ => 0.0,
+            };
+            let boot = em.bias.get(j).map_or(0.0, |b| EM_BIAS_FACTOR * b.abs());
+            let b = path.max(boot);
+            let se = bias_aware_standard_error(b, s * widen);
+            if se.is_nan() {
+                se
+            } else {
+                se.max(floor)
+            }
+        })
         .collect()
 }
 
@@ -174,6 +212,34 @@ mod tests {
         assert!((student_t_975(1000) - 1.962).abs() < 1e-3);
         assert!((bias_aware_standard_error(0.0, 2.0) - 2.0).abs() < 1e-6);
         assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / 1.959_963_984_540_054).abs() < 1e-12);
+    }
+
+    #[test]
+    fn em_standard_errors_fold_the_path_bias_into_a_bias_aware_interval() {
+        let em = EmMap {
+            values: vec![1.0, 0.5, 0.0],
+            standard_errors: vec![0.1, 0.0, f64::NAN],
+            bias: vec![0.0; 3],
+            pilot_values: vec![1.0, 0.6, 0.0],
+            predicted_ase: 0.0,
+            predicted_variance: 0.0,
+            iterations: 1,
+            n: 10,
+        };
+        let se = em_standard_errors(&em, 4);
+        // No path difference: the widened spread.
+        assert!((se[0] - 0.1 * 3.182 / 1.959_963_984_540_054).abs() < 1e-9);
+        // No spread: the interval reaches the bound κ·|0.5 − 0.6|.
+        assert!((1.959_963_984_540_054 * se[1] - EM_PATH_BIAS_FACTOR * 0.1).abs() < 1e-12);
+        assert!(se[2].is_nan());
+        assert!((EM_PATH_BIAS_FACTOR * (1.0 - 1.0 / 3f64.sqrt()) - 1.0).abs() < 1e-15);
+        // A zero spread and no difference: the round-off floor.
+        let flat = EmMap {
+            standard_errors: vec![0.0; 3],
+            pilot_values: em.values.clone(),
+            ..em
+        };
+        assert!(em_standard_errors(&flat, 4).iter().all(|s| *s > 0.0));
     }
 
     #[test]

@@ -460,7 +460,8 @@ impl MapAggregator {
         let est = match (&p.em, pick.em_iterations) {
             (Some(em), Some(_)) => MapEstimate {
                 values: em.values.clone(),
-                // The bias-aware interval of the bootstrap's bias and
+                // The bias-aware interval of a bias bound (EM's path to
+                // the pilot, the bootstrap's bias) and the bootstrap's
                 // spread (docs/MATH.md §9.7).
                 standard_errors: super::intervals::em_standard_errors(
                     em,
