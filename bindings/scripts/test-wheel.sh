@@ -66,6 +66,8 @@ run run_installed.py test_server.py
 # million-device program and the array suite (with pandas and Polars),
 # mypy for the README's Python against the installed stubs.
 "$WORK/venv/bin/pip" install -q numpy pandas polars mypy
-GEOPRIV_ASSERT_SPEED=1 run test_native.py
+# No timed assertion in CI: test_native.py checks a structural 5 µs bound;
+# GEOPRIV_ASSERT_SPEED=1 (issue 23's 1 µs) is for a run on an idle machine.
+run test_native.py
 run new_user.py
 "$REPO/bindings/scripts/typecheck-python.sh" "$WORK/venv/bin/python"

@@ -3,9 +3,10 @@ __init__.py, issue 23): enums as members, ``GeoprivError.code``, arrays
 (numpy, pandas, Polars) and privacy stated as a radius. Needs numpy
 (pandas and Polars tests run when installed). Run by
 bindings/scripts/test-python.sh against the package built from the
-checkout and by test-wheel.sh against the installed wheel
-(``GEOPRIV_ASSERT_SPEED=1``: the per-element bounds of issue 23 item 2,
-meaningful for the release library only). Closes with
+checkout and by test-wheel.sh against the installed wheel. CI asserts a
+structural 5 µs per element (one FFI call per column, not one per element);
+``GEOPRIV_ASSERT_SPEED=1`` adds issue 23 item 2's 1 µs, for a run of the
+release library on an idle machine (no timed tests in CI). Closes with
 ``python-native: N passed, M failed``."""
 
 import os
@@ -215,7 +216,7 @@ def _():
     raises(GeoprivError.InvalidInput, lambda: geopriv.project_array(np.array([[95.0, 0.0]]), city))
 
 
-@test("arrays and JSON columns cost at most 1 µs of CPU per element through the binding (asserted for the release library)")
+@test("arrays and JSON columns are lowered in one FFI call, not element by element (at most 5 µs of CPU per element; 1 µs with GEOPRIV_ASSERT_SPEED=1 on an idle machine)")
 def _():
     n = 200_000
     q = GeoQuery.threshold(100_000.0, 20_000.0)
@@ -243,10 +244,20 @@ def _():
     print(f"  per element (CPU): privatize {privatize * 1e6:.2f} µs, add_reports(ReleaseArray) "
           f"{ingest_array * 1e6:.2f} µs, add_reports(JSON column): "
           + ", ".join(f"{k} {v * 1e6:.2f} µs" for k, v in json_costs.items()))
+    # Always (CI included): a structural bound, 5 µs per element. A column
+    # lowered element by element in Python costs about 11 µs a row
+    # (BENCHMARKS.md, "Arrays through the bindings"), so this catches that
+    # regression without timing the machine: this shared VM's speed varies
+    # up to 2x between hours (privatize measured 0.18 and 0.37 µs on the
+    # same wheel), and a 1 µs bound failed a cold CI run at 1.05 µs.
+    expect(max(privatize, ingest_array) <= 5e-6, (privatize, ingest_array))
+    expect(max(json_costs.values()) <= 5e-6, json_costs)
     if os.environ.get("GEOPRIV_ASSERT_SPEED"):
-        # CPU time of this process (robust to a loaded machine); a JSON
-        # column crosses the FFI as one string and is decoded reusing the
-        # header parse (BENCHMARKS.md, "Arrays through the bindings").
+        # Issue 23's figure, for a run on an idle machine (not in CI: no
+        # timed tests there). CPU time of this process; a JSON column
+        # crosses the FFI as one string and is decoded reusing the header
+        # parse. The measurement of record is criterion,
+        # bindings/benches/arrays.rs.
         expect(max(privatize, ingest_array) <= 1e-6, (privatize, ingest_array))
         expect(max(json_costs.values()) <= 1e-6, json_costs)
 
