@@ -196,7 +196,11 @@ def _():
     expect(batch.rejected_by_code == {"seeded": 20} and estimates == [], (batch, estimates))
     batch, estimates, clip, raw = collect(honest, map_lines, grid, mech, f"{policy_id}\n")
     expect(batch.accepted == 3 and batch.rejected == 0 and len(estimates) == 1, batch)
-    expect(clip is not None and clip.clipped == 0 and raw is None, (clip, raw))
+    # The map reports carry secure (unseeded) noise, so whether one of the
+    # 250 values lands past the clip bound is chance: usually none, and a
+    # cold CI run saw one (26 Nov 2026). Assert the clip's shape, not a count.
+    expect(clip is not None and raw is None and clip.lower < clip.upper and clip.z > 0
+           and clip.clipped <= 25 * len(map_lines), (clip, raw))
 
 
 @test("task files: a server validates reports against the CLI's --queries task set (ids, tasks, z)")
