@@ -39,7 +39,7 @@
 //! distance to the pilot, give the interval (docs/MATH.md §9.6, §9.7).
 
 use super::bins::BinnedCounts;
-use super::fft::fast_len;
+use super::fft::{complex_pair, fast_len, fft2_in_place};
 use super::query_set::KdeGrid;
 use crate::error::{positive_finite, Error, Result};
 use rand::SeedableRng;
@@ -454,13 +454,11 @@ impl EmDeconvolution {
     /// dropped: at εh = 0.3 it ran beside the planner's two kernel-map
     /// threads and cost 3.4 s -> 5.0 s wall; above it gained nothing.)
     fn fft2(&self, data: &mut [Complex64], forward: bool) {
-        let [n0, n1] = self.n_fft;
-        let plans = if forward { &self.fwd } else { &self.inv };
-        plans[1].process(data);
-        let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
-        transpose::transpose(data, &mut t, n1, n0);
-        plans[0].process(&mut t);
-        transpose::transpose(&t, data, n0, n1);
+        fft2_in_place(
+            if forward { &self.fwd } else { &self.inv },
+            self.n_fft,
+            data,
+        );
     }
 
     /// Circular convolution of a real field with k.
@@ -478,11 +476,7 @@ impl EmDeconvolution {
     /// Circular convolutions of two real fields with k in one complex
     /// transform (k is real and even, so (a + ib) * k = a * k + i b * k).
     fn convolve_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let mut g: Vec<Complex64> = a
-            .iter()
-            .zip(b)
-            .map(|(&x, &y)| Complex64::new(x, y))
-            .collect();
+        let mut g = complex_pair(a, b);
         self.fft2(&mut g, true);
         for (a, k) in g.iter_mut().zip(&self.khat) {
             *a *= *k;

@@ -81,6 +81,37 @@ impl DiscretisationBound {
     }
 }
 
+/// 2-D discrete Fourier transform, in place, of a row-major n[0] × n[1]
+/// array: X[k0, k1] = Σ_{j0, j1} x[j0, j1] e^{∓2πi (j0 k0 / n0 + j1 k1 / n1)}
+/// (unnormalised; the sign is the plans'), rows along axis 1, then
+/// (transposed) along axis 0; axes of length 1 are skipped. Shared by the
+/// kernel maps ([`FftMapper`]) and EM's convolutions (`deconv.rs`).
+pub(crate) fn fft2_in_place(plans: &[Arc<dyn Fft<f64>>; 2], n: [usize; 2], data: &mut [Complex64]) {
+    let [n0, n1] = n;
+    if n1 > 1 {
+        plans[1].process(data);
+    }
+    if n0 > 1 {
+        if n1 == 1 {
+            plans[0].process(data);
+        } else {
+            let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
+            transpose::transpose(data, &mut t, n1, n0);
+            plans[0].process(&mut t);
+            transpose::transpose(&t, data, n0, n1);
+        }
+    }
+}
+
+/// Two real fields as one complex field a + i b: a convolution with a real
+/// kernel c then gives a ∗ c and b ∗ c as its real and imaginary parts.
+pub(crate) fn complex_pair(a: &[f64], b: &[f64]) -> Vec<Complex64> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| Complex64::new(x, y))
+        .collect()
+}
+
 /// Smallest 2^a 3^b 5^c >= n.
 pub(crate) fn fast_len(n: usize) -> usize {
     let mut m = n.max(1);
@@ -186,21 +217,7 @@ impl FftMapper {
     }
 
     fn fft2(&self, data: &mut [Complex64], forward: bool) {
-        let [n0, n1] = self.n;
-        let plans = if forward { &self.fwd } else { &self.inv };
-        if n1 > 1 {
-            plans[1].process(data);
-        }
-        if n0 > 1 {
-            if n1 == 1 {
-                plans[0].process(data);
-            } else {
-                let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
-                transpose::transpose(data, &mut t, n1, n0);
-                plans[0].process(&mut t);
-                transpose::transpose(&t, data, n0, n1);
-            }
-        }
+        fft2_in_place(if forward { &self.fwd } else { &self.inv }, self.n, data);
     }
 
     /// Physical periods P_a = N_a Δ_a of the used axes.
@@ -290,11 +307,7 @@ impl FftMapper {
     /// of 6 for the planner's kernel maps; rounding differs from two
     /// separate calls by a few ulps).
     pub fn apply_spatial_pair(&self, a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let mut g: Vec<Complex64> = a
-            .iter()
-            .zip(b)
-            .map(|(&x, &y)| Complex64::new(x, y))
-            .collect();
+        let mut g = complex_pair(a, b);
         self.fft2(&mut g, true);
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
