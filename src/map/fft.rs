@@ -438,7 +438,7 @@ impl FftMapper {
         // planner, when both cores are free.
         let (mean, vu) = std::thread::scope(|sc| {
             let m = sc.spawn(|| self.apply_spatial(&s));
-            let vu = self.variances(kernel, &s, None);
+            let vu = self.variances_with_plug_in(kernel, &s);
             (m.join(), vu)
         });
         let mean = mean.map_err(|_| Error::Numerical {
@@ -448,9 +448,7 @@ impl FftMapper {
         let floor = self.round_off(&s);
         // The sample variance floored by a quarter of the noise-law
         // plug-in (docs/MATH.md §9.7, `intervals::kernel_standard_error`).
-        let (mut v, mut u) = vu?;
-        v.truncate(mean.len());
-        u.truncate(mean.len());
+        let (v, u) = vu?;
         let standard_errors = v
             .iter()
             .zip(&u)
@@ -505,21 +503,21 @@ impl FftMapper {
     /// u_j = (1/n)Σ_i [(K_λ² * p_N) − B_λ²](t_j − x̃_i): the variance
     /// formula evaluated as if each device sat at its noisy location (a sum
     /// of per-device variances, so >= 0 up to round-off; docs/MATH.md §9.7,
-    /// [`super::intervals::kernel_standard_error`]). Same FFT count.
+    /// [`super::intervals::kernel_standard_error`]). Same FFT count; needs
+    /// no map, so it can run beside [`apply_spatial`](Self::apply_spatial).
     pub fn variances_with_plug_in(
         &self,
         kernel: &DebiasKernel,
         s: &[f64],
-        mean: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        let (mut v, mut u) = self.variances(kernel, s, None)?;
-        v.truncate(mean.len());
-        u.truncate(mean.len());
-        Ok((v, u))
+        self.variances(kernel, s, None)
     }
 
-    /// Both variance fields; with `plug_in` the second inverse channel
-    /// carries u_j instead of the unconditional spread (no floor applied).
+    /// Both variance fields, one value per map point. With the map
+    /// (`mean`) the first is floored and the second is NaN (the caller
+    /// reads only the first); without it (the plug-in) the second inverse
+    /// channel carries u_j instead of the unconditional spread (no floor
+    /// applied).
     fn variances(
         &self,
         kernel: &DebiasKernel,

@@ -185,9 +185,14 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         })?;
         preds.insert(0, vector_laplace(l1, epsilon, nf));
         let (mf, kernels) = kernels?;
-        // The plain map's noise and rounding given the devices, and the
-        // size of the rounding correction (docs/MATH.md §9.4).
-        let rounding = noise_and_rounding(g, epsilon, nf, mapper)?;
+        // The size of the plain map's rounding correction, and its noise
+        // and rounding given the devices (docs/MATH.md §9.4) where EM's
+        // prediction uses it: above εh = 3 when EM stops within
+        // EM_HIGH_MAX_ITERATIONS (the plug-in's FFTs are not spent below).
+        let em_high = epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H
+            && matches!(&em_out, Some(Ok((e, _))) if e.iterations <= EM_HIGH_MAX_ITERATIONS);
+        let (noise_given_devices, rounding_size2) =
+            noise_and_rounding(g, epsilon, nf, mapper, em_high)?;
         mean_f = mf;
         if let Some(e) = em_out {
             let (mut e, disc2) = e?;
@@ -198,15 +203,12 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
-            if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H
-                && e.iterations <= EM_HIGH_MAX_ITERATIONS
-            {
+            if let Some(nr) = noise_given_devices {
                 // Above εh = 3 the bootstrap's bias is noise (its replicates
                 // are new devices, whose spread swamps a bias this small):
                 // EM's error is that of the plain map of the binned
                 // locations, its noise and rounding given the devices plus
                 // the plain map's bias² (docs/MATH.md §9.4).
-                let nr = rounding.0;
                 let b0 = kernels
                     .iter()
                     .find(|k| k.lambda == 0.0)
@@ -216,7 +218,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 // EM's extra blur: the noise once more (twice the plain
                 // map's bias) and four times the bins' box (four times the
                 // rounding correction's size); biases of one shape add.
-                pred.bias2 = (2.0 * b0.sqrt() + 4.0 * rounding.1.sqrt()).powi(2);
+                pred.bias2 = (2.0 * b0.sqrt() + 4.0 * rounding_size2.sqrt()).powi(2);
                 pred.ase = pred.variance + pred.bias2;
             }
             preds.push(pred.clone());
@@ -266,8 +268,8 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                 // locations are not spread evenly over their bins),
                 // charged at ROUNDING_FACTOR times the correction's size.
                 Some((a, b2)) => (
-                    a + ROUNDING_FACTOR * rounding.1,
-                    b2 + ROUNDING_FACTOR * rounding.1,
+                    a + ROUNDING_FACTOR * rounding_size2,
+                    b2 + ROUNDING_FACTOR * rounding_size2,
                 ),
                 None => {
                     unranked.push(lam);
@@ -482,21 +484,27 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
 /// rounding's spread Σ_a (Δ_a²/12)(∂_a K)² as well as the noise's
 /// (measured on two cells at εh 100 and 1000, n = 10³: ū was 0.93x and
 /// 1.48x the error of the noise plus the rounding of the true locations).
-/// Returned with d² = mean_j (map₀_j − map₀'_j)², map₀' the plain map without
-/// the rounding correction (the Gaussian itself at the bin offsets): the
-/// size of that correction, O(Δ²∇²F), which does not shrink with n.
+/// Returned (P only `with_noise`, else `None`) with d² = mean_j (map₀_j −
+/// map₀'_j)², map₀' the plain map without the rounding correction (the
+/// Gaussian itself at the bin offsets): the size of that correction,
+/// O(Δ²∇²F), which does not shrink with n.
 fn noise_and_rounding(
     g: &super::query_set::KdeGrid,
     epsilon: f64,
     nf: f64,
     mapper: &FftMapper,
-) -> Result<(f64, f64)> {
+    with_noise: bool,
+) -> Result<(Option<f64>, f64)> {
     let m = g.len() as f64;
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let s0 = mapper.spatial_kernel(&k0);
     let mean0 = mapper.apply_spatial(&s0);
-    let (_, u) = mapper.variances_with_plug_in(&k0, &s0, &mean0)?;
-    let u = u.iter().sum::<f64>() / m;
+    let noise = if with_noise {
+        let (_, u) = mapper.variances_with_plug_in(&k0, &s0)?;
+        Some((u.iter().sum::<f64>() / m).max(0.0) / nf)
+    } else {
+        None
+    };
     // The plain map without the rounding correction: the Gaussian itself
     // sampled at the wrapped bin offsets.
     let spec = mapper.counts().spec();
@@ -526,7 +534,7 @@ fn noise_and_rounding(
         .map(|(a, b)| (a - b) * (a - b))
         .sum::<f64>()
         / m;
-    Ok((u.max(0.0) / nf, d2))
+    Ok((noise, d2))
 }
 
 /// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
