@@ -251,46 +251,26 @@ impl KdeGrid {
             acc
         };
         let chunks: Vec<&[[f64; 2]]> = xs.chunks(BLOCK).collect();
+        // Contiguous runs of blocks, one per core; the parts come back in
+        // block order whatever the number of threads.
         #[cfg(feature = "std")]
         let parts: Vec<Vec<f64>> = {
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |t| t.get())
-                .clamp(1, chunks.len().max(1));
-            let next = core::sync::atomic::AtomicUsize::new(0);
-            let work = || {
-                let mut done = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-                    let Some(c) = chunks.get(i) else {
-                        return done;
-                    };
-                    done.push((i, block(c)));
-                }
-            };
-            let mut all: Vec<(usize, Vec<f64>)> = std::thread::scope(|sc| {
-                let helpers: Vec<_> = (1..threads).map(|_| sc.spawn(work)).collect();
-                let mut mine = work();
-                for hd in helpers {
-                    // A helper that panicked leaves its blocks undone:
-                    // they are computed here instead (same bits).
-                    if let Ok(theirs) = hd.join() {
-                        mine.extend(theirs);
-                    }
-                }
-                mine
-            });
-            all.sort_by_key(|p| p.0);
-            let mut have = alloc::vec![false; chunks.len()];
-            for p in &all {
-                have[p.0] = true;
-            }
-            for (i, c) in chunks.iter().enumerate() {
-                if !have[i] {
-                    all.push((i, block(c)));
-                }
-            }
-            all.sort_by_key(|p| p.0);
-            all.into_iter().map(|p| p.1).collect()
+            let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+            let per = chunks.len().div_ceil(threads).max(1);
+            let block = &block;
+            let run = |blocks: &[&[[f64; 2]]]| blocks.iter().map(|c| block(c)).collect::<Vec<_>>();
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = chunks
+                    .chunks(per)
+                    .map(|r| (r, sc.spawn(move || run(r))))
+                    .collect();
+                handles
+                    .into_iter()
+                    // A thread that panicked: its run is computed here
+                    // instead (same bits).
+                    .flat_map(|(r, h)| h.join().unwrap_or_else(|_| run(r)))
+                    .collect()
+            })
         };
         #[cfg(not(feature = "std"))]
         let parts: Vec<Vec<f64>> = chunks.iter().map(|c| block(c)).collect();
