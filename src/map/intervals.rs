@@ -9,6 +9,7 @@
 //! 0.95; the stated SE is c·s/1.96.
 
 use super::deconv::EmMap;
+use crate::server::aggregate::Z_95;
 use std::vec::Vec;
 
 /// The share of the noise-law plug-in variance that floors a kernel map's
@@ -113,9 +114,9 @@ pub fn bias_aware_standard_error(bias: f64, se: f64) -> f64 {
         return f64::NAN;
     }
     if se <= 0.0 {
-        return bias.abs() / 1.959_963_984_540_054;
+        return bias.abs() / Z_95;
     }
-    bias_aware_critical_value(bias / se) * se / 1.959_963_984_540_054
+    bias_aware_critical_value(bias / se) * se / Z_95
 }
 
 /// The 97.5% quantile of Student's t with `df` degrees of freedom (exact
@@ -128,7 +129,7 @@ pub fn student_t_975(df: usize) -> f64 {
         0 => f64::INFINITY,
         1..=10 => T[df - 1],
         _ => {
-            let z: f64 = 1.959_963_984_540_054;
+            let z: f64 = Z_95;
             let v = df as f64;
             z + (z.powi(3) + z) / (4.0 * v)
                 + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
@@ -167,7 +168,7 @@ pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
 /// map and the truth are both 0 up to it). NaN spreads stay NaN (no
 /// replicates); a map without a pilot falls back to the spread alone.
 pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
-    let widen = student_t_975(replicates.saturating_sub(1)) / 1.959_963_984_540_054;
+    let widen = student_t_975(replicates.saturating_sub(1)) / Z_95;
     let peak = em
         .values
         .iter()
@@ -211,7 +212,7 @@ mod tests {
         assert!((student_t_975(30) - 2.042).abs() < 2e-3);
         assert!((student_t_975(1000) - 1.962).abs() < 1e-3);
         assert!((bias_aware_standard_error(0.0, 2.0) - 2.0).abs() < 1e-6);
-        assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / 1.959_963_984_540_054).abs() < 1e-12);
+        assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / Z_95).abs() < 1e-12);
     }
 
     #[test]
@@ -228,9 +229,9 @@ mod tests {
         };
         let se = em_standard_errors(&em, 4);
         // No path difference: the widened spread.
-        assert!((se[0] - 0.1 * 3.182 / 1.959_963_984_540_054).abs() < 1e-9);
+        assert!((se[0] - 0.1 * 3.182 / Z_95).abs() < 1e-9);
         // No spread: the interval reaches the bound κ·|0.5 − 0.6|.
-        assert!((1.959_963_984_540_054 * se[1] - EM_PATH_BIAS_FACTOR * 0.1).abs() < 1e-12);
+        assert!((Z_95 * se[1] - EM_PATH_BIAS_FACTOR * 0.1).abs() < 1e-12);
         assert!(se[2].is_nan());
         assert!((EM_PATH_BIAS_FACTOR * (1.0 - 1.0 / 3f64.sqrt()) - 1.0).abs() < 1e-15);
         // A zero spread and no difference: the round-off floor.
