@@ -652,8 +652,8 @@ impl EmDeconvolution {
     pub fn stopping_iteration(&self) -> usize {
         let (a, b) = self.halves();
         // The two folds (train on a, test on b; train on b, test on a)
-        // share every transform (one complex FFT for two real chains, each
-        // FFT's rows on two threads); each fold keeps its own stopping
+        // share every transform (one complex FFT for two real chains); each
+        // fold keeps its own stopping
         // rule and stops recording once its held-out likelihood has fallen
         // for a while.
         let max = self.opts.max_iterations;

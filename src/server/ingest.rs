@@ -1672,11 +1672,15 @@ impl ReportAggregator {
     /// one after the other on the calling thread.
     ///
     /// Every record gets exactly what the sequential path gives it: the
-    /// reader ([`RecordReader::next_split`]) splits the stream on the
-    /// calling thread (the same record numbers, size limits and `auto`
-    /// decisions) and hands batches of about 256 KiB or 4,096 records to
-    /// the workers, which decode ([`Split::decode`]) and validate (a pure
-    /// function of the report and the policy); everything that depends on
+    /// calling thread reads blocks of whole records of about 256 KiB or
+    /// 4,096 records (`RecordReader::next_block`, private), which the workers cut
+    /// into records themselves, and splits records one by one
+    /// ([`RecordReader::next_split`]) only where a block would not be
+    /// exactly the sequential reader's records (an `auto` stream with a
+    /// 0x00, a too-long record); either way the same record numbers, size
+    /// limits and `auto` decisions. The workers decode
+    /// ([`Split::decode`]) and validate (a pure function of the report and
+    /// the policy); everything that depends on
     /// the records before (a group's admission, report-id deduplication in
     /// the caller, the sums) stays on the calling thread, in order
     /// (docs/MATH.md §10.11). Memory: at most 3·`threads` batches in
