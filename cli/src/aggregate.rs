@@ -10,7 +10,7 @@ use geopriv::server::clip::{
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
     read_query_file, AggregationConfig, Checked, Counts, Estimator, Format, FormatChoice,
-    FullIdSet, IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS,
+    FullIdSet, IdShards, IngestError, RecordReader, ReportAggregator, DEFAULT_MAX_GROUPS,
     DEFAULT_MAX_GROUPS_PER_QUERY, DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT,
 };
 use geopriv::ValidationPolicy;
@@ -104,6 +104,10 @@ pub struct AggregateArgs {
     /// Past this many ids, repeats of the remembered ones are still
     /// dropped, but new ids are counted without being remembered (a later
     /// repeat of one of them is counted again); the summary says how many.
+    /// With more than one thread the ids of records 1..=N are first kept
+    /// in shards on the workers (about as much memory; at most twice as
+    /// much until record N + 1 when reports arrive in groups the workers
+    /// do not know yet) and then moved into the one set.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REPORT_IDS, value_parser = clap::value_parser!(usize))]
     pub max_report_ids: usize,
     /// Threads that decode and validate the records (at most 256 are
@@ -158,6 +162,17 @@ impl Dedup {
                 self.unchecked += 1;
             }
         }
+    }
+
+    /// Add ids accepted elsewhere (the workers' shards,
+    /// [`IdShards::take_accepted`]), at most as many as there is room for.
+    pub fn remember(&mut self, ids: Vec<[u8; 16]>) {
+        if self.frozen.is_some() {
+            return;
+        }
+        let room = self.cap.saturating_sub(self.seen.len());
+        self.seen.reserve(ids.len().min(room));
+        self.seen.extend(ids.into_iter().take(room));
     }
 
     /// The set, once it is full (moved out of the working set, once).
@@ -320,13 +335,25 @@ pub fn run<R: Read, W: Write, E: Write>(
     if let Some(set) = dedup.full() {
         full.publish(set);
     }
+    // Records 1..=cap surely find room in the set (it holds at most one id
+    // per record before): their ids are deduplicated on the workers, in
+    // shards (docs/MATH.md §10.11 step 6), and moved here after them.
+    let shards = IdShards::new((max_report_ids as u64).saturating_add(1), threads);
+    let mut sharded = true;
     let mut counts = Counts::default();
     // The core's `ingest` loop, with the collector's once-per-report-id
     // rule: an id is remembered when its report is accepted. Everything
     // here runs in record order on this thread.
     // Once the id set is full it only answers look-ups, and the workers
     // decide the reports whose fate it alone settles (docs/MATH.md §10.11).
-    agg.ingest_ordered_absorbing_ids(&mut reader, threads, &full, |agg, n, checked| {
+    agg.ingest_ordered_sharded_ids(&mut reader, threads, &full, &shards, |agg, n, checked| {
+        if sharded && n >= shards.room() {
+            sharded = false;
+            dedup.remember(shards.take_accepted());
+            if let Some(set) = dedup.full() {
+                full.publish(set);
+            }
+        }
         counts.records += 1;
         let outcome = match checked {
             Checked::Skipped => {
@@ -345,6 +372,12 @@ pub fn run<R: Read, W: Write, E: Write>(
                 counts.records += k - 1;
                 counts.accepted += k;
                 dedup.unchecked += k;
+                return Ok(());
+            }
+            // Ids seen first here: accepted, remembered in the shards.
+            Checked::AcceptedIdsRemembered(k) => {
+                counts.records += k - 1;
+                counts.accepted += k;
                 return Ok(());
             }
             Checked::Duplicate => {

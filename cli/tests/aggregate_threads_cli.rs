@@ -71,10 +71,16 @@ fn mixed(seed: u64, records: usize) -> Vec<u8> {
 #[test]
 fn every_thread_count_prints_the_same_bytes() {
     let input = mixed(22, 20_000);
-    let flags: [&[&str]; 3] = [
+    // The default id set (2^20) has room for every record: ids are
+    // deduplicated in shards on the workers throughout; with 5,000 the
+    // shards hand over to the calling thread mid-stream (record 5,001),
+    // and with 50 almost at once.
+    let flags: [&[&str]; 5] = [
         &["--format", "auto"],
         &["--format", "json", "--estimator", "median-of-means"],
         &["--format", "auto", "--max-report-ids", "50"],
+        &["--format", "auto", "--max-report-ids", "5000"],
+        &["--format", "json", "--max-report-ids", "9000"],
     ];
     for extra in flags {
         let mut args = vec![
@@ -234,7 +240,9 @@ fn report_ids_in_blocks_on_any_thread_count() {
         input.push(b'\n');
     }
     assert!(!input.contains(&0));
-    for cap in ["1048576", "1000"] {
+    // 2^20: every record below the shards' room; 30,000: the shards hand
+    // over at record 30,001 and the set fills a little later; 1,000.
+    for cap in ["1048576", "30000", "1000"] {
         let run = |threads: &str| {
             geopriv(
                 &[
@@ -254,7 +262,78 @@ fn report_ids_in_blocks_on_any_thread_count() {
         assert!(stderr.contains("duplicate reports dropped"), "{stderr}");
         assert!(stderr.contains("[too-long]"), "{stderr}");
         assert_eq!(
-            cap == "1000",
+            cap != "1048576",
+            stderr.contains("--max-report-ids"),
+            "{stderr}"
+        );
+        for threads in ["2", "3"] {
+            let par = run(threads);
+            assert_eq!(par.status.code(), one.status.code());
+            assert!(
+                par.stdout == one.stdout && par.stderr == one.stderr,
+                "--max-report-ids {cap}, --threads {threads}"
+            );
+        }
+    }
+}
+
+/// Ids whose fate the workers' shards cannot settle (docs/MATH.md §10.11
+/// step 6): a pool of 3,000 ids repeated all over the stream (so repeats
+/// fall in every shard and across batches), a new group every 1,000
+/// records (reports in it arrive before the workers know it is open),
+/// groups beyond `--max-queries` that never open (their ids stay with the
+/// calling thread, then reappear in open groups), and refused reports
+/// repeating accepted ids (duplicates, not rejections); with the id set
+/// large enough, full mid-stream, and handed over by the shards before
+/// it fills.
+#[test]
+fn undecided_ids_on_any_thread_count() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4422);
+    let pool: Vec<[u8; 16]> = (0..3_000).map(|_| rng.random()).collect();
+    let mut input = Vec::new();
+    for i in 0..40_000u64 {
+        let group = if rng.random_range(0..3) == 0 {
+            i / 1_000
+        } else {
+            rng.random_range(0..=i / 1_000)
+        };
+        let query = QueryDescriptor::Threshold {
+            threshold: 100_000.0 + 1_000.0 * group as f64,
+            width: 20_000.0,
+        };
+        let eps = if i % 13 == 0 { 0.5 } else { 1e-4 };
+        let r = Report::new(
+            query,
+            MechanismName::Polyplace,
+            eps,
+            0.0,
+            rng.random_range(-20.0..20.0),
+        )
+        .with_report_id(ReportId(pool[rng.random_range(0..pool.len())]));
+        input.extend_from_slice(r.to_json_line().as_bytes());
+        input.push(b'\n');
+    }
+    for cap in ["1048576", "2000", "20000"] {
+        let run = |threads: &str| {
+            geopriv(
+                &[
+                    "aggregate",
+                    "--max-queries",
+                    "30",
+                    "--max-report-ids",
+                    cap,
+                    "--threads",
+                    threads,
+                ],
+                &input,
+            )
+        };
+        let one = run("1");
+        let stderr = String::from_utf8_lossy(&one.stderr);
+        assert!(stderr.contains("duplicate reports dropped"), "{stderr}");
+        assert!(stderr.contains("[too-many-groups"), "{stderr}");
+        assert_eq!(
+            cap == "2000",
             stderr.contains("--max-report-ids"),
             "{stderr}"
         );

@@ -169,7 +169,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
     let mut em_only = false;
     if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
         let n_rep = mapper.counts().total() as f64;
-        let (em_out, kernels, l1) = std::thread::scope(|s| {
+        let (mut em_out, kernels, l1) = std::thread::scope(|s| {
             let handle = (g.dim() == 2).then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
             let l1 = s.spawn(|| g.l1_bound());
             let kernels = kernel_maps(g, epsilon, nf, mapper);
@@ -190,12 +190,18 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         // prediction uses it: above εh = 3 when EM stops within
         // EM_HIGH_MAX_ITERATIONS (the plug-in's FFTs are not spent below).
         let em_high = epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H
-            && matches!(&em_out, Some(Ok((e, _))) if e.iterations <= EM_HIGH_MAX_ITERATIONS);
+            && matches!(&em_out, Some(Ok((e, _, _))) if e.iterations <= EM_HIGH_MAX_ITERATIONS);
+        // EM's thread computed the plain map of the fine bins already
+        // (the same calls on the same counts: the same bits).
+        let plain0 = match &mut em_out {
+            Some(Ok((_, _, plain0))) => plain0.take(),
+            _ => None,
+        };
         let (noise_given_devices, rounding_size2) =
-            noise_and_rounding(g, epsilon, nf, mapper, em_high)?;
+            noise_and_rounding(g, epsilon, nf, mapper, em_high, plain0)?;
         mean_f = mf;
         if let Some(e) = em_out {
-            let (mut e, disc2) = e?;
+            let (mut e, disc2, _) = e?;
             // The bootstrap's spread is unconditional (its replicates are
             // new devices); the ASE is against the same devices: scaled by
             // the conditional share of the kernel map with the nearest
@@ -448,15 +454,20 @@ fn vector_laplace(l1: f64, epsilon: f64, nf: f64) -> Prediction {
 
 /// The EM fit with its bootstrap and the lattice's discretisation term:
 /// the mean squared difference of the plain map of the lattice counts and
-/// of the fine bins (docs/MATH.md §9.6).
-fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<(EmMap, f64)> {
+/// of the fine bins (docs/MATH.md §9.6); and that plain map of the fine
+/// bins when it was computed (for [`noise_and_rounding`]).
+fn em_fit(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    mapper: &FftMapper,
+) -> Result<(EmMap, f64, Option<Vec<f64>>)> {
     let m = g.len() as f64;
     let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
     let e = engine.estimate()?;
     // Where the lattice is the bins themselves there is nothing to lose
     // (the fine map's difference would be its own rounding correction).
     if engine.bins_per_cell() == 1 {
-        return Ok((e, 0.0));
+        return Ok((e, 0.0, None));
     }
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
@@ -467,7 +478,7 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
         .map(|(a, b)| (a - b) * (a - b))
         .sum::<f64>()
         / m;
-    Ok((e, disc2))
+    Ok((e, disc2, Some(fine)))
 }
 
 /// The noise-and-rounding error of a map of the binned reports, for EM
@@ -487,20 +498,27 @@ fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Re
 /// Returned (P only `with_noise`, else `None`) with d² = mean_j (map₀_j −
 /// map₀'_j)², map₀' the plain map without the rounding correction (the
 /// Gaussian itself at the bin offsets): the size of that correction,
-/// O(Δ²∇²F), which does not shrink with n.
+/// O(Δ²∇²F), which does not shrink with n. `plain0` is map₀ if the
+/// caller has it (EM's lattice term computes the same map, [`em_fit`]).
 fn noise_and_rounding(
     g: &super::query_set::KdeGrid,
     epsilon: f64,
     nf: f64,
     mapper: &FftMapper,
     with_noise: bool,
+    plain0: Option<Vec<f64>>,
 ) -> Result<(Option<f64>, f64)> {
     let m = g.len() as f64;
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
-    let s0 = mapper.spatial_kernel(&k0);
-    let mean0 = mapper.apply_spatial(&s0);
-    let noise = if with_noise {
-        let (_, u) = mapper.variances_with_plug_in(&k0, &s0)?;
+    // The kernel only where it is needed (the map given, or the plug-in).
+    let s0 = (plain0.is_none() || with_noise).then(|| mapper.spatial_kernel(&k0));
+    let mean0 = match (plain0, &s0) {
+        (Some(p), _) => p,
+        (None, Some(s0)) => mapper.apply_spatial(s0),
+        (None, None) => Vec::new(),
+    };
+    let noise = if let (true, Some(s0)) = (with_noise, &s0) {
+        let (_, u) = mapper.variances_with_plug_in(&k0, s0)?;
         Some((u.iter().sum::<f64>() / m).max(0.0) / nf)
     } else {
         None

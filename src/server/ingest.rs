@@ -1638,7 +1638,9 @@ impl ReportAggregator {
                     counts.skipped += 1;
                     return Ok::<(), io::Error>(());
                 }
-                Checked::Absorbed(k) | Checked::AbsorbedWithIds(k) => {
+                Checked::Absorbed(k)
+                | Checked::AbsorbedWithIds(k)
+                | Checked::AcceptedIdsRemembered(k) => {
                     counts.records += k - 1;
                     counts.accepted += k;
                     return Ok(());
@@ -1696,7 +1698,7 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            (false, None),
+            (false, None, None),
             each,
         )
     }
@@ -1727,7 +1729,7 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            (true, None),
+            (true, None, None),
             each,
         )
     }
@@ -1756,7 +1758,38 @@ impl ReportAggregator {
             reader,
             threads,
             (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
-            (true, Some(full)),
+            (true, Some(full), None),
+            each,
+        )
+    }
+
+    /// [`ingest_ordered_absorbing_ids`](Self::ingest_ordered_absorbing_ids)
+    /// with the ids of the records numbered below `shards.room()` (those
+    /// for which the caller's set surely has room) deduplicated on the
+    /// workers: such a report comes as [`Checked::Duplicate`] if an earlier
+    /// report with its id was accepted on a worker; else, if it is valid
+    /// and its group open, it is aggregated on the worker, its id
+    /// remembered in `shards`, and counted in a
+    /// [`Checked::AcceptedIdsRemembered`] run; else it reaches `each` as
+    /// [`Checked::Report`], and `each` decides it with its own set, which
+    /// then must hold exactly the ids `each` accepted. Before handling the
+    /// first record numbered `shards.room()` or later, `each` must move
+    /// [`IdShards::take_accepted`] into its set (docs/MATH.md §10.11 step
+    /// 6). With `threads` <= 1 or a median-of-means aggregator the shards
+    /// stay empty and `each` sees every report.
+    pub fn ingest_ordered_sharded_ids<R: Read, E: From<io::Error>>(
+        &mut self,
+        reader: &mut RecordReader<R>,
+        threads: usize,
+        full: &FullIdSet,
+        shards: &IdShards,
+        each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        self.ingest_batched(
+            reader,
+            threads,
+            (ORDERED_BATCH_BYTES, ORDERED_BATCH_RECORDS),
+            (true, Some(full), Some(shards)),
             each,
         )
     }
@@ -1768,7 +1801,7 @@ impl ReportAggregator {
         reader: &mut RecordReader<R>,
         threads: usize,
         batch: (usize, usize),
-        (absorb, full): (bool, Option<&FullIdSet>),
+        (absorb, full, shards): (bool, Option<&FullIdSet>, Option<&IdShards>),
         mut each: impl FnMut(&mut Self, u64, Checked) -> core::result::Result<(), E>,
     ) -> core::result::Result<(), E> {
         let (batch_bytes, batch_records) = (batch.0.max(1), batch.1.max(1));
@@ -1789,6 +1822,8 @@ impl ReportAggregator {
         let absorb = absorb
             && self.config.estimator == Estimator::Mean
             && self.groups.iter().all(|g| g.aggregate.n() < 1 << 63);
+        // Ids are decided on the workers only where they can be absorbed.
+        let shards = shards.filter(|_| absorb);
         let (work_tx, work_rx) = std::sync::mpsc::channel::<WorkBatch>();
         let work_rx = std::sync::Mutex::new(work_rx);
         let (done_tx, done_rx) = std::sync::mpsc::channel::<CheckedBatch>();
@@ -1804,6 +1839,10 @@ impl ReportAggregator {
                     let (work_rx, policy, done_tx) = (&work_rx, &policy, done_tx.clone());
                     let (outs, published, published_len) = (&outs, &published, &published_len);
                     s.spawn(move || {
+                        let _fail = FailOnUnwind(shards.map(|s| &s.failed));
+                        // Id-carrying reports below the room: (index in
+                        // `out`, shard, id).
+                        let mut todo: Vec<(usize, usize, [u8; 16])> = Vec::new();
                         let mut json = JsonColumnDecoder::default();
                         let mut scratch = Vec::new();
                         let mut hints = GroupHints::default();
@@ -1846,8 +1885,22 @@ impl ReportAggregator {
                                 }
                                 *run = (0, 0, false);
                             };
+                            let first = match block {
+                                Some((first, _)) => first,
+                                None => recs.first().map_or(u64::MAX, |r| r.0),
+                            };
+                            let room = shards.filter(|sh| first < sh.room);
                             let mut each_record = |n: u64, d: Decoded| {
                                 let c = check_decoded(policy, checker, d, Some(&mut hints));
+                                if let (Some(sh), Checked::Report(r)) = (room, &c) {
+                                    if let (true, Some(id)) = (n < sh.room, &r.report.report_id) {
+                                        // Decided below, in the shard's order.
+                                        flush(&mut run, &mut out);
+                                        todo.push((out.len(), sh.shard_of(&id.0), id.0));
+                                        out.push((n, c));
+                                        return;
+                                    }
+                                }
                                 let set = full.and_then(FullIdSet::get);
                                 let id = keyed_id(&c);
                                 // Without an id (absorb_into takes only
@@ -1892,6 +1945,16 @@ impl ReportAggregator {
                                 each_record(n, split.decode(&mut json, &mut scratch));
                             }
                             flush(&mut run, &mut out);
+                            if let Some(sh) = room {
+                                let add = |c: &Checked| absorb_into(&mut partial, &hints, c);
+                                if !decide_ids(sh, seq, &mut todo, &mut out, add) {
+                                    break;
+                                }
+                                if !todo.is_empty() {
+                                    merge_runs(&mut out);
+                                }
+                                todo.clear();
+                            }
                             if done_tx.send((seq, out, (bytes, recs))).is_err() {
                                 break;
                             }
@@ -2125,10 +2188,16 @@ pub enum Checked {
     /// their ids not remembered
     /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
     AbsorbedWithIds(u64),
-    /// A valid report in an open group whose `report_id` is in the
-    /// published full set: a duplicate
-    /// ([`ReportAggregator::ingest_ordered_absorbing_ids`] only).
+    /// A report whose `report_id` an earlier accepted report had: a
+    /// duplicate (the published full set,
+    /// [`ReportAggregator::ingest_ordered_absorbing_ids`], or the shards,
+    /// [`ReportAggregator::ingest_ordered_sharded_ids`]).
     Duplicate,
+    /// This many reports, each valid, in an open group, with a `report_id`
+    /// that no earlier accepted report had, numbered below the shards'
+    /// room, aggregated on a worker: accepted, their ids remembered in the
+    /// [`IdShards`] ([`ReportAggregator::ingest_ordered_sharded_ids`] only).
+    AcceptedIdsRemembered(u64),
 }
 
 /// A decoded report and its aggregator's policy verdict
@@ -2287,6 +2356,179 @@ impl FullIdSet {
     pub fn get(&self) -> Option<&std::collections::HashSet<[u8; 16]>> {
         self.0.get().map(|s| &**s)
     }
+}
+
+/// A caller's report ids while the set still has room, split by a keyed
+/// hash into shards the workers of
+/// [`ReportAggregator::ingest_ordered_sharded_ids`] read and write
+/// themselves (docs/MATH.md §10.11 step 6).
+///
+/// Every record numbered below `room` finds room in the caller's set (the
+/// set holds at most one id per record before it), so the sequential rule
+/// for such a record is: a duplicate iff an earlier report with its id was
+/// accepted. Shard s = h(id) mod S holds, per id seen so far, whether a
+/// report with it was accepted on a worker (`true`) or whether one went to
+/// the caller undecided (`false`: the caller remembers the ids it accepts
+/// itself, in its own set). Each shard is applied in batch order (a turn
+/// counter per shard), so the state a worker sees for a record is the
+/// state after exactly the records before it. At most one entry per
+/// id-carrying record below `room`.
+#[derive(Debug)]
+pub struct IdShards {
+    room: u64,
+    hasher: std::hash::RandomState,
+    shards: Vec<IdShard>,
+    /// Set when a worker stops abnormally: nobody waits for its turn.
+    failed: std::sync::atomic::AtomicBool,
+}
+
+/// One shard: the next batch allowed in, and per id whether a worker
+/// accepted it.
+#[derive(Debug, Default)]
+struct IdShard {
+    state: std::sync::Mutex<(u64, std::collections::HashMap<[u8; 16], bool>)>,
+    turn: std::sync::Condvar,
+}
+
+impl IdShards {
+    /// Shards for records numbered below `room` (records are numbered from
+    /// 1: with an empty set of at most `cap` ids, `room` = `cap` + 1), for
+    /// `threads` workers (4 shards per worker).
+    pub fn new(room: u64, threads: usize) -> Self {
+        let n = threads.clamp(1, MAX_INGEST_THREADS) * 4;
+        IdShards {
+            room,
+            hasher: std::hash::RandomState::new(),
+            shards: (0..n).map(|_| IdShard::default()).collect(),
+            failed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Records numbered below this are deduplicated in the shards.
+    pub fn room(&self) -> u64 {
+        self.room
+    }
+
+    /// The ids accepted on the workers, moved out (call once every record
+    /// below [`room`](Self::room) has been handed over).
+    pub fn take_accepted(&self) -> Vec<[u8; 16]> {
+        let mut out = Vec::new();
+        for s in &self.shards {
+            if let Ok(mut st) = s.state.lock() {
+                let map = std::mem::take(&mut st.1);
+                out.extend(map.into_iter().filter(|&(_, a)| a).map(|(id, _)| id));
+            }
+        }
+        out
+    }
+
+    fn shard_of(&self, id: &[u8; 16]) -> usize {
+        use std::hash::BuildHasher;
+        (self.hasher.hash_one(id) % self.shards.len() as u64) as usize
+    }
+}
+
+/// Sets [`IdShards::failed`] if the worker holding it unwinds.
+struct FailOnUnwind<'a>(Option<&'a std::sync::atomic::AtomicBool>);
+
+impl Drop for FailOnUnwind<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(f)) = (std::thread::panicking(), self.0) {
+            f.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
+
+/// Decide, in each shard's batch order, the id-carrying reports of batch
+/// `seq` numbered below the room: `todo` holds (index in `out`, shard, id)
+/// in record order. False if a shard's lock or turn failed.
+fn decide_ids(
+    shards: &IdShards,
+    seq: u64,
+    todo: &mut [(usize, usize, [u8; 16])],
+    out: &mut [(u64, Checked)],
+    mut absorb: impl FnMut(&Checked) -> bool,
+) -> bool {
+    // Record order within each shard.
+    todo.sort_by_key(|&(i, s, _)| (s, i));
+    let count = shards.shards.len();
+    for k in 0..count {
+        let s = (k + seq as usize) % count;
+        let shard = &shards.shards[s];
+        let fail = || {
+            shards
+                .failed
+                .store(true, std::sync::atomic::Ordering::Release);
+            false
+        };
+        let Ok(mut st) = shard.state.lock() else {
+            return fail();
+        };
+        while st.0 != seq {
+            if shards.failed.load(std::sync::atomic::Ordering::Acquire) {
+                return false;
+            }
+            st = match shard
+                .turn
+                .wait_timeout(st, std::time::Duration::from_millis(100))
+            {
+                Ok((g, _)) => g,
+                Err(_) => return fail(),
+            };
+        }
+        let from = todo.partition_point(|&(_, t, _)| t < s);
+        let to = todo.partition_point(|&(_, t, _)| t <= s);
+        for &(i, _, id) in todo.get(from..to).unwrap_or_default() {
+            let Some((_, c)) = out.get_mut(i) else {
+                continue;
+            };
+            match st.1.get(&id) {
+                Some(true) => *c = Checked::Duplicate,
+                Some(false) => {} // the caller decides, with its own set
+                None => {
+                    if absorb(c) {
+                        st.1.insert(id, true);
+                        *c = Checked::AcceptedIdsRemembered(1);
+                    } else if matches!(c, Checked::Report(r) if r.verdict.is_ok()) {
+                        // Its admission is decided by the caller.
+                        st.1.insert(id, false);
+                    }
+                }
+            }
+        }
+        st.0 += 1;
+        drop(st);
+        shard.turn.notify_all();
+    }
+    true
+}
+
+/// Merge neighbouring runs of the same kind of absorbed reports (the
+/// number kept is the last one's).
+fn merge_runs(out: &mut Vec<(u64, Checked)>) {
+    let mut w = 0;
+    for r in 0..out.len() {
+        if w > 0 {
+            let (prev, cur) = out.split_at_mut(r);
+            let (pn, pc) = &mut prev[w - 1];
+            let merged = match (&mut *pc, &cur[0].1) {
+                (Checked::Absorbed(a), Checked::Absorbed(b))
+                | (Checked::AbsorbedWithIds(a), Checked::AbsorbedWithIds(b))
+                | (Checked::AcceptedIdsRemembered(a), Checked::AcceptedIdsRemembered(b)) => {
+                    *a += *b;
+                    true
+                }
+                _ => false,
+            };
+            if merged {
+                *pn = cur[0].0;
+                continue;
+            }
+        }
+        out.swap(w, r);
+        w += 1;
+    }
+    out.truncate(w);
 }
 
 /// Largest query file ([`read_query_file`]): 64 MiB. A longer input
@@ -2606,7 +2848,7 @@ mod tests {
     fn ordered_ingest_is_bit_identical_for_any_threads_and_batches() {
         let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
         let mut absorbed_any = false;
-        let mut ids_absorbed = 0;
+        let (mut ids_absorbed, mut ids_sharded) = (0, 0);
         for seed in 0..8 {
             // Odd seeds: no 0x00 bytes, so `auto` reads in blocks too.
             let input = mixed_with(100 + seed, 3_000, seed % 2 == 0);
@@ -2627,17 +2869,37 @@ mod tests {
                 // (log of the records not accepted, accepted count, reports
                 // absorbed on the workers, estimates)
                 // At most `cap` ids are remembered (the set is published
-                // to the workers once full, as the CLI does).
+                // to the workers once full, as the CLI does); the ids of
+                // records 1..=cap are deduplicated in shards on the
+                // workers and moved into `seen` after them.
                 let run = |threads: usize, batch: (usize, usize), absorb: bool, cap: usize| {
                     let mut reader = RecordReader::new(&input[..], format, 256).unwrap();
                     let mut agg = ReportAggregator::new(policy.clone(), config);
                     let mut seen = std::collections::HashSet::new();
                     let full = FullIdSet::default();
+                    let shards = IdShards::new((cap as u64).saturating_add(1), threads);
+                    let mut sharded = true;
                     let mut log = Vec::new();
                     let (mut ok, mut absorbed, mut with_ids) = (0u64, 0u64, 0u64);
-                    let both = (absorb, Some(&full));
+                    let mut in_shards = 0u64;
+                    let both = (absorb, Some(&full), Some(&shards));
                     agg.ingest_batched(&mut reader, threads, batch, both, |agg, n, c| {
+                        if sharded && n >= shards.room() {
+                            sharded = false;
+                            let ids = shards.take_accepted();
+                            let room = cap - seen.len();
+                            seen.extend(ids.into_iter().take(room));
+                            if seen.len() == cap {
+                                full.publish(std::sync::Arc::new(seen.clone()));
+                            }
+                        }
                         let what = match c {
+                            Checked::AcceptedIdsRemembered(k) => {
+                                ok += k;
+                                absorbed += k;
+                                in_shards += k;
+                                return Ok::<(), io::Error>(());
+                            }
                             Checked::Absorbed(k) => {
                                 ok += k;
                                 absorbed += k;
@@ -2686,9 +2948,9 @@ mod tests {
                         .iter()
                         .map(GroupEstimate::to_json_line)
                         .collect();
-                    ((log, ok, lines), absorbed, with_ids)
+                    ((log, ok, lines), absorbed, with_ids + (in_shards << 32))
                 };
-                for cap in [usize::MAX, 25] {
+                for cap in [usize::MAX, 25, 700] {
                     let (one, none, _) = run(1, (1, 1), true, cap);
                     assert_eq!(none, 0);
                     if format != FormatChoice::Binary {
@@ -2714,7 +2976,8 @@ mod tests {
                     ] {
                         for absorb in [false, true] {
                             let (got, absorbed, with_ids) = run(threads, batch, absorb, cap);
-                            ids_absorbed += with_ids;
+                            ids_absorbed += with_ids & 0xffff_ffff;
+                            ids_sharded += with_ids >> 32;
                             assert!(
                             got == one,
                             "seed {seed}, {format:?}, {threads} threads, batch {batch:?}, absorb {absorb}, cap {cap}"
@@ -2734,6 +2997,7 @@ mod tests {
         }
         assert!(absorbed_any, "no report was ever absorbed on a worker");
         assert!(ids_absorbed > 0, "no report with an id was absorbed");
+        assert!(ids_sharded > 0, "no id was decided in the shards");
     }
 
     #[test]
