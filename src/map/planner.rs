@@ -190,18 +190,18 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         // prediction uses it: above εh = 3 when EM stops within
         // EM_HIGH_MAX_ITERATIONS (the plug-in's FFTs are not spent below).
         let em_high = epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H
-            && matches!(&em_out, Some(Ok((e, _, _))) if e.iterations <= EM_HIGH_MAX_ITERATIONS);
+            && matches!(&em_out, Some(Ok((e, _, _, _))) if e.iterations <= EM_HIGH_MAX_ITERATIONS);
         // EM's thread computed the plain map of the fine bins already
         // (the same calls on the same counts: the same bits).
         let plain0 = match &mut em_out {
-            Some(Ok((_, _, plain0))) => plain0.take(),
+            Some(Ok((_, _, _, plain0))) => plain0.take(),
             _ => None,
         };
         let (noise_given_devices, rounding_size2) =
             noise_and_rounding(g, epsilon, nf, mapper, em_high, plain0)?;
         mean_f = mf;
         if let Some(e) = em_out {
-            let (mut e, disc2, _) = e?;
+            let (mut e, disc2, boxes, _) = e?;
             // The bootstrap's spread is unconditional (its replicates are
             // new devices); the ASE is against the same devices: scaled by
             // the conditional share of the kernel map with the nearest
@@ -222,9 +222,12 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                     .map_or(0.0, |b| (b.avg - 2.0 * b.se).max(0.0));
                 pred.variance = EM_HIGH_FACTOR * nr;
                 // EM's extra blur: the noise once more (twice the plain
-                // map's bias) and four times the bins' box (four times the
-                // rounding correction's size); biases of one shape add.
-                pred.bias2 = (2.0 * b0.sqrt() + 4.0 * rounding_size2.sqrt()).powi(2);
+                // map's bias) and the step's spread beyond the noise plus
+                // the lattice's rounding and cell average, in bins' boxes
+                // (`boxes` times the rounding correction's size: 4 where
+                // the noise spans cells, about 2 far below; branch
+                // emhigh); biases of one shape add.
+                pred.bias2 = (2.0 * b0.sqrt() + boxes * rounding_size2.sqrt()).powi(2);
                 pred.ase = pred.variance + pred.bias2;
             }
             preds.push(pred.clone());
@@ -460,14 +463,15 @@ fn em_fit(
     g: &super::query_set::KdeGrid,
     epsilon: f64,
     mapper: &FftMapper,
-) -> Result<(EmMap, f64, Option<Vec<f64>>)> {
+) -> Result<(EmMap, f64, f64, Option<Vec<f64>>)> {
     let m = g.len() as f64;
     let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
     let e = engine.estimate()?;
+    let boxes = em_step_boxes(&engine, epsilon, mapper.counts().spec().delta());
     // Where the lattice is the bins themselves there is nothing to lose
     // (the fine map's difference would be its own rounding correction).
     if engine.bins_per_cell() == 1 {
-        return Ok((e, 0.0, None));
+        return Ok((e, 0.0, boxes, None));
     }
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
@@ -478,7 +482,34 @@ fn em_fit(
         .map(|(a, b)| (a - b) * (a - b))
         .sum::<f64>()
         / m;
-    Ok((e, disc2, Some(fine)))
+    Ok((e, disc2, boxes, Some(fine)))
+}
+
+/// How much one EM step blurs beyond the plain map's noise, in units of
+/// the bins' box (variance Δ²/12 per axis, whose bias is the size d of
+/// the plain map's rounding correction; docs/MATH.md §9.4): the
+/// channel's spread on the lattice beyond the noise's 3/ε² per axis
+/// ([`EmDeconvolution::channel_variance`]), plus the rounding of the
+/// counts to the lattice's cells and the map's average over a cell
+/// (δ²/12 each; the plain map's own rounding is undone by its sinc
+/// correction). Averaged over the two axes:
+///
+///   m = mean_a 12·(max(σ_k,a² − 3/ε², 0) + δ_a²/6)/Δ_a².
+///
+/// 4 where the noise spans several cells (the channel adds the two
+/// uniforms of the cells' boxes, δ²/6: the model of branch emmodel), about
+/// 2 where it is far below a cell (εh >= 100: the channel hardly moves
+/// mass between cells).
+fn em_step_boxes(engine: &EmDeconvolution, epsilon: f64, delta: [f64; 2]) -> f64 {
+    let var = engine.channel_variance();
+    let cell = engine.cell_size();
+    let noise = 3.0 / (epsilon * epsilon);
+    (0..2)
+        .map(|a| {
+            12.0 * ((var[a] - noise).max(0.0) + cell[a] * cell[a] / 6.0) / (delta[a] * delta[a])
+        })
+        .sum::<f64>()
+        / 2.0
 }
 
 /// The noise-and-rounding error of a map of the binned reports, for EM
