@@ -971,3 +971,45 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
     }
     assert!((0.93..=0.97).contains(&mean), "{mean}");
 }
+
+#[test]
+fn kernel_maps_put_no_periodic_image_of_the_bins_on_the_far_edge() {
+    // docs/MATH.md §9.3 "The period": at εh = 10 the margin is 1.9h, and
+    // with an FFT as long as the bins the images of devices on the bottom
+    // edge sat 4.2h beyond the top edge (up to 1.3e-6 of the map's peak on
+    // the coast square, where the exact map is 1e-37). The server's mapper
+    // keeps them R_w (about 8h) away: the top row is then round-off.
+    let grid = KdeGrid::square(15_000.0, 31).unwrap();
+    let eps = 10.0 / grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    for i in 0..300 {
+        let x = [50.0 * i as f64, 200.0 * rng.random::<f64>()];
+        agg.add(&dev.release_unmetered(&x, &mut rng).unwrap())
+            .unwrap();
+    }
+    let top: Vec<usize> = (0..grid.len())
+        .filter(|&j| grid.center(j)[1] > 14_999.0)
+        .collect();
+    let worst = |m: &geopriv::map::FftMapper, lam: f64| {
+        let est = m.estimate(&agg.kernel(lam).unwrap()).unwrap();
+        let peak = est.values.iter().fold(0.0f64, |a, b| a.max(*b));
+        top.iter()
+            .map(|&j| est.values[j].abs() / peak)
+            .fold(0.0f64, f64::max)
+    };
+    let guarded = agg.mapper().unwrap().unwrap();
+    let plain = geopriv::map::FftMapper::new(agg.counts().unwrap().clone()).unwrap();
+    assert!(guarded.fft_len()[1] > plain.fft_len()[1]);
+    for lam in [0.0, 1.0] {
+        let (g, p) = (worst(&guarded, lam), worst(&plain, lam));
+        println!("λ = {lam}: top row / peak: guarded {g:.1e}, as long as the bins {p:.1e}");
+        assert!(g < 1e-13, "λ = {lam}: {g}");
+        assert!(
+            p > 1e-9,
+            "λ = {lam}: the unguarded FFT no longer wraps ({p})"
+        );
+    }
+}
