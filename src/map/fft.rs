@@ -192,7 +192,9 @@ impl FftMapper {
     /// bandwidth h and per-device ε. The nearest image of a bin is
     /// (N − B + 1 + M)Δ >= R_w from every map point, so what the images add
     /// to a map is below [`WRAP_GUARD_SHARE`] of the kernel's peak, under
-    /// the FFT's round-off floor of the standard errors. Before, with
+    /// the FFT's round-off floor of the standard errors. If the guarded
+    /// lengths would pass 2^26 points in all, the FFT is as long as the
+    /// bins (as [`new`](Self::new)). Before, with
     /// N = fast_len(B), the images of a coast's land were 4.2h from the far
     /// edge of its sea at εh = 10 and put 1e-6 of the map's peak there.
     pub fn with_wrap_guard(counts: BinnedCounts, bandwidth: f64, epsilon: f64) -> Result<Self> {
@@ -204,9 +206,15 @@ impl FftMapper {
         for (a, na) in n.iter_mut().enumerate().take(spec.dim()) {
             let reach = libm::ceil(guard / spec.delta()[a]).min(1e9) as usize;
             let need = (b[a] - 1).saturating_sub(m).saturating_add(reach);
-            *na = fast_len(b[a].max(need));
+            *na = b[a].max(need);
         }
-        Self::with_len(counts, n)
+        // Beyond 2^26 points (the bins' own limit, `BinSpec::new`) the
+        // guard is dropped rather than the memory spent: an FFT as long as
+        // the bins, as [`new`](Self::new).
+        if n[0].saturating_mul(n[1]) > 1 << 26 {
+            n = b;
+        }
+        Self::with_len(counts, [fast_len(n[0]), fast_len(n[1])])
     }
 
     fn with_len(counts: BinnedCounts, n: [usize; 2]) -> Result<Self> {
