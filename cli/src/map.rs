@@ -781,7 +781,7 @@ fn coverage(
                 for x in &xs {
                     tc.add(x)?;
                 }
-                let tm = FftMapper::new(tc)?;
+                let tm = FftMapper::with_wrap_guard(tc, h, eps)?;
                 let p = if opts.kernels_only {
                     plan(&set, eps, n as u64, None)?
                 } else {

@@ -129,6 +129,24 @@ pub(crate) fn fast_len(n: usize) -> usize {
     }
 }
 
+/// The share of a kernel's peak that the periodic images of the bins may
+/// add to a map point (docs/MATH.md §9.3): 1e-14, below the FFT's
+/// round-off floor 64·ε_mach·log2(N)·max|K| of the standard errors
+/// (>= 1.4e-14 of the peak), so the wrap-around cannot show as a miss.
+pub const WRAP_GUARD_SHARE: f64 = 1e-14;
+
+/// R_w = max over λ ∈ {0, ¼, ½, ¾, 1} of the radius beyond which the
+/// Gaussian part of K_λ is below [`WRAP_GUARD_SHARE`] of its peak
+/// ([`DebiasKernel::gaussian_part_radius`]; docs/MATH.md §9.3).
+pub fn wrap_guard_radius(dim: usize, bandwidth: f64, epsilon: f64) -> Result<f64> {
+    let mut r: f64 = 0.0;
+    for i in 0..=4 {
+        let k = DebiasKernel::new(dim, bandwidth, epsilon, i as f64 / 4.0)?;
+        r = r.max(k.gaussian_part_radius(WRAP_GUARD_SHARE));
+    }
+    Ok(r)
+}
+
 /// The FFT of one set of binned counts, ready to apply kernels.
 pub struct FftMapper {
     counts: BinnedCounts,
@@ -149,7 +167,57 @@ impl core::fmt::Debug for FftMapper {
 
 impl FftMapper {
     /// Transform the counts (at least one location needed).
+    ///
+    /// The FFT length is the smallest fast length at least the bins per
+    /// axis: the periodic images of the bins may then be as close as
+    /// (margin + 1)·Δ to the map. For kernel maps use
+    /// [`with_wrap_guard`](Self::with_wrap_guard) (what
+    /// [`MapAggregator::mapper`](super::MapAggregator::mapper) does).
     pub fn new(counts: BinnedCounts) -> Result<Self> {
+        let b = counts.spec().bins();
+        Self::with_len(counts, [fast_len(b[0]), fast_len(b[1])])
+    }
+
+    /// [`new`](Self::new) with a period long enough that no map point is
+    /// within R_w of a periodic image of any bin (docs/MATH.md §9.3, the
+    /// wrap-around): per axis
+    ///
+    /// ```text
+    /// N_a = fast_len( max( B_a, B_a − 1 − M + ⌈R_w/Δ_a⌉ ) ),
+    /// R_w = max_{λ ∈ {0, ¼, ½, ¾, 1}} R_P(WRAP_GUARD_SHARE),
+    /// ```
+    ///
+    /// B_a the bins, M the margin, R_P the radius of the Gaussian part of
+    /// K_λ ([`DebiasKernel::gaussian_part_radius`]) for the grid's
+    /// bandwidth h and per-device ε. The nearest image of a bin is
+    /// (N − B + 1 + M)Δ >= R_w from every map point, so what the images add
+    /// to a map is below [`WRAP_GUARD_SHARE`] of the kernel's peak, under
+    /// the FFT's round-off floor of the standard errors. If the guarded
+    /// lengths would pass 2^26 points in all, the FFT is as long as the
+    /// bins (as [`new`](Self::new)). Before, with
+    /// N = fast_len(B), the images of a coast's land were 4.2h from the far
+    /// edge of its sea at εh = 10 and put 1e-6 of the map's peak there.
+    pub fn with_wrap_guard(counts: BinnedCounts, bandwidth: f64, epsilon: f64) -> Result<Self> {
+        let spec = counts.spec();
+        let guard = wrap_guard_radius(spec.dim(), bandwidth, epsilon)?;
+        let b = spec.bins();
+        let m = spec.margin();
+        let mut n = [1usize; 2];
+        for (a, na) in n.iter_mut().enumerate().take(spec.dim()) {
+            let reach = libm::ceil(guard / spec.delta()[a]).min(1e9) as usize;
+            let need = (b[a] - 1).saturating_sub(m).saturating_add(reach);
+            *na = b[a].max(need);
+        }
+        // Beyond 2^26 points (the bins' own limit, `BinSpec::new`) the
+        // guard is dropped rather than the memory spent: an FFT as long as
+        // the bins, as [`new`](Self::new).
+        if n[0].saturating_mul(n[1]) > 1 << 26 {
+            n = b;
+        }
+        Self::with_len(counts, [fast_len(n[0]), fast_len(n[1])])
+    }
+
+    fn with_len(counts: BinnedCounts, n: [usize; 2]) -> Result<Self> {
         if counts.total() == 0 {
             return Err(Error::InvalidParameter {
                 name: "reports",
@@ -160,8 +228,8 @@ impl FftMapper {
         let spec = counts.spec();
         let b = spec.bins();
         let n = [
-            fast_len(b[0]),
-            if spec.dim() == 1 { 1 } else { fast_len(b[1]) },
+            n[0].max(b[0]),
+            if spec.dim() == 1 { 1 } else { n[1].max(b[1]) },
         ];
         let mut planner = FftPlanner::new();
         let fwd = [

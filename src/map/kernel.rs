@@ -186,6 +186,50 @@ impl DebiasKernel {
         self.radial_moment(0, 2)
     }
 
+    /// The radius R_P(τ) beyond which the kernel's Gaussian part
+    /// P = (1 − Δ/ε²)^p K_h = Q(r²/h²)e^{−r²/(2h²)} is below τ times its
+    /// supremum: the smallest R (to 1e-9 h, by bisection) with
+    ///
+    /// ```text
+    /// sup_{|z| >= R} |P(z)| <= τ · sup_z |P(z)|,
+    /// ```
+    ///
+    /// both sides bounded termwise as in [`tail_bound`](Self::tail_bound).
+    /// Used to size the FFT's period so that the periodic images of the
+    /// bins are that far from every map point (docs/MATH.md §9.3). τ is
+    /// clamped to [1e-300, 1].
+    ///
+    /// ```
+    /// use geopriv::map::DebiasKernel;
+    /// // λ = 0 is K_h itself: e^{-R²/2h²} = 1e-14 at R = 8.03 h.
+    /// let k = DebiasKernel::new(2, 1.0, 10.0, 0.0)?;
+    /// assert!((k.gaussian_part_radius(1e-14) - 8.03).abs() < 0.01);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn gaussian_part_radius(&self, tau: f64) -> f64 {
+        let tau = if tau.is_nan() {
+            1.0
+        } else {
+            tau.clamp(1e-300, 1.0)
+        };
+        let target = tau * self.poly_tail(0.0);
+        let h = self.bandwidth;
+        let mut hi = h;
+        while self.poly_tail(hi) > target && hi < 1e6 * h {
+            hi *= 2.0;
+        }
+        let mut lo = 0.0;
+        while hi - lo > 1e-9 * h {
+            let mid = 0.5 * (lo + hi);
+            if self.poly_tail(mid) > target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+
     /// sup over r >= r0 of |Q(r²/h²)| e^{-r²/(2h²)} (termwise: each
     /// v^k e^{-v/2} is decreasing for v >= 2k).
     fn poly_tail(&self, r0: f64) -> f64 {

@@ -55,7 +55,9 @@ pub use district_channel::{
 #[cfg(feature = "std")]
 pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]
-pub use fft::{direct_map, DiscretisationBound, FftMapper, MapEstimate};
+pub use fft::{
+    direct_map, wrap_guard_radius, DiscretisationBound, FftMapper, MapEstimate, WRAP_GUARD_SHARE,
+};
 #[cfg(feature = "std")]
 pub use ingest::{
     ingest_map_reports, ingest_map_reports_parallel, MapClip, MapClipSummary, MapCounts,

@@ -371,11 +371,18 @@ impl MapAggregator {
     }
 
     /// The FFT of the counts (noise a priori on a kernel grid), to apply
-    /// several kernels (the planner) without re-transforming.
+    /// several kernels (the planner) without re-transforming. Its period
+    /// keeps the bins' periodic images [`wrap_guard_radius`](super::wrap_guard_radius)
+    /// from every map point ([`FftMapper::with_wrap_guard`], docs/MATH.md §9.3).
     pub fn mapper(&self) -> Result<Option<FftMapper>> {
-        match &self.counts {
-            Some(c) => Ok(Some(FftMapper::new(c.clone())?)),
-            None => Ok(None),
+        match (&self.counts, &self.set) {
+            (Some(c), QuerySet::Kde(g)) => Ok(Some(FftMapper::with_wrap_guard(
+                c.clone(),
+                g.bandwidth(),
+                self.epsilon,
+            )?)),
+            (Some(c), _) => Ok(Some(FftMapper::new(c.clone())?)),
+            (None, _) => Ok(None),
         }
     }
 

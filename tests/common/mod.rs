@@ -45,7 +45,8 @@ pub fn kernel_maps_against_targets(
     for x in xs {
         tc.add(x).unwrap();
     }
-    let tm = FftMapper::new(tc).unwrap();
+    let tm = FftMapper::with_wrap_guard(tc, grid.bandwidth(), agg.kernel(1.0).unwrap().epsilon())
+        .unwrap();
     lambdas
         .iter()
         .map(|&lam| {
