@@ -5,7 +5,8 @@
 //!
 //! Model. The bin counts are coarsened to a lattice of spacing δ = one map
 //! step / g (g a divisor of the bins' refinement, the finest with
-//! δ >= 0.25/ε whose FFT fits; cells aligned with the map points; exact
+//! δ >= 0.25/ε whose FFT fits, or at εh <= 0.318 c = ⌊0.45/(ε·step)⌋ map
+//! steps, the noise lattice; cells aligned with the map points; exact
 //! integer sums). Devices lie
 //! in the query set's domain, so the latent density p lives on the lattice
 //! cells of the domain (non-negative, total mass = the counted devices);
