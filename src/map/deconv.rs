@@ -57,7 +57,7 @@ use std::vec::Vec;
 /// diagonal): c = 2 at εh = 0.3, 6 at εh = 0.1, so the noise scale 1/ε
 /// spans 2.2–2.4 cells (docs/MATH.md §9.8, branch emlow: EM 4.70 → 3.25 s
 /// and 19.8 → 2.1 s of the process's CPU at εh 0.3 and 0.1 on 10^6
-/// reports, EM's ASE −5% to +20% on the sweep's populations).
+/// reports, EM's ASE −5% to +26% on the sweep's populations).
 pub const NOISE_LATTICE: f64 = 0.45;
 
 /// Tuning of [`EmDeconvolution`] (public parameters; defaults in
