@@ -761,6 +761,53 @@ fn em_on_a_coarse_lattice_at_eps_h_0_1_is_non_negative_and_beats_plain() {
 }
 
 #[test]
+fn em_noise_lattice_bounds_the_window_at_low_eps_h() {
+    // docs/MATH.md §9.8 (branch emlow, the default): at εh <= 0.318 EM's
+    // cells span c = ⌊0.45/(ε·step)⌋ map steps, so the noise scale spans
+    // about 2.2-2.4 cells and the window (map ± 8/ε) stays under a few
+    // dozen cells per axis however small εh is; at εh >= 1 the lattice is
+    // the one without it. The map stays non-negative and beats plain.
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = devices(20_000, 31);
+    let truth = grid.exact_map(&xs);
+    let window = |e: &EmDeconvolution| -> usize {
+        let d = format!("{e:?}");
+        let w = d.split("window [").nth(1).unwrap();
+        w.split(',').next().unwrap().trim().parse().unwrap()
+    };
+    let fine_opts = EmOptions {
+        noise_lattice: 0.0,
+        ..EmOptions::default()
+    };
+    for (eh, lattice_on) in [(0.03, true), (0.1, true), (0.3, true), (1.0, false)] {
+        let eps = eh / grid.bandwidth();
+        let agg = aggregated(&grid, eh, &xs, 32);
+        let c = agg.counts().unwrap();
+        let em = EmDeconvolution::new(&grid, eps, c, EmOptions::default()).unwrap();
+        let fine = EmDeconvolution::new(&grid, eps, c, fine_opts).unwrap();
+        println!("εh {eh}: {em:?}, without the noise lattice {fine:?}");
+        if lattice_on {
+            assert!(window(&em) <= 70, "εh {eh}: {em:?}");
+            assert!(window(&em) < window(&fine), "εh {eh}: {em:?} vs {fine:?}");
+        } else {
+            assert_eq!(format!("{em:?}"), format!("{fine:?}"));
+        }
+        if eh == 0.1 {
+            let e = em.estimate().unwrap();
+            assert!(e.values.iter().all(|v| *v >= 0.0 && v.is_finite()));
+            let m = agg.mapper().unwrap().unwrap();
+            let plain = m.estimate(&agg.kernel(0.0).unwrap()).unwrap();
+            let (a, p) = (ase(&e.values, &truth), ase(&plain.values, &truth));
+            println!(
+                "εh 0.1: EM {a:.3e} ({} iterations), plain {p:.3e}",
+                e.iterations
+            );
+            assert!(a < p, "EM {a} vs plain {p}");
+        }
+    }
+}
+
+#[test]
 fn planned_estimate_with_the_callers_mapper_is_the_same_map() {
     // The CLI transforms the counts once and hands the FFT to the planner
     // (issue 22 item 4): same map and plan as the self-contained call,

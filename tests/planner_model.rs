@@ -293,12 +293,24 @@ fn run_cell(pop: Pop, eh: f64, n: usize, seed: u64) -> Cell {
     }
     let em = p.em.as_ref().map_or(String::new(), |e| {
         format!(
-            "EM t={} boot var {:.3e} boot ase {:.3e} measured {:.3e}",
+            "EM t={} boot var {:.3e} boot ase {:.3e} measured {:.3e} path (map - pilot)² {:.3e}",
             e.iterations,
             e.predicted_variance,
             e.predicted_ase,
-            ase(&e.values, &truth)
-        )
+            ase(&e.values, &truth),
+            ase(&e.values, &e.pilot_values)
+        ) + &if std::env::var("GEOPRIV_PLANNER_DEBUG").is_ok() {
+            // EM's floor where the plain map's bias is not resolved
+            // (docs/MATH.md §9.4): its distance to the plain map.
+            let plain = m.estimate(&agg.kernel(0.0).unwrap()).unwrap().values;
+            format!(
+                " plain-EM {:.3e} plain ase {:.3e}",
+                ase(&plain, &e.values),
+                ase(&plain, &truth)
+            )
+        } else {
+            String::new()
+        }
     });
     Cell {
         em: format!("{em}\n  {decomp}"),

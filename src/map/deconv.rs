@@ -5,7 +5,8 @@
 //!
 //! Model. The bin counts are coarsened to a lattice of spacing δ = one map
 //! step / g (g a divisor of the bins' refinement, the finest with
-//! δ >= 0.25/ε whose FFT fits; cells aligned with the map points; exact
+//! δ >= 0.25/ε whose FFT fits, or at εh <= 0.318 c = ⌊0.45/(ε·step)⌋ map
+//! steps, the noise lattice; cells aligned with the map points; exact
 //! integer sums). Devices lie
 //! in the query set's domain, so the latent density p lives on the lattice
 //! cells of the domain (non-negative, total mass = the counted devices);
@@ -51,6 +52,14 @@ use std::sync::Arc;
 use std::vec;
 use std::vec::Vec;
 
+/// The default κ of [`EmOptions::noise_lattice`]: lattice cells of
+/// c = ⌊κ/(ε·step)⌋ map steps where c >= 2 (εh <= 0.318 with h the cell
+/// diagonal): c = 2 at εh = 0.3, 6 at εh = 0.1, so the noise scale 1/ε
+/// spans 2.2–2.4 cells (docs/MATH.md §9.8, branch emlow: EM 4.70 → 3.25 s
+/// and 19.8 → 2.1 s of the process's CPU at εh 0.3 and 0.1 on 10^6
+/// reports, EM's ASE −5% to +26% on the sweep's populations).
+pub const NOISE_LATTICE: f64 = 0.45;
+
 /// Tuning of [`EmDeconvolution`] (public parameters; defaults in
 /// [`EmOptions::default`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,16 +80,25 @@ pub struct EmOptions {
     /// estimate (an undersmoothed pilot: a truth as smooth as the
     /// estimate itself would hide most of its bias).
     pub pilot: f64,
-    /// At low εh, where one map step is at most 0.1/ε, use lattice cells
-    /// of c map steps, c the largest with c·step <= 0.2/ε (docs/MATH.md
-    /// §9.8): about 9x less CPU at εh = 0.1, but 5-8% more ASE on the
-    /// sweep's populations (n = 10^5), so off by default.
+    /// Branch mapspeed's opt-in coarse lattice: cells of c map steps, c the
+    /// largest with c·step <= 0.2/ε where that is at least 2 (docs/MATH.md
+    /// §9.8). Overrides [`noise_lattice`](Self::noise_lattice) with κ = 0.2
+    /// (a finer lattice than the default κ).
     pub coarse_lattice: bool,
+    /// The noise lattice at low εh (docs/MATH.md §9.8): where the finest
+    /// lattice is one map step and κ/ε spans at least two map steps
+    /// (κ = this value), lattice cells of c map steps, c = ⌊κ/(ε·step)⌋,
+    /// so the channel's scale 1/ε spans about 1/κ cells whatever ε: the
+    /// window's cells and the iterations EM needs stay bounded as εh
+    /// falls. 0 turns it off; [`coarse_lattice`](Self::coarse_lattice)
+    /// is κ = 0.2.
+    pub noise_lattice: f64,
 }
 
 impl Default for EmOptions {
     /// 2000 iterations, window 8/ε, FFT at most 400 per axis, 4
-    /// replicates, pilot 3, lattice never coarser than a map step.
+    /// replicates, pilot 3, the noise lattice at κ = [`NOISE_LATTICE`]
+    /// (a map step where the noise is under 2.2 map steps).
     fn default() -> Self {
         Self {
             max_iterations: 2000,
@@ -90,6 +108,7 @@ impl Default for EmOptions {
             seed: 0x0067_656f_7072_6976,
             pilot: 3.0,
             coarse_lattice: false,
+            noise_lattice: NOISE_LATTICE,
         }
     }
 }
@@ -313,14 +332,19 @@ impl EmDeconvolution {
             .rev()
             .find(|&gl| refine % gl == 0 && fits(gl) && coarse_enough(gl))
             .unwrap_or(1);
-        // At low εh even one map step is far below the noise's resolution
-        // (step <= 0.1/ε): cells of c map steps, c the largest with
-        // c·step <= 0.2/ε (docs/MATH.md §9.8; the window then needs far
-        // fewer cells and EM fewer iterations; 0.25/ε, c = 3 at εh = 0.1,
-        // lost 8% of EM's ASE on the sweep's neighbourhoods).
-        let sup = if gl == 1 && opts.coarse_lattice {
+        // At low εh even one map step is far below the noise's resolution:
+        // cells of c = ⌊κ/(ε·step)⌋ map steps where that is at least 2
+        // (docs/MATH.md §9.8, the noise lattice: the noise scale spans
+        // about 1/κ cells at any ε, so the window's cells and EM's
+        // iterations stay bounded as εh falls).
+        let kappa = if opts.coarse_lattice {
+            0.2
+        } else {
+            opts.noise_lattice
+        };
+        let sup = if gl == 1 && kappa > 0.0 && kappa.is_finite() {
             let c = (0..2)
-                .map(|a| libm::floor(0.2 / (epsilon * step[a])))
+                .map(|a| libm::floor(kappa / (epsilon * step[a])))
                 .fold(f64::INFINITY, f64::min);
             if c >= 2.0 {
                 (c.min(16.0) as usize).min(mp[0].max(mp[1]).max(2) - 1)

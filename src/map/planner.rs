@@ -213,6 +213,17 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
             let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
+            if noise_given_devices.is_none() {
+                if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
+                    // Low εh, few reports (docs/MATH.md §9.4, branch
+                    // emlow): EM is at least as far from the truth as from
+                    // the plain map.
+                    if floor > pred.bias2 {
+                        pred.bias2 = floor;
+                        pred.ase = pred.variance + floor;
+                    }
+                }
+            }
             if let Some(nr) = noise_given_devices {
                 // Above εh = 3 the bootstrap's bias is noise (its replicates
                 // are new devices, whose spread swamps a bias this small):
@@ -609,6 +620,42 @@ fn em_prediction(e: &EmMap, disc2: f64, scale: f64) -> Prediction {
         k: None,
         em_iterations: Some(e.iterations),
     }
+}
+
+/// EM's squared bias where the reports do not resolve the plain map's
+/// bias (docs/MATH.md §9.4, branch emlow): there EM deconvolves little of
+/// the noise's blur, its held-out stop comes early and its bootstrap pilot
+/// (EM run 3t* steps) is as smooth as the map, so the bootstrap's bias
+/// misses the structure neither resolves (10.6x under-predicted on the
+/// constructed population at εh 0.1, n = 10^4). EM's map lies between the
+/// plain map and the truth with its error about orthogonal to the blur it
+/// removed, and it removes at most half of the plain map's error there, so
+/// its squared distance to the truth is at least its squared distance to
+/// the plain map:
+///
+///   floor = mean_j (map₀_j − EM_j)² − v₀ − v_EM,
+///
+/// v₀ and v_EM the two maps' variances at the reports' n (the same
+/// difference as the kernel maps' EM floor). A bias of structure below
+/// the noise: not rescaled with n. `None` where the plain map's bias is
+/// resolved (its prediction ranked without EM's floor) or without a plain
+/// map.
+fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) -> Option<f64> {
+    let k0 = kernels.iter().find(|k| k.lambda == 0.0)?;
+    let b0 = k0.against_unbiased?;
+    if kernel_prediction(k0.var, b0, 0.0).is_some() || k0.mean.len() != e.values.len() {
+        return None;
+    }
+    let m = e.values.len().max(1) as f64;
+    let d = k0
+        .mean
+        .iter()
+        .zip(&e.values)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        / m;
+    let floor = d - k0.var * nf / n_rep - e.predicted_variance;
+    (floor.is_finite() && floor > 0.0).then_some(floor)
 }
 
 /// How much the planner charges the bootstrap's squared bias of the EM map
