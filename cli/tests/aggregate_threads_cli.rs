@@ -113,18 +113,7 @@ fn every_thread_count_prints_the_same_bytes() {
         }
         assert_eq!(one.status.code(), Some(1));
         assert!(one.stdout.len() > 1_000);
-        for threads in ["2", "3", "7"] {
-            let par = run(threads);
-            assert_eq!(par.status.code(), one.status.code(), "{extra:?} {threads}");
-            assert!(
-                par.stdout == one.stdout,
-                "{extra:?}, --threads {threads}: stdout differs"
-            );
-            assert!(
-                par.stderr == one.stderr,
-                "{extra:?}, --threads {threads}: stderr differs"
-            );
-        }
+        assert_threads_agree(&run, &one, &["2", "3", "7"], &format!("{extra:?}"));
     }
 }
 
@@ -190,12 +179,27 @@ fn binary_frames_on_any_thread_count() {
     let stderr = String::from_utf8_lossy(&one.stderr);
     assert!(stderr.contains("duplicate reports dropped"), "{stderr}");
     assert!(stderr.contains("record 10021:"), "{stderr}");
-    for threads in ["2", "5"] {
+    assert_threads_agree(&run, &one, &["2", "5"], "binary frames");
+}
+
+/// Runs `run` at each thread count and asserts the same exit code, stdout
+/// and stderr as the one-thread run `one` (`label` names the case).
+fn assert_threads_agree(
+    run: &dyn Fn(&str) -> std::process::Output,
+    one: &std::process::Output,
+    threads: &[&str],
+    label: &str,
+) {
+    for threads in threads {
         let par = run(threads);
-        assert_eq!(par.status.code(), one.status.code());
+        assert_eq!(par.status.code(), one.status.code(), "{label} {threads}");
         assert!(
-            par.stdout == one.stdout && par.stderr == one.stderr,
-            "--threads {threads}"
+            par.stdout == one.stdout,
+            "{label}, --threads {threads}: stdout differs"
+        );
+        assert!(
+            par.stderr == one.stderr,
+            "{label}, --threads {threads}: stderr differs"
         );
     }
 }
@@ -266,14 +270,7 @@ fn report_ids_in_blocks_on_any_thread_count() {
             stderr.contains("--max-report-ids"),
             "{stderr}"
         );
-        for threads in ["2", "3"] {
-            let par = run(threads);
-            assert_eq!(par.status.code(), one.status.code());
-            assert!(
-                par.stdout == one.stdout && par.stderr == one.stderr,
-                "--max-report-ids {cap}, --threads {threads}"
-            );
-        }
+        assert_threads_agree(&run, &one, &["2", "3"], &format!("--max-report-ids {cap}"));
     }
 }
 
@@ -337,13 +334,6 @@ fn undecided_ids_on_any_thread_count() {
             stderr.contains("--max-report-ids"),
             "{stderr}"
         );
-        for threads in ["2", "3"] {
-            let par = run(threads);
-            assert_eq!(par.status.code(), one.status.code());
-            assert!(
-                par.stdout == one.stdout && par.stderr == one.stderr,
-                "--max-report-ids {cap}, --threads {threads}"
-            );
-        }
+        assert_threads_agree(&run, &one, &["2", "3"], &format!("--max-report-ids {cap}"));
     }
 }
