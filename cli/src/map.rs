@@ -834,17 +834,7 @@ fn coverage(
                         em,
                         geopriv::map::EmOptions::default().replicates,
                     );
-                    let c = geopriv::map::interval_coverage(&em.values, &se, &truth);
-                    cov[nl] += c;
-                    // Branch emcov2: the bootstrap calibration's width
-                    // multiplier and the coverage without it.
-                    let reps0 = geopriv::map::EmOptions::default().replicates;
-                    let raw = geopriv::map::em_standard_errors_uncalibrated(em, reps0);
-                    outln!(
-                        "#   n {n} εh {eh} r {r} em: multiplier {:.3} coverage {c:.3} uncalibrated {:.3}",
-                        geopriv::map::em_width_multiplier(em, reps0),
-                        geopriv::map::interval_coverage(&em.values, &raw, &truth)
-                    );
+                    cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
                     let pred = p
                         .predictions
                         .iter()

@@ -60,12 +60,6 @@ use std::vec::Vec;
 /// reports, EM's ASE −5% to +26% on the sweep's populations).
 pub const NOISE_LATTICE: f64 = 0.45;
 
-/// How many bootstrap replicates are continued to the pilot's length for
-/// the calibration of EM's intervals (docs/MATH.md §9.7, branch emcov2):
-/// one pair (they share every transform), 2·(pilot − 1)·t more paired
-/// steps.
-pub const CALIBRATION_REPLICATES: usize = 2;
-
 /// Tuning of [`EmDeconvolution`] (public parameters; defaults in
 /// [`EmOptions::default`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,15 +125,6 @@ pub struct EmMap {
     /// The bootstrap's truth: the map of the pilot (EM run
     /// [`EmOptions::pilot`] times longer; empty without replicates).
     pub pilot_values: Vec<f64>,
-    /// The bootstrap replicates' maps (EM at the held-out t on counts drawn
-    /// from the pilot; empty without replicates), for the calibration of
-    /// the intervals ([`em_width_multiplier`](super::em_width_multiplier)).
-    pub replicate_values: Vec<Vec<f64>>,
-    /// The maps of the first replicates continued to the pilot's length
-    /// (EM at [`EmOptions::pilot`] × t on the same counts): each
-    /// replicate's own path difference, as the map's is to its pilot
-    /// (at most [`CALIBRATION_REPLICATES`]; empty without replicates).
-    pub replicate_pilot_values: Vec<Vec<f64>>,
     /// Predicted ASE (bootstrap; NaN without replicates).
     pub predicted_ase: f64,
     /// Its variance part.
@@ -710,39 +695,6 @@ impl EmDeconvolution {
         (sa, sb)
     }
 
-    /// As [`run_pair`](Self::run_pair) to `iters` steps, then on to
-    /// `pilot_iters` (the same paths continued): the two maps at `iters`
-    /// and the two at `pilot_iters` (branch emcov2's calibration).
-    fn run_pair_with_pilot(
-        &self,
-        ca: &[f64],
-        cb: &[f64],
-        iters: usize,
-        pilot_iters: usize,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
-        let mut sa = self.start_state(ca);
-        let mut sb = self.start_state(cb);
-        let (mut ma, mut mb) = (Vec::new(), Vec::new());
-        for i in 0..pilot_iters.max(iters) {
-            if i == iters {
-                ma = self.map_of(&sa.y);
-                mb = self.map_of(&sb.y);
-            }
-            let (mua, mub) = self.convolve_pair(&sa.y, &sb.y);
-            let (ba, bb) = self.convolve_pair(&self.ratio(ca, &mua), &self.ratio(cb, &mub));
-            let na = Self::update(&sa.y, &ba);
-            let nb = Self::update(&sb.y, &bb);
-            Self::extrapolate(&mut sa, na);
-            Self::extrapolate(&mut sb, nb);
-        }
-        let (pa, pb) = (self.map_of(&sa.y), self.map_of(&sb.y));
-        if ma.is_empty() {
-            ma = pa.clone();
-            mb = pb.clone();
-        }
-        (ma, mb, pa, pb)
-    }
-
     /// Held-out log-likelihood of counts `c` under means μ (normalised
     /// over the window).
     fn held_out(&self, mu: &[f64], c: &[f64]) -> f64 {
@@ -974,8 +926,6 @@ impl EmDeconvolution {
                 standard_errors: vec![f64::NAN; m],
                 bias: vec![0.0; m],
                 pilot_values: Vec::new(),
-                replicate_values: Vec::new(),
-                replicate_pilot_values: Vec::new(),
                 predicted_ase: f64::NAN,
                 predicted_variance: f64::NAN,
                 iterations,
@@ -1009,28 +959,18 @@ impl EmDeconvolution {
         // for two real chains); the pairs run on separate threads. The
         // pairing depends on the index only, so the result does not depend
         // on the threads.
-        // The first CALIBRATION_REPLICATES replicates are continued to
-        // the pilot's length (their own path difference, for the
-        // calibration of the intervals: docs/MATH.md §9.7, branch emcov2).
-        let pair = |q: usize| -> Result<Vec<(Vec<f64>, Option<Vec<f64>>)>> {
+        let pair = |q: usize| -> Result<Vec<Vec<f64>>> {
             let a = draw(2 * q)?;
             if 2 * q + 1 < reps {
                 let b = draw(2 * q + 1)?;
-                if 2 * q + 1 < CALIBRATION_REPLICATES {
-                    let (ma, mb, pa, pb) =
-                        self.run_pair_with_pilot(&a, &b, iterations, pilot_iters);
-                    Ok(vec![(ma, Some(pa)), (mb, Some(pb))])
-                } else {
-                    let (sa, sb) = self.run_pair(&a, &b, iterations);
-                    Ok(vec![(self.map_of(&sa.y), None), (self.map_of(&sb.y), None)])
-                }
+                let (sa, sb) = self.run_pair(&a, &b, iterations);
+                Ok(vec![self.map_of(&sa.y), self.map_of(&sb.y)])
             } else {
-                Ok(vec![(self.map_of(&self.run(&a, iterations).y), None)])
+                Ok(vec![self.map_of(&self.run(&a, iterations).y)])
             }
         };
         let pairs = reps.div_ceil(2);
-        type Reps = Vec<(Vec<f64>, Option<Vec<f64>>)>;
-        let maps: Vec<Result<Reps>> = std::thread::scope(|s| {
+        let maps: Vec<Result<Vec<Vec<f64>>>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..pairs)
                 .filter(|q| q % 2 == 1)
                 .map(|q| {
@@ -1038,7 +978,7 @@ impl EmDeconvolution {
                     s.spawn(move || (q, f(q)))
                 })
                 .collect();
-            let mut out: Vec<(usize, Result<Reps>)> = (0..pairs)
+            let mut out: Vec<(usize, Result<Vec<Vec<f64>>>)> = (0..pairs)
                 .filter(|q| q % 2 == 0)
                 .map(|q| (q, pair(q)))
                 .collect();
@@ -1053,13 +993,12 @@ impl EmDeconvolution {
             out.sort_by_key(|x| x.0);
             out.into_iter().map(|x| x.1).collect()
         });
-        let (maps, rep_pilots): (Vec<Vec<f64>>, Vec<Option<Vec<f64>>>) = maps
+        let maps: Vec<Vec<f64>> = maps
             .into_iter()
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .flatten()
-            .unzip();
-        let rep_pilots: Vec<Vec<f64>> = rep_pilots.into_iter().flatten().collect();
+            .collect();
         let rf = reps as f64;
         let mut bias = vec![0.0; m];
         let mut se = vec![0.0; m];
@@ -1086,8 +1025,6 @@ impl EmDeconvolution {
             standard_errors: se,
             bias,
             pilot_values: truth,
-            replicate_values: maps,
-            replicate_pilot_values: rep_pilots,
             predicted_ase: ase / m as f64,
             predicted_variance: var / m as f64,
             iterations,

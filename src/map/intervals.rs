@@ -168,119 +168,6 @@ pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
 /// map and the truth are both 0 up to it). NaN spreads stay NaN (no
 /// replicates); a map without a pilot falls back to the spread alone.
 pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
-    let m = em_width_multiplier(em, replicates);
-    em_standard_errors_uncalibrated(em, replicates)
-        .into_iter()
-        .map(|s| if s.is_nan() { s } else { s * m })
-        .collect()
-}
-
-/// The bounds of [`em_width_multiplier`]: a calibration outside [1/4, 4]
-/// is taken as broken and clamped (none was seen on the sweep's
-/// populations, docs/MATH.md §9.7).
-pub const EM_WIDTH_MULTIPLIER_RANGE: [f64; 2] = [0.25, 4.0];
-
-/// Cells whose calibration truth is below this share of its peak have
-/// nothing to estimate (an empty sea: any interval covers them) and are
-/// left out of the calibration (docs/MATH.md §9.7, "Cells with nothing to
-/// estimate").
-pub const EM_CALIBRATION_FLOOR: f64 = 1e-12;
-
-/// The width multiplier of EM's intervals by a parametric bootstrap
-/// calibration (docs/MATH.md §9.7, branch emcov2). The bootstrap world is
-/// the one of §9.6: the truth is the pilot's map P (EM's own fit), the
-/// data are the replicates' counts drawn from it through the channel, and
-/// each replicate r is mapped by EM at the same t (M*_r). The calibrated
-/// replicates (the first [`CALIBRATION_REPLICATES`](super::deconv::CALIBRATION_REPLICATES),
-/// continued to the pilot's length, P*_r) are given the interval of
-/// [`em_standard_errors_uncalibrated`], formed as for the map:
-///
-/// ```text
-/// B_rj = max( κ·|M*_rj − P*_rj| , √2·|b̂_(−r)j| ),   s'_rj = s_(−r)j · t_{0.975, R−1}/1.96,
-/// SE_rj = max( c(B_rj/s'_rj)·s'_rj/1.96 , round-off ),
-/// ```
-///
-/// with the spread s_(−r) and the noise-corrected bias b̂_(−r) of the other
-/// R − 1 replicates (leave one out: a replicate's own error is not in its
-/// interval, as the map's is not in its own). The multiplier is the 95%
-/// quantile of q_rj = |M*_rj − P_j| / (1.96·SE_rj) over the calibrated
-/// replicates and the cells with P_j >= [`EM_CALIBRATION_FLOOR`]·max P:
-/// m·SE covers 95% of them. Clamped to [`EM_WIDTH_MULTIPLIER_RANGE`]; 1
-/// where it cannot be formed (fewer than 3 replicates, no continued
-/// replicate, no cell). The bootstrap's spreads are unconditional (the
-/// replicates are new devices) and so is the calibration world's error
-/// (against the pilot's population map): both sides of q hold the
-/// devices' sampling spread.
-pub fn em_width_multiplier(em: &EmMap, replicates: usize) -> f64 {
-    let reps = &em.replicate_values;
-    let truth = &em.pilot_values;
-    let m = truth.len();
-    if reps.len() < 3 || em.replicate_pilot_values.is_empty() || m == 0 {
-        return 1.0;
-    }
-    let widen = student_t_975(replicates.max(reps.len()).saturating_sub(1)) / Z_95;
-    let peak = truth
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |a, v| a.max(v.abs()));
-    let floor = 64.0 * f64::EPSILON * peak;
-    let mut q: Vec<f64> = Vec::new();
-    for (r, own_pilot) in em.replicate_pilot_values.iter().enumerate() {
-        let Some(own) = reps.get(r) else { continue };
-        let ro = (reps.len() - 1) as f64;
-        for j in 0..m {
-            let t = truth[j];
-            if !(t.abs() >= EM_CALIBRATION_FLOOR * peak) {
-                continue;
-            }
-            let (Some(&x), Some(&p)) = (own.get(j), own_pilot.get(j)) else {
-                continue;
-            };
-            let others = || {
-                reps.iter()
-                    .enumerate()
-                    .filter(move |(k, _)| *k != r)
-                    .filter_map(move |(_, v)| v.get(j).copied())
-            };
-            let mean = others().sum::<f64>() / ro;
-            let v = others().map(|y| (y - mean).powi(2)).sum::<f64>() / (ro - 1.0);
-            let off = mean - t;
-            let b = (off * off - v / ro).max(0.0).sqrt();
-            let bound = (EM_PATH_BIAS_FACTOR * (x - p).abs()).max(EM_BIAS_FACTOR * b);
-            let se = bias_aware_standard_error(bound, v.sqrt() * widen).max(floor);
-            let e = (x - t).abs();
-            let qj = if e == 0.0 { 0.0 } else { e / (Z_95 * se) };
-            if qj.is_finite() {
-                q.push(qj);
-            } else if qj.is_nan() {
-                continue;
-            } else {
-                q.push(f64::MAX);
-            }
-        }
-    }
-    if q.is_empty() {
-        return 1.0;
-    }
-    q.sort_by(|a, b| a.total_cmp(b));
-    let k = ((0.95 * q.len() as f64).ceil() as usize).clamp(1, q.len()) - 1;
-    let mult = q[k];
-    if mult.is_finite() {
-        mult.clamp(EM_WIDTH_MULTIPLIER_RANGE[0], EM_WIDTH_MULTIPLIER_RANGE[1])
-    } else {
-        1.0
-    }
-}
-
-/// The EM map's standard errors before the calibration of
-/// [`em_width_multiplier`] (main 7687b4f's rule; [`em_standard_errors`]
-/// multiplies these by it):
-///
-/// ```text
-/// B_j = max( κ·|M_t,j − M_3t,j| , √2·|b̂_j| ),   s'_j = s_j · t_{0.975, R−1}/1.96,
-/// SE_j = max( c(B_j/s'_j)·s'_j/1.96 , 64·ε_mach·max_k |M_t,k| )
-/// ```
-pub fn em_standard_errors_uncalibrated(em: &EmMap, replicates: usize) -> Vec<f64> {
     let widen = student_t_975(replicates.saturating_sub(1)) / Z_95;
     let peak = em
         .values
@@ -335,8 +222,6 @@ mod tests {
             standard_errors: vec![0.1, 0.0, f64::NAN],
             bias: vec![0.0; 3],
             pilot_values: vec![1.0, 0.6, 0.0],
-            replicate_values: Vec::new(),
-            replicate_pilot_values: Vec::new(),
             predicted_ase: 0.0,
             predicted_variance: 0.0,
             iterations: 1,
