@@ -1,0 +1,179 @@
+//! Fresh-eyes attack (attack5, docs/ATTACK-5.md): `geopriv aggregate
+//! --threads N` with report ids split over the workers' hash shards
+//! (docs/MATH.md §10.11 step 6), each case with the sequential rule's own
+//! count (an oracle independent of `--threads 1`); the map reader's
+//! rejections held to the end of the stream; a ledger with a second hard
+//! link.
+
+use geopriv::{MechanismName, QueryDescriptor, Report, ReportId};
+mod common;
+use common::geopriv;
+
+fn line(i: u64, id: [u8; 16]) -> Vec<u8> {
+    let q = QueryDescriptor::Threshold {
+        threshold: 100_000.0,
+        width: 20_000.0,
+    };
+    let r = Report::new(
+        q,
+        MechanismName::Polyplace,
+        1e-4,
+        0.0,
+        (i % 41) as f64 - 20.0,
+    )
+    .with_report_id(ReportId(id));
+    let mut l = r.to_json_line().into_bytes();
+    l.push(b'\n');
+    l
+}
+
+fn id(k: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&k.to_le_bytes());
+    b[8..].copy_from_slice(&(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+    b
+}
+
+fn counts(stderr: &str) -> (u64, u64, u64) {
+    let num = |pat: &str| {
+        stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once(pat)
+                    .map(|(a, _)| a.rsplit(' ').next().unwrap_or(a).to_string())
+            })
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        num(" accepted,"),
+        num(" duplicate reports dropped"),
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("warning: "))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+    )
+}
+
+/// The record numbered exactly `--max-report-ids` + 1 (the shards' room,
+/// where the calling thread takes over the ids the workers accepted)
+/// repeats an id a worker accepted, and later records repeat ids from both
+/// sides of the hand-over. Mutation check: handing over one record late
+/// (`n > room` instead of `n >= room`) lets the repeat at the room through
+/// while every other test of the shards still passed.
+#[test]
+fn the_record_at_the_hand_over_repeats_a_worker_accepted_id() {
+    for cap in [3_000u64, 6_000, 6_001] {
+        let mut input = Vec::new();
+        // Records 1..=cap: distinct ids, one group (open from record 1:
+        // the workers know it from their second batch on and accept there).
+        for i in 1..=cap {
+            input.extend(line(i, id(i)));
+        }
+        // Record cap + 1 (the room): the id of record cap, accepted on a
+        // worker. Then repeats of records cap - 1, 1 (accepted on the
+        // calling thread, first batch) and cap / 2, and 50 new ids.
+        let repeats = [cap, cap - 1, 1, cap / 2];
+        for (j, &k) in repeats.iter().enumerate() {
+            input.extend(line(cap + 1 + j as u64, id(k)));
+        }
+        for k in 0..50 {
+            input.extend(line(cap + 10 + k, id(1_000_000 + k)));
+        }
+        let total = cap + repeats.len() as u64 + 50;
+        let run = |threads: &str| {
+            geopriv(
+                &[
+                    "aggregate",
+                    "--max-report-ids",
+                    &cap.to_string(),
+                    "--threads",
+                    threads,
+                ],
+                &input,
+            )
+        };
+        for threads in ["1", "2", "3", "7"] {
+            let out = run(threads);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // The sequential rule: the set fills at record cap with every
+            // id before; the 4 repeats are duplicates, the 50 new ids are
+            // accepted unremembered.
+            assert_eq!(
+                counts(&stderr),
+                (total - repeats.len() as u64, repeats.len() as u64, 50),
+                "cap {cap}, --threads {threads}: {stderr}"
+            );
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+        }
+    }
+}
+
+/// The record at the room carries a new id while the set is full: the
+/// sequential rule accepts it without remembering it (the run's warning
+/// counts it), so its repeat right after counts again. Mutation check:
+/// shards one record too wide (room = limit + 2) remembered it on a worker,
+/// and every other test of the shards still passed.
+#[test]
+fn a_new_id_at_the_room_is_not_remembered() {
+    for cap in [3_000u64, 6_000] {
+        let mut input = Vec::new();
+        for i in 1..=cap {
+            input.extend(line(i, id(i)));
+        }
+        input.extend(line(cap + 1, id(u64::MAX)));
+        input.extend(line(cap + 2, id(u64::MAX)));
+        input.extend(line(cap + 3, id(1)));
+        for threads in ["1", "2", "3", "7"] {
+            let out = geopriv(
+                &[
+                    "aggregate",
+                    "--max-report-ids",
+                    &cap.to_string(),
+                    "--threads",
+                    threads,
+                ],
+                &input,
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                counts(&stderr),
+                (cap + 2, 1, 2),
+                "cap {cap}, --threads {threads}: {stderr}"
+            );
+        }
+    }
+}
+
+/// One id repeated by every record (all in one shard), with the id set's
+/// room ending inside a batch: exactly one report counts, at any thread
+/// count, whether the repeats fall below the room or after it.
+#[test]
+fn one_id_everywhere_counts_once() {
+    for cap in [1u64, 2, 4_095, 4_096, 10_000] {
+        let mut input = Vec::new();
+        for i in 1..=9_000u64 {
+            input.extend(line(i, id(7)));
+        }
+        for threads in ["1", "2", "3"] {
+            let out = geopriv(
+                &[
+                    "aggregate",
+                    "--max-report-ids",
+                    &cap.to_string(),
+                    "--threads",
+                    threads,
+                ],
+                &input,
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                counts(&stderr),
+                (1, 8_999, 0),
+                "cap {cap}, --threads {threads}: {stderr}"
+            );
+        }
+    }
+}
