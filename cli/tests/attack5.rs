@@ -231,3 +231,46 @@ fn map_rejections_are_reported_while_reading() {
         seen[0].1
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_ledger_with_a_second_hard_link_is_refused() {
+    // Attack: a second hard link to the ledger (a backup tool, or an app
+    // that links its ledger into a second directory). A charge through one
+    // name renamed a new file over that name; the other name kept the old
+    // inode with the old state, and each name took its own lock file.
+    // Before the fix a budget of 3 releases gave 3 through each name.
+    use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
+    let dir = std::env::temp_dir().join(format!("geopriv-attack5-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (path, other) = (dir.join("ledger.json"), dir.join("other.json"));
+    let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 0.3, 0.0).unwrap();
+    let charge = Charge::new(BudgetUnit::PerMetre, 0.1, 0.0).unwrap();
+    let mut ledger = FileLedger::create(&path, &policy).unwrap();
+    std::fs::hard_link(&path, &other).unwrap();
+    let mut released = 0;
+    for name in [&path, &other] {
+        if let Ok(mut l) = FileLedger::open(name, &policy) {
+            while l.spend(&charge, || Ok(1.0)).is_ok() {
+                released += 1;
+            }
+        }
+    }
+    assert_eq!(released, 0, "released through a hard-linked ledger");
+    // The ledger opened before the link was made is refused too.
+    let e = ledger.spend(&charge, || Ok(1.0)).unwrap_err();
+    assert!(e.to_string().contains("hard link"), "{e}");
+    for name in [&path, &other] {
+        let e = FileLedger::open(name, &policy).unwrap_err();
+        assert!(e.to_string().contains("hard link"), "{e}");
+    }
+    // Removing the extra link restores the ledger, its state intact.
+    std::fs::remove_file(&other).unwrap();
+    let mut l = FileLedger::open(&path, &policy).unwrap();
+    while l.spend(&charge, || Ok(1.0)).is_ok() {
+        released += 1;
+    }
+    assert_eq!(released, 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
