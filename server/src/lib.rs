@@ -47,12 +47,20 @@ pub fn merge_states(
             let state = p.state.as_ref().ok_or_else(|| {
                 format!("period {}: a value task's state has no `state`", p.start)
             })?;
-            let entry = periods
-                .entry(p.start)
-                .or_insert_with(|| match task.new_agg() {
-                    task::PeriodAgg::Value(a) => (0, *a),
-                    task::PeriodAgg::Map(_) => unreachable!("checked below"),
-                });
+            let entry = match periods.entry(p.start) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => match task.new_agg() {
+                    task::PeriodAgg::Value(a) => v.insert((0, *a)),
+                    // A forged state of a map task's definition with a
+                    // value `state` reached `unreachable!` here (attack5).
+                    task::PeriodAgg::Map(_) => {
+                        return Err(format!(
+                            "task {} is not a value task (merge its states as a map task's)",
+                            task.def.id
+                        ))
+                    }
+                },
+            };
             entry.1.merge_state(state).map_err(|e| e.to_string())?;
             entry.0 = entry
                 .0
@@ -265,6 +273,31 @@ mod tests {
         v["periods"][0].as_object_mut().unwrap().remove("weight");
         v["extra"] = serde_json::json!(true);
         assert!(serde_json::from_value::<TaskState>(v).is_err());
+    }
+
+    /// Attack (attack5): `merge_states` is public; called with a map task
+    /// and a forged state of that task's definition whose period carries a
+    /// value `state`, it reached `unreachable!` (a panic) instead of an
+    /// error. `geopriv-serve merge` picks the function by the task's kind,
+    /// so only library callers could reach it.
+    #[test]
+    fn a_value_state_for_a_map_task_is_an_error_not_a_panic() {
+        let dir = std::env::temp_dir().join(format!("geopriv-merge-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tasks.toml");
+        std::fs::write(
+            &path,
+            "[[tasks]]\nid = \"city\"\nepsilon = 0.002\nmin_batch = 1\nperiod = 86400\nmap = { bbox = [0.0, 10000.0, 0.0, 10000.0], grid = 11, mechanism = \"a-priori\" }\n",
+        )
+        .unwrap();
+        let map_task = task::load(&path).unwrap().remove(0);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut forged = genuine(&income());
+        forged.definition = map_task.canonical.clone();
+        let e = std::panic::catch_unwind(|| merge_states(&map_task, &[forged]))
+            .expect("merge_states panicked")
+            .unwrap_err();
+        assert!(e.contains("not a value task"), "{e}");
     }
 
     /// Attack: the same period twice in one state (counted twice), and

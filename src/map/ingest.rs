@@ -341,9 +341,12 @@ const BATCH_BYTES: usize = 1 << 20;
 /// into `agg`. Every state merges exactly (integer bin counts, exact
 /// sums), so the result is bit-identical to the sequential path for any
 /// number of threads and any batching (docs/MATH.md §9.8); rejections are
-/// reported in record order. `threads` <= 1 is the sequential path.
-/// Memory: at most 2·`threads` batches of about 1 MiB in flight, plus one
-/// aggregator per worker.
+/// reported in record order while the stream is read, at most 3·`threads`
+/// batches behind the reader. `threads` <= 1 is the sequential path.
+/// Memory: at most 3·`threads` batches between reading and reporting, each
+/// about 1 MiB of records (at most 16,384) and the messages of its
+/// rejected ones, plus one aggregator per worker. (The messages were held
+/// to the end of the stream: memory grew with every bad record; attack5.)
 ///
 /// ```
 /// use geopriv::map::{ingest_map_reports, ingest_map_reports_parallel, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
@@ -390,23 +393,29 @@ fn ingest_sharded<R: Read>(
         return ingest_map_reports(agg, clip, reader, on_reject);
     }
     type Rejected = Vec<(u64, &'static str, String)>;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2 * threads);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Batch)>(2 * threads);
     let rx = std::sync::Mutex::new(rx);
+    // Each batch's rejections, back to the calling thread, which reports
+    // them in batch order while it reads (they were all held until the end
+    // of the stream: one message per bad record, unbounded; attack5).
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(u64, Rejected)>();
     let template = agg.empty_like();
     let (results, read) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                let rx = &rx;
+                let (rx, done_tx) = (&rx, done_tx.clone());
                 let mut mine = template.clone();
                 s.spawn(move || {
                     let mut counts = MapCounts::default();
-                    let mut rejected: Rejected = Vec::new();
                     loop {
                         let batch = match rx.lock() {
                             Ok(r) => r.recv(),
                             Err(_) => break,
                         };
-                        let Ok((bytes, recs)) = batch else { break };
+                        let Ok((seq, (bytes, recs))) = batch else {
+                            break;
+                        };
+                        let mut rejected: Rejected = Vec::new();
                         for (n, raw) in recs {
                             let raw = raw
                                 .map(|(a, b)| &bytes[a..b])
@@ -415,14 +424,67 @@ fn ingest_sharded<R: Read>(
                                 rejected.push((n, code, m.to_string()))
                             });
                         }
+                        if done_tx.send((seq, rejected)).is_err() {
+                            break;
+                        }
                     }
-                    (mine, counts, rejected)
+                    (mine, counts)
                 })
             })
             .collect();
+        drop(done_tx);
+        // Batches sent, batches whose rejections were reported, and the
+        // ones back out of order. At most `limit` batches are between
+        // reading and reporting, so the rejections held are at most those
+        // of `limit` batches.
+        let limit = 3 * threads as u64;
+        let (mut sent, mut next) = (0u64, 0u64);
+        let mut pending: std::collections::BTreeMap<u64, Rejected> = Default::default();
+        let mut report = |pending: &mut std::collections::BTreeMap<u64, Rejected>,
+                          next: &mut u64| {
+            while let Some(rj) = pending.remove(next) {
+                *next += 1;
+                for (n, code, m) in rj {
+                    on_reject(n, code, &m);
+                }
+            }
+        };
+        // Wait for one batch back; false if the workers stopped.
+        let wait = |pending: &mut std::collections::BTreeMap<u64, Rejected>| loop {
+            match done_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok((seq, rj)) => {
+                    pending.insert(seq, rj);
+                    return true;
+                }
+                // A worker that ended while work remains has failed.
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    if !workers.iter().any(|w| w.is_finished()) => {}
+                Err(_) => return false,
+            }
+        };
         let read = (|| -> io::Result<()> {
             let mut bytes = Vec::with_capacity(batch_bytes + 4096);
             let mut recs = Vec::new();
+            let mut send = |full: Batch,
+                            pending: &mut std::collections::BTreeMap<u64, Rejected>,
+                            next: &mut u64,
+                            sent: &mut u64|
+             -> io::Result<()> {
+                while *sent - *next >= limit {
+                    if !wait(pending) {
+                        return Err(io::Error::other("map ingest worker panicked"));
+                    }
+                    report(pending, next);
+                }
+                tx.send((*sent, full))
+                    .map_err(|_| io::Error::other("map ingest worker panicked"))?;
+                *sent += 1;
+                while let Ok((seq, rj)) = done_rx.try_recv() {
+                    pending.insert(seq, rj);
+                }
+                report(pending, next);
+                Ok(())
+            };
             while let Some((n, raw)) = reader.next_bytes()? {
                 match raw {
                     Ok(b) => {
@@ -437,13 +499,18 @@ fn ingest_sharded<R: Read>(
                         core::mem::replace(&mut bytes, Vec::with_capacity(batch_bytes + 4096)),
                         core::mem::take(&mut recs),
                     );
-                    if tx.send(full).is_err() {
-                        break;
-                    }
+                    send(full, &mut pending, &mut next, &mut sent)?;
                 }
             }
             if !recs.is_empty() {
-                let _ = tx.send((bytes, recs));
+                send((bytes, recs), &mut pending, &mut next, &mut sent)?;
+            }
+            // The last batches' rejections.
+            while next < sent {
+                if !wait(&mut pending) {
+                    return Err(io::Error::other("map ingest worker panicked"));
+                }
+                report(&mut pending, &mut next);
             }
             Ok(())
         })();
@@ -453,9 +520,8 @@ fn ingest_sharded<R: Read>(
     });
     read?;
     let mut counts = MapCounts::default();
-    let mut rejected: Rejected = Vec::new();
     for r in results {
-        let (mine, c, rj) = r.map_err(|_| io::Error::other("map ingest worker panicked"))?;
+        let (mine, c) = r.map_err(|_| io::Error::other("map ingest worker panicked"))?;
         agg.merge(&mine)
             .map_err(|e| io::Error::other(e.to_string()))?;
         counts.records += c.records;
@@ -463,11 +529,6 @@ fn ingest_sharded<R: Read>(
         counts.rejected += c.rejected;
         counts.skipped += c.skipped;
         counts.clipped += c.clipped;
-        rejected.extend(rj);
-    }
-    rejected.sort_by_key(|r| r.0);
-    for (n, code, m) in rejected {
-        on_reject(n, code, &m);
     }
     Ok(counts)
 }

@@ -43,7 +43,10 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// A path that is a **symbolic link is followed**: it is resolved once when
 /// the ledger is opened or created, and the ledger's real file (and its
 /// lock) are used from then on, so the link stays a link and every path
-/// to the file shares one state. A dangling link is refused.
+/// to the file shares one state. A dangling link is refused. A ledger
+/// file with a second **hard link** is refused (on Unix, checked at every
+/// read under the lock): a charge through one name replaces that name's
+/// file, and the other name would keep the old state.
 ///
 /// ```
 /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger};
@@ -203,6 +206,25 @@ fn read_state(path: &Path, policy: &BudgetPolicy) -> Result<(PrivacyBudget, Stri
         return Err(Error::InvalidLedgerState {
             reason: format!("{} is not a regular file", UntrustedPath(path)),
         });
+    }
+    // One name only: a charge renames a new file over the path, so a
+    // second hard link would keep the old inode with the old state (the
+    // budget spent again through it) and take its own lock file (attack5,
+    // docs/ATTACK-5.md). Checked on every read under the lock, so the
+    // first charge after a link appears is refused, before the names split.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "{} has {} hard links: a charge through one name would leave the others with the old state; \
+                     remove the other links (a crash while the ledger was created can leave one named .NAME.PID.N.tmp beside it)",
+                    UntrustedPath(path),
+                    meta.nlink()
+                ),
+            });
+        }
     }
     let read = || -> std::io::Result<Option<String>> {
         let mut text = String::new();
