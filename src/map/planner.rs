@@ -531,15 +531,16 @@ fn vector_laplace(l1: f64, epsilon: f64, nf: f64) -> Prediction {
     }
 }
 
+/// [`em_fit`]'s result: the EM map, the lattice term, EM's step in bins'
+/// boxes, the plain map of the fine bins (if computed) and the lattice's
+/// cell side per axis.
+type EmFit = (EmMap, f64, f64, Option<Vec<f64>>, [f64; 2]);
+
 /// The EM fit with its bootstrap and the lattice's discretisation term:
 /// the mean squared difference of the plain map of the lattice counts and
 /// of the fine bins (docs/MATH.md §9.6); and that plain map of the fine
 /// bins when it was computed (for [`noise_and_rounding`]).
-fn em_fit(
-    g: &super::query_set::KdeGrid,
-    epsilon: f64,
-    mapper: &FftMapper,
-) -> Result<(EmMap, f64, f64, Option<Vec<f64>>, [f64; 2])> {
+fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<EmFit> {
     let m = g.len() as f64;
     let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
     let e = engine.estimate()?;
@@ -928,7 +929,7 @@ fn atom_excess(mapper: &FftMapper, epsilon: f64) -> [f64; 2] {
     let mut out = [0.0; 2];
     for (a, o) in out.iter_mut().enumerate().take(spec.dim()) {
         let qa = 6.0 * q[a][0] - 8.0 * q[a][1] + 2.0 * q[a][2];
-        if !(qa >= ATOM_MIN_CONTRAST) || n <= 0.0 {
+        if qa.is_nan() || qa < ATOM_MIN_CONTRAST || n <= 0.0 {
             continue;
         }
         let (len, stride) = if a == 0 { (b0, b1) } else { (b1, 1) };
@@ -1129,6 +1130,33 @@ fn coincident_devices(
     })
 }
 
+/// The plain map's squared bias charged in EM's one-step model: its
+/// estimate less two standard errors, at least 0 (0 without it).
+fn plain_bias2_lower(kernels: &[KernelMap]) -> f64 {
+    kernels
+        .iter()
+        .find(|k| k.lambda == 0.0)
+        .and_then(|k| k.against_unbiased)
+        .map_or(0.0, |b| (b.avg - 2.0 * b.se).max(0.0))
+}
+
+/// EM's one-step model (docs/MATH.md §9.4): (variance, bias²) =
+/// (1.5·ū/n, (2·B₀ + m·d)²) from the plug-in ū/n (`nr`), the plain map's
+/// bias² B₀², EM's step in bins' boxes m and the rounding correction's
+/// size d². Above εh = [`KERNEL_PLUG_IN_ABOVE_EPS_H`] with t* >= 2 it caps
+/// the bootstrap's prediction (branch planmodel): there the bootstrap's
+/// bias is replicate noise (its replicates are new devices), and a held-out
+/// stop past the first step means the later steps fitted the other half
+/// better than the first, so EM is charged no more than its first step.
+/// On the airports at εh 100, n = 10⁵ (t* >= 2) the bootstrap predicted
+/// 4.8x EM's measured ASE.
+fn em_one_step(nr: f64, b0: f64, boxes: f64, rounding_size2: f64) -> (f64, f64) {
+    (
+        EM_HIGH_FACTOR * nr,
+        (2.0 * b0.sqrt() + boxes * rounding_size2.sqrt()).powi(2),
+    )
+}
+
 #[cfg(test)]
 mod coincident_tests {
     use super::*;
@@ -1247,31 +1275,4 @@ mod coincident_tests {
         let r = ase(&em.values) / q.ase;
         assert!((1.0 / 3.0..3.0).contains(&r), "EM: measured/predicted {r}");
     }
-}
-
-/// The plain map's squared bias charged in EM's one-step model: its
-/// estimate less two standard errors, at least 0 (0 without it).
-fn plain_bias2_lower(kernels: &[KernelMap]) -> f64 {
-    kernels
-        .iter()
-        .find(|k| k.lambda == 0.0)
-        .and_then(|k| k.against_unbiased)
-        .map_or(0.0, |b| (b.avg - 2.0 * b.se).max(0.0))
-}
-
-/// EM's one-step model (docs/MATH.md §9.4): (variance, bias²) =
-/// (1.5·ū/n, (2·B₀ + m·d)²) from the plug-in ū/n (`nr`), the plain map's
-/// bias² B₀², EM's step in bins' boxes m and the rounding correction's
-/// size d². Above εh = [`KERNEL_PLUG_IN_ABOVE_EPS_H`] with t* >= 2 it caps
-/// the bootstrap's prediction (branch planmodel): there the bootstrap's
-/// bias is replicate noise (its replicates are new devices), and a held-out
-/// stop past the first step means the later steps fitted the other half
-/// better than the first, so EM is charged no more than its first step.
-/// On the airports at εh 100, n = 10⁵ (t* >= 2) the bootstrap predicted
-/// 4.8x EM's measured ASE.
-fn em_one_step(nr: f64, b0: f64, boxes: f64, rounding_size2: f64) -> (f64, f64) {
-    (
-        EM_HIGH_FACTOR * nr,
-        (2.0 * b0.sqrt() + boxes * rounding_size2.sqrt()).powi(2),
-    )
 }
