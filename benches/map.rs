@@ -4,8 +4,8 @@
 //! errors. The whole-process timing from a file is in BENCHMARKS.md.
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use geopriv::map::{
-    ingest_map_reports_parallel, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport,
-    QuerySet,
+    ingest_map_reports_parallel, EmDeconvolution, EmOptions, KdeGrid, MapAggregator, MapMechanism,
+    MapRelease, MapReport, QuerySet,
 };
 use geopriv::server::ingest::{FormatChoice, RecordReader};
 use rand::rngs::SmallRng;
@@ -42,6 +42,66 @@ fn bench_map(c: &mut Criterion) {
     group.finish();
 }
 
+/// 10^6 JSON report lines of the benches' clustered population (12
+/// clusters and a uniform seventh) at per-device ε.
+fn clustered_reports(set: &QuerySet, eps: f64) -> Vec<u8> {
+    let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut rng = SmallRng::seed_from_u64(2);
+    let centres: Vec<[f64; 2]> = (0..12)
+        .map(|_| {
+            [
+                2e3 + rng.random::<f64>() * 16e3,
+                2e3 + rng.random::<f64>() * 16e3,
+            ]
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    for i in 0..1_000_000usize {
+        let x = if i % 7 == 0 {
+            [rng.random::<f64>() * 20e3, rng.random::<f64>() * 20e3]
+        } else {
+            let c = centres[i % 12];
+            let s = 300.0 + 150.0 * (i % 12) as f64;
+            [
+                (c[0] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
+                (c[1] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
+            ]
+        };
+        let r = rel.release_unmetered(&x, &mut rng).unwrap();
+        bytes.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes
+}
+
+/// EM's stage alone (issue 22 item 4, branch emspeed): the held-out
+/// folds, the fit, the pilot and the bootstrap (`EmDeconvolution::estimate`
+/// with the default options) on the binned counts of 10^6 clustered
+/// reports, 61 × 61, at εh = 0.1, 0.3, 1 (where EM's CPU matters).
+fn bench_em(c: &mut Criterion) {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let h = grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let mut group = c.benchmark_group("map_em");
+    group.sample_size(10);
+    for eh in [0.1, 0.3, 1.0] {
+        let eps = eh / h;
+        let bytes = clustered_reports(&set, eps);
+        let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut reader = RecordReader::new(&bytes[..], FormatChoice::Json, 1 << 16).unwrap();
+        ingest_map_reports_parallel(&mut agg, None, &mut reader, 2, |_, _, _| {}).unwrap();
+        let mapper = agg.mapper().unwrap().unwrap();
+        group.bench_function(format!("em_estimate_1e6_61x61_eps_h_{eh}"), |b| {
+            b.iter(|| {
+                let em = EmDeconvolution::new(&grid, eps, mapper.counts(), EmOptions::default())
+                    .unwrap();
+                black_box(em.estimate().unwrap())
+            })
+        });
+    }
+    group.finish();
+}
+
 /// Issue 22 item 4: the server default (the planner, EM included) from
 /// JSON bytes, reading and binning on every core: 10^6 reports of a
 /// clustered population into 61 × 61 at εh = 0.1, 0.3, 1, 10, 1000.
@@ -54,32 +114,7 @@ fn bench_planned(c: &mut Criterion) {
     group.sample_size(10);
     for eh in [0.1, 0.3, 1.0, 10.0, 1000.0] {
         let eps = eh / h;
-        let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
-        let mut rng = SmallRng::seed_from_u64(2);
-        let centres: Vec<[f64; 2]> = (0..12)
-            .map(|_| {
-                [
-                    2e3 + rng.random::<f64>() * 16e3,
-                    2e3 + rng.random::<f64>() * 16e3,
-                ]
-            })
-            .collect();
-        let mut bytes = Vec::new();
-        for i in 0..1_000_000usize {
-            let x = if i % 7 == 0 {
-                [rng.random::<f64>() * 20e3, rng.random::<f64>() * 20e3]
-            } else {
-                let c = centres[i % 12];
-                let s = 300.0 + 150.0 * (i % 12) as f64;
-                [
-                    (c[0] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
-                    (c[1] + s * (rng.random::<f64>() - 0.5) * 3.4).clamp(0.0, 20e3),
-                ]
-            };
-            let r = rel.release_unmetered(&x, &mut rng).unwrap();
-            bytes.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
-            bytes.push(b'\n');
-        }
+        let bytes = clustered_reports(&set, eps);
         group.bench_function(format!("planned_1e6_61x61_eps_h_{eh}"), |b| {
             b.iter(|| {
                 let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
@@ -132,5 +167,5 @@ fn bench_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_map, bench_planned, bench_read);
+criterion_group!(benches, bench_map, bench_planned, bench_read, bench_em);
 criterion_main!(benches);
