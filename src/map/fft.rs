@@ -83,9 +83,16 @@ impl DiscretisationBound {
 
 /// 2-D discrete Fourier transform, in place, of a row-major n[0] × n[1]
 /// array: X[k0, k1] = Σ_{j0, j1} x[j0, j1] e^{∓2πi (j0 k0 / n0 + j1 k1 / n1)}
-/// (unnormalised; the sign is the plans'), rows along axis 1, then
-/// (transposed) along axis 0; axes of length 1 are skipped. Shared by the
+/// (unnormalised; the sign is the plans'), rows along axis 1, then the
+/// columns along axis 0; axes of length 1 are skipped. Shared by the
 /// kernel maps ([`FftMapper`]) and EM's convolutions (`deconv.rs`).
+///
+/// The columns are transformed in strips of [`COLUMN_STRIP`]: a strip is
+/// gathered into a small contiguous buffer (one column a row, in the
+/// cache), transformed there and scattered back. The same 1-D transforms
+/// of the same columns as transposing the whole array, transforming its
+/// rows and transposing back (the same bits), without the second n0·n1
+/// buffer and with one pass over the array instead of four.
 pub(crate) fn fft2_in_place(plans: &[Arc<dyn Fft<f64>>; 2], n: [usize; 2], data: &mut [Complex64]) {
     let [n0, n1] = n;
     if n1 > 1 {
@@ -94,40 +101,33 @@ pub(crate) fn fft2_in_place(plans: &[Arc<dyn Fft<f64>>; 2], n: [usize; 2], data:
     if n0 > 1 {
         if n1 == 1 {
             plans[0].process(data);
-        } else if n0 == n1 {
-            // Square (every FFT of the server's maps and of EM): transposed
-            // in place, without a second n0·n1 buffer (16 bytes a point:
-            // 12 MB at 864², allocated and zeroed at every call before).
-            // The same numbers: the same transforms of the same columns.
-            transpose_square_in_place(data, n0);
-            plans[0].process(data);
-            transpose_square_in_place(data, n0);
         } else {
-            let mut t = vec![Complex64::new(0.0, 0.0); n0 * n1];
-            transpose::transpose(data, &mut t, n1, n0);
-            plans[0].process(&mut t);
-            transpose::transpose(&t, data, n0, n1);
-        }
-    }
-}
-
-/// Transpose a row-major n × n array in place (x[i, j] ↔ x[j, i]), in
-/// 32 × 32 tiles (each tile swapped with its mirror tile while both are
-/// in cache).
-fn transpose_square_in_place(data: &mut [Complex64], n: usize) {
-    const TILE: usize = 32;
-    debug_assert_eq!(data.len(), n * n);
-    for bi in (0..n).step_by(TILE) {
-        for bj in (bi..n).step_by(TILE) {
-            for i in bi..(bi + TILE).min(n) {
-                let from = if bi == bj { i + 1 } else { bj };
-                for j in from..(bj + TILE).min(n) {
-                    data.swap(i * n + j, j * n + i);
+            let zero = Complex64::new(0.0, 0.0);
+            let mut scratch = vec![zero; plans[0].get_inplace_scratch_len()];
+            let mut strip = vec![zero; COLUMN_STRIP.min(n1) * n0];
+            for c0 in (0..n1).step_by(COLUMN_STRIP) {
+                let w = COLUMN_STRIP.min(n1 - c0);
+                let strip = &mut strip[..w * n0];
+                for (r, row) in data.chunks_exact(n1).enumerate() {
+                    for (c, &v) in row[c0..c0 + w].iter().enumerate() {
+                        strip[c * n0 + r] = v;
+                    }
+                }
+                plans[0].process_with_scratch(strip, &mut scratch);
+                for (r, row) in data.chunks_exact_mut(n1).enumerate() {
+                    for (c, v) in row[c0..c0 + w].iter_mut().enumerate() {
+                        *v = strip[c * n0 + r];
+                    }
                 }
             }
         }
     }
 }
+
+/// Columns per strip in [`fft2_in_place`]: 16 complex numbers (256 bytes,
+/// four cache lines) of each row at a time; a strip of 16 columns of 864
+/// is 221 kB.
+const COLUMN_STRIP: usize = 16;
 
 /// Two real fields as one complex field a + i b: a convolution with a real
 /// kernel c then gives a ∗ c and b ∗ c as its real and imaginary parts.
@@ -877,45 +877,52 @@ pub fn direct_map(
 mod tests {
     use super::*;
 
-    /// The in-place square transpose is the transpose (tile edges, odd
-    /// sizes and the 1 × 1 case included).
+    /// The strip-wise column pass of `fft2_in_place` gives the same bits as
+    /// transposing the whole array, transforming its rows and transposing
+    /// back (what it replaces), forward and inverse, square and not, with
+    /// a partial last strip.
     #[test]
-    fn square_transpose_in_place_is_the_transpose() {
-        for n in [1usize, 2, 3, 31, 32, 33, 64, 70] {
-            let a: Vec<Complex64> = (0..n * n)
-                .map(|v| Complex64::new(v as f64, -(v as f64) * 0.5))
-                .collect();
-            let mut b = a.clone();
-            transpose_square_in_place(&mut b, n);
-            for i in 0..n {
-                for j in 0..n {
-                    assert_eq!(b[i * n + j], a[j * n + i], "n = {n}, ({i}, {j})");
+    fn fft2_by_column_strips_matches_the_transposed_path() {
+        for n in [
+            [1usize, 1],
+            [5, 5],
+            [36, 36],
+            [45, 45],
+            [20, 33],
+            [33, 7],
+            [1, 9],
+            [9, 1],
+        ] {
+            for forward in [true, false] {
+                let mut planner = FftPlanner::new();
+                let plans = if forward {
+                    [
+                        planner.plan_fft_forward(n[0]),
+                        planner.plan_fft_forward(n[1]),
+                    ]
+                } else {
+                    [
+                        planner.plan_fft_inverse(n[0]),
+                        planner.plan_fft_inverse(n[1]),
+                    ]
+                };
+                let a: Vec<Complex64> = (0..n[0] * n[1])
+                    .map(|v| Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3)))
+                    .collect();
+                let mut fast = a.clone();
+                fft2_in_place(&plans, n, &mut fast);
+                let mut slow = a;
+                if n[1] > 1 {
+                    plans[1].process(&mut slow);
                 }
+                if n[0] > 1 {
+                    let mut t = vec![Complex64::new(0.0, 0.0); n[0] * n[1]];
+                    transpose::transpose(&slow, &mut t, n[1], n[0]);
+                    plans[0].process(&mut t);
+                    transpose::transpose(&t, &mut slow, n[0], n[1]);
+                }
+                assert_eq!(fast, slow, "n = {n:?}, forward {forward}");
             }
-        }
-    }
-
-    /// The square path of `fft2_in_place` gives the same bits as the
-    /// out-of-place transposes it replaces.
-    #[test]
-    fn square_fft2_matches_the_out_of_place_path() {
-        for n in [1usize, 5, 36, 45] {
-            let mut planner = FftPlanner::new();
-            let plans = [planner.plan_fft_forward(n), planner.plan_fft_forward(n)];
-            let a: Vec<Complex64> = (0..n * n)
-                .map(|v| Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3)))
-                .collect();
-            let mut fast = a.clone();
-            fft2_in_place(&plans, [n, n], &mut fast);
-            let mut slow = a;
-            if n > 1 {
-                plans[1].process(&mut slow);
-                let mut t = vec![Complex64::new(0.0, 0.0); n * n];
-                transpose::transpose(&slow, &mut t, n, n);
-                plans[0].process(&mut t);
-                transpose::transpose(&t, &mut slow, n, n);
-            }
-            assert_eq!(fast, slow, "n = {n}");
         }
     }
 }
