@@ -167,5 +167,45 @@ fn bench_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_map, bench_planned, bench_read, bench_em);
+/// The kernel-map stage alone (issue 22 item 4, branch kspeed): one map
+/// with its standard errors ([`FftMapper::estimate`]: 8 two-dimensional
+/// FFTs) at the FFT lengths of the 61 × 61 grid at εh = 0.3 (864²) and 1
+/// (625²). The cost depends on the FFT length, not on n: 10^4 reports.
+fn bench_kernel_map(c: &mut Criterion) {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let h = grid.bandwidth();
+    let set = QuerySet::Kde(grid);
+    let mut group = c.benchmark_group("map_kernel");
+    group.sample_size(10);
+    for eh in [0.3, 1.0] {
+        let eps = eh / h;
+        let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut rng = SmallRng::seed_from_u64(4);
+        let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        for _ in 0..10_000 {
+            let x = [
+                rng.random::<f64>() * 20_000.0,
+                rng.random::<f64>() * 20_000.0,
+            ];
+            agg.add(&rel.release_unmetered(&x, &mut rng).unwrap())
+                .unwrap();
+        }
+        let mapper = agg.mapper().unwrap().unwrap();
+        let k = agg.kernel(0.6).unwrap();
+        let [n0, n1] = mapper.fft_len();
+        group.bench_function(format!("estimate_fft_{n0}x{n1}_eps_h_{eh}"), |b| {
+            b.iter(|| black_box(mapper.estimate(&k).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_map,
+    bench_planned,
+    bench_read,
+    bench_em,
+    bench_kernel_map
+);
 criterion_main!(benches);

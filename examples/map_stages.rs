@@ -38,9 +38,16 @@ fn main() {
     );
     let t = Instant::now();
     let mapper = agg.mapper().unwrap().unwrap();
+    let spec = mapper.counts().spec();
     eprintln!(
-        "mapper {:?}: {:.3} s",
+        "mapper {:?} (bins {:?}, margin {}, refine {}; unguarded {:?}): {:.3} s",
         mapper.fft_len(),
+        spec.bins(),
+        spec.margin(),
+        spec.refine(),
+        geopriv::map::FftMapper::new(mapper.counts().clone())
+            .unwrap()
+            .fft_len(),
         t.elapsed().as_secs_f64()
     );
     let t = Instant::now();
