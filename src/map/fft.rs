@@ -183,6 +183,9 @@ pub struct FftMapper {
     axes: Vec<(f64, Vec<f64>, Vec<f64>)>,
     fwd: [Arc<dyn Fft<f64>>; 2],
     inv: [Arc<dyn Fft<f64>>; 2],
+    /// φ_N at every flat DFT index for the first (ε, d) a variance asked
+    /// for, keyed by their bits ([`noise_transfer`](Self::noise_transfer)).
+    phi_n: std::sync::OnceLock<((u64, u64), Vec<f64>)>,
 }
 
 impl core::fmt::Debug for FftMapper {
@@ -294,6 +297,7 @@ impl FftMapper {
             axes,
             fwd,
             inv,
+            phi_n: std::sync::OnceLock::new(),
         };
         me.fft2(&mut hat, true);
         me.hat = hat;
@@ -607,6 +611,23 @@ impl FftMapper {
         self.variances(kernel, s, None)
     }
 
+    /// φ_N(|ω|) = (1 + |ω|²/ε²)^{-(d+1)/2}, the planar-Laplace noise's
+    /// transfer function, at every flat DFT index ([`radial`](Self::radial)).
+    /// It depends on the mapper's lattice and (ε, d) only, not on the
+    /// kernel: computed once for the first (ε, d) asked and kept (the
+    /// planner's six kernel maps and its plug-in share it; branch speed03),
+    /// computed afresh for any other (ε, d). The same numbers either way.
+    fn noise_transfer(&self, eps: f64, d: f64) -> std::borrow::Cow<'_, [f64]> {
+        let phi = |w: f64| libm::pow(1.0 + (w / eps) * (w / eps), -(d + 1.0) / 2.0);
+        let key = (eps.to_bits(), d.to_bits());
+        let (k, v) = self.phi_n.get_or_init(|| (key, self.radial(phi)));
+        if *k == key {
+            std::borrow::Cow::Borrowed(v.as_slice())
+        } else {
+            std::borrow::Cow::Owned(self.radial(phi))
+        }
+    }
+
     /// Both variance fields, one value per map point. With the map
     /// (`mean`) the first is floored and the second is NaN (the caller
     /// reads only the first); without it (the plug-in) the second inverse
@@ -621,14 +642,13 @@ impl FftMapper {
         let plug_in = mean.is_none();
         let d = kernel.dim() as f64;
         let eps = kernel.epsilon();
-        let phi = |w: f64| libm::pow(1.0 + (w / eps) * (w / eps), -(d + 1.0) / 2.0);
         let vol: f64 = self.periods().iter().product();
         let cells = (self.n[0] * self.n[1]) as f64;
         // B_λ on the lattice (the function itself: no rounding correction).
         // F[K_λ] and φ_N at every frequency (each evaluated once per four
-        // indices, [`radial`](Self::radial)).
+        // indices, [`radial`](Self::radial); φ_N once per mapper).
         let ft = self.radial(|w| kernel.fourier(w));
-        let ph = self.radial(phi);
+        let ph = self.noise_transfer(eps, d);
         let mut b: Vec<Complex64> = (0..self.hat.len())
             .map(|f| Complex64::new(ft[f] * ph[f] / vol, 0.0))
             .collect();
@@ -923,6 +943,41 @@ mod tests {
                 }
                 assert_eq!(fast, slow, "n = {n:?}, forward {forward}");
             }
+        }
+    }
+
+    /// φ_N kept for the first (ε, d) is the same numbers as a fresh
+    /// evaluation; another (ε, d) is computed afresh, not served the kept
+    /// one; and the variances read through it are the same bits on a
+    /// second call (branch speed03).
+    #[test]
+    fn noise_transfer_is_kept_for_its_own_epsilon_only() {
+        use crate::map::{BinSpec, KdeGrid};
+        let grid = KdeGrid::square(1000.0, 5).unwrap();
+        let spec = BinSpec::new(&grid, 4, 8).unwrap();
+        let mut counts = BinnedCounts::new(spec);
+        for (x, y) in [(100.0, 200.0), (500.0, 500.0), (900.0, 10.0)] {
+            counts.add(&[x, y]).unwrap();
+        }
+        let mapper = FftMapper::new(counts).unwrap();
+        let fresh = |eps: f64, d: f64| {
+            mapper.radial(|w| libm::pow(1.0 + (w / eps) * (w / eps), -(d + 1.0) / 2.0))
+        };
+        let eps = 1.0 / grid.bandwidth();
+        assert_eq!(*mapper.noise_transfer(eps, 2.0), fresh(eps, 2.0)[..]);
+        assert_eq!(*mapper.noise_transfer(eps, 2.0), fresh(eps, 2.0)[..]);
+        assert_eq!(
+            *mapper.noise_transfer(3.0 * eps, 2.0),
+            fresh(3.0 * eps, 2.0)[..]
+        );
+        assert_eq!(*mapper.noise_transfer(eps, 1.0), fresh(eps, 1.0)[..]);
+        let k = DebiasKernel::new(2, grid.bandwidth(), eps, 0.5).unwrap();
+        let s = mapper.spatial_kernel(&k);
+        let a = mapper.variances_with_plug_in(&k, &s).unwrap();
+        let b = mapper.variances_with_plug_in(&k, &s).unwrap();
+        assert_eq!(a.0.len(), b.0.len());
+        for (x, y) in a.0.iter().zip(&b.0).chain(a.1.iter().zip(&b.1)) {
+            assert_eq!(x.to_bits(), y.to_bits());
         }
     }
 }
