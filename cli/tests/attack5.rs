@@ -57,6 +57,28 @@ fn counts(stderr: &str) -> (u64, u64, u64) {
     )
 }
 
+/// Runs `geopriv aggregate --max-report-ids cap --threads threads` on
+/// `input`: its (accepted, duplicates, accepted-unremembered) counts, its
+/// stderr and its exit code.
+fn aggregate_with_id_cap(
+    cap: u64,
+    threads: &str,
+    input: &[u8],
+) -> ((u64, u64, u64), String, Option<i32>) {
+    let out = geopriv(
+        &[
+            "aggregate",
+            "--max-report-ids",
+            &cap.to_string(),
+            "--threads",
+            threads,
+        ],
+        input,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (counts(&stderr), stderr, out.status.code())
+}
+
 /// The record numbered exactly `--max-report-ids` + 1 (the shards' room,
 /// where the calling thread takes over the ids the workers accepted)
 /// repeats an id a worker accepted, and later records repeat ids from both
@@ -83,30 +105,17 @@ fn the_record_at_the_hand_over_repeats_a_worker_accepted_id() {
             input.extend(line(cap + 10 + k, id(1_000_000 + k)));
         }
         let total = cap + repeats.len() as u64 + 50;
-        let run = |threads: &str| {
-            geopriv(
-                &[
-                    "aggregate",
-                    "--max-report-ids",
-                    &cap.to_string(),
-                    "--threads",
-                    threads,
-                ],
-                &input,
-            )
-        };
         for threads in ["1", "2", "3", "7"] {
-            let out = run(threads);
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            let (got, stderr, code) = aggregate_with_id_cap(cap, threads, &input);
             // The sequential rule: the set fills at record cap with every
             // id before; the 4 repeats are duplicates, the 50 new ids are
             // accepted unremembered.
             assert_eq!(
-                counts(&stderr),
+                got,
                 (total - repeats.len() as u64, repeats.len() as u64, 50),
                 "cap {cap}, --threads {threads}: {stderr}"
             );
-            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            assert_eq!(code, Some(0), "{stderr}");
         }
     }
 }
@@ -127,19 +136,9 @@ fn a_new_id_at_the_room_is_not_remembered() {
         input.extend(line(cap + 2, id(u64::MAX)));
         input.extend(line(cap + 3, id(1)));
         for threads in ["1", "2", "3", "7"] {
-            let out = geopriv(
-                &[
-                    "aggregate",
-                    "--max-report-ids",
-                    &cap.to_string(),
-                    "--threads",
-                    threads,
-                ],
-                &input,
-            );
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            let (got, stderr, _) = aggregate_with_id_cap(cap, threads, &input);
             assert_eq!(
-                counts(&stderr),
+                got,
                 (cap + 2, 1, 2),
                 "cap {cap}, --threads {threads}: {stderr}"
             );
@@ -158,19 +157,9 @@ fn one_id_everywhere_counts_once() {
             input.extend(line(i, id(7)));
         }
         for threads in ["1", "2", "3"] {
-            let out = geopriv(
-                &[
-                    "aggregate",
-                    "--max-report-ids",
-                    &cap.to_string(),
-                    "--threads",
-                    threads,
-                ],
-                &input,
-            );
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            let (got, stderr, _) = aggregate_with_id_cap(cap, threads, &input);
             assert_eq!(
-                counts(&stderr),
+                got,
                 (1, 8_999, 0),
                 "cap {cap}, --threads {threads}: {stderr}"
             );

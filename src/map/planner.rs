@@ -658,6 +658,16 @@ fn noise_and_rounding(
     Ok((noise, d2))
 }
 
+/// The signed offset of FFT index `i` on a periodic axis of `len` points
+/// `d` apart: i·d for 2i <= len, (i − len)·d beyond (the wrapped half).
+fn wrapped_offset(i: usize, len: usize, d: f64) -> f64 {
+    if 2 * i > len {
+        (i as f64 - len as f64) * d
+    } else {
+        i as f64 * d
+    }
+}
+
 /// map₀' of [`noise_and_rounding`]: the plain (λ = 0) map without the
 /// rounding correction, (1/n) Σ_bins count · K_h(t_j − c) with
 /// K_h(z) = exp(−|z|²/(2h²)) sampled at the wrapped bin offsets (no sinc
@@ -669,19 +679,16 @@ fn unrounded_plain_map(g: &super::query_set::KdeGrid, mapper: &FftMapper) -> Vec
     let delta = spec.delta();
     let [n0, n1] = mapper.fft_len();
     let h2 = g.bandwidth() * g.bandwidth();
-    let off = |i: usize, len: usize, d: f64| {
-        if 2 * i > len {
-            (i as f64 - len as f64) * d
-        } else {
-            i as f64 * d
-        }
-    };
     let dim2 = g.dim() == 2;
     let mut plain = Vec::with_capacity(n0 * n1);
     for i in 0..n0 {
-        let z0 = off(i, n0, delta[0]);
+        let z0 = wrapped_offset(i, n0, delta[0]);
         for k in 0..n1 {
-            let z1 = if dim2 { off(k, n1, delta[1]) } else { 0.0 };
+            let z1 = if dim2 {
+                wrapped_offset(k, n1, delta[1])
+            } else {
+                0.0
+            };
             plain.push(libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2)));
         }
     }
@@ -1040,21 +1047,18 @@ fn gradient_energy(g: &super::query_set::KdeGrid, mapper: &FftMapper) -> [f64; 2
     let delta = mapper.counts().spec().delta();
     let [n0, n1] = mapper.fft_len();
     let h2 = g.bandwidth() * g.bandwidth();
-    let off = |i: usize, len: usize, d: f64| {
-        if 2 * i > len {
-            (i as f64 - len as f64) * d
-        } else {
-            i as f64 * d
-        }
-    };
     let dim2 = g.dim() == 2;
     let mut out = [0.0; 2];
     for (a, o) in out.iter_mut().enumerate().take(g.dim()) {
         let mut s = Vec::with_capacity(n0 * n1);
         for i in 0..n0 {
-            let z0 = off(i, n0, delta[0]);
+            let z0 = wrapped_offset(i, n0, delta[0]);
             for k in 0..n1 {
-                let z1 = if dim2 { off(k, n1, delta[1]) } else { 0.0 };
+                let z1 = if dim2 {
+                    wrapped_offset(k, n1, delta[1])
+                } else {
+                    0.0
+                };
                 let za = if a == 0 { z0 } else { z1 };
                 let e = libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2));
                 s.push((za / h2 * e).powi(2));
