@@ -675,12 +675,26 @@ fn wrapped_offset(i: usize, len: usize, d: f64) -> f64 {
 /// computes it on a thread beside the kernel maps and EM instead of after
 /// them (branch speed03: the same calls, the same bits).
 fn unrounded_plain_map(g: &super::query_set::KdeGrid, mapper: &FftMapper) -> Vec<f64> {
-    let spec = mapper.counts().spec();
-    let delta = spec.delta();
-    let [n0, n1] = mapper.fft_len();
     let h2 = g.bandwidth() * g.bandwidth();
+    let plain = on_wrapped_lattice(g, mapper, |z0, z1| {
+        libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2))
+    });
+    mapper.apply_spatial(&plain)
+}
+
+/// `f(z0, z1)` at every point of the mapper's periodic FFT lattice, z the
+/// signed [`wrapped_offset`] of the point along each axis (z1 = 0 on a
+/// one-dimensional grid), row-major: a spatial kernel for
+/// [`FftMapper::apply_spatial`].
+fn on_wrapped_lattice(
+    g: &super::query_set::KdeGrid,
+    mapper: &FftMapper,
+    f: impl Fn(f64, f64) -> f64,
+) -> Vec<f64> {
+    let delta = mapper.counts().spec().delta();
+    let [n0, n1] = mapper.fft_len();
     let dim2 = g.dim() == 2;
-    let mut plain = Vec::with_capacity(n0 * n1);
+    let mut field = Vec::with_capacity(n0 * n1);
     for i in 0..n0 {
         let z0 = wrapped_offset(i, n0, delta[0]);
         for k in 0..n1 {
@@ -689,10 +703,10 @@ fn unrounded_plain_map(g: &super::query_set::KdeGrid, mapper: &FftMapper) -> Vec
             } else {
                 0.0
             };
-            plain.push(libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2)));
+            field.push(f(z0, z1));
         }
     }
-    mapper.apply_spatial(&plain)
+    field
 }
 
 /// The EM deconvolution estimator's prediction (docs/MATH.md §9.6): its
@@ -1044,26 +1058,14 @@ fn same_location_lag_law(epsilon: f64, delta: [f64; 2]) -> [[f64; 3]; 2] {
 /// along a moves the map, squared, on average.
 fn gradient_energy(g: &super::query_set::KdeGrid, mapper: &FftMapper) -> [f64; 2] {
     let m = g.len() as f64;
-    let delta = mapper.counts().spec().delta();
-    let [n0, n1] = mapper.fft_len();
     let h2 = g.bandwidth() * g.bandwidth();
-    let dim2 = g.dim() == 2;
     let mut out = [0.0; 2];
     for (a, o) in out.iter_mut().enumerate().take(g.dim()) {
-        let mut s = Vec::with_capacity(n0 * n1);
-        for i in 0..n0 {
-            let z0 = wrapped_offset(i, n0, delta[0]);
-            for k in 0..n1 {
-                let z1 = if dim2 {
-                    wrapped_offset(k, n1, delta[1])
-                } else {
-                    0.0
-                };
-                let za = if a == 0 { z0 } else { z1 };
-                let e = libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2));
-                s.push((za / h2 * e).powi(2));
-            }
-        }
+        let s = on_wrapped_lattice(g, mapper, |z0, z1| {
+            let za = if a == 0 { z0 } else { z1 };
+            let e = libm::exp(-(z0 * z0 + z1 * z1) / (2.0 * h2));
+            (za / h2 * e).powi(2)
+        });
         *o = mapper.apply_spatial(&s).iter().sum::<f64>() / m;
     }
     out
