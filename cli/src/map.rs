@@ -74,6 +74,12 @@ pub enum PopArg {
     Coast,
     /// 60 small clusters, three corridors, 40% background (30 km).
     Sprawl,
+    /// The bundled airports of the contiguous US (Web Mercator), shrunk
+    /// into the 30 km square (aspect kept, centred, 5% margins): each
+    /// device sits exactly on one of the ~3,300 airports drawn uniformly,
+    /// so devices coincide (atoms) and the density is a set of points
+    /// with large empty parts (sea, mountains).
+    AirportsLike,
 }
 
 impl PopArg {
@@ -89,6 +95,17 @@ impl PopArg {
                 let c = SyntheticCity::standard();
                 Box::new(move |r| c.sample(r))
             }
+            PopArg::AirportsLike => {
+                let a = airports_like();
+                Box::new(move |r| {
+                    use rand::Rng;
+                    if a.is_empty() {
+                        [0.5 * Structured::SIDE; 2]
+                    } else {
+                        a[r.random_range(0..a.len())]
+                    }
+                })
+            }
             PopArg::Neighbourhoods | PopArg::Coast | PopArg::Sprawl => {
                 let p = Structured::preset(match self {
                     PopArg::Neighbourhoods => Preset::Neighbourhoods,
@@ -99,6 +116,34 @@ impl PopArg {
             }
         }
     }
+}
+
+/// The bundled airports of the contiguous US in Web Mercator metres, scaled
+/// into [0.05, 0.95]·[`Structured::SIDE`] along the longer axis (aspect
+/// kept, centred): the sweep's `airports-like` population (branch emcov3).
+fn airports_like() -> Vec<[f64; 2]> {
+    use crate::experiment::data::{airports, Region};
+    let a = airports(None, Region::Conus).unwrap_or_default();
+    let (mut lo, mut hi) = ([f64::MAX; 2], [f64::MIN; 2]);
+    for p in &a {
+        for k in 0..2 {
+            lo[k] = lo[k].min(p[k]);
+            hi[k] = hi[k].max(p[k]);
+        }
+    }
+    let span = (hi[0] - lo[0]).max(hi[1] - lo[1]).max(1e-9);
+    let side = Structured::SIDE;
+    let scale = 0.9 * side / span;
+    a.iter()
+        .map(|p| {
+            let mut q = [0.0; 2];
+            for k in 0..2 {
+                let mid = 0.5 * (lo[k] + hi[k]);
+                q[k] = 0.5 * side + (p[k] - mid) * scale;
+            }
+            q
+        })
+        .collect()
 }
 
 /// Map mechanisms on the command line.
@@ -254,7 +299,8 @@ pub enum MapCommand {
         /// unless --force).
         #[arg(long)]
         dump: Option<String>,
-        /// Replace an existing --dump file.
+        /// Replace an existing --dump file (and, with --coverage, existing
+        /// GEOPRIV_SWEEP_EM_DUMP files).
         #[arg(long)]
         force: bool,
         /// Population [default: the synthetic city].
@@ -336,6 +382,7 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
                     reps: reps.max(1),
                     by_truth,
                     kernels_only,
+                    force,
                 };
                 return coverage(grid, &n, &eps_h, seed, population, opts).map(|_| true);
             }
@@ -723,6 +770,8 @@ struct CoverageOpts {
     reps: usize,
     by_truth: bool,
     kernels_only: bool,
+    /// Replace existing GEOPRIV_SWEEP_EM_DUMP files (--force).
+    force: bool,
 }
 
 /// `geopriv map sweep --coverage` (docs/MATH.md §9.7).
@@ -834,6 +883,41 @@ fn coverage(
                         em,
                         geopriv::map::EmOptions::default().replicates,
                     );
+                    // Per-cell dump for offline scoring of interval rules
+                    // (GEOPRIV_SWEEP_EM_DUMP=dir; branch emcov3): truth, EM's
+                    // map, pilot, bootstrap spread and bias, stated SE, and
+                    // the λ = 1 and λ = 0 maps with their SEs.
+                    if let Ok(dir) = std::env::var("GEOPRIV_SWEEP_EM_DUMP") {
+                        let k1 = mapper.estimate(&agg.kernel(1.0)?)?;
+                        let k0 = mapper.estimate(&agg.kernel(0.0)?)?;
+                        let mut out = format!(
+                            "# pop {pop:?} n {n} eh {eh} r {r} t {} pick {}",
+                            em.iterations,
+                            p.pick().name
+                        );
+                        for q in &p.predictions {
+                            out.push_str(&format!(" | {} {:.6e}", q.name, q.ase));
+                        }
+                        out.push_str("\ntruth,m,pilot,s,b,se,k1,se1,k0,se0\n");
+                        for j in 0..truth.len() {
+                            out.push_str(&format!(
+                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}\n",
+                                truth[j],
+                                em.values[j],
+                                em.pilot_values.get(j).copied().unwrap_or(f64::NAN),
+                                em.standard_errors[j],
+                                em.bias.get(j).copied().unwrap_or(0.0),
+                                se[j],
+                                k1.values[j],
+                                k1.standard_errors[j],
+                                k0.values[j],
+                                k0.standard_errors[j]
+                            ));
+                        }
+                        let path =
+                            std::path::Path::new(&dir).join(format!("{pop:?}-{n}-{eh}-{r}.csv"));
+                        crate::output::create_file(&path, opts.force)?.write_all(out.as_bytes())?;
+                    }
                     cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
                     let pred = p
                         .predictions
@@ -863,4 +947,33 @@ fn coverage(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sweep's airports-like population (branch emcov3): the bundled
+    /// contiguous-US airports, every one inside the 30 km square with the
+    /// 5% margins, the longer axis spanning 90% of it; draws coincide
+    /// with airports.
+    #[test]
+    fn airports_like_population_fills_the_square_with_atoms() {
+        let a = airports_like();
+        assert!(a.len() > 3_000, "{}", a.len());
+        let side = Structured::SIDE;
+        let (mut lo, mut hi) = ([f64::MAX; 2], [f64::MIN; 2]);
+        for p in &a {
+            for k in 0..2 {
+                assert!((0.05 * side - 1e-6..=0.95 * side + 1e-6).contains(&p[k]));
+                lo[k] = lo[k].min(p[k]);
+                hi[k] = hi[k].max(p[k]);
+            }
+        }
+        let span = (hi[0] - lo[0]).max(hi[1] - lo[1]);
+        assert!((span - 0.9 * side).abs() < 1e-6 * side, "{span}");
+        let xs = devices(PopArg::AirportsLike, 1_000, 7);
+        assert_eq!(xs.len(), 1_000);
+        assert!(xs.iter().all(|x| a.contains(x)));
+    }
 }

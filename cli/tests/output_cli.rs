@@ -114,3 +114,54 @@ fn experiment_and_demo_directories_are_not_overwritten_without_force() {
     let args = ["experiment", "two-way", "--out", file.to_str().unwrap()];
     assert_refused(&geopriv(&args, b""), "a-file");
 }
+
+/// `map sweep --coverage` with GEOPRIV_SWEEP_EM_DUMP (branch emcov3): one
+/// CSV of per-cell values per draw, on the airports-like population, and
+/// an existing file is not replaced without --force.
+#[test]
+fn map_sweep_em_dump_writes_cells_and_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |force: bool| {
+        let mut args = vec![
+            "map",
+            "sweep",
+            "--coverage",
+            "--population",
+            "airports-like",
+            "--grid",
+            "11",
+            "--n",
+            "2000",
+            "--eps-h",
+            "1",
+            "--reps",
+            "1",
+        ];
+        if force {
+            args.push("--force");
+        }
+        std::process::Command::new(env!("CARGO_BIN_EXE_geopriv"))
+            .args(&args)
+            .env("GEOPRIV_SWEEP_EM_DUMP", dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(false);
+    assert!(out.status.success(), "{out:?}");
+    let file = dir.path().join("AirportsLike-2000-1-0.csv");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("# pop AirportsLike n 2000 eh 1 r 0 t "));
+    assert_eq!(lines.next(), Some("truth,m,pilot,s,b,se,k1,se1,k0,se0"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 121);
+    assert!(rows.iter().all(|r| r.split(',').count() == 10));
+    std::fs::write(&file, "keep").unwrap();
+    assert_refused(&run(false), "AirportsLike-2000-1-0.csv");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    assert!(run(true).status.success());
+    assert_ne!(std::fs::read_to_string(&file).unwrap(), "keep");
+}
