@@ -25,7 +25,13 @@
 //! 0.3, n = 10^4 on the constructed population (10.6x and 3.9x
 //! under-predicted), at εh 1000, n = 10^6 there (0.28) and on the airports
 //! at εh 100, n = 10^7 (64x under: coincident devices; 1.21 with the
-//! charge of docs/MATH.md §9.4 "Atoms").
+//! charge of docs/MATH.md §9.4 "Atoms"); at n = 10^7 (branch cells16):
+//! the kernel maps on the constructed population at εh 100–1000
+//! (0.11–0.52: thin ridges read as coincident devices; two resolutions),
+//! λ = 1 on the airports at εh 3 (0.16: the EM floor), EM on the city at
+//! εh 0.3 (5.25, picked at 2.47x the best) and the pick on the
+//! constructed population at εh 3 (EM at 1.91x: EM against the unbiased
+//! map).
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;

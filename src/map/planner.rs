@@ -273,6 +273,17 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                         pred.ase = pred.variance + floor;
                     }
                 }
+                if !kernel_plug_in {
+                    if let Some(floor) = em_against_unbiased_floor(&kernels, &e, nf, n_rep) {
+                        // Large n (docs/MATH.md §9.4, branch cells16): the
+                        // bootstrap's pilot misses structure the unbiased
+                        // map resolves.
+                        if floor > pred.bias2 {
+                            pred.bias2 = floor;
+                            pred.ase = pred.variance + floor;
+                        }
+                    }
+                }
             }
             if let Some(nr) = noise_given_devices {
                 // Above εh = 3 the bootstrap's bias is noise (its replicates
@@ -341,9 +352,7 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
                         .sum::<f64>()
                         / m;
                     let diff = (d - var * nf / n_rep - q.variance * nf / n_rep).max(0.0);
-                    (diff.sqrt() - (q.bias2 * nf / n_rep).max(0.0).sqrt())
-                        .max(0.0)
-                        .powi(2)
+                    em_floor(diff, q.bias2 * nf / n_rep)
                 }
                 _ => 0.0,
             };
@@ -766,6 +775,83 @@ fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) ->
     (floor.is_finite() && floor > 0.0).then_some(floor)
 }
 
+/// The kernel maps' floor against the EM map (docs/MATH.md §9.4):
+/// |b_λ| >= |b_λ − b_EM| − |b_EM|, with |b_λ − b_EM|² estimated by `diff`
+/// (mean (map_λ − map_EM)² less both variances) and |b_EM|² taken at
+/// [`EM_FLOOR_BIAS2_MARGIN`] times EM's predicted bias² `em_bias2`, the
+/// top of the 3x within which that prediction holds (branch cells16):
+///
+///   floor = (√diff − √(3·b²_EM))₊².
+///
+/// With EM's bias² as predicted, a map far better than EM got the
+/// difference of two nearly equal roots: on the airports at εh 3,
+/// n = 10⁷, EM 375x worse than λ = 1 and its bias² predicted 1.31x low,
+/// λ = 1 (whole error 2.5e-10) was charged 1.27e-9 (measured/predicted
+/// 0.16, branch cells15).
+fn em_floor(diff: f64, em_bias2: f64) -> f64 {
+    (diff.max(0.0).sqrt() - (EM_FLOOR_BIAS2_MARGIN * em_bias2).max(0.0).sqrt())
+        .max(0.0)
+        .powi(2)
+}
+
+/// The margin on EM's predicted bias² in [`em_floor`]: 3, the factor
+/// the planner's predictions are held to.
+const EM_FLOOR_BIAS2_MARGIN: f64 = 3.0;
+
+/// EM's squared bias against the unbiased map (docs/MATH.md §9.4, branch
+/// cells16): |b_EM| >= |b_EM − b_1| − |b_1| with b_1 = 0 (λ = 1, up to the
+/// binning, which at εh <= 20 the noise dithers away), so
+///
+///   floor = mean_j (map₁_j − EM_j)² − v₁ − v_EM,
+///
+/// v₁, v_EM the two maps' variances at the reports' n (both maps read the
+/// same counts; their positive correlation only lowers the floor). Where
+/// that is negative and EM's variance is at least v₁/2 (EM does not
+/// remove the unbiased map's noise, it carries it), the covariance's
+/// Cauchy–Schwarz top instead: d − (√v₁ − √v_EM)². Used
+/// where it is resolved: floor >= [`EM_UNBIASED_FLOOR_RESOLVED`]·v₁ (the
+/// mean of m cells' squared noise of variance v₁, correlated over a few
+/// cells, scatters by about 0.1·v₁ on 31 × 31 maps). Where the held-out
+/// stop comes late (n = 10⁷: t* = 130–1675) the bootstrap's pilot, EM run
+/// 3t* steps, is itself smoother than the devices and its bias misses
+/// what the unbiased map already shows: EM measured 5.25x its prediction
+/// on the city at εh 0.3 and 2.27x on the constructed population at
+/// εh 3, where it was picked at 2.47x and 1.91x the best measured map
+/// (branch cells15). `None` without a λ = 1 map.
+fn em_against_unbiased_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) -> Option<f64> {
+    let k1 = kernels.iter().find(|k| k.lambda == 1.0)?;
+    if k1.mean.len() != e.values.len() || !k1.var.is_finite() {
+        return None;
+    }
+    let m = e.values.len().max(1) as f64;
+    let d = k1
+        .mean
+        .iter()
+        .zip(&e.values)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        / m;
+    let v1 = k1.var * nf / n_rep;
+    let v_em = e.predicted_variance;
+    let mut floor = d - v1 - v_em;
+    if floor < 0.0 && 2.0 * v_em >= v1 {
+        // EM carries the unbiased map's noise (its variance at least half
+        // of v₁) and sits closer to that map than the two noises would put
+        // independent maps: their covariance c is large, and
+        // |b_EM − b₁|² = d − v₁ − v_EM + 2c with c <= √(v₁·v_EM)
+        // (Cauchy–Schwarz) gives d − (√v₁ − √v_EM)². On the constructed
+        // population at εh 3, n = 10⁷ (t* = 130): d = 1.99e-10 against
+        // v₁ + v_EM = 5.17e-10, EM measured 5.59e-10 against its
+        // variance 2.47e-10 (branch cells16).
+        floor = d - (v1.sqrt() - v_em.max(0.0).sqrt()).powi(2);
+    }
+    (floor.is_finite() && floor >= EM_UNBIASED_FLOOR_RESOLVED * v1).then_some(floor)
+}
+
+/// [`em_against_unbiased_floor`] is used where it is at least this many
+/// times the unbiased map's variance.
+const EM_UNBIASED_FLOOR_RESOLVED: f64 = 0.5;
+
 /// How much the planner charges the bootstrap's squared bias of the EM map
 /// ([`EM_BIAS_FACTOR`](super::intervals::EM_BIAS_FACTOR) squared).
 const EM_BIAS2_FACTOR: f64 = super::intervals::EM_BIAS_FACTOR * super::intervals::EM_BIAS_FACTOR;
@@ -967,12 +1053,28 @@ fn kernel_maps(
 fn atom_excess(mapper: &FftMapper, epsilon: f64) -> [f64; 2] {
     let counts = mapper.counts();
     let spec = counts.spec();
-    let [b0, b1] = spec.bins();
-    let c = counts.counts();
-    let n = counts.total() as f64;
-    let q = same_location_lag_law(epsilon, spec.delta());
+    let c: Vec<f64> = counts.counts().iter().map(|&v| v as f64).collect();
+    second_difference_excess(
+        &c,
+        spec.bins(),
+        spec.dim(),
+        counts.total() as f64,
+        same_location_lag_law(epsilon, spec.delta()),
+    )
+}
+
+/// [`atom_excess`]'s A_a on counts `c` (row-major, `bins`) of `n` reports,
+/// given the lag law `q` of their bins.
+fn second_difference_excess(
+    c: &[f64],
+    bins: [usize; 2],
+    dim: usize,
+    n: f64,
+    q: [[f64; 3]; 2],
+) -> [f64; 2] {
+    let [b0, b1] = bins;
     let mut out = [0.0; 2];
-    for (a, o) in out.iter_mut().enumerate().take(spec.dim()) {
+    for (a, o) in out.iter_mut().enumerate().take(dim) {
         let qa = 6.0 * q[a][0] - 8.0 * q[a][1] + 2.0 * q[a][2];
         if qa.is_nan() || qa < ATOM_MIN_CONTRAST || n <= 0.0 {
             continue;
@@ -982,16 +1084,12 @@ fn atom_excess(mapper: &FftMapper, epsilon: f64) -> [f64; 2] {
             continue;
         }
         let (mut d2, mut pois) = (0.0f64, 0.0f64);
-        for flat in 0..c.len() {
+        for flat in 0..c.len().min(b0 * b1) {
             let pos = if a == 0 { flat / b1 } else { flat % b1 };
             if pos == 0 || pos + 1 >= len {
                 continue;
             }
-            let (l, m, r) = (
-                c[flat - stride] as f64,
-                c[flat] as f64,
-                c[flat + stride] as f64,
-            );
+            let (l, m, r) = (c[flat - stride], c[flat], c[flat + stride]);
             if l == 0.0 && m == 0.0 && r == 0.0 {
                 continue;
             }
@@ -1003,6 +1101,69 @@ fn atom_excess(mapper: &FftMapper, epsilon: f64) -> [f64; 2] {
         *o = if v.is_finite() { v.max(0.0) } else { 0.0 };
     }
     out
+}
+
+/// The coincident devices at two resolutions (docs/MATH.md §9.4, "Atoms",
+/// branch cells16): [`atom_excess`] on the bins (A_a(Δ)) and on the bins
+/// merged 2 × 2 (A_a(2Δ), with the lag law of bins of side 2Δ), and the
+/// share charged,
+///
+///   Â_a = min(A_a(Δ), max(2·A_a(Δ) − A_a(2Δ), 0)).
+///
+/// A location shared by n_l devices adds the same n_l(n_l − 1)/n at
+/// every bin size (it stays in one bin, whose count's second difference
+/// is counted in units of n·q_a): A(2Δ) = A(Δ). Structure of the density
+/// narrower than a bin but not a point (a ridge of width w ≪ Δ and linear
+/// density ρ: each bin on it holds nρΔ, over L/Δ bins) adds Σ D² ∝ n²ρ²Δ·L,
+/// i.e. A ∝ Δ, doubling with the bins; structure about a bin wide adds
+/// the curvature term (Δ²∂²λ)², A ∝ Δ⁶. The extrapolation 2A(Δ) − A(2Δ)
+/// removes the ridges' share exactly and over-removes the curvature's
+/// (clipped at 0, and never above A(Δ)). Returns [Â, A(Δ), A(2Δ)].
+fn atom_share_two_resolutions(mapper: &FftMapper, epsilon: f64) -> [[f64; 2]; 3] {
+    let counts = mapper.counts();
+    let spec = counts.spec();
+    let fine = atom_excess(mapper, epsilon);
+    let [b0, b1] = spec.bins();
+    let dim = spec.dim();
+    // Merged 2 × 2 (2 × 1 on a one-dimensional grid); a last odd row or
+    // column is left out.
+    let (m0, m1) = if dim == 2 {
+        (b0 / 2, b1 / 2)
+    } else {
+        (b0 / 2, b1)
+    };
+    if m0 < 3 || (dim == 2 && m1 < 3) {
+        return [fine, fine, fine];
+    }
+    let c = counts.counts();
+    let mut merged = std::vec![0.0f64; m0 * m1];
+    let mut total = 0.0f64;
+    for i in 0..2 * m0 {
+        for k in 0..b1.min(if dim == 2 { 2 * m1 } else { b1 }) {
+            let v = c[i * b1 + k] as f64;
+            let kk = if dim == 2 { k / 2 } else { k };
+            merged[(i / 2) * m1 + kk] += v;
+            total += v;
+        }
+    }
+    let d = spec.delta();
+    let d2 = if dim == 2 {
+        [2.0 * d[0], 2.0 * d[1]]
+    } else {
+        [2.0 * d[0], d[1]]
+    };
+    let coarse = second_difference_excess(
+        &merged,
+        [m0, m1],
+        dim,
+        total,
+        same_location_lag_law(epsilon, d2),
+    );
+    let mut share = [0.0; 2];
+    for a in 0..dim {
+        share[a] = (2.0 * fine[a] - coarse[a]).max(0.0).min(fine[a]);
+    }
+    [share, fine, coarse]
 }
 
 /// Below this contrast q_a of [`atom_excess`] (6 for locations far from
@@ -1096,6 +1257,8 @@ struct Atoms {
     share: [f64; 2],
     grad: [f64; 2],
     n_rep: f64,
+    /// A_a(Δ) and A_a(2Δ) of [`atom_share_two_resolutions`] (for the note).
+    resolutions: [[f64; 2]; 2],
 }
 
 impl Atoms {
@@ -1131,10 +1294,15 @@ impl Atoms {
     }
 
     fn note(&self, epsilon: f64, delta: [f64; 2]) -> String {
+        let [f, c] = self.resolutions;
         format!(
-            "; coincident devices A = {:.3}/{:.3} (kernel-map rounding {:.2e})",
+            "; coincident devices A = {:.3}/{:.3} (bins {:.3}/{:.3}, 2x bins {:.3}/{:.3}; kernel-map rounding {:.2e})",
             self.share[0],
             self.share[1],
+            f[0],
+            f[1],
+            c[0],
+            c[1],
             self.kernel_term(epsilon, delta)
         )
     }
@@ -1149,14 +1317,17 @@ fn coincident_devices(
     if g.dim() != 2 {
         return None;
     }
-    let share = atom_excess(mapper, epsilon);
-    if share.iter().all(|&s| s <= 0.0) {
+    let [share, fine, coarse] = atom_share_two_resolutions(mapper, epsilon);
+    // Where the bins show an excess (noted, even when none of it is a
+    // point's: then the charge is 0).
+    if fine.iter().all(|&s| s <= 0.0) {
         return None;
     }
     Some(Atoms {
         share,
         grad: gradient_energy(g, mapper),
         n_rep: mapper.counts().total() as f64,
+        resolutions: [fine, coarse],
     })
 }
 
@@ -1202,8 +1373,6 @@ mod coincident_tests {
         eps_h: f64,
     ) -> (Vec<[f64; 2]>, KdeGrid, f64, FftMapper, MapAggregator) {
         let grid = KdeGrid::square(20_000.0, 21).unwrap();
-        let eps = eps_h / grid.bandwidth();
-        let set = QuerySet::Kde(grid.clone());
         let mut rng = StdRng::seed_from_u64(19_15);
         let locs: Vec<[f64; 2]> = (0..locations)
             .map(|_| {
@@ -1217,11 +1386,23 @@ mod coincident_tests {
             .iter()
             .flat_map(|l| std::iter::repeat_n(*l, per))
             .collect();
+        released(xs, grid, eps_h, &mut rng)
+    }
+
+    /// The devices `xs` on a 21 × 21 grid of a 20 km square released at εh:
+    /// (devices, grid, ε, mapper, aggregator).
+    fn released(
+        xs: Vec<[f64; 2]>,
+        grid: KdeGrid,
+        eps_h: f64,
+        rng: &mut StdRng,
+    ) -> (Vec<[f64; 2]>, KdeGrid, f64, FftMapper, MapAggregator) {
+        let eps = eps_h / grid.bandwidth();
+        let set = QuerySet::Kde(grid.clone());
         let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         let mut agg = MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, 512).unwrap();
         for x in &xs {
-            agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
-                .unwrap();
+            agg.add(&dev.release_unmetered(x, rng).unwrap()).unwrap();
         }
         let m = agg.mapper().unwrap().unwrap();
         (xs, grid, eps, m, agg)
@@ -1244,6 +1425,59 @@ mod coincident_tests {
         // εh = 1: the noise spans many bins, the counts are not read.
         let (_, _, eps, m, _) = spots(40, 500, 1.0);
         assert_eq!(atom_excess(&m, eps), [0.0, 0.0]);
+    }
+
+    /// Branch cells16: a tilted ridge narrower than a bin is read by the
+    /// bins' second differences (A(Δ) > 0) but doubles at 2Δ, so no point
+    /// mass is charged; spots read the same at both sizes and are charged.
+    #[test]
+    fn two_resolutions_tell_points_from_thin_ridges() {
+        let (_, _, eps, m, _) = spots(40, 500, 1000.0);
+        let [share, fine, coarse] = atom_share_two_resolutions(&m, eps);
+        for a in 0..2 {
+            assert!(
+                (350.0..650.0).contains(&share[a]),
+                "{share:?} {fine:?} {coarse:?}"
+            );
+            assert!(
+                (coarse[a] / fine[a] - 1.0).abs() < 0.3,
+                "{fine:?} {coarse:?}"
+            );
+        }
+        // 200,000 devices on three tilted segments 8 km long, 20 m wide
+        // (the bins are about 120 m): continuous, no location shared.
+        let grid = KdeGrid::square(20_000.0, 21).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        let xs: Vec<[f64; 2]> = (0..200_000)
+            .map(|i| {
+                let angle = [0.5f64, 1.1, 2.3][i % 3];
+                let c = [
+                    [6_000.0, 6_000.0],
+                    [10_000.0, 12_000.0],
+                    [14_000.0, 7_000.0],
+                ][i % 3];
+                let t = rng.random_range(-4_000.0..4_000.0);
+                let w = rng.random_range(-10.0..10.0);
+                let (s, co) = angle.sin_cos();
+                [c[0] + t * co - w * s, c[1] + t * s + w * co]
+            })
+            .collect();
+        let (_, _, eps, m, _) = released(xs, grid, 1000.0, &mut rng);
+        let [share, fine, coarse] = atom_share_two_resolutions(&m, eps);
+        assert!(fine.iter().all(|&v| v > 1.0), "{fine:?}");
+        assert!(
+            share.iter().all(|&v| v < 0.2 * fine[0].min(fine[1])),
+            "{share:?} {fine:?} {coarse:?}"
+        );
+    }
+
+    #[test]
+    fn em_floor_ignores_a_difference_within_ems_own_margin() {
+        // EM 375x worse than the map, its bias² predicted 1.31x low: no floor.
+        assert_eq!(em_floor(9.46e-8, 7.2e-8), 0.0);
+        // A map far from EM where EM is close to the truth keeps its floor.
+        let f = em_floor(1e-6, 1e-9);
+        assert!((f - (1e-3 - (3e-9f64).sqrt()).powi(2)).abs() < 1e-15, "{f}");
     }
 
     #[test]
