@@ -373,15 +373,29 @@ impl FftMapper {
     /// rounding to the nearest bin averages a smooth density over a box of
     /// side Δ, whose transform is that product of sincs).
     pub fn spatial_kernel(&self, kernel: &DebiasKernel) -> Vec<f64> {
+        self.spatial_kernel_of(&self.kernel_transform(kernel))
+    }
+
+    /// F[K_λ](|ω|) at every flat DFT index ([`radial`](Self::radial)): the
+    /// transform that [`spatial_kernel`](Self::spatial_kernel), the
+    /// variances and [`correlation_sums`](Self::correlation_sums) each
+    /// evaluated afresh; a caller that needs several of them for one
+    /// kernel computes it once and passes it to the `_of` forms (the same
+    /// numbers: the same calls on the same |ω|; branch speed04).
+    pub(crate) fn kernel_transform(&self, kernel: &DebiasKernel) -> Vec<f64> {
+        self.radial(|w| kernel.fourier(w))
+    }
+
+    /// [`spatial_kernel`](Self::spatial_kernel) from the kernel's
+    /// transform `ft` ([`kernel_transform`](Self::kernel_transform)).
+    pub(crate) fn spatial_kernel_of(&self, ft: &[f64]) -> Vec<f64> {
         let vol: f64 = self.periods().iter().product();
-        let ft = self.radial(|w| kernel.fourier(w));
         let mut g: Vec<Complex64> = (0..self.hat.len())
             .map(|f| {
                 let (_, corr) = self.omega(f);
                 Complex64::new(ft[f] * corr / vol, 0.0)
             })
             .collect();
-        drop(ft);
         self.fft2(&mut g, false);
         g.into_iter().map(|c| c.re).collect()
     }
@@ -430,14 +444,21 @@ impl FftMapper {
     /// same sinc correction as [`spatial_kernel`](Self::spatial_kernel)).
     pub fn correlation_sums<F: Fn(f64) -> f64>(&self, fourier: F) -> (f64, f64) {
         let ft = self.radial(fourier);
+        self.correlation_sums_at(|f| ft[f])
+    }
+
+    /// [`correlation_sums`](Self::correlation_sums) with g's transform
+    /// given at each flat DFT index by `ft_at` (e.g. the difference of two
+    /// [`kernel_transform`](Self::kernel_transform)s: the same numbers as
+    /// the difference of the two `fourier` calls at the same |ω|).
+    pub(crate) fn correlation_sums_at(&self, ft_at: impl Fn(usize) -> f64) -> (f64, f64) {
         let mut g: Vec<Complex64> = (0..self.hat.len())
             .map(|f| {
                 let (_, corr) = self.omega(f);
-                let v = ft[f] * corr;
+                let v = ft_at(f) * corr;
                 Complex64::new(v * v, 0.0)
             })
             .collect();
-        drop(ft);
         self.fft2(&mut g, false);
         let a0 = g[0].re;
         let spec = self.counts.spec();
@@ -639,15 +660,37 @@ impl FftMapper {
         s: &[f64],
         mean: Option<&[f64]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.variances_of(kernel, &self.kernel_transform(kernel), s, mean)
+    }
+
+    /// [`conditional_variances`](Self::conditional_variances) with the
+    /// kernel's transform `ft` given ([`kernel_transform`](Self::kernel_transform)).
+    pub(crate) fn conditional_variances_of(
+        &self,
+        kernel: &DebiasKernel,
+        ft: &[f64],
+        s: &[f64],
+        mean: &[f64],
+    ) -> Result<Vec<f64>> {
+        Ok(self.variances_of(kernel, ft, s, Some(mean))?.0)
+    }
+
+    /// [`variances`](Self::variances) with F[K_λ] given as `ft`.
+    fn variances_of(
+        &self,
+        kernel: &DebiasKernel,
+        ft: &[f64],
+        s: &[f64],
+        mean: Option<&[f64]>,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         let plug_in = mean.is_none();
         let d = kernel.dim() as f64;
         let eps = kernel.epsilon();
         let vol: f64 = self.periods().iter().product();
         let cells = (self.n[0] * self.n[1]) as f64;
         // B_λ on the lattice (the function itself: no rounding correction).
-        // F[K_λ] and φ_N at every frequency (each evaluated once per four
-        // indices, [`radial`](Self::radial); φ_N once per mapper).
-        let ft = self.radial(|w| kernel.fourier(w));
+        // F[K_λ] (given) and φ_N at every frequency (each evaluated once
+        // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
         let mut b: Vec<Complex64> = (0..self.hat.len())
             .map(|f| Complex64::new(ft[f] * ph[f] / vol, 0.0))
@@ -680,7 +723,6 @@ impl FftMapper {
                 Complex64::new(-w1 * k, w0 * k)
             })
             .collect();
-        drop(ft);
         self.fft2(&mut grad, false);
         let c0 = delta[0] * delta[0] / 12.0;
         let c1 = if self.axes.len() > 1 {

@@ -161,6 +161,81 @@ pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
 /// # Ok::<(), geopriv::Error>(())
 /// ```
 pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -> Result<Plan> {
+    plan_with_em(
+        set,
+        epsilon,
+        n,
+        reports,
+        None::<fn() -> Option<Result<EmFit>>>,
+    )
+}
+
+/// [`plan`] with the counts' FFT made by `build` from `counts` (the
+/// reports binned for `set`, a kernel grid, at per-device ε: what
+/// [`MapAggregator::mapper`](super::MapAggregator::mapper) makes) and
+/// returned beside the plan. On a 2-D grid EM reads only the counts, so
+/// its thread starts before the FFT is made instead of after it (the FFT
+/// ran on one core while the other waited; branch speed04): the same
+/// calls on the same counts as [`plan`] with `build`'s mapper, the same
+/// numbers.
+pub(crate) fn plan_building_mapper(
+    set: &QuerySet,
+    epsilon: f64,
+    n: u64,
+    counts: &super::bins::BinnedCounts,
+    build: impl FnOnce() -> Result<FftMapper>,
+) -> Result<(Plan, FftMapper)> {
+    let g = match set {
+        QuerySet::Kde(g) if g.dim() == 2 => g,
+        _ => {
+            let mapper = build()?;
+            return Ok((plan(set, epsilon, n, Some(&mapper))?, mapper));
+        }
+    };
+    let slot = std::sync::OnceLock::new();
+    let (tx, rx) = std::sync::mpsc::channel::<&FftMapper>();
+    let p = std::thread::scope(|s| {
+        let em = s.spawn(move || {
+            em_finish(g, epsilon, em_on_counts(g, epsilon, counts)?, || {
+                rx.recv().ok()
+            })
+        });
+        // On an error the sender is dropped here: EM's thread stops at
+        // its wait for the FFT instead of waiting forever.
+        let tx = tx;
+        let mapper: &FftMapper = match build() {
+            Ok(m) => slot.get_or_init(|| m),
+            Err(e) => {
+                drop(tx);
+                let _ = em.join();
+                return Err(e);
+            }
+        };
+        let _ = tx.send(mapper);
+        drop(tx);
+        let join = || {
+            Some(em.join().unwrap_or(Err(crate::error::Error::Numerical {
+                routine: "EM deconvolution thread",
+            })))
+        };
+        plan_with_em(set, epsilon, n, Some(mapper), Some(join))
+    })?;
+    let mapper = slot.into_inner().ok_or(crate::error::Error::Numerical {
+        routine: "FFT of the counts",
+    })?;
+    Ok((p, mapper))
+}
+
+/// [`plan`], with EM's fit joined by `early_em` where it was started
+/// before the call ([`plan_building_mapper`]; None: EM's thread is
+/// started here, beside the kernel maps).
+fn plan_with_em(
+    set: &QuerySet,
+    epsilon: f64,
+    n: u64,
+    reports: Option<&FftMapper>,
+    early_em: Option<impl FnOnce() -> Option<Result<EmFit>>>,
+) -> Result<Plan> {
     let epsilon = positive_finite("epsilon", epsilon)?;
     let nf = positive_finite("n", n as f64)?;
     let m = set.len() as f64;
@@ -206,18 +281,22 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         // the kernel maps, so that no core waits on them after both are
         // done (branch speed03; the same calls, the same numbers).
         let (mut em_out, kernels, side) = std::thread::scope(|s| {
-            let handle = (g.dim() == 2).then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
+            let handle = (g.dim() == 2 && early_em.is_none())
+                .then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
             let side = s.spawn(|| {
                 let l1 = g.l1_bound();
                 let atoms = coincident_devices(g, epsilon, mapper);
                 (l1, atoms, unrounded_plain_map(g, mapper))
             });
             let kernels = kernel_maps(g, epsilon, nf, mapper);
-            let em_out = handle.map(|h| {
-                h.join().unwrap_or(Err(crate::error::Error::Numerical {
-                    routine: "EM deconvolution thread",
-                }))
-            });
+            let em_out = match early_em {
+                Some(join) => join(),
+                None => handle.map(|h| {
+                    h.join().unwrap_or(Err(crate::error::Error::Numerical {
+                        routine: "EM deconvolution thread",
+                    }))
+                }),
+            };
             (em_out, kernels, side.join())
         });
         let (l1, atoms, unrounded0) = side.map_err(|_| crate::error::Error::Numerical {
@@ -555,20 +634,53 @@ type EmFit = (EmMap, f64, f64, Option<Vec<f64>>, [f64; 2]);
 /// of the fine bins (docs/MATH.md §9.6); and that plain map of the fine
 /// bins when it was computed (for [`noise_and_rounding`]).
 fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<EmFit> {
-    let m = g.len() as f64;
-    let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
+    em_finish(g, epsilon, em_on_counts(g, epsilon, mapper.counts())?, || {
+        Some(mapper)
+    })
+}
+
+/// The part of [`em_fit`] that reads only the bin counts: the EM map with
+/// its bootstrap, EM's step in bins' boxes, the lattice's cell side, and
+/// the plain map of the lattice counts where the lattice is coarser than
+/// the bins (None where it is the bins). It can start before the counts'
+/// FFT is made ([`plan_building_mapper`]).
+type EmOnCounts = (EmMap, f64, [f64; 2], Option<Vec<f64>>);
+
+/// [`EmOnCounts`] of `counts`.
+fn em_on_counts(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    counts: &super::bins::BinnedCounts,
+) -> Result<EmOnCounts> {
+    let engine = EmDeconvolution::new(g, epsilon, counts, EmOptions::default())?;
     let e = engine.estimate()?;
-    let boxes = em_step_boxes(&engine, epsilon, mapper.counts().spec().delta());
+    let boxes = em_step_boxes(&engine, epsilon, counts.spec().delta());
     let cell = engine.cell_size();
     // Where the lattice is the bins themselves there is nothing to lose
     // (the fine map's difference would be its own rounding correction).
-    if engine.bins_per_cell() == 1 {
+    let lattice = (engine.bins_per_cell() != 1).then(|| engine.plain_lattice_map());
+    Ok((e, boxes, cell, lattice))
+}
+
+/// [`em_fit`] from [`em_on_counts`]: the lattice term against the plain
+/// map of the fine bins, made with the counts' FFT `mapper()` gives (asked
+/// only where the lattice is coarser than the bins; None: refused).
+fn em_finish<'a>(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    (e, boxes, cell, lattice): EmOnCounts,
+    mapper: impl FnOnce() -> Option<&'a FftMapper>,
+) -> Result<EmFit> {
+    let m = g.len() as f64;
+    let Some(lattice) = lattice else {
         return Ok((e, 0.0, boxes, None, cell));
-    }
+    };
+    let mapper = mapper().ok_or(crate::error::Error::Numerical {
+        routine: "EM deconvolution thread (no FFT of the counts)",
+    })?;
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
-    let disc2 = engine
-        .plain_lattice_map()
+    let disc2 = lattice
         .iter()
         .zip(&fine)
         .map(|(a, b)| (a - b) * (a - b))
@@ -843,7 +955,12 @@ fn kernel_maps(
     let m = g.len() as f64;
     let n_rep = mapper.counts().total() as f64;
     let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
-    let s1 = mapper.spatial_kernel(&k1);
+    // F[K_λ] once per λ for its spatial kernel, its variances and (against
+    // F[K_1], kept) its bias's correlation sums: the same calls on the same
+    // |ω| as evaluating it in each (branch speed04; exp was 5.6% of the
+    // samples at εh 0.3).
+    let ft1 = mapper.kernel_transform(&k1);
+    let s1 = mapper.spatial_kernel_of(&ft1);
     let mean1 = mapper.apply_spatial(&s1);
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
     // One λ's map, variance and bias estimate (independent of the others:
@@ -851,10 +968,17 @@ fn kernel_maps(
     // same numbers in the same order).
     let one = |lam: f64| -> Result<KernelMap> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
+        let own;
+        let ft: &[f64] = if lam == 1.0 {
+            &ft1
+        } else {
+            own = mapper.kernel_transform(&k);
+            &own
+        };
         let s = if lam == 1.0 {
             s1.clone()
         } else {
-            mapper.spatial_kernel(&k)
+            mapper.spatial_kernel_of(ft)
         };
         // The map and the map of K_λ² (for the unconditional variance
         // below) in one complex transform (fewer FFTs, the same numbers up
@@ -867,7 +991,7 @@ fn kernel_maps(
         };
         drop(sq);
         let var: f64 = mapper
-            .conditional_variances(&k, &s, &mean)?
+            .conditional_variances_of(&k, ft, &s, &mean)?
             .iter()
             .sum::<f64>()
             / m
@@ -896,7 +1020,7 @@ fn kernel_maps(
             }
             avg /= m;
             vbar /= m;
-            let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
+            let (s1c, s2c) = mapper.correlation_sums_at(|f| ft[f] - ft1[f]);
             let b2 = avg.max(0.0);
             let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
             Some(BiasEstimate { avg, se })
