@@ -963,18 +963,12 @@ fn kernel_maps(
     let s1 = mapper.spatial_kernel_of(&ft1);
     let mean1 = mapper.apply_spatial(&s1);
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
-    // One λ's map, variance and bias estimate (independent of the others:
-    // the λ values are shared between two threads, the results are the
-    // same numbers in the same order).
-    let one = |lam: f64| -> Result<KernelMap> {
+    // One λ's map and variance, with the correlation sums of its bias
+    // estimate (λ < 1); its spatial kernel is returned for the bias part.
+    let map_part = |lam: f64| -> Result<MapPart> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
-        let own;
-        let ft: &[f64] = if lam == 1.0 {
-            &ft1
-        } else {
-            own = mapper.kernel_transform(&k);
-            &own
-        };
+        let own = (lam != 1.0).then(|| mapper.kernel_transform(&k));
+        let ft: &[f64] = own.as_deref().unwrap_or(&ft1);
         let s = if lam == 1.0 {
             s1.clone()
         } else {
@@ -996,35 +990,10 @@ fn kernel_maps(
             .sum::<f64>()
             / m
             / nf;
-        let against_unbiased = if lam == 1.0 {
-            None
-        } else {
-            let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
-            let d2 = mapper.apply_spatial(&diff);
-            // Per cell, b̂² - Var b̂ is unbiased for b²; their average
-            // over the cells estimates the mean squared bias B². Its
-            // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
-            // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
-            // Var b̂ and S1, S2 the correlation sums of the per-device
-            // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
-            // Charged: the average less two such standard errors,
-            // clipped at 0 (a bias the reports cannot resolve is not
-            // charged).
-            let mut avg = 0.0;
-            let mut vbar = 0.0;
-            for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
-                let bh = a - b;
-                let vb = (q - bh * bh).max(0.0) / n_rep;
-                avg += bh * bh - vb;
-                vbar += vb;
-            }
-            avg /= m;
-            vbar /= m;
-            let (s1c, s2c) = mapper.correlation_sums_at(|f| ft[f] - ft1[f]);
-            let b2 = avg.max(0.0);
-            let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-            Some(BiasEstimate { avg, se })
-        };
+        // The correlation sums of K_λ − K_1 (for the bias part) while
+        // F[K_λ] is held; it is dropped before the bias's transforms.
+        let sums = (lam != 1.0).then(|| mapper.correlation_sums_at(|f| ft[f] - ft1[f]));
+        drop(own);
         let unconditional = sq_map
             .iter()
             .zip(&mean)
@@ -1032,42 +1001,246 @@ fn kernel_maps(
             .sum::<f64>()
             / m
             / nf;
-        Ok(KernelMap {
+        let km = KernelMap {
             lambda: lam,
             var,
-            against_unbiased,
+            against_unbiased: None,
             mean,
             unconditional,
-        })
+        };
+        Ok((km, sums.map(|c| (s, c))))
     };
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    // The bias estimate of a λ < 1 against the unbiased map, from its map
+    // part.
+    let bias_part = |s: &[f64], mean: &[f64], (s1c, s2c): (f64, f64)| -> BiasEstimate {
+        let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
+        let d2 = mapper.apply_spatial(&diff);
+        // Per cell, b̂² - Var b̂ is unbiased for b²; their average
+        // over the cells estimates the mean squared bias B². Its
+        // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
+        // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
+        // Var b̂ and S1, S2 the correlation sums of the per-device
+        // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
+        // Charged: the average less two such standard errors,
+        // clipped at 0 (a bias the reports cannot resolve is not
+        // charged).
+        let mut avg = 0.0;
+        let mut vbar = 0.0;
+        for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
+            let bh = a - b;
+            let vb = (q - bh * bh).max(0.0) / n_rep;
+            avg += bh * bh - vb;
+            vbar += vb;
+        }
+        avg /= m;
+        vbar /= m;
+        let b2 = avg.max(0.0);
+        let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
+        BiasEstimate { avg, se }
+    };
+    // Two threads take the parts in KERNEL_PARTS order, each the first
+    // whose map part is done (branch speed04: with a λ's map, variance and
+    // bias as one task, one thread ran the last λ alone while the other
+    // core waited; the bias parts are small and come last). The same
+    // numbers in the same order as one task per λ.
+    let queue = PartQueue::new(LAMBDAS.len());
     let work = || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&lam) = LAMBDAS.get(i) else {
-                return done;
-            };
-            done.push((i, one(lam)));
+        while let Some(task) = queue.take() {
+            match task {
+                Part::Map(i) => {
+                    let r = map_part(LAMBDAS[i]);
+                    queue.map_done(i, r);
+                }
+                Part::Bias(i, s, mean, sums) => {
+                    let b = bias_part(&s, &mean, sums);
+                    drop(s);
+                    queue.bias_done(i, b);
+                }
+            }
         }
     };
-    let mut all = std::thread::scope(|sc| {
-        let helper = sc.spawn(work);
-        let mut mine = work();
-        match helper.join() {
-            Ok(theirs) => mine.extend(theirs),
-            Err(_) => mine.push((
-                usize::MAX,
-                Err(crate::error::Error::Numerical {
-                    routine: "kernel map thread",
-                }),
-            )),
+    let helper_ok = std::thread::scope(|sc| {
+        let helper = sc.spawn(|| {
+            let _stop = queue.stop_on_unwind();
+            work()
+        });
+        {
+            let _stop = queue.stop_on_unwind();
+            work();
         }
-        mine
+        helper.join().is_ok()
     });
-    all.sort_by_key(|x| x.0);
-    let out = all.into_iter().map(|x| x.1).collect::<Result<Vec<_>>>()?;
+    if !helper_ok {
+        return Err(crate::error::Error::Numerical {
+            routine: "kernel map thread",
+        });
+    }
+    let out = queue.into_maps()?;
     Ok((mean_f, out))
+}
+
+/// A λ's map part: its [`KernelMap`] without the bias estimate, and for
+/// λ < 1 its spatial kernel and the correlation sums (the bias part's
+/// inputs).
+type MapPart = (KernelMap, Option<(Vec<f64>, (f64, f64))>);
+
+/// A part of [`kernel_maps`]: the map of λ index i, or its bias (with the
+/// map part's spatial kernel, map and correlation sums).
+enum Part {
+    Map(usize),
+    Bias(usize, Vec<f64>, Vec<f64>, (f64, f64)),
+}
+
+/// The order the parts are taken in: each λ's bias part two map parts
+/// after its map part (so that about two spatial kernels wait at a time),
+/// the small bias parts last.
+const KERNEL_PARTS: [(bool, usize); 11] = [
+    (false, 0),
+    (false, 1),
+    (true, 0),
+    (false, 2),
+    (true, 1),
+    (false, 3),
+    (true, 2),
+    (false, 4),
+    (true, 3),
+    (false, 5),
+    (true, 4),
+];
+
+/// The shared state of [`kernel_maps`]' threads.
+struct PartQueue {
+    state: std::sync::Mutex<PartState>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct PartState {
+    /// Parts of [`KERNEL_PARTS`] taken.
+    taken: Vec<bool>,
+    /// Per λ: the map part's result (its bias filled in later).
+    maps: Vec<Option<Result<KernelMap>>>,
+    /// Per λ: the bias part's inputs, from the map part until taken.
+    inputs: Vec<Option<(Vec<f64>, (f64, f64))>>,
+    /// A thread unwound: the others stop instead of waiting.
+    stopped: bool,
+}
+
+/// Sets `stopped` if its thread unwinds.
+struct StopOnUnwind<'a>(&'a PartQueue);
+
+impl Drop for StopOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut st) = self.0.state.lock() {
+                st.stopped = true;
+            }
+            self.0.ready.notify_all();
+        }
+    }
+}
+
+impl PartQueue {
+    fn new(lambdas: usize) -> Self {
+        Self {
+            state: std::sync::Mutex::new(PartState {
+                taken: vec![false; KERNEL_PARTS.len()],
+                maps: (0..lambdas).map(|_| None).collect(),
+                inputs: (0..lambdas).map(|_| None).collect(),
+                stopped: false,
+            }),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    fn stop_on_unwind(&self) -> StopOnUnwind<'_> {
+        StopOnUnwind(self)
+    }
+
+    /// The next part to run: the first not taken whose map part (for a
+    /// bias part) is done, waiting while every remaining one waits on a
+    /// map part; None when all are taken (or a thread unwound).
+    fn take(&self) -> Option<Part> {
+        let mut st = self.state.lock().ok()?;
+        loop {
+            if st.stopped {
+                return None;
+            }
+            let mut pending = false;
+            for (p, &(bias, i)) in KERNEL_PARTS.iter().enumerate() {
+                if st.taken[p] {
+                    continue;
+                }
+                if !bias {
+                    st.taken[p] = true;
+                    return Some(Part::Map(i));
+                }
+                if st.maps[i].is_none() {
+                    pending = true;
+                    continue;
+                }
+                st.taken[p] = true;
+                // A failed map part has no bias part (the error is kept).
+                let Some((s, sums)) = st.inputs[i].take() else {
+                    continue;
+                };
+                let mean = match &st.maps[i] {
+                    Some(Ok(km)) => km.mean.clone(),
+                    _ => continue,
+                };
+                return Some(Part::Bias(i, s, mean, sums));
+            }
+            if !pending {
+                return None;
+            }
+            st = self.ready.wait(st).ok()?;
+        }
+    }
+
+    fn map_done(&self, i: usize, r: Result<MapPart>) {
+        if let Ok(mut st) = self.state.lock() {
+            match r {
+                Ok((km, inputs)) => {
+                    st.maps[i] = Some(Ok(km));
+                    st.inputs[i] = inputs;
+                }
+                Err(e) => st.maps[i] = Some(Err(e)),
+            }
+        }
+        self.ready.notify_all();
+    }
+
+    fn bias_done(&self, i: usize, b: BiasEstimate) {
+        if let Ok(mut st) = self.state.lock() {
+            if let Some(Ok(km)) = st.maps[i].as_mut() {
+                km.against_unbiased = Some(b);
+            }
+        }
+    }
+
+    /// The kernel maps in λ order (the first error if any part failed or
+    /// did not run).
+    fn into_maps(self) -> Result<Vec<KernelMap>> {
+        let st = self
+            .state
+            .into_inner()
+            .map_err(|_| crate::error::Error::Numerical {
+                routine: "kernel map thread",
+            })?;
+        if st.stopped || st.taken.iter().any(|t| !t) {
+            return Err(crate::error::Error::Numerical {
+                routine: "kernel map thread",
+            });
+        }
+        st.maps
+            .into_iter()
+            .map(|m| {
+                m.unwrap_or(Err(crate::error::Error::Numerical {
+                    routine: "kernel map thread",
+                }))
+            })
+            .collect()
+    }
 }
 
 /// The coincident devices the bin counts show (docs/MATH.md §9.4, "Atoms";
