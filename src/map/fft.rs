@@ -361,22 +361,32 @@ impl FftMapper {
         out
     }
 
-    /// (1/Π_a sinc(ω_aΔ_a/2), ω_0, ω_1) at every flat DFT index in
-    /// order (ω_1 = 0 on one axis): the correction of
-    /// [`omega`](Self::omega) (the same product, 1·c_0·c_1) and the
-    /// signed frequencies of [`omega_axis`](Self::omega_axis), row by row
+    /// `f(flat, c, ω_0, ω_1)` at every flat DFT index in order, c the
+    /// correction 1/Π_a sinc(ω_aΔ_a/2) of [`omega`](Self::omega) (the
+    /// same product, 1·c_0·c_1) and ω_a the signed frequencies of
+    /// [`omega_axis`](Self::omega_axis) (ω_1 = 0 on one axis), row by row
     /// without a division per index (`omega` was 3.4% of the samples at
     /// εh 0.3; branch speed04).
-    fn lattice(&self) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+    fn lattice_field(&self, f: impl Fn(usize, f64, f64, f64) -> Complex64) -> Vec<Complex64> {
         let [n0, n1] = self.n;
         let (_, w0, c0) = &self.axes[0];
-        let second = self.axes.get(1).map(|(_, w, c)| (w.as_slice(), c.as_slice()));
-        (0..n0).flat_map(move |i| {
-            (0..n1).map(move |k| match second {
-                Some((w1, c1)) => (1.0 * c0[i] * c1[k], w0[i], w1[k]),
-                None => (1.0 * c0[i], w0[i], 0.0),
-            })
-        })
+        let mut out = Vec::with_capacity(n0 * n1);
+        match self.axes.get(1) {
+            Some((_, w1, c1)) => {
+                for i in 0..n0 {
+                    let row = i * n1;
+                    for k in 0..n1 {
+                        out.push(f(row + k, 1.0 * c0[i] * c1[k], w0[i], w1[k]));
+                    }
+                }
+            }
+            None => {
+                for i in 0..n0 * n1 {
+                    out.push(f(i, 1.0 * c0[i], w0[i], 0.0));
+                }
+            }
+        }
+        out
     }
 
     /// ω_a (signed) of axis `a` at flat DFT index.
@@ -408,11 +418,7 @@ impl FftMapper {
     /// transform `ft` ([`kernel_transform`](Self::kernel_transform)).
     pub(crate) fn spatial_kernel_of(&self, ft: &[f64]) -> Vec<f64> {
         let vol: f64 = self.periods().iter().product();
-        let mut g: Vec<Complex64> = self
-            .lattice()
-            .zip(ft)
-            .map(|((corr, _, _), &v)| Complex64::new(v * corr / vol, 0.0))
-            .collect();
+        let mut g = self.lattice_field(|f, corr, _, _| Complex64::new(ft[f] * corr / vol, 0.0));
         self.fft2(&mut g, false);
         g.into_iter().map(|c| c.re).collect()
     }
@@ -469,14 +475,10 @@ impl FftMapper {
     /// [`kernel_transform`](Self::kernel_transform)s: the same numbers as
     /// the difference of the two `fourier` calls at the same |ω|).
     pub(crate) fn correlation_sums_at(&self, ft_at: impl Fn(usize) -> f64) -> (f64, f64) {
-        let mut g: Vec<Complex64> = self
-            .lattice()
-            .enumerate()
-            .map(|(f, (corr, _, _))| {
-                let v = ft_at(f) * corr;
-                Complex64::new(v * v, 0.0)
-            })
-            .collect();
+        let mut g = self.lattice_field(|f, corr, _, _| {
+            let v = ft_at(f) * corr;
+            Complex64::new(v * v, 0.0)
+        });
         self.fft2(&mut g, false);
         let a0 = g[0].re;
         let spec = self.counts.spec();
@@ -727,15 +729,11 @@ impl FftMapper {
         // docs/MATH.md §9.7; it matters at large εh, where 1/ε < Δ).
         let spec = self.counts.spec();
         let delta = spec.delta();
-        let mut grad: Vec<Complex64> = self
-            .lattice()
-            .zip(ft)
-            .map(|((corr, w0, w1), &v)| {
-                let k = v * corr / vol;
-                // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
-                Complex64::new(-w1 * k, w0 * k)
-            })
-            .collect();
+        let mut grad = self.lattice_field(|f, corr, w0, w1| {
+            let k = ft[f] * corr / vol;
+            // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
+            Complex64::new(-w1 * k, w0 * k)
+        });
         self.fft2(&mut grad, false);
         let c0 = delta[0] * delta[0] / 12.0;
         let c1 = if self.axes.len() > 1 {
