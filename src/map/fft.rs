@@ -194,6 +194,28 @@ impl core::fmt::Debug for FftMapper {
     }
 }
 
+/// F[K_λ](|ω|) on an [`FftMapper`]'s DFT lattice, kept as its quarter
+/// 0 <= i_a <= N_a/2: |ω| is the same at (±i0, ±i1) (the sign mirrors of
+/// [`FftMapper::radial`]), so the quarter holds every value, in a quarter
+/// of the memory (the planner holds several at once; branch speed04).
+pub(crate) struct KernelTransform {
+    q: Vec<f64>,
+    n: [usize; 2],
+}
+
+impl KernelTransform {
+    /// The value at DFT index (i0, i1): the quarter's at (min(i_a, N_a − i_a)).
+    fn at(&self, [i, k]: [usize; 2]) -> f64 {
+        let [n0, n1] = self.n;
+        self.q[i.min(n0 - i) * (n1 / 2 + 1) + k.min(n1 - k)]
+    }
+
+    /// F[K_λ] − F[K_μ] at DFT index (i0, i1), `other` of the same lattice.
+    pub(crate) fn minus_at(&self, other: &Self, ik: [usize; 2]) -> f64 {
+        self.at(ik) - other.at(ik)
+    }
+}
+
 impl FftMapper {
     /// Transform the counts (at least one location needed).
     ///
@@ -361,13 +383,16 @@ impl FftMapper {
         out
     }
 
-    /// `f(flat, c, ω_0, ω_1)` at every flat DFT index in order, c the
+    /// `f(flat, [i0, i1], c, ω_0, ω_1)` at every DFT index in order, c the
     /// correction 1/Π_a sinc(ω_aΔ_a/2) of [`omega`](Self::omega) (the
     /// same product, 1·c_0·c_1) and ω_a the signed frequencies of
     /// [`omega_axis`](Self::omega_axis) (ω_1 = 0 on one axis), row by row
     /// without a division per index (`omega` was 3.4% of the samples at
     /// εh 0.3; branch speed04).
-    fn lattice_field(&self, f: impl Fn(usize, f64, f64, f64) -> Complex64) -> Vec<Complex64> {
+    fn lattice_field(
+        &self,
+        f: impl Fn(usize, [usize; 2], f64, f64, f64) -> Complex64,
+    ) -> Vec<Complex64> {
         let [n0, n1] = self.n;
         let (_, w0, c0) = &self.axes[0];
         let mut out = Vec::with_capacity(n0 * n1);
@@ -376,13 +401,13 @@ impl FftMapper {
                 for i in 0..n0 {
                     let row = i * n1;
                     for k in 0..n1 {
-                        out.push(f(row + k, 1.0 * c0[i] * c1[k], w0[i], w1[k]));
+                        out.push(f(row + k, [i, k], 1.0 * c0[i] * c1[k], w0[i], w1[k]));
                     }
                 }
             }
             None => {
                 for i in 0..n0 * n1 {
-                    out.push(f(i, 1.0 * c0[i], w0[i], 0.0));
+                    out.push(f(i, [i, 0], 1.0 * c0[i], w0[i], 0.0));
                 }
             }
         }
@@ -410,15 +435,25 @@ impl FftMapper {
     /// evaluated afresh; a caller that needs several of them for one
     /// kernel computes it once and passes it to the `_of` forms (the same
     /// numbers: the same calls on the same |ω|; branch speed04).
-    pub(crate) fn kernel_transform(&self, kernel: &DebiasKernel) -> Vec<f64> {
-        self.radial(|w| kernel.fourier(w))
+    pub(crate) fn kernel_transform(&self, kernel: &DebiasKernel) -> KernelTransform {
+        let [n0, n1] = self.n;
+        let h1 = n1 / 2 + 1;
+        let mut q = Vec::with_capacity((n0 / 2 + 1) * h1);
+        for i in 0..=n0 / 2 {
+            for k in 0..=n1 / 2 {
+                q.push(kernel.fourier(self.omega(i * n1 + k).0));
+            }
+        }
+        KernelTransform { q, n: self.n }
     }
 
     /// [`spatial_kernel`](Self::spatial_kernel) from the kernel's
     /// transform `ft` ([`kernel_transform`](Self::kernel_transform)).
-    pub(crate) fn spatial_kernel_of(&self, ft: &[f64]) -> Vec<f64> {
+    pub(crate) fn spatial_kernel_of(&self, ft: &KernelTransform) -> Vec<f64> {
         let vol: f64 = self.periods().iter().product();
-        let mut g = self.lattice_field(|f, corr, _, _| Complex64::new(ft[f] * corr / vol, 0.0));
+        let mut g = self.lattice_field(|_, ik, corr, _, _| {
+            Complex64::new(ft.at(ik) * corr / vol, 0.0)
+        });
         self.fft2(&mut g, false);
         g.into_iter().map(|c| c.re).collect()
     }
@@ -467,16 +502,17 @@ impl FftMapper {
     /// same sinc correction as [`spatial_kernel`](Self::spatial_kernel)).
     pub fn correlation_sums<F: Fn(f64) -> f64>(&self, fourier: F) -> (f64, f64) {
         let ft = self.radial(fourier);
-        self.correlation_sums_at(|f| ft[f])
+        let n1 = self.n[1];
+        self.correlation_sums_at(|[i, k]| ft[i * n1 + k])
     }
 
     /// [`correlation_sums`](Self::correlation_sums) with g's transform
     /// given at each flat DFT index by `ft_at` (e.g. the difference of two
     /// [`kernel_transform`](Self::kernel_transform)s: the same numbers as
     /// the difference of the two `fourier` calls at the same |ω|).
-    pub(crate) fn correlation_sums_at(&self, ft_at: impl Fn(usize) -> f64) -> (f64, f64) {
-        let mut g = self.lattice_field(|f, corr, _, _| {
-            let v = ft_at(f) * corr;
+    pub(crate) fn correlation_sums_at(&self, ft_at: impl Fn([usize; 2]) -> f64) -> (f64, f64) {
+        let mut g = self.lattice_field(|_, ik, corr, _, _| {
+            let v = ft_at(ik) * corr;
             Complex64::new(v * v, 0.0)
         });
         self.fft2(&mut g, false);
@@ -688,7 +724,7 @@ impl FftMapper {
     pub(crate) fn conditional_variances_of(
         &self,
         kernel: &DebiasKernel,
-        ft: &[f64],
+        ft: &KernelTransform,
         s: &[f64],
         mean: &[f64],
     ) -> Result<Vec<f64>> {
@@ -699,7 +735,7 @@ impl FftMapper {
     fn variances_of(
         &self,
         kernel: &DebiasKernel,
-        ft: &[f64],
+        ft: &KernelTransform,
         s: &[f64],
         mean: Option<&[f64]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
@@ -712,9 +748,7 @@ impl FftMapper {
         // F[K_λ] (given) and φ_N at every frequency (each evaluated once
         // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
-        let mut b: Vec<Complex64> = (0..self.hat.len())
-            .map(|f| Complex64::new(ft[f] * ph[f] / vol, 0.0))
-            .collect();
+        let mut b = self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
         self.fft2(&mut b, false);
         // B_λ² in B_λ's buffer (one field fewer at the peak).
         let mut b2 = b;
@@ -729,8 +763,8 @@ impl FftMapper {
         // docs/MATH.md §9.7; it matters at large εh, where 1/ε < Δ).
         let spec = self.counts.spec();
         let delta = spec.delta();
-        let mut grad = self.lattice_field(|f, corr, w0, w1| {
-            let k = ft[f] * corr / vol;
+        let mut grad = self.lattice_field(|_, ik, corr, w0, w1| {
+            let k = ft.at(ik) * corr / vol;
             // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
             Complex64::new(-w1 * k, w0 * k)
         });

@@ -968,7 +968,7 @@ fn kernel_maps(
     let map_part = |lam: f64| -> Result<MapPart> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
         let own = (lam != 1.0).then(|| mapper.kernel_transform(&k));
-        let ft: &[f64] = own.as_deref().unwrap_or(&ft1);
+        let ft = own.as_ref().unwrap_or(&ft1);
         let s = if lam == 1.0 {
             s1.clone()
         } else {
@@ -992,7 +992,7 @@ fn kernel_maps(
             / nf;
         // The correlation sums of K_λ − K_1 (for the bias part) while
         // F[K_λ] is held; it is dropped before the bias's transforms.
-        let sums = (lam != 1.0).then(|| mapper.correlation_sums_at(|f| ft[f] - ft1[f]));
+        let sums = (lam != 1.0).then(|| mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik)));
         drop(own);
         let unconditional = sq_map
             .iter()
