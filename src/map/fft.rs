@@ -451,9 +451,8 @@ impl FftMapper {
     /// transform `ft` ([`kernel_transform`](Self::kernel_transform)).
     pub(crate) fn spatial_kernel_of(&self, ft: &KernelTransform) -> Vec<f64> {
         let vol: f64 = self.periods().iter().product();
-        let mut g = self.lattice_field(|_, ik, corr, _, _| {
-            Complex64::new(ft.at(ik) * corr / vol, 0.0)
-        });
+        let mut g =
+            self.lattice_field(|_, ik, corr, _, _| Complex64::new(ft.at(ik) * corr / vol, 0.0));
         self.fft2(&mut g, false);
         g.into_iter().map(|c| c.re).collect()
     }
@@ -748,7 +747,8 @@ impl FftMapper {
         // F[K_λ] (given) and φ_N at every frequency (each evaluated once
         // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
-        let mut b = self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
+        let mut b =
+            self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
         self.fft2(&mut b, false);
         // B_λ² in B_λ's buffer (one field fewer at the peak).
         let mut b2 = b;
@@ -1037,6 +1037,55 @@ mod tests {
     /// evaluation; another (ε, d) is computed afresh, not served the kept
     /// one; and the variances read through it are the same bits on a
     /// second call (branch speed03).
+    #[test]
+    fn kernel_transform_holds_the_radial_values_at_every_index() {
+        use crate::map::{BinSpec, KdeGrid};
+        // Odd and even FFT lengths, 2-D and 1-D (branch speed04).
+        for (pts, refine, margin) in [(5, 4, 8), (6, 3, 5)] {
+            let grid = KdeGrid::square(1000.0, pts).unwrap();
+            let spec = BinSpec::new(&grid, refine, margin).unwrap();
+            let mut counts = BinnedCounts::new(spec);
+            counts.add(&[100.0, 200.0]).unwrap();
+            let mapper = FftMapper::new(counts).unwrap();
+            let [n0, n1] = mapper.fft_len();
+            let eps = 2.0 / grid.bandwidth();
+            let k = DebiasKernel::new(2, grid.bandwidth(), eps, 0.4).unwrap();
+            let k1 = DebiasKernel::new(2, grid.bandwidth(), eps, 1.0).unwrap();
+            let (ft, ft1) = (mapper.kernel_transform(&k), mapper.kernel_transform(&k1));
+            let full = mapper.radial(|w| k.fourier(w));
+            let diff = mapper.radial(|w| k.fourier(w) - k1.fourier(w));
+            for i in 0..n0 {
+                for j in 0..n1 {
+                    assert_eq!(ft.at([i, j]).to_bits(), full[i * n1 + j].to_bits());
+                    let d = ft.minus_at(&ft1, [i, j]);
+                    assert_eq!(d.to_bits(), diff[i * n1 + j].to_bits());
+                }
+            }
+            // The `_of`/`_at` forms give the bits of the plain ones.
+            let s = mapper.spatial_kernel(&k);
+            let s_of = mapper.spatial_kernel_of(&ft);
+            assert!(s.iter().zip(&s_of).all(|(a, b)| a.to_bits() == b.to_bits()));
+            let mean = mapper.apply_spatial(&s);
+            let v = mapper.conditional_variances(&k, &s, &mean).unwrap();
+            let v_of = mapper.conditional_variances_of(&k, &ft, &s, &mean).unwrap();
+            assert!(v.iter().zip(&v_of).all(|(a, b)| a.to_bits() == b.to_bits()));
+            let c = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
+            let c_at = mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik));
+            assert_eq!((c.0.to_bits(), c.1.to_bits()), (c_at.0.to_bits(), c_at.1.to_bits()));
+        }
+        let grid = KdeGrid::new_1d(0.0, 1000.0, 7, 150.0).unwrap();
+        let spec = BinSpec::new(&grid, 4, 8).unwrap();
+        let mut counts = BinnedCounts::new(spec);
+        counts.add(&[300.0]).unwrap();
+        let mapper = FftMapper::new(counts).unwrap();
+        let k = DebiasKernel::new(1, grid.bandwidth(), 1.0 / grid.bandwidth(), 0.6).unwrap();
+        let ft = mapper.kernel_transform(&k);
+        let full = mapper.radial(|w| k.fourier(w));
+        for (i, v) in full.iter().enumerate() {
+            assert_eq!(ft.at([i, 0]).to_bits(), v.to_bits());
+        }
+    }
+
     #[test]
     fn noise_transfer_is_kept_for_its_own_epsilon_only() {
         use crate::map::{BinSpec, KdeGrid};

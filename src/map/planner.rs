@@ -634,9 +634,12 @@ type EmFit = (EmMap, f64, f64, Option<Vec<f64>>, [f64; 2]);
 /// of the fine bins (docs/MATH.md §9.6); and that plain map of the fine
 /// bins when it was computed (for [`noise_and_rounding`]).
 fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<EmFit> {
-    em_finish(g, epsilon, em_on_counts(g, epsilon, mapper.counts())?, || {
-        Some(mapper)
-    })
+    em_finish(
+        g,
+        epsilon,
+        em_on_counts(g, epsilon, mapper.counts())?,
+        || Some(mapper),
+    )
 }
 
 /// The part of [`em_fit`] that reads only the bin counts: the EM map with
@@ -1082,7 +1085,11 @@ fn kernel_maps(
 /// A λ's map part: its [`KernelMap`] without the bias estimate, and for
 /// λ < 1 its spatial kernel and the correlation sums (the bias part's
 /// inputs).
-type MapPart = (KernelMap, Option<(Vec<f64>, (f64, f64))>);
+type MapPart = (KernelMap, Option<BiasInputs>);
+
+/// A bias part's inputs from its map part: the λ's spatial kernel and the
+/// correlation sums of K_λ − K_1.
+type BiasInputs = (Vec<f64>, (f64, f64));
 
 /// A part of [`kernel_maps`]: the map of λ index i, or its bias (with the
 /// map part's spatial kernel, map and correlation sums).
@@ -1121,7 +1128,7 @@ struct PartState {
     /// Per λ: the map part's result (its bias filled in later).
     maps: Vec<Option<Result<KernelMap>>>,
     /// Per λ: the bias part's inputs, from the map part until taken.
-    inputs: Vec<Option<(Vec<f64>, (f64, f64))>>,
+    inputs: Vec<Option<BiasInputs>>,
     /// A thread unwound: the others stop instead of waiting.
     stopped: bool,
 }
@@ -1557,6 +1564,36 @@ mod coincident_tests {
         let v = dithered_rounding_variance(1e9, 1.0);
         assert!((v - 1.0 / 12.0).abs() < 1e-3, "{v}");
         assert!(dithered_rounding_variance(1.0, 0.1) < 1e-8);
+    }
+
+    /// EM started on the counts while their FFT is made (branch speed04):
+    /// the plan and the map have the bits of the plan made after the FFT.
+    #[test]
+    fn plan_beside_the_fft_is_the_plan_after_it() {
+        for (eps_h, per) in [(0.3, 3), (3.0, 1), (30.0, 2)] {
+            let (_, grid, eps, mapper, agg) = spots(300, per, eps_h);
+            let set = QuerySet::Kde(grid);
+            let n = agg.accepted();
+            let after = plan(&set, eps, n, Some(&mapper)).unwrap();
+            let (beside, m2) =
+                plan_building_mapper(&set, eps, n, agg.counts().unwrap(), || {
+                    Ok(agg.mapper()?.unwrap())
+                })
+                .unwrap();
+            assert_eq!(m2.fft_len(), mapper.fft_len());
+            assert_eq!(format!("{after:?}"), format!("{beside:?}"), "εh {eps_h}");
+            let (e1, p1) = agg.planned_estimate_with(&mapper).unwrap();
+            let (e2, p2, m3) = agg.planned_estimate_and_mapper().unwrap();
+            assert!(m3.is_some());
+            assert_eq!(format!("{e1:?} {p1:?}"), format!("{e2:?} {p2:?}"), "εh {eps_h}");
+        }
+        // A failing FFT: the error, and EM's thread does not wait forever.
+        let (_, grid, eps, _, agg) = spots(20, 1, 0.3);
+        let set = QuerySet::Kde(grid);
+        let r = plan_building_mapper(&set, eps, 20, agg.counts().unwrap(), || {
+            Err(crate::error::Error::Numerical { routine: "test" })
+        });
+        assert!(r.is_err());
     }
 
     /// Issue 19 item 15 (airports at εh 100, n = 10^7: 64x under): devices
