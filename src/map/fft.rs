@@ -1071,7 +1071,10 @@ mod tests {
             assert!(v.iter().zip(&v_of).all(|(a, b)| a.to_bits() == b.to_bits()));
             let c = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
             let c_at = mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik));
-            assert_eq!((c.0.to_bits(), c.1.to_bits()), (c_at.0.to_bits(), c_at.1.to_bits()));
+            assert_eq!(
+                (c.0.to_bits(), c.1.to_bits()),
+                (c_at.0.to_bits(), c_at.1.to_bits())
+            );
         }
         let grid = KdeGrid::new_1d(0.0, 1000.0, 7, 150.0).unwrap();
         let spec = BinSpec::new(&grid, 4, 8).unwrap();

@@ -1575,17 +1575,20 @@ mod coincident_tests {
             let set = QuerySet::Kde(grid);
             let n = agg.accepted();
             let after = plan(&set, eps, n, Some(&mapper)).unwrap();
-            let (beside, m2) =
-                plan_building_mapper(&set, eps, n, agg.counts().unwrap(), || {
-                    Ok(agg.mapper()?.unwrap())
-                })
-                .unwrap();
+            let (beside, m2) = plan_building_mapper(&set, eps, n, agg.counts().unwrap(), || {
+                Ok(agg.mapper()?.unwrap())
+            })
+            .unwrap();
             assert_eq!(m2.fft_len(), mapper.fft_len());
             assert_eq!(format!("{after:?}"), format!("{beside:?}"), "εh {eps_h}");
             let (e1, p1) = agg.planned_estimate_with(&mapper).unwrap();
             let (e2, p2, m3) = agg.planned_estimate_and_mapper().unwrap();
             assert!(m3.is_some());
-            assert_eq!(format!("{e1:?} {p1:?}"), format!("{e2:?} {p2:?}"), "εh {eps_h}");
+            assert_eq!(
+                format!("{e1:?} {p1:?}"),
+                format!("{e2:?} {p2:?}"),
+                "εh {eps_h}"
+            );
         }
         // A failing FFT: the error, and EM's thread does not wait forever.
         let (_, grid, eps, _, agg) = spots(20, 1, 0.3);
