@@ -171,6 +171,8 @@ fn bench_read(c: &mut Criterion) {
 /// with its standard errors ([`FftMapper::estimate`]: 8 two-dimensional
 /// FFTs) at the FFT lengths of the 61 × 61 grid at εh = 0.3 (864²) and 1
 /// (625²). The cost depends on the FFT length, not on n: 10^4 reports.
+/// Beside it the planner from the counts, with the counts' FFT made
+/// before EM starts and beside it (branch speed04).
 fn bench_kernel_map(c: &mut Criterion) {
     let grid = KdeGrid::square(20_000.0, 61).unwrap();
     let h = grid.bandwidth();
@@ -195,6 +197,18 @@ fn bench_kernel_map(c: &mut Criterion) {
         let [n0, n1] = mapper.fft_len();
         group.bench_function(format!("estimate_fft_{n0}x{n1}_eps_h_{eh}"), |b| {
             b.iter(|| black_box(mapper.estimate(&k).unwrap()))
+        });
+        // The planner from the counts (branch speed04): the counts' FFT
+        // made first, then the plan (EM's thread waiting for it), against
+        // EM started on the counts while the FFT is made.
+        group.bench_function(format!("plan_after_fft_{n0}x{n1}_eps_h_{eh}"), |b| {
+            b.iter(|| {
+                let m = agg.mapper().unwrap().unwrap();
+                black_box(agg.planned_estimate_with(&m).unwrap())
+            })
+        });
+        group.bench_function(format!("plan_beside_fft_{n0}x{n1}_eps_h_{eh}"), |b| {
+            b.iter(|| black_box(agg.planned_estimate_and_mapper().unwrap()))
         });
     }
     group.finish();

@@ -496,18 +496,20 @@ fn aggregate(
         return Ok(false);
     }
     let mut parts = None;
-    let (est, line) = match (agg.mapper()?, lambda) {
-        (Some(m), Some(l)) => {
+    let (est, line) = match (agg.counts().is_some(), lambda) {
+        (true, Some(l)) => {
+            let m = agg.mapper()?.ok_or("no counts")?;
             let k = agg.kernel(l)?;
             parts = Some(binning_info(&m));
             (m.estimate(&k)?, None)
         }
-        (Some(m), None) => {
-            let (est, p) = agg.planned_estimate_with(&m)?;
-            parts = Some(binning_info(&m));
+        (true, None) => {
+            // EM starts on the counts while their FFT is made.
+            let (est, p, m) = agg.planned_estimate_and_mapper()?;
+            parts = m.as_ref().map(binning_info);
             (est, p.map(|p| p.line))
         }
-        (None, _) => (agg.estimate(None)?, None),
+        (false, _) => (agg.estimate(None)?, None),
     };
     eprintln!("{total}");
     if let Some(l) = line {

@@ -194,6 +194,28 @@ impl core::fmt::Debug for FftMapper {
     }
 }
 
+/// F[K_λ](|ω|) on an [`FftMapper`]'s DFT lattice, kept as its quarter
+/// 0 <= i_a <= N_a/2: |ω| is the same at (±i0, ±i1) (the sign mirrors of
+/// [`FftMapper::radial`]), so the quarter holds every value, in a quarter
+/// of the memory (the planner holds several at once; branch speed04).
+pub(crate) struct KernelTransform {
+    q: Vec<f64>,
+    n: [usize; 2],
+}
+
+impl KernelTransform {
+    /// The value at DFT index (i0, i1): the quarter's at (min(i_a, N_a − i_a)).
+    fn at(&self, [i, k]: [usize; 2]) -> f64 {
+        let [n0, n1] = self.n;
+        self.q[i.min(n0 - i) * (n1 / 2 + 1) + k.min(n1 - k)]
+    }
+
+    /// F[K_λ] − F[K_μ] at DFT index (i0, i1), `other` of the same lattice.
+    pub(crate) fn minus_at(&self, other: &Self, ik: [usize; 2]) -> f64 {
+        self.at(ik) - other.at(ik)
+    }
+}
+
 impl FftMapper {
     /// Transform the counts (at least one location needed).
     ///
@@ -361,6 +383,37 @@ impl FftMapper {
         out
     }
 
+    /// `f(flat, [i0, i1], c, ω_0, ω_1)` at every DFT index in order, c the
+    /// correction 1/Π_a sinc(ω_aΔ_a/2) of [`omega`](Self::omega) (the
+    /// same product, 1·c_0·c_1) and ω_a the signed frequencies of
+    /// [`omega_axis`](Self::omega_axis) (ω_1 = 0 on one axis), row by row
+    /// without a division per index (`omega` was 3.4% of the samples at
+    /// εh 0.3; branch speed04).
+    fn lattice_field(
+        &self,
+        f: impl Fn(usize, [usize; 2], f64, f64, f64) -> Complex64,
+    ) -> Vec<Complex64> {
+        let [n0, n1] = self.n;
+        let (_, w0, c0) = &self.axes[0];
+        let mut out = Vec::with_capacity(n0 * n1);
+        match self.axes.get(1) {
+            Some((_, w1, c1)) => {
+                for i in 0..n0 {
+                    let row = i * n1;
+                    for k in 0..n1 {
+                        out.push(f(row + k, [i, k], 1.0 * c0[i] * c1[k], w0[i], w1[k]));
+                    }
+                }
+            }
+            None => {
+                for i in 0..n0 * n1 {
+                    out.push(f(i, [i, 0], 1.0 * c0[i], w0[i], 0.0));
+                }
+            }
+        }
+        out
+    }
+
     /// ω_a (signed) of axis `a` at flat DFT index.
     fn omega_axis(&self, flat: usize, a: usize) -> f64 {
         let idx = [flat / self.n[1], flat % self.n[1]];
@@ -373,15 +426,33 @@ impl FftMapper {
     /// rounding to the nearest bin averages a smooth density over a box of
     /// side Δ, whose transform is that product of sincs).
     pub fn spatial_kernel(&self, kernel: &DebiasKernel) -> Vec<f64> {
+        self.spatial_kernel_of(&self.kernel_transform(kernel))
+    }
+
+    /// F[K_λ](|ω|) at every flat DFT index ([`radial`](Self::radial)): the
+    /// transform that [`spatial_kernel`](Self::spatial_kernel), the
+    /// variances and [`correlation_sums`](Self::correlation_sums) each
+    /// evaluated afresh; a caller that needs several of them for one
+    /// kernel computes it once and passes it to the `_of` forms (the same
+    /// numbers: the same calls on the same |ω|; branch speed04).
+    pub(crate) fn kernel_transform(&self, kernel: &DebiasKernel) -> KernelTransform {
+        let [n0, n1] = self.n;
+        let h1 = n1 / 2 + 1;
+        let mut q = Vec::with_capacity((n0 / 2 + 1) * h1);
+        for i in 0..=n0 / 2 {
+            for k in 0..=n1 / 2 {
+                q.push(kernel.fourier(self.omega(i * n1 + k).0));
+            }
+        }
+        KernelTransform { q, n: self.n }
+    }
+
+    /// [`spatial_kernel`](Self::spatial_kernel) from the kernel's
+    /// transform `ft` ([`kernel_transform`](Self::kernel_transform)).
+    pub(crate) fn spatial_kernel_of(&self, ft: &KernelTransform) -> Vec<f64> {
         let vol: f64 = self.periods().iter().product();
-        let ft = self.radial(|w| kernel.fourier(w));
-        let mut g: Vec<Complex64> = (0..self.hat.len())
-            .map(|f| {
-                let (_, corr) = self.omega(f);
-                Complex64::new(ft[f] * corr / vol, 0.0)
-            })
-            .collect();
-        drop(ft);
+        let mut g =
+            self.lattice_field(|_, ik, corr, _, _| Complex64::new(ft.at(ik) * corr / vol, 0.0));
         self.fft2(&mut g, false);
         g.into_iter().map(|c| c.re).collect()
     }
@@ -430,14 +501,19 @@ impl FftMapper {
     /// same sinc correction as [`spatial_kernel`](Self::spatial_kernel)).
     pub fn correlation_sums<F: Fn(f64) -> f64>(&self, fourier: F) -> (f64, f64) {
         let ft = self.radial(fourier);
-        let mut g: Vec<Complex64> = (0..self.hat.len())
-            .map(|f| {
-                let (_, corr) = self.omega(f);
-                let v = ft[f] * corr;
-                Complex64::new(v * v, 0.0)
-            })
-            .collect();
-        drop(ft);
+        let n1 = self.n[1];
+        self.correlation_sums_at(|[i, k]| ft[i * n1 + k])
+    }
+
+    /// [`correlation_sums`](Self::correlation_sums) with g's transform
+    /// given at each flat DFT index by `ft_at` (e.g. the difference of two
+    /// [`kernel_transform`](Self::kernel_transform)s: the same numbers as
+    /// the difference of the two `fourier` calls at the same |ω|).
+    pub(crate) fn correlation_sums_at(&self, ft_at: impl Fn([usize; 2]) -> f64) -> (f64, f64) {
+        let mut g = self.lattice_field(|_, ik, corr, _, _| {
+            let v = ft_at(ik) * corr;
+            Complex64::new(v * v, 0.0)
+        });
         self.fft2(&mut g, false);
         let a0 = g[0].re;
         let spec = self.counts.spec();
@@ -639,19 +715,40 @@ impl FftMapper {
         s: &[f64],
         mean: Option<&[f64]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.variances_of(kernel, &self.kernel_transform(kernel), s, mean)
+    }
+
+    /// [`conditional_variances`](Self::conditional_variances) with the
+    /// kernel's transform `ft` given ([`kernel_transform`](Self::kernel_transform)).
+    pub(crate) fn conditional_variances_of(
+        &self,
+        kernel: &DebiasKernel,
+        ft: &KernelTransform,
+        s: &[f64],
+        mean: &[f64],
+    ) -> Result<Vec<f64>> {
+        Ok(self.variances_of(kernel, ft, s, Some(mean))?.0)
+    }
+
+    /// [`variances`](Self::variances) with F[K_λ] given as `ft`.
+    fn variances_of(
+        &self,
+        kernel: &DebiasKernel,
+        ft: &KernelTransform,
+        s: &[f64],
+        mean: Option<&[f64]>,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         let plug_in = mean.is_none();
         let d = kernel.dim() as f64;
         let eps = kernel.epsilon();
         let vol: f64 = self.periods().iter().product();
         let cells = (self.n[0] * self.n[1]) as f64;
         // B_λ on the lattice (the function itself: no rounding correction).
-        // F[K_λ] and φ_N at every frequency (each evaluated once per four
-        // indices, [`radial`](Self::radial); φ_N once per mapper).
-        let ft = self.radial(|w| kernel.fourier(w));
+        // F[K_λ] (given) and φ_N at every frequency (each evaluated once
+        // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
-        let mut b: Vec<Complex64> = (0..self.hat.len())
-            .map(|f| Complex64::new(ft[f] * ph[f] / vol, 0.0))
-            .collect();
+        let mut b =
+            self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
         self.fft2(&mut b, false);
         // B_λ² in B_λ's buffer (one field fewer at the peak).
         let mut b2 = b;
@@ -666,21 +763,11 @@ impl FftMapper {
         // docs/MATH.md §9.7; it matters at large εh, where 1/ε < Δ).
         let spec = self.counts.spec();
         let delta = spec.delta();
-        let mut grad: Vec<Complex64> = (0..self.hat.len())
-            .map(|f| {
-                let (_, corr) = self.omega(f);
-                let k = ft[f] * corr / vol;
-                // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
-                let w0 = self.omega_axis(f, 0);
-                let w1 = if self.axes.len() > 1 {
-                    self.omega_axis(f, 1)
-                } else {
-                    0.0
-                };
-                Complex64::new(-w1 * k, w0 * k)
-            })
-            .collect();
-        drop(ft);
+        let mut grad = self.lattice_field(|_, ik, corr, w0, w1| {
+            let k = ft.at(ik) * corr / vol;
+            // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
+            Complex64::new(-w1 * k, w0 * k)
+        });
         self.fft2(&mut grad, false);
         let c0 = delta[0] * delta[0] / 12.0;
         let c1 = if self.axes.len() > 1 {
@@ -950,6 +1037,58 @@ mod tests {
     /// evaluation; another (ε, d) is computed afresh, not served the kept
     /// one; and the variances read through it are the same bits on a
     /// second call (branch speed03).
+    #[test]
+    fn kernel_transform_holds_the_radial_values_at_every_index() {
+        use crate::map::{BinSpec, KdeGrid};
+        // Odd and even FFT lengths, 2-D and 1-D (branch speed04).
+        for (pts, refine, margin) in [(5, 4, 8), (6, 3, 5)] {
+            let grid = KdeGrid::square(1000.0, pts).unwrap();
+            let spec = BinSpec::new(&grid, refine, margin).unwrap();
+            let mut counts = BinnedCounts::new(spec);
+            counts.add(&[100.0, 200.0]).unwrap();
+            let mapper = FftMapper::new(counts).unwrap();
+            let [n0, n1] = mapper.fft_len();
+            let eps = 2.0 / grid.bandwidth();
+            let k = DebiasKernel::new(2, grid.bandwidth(), eps, 0.4).unwrap();
+            let k1 = DebiasKernel::new(2, grid.bandwidth(), eps, 1.0).unwrap();
+            let (ft, ft1) = (mapper.kernel_transform(&k), mapper.kernel_transform(&k1));
+            let full = mapper.radial(|w| k.fourier(w));
+            let diff = mapper.radial(|w| k.fourier(w) - k1.fourier(w));
+            for i in 0..n0 {
+                for j in 0..n1 {
+                    assert_eq!(ft.at([i, j]).to_bits(), full[i * n1 + j].to_bits());
+                    let d = ft.minus_at(&ft1, [i, j]);
+                    assert_eq!(d.to_bits(), diff[i * n1 + j].to_bits());
+                }
+            }
+            // The `_of`/`_at` forms give the bits of the plain ones.
+            let s = mapper.spatial_kernel(&k);
+            let s_of = mapper.spatial_kernel_of(&ft);
+            assert!(s.iter().zip(&s_of).all(|(a, b)| a.to_bits() == b.to_bits()));
+            let mean = mapper.apply_spatial(&s);
+            let v = mapper.conditional_variances(&k, &s, &mean).unwrap();
+            let v_of = mapper.conditional_variances_of(&k, &ft, &s, &mean).unwrap();
+            assert!(v.iter().zip(&v_of).all(|(a, b)| a.to_bits() == b.to_bits()));
+            let c = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
+            let c_at = mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik));
+            assert_eq!(
+                (c.0.to_bits(), c.1.to_bits()),
+                (c_at.0.to_bits(), c_at.1.to_bits())
+            );
+        }
+        let grid = KdeGrid::new_1d(0.0, 1000.0, 7, 150.0).unwrap();
+        let spec = BinSpec::new(&grid, 4, 8).unwrap();
+        let mut counts = BinnedCounts::new(spec);
+        counts.add(&[300.0]).unwrap();
+        let mapper = FftMapper::new(counts).unwrap();
+        let k = DebiasKernel::new(1, grid.bandwidth(), 1.0 / grid.bandwidth(), 0.6).unwrap();
+        let ft = mapper.kernel_transform(&k);
+        let full = mapper.radial(|w| k.fourier(w));
+        for (i, v) in full.iter().enumerate() {
+            assert_eq!(ft.at([i, 0]).to_bits(), v.to_bits());
+        }
+    }
+
     #[test]
     fn noise_transfer_is_kept_for_its_own_epsilon_only() {
         use crate::map::{BinSpec, KdeGrid};

@@ -161,6 +161,81 @@ pub const LAMBDAS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
 /// # Ok::<(), geopriv::Error>(())
 /// ```
 pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -> Result<Plan> {
+    plan_with_em(
+        set,
+        epsilon,
+        n,
+        reports,
+        None::<fn() -> Option<Result<EmFit>>>,
+    )
+}
+
+/// [`plan`] with the counts' FFT made by `build` from `counts` (the
+/// reports binned for `set`, a kernel grid, at per-device ε: what
+/// [`MapAggregator::mapper`](super::MapAggregator::mapper) makes) and
+/// returned beside the plan. On a 2-D grid EM reads only the counts, so
+/// its thread starts before the FFT is made instead of after it (the FFT
+/// ran on one core while the other waited; branch speed04): the same
+/// calls on the same counts as [`plan`] with `build`'s mapper, the same
+/// numbers.
+pub(crate) fn plan_building_mapper(
+    set: &QuerySet,
+    epsilon: f64,
+    n: u64,
+    counts: &super::bins::BinnedCounts,
+    build: impl FnOnce() -> Result<FftMapper>,
+) -> Result<(Plan, FftMapper)> {
+    let g = match set {
+        QuerySet::Kde(g) if g.dim() == 2 => g,
+        _ => {
+            let mapper = build()?;
+            return Ok((plan(set, epsilon, n, Some(&mapper))?, mapper));
+        }
+    };
+    let slot = std::sync::OnceLock::new();
+    let (tx, rx) = std::sync::mpsc::channel::<&FftMapper>();
+    let p = std::thread::scope(|s| {
+        let em = s.spawn(move || {
+            em_finish(g, epsilon, em_on_counts(g, epsilon, counts)?, || {
+                rx.recv().ok()
+            })
+        });
+        // On an error the sender is dropped here: EM's thread stops at
+        // its wait for the FFT instead of waiting forever.
+        let tx = tx;
+        let mapper: &FftMapper = match build() {
+            Ok(m) => slot.get_or_init(|| m),
+            Err(e) => {
+                drop(tx);
+                let _ = em.join();
+                return Err(e);
+            }
+        };
+        let _ = tx.send(mapper);
+        drop(tx);
+        let join = || {
+            Some(em.join().unwrap_or(Err(crate::error::Error::Numerical {
+                routine: "EM deconvolution thread",
+            })))
+        };
+        plan_with_em(set, epsilon, n, Some(mapper), Some(join))
+    })?;
+    let mapper = slot.into_inner().ok_or(crate::error::Error::Numerical {
+        routine: "FFT of the counts",
+    })?;
+    Ok((p, mapper))
+}
+
+/// [`plan`], with EM's fit joined by `early_em` where it was started
+/// before the call ([`plan_building_mapper`]; None: EM's thread is
+/// started here, beside the kernel maps).
+fn plan_with_em(
+    set: &QuerySet,
+    epsilon: f64,
+    n: u64,
+    reports: Option<&FftMapper>,
+    early_em: Option<impl FnOnce() -> Option<Result<EmFit>>>,
+) -> Result<Plan> {
     let epsilon = positive_finite("epsilon", epsilon)?;
     let nf = positive_finite("n", n as f64)?;
     let m = set.len() as f64;
@@ -206,18 +281,22 @@ pub fn plan(set: &QuerySet, epsilon: f64, n: u64, reports: Option<&FftMapper>) -
         // the kernel maps, so that no core waits on them after both are
         // done (branch speed03; the same calls, the same numbers).
         let (mut em_out, kernels, side) = std::thread::scope(|s| {
-            let handle = (g.dim() == 2).then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
+            let handle = (g.dim() == 2 && early_em.is_none())
+                .then(|| s.spawn(|| em_fit(g, epsilon, mapper)));
             let side = s.spawn(|| {
                 let l1 = g.l1_bound();
                 let atoms = coincident_devices(g, epsilon, mapper);
                 (l1, atoms, unrounded_plain_map(g, mapper))
             });
             let kernels = kernel_maps(g, epsilon, nf, mapper);
-            let em_out = handle.map(|h| {
-                h.join().unwrap_or(Err(crate::error::Error::Numerical {
-                    routine: "EM deconvolution thread",
-                }))
-            });
+            let em_out = match early_em {
+                Some(join) => join(),
+                None => handle.map(|h| {
+                    h.join().unwrap_or(Err(crate::error::Error::Numerical {
+                        routine: "EM deconvolution thread",
+                    }))
+                }),
+            };
             (em_out, kernels, side.join())
         });
         let (l1, atoms, unrounded0) = side.map_err(|_| crate::error::Error::Numerical {
@@ -564,20 +643,56 @@ type EmFit = (EmMap, f64, f64, Option<Vec<f64>>, [f64; 2]);
 /// of the fine bins (docs/MATH.md §9.6); and that plain map of the fine
 /// bins when it was computed (for [`noise_and_rounding`]).
 fn em_fit(g: &super::query_set::KdeGrid, epsilon: f64, mapper: &FftMapper) -> Result<EmFit> {
-    let m = g.len() as f64;
-    let engine = EmDeconvolution::new(g, epsilon, mapper.counts(), EmOptions::default())?;
+    em_finish(
+        g,
+        epsilon,
+        em_on_counts(g, epsilon, mapper.counts())?,
+        || Some(mapper),
+    )
+}
+
+/// The part of [`em_fit`] that reads only the bin counts: the EM map with
+/// its bootstrap, EM's step in bins' boxes, the lattice's cell side, and
+/// the plain map of the lattice counts where the lattice is coarser than
+/// the bins (None where it is the bins). It can start before the counts'
+/// FFT is made ([`plan_building_mapper`]).
+type EmOnCounts = (EmMap, f64, [f64; 2], Option<Vec<f64>>);
+
+/// [`EmOnCounts`] of `counts`.
+fn em_on_counts(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    counts: &super::bins::BinnedCounts,
+) -> Result<EmOnCounts> {
+    let engine = EmDeconvolution::new(g, epsilon, counts, EmOptions::default())?;
     let e = engine.estimate()?;
-    let boxes = em_step_boxes(&engine, epsilon, mapper.counts().spec().delta());
+    let boxes = em_step_boxes(&engine, epsilon, counts.spec().delta());
     let cell = engine.cell_size();
     // Where the lattice is the bins themselves there is nothing to lose
     // (the fine map's difference would be its own rounding correction).
-    if engine.bins_per_cell() == 1 {
+    let lattice = (engine.bins_per_cell() != 1).then(|| engine.plain_lattice_map());
+    Ok((e, boxes, cell, lattice))
+}
+
+/// [`em_fit`] from [`em_on_counts`]: the lattice term against the plain
+/// map of the fine bins, made with the counts' FFT `mapper()` gives (asked
+/// only where the lattice is coarser than the bins; None: refused).
+fn em_finish<'a>(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    (e, boxes, cell, lattice): EmOnCounts,
+    mapper: impl FnOnce() -> Option<&'a FftMapper>,
+) -> Result<EmFit> {
+    let m = g.len() as f64;
+    let Some(lattice) = lattice else {
         return Ok((e, 0.0, boxes, None, cell));
-    }
+    };
+    let mapper = mapper().ok_or(crate::error::Error::Numerical {
+        routine: "EM deconvolution thread (no FFT of the counts)",
+    })?;
     let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
     let fine = mapper.apply_spatial(&mapper.spatial_kernel(&k0));
-    let disc2 = engine
-        .plain_lattice_map()
+    let disc2 = lattice
         .iter()
         .zip(&fine)
         .map(|(a, b)| (a - b) * (a - b))
@@ -929,18 +1044,24 @@ fn kernel_maps(
     let m = g.len() as f64;
     let n_rep = mapper.counts().total() as f64;
     let k1 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 1.0)?;
-    let s1 = mapper.spatial_kernel(&k1);
+    // F[K_λ] once per λ for its spatial kernel, its variances and (against
+    // F[K_1], kept) its bias's correlation sums: the same calls on the same
+    // |ω| as evaluating it in each (branch speed04; exp was 5.6% of the
+    // samples at εh 0.3).
+    let ft1 = mapper.kernel_transform(&k1);
+    let s1 = mapper.spatial_kernel_of(&ft1);
     let mean1 = mapper.apply_spatial(&s1);
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
-    // One λ's map, variance and bias estimate (independent of the others:
-    // the λ values are shared between two threads, the results are the
-    // same numbers in the same order).
-    let one = |lam: f64| -> Result<KernelMap> {
+    // One λ's map and variance, with the correlation sums of its bias
+    // estimate (λ < 1); its spatial kernel is returned for the bias part.
+    let map_part = |lam: f64| -> Result<MapPart> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
+        let own = (lam != 1.0).then(|| mapper.kernel_transform(&k));
+        let ft = own.as_ref().unwrap_or(&ft1);
         let s = if lam == 1.0 {
             s1.clone()
         } else {
-            mapper.spatial_kernel(&k)
+            mapper.spatial_kernel_of(ft)
         };
         // The map and the map of K_λ² (for the unconditional variance
         // below) in one complex transform (fewer FFTs, the same numbers up
@@ -953,40 +1074,15 @@ fn kernel_maps(
         };
         drop(sq);
         let var: f64 = mapper
-            .conditional_variances(&k, &s, &mean)?
+            .conditional_variances_of(&k, ft, &s, &mean)?
             .iter()
             .sum::<f64>()
             / m
             / nf;
-        let against_unbiased = if lam == 1.0 {
-            None
-        } else {
-            let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
-            let d2 = mapper.apply_spatial(&diff);
-            // Per cell, b̂² - Var b̂ is unbiased for b²; their average
-            // over the cells estimates the mean squared bias B². Its
-            // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
-            // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
-            // Var b̂ and S1, S2 the correlation sums of the per-device
-            // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
-            // Charged: the average less two such standard errors,
-            // clipped at 0 (a bias the reports cannot resolve is not
-            // charged).
-            let mut avg = 0.0;
-            let mut vbar = 0.0;
-            for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
-                let bh = a - b;
-                let vb = (q - bh * bh).max(0.0) / n_rep;
-                avg += bh * bh - vb;
-                vbar += vb;
-            }
-            avg /= m;
-            vbar /= m;
-            let (s1c, s2c) = mapper.correlation_sums(|w| k.fourier(w) - k1.fourier(w));
-            let b2 = avg.max(0.0);
-            let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-            Some(BiasEstimate { avg, se })
-        };
+        // The correlation sums of K_λ − K_1 (for the bias part) while
+        // F[K_λ] is held; it is dropped before the bias's transforms.
+        let sums = (lam != 1.0).then(|| mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik)));
+        drop(own);
         let unconditional = sq_map
             .iter()
             .zip(&mean)
@@ -994,42 +1090,250 @@ fn kernel_maps(
             .sum::<f64>()
             / m
             / nf;
-        Ok(KernelMap {
+        let km = KernelMap {
             lambda: lam,
             var,
-            against_unbiased,
+            against_unbiased: None,
             mean,
             unconditional,
-        })
+        };
+        Ok((km, sums.map(|c| (s, c))))
     };
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    // The bias estimate of a λ < 1 against the unbiased map, from its map
+    // part.
+    let bias_part = |s: &[f64], mean: &[f64], (s1c, s2c): (f64, f64)| -> BiasEstimate {
+        let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
+        let d2 = mapper.apply_spatial(&diff);
+        // Per cell, b̂² - Var b̂ is unbiased for b²; their average
+        // over the cells estimates the mean squared bias B². Its
+        // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
+        // variance about 4 B² v̄ S1/m + 2 v̄² S2/m, with v̄ the mean
+        // Var b̂ and S1, S2 the correlation sums of the per-device
+        // terms of K_λ - K_1 between cells (docs/MATH.md §9.4).
+        // Charged: the average less two such standard errors,
+        // clipped at 0 (a bias the reports cannot resolve is not
+        // charged).
+        let mut avg = 0.0;
+        let mut vbar = 0.0;
+        for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
+            let bh = a - b;
+            let vb = (q - bh * bh).max(0.0) / n_rep;
+            avg += bh * bh - vb;
+            vbar += vb;
+        }
+        avg /= m;
+        vbar /= m;
+        let b2 = avg.max(0.0);
+        let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
+        BiasEstimate { avg, se }
+    };
+    // Two threads take the parts in KERNEL_PARTS order, each the first
+    // whose map part is done (branch speed04: with a λ's map, variance and
+    // bias as one task, one thread ran the last λ alone while the other
+    // core waited; the bias parts are small and come last). The same
+    // numbers in the same order as one task per λ.
+    let queue = PartQueue::new(LAMBDAS.len());
     let work = || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&lam) = LAMBDAS.get(i) else {
-                return done;
-            };
-            done.push((i, one(lam)));
+        while let Some(task) = queue.take() {
+            match task {
+                Part::Map(i) => {
+                    let r = map_part(LAMBDAS[i]);
+                    queue.map_done(i, r);
+                }
+                Part::Bias(i, s, mean, sums) => {
+                    let b = bias_part(&s, &mean, sums);
+                    drop(s);
+                    queue.bias_done(i, b);
+                }
+            }
         }
     };
-    let mut all = std::thread::scope(|sc| {
-        let helper = sc.spawn(work);
-        let mut mine = work();
-        match helper.join() {
-            Ok(theirs) => mine.extend(theirs),
-            Err(_) => mine.push((
-                usize::MAX,
-                Err(crate::error::Error::Numerical {
-                    routine: "kernel map thread",
-                }),
-            )),
+    let helper_ok = std::thread::scope(|sc| {
+        let helper = sc.spawn(|| {
+            let _stop = queue.stop_on_unwind();
+            work()
+        });
+        {
+            let _stop = queue.stop_on_unwind();
+            work();
         }
-        mine
+        helper.join().is_ok()
     });
-    all.sort_by_key(|x| x.0);
-    let out = all.into_iter().map(|x| x.1).collect::<Result<Vec<_>>>()?;
+    if !helper_ok {
+        return Err(crate::error::Error::Numerical {
+            routine: "kernel map thread",
+        });
+    }
+    let out = queue.into_maps()?;
     Ok((mean_f, out))
+}
+
+/// A λ's map part: its [`KernelMap`] without the bias estimate, and for
+/// λ < 1 its spatial kernel and the correlation sums (the bias part's
+/// inputs).
+type MapPart = (KernelMap, Option<BiasInputs>);
+
+/// A bias part's inputs from its map part: the λ's spatial kernel and the
+/// correlation sums of K_λ − K_1.
+type BiasInputs = (Vec<f64>, (f64, f64));
+
+/// A part of [`kernel_maps`]: the map of λ index i, or its bias (with the
+/// map part's spatial kernel, map and correlation sums).
+enum Part {
+    Map(usize),
+    Bias(usize, Vec<f64>, Vec<f64>, (f64, f64)),
+}
+
+/// The order the parts are taken in: each λ's bias part two map parts
+/// after its map part (so that about two spatial kernels wait at a time),
+/// the small bias parts last.
+const KERNEL_PARTS: [(bool, usize); 11] = [
+    (false, 0),
+    (false, 1),
+    (true, 0),
+    (false, 2),
+    (true, 1),
+    (false, 3),
+    (true, 2),
+    (false, 4),
+    (true, 3),
+    (false, 5),
+    (true, 4),
+];
+
+/// The shared state of [`kernel_maps`]' threads.
+struct PartQueue {
+    state: std::sync::Mutex<PartState>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct PartState {
+    /// Parts of [`KERNEL_PARTS`] taken.
+    taken: Vec<bool>,
+    /// Per λ: the map part's result (its bias filled in later).
+    maps: Vec<Option<Result<KernelMap>>>,
+    /// Per λ: the bias part's inputs, from the map part until taken.
+    inputs: Vec<Option<BiasInputs>>,
+    /// A thread unwound: the others stop instead of waiting.
+    stopped: bool,
+}
+
+/// Sets `stopped` if its thread unwinds.
+struct StopOnUnwind<'a>(&'a PartQueue);
+
+impl Drop for StopOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut st) = self.0.state.lock() {
+                st.stopped = true;
+            }
+            self.0.ready.notify_all();
+        }
+    }
+}
+
+impl PartQueue {
+    fn new(lambdas: usize) -> Self {
+        Self {
+            state: std::sync::Mutex::new(PartState {
+                taken: vec![false; KERNEL_PARTS.len()],
+                maps: (0..lambdas).map(|_| None).collect(),
+                inputs: (0..lambdas).map(|_| None).collect(),
+                stopped: false,
+            }),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    fn stop_on_unwind(&self) -> StopOnUnwind<'_> {
+        StopOnUnwind(self)
+    }
+
+    /// The next part to run: the first not taken whose map part (for a
+    /// bias part) is done, waiting while every remaining one waits on a
+    /// map part; None when all are taken (or a thread unwound).
+    fn take(&self) -> Option<Part> {
+        let mut st = self.state.lock().ok()?;
+        loop {
+            if st.stopped {
+                return None;
+            }
+            let mut pending = false;
+            for (p, &(bias, i)) in KERNEL_PARTS.iter().enumerate() {
+                if st.taken[p] {
+                    continue;
+                }
+                if !bias {
+                    st.taken[p] = true;
+                    return Some(Part::Map(i));
+                }
+                if st.maps[i].is_none() {
+                    pending = true;
+                    continue;
+                }
+                st.taken[p] = true;
+                // A failed map part has no bias part (the error is kept).
+                let Some((s, sums)) = st.inputs[i].take() else {
+                    continue;
+                };
+                let mean = match &st.maps[i] {
+                    Some(Ok(km)) => km.mean.clone(),
+                    _ => continue,
+                };
+                return Some(Part::Bias(i, s, mean, sums));
+            }
+            if !pending {
+                return None;
+            }
+            st = self.ready.wait(st).ok()?;
+        }
+    }
+
+    fn map_done(&self, i: usize, r: Result<MapPart>) {
+        if let Ok(mut st) = self.state.lock() {
+            match r {
+                Ok((km, inputs)) => {
+                    st.maps[i] = Some(Ok(km));
+                    st.inputs[i] = inputs;
+                }
+                Err(e) => st.maps[i] = Some(Err(e)),
+            }
+        }
+        self.ready.notify_all();
+    }
+
+    fn bias_done(&self, i: usize, b: BiasEstimate) {
+        if let Ok(mut st) = self.state.lock() {
+            if let Some(Ok(km)) = st.maps[i].as_mut() {
+                km.against_unbiased = Some(b);
+            }
+        }
+    }
+
+    /// The kernel maps in λ order (the first error if any part failed or
+    /// did not run).
+    fn into_maps(self) -> Result<Vec<KernelMap>> {
+        let st = self
+            .state
+            .into_inner()
+            .map_err(|_| crate::error::Error::Numerical {
+                routine: "kernel map thread",
+            })?;
+        if st.stopped || st.taken.iter().any(|t| !t) {
+            return Err(crate::error::Error::Numerical {
+                routine: "kernel map thread",
+            });
+        }
+        st.maps
+            .into_iter()
+            .map(|m| {
+                m.unwrap_or(Err(crate::error::Error::Numerical {
+                    routine: "kernel map thread",
+                }))
+            })
+            .collect()
+    }
 }
 
 /// The coincident devices the bin counts show (docs/MATH.md §9.4, "Atoms";
@@ -1494,6 +1798,39 @@ mod coincident_tests {
         let v = dithered_rounding_variance(1e9, 1.0);
         assert!((v - 1.0 / 12.0).abs() < 1e-3, "{v}");
         assert!(dithered_rounding_variance(1.0, 0.1) < 1e-8);
+    }
+
+    /// EM started on the counts while their FFT is made (branch speed04):
+    /// the plan and the map have the bits of the plan made after the FFT.
+    #[test]
+    fn plan_beside_the_fft_is_the_plan_after_it() {
+        for (eps_h, per) in [(0.3, 3), (3.0, 1), (30.0, 2)] {
+            let (_, grid, eps, mapper, agg) = spots(300, per, eps_h);
+            let set = QuerySet::Kde(grid);
+            let n = agg.accepted();
+            let after = plan(&set, eps, n, Some(&mapper)).unwrap();
+            let (beside, m2) = plan_building_mapper(&set, eps, n, agg.counts().unwrap(), || {
+                Ok(agg.mapper()?.unwrap())
+            })
+            .unwrap();
+            assert_eq!(m2.fft_len(), mapper.fft_len());
+            assert_eq!(format!("{after:?}"), format!("{beside:?}"), "εh {eps_h}");
+            let (e1, p1) = agg.planned_estimate_with(&mapper).unwrap();
+            let (e2, p2, m3) = agg.planned_estimate_and_mapper().unwrap();
+            assert!(m3.is_some());
+            assert_eq!(
+                format!("{e1:?} {p1:?}"),
+                format!("{e2:?} {p2:?}"),
+                "εh {eps_h}"
+            );
+        }
+        // A failing FFT: the error, and EM's thread does not wait forever.
+        let (_, grid, eps, _, agg) = spots(20, 1, 0.3);
+        let set = QuerySet::Kde(grid);
+        let r = plan_building_mapper(&set, eps, 20, agg.counts().unwrap(), || {
+            Err(crate::error::Error::Numerical { routine: "test" })
+        });
+        assert!(r.is_err());
     }
 
     /// Issue 19 item 15 (airports at εh 100, n = 10^7: 64x under): devices

@@ -425,6 +425,44 @@ impl MapAggregator {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn planned_estimate(&self) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
+        let (est, plan, _) = self.planned_estimate_and_mapper()?;
+        Ok((est, plan))
+    }
+
+    /// [`planned_estimate`](Self::planned_estimate) with, for noise a
+    /// priori on a kernel grid, the FFT of the counts it made
+    /// ([`mapper`](Self::mapper)) returned beside (for the binning's
+    /// parts; None otherwise). EM's thread starts on the counts while their
+    /// FFT is made (it waited for it before; branch speed04): the same map
+    /// and plan as [`planned_estimate_with`](Self::planned_estimate_with)
+    /// of [`mapper`](Self::mapper).
+    pub fn planned_estimate_and_mapper(
+        &self,
+    ) -> Result<(MapEstimate, Option<super::planner::Plan>, Option<FftMapper>)> {
+        let (Some(counts), QuerySet::Kde(_)) = (&self.counts, &self.set) else {
+            let (est, plan) = self.planned_estimate_without_counts()?;
+            return Ok((est, plan, None));
+        };
+        let (p, mapper) = super::planner::plan_building_mapper(
+            &self.set,
+            self.epsilon,
+            self.accepted,
+            counts,
+            || {
+                self.mapper()?.ok_or(Error::Numerical {
+                    routine: "FFT of the counts",
+                })
+            },
+        )?;
+        let est = self.picked_estimate(&p, &mapper)?;
+        Ok((est, Some(p), Some(mapper)))
+    }
+
+    /// [`planned_estimate`](Self::planned_estimate) where there are no bin
+    /// counts (districts, ladders, the other mechanisms).
+    fn planned_estimate_without_counts(
+        &self,
+    ) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
         #[cfg(feature = "std")]
         if let (QuerySet::Districts(d), MapMechanism::APriori) = (&self.set, self.mechanism) {
             if self.accepted > 0 && d.len() <= super::district_channel::MAX_CHANNEL_DISTRICTS {
@@ -440,10 +478,11 @@ impl MapAggregator {
                 return Ok((est, Some(p)));
             }
         }
-        let Some(mapper) = self.mapper()? else {
-            return Ok((self.estimate(None)?, None));
-        };
-        self.planned_estimate_with(&mapper)
+        if let Some(mapper) = self.mapper()? {
+            // Counts on a set that is not a kernel grid (not made).
+            return self.planned_estimate_with(&mapper);
+        }
+        Ok((self.estimate(None)?, None))
     }
 
     /// As [`planned_estimate`](Self::planned_estimate) for noise a priori
@@ -463,6 +502,13 @@ impl MapAggregator {
             });
         }
         let p = super::planner::plan(&self.set, self.epsilon, self.accepted, Some(mapper))?;
+        let est = self.picked_estimate(&p, mapper)?;
+        Ok((est, Some(p)))
+    }
+
+    /// The map of the plan's pick: EM's (made by the plan) with its
+    /// bias-aware standard errors, or the picked kernel's.
+    fn picked_estimate(&self, p: &super::planner::Plan, mapper: &FftMapper) -> Result<MapEstimate> {
         let pick = p.pick();
         let est = match (&p.em, pick.em_iterations) {
             (Some(em), Some(_)) => MapEstimate {
@@ -481,7 +527,7 @@ impl MapAggregator {
             },
             _ => mapper.estimate(&self.kernel(pick.lambda.unwrap_or(1.0))?)?,
         };
-        Ok((est, Some(p)))
+        Ok(est)
     }
 
     /// The map. For noise a priori on a kernel grid, `lambda` chooses the
