@@ -767,8 +767,10 @@ fn aggregate_noisy(
 
 /// How much finer than the reports' bins the sweep bins the devices' own
 /// locations for the target of a λ < 1 map, F^λ (docs/MATH.md §9.7, "The
-/// target of a biased kernel map"): 8, or `GEOPRIV_SWEEP_TARGET_FINE`
-/// (1 to 64) to re-measure the convergence.
+/// target of a biased kernel map"): 8 when the devices sit on atoms (at
+/// most half as many distinct locations as devices), else 2;
+/// `GEOPRIV_SWEEP_TARGET_FINE` (1 to 64) overrides, to re-measure the
+/// convergence.
 ///
 /// The target is the transform of the binned true locations times
 /// F[B_λ] and the sinc correction of §9.3, which is exact only when the
@@ -779,12 +781,33 @@ fn aggregate_noisy(
 /// shrink with n while the map's SE does. Airports-like, n = 10⁶, εh = 10,
 /// 61 × 61 (reports' refine 6): λ < 1 covered 0.66 / 0.85 / 0.92 / 0.96
 /// with the target at 1x / 2x / 4x / 8x; λ = 1 (exact target) 0.968.
-fn target_fine() -> usize {
-    std::env::var("GEOPRIV_SWEEP_TARGET_FINE")
+/// 8x costs about 16x the target's FFT points (1.2 GB at εh = 1, where the
+/// wrap guard is long), hence only for atoms; spread populations moved by
+/// at most 0.005 at 8x (BENCHMARKS.md "Branch kcovair").
+fn target_fine(xs: &[[f64; 2]]) -> usize {
+    if let Some(f) = std::env::var("GEOPRIV_SWEEP_TARGET_FINE")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|f| (1..=64).contains(f))
-        .unwrap_or(8)
+    {
+        return f;
+    }
+    if distinct_locations(xs) * 2 <= xs.len() {
+        8
+    } else {
+        2
+    }
+}
+
+/// The number of distinct locations (bit-exact) among `xs`.
+fn distinct_locations(xs: &[[f64; 2]]) -> usize {
+    let mut keys: Vec<(u64, u64)> = xs
+        .iter()
+        .map(|x| (x[0].to_bits(), x[1].to_bits()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len()
 }
 
 /// The mapper of the devices' own locations for the sweep's λ < 1 targets:
@@ -852,6 +875,7 @@ fn coverage(
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
+        let fine = target_fine(&xs);
         for &eh in eps_h {
             let eps = eh / h;
             let nl = LAMBDAS.len();
@@ -862,9 +886,9 @@ fn coverage(
                 let agg = aggregate_noisy(&set, &xs, eps, seed.wrapping_add(1000 * r as u64))?;
                 let mapper: FftMapper = agg.mapper()?.ok_or("no counts")?;
                 // The devices' own locations, binned finer than the reports
-                // (branch kcovair: `target_fine`, 8x, was 2x).
+                // (2x; 8x on atoms, branch kcovair: `target_fine`).
                 let sp = agg.counts().ok_or("no counts")?.spec();
-                let tm = target_mapper(&grid, sp, &xs, h, eps, target_fine())?;
+                let tm = target_mapper(&grid, sp, &xs, h, eps, fine)?;
                 let p = if opts.kernels_only {
                     plan(&set, eps, n as u64, None)?
                 } else {
@@ -1030,6 +1054,12 @@ mod tests {
         // in the bin width; the reference has its own, smaller, error).
         assert!(e8 < e2 / 2.0 && e2 < e1 / 2.0, "{e1} {e2} {e8}");
         assert!(e8 < 0.025, "{e8}");
+        // The sweep picks 8x for atoms only (unless the variable is set).
+        if std::env::var("GEOPRIV_SWEEP_TARGET_FINE").is_err() {
+            assert_eq!(target_fine(&xs), 8);
+            assert_eq!(target_fine(&devices(PopArg::Coast, 1_000, 7)), 2);
+        }
+        assert_eq!(distinct_locations(&xs), atoms.len());
     }
 
     /// The sweep's airports-like population (branch emcov3): the bundled
