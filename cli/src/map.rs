@@ -767,6 +767,72 @@ fn aggregate_noisy(
     Ok(agg)
 }
 
+/// How much finer than the reports' bins the sweep bins the devices' own
+/// locations for the target of a λ < 1 map, F^λ (docs/MATH.md §9.7, "The
+/// target of a biased kernel map"): 8 when the devices sit on atoms (at
+/// most half as many distinct locations as devices), else 2;
+/// `GEOPRIV_SWEEP_TARGET_FINE` (1 to 64) overrides, to re-measure the
+/// convergence.
+///
+/// The target is the transform of the binned true locations times
+/// F[B_λ] and the sinc correction of §9.3, which is exact only when the
+/// rounding offsets are uniform over a bin. Spread devices have uniform
+/// offsets; devices on a few thousand atoms (the airports-like population)
+/// each keep one fixed offset, so every atom is moved by up to Δ_t/2 and
+/// the target is off by up to (Δ_t/2)·|∇F^λ|, an error that does not
+/// shrink with n while the map's SE does. Airports-like, n = 10⁶, εh = 10,
+/// 61 × 61 (reports' refine 6): λ < 1 covered 0.66 / 0.85 / 0.92 / 0.96
+/// with the target at 1x / 2x / 4x / 8x; λ = 1 (exact target) 0.968.
+/// 8x costs about 16x the target's FFT points (1.2 GB at εh = 1, where the
+/// wrap guard is long), hence only for atoms; spread populations moved by
+/// at most 0.005 at 8x (BENCHMARKS.md "Branch kcovair").
+fn target_fine(xs: &[[f64; 2]]) -> usize {
+    if let Some(f) = std::env::var("GEOPRIV_SWEEP_TARGET_FINE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|f| (1..=64).contains(f))
+    {
+        return f;
+    }
+    if distinct_locations(xs) * 2 <= xs.len() {
+        8
+    } else {
+        2
+    }
+}
+
+/// The number of distinct locations (bit-exact) among `xs`.
+fn distinct_locations(xs: &[[f64; 2]]) -> usize {
+    let mut keys: Vec<(u64, u64)> = xs
+        .iter()
+        .map(|x| (x[0].to_bits(), x[1].to_bits()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len()
+}
+
+/// The mapper of the devices' own locations for the sweep's λ < 1 targets:
+/// bins `fine` times finer than the reports' (refine capped at 64, the
+/// margin scaled alike), the same wrap guard as the reports' map.
+fn target_mapper(
+    grid: &KdeGrid,
+    sp: &geopriv::map::BinSpec,
+    xs: &[[f64; 2]],
+    h: f64,
+    eps: f64,
+    fine: usize,
+) -> Result<FftMapper, Box<dyn std::error::Error + Send + Sync>> {
+    let refine = fine.saturating_mul(sp.refine()).clamp(1, 64);
+    // The same margin in metres: margin·refine/sp.refine() finer bins.
+    let margin = (sp.margin() * refine).div_ceil(sp.refine().max(1));
+    let mut tc = geopriv::map::BinnedCounts::new(geopriv::map::BinSpec::new(grid, refine, margin)?);
+    for x in xs {
+        tc.add(x)?;
+    }
+    Ok(FftMapper::with_wrap_guard(tc, h, eps)?)
+}
+
 /// Options of `geopriv map sweep --coverage`.
 struct CoverageOpts {
     reps: usize,
@@ -811,6 +877,7 @@ fn coverage(
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
+        let fine = target_fine(&xs);
         for &eh in eps_h {
             let eps = eh / h;
             let nl = LAMBDAS.len();
@@ -820,19 +887,10 @@ fn coverage(
             for r in 0..reps {
                 let agg = aggregate_noisy(&set, &xs, eps, seed.wrapping_add(1000 * r as u64))?;
                 let mapper: FftMapper = agg.mapper()?.ok_or("no counts")?;
-                // The devices' own locations, binned like the reports.
-                // (on bins twice as fine: the target's own rounding then
-                // adds a quarter of the map's).
+                // The devices' own locations, binned finer than the reports
+                // (2x; 8x on atoms, branch kcovair: `target_fine`).
                 let sp = agg.counts().ok_or("no counts")?.spec();
-                let mut tc = geopriv::map::BinnedCounts::new(geopriv::map::BinSpec::new(
-                    &grid,
-                    (2 * sp.refine()).min(64),
-                    2 * sp.margin(),
-                )?);
-                for x in &xs {
-                    tc.add(x)?;
-                }
-                let tm = FftMapper::with_wrap_guard(tc, h, eps)?;
+                let tm = target_mapper(&grid, sp, &xs, h, eps, fine)?;
                 let p = if opts.kernels_only {
                     plan(&set, eps, n as u64, None)?
                 } else {
@@ -954,6 +1012,57 @@ fn coverage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The λ < 1 target of devices on a few atoms (branch kcovair): binning
+    /// the atoms 8x finer than the reports moves the target to within a
+    /// small share of a much finer binning's (refine 64); at 1x and 2x (the
+    /// sweep's old target) the atoms' fixed rounding offsets stay visible.
+    #[test]
+    fn sweep_target_of_atoms_converges_with_finer_bins() {
+        let side = 5_000.0;
+        let grid = KdeGrid::new_2d([0.0, side, 0.0, side], [11, 11], 500.0 * 2f64.sqrt()).unwrap();
+        let h = grid.bandwidth();
+        let eps = 10.0 / h;
+        let sp = geopriv::map::BinSpec::new(&grid, 2, 8).unwrap();
+        // Atoms off the lattices (not multiples of any bin width used).
+        let atoms = [
+            [1_234.5, 2_345.6],
+            [3_456.7, 1_111.1],
+            [2_718.2, 3_141.6],
+            [4_001.3, 4_321.9],
+        ];
+        let xs: Vec<[f64; 2]> = atoms
+            .iter()
+            .flat_map(|a| std::iter::repeat_n(*a, 25))
+            .collect();
+        let kern = geopriv::map::DebiasKernel::new(2, h, eps, 0.4).unwrap();
+        let t = |fine| {
+            target_mapper(&grid, &sp, &xs, h, eps, fine)
+                .unwrap()
+                .smoothed_target(&kern)
+        };
+        let reference = t(32);
+        let peak = reference.iter().fold(0.0f64, |a, b| a.max(*b));
+        let err = |fine| {
+            t(fine)
+                .iter()
+                .zip(&reference)
+                .fold(0.0f64, |a, (x, y)| a.max((x - y).abs()))
+                / peak
+        };
+        let (e1, e2, e8) = (err(1), err(2), err(8));
+        eprintln!("max error / peak: 1x {e1:.3e} 2x {e2:.3e} 8x {e8:.3e}");
+        // Measured: 1x 0.122, 2x 0.043, 8x 0.017 of the peak (first order
+        // in the bin width; the reference has its own, smaller, error).
+        assert!(e8 < e2 / 2.0 && e2 < e1 / 2.0, "{e1} {e2} {e8}");
+        assert!(e8 < 0.025, "{e8}");
+        // The sweep picks 8x for atoms only (unless the variable is set).
+        if std::env::var("GEOPRIV_SWEEP_TARGET_FINE").is_err() {
+            assert_eq!(target_fine(&xs), 8);
+            assert_eq!(target_fine(&devices(PopArg::Coast, 1_000, 7)), 2);
+        }
+        assert_eq!(distinct_locations(&xs), atoms.len());
+    }
 
     /// The sweep's airports-like population (branch emcov3): the bundled
     /// contiguous-US airports, every one inside the 30 km square with the
