@@ -878,16 +878,17 @@ fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) ->
     if kernel_prediction(k0.var, b0, 0.0).is_some() || k0.mean.len() != e.values.len() {
         return None;
     }
-    let m = e.values.len().max(1) as f64;
-    let d = k0
-        .mean
-        .iter()
-        .zip(&e.values)
-        .map(|(a, b)| (a - b) * (a - b))
-        .sum::<f64>()
-        / m;
+    let d = mean_squared_distance(&k0.mean, &e.values);
     let floor = d - k0.var * nf / n_rep - e.predicted_variance;
     (floor.is_finite() && floor > 0.0).then_some(floor)
+}
+
+/// The mean squared distance of two maps of the same cells,
+/// (1/m) Σ_j (a_j − b_j)² over the m = len(b) cells (m taken as 1 when
+/// empty, so the result is 0).
+fn mean_squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    let m = b.len().max(1) as f64;
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>() / m
 }
 
 /// The kernel maps' floor against the EM map (docs/MATH.md §9.4):
@@ -938,14 +939,7 @@ fn em_against_unbiased_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f
     if k1.mean.len() != e.values.len() || !k1.var.is_finite() {
         return None;
     }
-    let m = e.values.len().max(1) as f64;
-    let d = k1
-        .mean
-        .iter()
-        .zip(&e.values)
-        .map(|(a, b)| (a - b) * (a - b))
-        .sum::<f64>()
-        / m;
+    let d = mean_squared_distance(&k1.mean, &e.values);
     let v1 = k1.var * nf / n_rep;
     let v_em = e.predicted_variance;
     let mut floor = d - v1 - v_em;
