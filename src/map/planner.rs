@@ -1121,12 +1121,12 @@ fn kernel_maps(
         let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
         BiasEstimate { avg, se }
     };
-    // Two threads take the parts in KERNEL_PARTS order, each the first
+    // Two threads take the parts in `kernel_parts` order, each the first
     // whose map part is done (branch speed04: with a λ's map, variance and
     // bias as one task, one thread ran the last λ alone while the other
     // core waited; the bias parts are small and come last). The same
     // numbers in the same order as one task per λ.
-    let queue = PartQueue::new(LAMBDAS.len());
+    let queue = PartQueue::new(&LAMBDAS);
     let work = || {
         while let Some(task) = queue.take() {
             match task {
@@ -1178,22 +1178,25 @@ enum Part {
     Bias(usize, Vec<f64>, Vec<f64>, (f64, f64)),
 }
 
-/// The order the parts are taken in: each λ's bias part two map parts
-/// after its map part (so that about two spatial kernels wait at a time),
-/// the small bias parts last.
-const KERNEL_PARTS: [(bool, usize); 11] = [
-    (false, 0),
-    (false, 1),
-    (true, 0),
-    (false, 2),
-    (true, 1),
-    (false, 3),
-    (true, 2),
-    (false, 4),
-    (true, 3),
-    (false, 5),
-    (true, 4),
-];
+/// The order the parts of [`kernel_maps`] are taken in, `(is_bias, λ index)`:
+/// λ i's map part, then the bias part of λ i − 1 (so that about two
+/// spatial kernels wait at a time), the last λ's bias part at the end; the
+/// unbiased map (λ = 1) has no bias part. For [`LAMBDAS`]: map 0, map 1,
+/// bias 0, map 2, bias 1, …, map 5, bias 4 (the small bias parts last).
+fn kernel_parts(lambdas: &[f64]) -> Vec<(bool, usize)> {
+    let biased = |i: usize| lambdas[i] != 1.0;
+    let mut parts = Vec::with_capacity(2 * lambdas.len());
+    for i in 0..lambdas.len() {
+        parts.push((false, i));
+        if i >= 1 && biased(i - 1) {
+            parts.push((true, i - 1));
+        }
+    }
+    if let Some(last) = lambdas.len().checked_sub(1).filter(|&i| biased(i)) {
+        parts.push((true, last));
+    }
+    parts
+}
 
 /// The shared state of [`kernel_maps`]' threads.
 struct PartQueue {
@@ -1203,7 +1206,9 @@ struct PartQueue {
 
 #[derive(Default)]
 struct PartState {
-    /// Parts of [`KERNEL_PARTS`] taken.
+    /// The parts of [`kernel_parts`], in the order they are taken.
+    parts: Vec<(bool, usize)>,
+    /// Which of `parts` are taken.
     taken: Vec<bool>,
     /// Per λ: the map part's result (its bias filled in later).
     maps: Vec<Option<Result<KernelMap>>>,
@@ -1228,10 +1233,13 @@ impl Drop for StopOnUnwind<'_> {
 }
 
 impl PartQueue {
-    fn new(lambdas: usize) -> Self {
+    fn new(lambdas: &[f64]) -> Self {
+        let parts = kernel_parts(lambdas);
+        let lambdas = lambdas.len();
         Self {
             state: std::sync::Mutex::new(PartState {
-                taken: vec![false; KERNEL_PARTS.len()],
+                taken: vec![false; parts.len()],
+                parts,
                 maps: (0..lambdas).map(|_| None).collect(),
                 inputs: (0..lambdas).map(|_| None).collect(),
                 stopped: false,
@@ -1254,7 +1262,8 @@ impl PartQueue {
                 return None;
             }
             let mut pending = false;
-            for (p, &(bias, i)) in KERNEL_PARTS.iter().enumerate() {
+            for p in 0..st.parts.len() {
+                let (bias, i) = st.parts[p];
                 if st.taken[p] {
                     continue;
                 }
@@ -1767,6 +1776,31 @@ mod coincident_tests {
             share.iter().all(|&v| v < 0.2 * fine[0].min(fine[1])),
             "{share:?} {fine:?} {coarse:?}"
         );
+    }
+
+    /// The derived part order is the one branch speed04 measured (its
+    /// table for [`LAMBDAS`]); a λ = 1 elsewhere gets no bias part.
+    #[test]
+    fn kernel_parts_interleave_each_bias_after_the_next_map() {
+        let (m, b) = (false, true);
+        assert_eq!(
+            kernel_parts(&LAMBDAS),
+            [
+                (m, 0),
+                (m, 1),
+                (b, 0),
+                (m, 2),
+                (b, 1),
+                (m, 3),
+                (b, 2),
+                (m, 4),
+                (b, 3),
+                (m, 5),
+                (b, 4)
+            ]
+        );
+        assert_eq!(kernel_parts(&[1.0, 0.5]), [(m, 0), (m, 1), (b, 1)]);
+        assert!(kernel_parts(&[]).is_empty());
     }
 
     #[test]
