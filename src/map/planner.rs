@@ -1445,11 +1445,12 @@ fn atom_share_two_resolutions(mapper: &FftMapper, epsilon: f64) -> [[f64; 2]; 3]
     let c = counts.counts();
     let mut merged = std::vec![0.0f64; m0 * m1];
     let mut total = 0.0f64;
+    // The columns read (2·m1 <= b1 in 2-D) and the merged column of each.
+    let (cols, col_step) = if dim == 2 { (2 * m1, 2) } else { (b1, 1) };
     for i in 0..2 * m0 {
-        for k in 0..b1.min(if dim == 2 { 2 * m1 } else { b1 }) {
+        for k in 0..cols {
             let v = c[i * b1 + k] as f64;
-            let kk = if dim == 2 { k / 2 } else { k };
-            merged[(i / 2) * m1 + kk] += v;
+            merged[(i / 2) * m1 + k / col_step] += v;
             total += v;
         }
     }
