@@ -37,7 +37,7 @@
 //! airports under the emlow floor, over-predicted where EM removes most
 //! of the plain map's blur: εh 0.1 at n = 10^5, 10^6, 10^7 (0.21, 0.23,
 //! 0.29) and εh 0.3 at n = 10^5 (0.14). The ignored grid's default
-//! (n <= 10^5) therefore fails, at least at those two cells at n = 10^5.
+//! (n <= 10^5) therefore fails at exactly those two cells at n = 10^5.
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;
