@@ -124,6 +124,47 @@ pub(crate) fn fft2_in_place(plans: &[Arc<dyn Fft<f64>>; 2], n: [usize; 2], data:
     }
 }
 
+/// [`fft2_in_place`] read only on the columns `cols` (ascending, each
+/// < n[1]): every row along axis 1, then only the listed columns along
+/// axis 0, in strips of [`COLUMN_STRIP`] as there. A column's 1-D
+/// transform does not depend on the others, so the listed columns hold the
+/// bits of the full transform; the other columns are left after the row
+/// pass (not the transform: the caller must not read them). The kernel
+/// maps read an inverse transform only on the 61 map columns of an 864²
+/// lattice at εh 0.3, so the column pass shrinks 14-fold (branch speed05,
+/// as EM's `convolve_masked` does for its window).
+pub(crate) fn fft2_in_place_columns(
+    plans: &[Arc<dyn Fft<f64>>; 2],
+    n: [usize; 2],
+    data: &mut [Complex64],
+    cols: &[usize],
+) {
+    let [n0, n1] = n;
+    if n1 == 1 || n0 == 1 {
+        // One axis: the full transform is one pass.
+        fft2_in_place(plans, n, data);
+        return;
+    }
+    plans[1].process(data);
+    let zero = Complex64::new(0.0, 0.0);
+    let mut scratch = vec![zero; plans[0].get_inplace_scratch_len()];
+    let mut strip = vec![zero; COLUMN_STRIP.min(cols.len()) * n0];
+    for group in cols.chunks(COLUMN_STRIP) {
+        let strip = &mut strip[..group.len() * n0];
+        for (r, row) in data.chunks_exact(n1).enumerate() {
+            for (c, &col) in group.iter().enumerate() {
+                strip[c * n0 + r] = row[col];
+            }
+        }
+        plans[0].process_with_scratch(strip, &mut scratch);
+        for (r, row) in data.chunks_exact_mut(n1).enumerate() {
+            for (c, &col) in group.iter().enumerate() {
+                row[col] = strip[c * n0 + r];
+            }
+        }
+    }
+}
+
 /// Columns per strip in [`fft2_in_place`]: 16 complex numbers (256 bytes,
 /// four cache lines) of each row at a time; a strip of 16 columns of 864
 /// is 221 kB.
@@ -340,6 +381,25 @@ impl FftMapper {
         fft2_in_place(if forward { &self.fwd } else { &self.inv }, self.n, data);
     }
 
+    /// The inverse [`fft2`](Self::fft2) valid only on the lattice columns
+    /// `cols` ([`fft2_in_place_columns`]: the same bits there).
+    fn inverse_on_columns(&self, data: &mut [Complex64], cols: &[usize]) {
+        fft2_in_place_columns(&self.inv, self.n, data, cols);
+    }
+
+    /// The lattice columns of the map points (ascending): the only ones
+    /// [`at_map_points`](Self::at_map_points) reads.
+    fn map_columns(&self) -> Vec<usize> {
+        let spec = self.counts.spec();
+        let b1 = spec.bins()[1];
+        let mut cols: Vec<usize> = (0..spec.map_points()[1])
+            .map(|j| spec.map_bin(j) % b1)
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        cols
+    }
+
     /// Physical periods P_a = N_a Δ_a of the used axes.
     fn periods(&self) -> Vec<f64> {
         self.axes.iter().map(|a| a.0).collect()
@@ -465,7 +525,7 @@ impl FftMapper {
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
         }
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
         self.at_map_points(&g, norm)
     }
@@ -481,7 +541,7 @@ impl FftMapper {
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
         }
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
         let re = self.at_map_points(&g, norm);
         for v in &mut g {
@@ -514,14 +574,19 @@ impl FftMapper {
             let v = ft_at(ik) * corr;
             Complex64::new(v * v, 0.0)
         });
-        self.fft2(&mut g, false);
-        let a0 = g[0].re;
         let spec = self.counts.spec();
         let mp = spec.map_points();
+        let r = spec.refine();
+        // Read at the lags (a·r, b·r) only (and at 0): their columns.
+        let mut cols: Vec<usize> = (0..mp[1]).map(|b| (b * r) % self.n[1]).collect();
+        cols.push(0);
+        cols.sort_unstable();
+        cols.dedup();
+        self.inverse_on_columns(&mut g, &cols);
+        let a0 = g[0].re;
         if a0.is_nan() || a0 <= 0.0 {
             return (1.0, 1.0);
         }
-        let r = spec.refine();
         let (mut s1, mut s2) = (0.0, 0.0);
         for a in 0..mp[0] {
             for b in 0..mp[1] {
@@ -783,11 +848,15 @@ impl FftMapper {
         self.fft2(&mut g, true);
         // g now holds fwd(K_λ²) + i fwd(R), R the rounding spread: split
         // them (both real fields, so their transforms are Hermitian).
-        let len = g.len();
         let [n0, n1] = self.n;
-        let conj_idx = |f: usize| {
-            let (i, k) = (f / n1, f % n1);
-            ((n0 - i) % n0) * n1 + (n1 - k) % n1
+        // The sinc correction of [`omega`](Self::omega) at DFT index
+        // (i0, i1): the same product 1·c_0·c_1, read by row and column
+        // instead of a division and a modulo per index (branch speed05).
+        let (_, _, cs0) = &self.axes[0];
+        let cs1 = self.axes.get(1).map(|a| &a.2);
+        let corr_at = |i: usize, k: usize| match cs1 {
+            Some(cs1) => 1.0 * cs0[i] * cs1[k],
+            None => 1.0 * cs0[i],
         };
         // Transform of K_λ² - D_λ on the lattice: the forward FFT of K_λ²
         // less that of D_λ. D_λ's samples are the inverse FFT of
@@ -795,9 +864,8 @@ impl FftMapper {
         // so fwd(D_λ) = fwd(B_λ²)·corr/φ_N. Both fields (K_λ² - D_λ, and K_λ²
         // for the floor) are real, so one inverse FFT of
         // (F1 + i F2)·hat gives them as its real and imaginary parts.
-        let finish = |f: usize, a: Complex64, rounding: Complex64| {
+        let finish = |f: usize, corr: f64, a: Complex64, rounding: Complex64| {
             let q = b2[f];
-            let (_, corr) = self.omega(f);
             let p = ph[f];
             let dq = if p > 0.0 {
                 q * (corr / p)
@@ -812,29 +880,37 @@ impl FftMapper {
         };
         // In place, a frequency and its partner at once (the same
         // arithmetic as from a copy of g and a field of the rounding
-        // parts, without either: less memory at large FFTs).
-        for f in 0..len {
-            let c = conj_idx(f);
-            if c < f {
-                continue;
-            }
-            let (a, p) = (g[f], g[c]);
-            g[f] = finish(
-                f,
-                (a + p.conj()) * 0.5,
-                (a - p.conj()) * Complex64::new(0.0, -0.5),
-            );
-            if c != f {
-                g[c] = finish(
-                    c,
-                    (p + a.conj()) * 0.5,
-                    (p - a.conj()) * Complex64::new(0.0, -0.5),
+        // parts, without either: less memory at large FFTs). The partner
+        // of (i0, i1) is (−i0, −i1) mod N; each pair once, from the member
+        // with the smaller flat index, in the order of the flat index.
+        for i in 0..n0 {
+            let ic = (n0 - i) % n0;
+            for k in 0..n1 {
+                let kc = (n1 - k) % n1;
+                let (f, c) = (i * n1 + k, ic * n1 + kc);
+                if c < f {
+                    continue;
+                }
+                let (a, p) = (g[f], g[c]);
+                g[f] = finish(
+                    f,
+                    corr_at(i, k),
+                    (a + p.conj()) * 0.5,
+                    (a - p.conj()) * Complex64::new(0.0, -0.5),
                 );
+                if c != f {
+                    g[c] = finish(
+                        c,
+                        corr_at(ic, kc),
+                        (p + a.conj()) * 0.5,
+                        (p - a.conj()) * Complex64::new(0.0, -0.5),
+                    );
+                }
             }
         }
         drop(b2);
         drop(ph);
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / cells / self.counts.total() as f64;
         let b1 = spec.bins()[1];
         let mp = spec.map_points();
@@ -1029,6 +1105,58 @@ mod tests {
                     transpose::transpose(&t, &mut slow, n[0], n[1]);
                 }
                 assert_eq!(fast, slow, "n = {n:?}, forward {forward}");
+            }
+        }
+    }
+
+    /// The column-restricted transform gives the full transform's bits on
+    /// the listed columns, forward and inverse, square and not, with
+    /// columns spread over several strips and a partial last strip, and
+    /// with no columns at all (branch speed05).
+    #[test]
+    fn fft2_on_listed_columns_has_the_full_transforms_bits_there() {
+        for n in [[5usize, 5], [36, 36], [45, 45], [20, 33], [33, 7], [1, 9], [9, 1]] {
+            let all: Vec<usize> = (0..n[1]).collect();
+            let spread: Vec<usize> = (0..n[1]).step_by(2).collect();
+            let last: Vec<usize> = vec![n[1] - 1];
+            for cols in [&all[..], &spread[..], &last[..], &[][..]] {
+                for forward in [true, false] {
+                    let mut planner = FftPlanner::new();
+                    let plans = if forward {
+                        [
+                            planner.plan_fft_forward(n[0]),
+                            planner.plan_fft_forward(n[1]),
+                        ]
+                    } else {
+                        [
+                            planner.plan_fft_inverse(n[0]),
+                            planner.plan_fft_inverse(n[1]),
+                        ]
+                    };
+                    let a: Vec<Complex64> = (0..n[0] * n[1])
+                        .map(|v| {
+                            Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3))
+                        })
+                        .collect();
+                    let mut full = a.clone();
+                    fft2_in_place(&plans, n, &mut full);
+                    let mut part = a;
+                    fft2_in_place_columns(&plans, n, &mut part, cols);
+                    let one_axis = n[0] == 1 || n[1] == 1;
+                    for r in 0..n[0] {
+                        for (c, _) in all.iter().enumerate() {
+                            if one_axis || cols.contains(&c) {
+                                let f = r * n[1] + c;
+                                assert_eq!(
+                                    full[f].re.to_bits(),
+                                    part[f].re.to_bits(),
+                                    "n = {n:?}, cols {cols:?}, forward {forward}"
+                                );
+                                assert_eq!(full[f].im.to_bits(), part[f].im.to_bits());
+                            }
+                        }
+                    }
+                }
             }
         }
     }
