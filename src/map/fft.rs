@@ -1062,7 +1062,11 @@ impl FftMapper {
         };
         let with_diff = unbiased.is_some();
         // (F[K_λ² − D_λ + R] + i F[K_λ²])·ĉ and (N·X + i F[diff])·ĉ at f.
-        let finish = |f: usize, ik: [usize; 2], corr: f64, g_pair: (Complex64, Complex64), b_pair: (Complex64, Complex64)| {
+        let finish = |f: usize,
+                      ik: [usize; 2],
+                      corr: f64,
+                      g_pair: (Complex64, Complex64),
+                      b_pair: (Complex64, Complex64)| {
             let (a, rounding) = g_pair;
             let (q, e) = b_pair;
             let p = ph[f];
@@ -1088,8 +1092,7 @@ impl FftMapper {
                 let (u, v) = (sb[f], sb[c]);
                 (g[f], sb[f]) = finish(f, [i, k], corr_at(i, k), split(a, p), split(u, v));
                 if c != f {
-                    (g[c], sb[c]) =
-                        finish(c, [ic, kc], corr_at(ic, kc), split(p, a), split(v, u));
+                    (g[c], sb[c]) = finish(c, [ic, kc], corr_at(ic, kc), split(p, a), split(v, u));
                 }
             }
         }
@@ -1302,7 +1305,15 @@ mod tests {
     /// with no columns at all (branch speed05).
     #[test]
     fn fft2_on_listed_columns_has_the_full_transforms_bits_there() {
-        for n in [[5usize, 5], [36, 36], [45, 45], [20, 33], [33, 7], [1, 9], [9, 1]] {
+        for n in [
+            [5usize, 5],
+            [36, 36],
+            [45, 45],
+            [20, 33],
+            [33, 7],
+            [1, 9],
+            [9, 1],
+        ] {
             let all: Vec<usize> = (0..n[1]).collect();
             let spread: Vec<usize> = (0..n[1]).step_by(2).collect();
             let last: Vec<usize> = vec![n[1] - 1];
@@ -1417,7 +1428,10 @@ mod tests {
             assert_eq!(a.len(), b.len());
             let big = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
             for (x, y) in a.iter().zip(b) {
-                assert!((x - y).abs() <= 1e-9 * big, "{what}: {x} vs {y} (max {big})");
+                assert!(
+                    (x - y).abs() <= 1e-9 * big,
+                    "{what}: {x} vs {y} (max {big})"
+                );
             }
         };
         let mut cases = Vec::new();
