@@ -124,6 +124,47 @@ pub(crate) fn fft2_in_place(plans: &[Arc<dyn Fft<f64>>; 2], n: [usize; 2], data:
     }
 }
 
+/// [`fft2_in_place`] read only on the columns `cols` (ascending, each
+/// < n[1]): every row along axis 1, then only the listed columns along
+/// axis 0, in strips of [`COLUMN_STRIP`] as there. A column's 1-D
+/// transform does not depend on the others, so the listed columns hold the
+/// bits of the full transform; the other columns are left after the row
+/// pass (not the transform: the caller must not read them). The kernel
+/// maps read an inverse transform only on the 61 map columns of an 864²
+/// lattice at εh 0.3, so the column pass shrinks 14-fold (branch speed05,
+/// as EM's `convolve_masked` does for its window).
+pub(crate) fn fft2_in_place_columns(
+    plans: &[Arc<dyn Fft<f64>>; 2],
+    n: [usize; 2],
+    data: &mut [Complex64],
+    cols: &[usize],
+) {
+    let [n0, n1] = n;
+    if n1 == 1 || n0 == 1 {
+        // One axis: the full transform is one pass.
+        fft2_in_place(plans, n, data);
+        return;
+    }
+    plans[1].process(data);
+    let zero = Complex64::new(0.0, 0.0);
+    let mut scratch = vec![zero; plans[0].get_inplace_scratch_len()];
+    let mut strip = vec![zero; COLUMN_STRIP.min(cols.len()) * n0];
+    for group in cols.chunks(COLUMN_STRIP) {
+        let strip = &mut strip[..group.len() * n0];
+        for (r, row) in data.chunks_exact(n1).enumerate() {
+            for (c, &col) in group.iter().enumerate() {
+                strip[c * n0 + r] = row[col];
+            }
+        }
+        plans[0].process_with_scratch(strip, &mut scratch);
+        for (r, row) in data.chunks_exact_mut(n1).enumerate() {
+            for (c, &col) in group.iter().enumerate() {
+                row[col] = strip[c * n0 + r];
+            }
+        }
+    }
+}
+
 /// Columns per strip in [`fft2_in_place`]: 16 complex numbers (256 bytes,
 /// four cache lines) of each row at a time; a strip of 16 columns of 864
 /// is 221 kB.
@@ -171,6 +212,20 @@ pub fn wrap_guard_radius(dim: usize, bandwidth: f64, epsilon: f64) -> Result<f64
         r = r.max(k.gaussian_part_radius(WRAP_GUARD_SHARE));
     }
     Ok(r)
+}
+
+/// One kernel map as the planner reads it ([`FftMapper::planner_map_of`]),
+/// one value per map point.
+pub(crate) struct PlannerMap {
+    /// The map (1/n)Σ_i K_λ(t_j − x̃_i).
+    pub(crate) mean: Vec<f64>,
+    /// The conditional variances v̂_j of
+    /// [`FftMapper::conditional_variances`], with its 1% floor.
+    pub(crate) variances: Vec<f64>,
+    /// The unconditional spread ((1/n)Σ_i K_λ²(t_j − x̃_i) − map_j²) ∨ 0.
+    pub(crate) spread: Vec<f64>,
+    /// With K_1's samples given: (1/n)Σ_i (K_λ − K_1)²(t_j − x̃_i).
+    pub(crate) diff_map: Option<Vec<f64>>,
 }
 
 /// The FFT of one set of binned counts, ready to apply kernels.
@@ -340,6 +395,25 @@ impl FftMapper {
         fft2_in_place(if forward { &self.fwd } else { &self.inv }, self.n, data);
     }
 
+    /// The inverse [`fft2`](Self::fft2) valid only on the lattice columns
+    /// `cols` ([`fft2_in_place_columns`]: the same bits there).
+    fn inverse_on_columns(&self, data: &mut [Complex64], cols: &[usize]) {
+        fft2_in_place_columns(&self.inv, self.n, data, cols);
+    }
+
+    /// The lattice columns of the map points (ascending): the only ones
+    /// [`at_map_points`](Self::at_map_points) reads.
+    fn map_columns(&self) -> Vec<usize> {
+        let spec = self.counts.spec();
+        let b1 = spec.bins()[1];
+        let mut cols: Vec<usize> = (0..spec.map_points()[1])
+            .map(|j| spec.map_bin(j) % b1)
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        cols
+    }
+
     /// Physical periods P_a = N_a Δ_a of the used axes.
     fn periods(&self) -> Vec<f64> {
         self.axes.iter().map(|a| a.0).collect()
@@ -465,7 +539,7 @@ impl FftMapper {
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
         }
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
         self.at_map_points(&g, norm)
     }
@@ -481,7 +555,7 @@ impl FftMapper {
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
         }
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
         let re = self.at_map_points(&g, norm);
         for v in &mut g {
@@ -514,14 +588,19 @@ impl FftMapper {
             let v = ft_at(ik) * corr;
             Complex64::new(v * v, 0.0)
         });
-        self.fft2(&mut g, false);
-        let a0 = g[0].re;
         let spec = self.counts.spec();
         let mp = spec.map_points();
+        let r = spec.refine();
+        // Read at the lags (a·r, b·r) only (and at 0): their columns.
+        let mut cols: Vec<usize> = (0..mp[1]).map(|b| (b * r) % self.n[1]).collect();
+        cols.push(0);
+        cols.sort_unstable();
+        cols.dedup();
+        self.inverse_on_columns(&mut g, &cols);
+        let a0 = g[0].re;
         if a0.is_nan() || a0 <= 0.0 {
             return (1.0, 1.0);
         }
-        let r = spec.refine();
         let (mut s1, mut s2) = (0.0, 0.0);
         for a in 0..mp[0] {
             for b in 0..mp[1] {
@@ -720,6 +799,9 @@ impl FftMapper {
 
     /// [`conditional_variances`](Self::conditional_variances) with the
     /// kernel's transform `ft` given ([`kernel_transform`](Self::kernel_transform)).
+    /// The planner reads [`planner_map_of`](Self::planner_map_of) instead
+    /// (branch speed05); the tests compare the two.
+    #[cfg(test)]
     pub(crate) fn conditional_variances_of(
         &self,
         kernel: &DebiasKernel,
@@ -783,11 +865,15 @@ impl FftMapper {
         self.fft2(&mut g, true);
         // g now holds fwd(K_λ²) + i fwd(R), R the rounding spread: split
         // them (both real fields, so their transforms are Hermitian).
-        let len = g.len();
         let [n0, n1] = self.n;
-        let conj_idx = |f: usize| {
-            let (i, k) = (f / n1, f % n1);
-            ((n0 - i) % n0) * n1 + (n1 - k) % n1
+        // The sinc correction of [`omega`](Self::omega) at DFT index
+        // (i0, i1): the same product 1·c_0·c_1, read by row and column
+        // instead of a division and a modulo per index (branch speed05).
+        let (_, _, cs0) = &self.axes[0];
+        let cs1 = self.axes.get(1).map(|a| &a.2);
+        let corr_at = |i: usize, k: usize| match cs1 {
+            Some(cs1) => 1.0 * cs0[i] * cs1[k],
+            None => 1.0 * cs0[i],
         };
         // Transform of K_λ² - D_λ on the lattice: the forward FFT of K_λ²
         // less that of D_λ. D_λ's samples are the inverse FFT of
@@ -795,9 +881,8 @@ impl FftMapper {
         // so fwd(D_λ) = fwd(B_λ²)·corr/φ_N. Both fields (K_λ² - D_λ, and K_λ²
         // for the floor) are real, so one inverse FFT of
         // (F1 + i F2)·hat gives them as its real and imaginary parts.
-        let finish = |f: usize, a: Complex64, rounding: Complex64| {
+        let finish = |f: usize, corr: f64, a: Complex64, rounding: Complex64| {
             let q = b2[f];
-            let (_, corr) = self.omega(f);
             let p = ph[f];
             let dq = if p > 0.0 {
                 q * (corr / p)
@@ -812,29 +897,37 @@ impl FftMapper {
         };
         // In place, a frequency and its partner at once (the same
         // arithmetic as from a copy of g and a field of the rounding
-        // parts, without either: less memory at large FFTs).
-        for f in 0..len {
-            let c = conj_idx(f);
-            if c < f {
-                continue;
-            }
-            let (a, p) = (g[f], g[c]);
-            g[f] = finish(
-                f,
-                (a + p.conj()) * 0.5,
-                (a - p.conj()) * Complex64::new(0.0, -0.5),
-            );
-            if c != f {
-                g[c] = finish(
-                    c,
-                    (p + a.conj()) * 0.5,
-                    (p - a.conj()) * Complex64::new(0.0, -0.5),
+        // parts, without either: less memory at large FFTs). The partner
+        // of (i0, i1) is (−i0, −i1) mod N; each pair once, from the member
+        // with the smaller flat index, in the order of the flat index.
+        for i in 0..n0 {
+            let ic = (n0 - i) % n0;
+            for k in 0..n1 {
+                let kc = (n1 - k) % n1;
+                let (f, c) = (i * n1 + k, ic * n1 + kc);
+                if c < f {
+                    continue;
+                }
+                let (a, p) = (g[f], g[c]);
+                g[f] = finish(
+                    f,
+                    corr_at(i, k),
+                    (a + p.conj()) * 0.5,
+                    (a - p.conj()) * Complex64::new(0.0, -0.5),
                 );
+                if c != f {
+                    g[c] = finish(
+                        c,
+                        corr_at(ic, kc),
+                        (p + a.conj()) * 0.5,
+                        (p - a.conj()) * Complex64::new(0.0, -0.5),
+                    );
+                }
             }
         }
         drop(b2);
         drop(ph);
-        self.fft2(&mut g, false);
+        self.inverse_on_columns(&mut g, &self.map_columns());
         let norm = 1.0 / cells / self.counts.total() as f64;
         let b1 = spec.bins()[1];
         let mp = spec.map_points();
@@ -859,6 +952,179 @@ impl FftMapper {
                 })
                 .unzip(),
         })
+    }
+
+    /// The map of a kernel from its transform `ft`
+    /// ([`kernel_transform`](Self::kernel_transform)) without its spatial
+    /// samples: the forward transform of s = F⁻¹[X], X = F[K_λ]·corr/vol,
+    /// is N·X (N the lattice size) up to rounding, so
+    /// (1/n)Σ_bins count·s(t_j − c) = F⁻¹[N·X·ĉ]/(N n) at the map points,
+    /// one inverse transform read on the map's columns instead of a forward
+    /// and an inverse one ([`apply_spatial`](Self::apply_spatial) of
+    /// [`spatial_kernel_of`](Self::spatial_kernel_of): the same map up to
+    /// rounding; branch speed05, for the planner's kernel maps).
+    pub(crate) fn map_of_transform(&self, ft: &KernelTransform) -> Vec<f64> {
+        let vol: f64 = self.periods().iter().product();
+        let cells = (self.n[0] * self.n[1]) as f64;
+        let mut g = self.lattice_field(|f, ik, corr, _, _| {
+            Complex64::new(ft.at(ik) * corr / vol * cells, 0.0) * self.hat[f]
+        });
+        self.inverse_on_columns(&mut g, &self.map_columns());
+        let norm = 1.0 / cells / self.counts.total() as f64;
+        self.at_map_points(&g, norm)
+    }
+
+    /// Everything the planner reads of one kernel map (docs/MATH.md §9.4,
+    /// branch speed05), in 4 transforms of the whole lattice and 2 read on
+    /// the map's columns only, where the map, the map of K_λ², the
+    /// variances and the map of (K_λ − K_1)² took 7 and 4 (the same
+    /// quantities up to rounding; the planner compares them at 1e-3 and
+    /// wider, the map it prints is made by [`estimate`](Self::estimate)):
+    ///
+    /// * s_λ + i B_λ in one inverse transform (both transforms real and
+    ///   even: F[K_λ]·corr/vol and F[K_λ]·φ_N/vol);
+    /// * B_λ² + i (s_λ − s_1)² in one forward transform (s_1 = `unbiased`,
+    ///   the spatial samples of K_1; B_λ² alone without it);
+    /// * the gradients of K_λ, then K_λ² + i R (the rounding spread) in one
+    ///   forward transform, as [`conditional_variances`](Self::conditional_variances);
+    /// * the two Hermitian pairs split, and then one inverse transform of
+    ///   (F[K_λ² − D_λ + R] + i F[K_λ²])·ĉ for the variances and the map
+    ///   of K_λ², one of (N·X + i F[(s_λ − s_1)²])·ĉ for the map
+    ///   ([`map_of_transform`](Self::map_of_transform)) and the map of
+    ///   (K_λ − K_1)².
+    ///
+    /// The variances are those of `conditional_variances` with its 1%
+    /// floor; `spread` is (map of K_λ² − map²) ∨ 0 per map point.
+    pub(crate) fn planner_map_of(
+        &self,
+        kernel: &DebiasKernel,
+        ft: &KernelTransform,
+        unbiased: Option<&[f64]>,
+    ) -> PlannerMap {
+        let d = kernel.dim() as f64;
+        let eps = kernel.epsilon();
+        let vol: f64 = self.periods().iter().product();
+        let [n0, n1] = self.n;
+        let cells = (n0 * n1) as f64;
+        let zero = Complex64::new(0.0, 0.0);
+        let ph = self.noise_transfer(eps, d);
+        // s_λ + i B_λ.
+        let mut sb = self.lattice_field(|f, ik, corr, _, _| {
+            let k = ft.at(ik);
+            Complex64::new(k * corr / vol, k * ph[f] / vol)
+        });
+        self.fft2(&mut sb, false);
+        let s: Vec<f64> = sb.iter().map(|c| c.re).collect();
+        // B_λ² + i (s_λ − s_1)² in place.
+        match unbiased {
+            Some(s1) => {
+                for ((c, &v), &w) in sb.iter_mut().zip(&s).zip(s1) {
+                    *c = Complex64::new(c.im * c.im, (v - w) * (v - w));
+                }
+            }
+            None => {
+                for c in sb.iter_mut() {
+                    *c = Complex64::new(c.im * c.im, 0.0);
+                }
+            }
+        }
+        self.fft2(&mut sb, true);
+        // The rounding spread Σ_a (Δ_a²/12)(∂_a K_λ)², as in `variances_of`.
+        let delta = self.counts.spec().delta();
+        let mut g = self.lattice_field(|_, ik, corr, w0, w1| {
+            let k = ft.at(ik) * corr / vol;
+            Complex64::new(-w1 * k, w0 * k)
+        });
+        self.fft2(&mut g, false);
+        let c0 = delta[0] * delta[0] / 12.0;
+        let c1 = if self.axes.len() > 1 {
+            delta[1] * delta[1] / 12.0
+        } else {
+            0.0
+        };
+        for (q, &v) in g.iter_mut().zip(&s) {
+            *q = Complex64::new(v * v, c0 * q.re * q.re + c1 * q.im * q.im);
+        }
+        drop(s);
+        self.fft2(&mut g, true);
+        let (_, _, cs0) = &self.axes[0];
+        let cs1 = self.axes.get(1).map(|a| &a.2);
+        let corr_at = |i: usize, k: usize| match cs1 {
+            Some(cs1) => 1.0 * cs0[i] * cs1[k],
+            None => 1.0 * cs0[i],
+        };
+        // The two real fields of a transform a at f with partner p at −f.
+        let split = |a: Complex64, p: Complex64| {
+            (
+                (a + p.conj()) * 0.5,
+                (a - p.conj()) * Complex64::new(0.0, -0.5),
+            )
+        };
+        let with_diff = unbiased.is_some();
+        // (F[K_λ² − D_λ + R] + i F[K_λ²])·ĉ and (N·X + i F[diff])·ĉ at f.
+        let finish = |f: usize,
+                      ik: [usize; 2],
+                      corr: f64,
+                      g_pair: (Complex64, Complex64),
+                      b_pair: (Complex64, Complex64)| {
+            let (a, rounding) = g_pair;
+            let (q, e) = b_pair;
+            let p = ph[f];
+            let dq = if p > 0.0 { q * (corr / p) } else { zero };
+            let both = (a - dq + rounding) + Complex64::new(0.0, 1.0) * a;
+            let x = ft.at(ik) * corr / vol * cells;
+            let m = if with_diff {
+                Complex64::new(x - e.im, e.re)
+            } else {
+                Complex64::new(x, 0.0)
+            };
+            (both * self.hat[f], m * self.hat[f])
+        };
+        for i in 0..n0 {
+            let ic = (n0 - i) % n0;
+            for k in 0..n1 {
+                let kc = (n1 - k) % n1;
+                let (f, c) = (i * n1 + k, ic * n1 + kc);
+                if c < f {
+                    continue;
+                }
+                let (a, p) = (g[f], g[c]);
+                let (u, v) = (sb[f], sb[c]);
+                (g[f], sb[f]) = finish(f, [i, k], corr_at(i, k), split(a, p), split(u, v));
+                if c != f {
+                    (g[c], sb[c]) = finish(c, [ic, kc], corr_at(ic, kc), split(p, a), split(v, u));
+                }
+            }
+        }
+        drop(ph);
+        let cols = self.map_columns();
+        self.inverse_on_columns(&mut g, &cols);
+        self.inverse_on_columns(&mut sb, &cols);
+        let norm = 1.0 / cells / self.counts.total() as f64;
+        let spec = self.counts.spec();
+        let b1 = spec.bins()[1];
+        let mp = spec.map_points();
+        let len = mp[0] * mp[1];
+        let mut out = PlannerMap {
+            mean: Vec::with_capacity(len),
+            variances: Vec::with_capacity(len),
+            spread: Vec::with_capacity(len),
+            diff_map: with_diff.then(|| Vec::with_capacity(len)),
+        };
+        for j in 0..len {
+            let flat = spec.map_bin(j);
+            let at = (flat / b1) * n1 + flat % b1;
+            let (c, mc) = (g[at] * norm, sb[at]);
+            let m = mc.re * norm;
+            let total = (c.im - m * m).max(0.0);
+            out.mean.push(m);
+            out.variances.push(c.re.max(0.01 * total));
+            out.spread.push(total);
+            if let Some(dm) = out.diff_map.as_mut() {
+                dm.push(mc.im * norm);
+            }
+        }
+        out
     }
 
     /// The parts of the discretisation-error bound for `kernel`.
@@ -1033,6 +1299,66 @@ mod tests {
         }
     }
 
+    /// The column-restricted transform gives the full transform's bits on
+    /// the listed columns, forward and inverse, square and not, with
+    /// columns spread over several strips and a partial last strip, and
+    /// with no columns at all (branch speed05).
+    #[test]
+    fn fft2_on_listed_columns_has_the_full_transforms_bits_there() {
+        for n in [
+            [5usize, 5],
+            [36, 36],
+            [45, 45],
+            [20, 33],
+            [33, 7],
+            [1, 9],
+            [9, 1],
+        ] {
+            let all: Vec<usize> = (0..n[1]).collect();
+            let spread: Vec<usize> = (0..n[1]).step_by(2).collect();
+            let last: Vec<usize> = vec![n[1] - 1];
+            for cols in [&all[..], &spread[..], &last[..], &[][..]] {
+                for forward in [true, false] {
+                    let mut planner = FftPlanner::new();
+                    let plans = if forward {
+                        [
+                            planner.plan_fft_forward(n[0]),
+                            planner.plan_fft_forward(n[1]),
+                        ]
+                    } else {
+                        [
+                            planner.plan_fft_inverse(n[0]),
+                            planner.plan_fft_inverse(n[1]),
+                        ]
+                    };
+                    let a: Vec<Complex64> = (0..n[0] * n[1])
+                        .map(|v| {
+                            Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3))
+                        })
+                        .collect();
+                    let mut full = a.clone();
+                    fft2_in_place(&plans, n, &mut full);
+                    let mut part = a;
+                    fft2_in_place_columns(&plans, n, &mut part, cols);
+                    let one_axis = n[0] == 1 || n[1] == 1;
+                    for r in 0..n[0] {
+                        for (c, _) in all.iter().enumerate() {
+                            if one_axis || cols.contains(&c) {
+                                let f = r * n[1] + c;
+                                assert_eq!(
+                                    full[f].re.to_bits(),
+                                    part[f].re.to_bits(),
+                                    "n = {n:?}, cols {cols:?}, forward {forward}"
+                                );
+                                assert_eq!(full[f].im.to_bits(), part[f].im.to_bits());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// φ_N kept for the first (ε, d) is the same numbers as a fresh
     /// evaluation; another (ε, d) is computed afresh, not served the kept
     /// one; and the variances read through it are the same bits on a
@@ -1086,6 +1412,89 @@ mod tests {
         let full = mapper.radial(|w| k.fourier(w));
         for (i, v) in full.iter().enumerate() {
             assert_eq!(ft.at([i, 0]).to_bits(), v.to_bits());
+        }
+    }
+
+    /// `planner_map_of` and `map_of_transform` (fewer transforms, branch
+    /// speed05) give the quantities of the separate calls they replace up
+    /// to rounding: the map (`apply_spatial` of `spatial_kernel_of`), the
+    /// floored conditional variances, the unconditional spread from the
+    /// map of K_λ², and the map of (K_λ − K_1)²; 2-D with odd and even
+    /// FFT lengths and 1-D, at λ = 0, 0.4 and 1.
+    #[test]
+    fn planner_map_is_the_separate_calls_up_to_rounding() {
+        use crate::map::{BinSpec, KdeGrid};
+        let close = |a: &[f64], b: &[f64], what: &str| {
+            assert_eq!(a.len(), b.len());
+            let big = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for (x, y) in a.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= 1e-9 * big,
+                    "{what}: {x} vs {y} (max {big})"
+                );
+            }
+        };
+        let mut cases = Vec::new();
+        for (pts, refine, margin) in [(5, 4, 8), (6, 3, 5)] {
+            let grid = KdeGrid::square(1000.0, pts).unwrap();
+            let mut counts = BinnedCounts::new(BinSpec::new(&grid, refine, margin).unwrap());
+            for i in 0..200 {
+                let t = i as f64;
+                let x = 500.0 + 400.0 * libm::sin(t * 0.7) + 30.0 * libm::cos(t * 3.1);
+                let y = 500.0 + 300.0 * libm::cos(t * 1.3);
+                counts.add(&[x, y]).unwrap();
+            }
+            cases.push((grid, counts));
+        }
+        let grid = KdeGrid::new_1d(0.0, 1000.0, 7, 150.0).unwrap();
+        let mut counts = BinnedCounts::new(BinSpec::new(&grid, 4, 8).unwrap());
+        for i in 0..50 {
+            counts.add(&[500.0 + 450.0 * libm::sin(i as f64)]).unwrap();
+        }
+        cases.push((grid, counts));
+        for (grid, counts) in cases {
+            let d = grid.dim();
+            let mapper = FftMapper::new(counts).unwrap();
+            let eps = 2.0 / grid.bandwidth();
+            let k1 = DebiasKernel::new(d, grid.bandwidth(), eps, 1.0).unwrap();
+            let ft1 = mapper.kernel_transform(&k1);
+            let s1 = mapper.spatial_kernel_of(&ft1);
+            close(
+                &mapper.map_of_transform(&ft1),
+                &mapper.apply_spatial(&s1),
+                "unbiased map",
+            );
+            for lam in [0.0, 0.4, 1.0] {
+                let k = DebiasKernel::new(d, grid.bandwidth(), eps, lam).unwrap();
+                let ft = mapper.kernel_transform(&k);
+                let unbiased = (lam != 1.0).then_some(&s1[..]);
+                let pm = mapper.planner_map_of(&k, &ft, unbiased);
+                let s = mapper.spatial_kernel_of(&ft);
+                let mean = mapper.apply_spatial(&s);
+                close(&pm.mean, &mean, "map");
+                let v = mapper.conditional_variances_of(&k, &ft, &s, &mean).unwrap();
+                close(&pm.variances, &v, "variances");
+                let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
+                let spread: Vec<f64> = mapper
+                    .apply_spatial(&sq)
+                    .iter()
+                    .zip(&mean)
+                    .map(|(a, b)| (a - b * b).max(0.0))
+                    .collect();
+                close(&pm.spread, &spread, "spread");
+                match unbiased {
+                    Some(s1) => {
+                        let diff: Vec<f64> =
+                            s.iter().zip(s1).map(|(a, b)| (a - b) * (a - b)).collect();
+                        close(
+                            pm.diff_map.as_deref().unwrap(),
+                            &mapper.apply_spatial(&diff),
+                            "map of (K_λ − K_1)²",
+                        );
+                    }
+                    None => assert!(pm.diff_map.is_none()),
+                }
+            }
         }
     }
 

@@ -1044,60 +1044,40 @@ fn kernel_maps(
     // samples at εh 0.3).
     let ft1 = mapper.kernel_transform(&k1);
     let s1 = mapper.spatial_kernel_of(&ft1);
-    let mean1 = mapper.apply_spatial(&s1);
+    // The unbiased map from F[K_1] directly (branch speed05: the forward
+    // transform of s_1 is N·F[K_1]·corr/vol up to rounding).
+    let mean1 = mapper.map_of_transform(&ft1);
     let mean_f = (mean1.iter().map(|v| v.clamp(0.0, 1.0)).sum::<f64>() / m).max(1e-12);
     // One λ's map and variance, with the correlation sums of its bias
-    // estimate (λ < 1); its spatial kernel is returned for the bias part.
+    // estimate (λ < 1) and the map of (K_λ − K_1)² for the bias part:
+    // `FftMapper::planner_map_of`, 4 transforms of the lattice and 2 read
+    // on the map's columns where the map, the map of K_λ², the variances
+    // and (in the bias part) the map of (K_λ − K_1)² took 7 and 4 (branch
+    // speed05; the same quantities up to rounding).
     let map_part = |lam: f64| -> Result<MapPart> {
         let k = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, lam)?;
         let own = (lam != 1.0).then(|| mapper.kernel_transform(&k));
         let ft = own.as_ref().unwrap_or(&ft1);
-        let s = if lam == 1.0 {
-            s1.clone()
-        } else {
-            mapper.spatial_kernel_of(ft)
-        };
-        // The map and the map of K_λ² (for the unconditional variance
-        // below) in one complex transform (fewer FFTs, the same numbers up
-        // to rounding).
-        let sq: Vec<f64> = s.iter().map(|v| v * v).collect();
-        let (mean, sq_map) = if lam == 1.0 {
-            (mean1.clone(), mapper.apply_spatial(&sq))
-        } else {
-            mapper.apply_spatial_pair(&s, &sq)
-        };
-        drop(sq);
-        let var: f64 = mapper
-            .conditional_variances_of(&k, ft, &s, &mean)?
-            .iter()
-            .sum::<f64>()
-            / m
-            / nf;
+        let pm = mapper.planner_map_of(&k, ft, (lam != 1.0).then_some(&s1[..]));
+        let var: f64 = pm.variances.iter().sum::<f64>() / m / nf;
         // The correlation sums of K_λ − K_1 (for the bias part) while
-        // F[K_λ] is held; it is dropped before the bias's transforms.
+        // F[K_λ] is held.
         let sums = (lam != 1.0).then(|| mapper.correlation_sums_at(|ik| ft.minus_at(&ft1, ik)));
         drop(own);
-        let unconditional = sq_map
-            .iter()
-            .zip(&mean)
-            .map(|(a, b)| (a - b * b).max(0.0))
-            .sum::<f64>()
-            / m
-            / nf;
+        // The mean over cells of (map of K_λ² − map²) ∨ 0.
+        let unconditional = pm.spread.iter().sum::<f64>() / m / nf;
         let km = KernelMap {
             lambda: lam,
             var,
             against_unbiased: None,
-            mean,
+            mean: pm.mean,
             unconditional,
         };
-        Ok((km, sums.map(|c| (s, c))))
+        Ok((km, sums.map(|c| (pm.diff_map.unwrap_or_default(), c))))
     };
     // The bias estimate of a λ < 1 against the unbiased map, from its map
-    // part.
-    let bias_part = |s: &[f64], mean: &[f64], (s1c, s2c): (f64, f64)| -> BiasEstimate {
-        let diff: Vec<f64> = s.iter().zip(&s1).map(|(a, b)| (a - b) * (a - b)).collect();
-        let d2 = mapper.apply_spatial(&diff);
+    // part (`d2` the map of (K_λ − K_1)²).
+    let bias_part = |d2: &[f64], mean: &[f64], (s1c, s2c): (f64, f64)| -> BiasEstimate {
         // Per cell, b̂² - Var b̂ is unbiased for b²; their average
         // over the cells estimates the mean squared bias B². Its
         // noise, (2/m)Σ b_j e_j + (1/m)Σ (e_j² - Var e_j), has
@@ -1109,7 +1089,7 @@ fn kernel_maps(
         // charged).
         let mut avg = 0.0;
         let mut vbar = 0.0;
-        for ((a, b), q) in mean.iter().zip(&mean1).zip(&d2) {
+        for ((a, b), q) in mean.iter().zip(&mean1).zip(d2) {
             let bh = a - b;
             let vb = (q - bh * bh).max(0.0) / n_rep;
             avg += bh * bh - vb;
@@ -1134,9 +1114,9 @@ fn kernel_maps(
                     let r = map_part(LAMBDAS[i]);
                     queue.map_done(i, r);
                 }
-                Part::Bias(i, s, mean, sums) => {
-                    let b = bias_part(&s, &mean, sums);
-                    drop(s);
+                Part::Bias(i, d2, mean, sums) => {
+                    let b = bias_part(&d2, &mean, sums);
+                    drop(d2);
                     queue.bias_done(i, b);
                 }
             }
@@ -1163,16 +1143,16 @@ fn kernel_maps(
 }
 
 /// A λ's map part: its [`KernelMap`] without the bias estimate, and for
-/// λ < 1 its spatial kernel and the correlation sums (the bias part's
-/// inputs).
+/// λ < 1 the map of (K_λ − K_1)² and the correlation sums (the bias
+/// part's inputs).
 type MapPart = (KernelMap, Option<BiasInputs>);
 
-/// A bias part's inputs from its map part: the λ's spatial kernel and the
-/// correlation sums of K_λ − K_1.
+/// A bias part's inputs from its map part: the map of (K_λ − K_1)² and
+/// the correlation sums of K_λ − K_1.
 type BiasInputs = (Vec<f64>, (f64, f64));
 
 /// A part of [`kernel_maps`]: the map of λ index i, or its bias (with the
-/// map part's spatial kernel, map and correlation sums).
+/// map part's map of (K_λ − K_1)², map and correlation sums).
 enum Part {
     Map(usize),
     Bias(usize, Vec<f64>, Vec<f64>, (f64, f64)),
