@@ -8,18 +8,22 @@ per-cell dumps of
 Each dump holds the full-data EM map M with its stated SE, the λ = 1 map,
 and per half (A, B: a hash of the report order) the half's true map, EM
 map with its stated SE and λ = 1 map U with its SE. Usage:
-em_split_rules.py DIR [block]. Needs numpy and scipy.
+em_split_rules.py DIR [block] [--compact]. Needs numpy and scipy.
 
-Estimates (per cell j, w_j = 1/SE_A,j²):
-  q_A,j = (M_A − U_B)² − (U_A − U_B)² + se1_A²  (E q_A = E(M_A − F_A)²
-          + 2·D·β_A, D = F_A − F_B: the device split's own difference
-          cancels in the difference of squares)
-  r̂² = mean over cells and both halves of q/SE_half²: the half-map's
-       calibration factor², transferred to the full map (rule S1).
-  Its SE from the spread of block means (block × block cells).
-  S1: multiply the full map's SE by r̂ where r̂² > 2 SE(r̂²), else keep it.
+Estimates (per cell j, w_j = 1/SE_A,j², over the cells where both half EM
+maps are >= 1e-6 of their peak; SE from 6 x 6-cell block means):
+  S1: q_A = (M_A − U_B)² − (U_A − U_B)² + se1_A², E q_A = E(M_A − F_A)²
+      + 2·D·β_A + (se1_A² − Var U_A), D = F_A − F_B; r̂² = mean q/SE_A² over
+      cells and both halves, the half-map's calibration factor² transferred
+      to the full map; factor √r̂² where r̂² > 2 SE(r̂²), else 1.
+  S2: S1 resolved only where r̂² > 2 SE + 2√(D̂² r̂²) (Cauchy–Schwarz bound of
+      the device term; D̂² from (U_A − U_B)² − se1_A² − se1_B²).
+  S3: ((M_A − U_B)² + (M_B − U_A)² − (U_A − U_B)²)/2 (no se1), factor
+      √(r̂² + D̂²/2) where r̂² − D̂²/2 > 2 SE.
 Prints per row the oracle m* (full), RMS (M−F)/SE (full), RMS (M_A−F_A)/SE_A
-(the half's, both halves), r̂² ± SE, the coverage now and with S1."""
+(the half's), the estimates, the coverage now and with each rule, and with
+the truth the error of r̂² split into device, se1 and noise terms (diagnosis);
+--compact prints the table of BENCHMARKS.md "Branch emcov4"."""
 import sys, glob, re, collections
 import numpy as np
 
@@ -89,6 +93,18 @@ def decompose(d):
                                np.mean(((-2 * e * ub + 2 * ua * ub - 2 * ua * D) * w)[lv])])
     return out
 
+def estimate_sym(d, k, block):
+    """S3: ((M_A − U_B)² + (M_B − U_A)² − (U_A − U_B)²)/2 per cell over
+    SE_half² (the mean of the two halves' SE²): the λ = 1 maps' variances
+    cancel, no stated se₁ enters; E = (E e_A² + E e_B²)/2 + D²/2 + D·(β_A − β_B),
+    the last two in [−D²/2, D²/2] if EM passes the device split's
+    difference D with a gain in [0, 1] (β_A − β_B = (S − I)·D)."""
+    w = 2 / (d['seA']**2 + d['seB']**2)
+    X = (d['mA'] - d['k1B'])**2
+    Y = (d['mB'] - d['k1A'])**2
+    Z = (d['k1A'] - d['k1B'])**2
+    return block_mean_se(0.5 * (X + Y - Z) * w, k, block, live_cells(d))
+
 def split_term(d):
     """D̂² = mean over cells of ((U_A − U_B)² − se1_A² − se1_B²)/SE_half²: the
     device split's own squared difference D = F_A − F_B, truth-free."""
@@ -97,7 +113,8 @@ def split_term(d):
     return np.mean((((d['k1A'] - d['k1B'])**2 - d['se1A']**2 - d['se1B']**2) * w)[lv])
 
 def main():
-    block = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    args = [x for x in sys.argv[1:] if not x.startswith('--')]
+    block = int(args[1]) if len(args) > 1 else 6
     rows = collections.OrderedDict()
     for f in sorted(glob.glob(sys.argv[1] + '/*.csv')):
         head, d = load(f)
@@ -125,13 +142,28 @@ def main():
         fac2 = np.sqrt(r2) if res2 else 1.0
         c2 = cov(m, fac2 * se, t)
         z = (r2 - rmsA**2) / r2se
+        # S3: the symmetric estimate, resolved if its lower end (less the
+        # device term's D̂²/2 and 2 SE) is above 0; factor from its upper
+        # end sqrt(r3 + D̂²/2) (EM's gain on D in [0, 1]).
+        r3, r3se = estimate_sym(d, k, block)
+        res3 = r3 - d2 / 2 > 2 * r3se
+        fac3 = np.sqrt(r3 + d2 / 2) if res3 else 1.0
+        c3 = cov(m, fac3 * se, t)
+        # Diagnosis only: S3 with the true device term D²/2 (the truth's
+        # F_A − F_B) in place of D̂²/2.
+        w = 2 / (d['seA']**2 + d['seB']**2)
+        d2o = np.mean(((d['tA'] - d['tB'])**2 * w)[lv])
+        res3o = r3 - d2o / 2 > 2 * r3se
+        fac3o = np.sqrt(r3 + d2o / 2) if res3o else 1.0
+        c3o = cov(m, fac3o * se, t)
+
         dec = decompose(d)
         key = (pop, n, eh)
         rows.setdefault(key, []).append(dict(c0=c0, c1=c1, mstar=mstar, rms=rms, rmsA=rmsA, r2=r2, r2se=r2se,
-                                             res=resolved, fac=fac, c2=c2, dec=dec, res2=res2, d2=d2, z=z, t=tt, th='/'.join(th), pick=pick))
-    print('| population | n | εh | EM picked | t* (halves) | m* | RMS (M−F)/SE | half RMS (M_A−F_A)/SE_A | r̂² ± SE | (r̂² − half RMS²)/SE | D̂² | S1 factor | cover now → S1 → S2 | error of r̂²: device, se₁, noise |')
-    print('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
-    inb0 = inb1 = inb2 = 0
+                                             res=resolved, fac=fac, c2=c2, c3=c3, c3o=c3o, fac3o=fac3o if res3o else np.nan, d2o=d2o, r3=r3, r3se=r3se, res3=res3, fac3=fac3, dec=dec, res2=res2, d2=d2, z=z, t=tt, th='/'.join(th), pick=pick))
+    print('| population | n | εh | EM picked | t* (halves) | m* | RMS (M−F)/SE | half RMS (M_A−F_A)/SE_A | r̂² ± SE | (r̂² − half RMS²)/SE | D̂² | S1 factor | cover now → S1 → S2 | error of r̂²: device, se₁, noise | S3 r̂² ± SE | S3 factor | S3 cover | true D² (oracle) | S3 with true D²: factor → cover |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+    inb0 = inb1 = inb2 = inb3 = inb3o = 0
     zs = []
     for (pop, n, eh), L in rows.items():
         a = lambda kk: np.mean([x[kk] for x in L])
@@ -140,15 +172,31 @@ def main():
         inb0 += 0.93 <= round(c0, 3) <= 0.97
         inb1 += 0.93 <= round(c1, 3) <= 0.97
         inb2 += 0.93 <= round(a('c2'), 3) <= 0.97
+        inb3 += 0.93 <= round(a('c3'), 3) <= 0.97
+        inb3o += 0.93 <= round(a('c3o'), 3) <= 0.97
         zs += [x['z'] for x in L]
-        print('| %s | 10^%d | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.3f → %.3f → %.3f | %s |' % (
+        print('| %s | 10^%d | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.3f → %.3f → %.3f | %s | %s | %s | %.3f | %s | %s → %.3f |' % (
             pop, round(np.log10(n)), eh, ', '.join(x['pick'] for x in L),
             ', '.join('%d (%s)' % (x['t'], x['th']) for x in L), j('%.2f', 'mstar'), j('%.2f', 'rms'), j('%.2f', 'rmsA'),
             ', '.join('%.2f ± %.2f' % (x['r2'], x['r2se']) for x in L), j('%.1f', 'z'), j('%.2f', 'd2'),
             ', '.join(('%.2f' % x['fac']) if x['res'] else '1' for x in L), c0, c1, a('c2'),
-            '; '.join('%.2f, %.2f, %.2f' % tuple(x['dec']) for x in L)))
+            '; '.join('%.2f, %.2f, %.2f' % tuple(x['dec']) for x in L),
+            ', '.join('%.2f ± %.2f' % (x['r3'], x['r3se']) for x in L),
+            ', '.join(('%.2f' % x['fac3']) if x['res3'] else '1' for x in L), a('c3'),
+            j('%.2f', 'd2o'), ', '.join('1' if np.isnan(x['fac3o']) else '%.2f' % x['fac3o'] for x in L), a('c3o')))
     zs = np.array(zs)
-    print('\nrows in [0.93, 0.97]: now %d, S1 %d, S2 %d of %d' % (inb0, inb1, inb2, len(rows)))
+    if '--compact' in sys.argv:
+        print('\n| population | n | εh | m* | RMS (M−F)/SE full → half | S1 r̂² ± SE (half RMS²) | now | S1 | S2 | S3 | S3, true D² (oracle) |')
+        print('|---|---|---|---|---|---|---|---|---|---|---|')
+        for (pop, n, eh), L in rows.items():
+            a = lambda kk: np.mean([x[kk] for x in L])
+            j = lambda fmt, kk: '–'.join(sorted(set(fmt % x[kk] for x in L)))
+            b = lambda v: ('**%.3f**' if 0.93 <= round(v, 3) <= 0.97 else '%.3f') % v
+            print('| %s | 10^%d | %g | %s | %s → %s | %s | %s | %s | %s | %s | %s |' % (
+                pop, round(np.log10(n)), eh, j('%.2f', 'mstar'), j('%.2f', 'rms'), j('%.2f', 'rmsA'),
+                ', '.join('%.3g ± %.2g (%.2f)' % (x['r2'], x['r2se'], x['rmsA']**2) for x in L),
+                b(a('c0')), b(a('c1')), b(a('c2')), b(a('c3')), b(a('c3o'))))
+    print('\nrows in [0.93, 0.97]: now %d, S1 %d, S2 %d, S3 %d (S3 with the true D², oracle: %d) of %d' % (inb0, inb1, inb2, inb3, inb3o, len(rows)))
     print('draws: %d; |z| > 2 in %d; S2 resolved in %d' % (len(zs), np.sum(np.abs(zs) > 2),
           sum(x['res2'] for L in rows.values() for x in L)))
 
