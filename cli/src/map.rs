@@ -767,6 +767,56 @@ fn aggregate_noisy(
     Ok(agg)
 }
 
+/// Which half of a split-sample check device `i` falls in (branch emcov4:
+/// a deterministic hash of the report order, splitmix64 of the index;
+/// true: half A).
+fn split_half_a(i: usize) -> bool {
+    let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) & 1 == 0
+}
+
+/// [`aggregate_noisy`]'s reports (the same draws) split into the two
+/// halves of [`split_half_a`]: (half A, half B).
+fn aggregate_noisy_split(
+    set: &QuerySet,
+    xs: &[[f64; 2]],
+    eps: f64,
+    seed: u64,
+) -> Result<(MapAggregator, MapAggregator), Box<dyn std::error::Error + Send + Sync>> {
+    let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps)?;
+    let shards: Vec<(MapAggregator, MapAggregator)> = xs
+        .par_chunks(8192)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut rng =
+                StdRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(c as u64) ^ eps.to_bits());
+            let new = || {
+                MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)
+                    .expect("valid parameters")
+            };
+            let (mut a, mut b) = (new(), new());
+            for (k, x) in chunk.iter().enumerate() {
+                let r = rel.release_unmetered(x, &mut rng).expect("inside the map");
+                if split_half_a(c * 8192 + k) {
+                    a.add(&r).expect("own report");
+                } else {
+                    b.add(&r).expect("own report");
+                }
+            }
+            (a, b)
+        })
+        .collect();
+    let mut a = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
+    let mut b = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
+    for (sa, sb) in &shards {
+        a.merge(sa)?;
+        b.merge(sb)?;
+    }
+    Ok((a, b))
+}
+
 /// How much finer than the reports' bins the sweep bins the devices' own
 /// locations for the target of a λ < 1 map, F^λ (docs/MATH.md §9.7, "The
 /// target of a biased kernel map"): 8 when the devices sit on atoms (at
@@ -878,6 +928,25 @@ fn coverage(
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
         let fine = target_fine(&xs);
+        // Split-sample check (GEOPRIV_SWEEP_EM_SPLIT=1 with the dump;
+        // branch emcov4): the true maps of the two halves' devices.
+        let split = std::env::var("GEOPRIV_SWEEP_EM_SPLIT").is_ok_and(|v| v == "1")
+            && std::env::var("GEOPRIV_SWEEP_EM_DUMP").is_ok();
+        let halves_truth = split.then(|| {
+            let (xa, xb): (Vec<[f64; 2]>, Vec<[f64; 2]>) = {
+                let mut a = Vec::new();
+                let mut b = Vec::new();
+                for (i, x) in xs.iter().enumerate() {
+                    if split_half_a(i) {
+                        a.push(*x);
+                    } else {
+                        b.push(*x);
+                    }
+                }
+                (a, b)
+            };
+            (grid.exact_map(&xa), grid.exact_map(&xb))
+        });
         for &eh in eps_h {
             let eps = eh / h;
             let nl = LAMBDAS.len();
@@ -955,13 +1024,42 @@ fn coverage(
                             em.iterations,
                             p.pick().name
                         );
+                        // Split-sample columns: per half its truth, EM map
+                        // (its own plan: held-out t, conditioned bootstrap)
+                        // with its stated SE, λ = 1 map with its SE.
+                        let mut halves = Vec::new();
+                        if let Some((ta, tb)) = &halves_truth {
+                            let (aa, ab) = aggregate_noisy_split(
+                                &set,
+                                &xs,
+                                eps,
+                                seed.wrapping_add(1000 * r as u64),
+                            )?;
+                            for (h_agg, h_truth) in [(&aa, ta), (&ab, tb)] {
+                                let hm: FftMapper = h_agg.mapper()?.ok_or("no counts")?;
+                                let hn = h_agg.counts().ok_or("no counts")?.total();
+                                let hp = plan(&set, eps, hn, Some(&hm))?;
+                                let hem = hp.em.clone().ok_or("no EM map")?;
+                                let hse = geopriv::map::em_standard_errors(
+                                    &hem,
+                                    geopriv::map::EmOptions::default().replicates,
+                                );
+                                let hk1 = hm.estimate(&h_agg.kernel(1.0)?)?;
+                                out.push_str(&format!(" | half t {} n {hn}", hem.iterations));
+                                halves.push((h_truth.clone(), hem.values, hse, hk1));
+                            }
+                        }
                         for q in &p.predictions {
                             out.push_str(&format!(" | {} {:.6e}", q.name, q.ase));
                         }
-                        out.push_str("\ntruth,m,pilot,s,b,se,k1,se1,k0,se0\n");
+                        out.push_str("\ntruth,m,pilot,s,b,se,k1,se1,k0,se0");
+                        if !halves.is_empty() {
+                            out.push_str(",tA,mA,seA,k1A,se1A,tB,mB,seB,k1B,se1B");
+                        }
+                        out.push('\n');
                         for j in 0..truth.len() {
                             out.push_str(&format!(
-                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}\n",
+                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}",
                                 truth[j],
                                 em.values[j],
                                 em.pilot_values.get(j).copied().unwrap_or(f64::NAN),
@@ -973,6 +1071,13 @@ fn coverage(
                                 k0.values[j],
                                 k0.standard_errors[j]
                             ));
+                            for (ht, hv, hse, hk1) in &halves {
+                                out.push_str(&format!(
+                                    ",{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}",
+                                    ht[j], hv[j], hse[j], hk1.values[j], hk1.standard_errors[j]
+                                ));
+                            }
+                            out.push('\n');
                         }
                         let path =
                             std::path::Path::new(&dir).join(format!("{pop:?}-{n}-{eh}-{r}.csv"));

@@ -168,3 +168,59 @@ fn map_sweep_em_dump_writes_cells_and_is_not_overwritten_without_force() {
     assert!(run(true).status.success());
     assert_ne!(std::fs::read_to_string(&file).unwrap(), "keep");
 }
+
+/// `GEOPRIV_SWEEP_EM_SPLIT=1` (branch emcov4) adds the split-sample
+/// columns: per half (a hash of the report order) its true map, EM map and
+/// stated SE, λ = 1 map and SE. The halves partition the devices, so the
+/// full true map is their device-weighted mean.
+#[test]
+fn map_sweep_em_split_dump_writes_both_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_geopriv"))
+        .args([
+            "map",
+            "sweep",
+            "--coverage",
+            "--population",
+            "city",
+            "--grid",
+            "11",
+            "--n",
+            "2000",
+            "--eps-h",
+            "1",
+            "--reps",
+            "1",
+        ])
+        .env("GEOPRIV_SWEEP_EM_DUMP", dir.path())
+        .env("GEOPRIV_SWEEP_EM_SPLIT", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(dir.path().join("City-2000-1-0.csv")).unwrap();
+    let mut lines = text.lines();
+    let head = lines.next().unwrap();
+    let halves: Vec<u64> = head
+        .split(" | half t ")
+        .skip(1)
+        .map(|h| h.split_whitespace().nth(2).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(halves.len(), 2, "{head}");
+    assert_eq!(halves[0] + halves[1], 2000);
+    assert!(halves.iter().all(|&h| h > 800), "{halves:?}");
+    assert_eq!(
+        lines.next(),
+        Some("truth,m,pilot,s,b,se,k1,se1,k0,se0,tA,mA,seA,k1A,se1A,tB,mB,seB,k1B,se1B")
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|r| r.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 121);
+    let (na, nb) = (halves[0] as f64, halves[1] as f64);
+    for r in &rows {
+        assert_eq!(r.len(), 20);
+        let mean = (na * r[10] + nb * r[15]) / (na + nb);
+        assert!((mean - r[0]).abs() <= 1e-6 * r[0].abs() + 1e-15, "{r:?}");
+        assert!(r[12] > 0.0 && r[17] > 0.0 && r[14] > 0.0 && r[19] > 0.0);
+    }
+}
