@@ -240,7 +240,16 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
         .build_with(geometry_projection.as_deref())
         .unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism().unwrap_or_else(|e| flag_error(e));
-    let ledger = args.ledger(&mechanism).unwrap_or_else(|e| flag_error(e));
+    let ledger = match args.ledger(&mechanism) {
+        Ok(l) => l,
+        Err(privatize::LedgerOpenError::Flags(e)) => flag_error(e),
+        // The ledger itself refused (another unit or policy, corrupt,
+        // busy): exit status 3 as documented, not a usage error.
+        Err(privatize::LedgerOpenError::Refused(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_LEDGER_REFUSED);
+        }
+    };
     let mut plan = privatize::Plan {
         descriptor: query.descriptor(),
         mechanism,
