@@ -65,9 +65,9 @@ use std::process::ExitCode;
 /// Exit status: 0 on success; 1 if some input records were malformed or
 /// rejected (each is reported on stderr, the others still processed); 2
 /// for invalid flags or an unusable configuration (nothing processed); 3 if
-/// the privacy ledger refused a release (budget exhausted, or a ledger of
-/// another unit or policy): distinct from 1 and 2 so scripts can stop
-/// releasing; 4 if `outbox upload` could not reach the collector (nothing
+/// the privacy ledger refused a release (budget exhausted, a ledger of
+/// another unit or policy, or a corrupt, busy or unreadable ledger file):
+/// distinct from 1 and 2 so scripts can stop releasing; 4 if `outbox upload` could not reach the collector (nothing
 /// unsent is lost).
 #[derive(Parser, Debug)]
 #[command(name = "geopriv", version)]
