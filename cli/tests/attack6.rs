@@ -162,7 +162,8 @@ fn map_sweep_refuses_bad_arguments_up_front() {
     let file = dir.path().join("f");
     std::fs::write(&file, b"x").unwrap();
     let dump = format!("999:1:{}", dir.path().join("d.jsonl").display());
-    let cases: Vec<(&str, Vec<&str>, Vec<(&str, &str)>)> = vec![
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
         ("grid 0", vec!["--coverage", "--grid", "0"], vec![]),
         ("grid 1", vec!["--coverage", "--grid", "1"], vec![]),
         ("dump spec", vec!["--dump", "x"], vec![]),
