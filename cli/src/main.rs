@@ -65,9 +65,9 @@ use std::process::ExitCode;
 /// Exit status: 0 on success; 1 if some input records were malformed or
 /// rejected (each is reported on stderr, the others still processed); 2
 /// for invalid flags or an unusable configuration (nothing processed); 3 if
-/// the privacy ledger refused a release (budget exhausted, or a ledger of
-/// another unit or policy): distinct from 1 and 2 so scripts can stop
-/// releasing; 4 if `outbox upload` could not reach the collector (nothing
+/// the privacy ledger refused a release (budget exhausted, a ledger of
+/// another unit or policy, or a corrupt, busy or unreadable ledger file):
+/// distinct from 1 and 2 so scripts can stop releasing; 4 if `outbox upload` could not reach the collector (nothing
 /// unsent is lost).
 #[derive(Parser, Debug)]
 #[command(name = "geopriv", version)]
@@ -240,7 +240,16 @@ fn privatize_main(cmd: &QueryCommand<privatize::PrivatizeArgs>) -> ExitCode {
         .build_with(geometry_projection.as_deref())
         .unwrap_or_else(|e| flag_error(e));
     let mechanism = args.mechanism().unwrap_or_else(|e| flag_error(e));
-    let ledger = args.ledger(&mechanism).unwrap_or_else(|e| flag_error(e));
+    let ledger = match args.ledger(&mechanism) {
+        Ok(l) => l,
+        Err(privatize::LedgerOpenError::Flags(e)) => flag_error(e),
+        // The ledger itself refused (another unit or policy, corrupt,
+        // busy): exit status 3 as documented, not a usage error.
+        Err(privatize::LedgerOpenError::Refused(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_LEDGER_REFUSED);
+        }
+    };
     let mut plan = privatize::Plan {
         descriptor: query.descriptor(),
         mechanism,

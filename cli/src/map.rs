@@ -377,6 +377,9 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             by_truth,
             kernels_only,
         } => {
+            // Refused before the sweep runs, not silently ignored or after
+            // minutes of it (attack6).
+            check_sweep_args(grid, &n, &eps_h, dump.as_deref(), cov)?;
             if cov {
                 let opts = CoverageOpts {
                     reps: reps.max(1),
@@ -393,6 +396,59 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             sweep(grid, &n, &eps_h, seed, dump, force, population).map(|_| true)
         }
     }
+}
+
+/// The sweep's arguments and environment checked up front (attack6): a
+/// grid under 2 points per axis is an error with --coverage as without it
+/// (it was a silent 2 x 2); a `--dump` that is not `n:eps_h:path` with an
+/// (n, εh) of the sweep was silently never written; an out-of-range or
+/// unparsable GEOPRIV_SWEEP_TARGET_FINE was silently ignored (the default
+/// target used instead of the one asked for); GEOPRIV_SWEEP_EM_DUMP must
+/// name an existing directory (empty, it wrote into the current
+/// directory; missing, it failed after the first draw).
+fn check_sweep_args(
+    grid: usize,
+    ns: &[usize],
+    eps_h: &[f64],
+    dump: Option<&str>,
+    coverage: bool,
+) -> Result<(), String> {
+    if grid < 2 {
+        return Err(format!(
+            "--grid must be at least 2 (points per axis), got {grid}"
+        ));
+    }
+    if let Some(d) = dump {
+        let parts: Vec<&str> = d.splitn(3, ':').collect();
+        let ok = parts.len() == 3
+            && !parts[2].is_empty()
+            && parts[0].parse::<usize>().is_ok_and(|n| ns.contains(&n))
+            && parts[1].parse::<f64>().is_ok_and(|e| eps_h.contains(&e));
+        if !ok || coverage {
+            return Err(format!(
+                "--dump must be n:eps_h:path with an n of --n and an εh of --eps-h, without --coverage; got {}",
+                geopriv::server::escape::Untrusted(d)
+            ));
+        }
+    }
+    if let Ok(v) = std::env::var("GEOPRIV_SWEEP_TARGET_FINE") {
+        if !v.parse::<usize>().is_ok_and(|f| (1..=64).contains(&f)) {
+            return Err(format!(
+                "GEOPRIV_SWEEP_TARGET_FINE must be an integer from 1 to 64, got {}",
+                geopriv::server::escape::Untrusted(&v)
+            ));
+        }
+    }
+    if let Some(dir) = std::env::var_os("GEOPRIV_SWEEP_EM_DUMP") {
+        let p = std::path::Path::new(&dir);
+        if !p.is_dir() {
+            return Err(format!(
+                "GEOPRIV_SWEEP_EM_DUMP must name an existing directory, got {}",
+                UntrustedPath(p)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn release(

@@ -109,6 +109,18 @@ pub struct PrivatizeArgs {
     pub projection: ProjectionChoice,
 }
 
+/// Why `--ledger` could not be opened: the flags (a usage error, exit
+/// status 2) or the ledger itself (another unit or policy, a corrupt,
+/// busy or unreadable file: the ledger refused, exit status 3 as
+/// documented; it was 2 with a usage hint, attack6).
+#[derive(Debug)]
+pub enum LedgerOpenError {
+    /// The flags do not make a policy.
+    Flags(String),
+    /// The ledger file refused (nothing released).
+    Refused(String),
+}
+
 /// The pinned ledger policy of the flags: `total` ε (and δ) for life, and
 /// with `period = Some((seconds, ε))` at most that ε (and `period_delta`)
 /// per period.
@@ -200,24 +212,29 @@ impl PrivatizeArgs {
 
     /// The ledger named by --ledger, opened (or created) under the pinned
     /// policy of the flags.
-    pub fn ledger(&self, mechanism: &Mechanism) -> Result<Option<FileLedger>, String> {
+    pub fn ledger(&self, mechanism: &Mechanism) -> Result<Option<FileLedger>, LedgerOpenError> {
         let Some(path) = &self.ledger else {
             return Ok(None);
         };
         let total = self
             .budget_epsilon
-            .ok_or("--ledger needs --budget-epsilon (the pinned total)")?;
-        let unit = mechanism.unit().cloned().ok_or("--ledger needs --unit")?;
+            .ok_or("--ledger needs --budget-epsilon (the pinned total)")
+            .map_err(|e| LedgerOpenError::Flags(e.into()))?;
+        let unit = mechanism
+            .unit()
+            .cloned()
+            .ok_or_else(|| LedgerOpenError::Flags("--ledger needs --unit".into()))?;
         let policy = policy(
             unit,
             total,
             self.budget_delta,
             self.period_seconds.zip(self.period_epsilon),
             self.period_delta,
-        )?;
+        )
+        .map_err(LedgerOpenError::Flags)?;
         FileLedger::open_or_create(path, &policy)
             .map(Some)
-            .map_err(|e| e.to_string())
+            .map_err(|e| LedgerOpenError::Refused(e.to_string()))
     }
 
     /// The projection for --latlon (None without it).

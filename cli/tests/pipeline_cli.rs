@@ -190,10 +190,12 @@ fn a_ledger_file_meters_privatize_across_runs() {
     assert!(String::from_utf8(second.stderr)
         .unwrap()
         .contains("budget exceeded"));
-    // Another pinned total or unit is refused before anything is released.
+    // Another pinned total or unit is refused before anything is released,
+    // with the ledger's exit status 3 as `geopriv --help` states (it was 2,
+    // a usage error; attack6).
     for (budget, unit) in [("1", "per-dollar"), ("0.16", "per-metre")] {
         let out = run(budget, unit, b"95\n");
-        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
         assert!(out.stdout.is_empty());
         assert!(String::from_utf8(out.stderr)
             .unwrap()

@@ -334,6 +334,15 @@ type Batch = (
 /// record that reaches this size).
 const BATCH_BYTES: usize = 1 << 20;
 
+/// Most workers [`ingest_map_reports_parallel`] starts; a larger count is
+/// taken as this one (the result does not depend on it). Each worker holds
+/// one aggregator (at most 1023² bin counts, 8.4 MB, for noise a priori)
+/// and up to 3 batches of about 1 MiB are in flight per worker, so 32
+/// workers bound that memory to about 0.4 GB. Unbounded, `--threads
+/// 100000` took 21 GB before it was killed and `--threads 2^64 − 1`
+/// panicked on a capacity overflow (attack6).
+pub const MAX_MAP_INGEST_THREADS: usize = 32;
+
 /// [`ingest_map_reports`] on `threads` workers: the calling thread splits
 /// the stream into records (the same reader, so the same record numbers,
 /// size limits and rejections) and hands batches of them to workers, each
@@ -342,7 +351,8 @@ const BATCH_BYTES: usize = 1 << 20;
 /// sums), so the result is bit-identical to the sequential path for any
 /// number of threads and any batching (docs/MATH.md §9.8); rejections are
 /// reported in record order while the stream is read, at most 3·`threads`
-/// batches behind the reader. `threads` <= 1 is the sequential path.
+/// batches behind the reader. `threads` <= 1 is the sequential path; at
+/// most [`MAX_MAP_INGEST_THREADS`] workers are started.
 /// Memory: at most 3·`threads` batches between reading and reporting, each
 /// about 1 MiB of records (at most 16,384) and the messages of its
 /// rejected ones, plus one aggregator per worker. (The messages were held
@@ -392,6 +402,7 @@ fn ingest_sharded<R: Read>(
     if threads <= 1 {
         return ingest_map_reports(agg, clip, reader, on_reject);
     }
+    let threads = threads.min(MAX_MAP_INGEST_THREADS);
     type Rejected = Vec<(u64, &'static str, String)>;
     let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Batch)>(2 * threads);
     let rx = std::sync::Mutex::new(rx);
@@ -601,6 +612,21 @@ mod tests {
             .map(|v| v.to_bits())
             .collect();
         (counts, rejected, bins, bits)
+    }
+
+    /// attack6: `--threads` is an operator's number, not a worker count to
+    /// start as given: 2^64 − 1 panicked (capacity overflow of the batch
+    /// channel) and 100,000 took 21 GB. Capped at MAX_MAP_INGEST_THREADS,
+    /// with the sequential path's result.
+    #[test]
+    fn a_huge_thread_count_is_capped_not_a_panic() {
+        let set = QuerySet::Kde(KdeGrid::square(10_000.0, 9).unwrap());
+        let input = stream(&set, MapMechanism::APriori);
+        let seq = run(&set, MapMechanism::APriori, &input, 1, 1 << 20);
+        for threads in [usize::MAX, 1 << 40, MAX_MAP_INGEST_THREADS + 1] {
+            let par = run(&set, MapMechanism::APriori, &input, threads, 1 << 20);
+            assert_eq!(par, seq, "{threads} threads");
+        }
     }
 
     #[test]

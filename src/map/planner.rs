@@ -226,6 +226,20 @@ pub(crate) fn plan_building_mapper(
     Ok((p, mapper))
 }
 
+/// Whether EM failed only because no accepted report lies inside its
+/// observation window (`EmDeconvolution::new`'s refusal): then there is no
+/// EM map to rank, not a failed plan.
+fn em_saw_no_report<T>(r: &Result<T>) -> bool {
+    matches!(
+        r,
+        Err(crate::error::Error::InvalidParameter {
+            name: "reports",
+            requirement: "at least one location inside the observation window",
+            ..
+        })
+    )
+}
+
 /// [`plan`], with EM's fit joined by `early_em` where it was started
 /// before the call ([`plan_building_mapper`]; None: EM's thread is
 /// started here, beside the kernel maps).
@@ -333,6 +347,13 @@ fn plan_with_em(
         if let Some(at) = &atoms {
             atom_note = at.note(epsilon, mapper.counts().spec().delta());
         }
+        // EM has nothing to fit where no accepted report lies in its
+        // observation window (every report far outside the map); the
+        // kernel maps are still made, so the plan ranks them without EM
+        // instead of failing the whole map (attack6: the CLI exited 2 and
+        // the collector's GET .../map answered 500 where `--lambda 1`
+        // gave the map).
+        let em_out = em_out.filter(|r| !em_saw_no_report(r));
         if let Some(e) = em_out {
             let (mut e, disc2, boxes, _, cell) = e?;
             // The bootstrap's spread is unconditional (its replicates are
@@ -1840,6 +1861,45 @@ mod coincident_tests {
             Err(crate::error::Error::Numerical { routine: "test" })
         });
         assert!(r.is_err());
+    }
+
+    /// attack6: reports that all lie far outside the map (no location in
+    /// EM's observation window) failed the whole plan with EM's refusal:
+    /// `geopriv map aggregate` exited 2 and the collector's GET .../map
+    /// answered 500, while the kernel maps (`--lambda 1`) are defined. The
+    /// plan now ranks the kernel maps without EM; where EM saw any report,
+    /// nothing changes.
+    #[test]
+    fn reports_all_outside_the_window_are_planned_without_em() {
+        let grid = KdeGrid::square(20_000.0, 21).unwrap();
+        let eps = 0.3 / grid.bandwidth();
+        let set = QuerySet::Kde(grid);
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg =
+            MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
+        let mut rng = StdRng::seed_from_u64(6);
+        for i in 0..600 {
+            let mut r = dev
+                .release_unmetered(&[10_000.0, 10_000.0], &mut rng)
+                .unwrap();
+            r.location = Some(vec![1e9 + i as f64, -1e9]);
+            agg.add(&r).unwrap();
+        }
+        let (est, p, _) = agg.planned_estimate_and_mapper().unwrap();
+        let p = p.unwrap();
+        assert!(
+            p.em.is_none() && p.pick().em_iterations.is_none(),
+            "{}",
+            p.line
+        );
+        assert_eq!(est.n, 600);
+        assert!(
+            est.values.iter().all(|v| *v == 0.0),
+            "{:?}",
+            &est.values[..3]
+        );
+        let m = agg.mapper().unwrap().unwrap();
+        assert!(plan(&set, eps, 600, Some(&m)).is_ok());
     }
 
     /// Issue 19 item 15 (airports at εh 100, n = 10^7: 64x under): devices

@@ -665,10 +665,27 @@ fn lattice_l1_2d_known(sx: f64, sy: f64) -> f64 {
         .map_or_else(|| lattice_l1_2d(sx, sy), |e| f64::from_bits(e.2))
 }
 
+/// Most lattice points (in the bounding box, (2r_x + 1)(2r_y + 1)) that
+/// [`lattice_l1_2d`] sums: 2^21, a step of about h/103 on a square grid.
+/// Its branch and bound revisits every point, so its time and memory grow
+/// as (h/step)² and more: 7.4 s and 91 MB at h/step = 100 on the default
+/// grid, 13.4 GB and an allocation abort at h/step = 3·10⁶ (attack6,
+/// docs/ATTACK-6.md O3). Beyond the cap the bound is +∞, an upper bound
+/// that always holds: vector Laplace is then refused (no finite scale) and
+/// the planner ranks the other maps.
+const MAX_LATTICE_L1_POINTS: f64 = (1u64 << 21) as f64;
+
 fn lattice_l1_2d(sx: f64, sy: f64) -> f64 {
     let diag = libm::hypot(sx, sy);
-    let rx = libm::ceil((R0 + diag) / sx) as i64 + 1;
-    let ry = libm::ceil((R0 + diag) / sy) as i64 + 1;
+    let (bx, by) = (
+        libm::ceil((R0 + diag) / sx) + 1.0,
+        libm::ceil((R0 + diag) / sy) + 1.0,
+    );
+    let points = (2.0 * bx + 1.0) * (2.0 * by + 1.0);
+    if points.is_nan() || points > MAX_LATTICE_L1_POINTS {
+        return f64::INFINITY;
+    }
+    let (rx, ry) = (bx as i64, by as i64);
     let mut pts = Vec::new();
     for a in -rx..=rx {
         for b in -ry..=ry {
@@ -996,6 +1013,28 @@ impl QuerySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// attack6 (docs/ATTACK-6.md O3): a step far below the bandwidth made
+    /// the lattice sum allocate without bound (13.4 GB at h = 10^9 m on the
+    /// default grid, then an allocation abort). Beyond the cap the bound is
+    /// +∞ (still an upper bound) and returned at once; the planner still
+    /// plans, and vector Laplace is refused at construction.
+    #[test]
+    fn a_step_far_below_the_bandwidth_has_an_infinite_bound_at_once() {
+        let g = KdeGrid::new_2d([0.0, 20e3, 0.0, 20e3], [61, 61], 1e9).unwrap();
+        assert_eq!(g.l1_bound(), f64::INFINITY);
+        let set = QuerySet::Kde(g);
+        let p = crate::map::plan(&set, 1e-9, 1000, None).unwrap();
+        assert!(!p.pick().name.starts_with("vector"), "{}", p.line);
+        assert!(
+            crate::map::MapRelease::new(set, crate::map::MapMechanism::VectorLaplace, 1e-9)
+                .is_err()
+        );
+        // Under the cap (h/step = 30) the bound is finite as before.
+        let step = 20_000.0 / 60.0;
+        let g = KdeGrid::new_2d([0.0, 20e3, 0.0, 20e3], [61, 61], 30.0 * step).unwrap();
+        assert!(g.l1_bound().is_finite());
+    }
 
     #[test]
     fn known_lattice_l1_values_are_the_computed_ones() {

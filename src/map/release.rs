@@ -169,6 +169,19 @@ impl MapRelease {
             MapMechanism::VectorLaplace => Some(set.l1()),
             _ => None,
         };
+        // No certified finite L1 (a step far below the bandwidth, see
+        // `KdeGrid::l1_bound`): no finite Laplace scale, refused here
+        // rather than at the first release.
+        if let Some(l) = &l1 {
+            if !l.bound.is_finite() {
+                return Err(Error::InvalidParameter {
+                    name: "L1 bound",
+                    value: l.bound,
+                    requirement:
+                        "finite: for vector Laplace the grid step must be at least about h/100",
+                });
+            }
+        }
         let tag = set_tag(&set.id());
         Ok(Self {
             set,
