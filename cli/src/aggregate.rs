@@ -124,65 +124,9 @@ pub const DEFAULT_MAX_REPORT_IDS: usize = 1 << 20;
 /// Largest `--max-report-ids` (2^26 ids, at most about 2.3 GB).
 pub const MAX_REPORT_IDS_LIMIT: usize = 1 << 26;
 
-/// Counting each `report_id` once, in bounded memory.
-#[derive(Debug, Default)]
-pub struct Dedup {
-    seen: std::collections::HashSet<[u8; 16]>,
-    /// The set once full: it never changes again (published to the
-    /// workers, [`ReportAggregator::ingest_ordered_absorbing_ids`]).
-    frozen: Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>>,
-    cap: usize,
-    /// Reports dropped because their id was accepted before.
-    pub duplicates: u64,
-    /// Reports accepted after the set was full (their ids not remembered).
-    pub unchecked: u64,
-}
-
-impl Dedup {
-    /// Remember at most `cap` ids.
-    pub fn new(cap: usize) -> Self {
-        Dedup {
-            cap,
-            ..Default::default()
-        }
-    }
-
-    /// Was this id accepted before? (A report without an id never is.)
-    pub fn seen(&self, id: Option<&geopriv::ReportId>) -> bool {
-        let set = self.frozen.as_deref().unwrap_or(&self.seen);
-        id.is_some_and(|id| set.contains(&id.0))
-    }
-
-    /// Remember an accepted report's id (if there is room).
-    pub fn accepted(&mut self, id: Option<&geopriv::ReportId>) {
-        if let Some(id) = id {
-            if self.frozen.is_none() && self.seen.len() < self.cap {
-                self.seen.insert(id.0);
-            } else {
-                self.unchecked += 1;
-            }
-        }
-    }
-
-    /// Add ids accepted elsewhere (the workers' shards,
-    /// [`IdShards::take_accepted`]), at most as many as there is room for.
-    pub fn remember(&mut self, ids: Vec<[u8; 16]>) {
-        if self.frozen.is_some() {
-            return;
-        }
-        let room = self.cap.saturating_sub(self.seen.len());
-        self.seen.reserve(ids.len().min(room));
-        self.seen.extend(ids.into_iter().take(room));
-    }
-
-    /// The set, once it is full (moved out of the working set, once).
-    pub fn full(&mut self) -> Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>> {
-        if self.frozen.is_none() && self.seen.len() >= self.cap {
-            self.frozen = Some(std::sync::Arc::new(std::mem::take(&mut self.seen)));
-        }
-        self.frozen.clone()
-    }
-}
+/// Counting each `report_id` once (moved to the core: `map aggregate`
+/// shares it).
+pub use geopriv::server::ingest::Dedup;
 
 impl AggregateArgs {
     /// The policy described by the flags (reads the allow-list file).

@@ -5,12 +5,13 @@ use crate::experiment::data::SyntheticCity;
 use crate::experiment::populations::{Preset, Structured};
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
-use geopriv::map::{ingest_map_reports_parallel, MapClip, MapCounts};
+use geopriv::map::{ingest_map_reports_once, ingest_map_reports_parallel, MapClip, MapCounts};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet, LAMBDAS,
 };
 use geopriv::server::clip::ClipLevel;
 use geopriv::server::escape::UntrustedPath;
+use geopriv::server::ingest::Dedup;
 use geopriv::server::ingest::{FormatChoice, RecordReader};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -256,6 +257,15 @@ pub enum MapCommand {
         /// shards merge exactly, so the map is bit-identical for any count.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Report ids remembered to count a repeated report once, as
+        /// `aggregate` and the collector do: a report whose `report_id` was
+        /// accepted before is dropped as a duplicate (an id is remembered
+        /// only once its report is accepted; at most 67108864; about 34
+        /// bytes per id). Past this many ids, new ids are counted without
+        /// being remembered; the summary says how many. Reports without an
+        /// id are all counted.
+        #[arg(long, value_name = "N", default_value_t = crate::aggregate::DEFAULT_MAX_REPORT_IDS)]
+        max_report_ids: usize,
     },
     /// Planner: predict each mechanism's map error at the per-device ε and
     /// n, pick one and explain it in one line (with --reports, noise-a-priori
@@ -344,7 +354,15 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             clip_z,
             no_clip,
             threads,
+            max_report_ids,
         } => {
+            if max_report_ids > crate::aggregate::MAX_REPORT_IDS_LIMIT {
+                return Err(format!(
+                    "--max-report-ids at most {}",
+                    crate::aggregate::MAX_REPORT_IDS_LIMIT
+                )
+                .into());
+            }
             let clip = match (no_clip, clip_z) {
                 (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
                 (true, None) => None,
@@ -356,7 +374,14 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
                 }
                 (false, None) => Some(ClipLevel::default()),
             };
-            aggregate(&set.resolved()?, lambda, max_record_bytes, clip, threads)
+            aggregate(
+                &set.resolved()?,
+                lambda,
+                max_record_bytes,
+                clip,
+                threads,
+                max_report_ids,
+            )
         }
         MapCommand::Plan {
             set,
@@ -498,16 +523,21 @@ fn read_reports<R: Read>(
     input: R,
     max_record_bytes: usize,
     threads: usize,
+    dedup: Option<&mut Dedup>,
 ) -> Result<MapCounts, Box<dyn std::error::Error + Send + Sync>> {
     let mut reader = RecordReader::new(input, FormatChoice::Json, max_record_bytes)
         .map_err(|e| e.to_string())?;
     let mut err = io::BufWriter::new(io::stderr().lock());
     let mut write_error = Ok(());
-    let counts = ingest_map_reports_parallel(agg, clip, &mut reader, threads, |n, code, why| {
+    let on_reject = |n, code, why: &str| {
         if write_error.is_ok() {
             write_error = writeln!(err, "line {n}: {why} [{code}]");
         }
-    })?;
+    };
+    let counts = match dedup {
+        Some(d) => ingest_map_reports_once(agg, clip, &mut reader, threads, d, on_reject)?,
+        None => ingest_map_reports_parallel(agg, clip, &mut reader, threads, on_reject)?,
+    };
     write_error?;
     err.flush()?;
     Ok(counts)
@@ -523,6 +553,7 @@ fn aggregate(
     max_record_bytes: Option<usize>,
     level: Option<ClipLevel>,
     threads: Option<usize>,
+    max_report_ids: usize,
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let set = args.set()?;
     let total = MapRelease::new(set.clone(), args.mechanism(), args.epsilon)?.per_device_total();
@@ -533,18 +564,33 @@ fn aggregate(
     };
     let max_record_bytes =
         max_record_bytes.unwrap_or_else(|| (64 << 10).max(32 * set.len() + 4096));
+    let mut dedup = Dedup::new(max_report_ids);
     let counts = read_reports(
         &mut agg,
         clip.as_ref(),
         io::stdin().lock(),
         max_record_bytes,
         threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        Some(&mut dedup),
     )?;
     let ok = counts.rejected == 0;
     eprintln!(
         "{} records: {} accepted, {} rejected, {} skipped (blank or comment)",
         counts.records, counts.accepted, counts.rejected, counts.skipped
     );
+    // As `aggregate`: only when there were any.
+    if dedup.duplicates > 0 {
+        eprintln!(
+            "{} duplicate reports dropped (a report_id accepted before counts once)",
+            dedup.duplicates
+        );
+    }
+    if dedup.unchecked > 0 {
+        eprintln!(
+            "warning: {} reports accepted after --max-report-ids ids were remembered: their repeats, if any, were counted again",
+            dedup.unchecked
+        );
+    }
     // No report: no map, the same for every mechanism (issue 19 item 14):
     // a message and exit status 1, nothing on stdout.
     if counts.accepted == 0 {
@@ -621,6 +667,7 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
                     .map_err(|e| format!("--reports {}: {e}", UntrustedPath(&p)))?,
                 64 << 10,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
+                None,
             )?;
             agg.mapper()?
         }

@@ -45,7 +45,7 @@ use crate::error::Result;
 use crate::mechanism::{Mechanism, NoiseShape};
 use crate::server::clip::{default_z, ClipLevel, ClipPolicy};
 use crate::server::escape::Untrusted;
-use crate::server::ingest::{RecordReader, RecordRejection};
+use crate::server::ingest::{Dedup, RecordReader, RecordRejection};
 use serde::Serialize;
 use std::io::{self, Read};
 use std::string::{String, ToString};
@@ -177,7 +177,8 @@ impl MapClip {
     }
 }
 
-/// Counts of a map stream: records = accepted + rejected + skipped.
+/// Counts of a map stream: records = accepted + rejected + skipped +
+/// duplicates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MapCounts {
     /// Records read.
@@ -190,6 +191,9 @@ pub struct MapCounts {
     pub skipped: u64,
     /// Values clipped (over all accepted reports).
     pub clipped: u64,
+    /// Reports dropped because a report with their `report_id` was
+    /// accepted before ([`ingest_map_reports_once`] only).
+    pub duplicates: u64,
 }
 
 /// Read JSON map reports from `reader` into `agg`, each bad record
@@ -204,12 +208,111 @@ pub fn ingest_map_reports<R: Read>(
     reader: &mut RecordReader<R>,
     mut on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
+    ingest_seq(agg, clip, reader, None, &mut on_reject)
+}
+
+/// [`ingest_map_reports`], with `dedup` (if any) deciding the reports
+/// that carry a `report_id`.
+fn ingest_seq<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    mut dedup: Option<&mut Dedup>,
+    mut on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
     let mut counts = MapCounts::default();
     while let Some((n, raw)) = reader.next_bytes()? {
         let raw = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()));
-        one_record(agg, clip, raw, &mut counts, |code, m| on_reject(n, code, m));
+        let held = one_record(agg, clip, raw, dedup.is_some(), &mut counts, |code, m| {
+            on_reject(n, code, m)
+        });
+        if let (Some((r, clipped)), Some(d)) = (held, dedup.as_deref_mut()) {
+            decide_once(agg, d, &r, clipped, &mut counts, |code, m| {
+                on_reject(n, code, m)
+            });
+        }
     }
     Ok(counts)
+}
+
+/// The once-per-`report_id` rule (docs/MATH.md §10.11, the one of
+/// `geopriv aggregate`) for a decoded, clipped report `r` carrying an id,
+/// applied in record order: a duplicate if `dedup` remembers its id; else
+/// added to `agg`, and its id remembered if `agg` accepts it (a refused
+/// record does not censor a later valid one with its id).
+fn decide_once(
+    agg: &mut MapAggregator,
+    dedup: &mut Dedup,
+    r: &MapReport,
+    clipped: u64,
+    counts: &mut MapCounts,
+    on_reject: impl FnOnce(&'static str, &str),
+) {
+    if dedup.seen(r.report_id.as_ref()) {
+        dedup.duplicates += 1;
+        counts.duplicates += 1;
+        return;
+    }
+    match agg.add(r) {
+        Ok(()) => {
+            dedup.accepted(r.report_id.as_ref());
+            counts.accepted += 1;
+            counts.clipped += clipped;
+        }
+        Err(e) => {
+            counts.rejected += 1;
+            on_reject("refused", &Untrusted(&e.to_string()).to_string());
+        }
+    }
+}
+
+/// [`ingest_map_reports_parallel`] counting each `report_id` once with
+/// `dedup` (as `geopriv aggregate` and the collector, docs/MATH.md
+/// §10.11): a report whose id a report accepted before carried is dropped
+/// and counted in [`MapCounts::duplicates`] (and `dedup.duplicates`); an
+/// id is remembered only once its report is accepted, at most `dedup`'s
+/// cap of them (past it, `dedup.unchecked`). Reports without an id are
+/// counted as by [`ingest_map_reports_parallel`]. The workers decode and
+/// clip every record and add those without an id; the reports with one
+/// come back to the calling thread, which decides them in record order,
+/// so the map, the counts and the rejections are the same for any
+/// `threads`.
+///
+/// ```
+/// use geopriv::map::{ingest_map_reports_once, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+/// use geopriv::server::ingest::{Dedup, FormatChoice, RecordReader};
+/// # use rand::SeedableRng;
+/// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+/// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3)?;
+/// let mut r = device.release_unmetered(&[5_000.0, 5_000.0], &mut rng)?;
+/// r.report_id = Some(geopriv::ReportId([7; 16]));
+/// let line = serde_json::to_string(&r).unwrap() + "\n";
+/// let text = line.repeat(3);
+/// let mut agg = MapAggregator::new(set, MapMechanism::APriori, 1e-3)?;
+/// let mut reader = RecordReader::new(text.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+/// let mut dedup = Dedup::new(1 << 10);
+/// let c = ingest_map_reports_once(&mut agg, None, &mut reader, 2, &mut dedup, |_, _, _| {}).unwrap();
+/// assert_eq!((c.records, c.accepted, c.duplicates), (3, 1, 2));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn ingest_map_reports_once<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    threads: usize,
+    dedup: &mut Dedup,
+    on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
+    ingest_sharded(
+        agg,
+        clip,
+        reader,
+        threads,
+        BATCH_BYTES,
+        Some(dedup),
+        on_reject,
+    )
 }
 
 /// The noise-a-priori report in `line` if it is in the exact layout
@@ -267,16 +370,24 @@ fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
     })
 }
 
+/// A decoded, clipped report with a `report_id` and its clipped values,
+/// held for [`decide_once`].
+type Held = (MapReport, u64);
+
 /// Decode, clip and add one record's bytes (or pass on its reader
-/// rejection), updating `counts`.
+/// rejection), updating `counts`. With `hold_ids`, a decoded report that
+/// carries a `report_id` is not added but returned (counted only in
+/// `records`), for [`decide_once`].
 fn one_record(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
     raw: core::result::Result<&[u8], (&'static str, String)>,
+    hold_ids: bool,
     counts: &mut MapCounts,
     mut on_reject: impl FnMut(&'static str, &str),
-) {
+) -> Option<Held> {
     counts.records += 1;
+    let mut held = None;
     let outcome: core::result::Result<Option<u64>, (&'static str, String)> = (|| {
         let bytes = raw?;
         let b = bytes
@@ -288,6 +399,10 @@ fn one_record(
         }
         if let Some(mut r) = canonical_a_priori(b) {
             let clipped = clip.map_or(0, |c| c.clip(&mut r));
+            if hold_ids && r.report_id.is_some() {
+                held = Some((r, clipped));
+                return Ok(None);
+            }
             agg.add(&r)
                 .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
             return Ok(Some(clipped));
@@ -305,11 +420,16 @@ fn one_record(
             )
         })?;
         let clipped = clip.map_or(0, |c| c.clip(&mut r));
+        if hold_ids && r.report_id.is_some() {
+            held = Some((r, clipped));
+            return Ok(None);
+        }
         agg.add(&r)
             .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
         Ok(Some(clipped))
     })();
     match outcome {
+        Ok(None) if held.is_some() => {}
         Ok(None) => counts.skipped += 1,
         Ok(Some(c)) => {
             counts.accepted += 1;
@@ -320,6 +440,7 @@ fn one_record(
             on_reject(code, &message);
         }
     }
+    held
 }
 
 /// One batch of records handed to a worker: their bytes back to back,
@@ -387,23 +508,38 @@ pub fn ingest_map_reports_parallel<R: Read>(
     threads: usize,
     on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
-    ingest_sharded(agg, clip, reader, threads, BATCH_BYTES, on_reject)
+    ingest_sharded(agg, clip, reader, threads, BATCH_BYTES, None, on_reject)
 }
 
-/// [`ingest_map_reports_parallel`] with batches of `batch_bytes`.
+/// One record's outcome a worker hands back to the calling thread.
+enum Back {
+    /// Rejected: its number, code and escaped message.
+    Rejected(u64, &'static str, String),
+    /// Carries a `report_id`: its number and the report, for
+    /// [`decide_once`] in record order.
+    Held(u64, Held),
+}
+
+/// [`ingest_map_reports_parallel`] with batches of `batch_bytes`, and with
+/// `dedup` (if any) deciding the reports with a `report_id` on the calling
+/// thread ([`ingest_map_reports_once`]).
 fn ingest_sharded<R: Read>(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
     reader: &mut RecordReader<R>,
     threads: usize,
     batch_bytes: usize,
+    mut dedup: Option<&mut Dedup>,
     mut on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
     if threads <= 1 {
-        return ingest_map_reports(agg, clip, reader, on_reject);
+        return ingest_seq(agg, clip, reader, dedup, on_reject);
     }
     let threads = threads.min(MAX_MAP_INGEST_THREADS);
-    type Rejected = Vec<(u64, &'static str, String)>;
+    let hold_ids = dedup.is_some();
+    // The reports with an id, decided here in record order.
+    let mut here = MapCounts::default();
+    type Rejected = Vec<Back>;
     let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Batch)>(2 * threads);
     let rx = std::sync::Mutex::new(rx);
     // Each batch's rejections, back to the calling thread, which reports
@@ -431,9 +567,17 @@ fn ingest_sharded<R: Read>(
                             let raw = raw
                                 .map(|(a, b)| &bytes[a..b])
                                 .map_err(|why| (why.code(), why.to_string()));
-                            one_record(&mut mine, clip, raw, &mut counts, |code, m| {
-                                rejected.push((n, code, m.to_string()))
-                            });
+                            let held = one_record(
+                                &mut mine,
+                                clip,
+                                raw,
+                                hold_ids,
+                                &mut counts,
+                                |code, m| rejected.push(Back::Rejected(n, code, m.to_string())),
+                            );
+                            if let Some(h) = held {
+                                rejected.push(Back::Held(n, h));
+                            }
                         }
                         if done_tx.send((seq, rejected)).is_err() {
                             break;
@@ -455,8 +599,17 @@ fn ingest_sharded<R: Read>(
                           next: &mut u64| {
             while let Some(rj) = pending.remove(next) {
                 *next += 1;
-                for (n, code, m) in rj {
-                    on_reject(n, code, &m);
+                for b in rj {
+                    match b {
+                        Back::Rejected(n, code, m) => on_reject(n, code, &m),
+                        Back::Held(n, (r, clipped)) => {
+                            if let Some(d) = dedup.as_deref_mut() {
+                                decide_once(agg, d, &r, clipped, &mut here, |code, m| {
+                                    on_reject(n, code, m)
+                                });
+                            }
+                        }
+                    }
                 }
             }
         };
@@ -530,7 +683,7 @@ fn ingest_sharded<R: Read>(
         (results, read)
     });
     read?;
-    let mut counts = MapCounts::default();
+    let mut counts = here;
     for r in results {
         let (mine, c) = r.map_err(|_| io::Error::other("map ingest worker panicked"))?;
         agg.merge(&mine)
@@ -540,6 +693,7 @@ fn ingest_sharded<R: Read>(
         counts.rejected += c.rejected;
         counts.skipped += c.skipped;
         counts.clipped += c.clipped;
+        counts.duplicates += c.duplicates;
     }
     Ok(counts)
 }
@@ -586,6 +740,18 @@ mod tests {
     );
 
     fn run(set: &QuerySet, mech: MapMechanism, input: &[u8], threads: usize, batch: usize) -> Run {
+        run_ids(set, mech, input, threads, batch, None)
+    }
+
+    fn run_ids(
+        set: &QuerySet,
+        mech: MapMechanism,
+        input: &[u8],
+        threads: usize,
+        batch: usize,
+        cap: Option<usize>,
+    ) -> Run {
+        let mut dedup = cap.map(Dedup::new);
         let mut agg = MapAggregator::new(set.clone(), mech, 1e-3).unwrap();
         let clip =
             MapClip::new(set, mech, 1e-3, crate::server::clip::ClipLevel::default()).unwrap();
@@ -597,6 +763,7 @@ mod tests {
             &mut reader,
             threads,
             batch,
+            dedup.as_mut(),
             |n, c, m| rejected.push((n, c, m.to_string())),
         )
         .unwrap();
@@ -651,6 +818,87 @@ mod tests {
                     par, seq,
                     "{mech:?}, {threads} threads, batches of {batch} bytes"
                 );
+            }
+        }
+    }
+
+    /// Each `report_id` counts once, decided in record order: replays are
+    /// dropped, a refused record carrying a valid report's id before it
+    /// does not censor it, ids past the cap are counted unchecked; the
+    /// same for any threads and batching (ids straddle batch boundaries).
+    #[test]
+    fn report_ids_count_once_for_any_threads() {
+        trait WithId {
+            fn with_id(self, id: crate::ReportId) -> Self;
+        }
+        impl WithId for MapReport {
+            fn with_id(mut self, id: crate::ReportId) -> Self {
+                self.report_id = Some(id);
+                self
+            }
+        }
+        let set = QuerySet::Kde(KdeGrid::square(10_000.0, 9).unwrap());
+        for mech in [MapMechanism::APriori, MapMechanism::Composition] {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+            let dev = MapRelease::new(set.clone(), mech, 1e-3).unwrap();
+            let other = MapRelease::new(set.clone(), mech, 2e-3).unwrap();
+            let mut out = Vec::new();
+            let mut line = |r: &MapReport| {
+                out.extend_from_slice(serde_json::to_string(r).unwrap().as_bytes());
+                out.push(b'\n');
+            };
+            let mut valid = Vec::new();
+            for i in 0..600u32 {
+                let x = [(i * 37 % 10_000) as f64, (i * 91 % 10_000) as f64];
+                let id = crate::ReportId([
+                    (i % 256) as u8,
+                    (i / 256) as u8,
+                    1,
+                    2,
+                    3,
+                    4,
+                    5,
+                    6,
+                    7,
+                    8,
+                    9,
+                    10,
+                    11,
+                    12,
+                    13,
+                    14,
+                ]);
+                // A refused record (another ε) with the id first.
+                if i % 7 == 0 {
+                    line(&other.release_unmetered(&x, &mut rng).unwrap().with_id(id));
+                }
+                let r = dev.release_unmetered(&x, &mut rng).unwrap();
+                let r = if i % 5 == 0 { r } else { r.with_id(id) };
+                line(&r);
+                valid.push(r);
+            }
+            // Replays of every valid report, in another order.
+            for r in valid.iter().rev() {
+                line(r);
+            }
+            let n_refused = (0..600).filter(|i| i % 7 == 0).count() as u64;
+            let n_no_id = (0..600).filter(|i| i % 5 == 0).count() as u64;
+            let seq = run_ids(&set, mech, &out, 1, 1 << 20, Some(1 << 10));
+            assert_eq!(
+                (seq.0.accepted, seq.0.rejected, seq.0.duplicates),
+                (600 + n_no_id, n_refused, 600 - n_no_id),
+                "{mech:?}"
+            );
+            for (threads, batch) in [(2, 1 << 20), (2, 300), (3, 1), (3, 5_000)] {
+                let par = run_ids(&set, mech, &out, threads, batch, Some(1 << 10));
+                assert_eq!(par, seq, "{mech:?}, {threads} threads, batches of {batch}");
+            }
+            // A cap of 100 ids: the later replays are counted again.
+            let capped = run_ids(&set, mech, &out, 1, 1 << 20, Some(100));
+            assert_eq!(capped.0.duplicates, 100, "{mech:?}");
+            for threads in [2, 3] {
+                let par = run_ids(&set, mech, &out, threads, 700, Some(100));
+                assert_eq!(par, capped, "{mech:?}, {threads} threads, cap 100");
             }
         }
     }

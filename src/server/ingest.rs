@@ -2340,6 +2340,72 @@ fn absorb_into(
     true
 }
 
+/// Counting each `report_id` once, in bounded memory (the CLI's
+/// `aggregate` and `map aggregate`, docs/MATH.md §10.11): an id is
+/// remembered only once its report is accepted, so a garbage record
+/// carrying an id cannot censor a later valid one; a report whose id was
+/// remembered is dropped as a duplicate. At most `cap` ids are remembered
+/// (about 34 bytes each at the fullest); past that new ids are accepted
+/// without being remembered and counted in [`Dedup::unchecked`].
+#[derive(Debug, Default)]
+pub struct Dedup {
+    seen: std::collections::HashSet<[u8; 16]>,
+    /// The set once full: it never changes again (published to the
+    /// workers, [`ReportAggregator::ingest_ordered_absorbing_ids`]).
+    frozen: Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>>,
+    cap: usize,
+    /// Reports dropped because their id was accepted before.
+    pub duplicates: u64,
+    /// Reports accepted after the set was full (their ids not remembered).
+    pub unchecked: u64,
+}
+
+impl Dedup {
+    /// Remember at most `cap` ids.
+    pub fn new(cap: usize) -> Self {
+        Dedup {
+            cap,
+            ..Default::default()
+        }
+    }
+
+    /// Was this id accepted before? (A report without an id never is.)
+    pub fn seen(&self, id: Option<&crate::ReportId>) -> bool {
+        let set = self.frozen.as_deref().unwrap_or(&self.seen);
+        id.is_some_and(|id| set.contains(&id.0))
+    }
+
+    /// Remember an accepted report's id (if there is room).
+    pub fn accepted(&mut self, id: Option<&crate::ReportId>) {
+        if let Some(id) = id {
+            if self.frozen.is_none() && self.seen.len() < self.cap {
+                self.seen.insert(id.0);
+            } else {
+                self.unchecked += 1;
+            }
+        }
+    }
+
+    /// Add ids accepted elsewhere (the workers' shards,
+    /// [`IdShards::take_accepted`]), at most as many as there is room for.
+    pub fn remember(&mut self, ids: Vec<[u8; 16]>) {
+        if self.frozen.is_some() {
+            return;
+        }
+        let room = self.cap.saturating_sub(self.seen.len());
+        self.seen.reserve(ids.len().min(room));
+        self.seen.extend(ids.into_iter().take(room));
+    }
+
+    /// The set, once it is full (moved out of the working set, once).
+    pub fn full(&mut self) -> Option<std::sync::Arc<std::collections::HashSet<[u8; 16]>>> {
+        if self.frozen.is_none() && self.seen.len() >= self.cap {
+            self.frozen = Some(std::sync::Arc::new(std::mem::take(&mut self.seen)));
+        }
+        self.frozen.clone()
+    }
+}
+
 /// A caller's set of remembered report ids, published once it is full
 /// and never changes again, so the workers of
 /// [`ReportAggregator::ingest_ordered_absorbing_ids`] can look ids up.
