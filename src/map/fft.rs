@@ -1250,6 +1250,30 @@ pub fn direct_map(
 mod tests {
     use super::*;
 
+    /// The two axes' plans of an `n` lattice, forward or inverse.
+    fn test_plans(n: [usize; 2], forward: bool) -> [Arc<dyn Fft<f64>>; 2] {
+        let mut planner = FftPlanner::new();
+        if forward {
+            [
+                planner.plan_fft_forward(n[0]),
+                planner.plan_fft_forward(n[1]),
+            ]
+        } else {
+            [
+                planner.plan_fft_inverse(n[0]),
+                planner.plan_fft_inverse(n[1]),
+            ]
+        }
+    }
+
+    /// A deterministic complex field on an `n` lattice:
+    /// sin(0.37 v) + i cos(1.3 v) at flat index v.
+    fn test_field(n: [usize; 2]) -> Vec<Complex64> {
+        (0..n[0] * n[1])
+            .map(|v| Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3)))
+            .collect()
+    }
+
     /// The strip-wise column pass of `fft2_in_place` gives the same bits as
     /// transposing the whole array, transforming its rows and transposing
     /// back (what it replaces), forward and inverse, square and not, with
@@ -1267,21 +1291,8 @@ mod tests {
             [9, 1],
         ] {
             for forward in [true, false] {
-                let mut planner = FftPlanner::new();
-                let plans = if forward {
-                    [
-                        planner.plan_fft_forward(n[0]),
-                        planner.plan_fft_forward(n[1]),
-                    ]
-                } else {
-                    [
-                        planner.plan_fft_inverse(n[0]),
-                        planner.plan_fft_inverse(n[1]),
-                    ]
-                };
-                let a: Vec<Complex64> = (0..n[0] * n[1])
-                    .map(|v| Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3)))
-                    .collect();
+                let plans = test_plans(n, forward);
+                let a = test_field(n);
                 let mut fast = a.clone();
                 fft2_in_place(&plans, n, &mut fast);
                 let mut slow = a;
@@ -1319,23 +1330,8 @@ mod tests {
             let last: Vec<usize> = vec![n[1] - 1];
             for cols in [&all[..], &spread[..], &last[..], &[][..]] {
                 for forward in [true, false] {
-                    let mut planner = FftPlanner::new();
-                    let plans = if forward {
-                        [
-                            planner.plan_fft_forward(n[0]),
-                            planner.plan_fft_forward(n[1]),
-                        ]
-                    } else {
-                        [
-                            planner.plan_fft_inverse(n[0]),
-                            planner.plan_fft_inverse(n[1]),
-                        ]
-                    };
-                    let a: Vec<Complex64> = (0..n[0] * n[1])
-                        .map(|v| {
-                            Complex64::new(libm::sin(v as f64 * 0.37), libm::cos(v as f64 * 1.3))
-                        })
-                        .collect();
+                    let plans = test_plans(n, forward);
+                    let a = test_field(n);
                     let mut full = a.clone();
                     fft2_in_place(&plans, n, &mut full);
                     let mut part = a;
