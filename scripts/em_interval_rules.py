@@ -25,16 +25,8 @@ def load(f):
     head=open(f).readline()
     d=np.genfromtxt(f,delimiter=',',skip_header=2)
     return head,{k:d[:,i] for i,k in enumerate('truth,m,pilot,s,b,se,k1,se1,k0,se0'.split(','))}
-def cov(m,se,t): return np.mean(np.abs(m-t)<=1.96*se)
-def solve_m(f, lo=0.05, hi=20.0, target=0.95):
-    # f increasing in m; find m with f(m)=target
-    if f(lo)>=target: return lo
-    if f(hi)<target: return hi
-    for _ in range(40):
-        mid=np.sqrt(lo*hi)
-        if f(mid)<target: lo=mid
-        else: hi=mid
-    return np.sqrt(lo*hi)
+sys.path.insert(0, __import__('os').path.dirname(__file__))
+from em_rules_common import cov, solve_m
 import glob, re, collections
 rows=collections.OrderedDict()
 for f in sorted(glob.glob(sys.argv[1] + '/*.csv')):

@@ -27,17 +27,8 @@ the truth the error of r̂² split into device, se1 and noise terms (diagnosis);
 import sys, glob, re, collections
 import numpy as np
 
-def cov(m, se, t):
-    return np.mean(np.abs(m - t) <= 1.96 * se)
-
-def solve_m(f, lo=0.05, hi=20.0, target=0.95):
-    if f(lo) >= target: return lo
-    if f(hi) < target: return hi
-    for _ in range(40):
-        mid = np.sqrt(lo * hi)
-        if f(mid) < target: lo = mid
-        else: hi = mid
-    return np.sqrt(lo * hi)
+sys.path.insert(0, __import__('os').path.dirname(__file__))
+from em_rules_common import cov, solve_m
 
 COLS = 'truth,m,pilot,s,b,se,k1,se1,k0,se0,tA,mA,seA,k1A,se1A,tB,mB,seB,k1B,se1B'.split(',')
 
