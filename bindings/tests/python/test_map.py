@@ -281,6 +281,9 @@ def _():
     honest = [rel.release_unmetered([x, y]).json for x, y in POINTS[:150]]
     forged = json.loads(honest[0])
     forged["values"] = [1e300] * len(forged["values"])  # issue 19 item 10: one report moved every cell
+    # Not a replay of honest[0]: `geopriv map aggregate` counts a report_id
+    # once (attack6 O2), and the comparison below is about clipping.
+    forged.pop("report_id", None)
     lines = honest + [json.dumps(forged)]
     clipped, raw = MapServer(GRID, mech, EPS), MapServer.with_clipping(GRID, mech, EPS, 1024, MapClipping.OFF())
     expect(clipped.add_all_json(lines).accepted == raw.add_all_json(lines).accepted == len(lines), "accepted")
