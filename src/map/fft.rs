@@ -844,19 +844,7 @@ impl FftMapper {
         // (the rounding offsets of different locations act as independent,
         // docs/MATH.md §9.7; it matters at large εh, where 1/ε < Δ).
         let spec = self.counts.spec();
-        let delta = spec.delta();
-        let mut grad = self.lattice_field(|_, ik, corr, w0, w1| {
-            let k = ft.at(ik) * corr / vol;
-            // i ω_0 F + i (i ω_1 F): the two real gradients in one field.
-            Complex64::new(-w1 * k, w0 * k)
-        });
-        self.fft2(&mut grad, false);
-        let c0 = delta[0] * delta[0] / 12.0;
-        let c1 = if self.axes.len() > 1 {
-            delta[1] * delta[1] / 12.0
-        } else {
-            0.0
-        };
+        let (grad, c0, c1) = self.rounding_gradients(ft, vol);
         // K_λ² + i R in the gradients' buffer (one field fewer at the peak).
         let mut g = grad;
         for (q, &v) in g.iter_mut().zip(s) {
@@ -954,6 +942,28 @@ impl FftMapper {
         })
     }
 
+    /// The kernel's two spatial gradients in one field, ∂_0 K + i ∂_1 K
+    /// (the inverse transform of i ω_0 F + i (i ω_1 F), F = F[K]·corr/vol),
+    /// and the rounding weights Δ_a²/12 of the two axes (0 for a missing
+    /// second axis): the parts of the rounding spread Σ_a (Δ_a²/12)(∂_a K)²
+    /// shared by [`variances_of`](Self::variances_of) and
+    /// [`planner_map_of`](Self::planner_map_of).
+    fn rounding_gradients(&self, ft: &KernelTransform, vol: f64) -> (Vec<Complex64>, f64, f64) {
+        let delta = self.counts.spec().delta();
+        let mut grad = self.lattice_field(|_, ik, corr, w0, w1| {
+            let k = ft.at(ik) * corr / vol;
+            Complex64::new(-w1 * k, w0 * k)
+        });
+        self.fft2(&mut grad, false);
+        let c0 = delta[0] * delta[0] / 12.0;
+        let c1 = if self.axes.len() > 1 {
+            delta[1] * delta[1] / 12.0
+        } else {
+            0.0
+        };
+        (grad, c0, c1)
+    }
+
     /// The map of a kernel from its transform `ft`
     /// ([`kernel_transform`](Self::kernel_transform)) without its spatial
     /// samples: the forward transform of s = F⁻¹[X], X = F[K_λ]·corr/vol,
@@ -1030,18 +1040,7 @@ impl FftMapper {
         }
         self.fft2(&mut sb, true);
         // The rounding spread Σ_a (Δ_a²/12)(∂_a K_λ)², as in `variances_of`.
-        let delta = self.counts.spec().delta();
-        let mut g = self.lattice_field(|_, ik, corr, w0, w1| {
-            let k = ft.at(ik) * corr / vol;
-            Complex64::new(-w1 * k, w0 * k)
-        });
-        self.fft2(&mut g, false);
-        let c0 = delta[0] * delta[0] / 12.0;
-        let c1 = if self.axes.len() > 1 {
-            delta[1] * delta[1] / 12.0
-        } else {
-            0.0
-        };
+        let (mut g, c0, c1) = self.rounding_gradients(ft, vol);
         for (q, &v) in g.iter_mut().zip(&s) {
             *q = Complex64::new(v * v, c0 * q.re * q.re + c1 * q.im * q.im);
         }
