@@ -214,6 +214,28 @@ pub fn wrap_guard_radius(dim: usize, bandwidth: f64, epsilon: f64) -> Result<f64
     Ok(r)
 }
 
+/// One Hermitian pair of DFT indices ([`FftMapper::hermitian_pairs`]):
+/// flat indices `f` <= `c`, their (i0, i1) indices and the sinc
+/// corrections at each.
+struct HermitianPair {
+    f: usize,
+    c: usize,
+    at_f: [usize; 2],
+    at_c: [usize; 2],
+    corr_f: f64,
+    corr_c: f64,
+}
+
+/// The two real fields A, B of a transform packed as A + iB, at a
+/// frequency whose value is `a` and whose partner's is `p`:
+/// F[A] = (a + p̄)/2, F[B] = (a − p̄)/(2i).
+fn hermitian_split(a: Complex64, p: Complex64) -> (Complex64, Complex64) {
+    (
+        (a + p.conj()) * 0.5,
+        (a - p.conj()) * Complex64::new(0.0, -0.5),
+    )
+}
+
 /// One kernel map as the planner reads it ([`FftMapper::planner_map_of`]),
 /// one value per map point.
 pub(crate) struct PlannerMap {
@@ -853,16 +875,6 @@ impl FftMapper {
         self.fft2(&mut g, true);
         // g now holds fwd(K_λ²) + i fwd(R), R the rounding spread: split
         // them (both real fields, so their transforms are Hermitian).
-        let [n0, n1] = self.n;
-        // The sinc correction of [`omega`](Self::omega) at DFT index
-        // (i0, i1): the same product 1·c_0·c_1, read by row and column
-        // instead of a division and a modulo per index (branch speed05).
-        let (_, _, cs0) = &self.axes[0];
-        let cs1 = self.axes.get(1).map(|a| &a.2);
-        let corr_at = |i: usize, k: usize| match cs1 {
-            Some(cs1) => 1.0 * cs0[i] * cs1[k],
-            None => 1.0 * cs0[i],
-        };
         // Transform of K_λ² - D_λ on the lattice: the forward FFT of K_λ²
         // less that of D_λ. D_λ's samples are the inverse FFT of
         // F[D_λ]/vol = F[B_λ²]·corr/(φ_N vol), and F[B_λ²] ≈ fwd(B_λ²)·vol/cells,
@@ -885,34 +897,16 @@ impl FftMapper {
         };
         // In place, a frequency and its partner at once (the same
         // arithmetic as from a copy of g and a field of the rounding
-        // parts, without either: less memory at large FFTs). The partner
-        // of (i0, i1) is (−i0, −i1) mod N; each pair once, from the member
-        // with the smaller flat index, in the order of the flat index.
-        for i in 0..n0 {
-            let ic = (n0 - i) % n0;
-            for k in 0..n1 {
-                let kc = (n1 - k) % n1;
-                let (f, c) = (i * n1 + k, ic * n1 + kc);
-                if c < f {
-                    continue;
-                }
-                let (a, p) = (g[f], g[c]);
-                g[f] = finish(
-                    f,
-                    corr_at(i, k),
-                    (a + p.conj()) * 0.5,
-                    (a - p.conj()) * Complex64::new(0.0, -0.5),
-                );
-                if c != f {
-                    g[c] = finish(
-                        c,
-                        corr_at(ic, kc),
-                        (p + a.conj()) * 0.5,
-                        (p - a.conj()) * Complex64::new(0.0, -0.5),
-                    );
-                }
+        // parts, without either: less memory at large FFTs).
+        self.hermitian_pairs(|pair| {
+            let (a, p) = (g[pair.f], g[pair.c]);
+            let (k2, rounding) = hermitian_split(a, p);
+            g[pair.f] = finish(pair.f, pair.corr_f, k2, rounding);
+            if pair.c != pair.f {
+                let (k2, rounding) = hermitian_split(p, a);
+                g[pair.c] = finish(pair.c, pair.corr_c, k2, rounding);
             }
-        }
+        });
         drop(b2);
         drop(ph);
         self.inverse_on_columns(&mut g, &self.map_columns());
@@ -940,6 +934,43 @@ impl FftMapper {
                 })
                 .unzip(),
         })
+    }
+
+    /// Every pair of a DFT index f = (i0, i1) and its Hermitian partner
+    /// c = (−i0, −i1) mod N once, from the member with the smaller flat
+    /// index, in the order of the flat index, with the sinc correction of
+    /// [`omega`](Self::omega) at both (the same product 1·c_0·c_1, read by
+    /// row and column instead of a division and a modulo per index, branch
+    /// speed05). A real field's transform X satisfies X(c) = conj X(f), so
+    /// two real fields packed as A + iB in one transform are split pairwise
+    /// ([`hermitian_split`]); shared by [`variances_of`](Self::variances_of)
+    /// and [`planner_map_of`](Self::planner_map_of).
+    fn hermitian_pairs(&self, mut visit: impl FnMut(HermitianPair)) {
+        let [n0, n1] = self.n;
+        let (_, _, cs0) = &self.axes[0];
+        let cs1 = self.axes.get(1).map(|a| &a.2);
+        let corr_at = |i: usize, k: usize| match cs1 {
+            Some(cs1) => 1.0 * cs0[i] * cs1[k],
+            None => 1.0 * cs0[i],
+        };
+        for i in 0..n0 {
+            let ic = (n0 - i) % n0;
+            for k in 0..n1 {
+                let kc = (n1 - k) % n1;
+                let (f, c) = (i * n1 + k, ic * n1 + kc);
+                if c < f {
+                    continue;
+                }
+                visit(HermitianPair {
+                    f,
+                    c,
+                    at_f: [i, k],
+                    at_c: [ic, kc],
+                    corr_f: corr_at(i, k),
+                    corr_c: corr_at(ic, kc),
+                });
+            }
+        }
     }
 
     /// The kernel's two spatial gradients in one field, ∂_0 K + i ∂_1 K
@@ -1046,19 +1077,7 @@ impl FftMapper {
         }
         drop(s);
         self.fft2(&mut g, true);
-        let (_, _, cs0) = &self.axes[0];
-        let cs1 = self.axes.get(1).map(|a| &a.2);
-        let corr_at = |i: usize, k: usize| match cs1 {
-            Some(cs1) => 1.0 * cs0[i] * cs1[k],
-            None => 1.0 * cs0[i],
-        };
-        // The two real fields of a transform a at f with partner p at −f.
-        let split = |a: Complex64, p: Complex64| {
-            (
-                (a + p.conj()) * 0.5,
-                (a - p.conj()) * Complex64::new(0.0, -0.5),
-            )
-        };
+        let split = hermitian_split;
         let with_diff = unbiased.is_some();
         // (F[K_λ² − D_λ + R] + i F[K_λ²])·ĉ and (N·X + i F[diff])·ĉ at f.
         let finish = |f: usize,
@@ -1079,22 +1098,15 @@ impl FftMapper {
             };
             (both * self.hat[f], m * self.hat[f])
         };
-        for i in 0..n0 {
-            let ic = (n0 - i) % n0;
-            for k in 0..n1 {
-                let kc = (n1 - k) % n1;
-                let (f, c) = (i * n1 + k, ic * n1 + kc);
-                if c < f {
-                    continue;
-                }
-                let (a, p) = (g[f], g[c]);
-                let (u, v) = (sb[f], sb[c]);
-                (g[f], sb[f]) = finish(f, [i, k], corr_at(i, k), split(a, p), split(u, v));
-                if c != f {
-                    (g[c], sb[c]) = finish(c, [ic, kc], corr_at(ic, kc), split(p, a), split(v, u));
-                }
+        self.hermitian_pairs(|pair| {
+            let (f, c) = (pair.f, pair.c);
+            let (a, p) = (g[f], g[c]);
+            let (u, v) = (sb[f], sb[c]);
+            (g[f], sb[f]) = finish(f, pair.at_f, pair.corr_f, split(a, p), split(u, v));
+            if c != f {
+                (g[c], sb[c]) = finish(c, pair.at_c, pair.corr_c, split(p, a), split(v, u));
             }
-        }
+        });
         drop(ph);
         let cols = self.map_columns();
         self.inverse_on_columns(&mut g, &cols);
