@@ -4,7 +4,7 @@
 //! environment checked up front.
 
 mod common;
-use common::geopriv;
+use common::{geopriv, threshold_release_args};
 
 /// A few map reports of the default set at εh 1 (one cell diagonal h).
 fn map_reports() -> (String, Vec<u8>) {
@@ -62,20 +62,8 @@ fn map_aggregate_with_a_huge_thread_count_is_the_one_thread_map() {
 }
 
 fn privatize(ledger: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "privatize",
-        "threshold",
-        "--threshold",
-        "100000",
-        "--width",
-        "20000",
-        "--mechanism",
-        "polyplace",
-        "--epsilon",
-        "1e-4",
-        "--ledger",
-        ledger.to_str().unwrap(),
-    ];
+    let mut args = threshold_release_args();
+    args.extend_from_slice(&["--ledger", ledger.to_str().unwrap()]);
     args.extend_from_slice(extra);
     geopriv(&args, b"95000\n")
 }

@@ -4,7 +4,7 @@
 
 use geopriv::{MechanismName, QueryDescriptor, Report};
 mod common;
-use common::geopriv;
+use common::{geopriv, threshold_release_args};
 
 const EPS: f64 = 5e-5;
 
@@ -207,24 +207,15 @@ fn hopeless_flags_are_refused_up_front() {
 fn a_ledger_refusal_has_its_own_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("device.json");
-    let args = [
-        "privatize",
-        "threshold",
-        "--threshold",
-        "100000",
-        "--width",
-        "20000",
-        "--mechanism",
-        "polyplace",
-        "--epsilon",
-        "1e-4",
-        "--unit",
-        "per-dollar",
+    let mut args = threshold_release_args();
+    args.extend_from_slice(&["--unit", "per-dollar"]);
+    let without_ledger = args.clone();
+    args.extend_from_slice(&[
         "--ledger",
         ledger.to_str().unwrap(),
         "--budget-epsilon",
         "1e-4",
-    ];
+    ]);
     let out = geopriv(&args, b"95000\n95000\n");
     assert_eq!(
         out.status.code(),
@@ -234,6 +225,6 @@ fn a_ledger_refusal_has_its_own_exit_code() {
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
     // A malformed line alone is still 1, a usage error 2.
-    let out = geopriv(&args[..args.len() - 4], b"x\n");
+    let out = geopriv(&without_ledger, b"x\n");
     assert_eq!(out.status.code(), Some(2));
 }

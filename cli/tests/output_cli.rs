@@ -4,7 +4,7 @@
 //! an existing file (or wrote into a full directory) silently.
 
 mod common;
-use common::geopriv;
+use common::{geopriv, small_coverage_sweep};
 
 /// The refusal: exit 2, the path named (escaped), `--force` said, and the
 /// existing output untouched.
@@ -122,32 +122,16 @@ fn experiment_and_demo_directories_are_not_overwritten_without_force() {
 fn map_sweep_em_dump_writes_cells_and_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let run = |force: bool| {
-        let mut args = vec![
-            "map",
-            "sweep",
-            "--coverage",
-            "--population",
+        // The dump, not the λ < 1 targets, is under test: keep them at
+        // 2x (8x on atoms costs 10x here; branch kcovair).
+        small_coverage_sweep(
             "airports-like",
-            "--grid",
-            "11",
-            "--n",
-            "2000",
-            "--eps-h",
-            "1",
-            "--reps",
-            "1",
-        ];
-        if force {
-            args.push("--force");
-        }
-        std::process::Command::new(env!("CARGO_BIN_EXE_geopriv"))
-            .args(&args)
-            .env("GEOPRIV_SWEEP_EM_DUMP", dir.path())
-            // The dump, not the λ < 1 targets, is under test: keep them at
-            // 2x (8x on atoms costs 10x here; branch kcovair).
-            .env("GEOPRIV_SWEEP_TARGET_FINE", "2")
-            .output()
-            .unwrap()
+            if force { &["--force"] } else { &[] },
+            &[
+                ("GEOPRIV_SWEEP_EM_DUMP", dir.path().as_os_str()),
+                ("GEOPRIV_SWEEP_TARGET_FINE", "2".as_ref()),
+            ],
+        )
     };
     let out = run(false);
     assert!(out.status.success(), "{out:?}");
@@ -176,26 +160,14 @@ fn map_sweep_em_dump_writes_cells_and_is_not_overwritten_without_force() {
 #[test]
 fn map_sweep_em_split_dump_writes_both_halves() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_geopriv"))
-        .args([
-            "map",
-            "sweep",
-            "--coverage",
-            "--population",
-            "city",
-            "--grid",
-            "11",
-            "--n",
-            "2000",
-            "--eps-h",
-            "1",
-            "--reps",
-            "1",
-        ])
-        .env("GEOPRIV_SWEEP_EM_DUMP", dir.path())
-        .env("GEOPRIV_SWEEP_EM_SPLIT", "1")
-        .output()
-        .unwrap();
+    let out = small_coverage_sweep(
+        "city",
+        &[],
+        &[
+            ("GEOPRIV_SWEEP_EM_DUMP", dir.path().as_os_str()),
+            ("GEOPRIV_SWEEP_EM_SPLIT", "1".as_ref()),
+        ],
+    );
     assert!(out.status.success(), "{out:?}");
     let text = std::fs::read_to_string(dir.path().join("City-2000-1-0.csv")).unwrap();
     let mut lines = text.lines();

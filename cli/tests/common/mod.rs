@@ -2,6 +2,7 @@
 //! binary as a pipeline would.
 #![allow(dead_code)] // each test file uses a part
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -26,4 +27,50 @@ pub fn spawn(args: &[&str], stdin: Vec<u8>) -> Child {
 /// Runs `geopriv args...` on `stdin` to completion.
 pub fn geopriv(args: &[&str], stdin: &[u8]) -> Output {
     spawn(args, stdin.to_vec()).wait_with_output().unwrap()
+}
+
+/// The flags of a one-query threshold release every ledger test uses:
+/// `privatize threshold --threshold 100000 --width 20000 --mechanism
+/// polyplace --epsilon 1e-4` (more flags may be appended).
+pub fn threshold_release_args() -> Vec<&'static str> {
+    vec![
+        "privatize",
+        "threshold",
+        "--threshold",
+        "100000",
+        "--width",
+        "20000",
+        "--mechanism",
+        "polyplace",
+        "--epsilon",
+        "1e-4",
+    ]
+}
+
+/// `map sweep --coverage` of `population` on an 11 × 11 grid, 2,000
+/// devices, εh 1, one draw, with the environment `envs` (the sweep's
+/// dump switches) and `extra` flags appended.
+pub fn small_coverage_sweep(population: &str, extra: &[&str], envs: &[(&str, &OsStr)]) -> Output {
+    let mut args = vec![
+        "map",
+        "sweep",
+        "--coverage",
+        "--population",
+        population,
+        "--grid",
+        "11",
+        "--n",
+        "2000",
+        "--eps-h",
+        "1",
+        "--reps",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_geopriv"));
+    cmd.args(&args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
 }
