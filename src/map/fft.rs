@@ -1285,22 +1285,25 @@ mod tests {
             .collect()
     }
 
+    /// Lattice shapes for the column-pass tests: square and not, one strip
+    /// and several with a partial last one, a single row and a single column.
+    const STRIP_TEST_SHAPES: [[usize; 2]; 7] = [
+        [5, 5],
+        [36, 36],
+        [45, 45],
+        [20, 33],
+        [33, 7],
+        [1, 9],
+        [9, 1],
+    ];
+
     /// The strip-wise column pass of `fft2_in_place` gives the same bits as
     /// transposing the whole array, transforming its rows and transposing
     /// back (what it replaces), forward and inverse, square and not, with
     /// a partial last strip.
     #[test]
     fn fft2_by_column_strips_matches_the_transposed_path() {
-        for n in [
-            [1usize, 1],
-            [5, 5],
-            [36, 36],
-            [45, 45],
-            [20, 33],
-            [33, 7],
-            [1, 9],
-            [9, 1],
-        ] {
+        for n in std::iter::once([1usize, 1]).chain(STRIP_TEST_SHAPES) {
             for forward in [true, false] {
                 let plans = test_plans(n, forward);
                 let a = test_field(n);
@@ -1327,15 +1330,7 @@ mod tests {
     /// with no columns at all (branch speed05).
     #[test]
     fn fft2_on_listed_columns_has_the_full_transforms_bits_there() {
-        for n in [
-            [5usize, 5],
-            [36, 36],
-            [45, 45],
-            [20, 33],
-            [33, 7],
-            [1, 9],
-            [9, 1],
-        ] {
+        for n in STRIP_TEST_SHAPES {
             let all: Vec<usize> = (0..n[1]).collect();
             let spread: Vec<usize> = (0..n[1]).step_by(2).collect();
             let last: Vec<usize> = vec![n[1] - 1];
