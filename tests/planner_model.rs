@@ -57,6 +57,11 @@ enum Pop {
     /// corridor, 25% uniform background, 30 km (the structure of the
     /// sweep's `neighbourhoods`, drawn here from its own seed).
     Constructed,
+    /// A twin of the airports (branch cells18, docs/MATH.md §9.4 "What the
+    /// reports cannot tell"): every resampled airport moved by a Gaussian
+    /// of standard deviation `w` metres per axis, redrawn until it lies in
+    /// the airports' box (each airport's blob truncated to the box).
+    Twin(f64),
 }
 
 fn airports() -> Vec<[f64; 2]> {
@@ -88,6 +93,20 @@ fn gauss(rng: &mut StdRng) -> f64 {
 fn population(pop: Pop, n: usize, seed: u64) -> (Vec<[f64; 2]>, [f64; 4]) {
     let mut rng = StdRng::seed_from_u64(seed);
     match pop {
+        Pop::Twin(w) => {
+            let (xs, b) = population(Pop::Airports, n, seed);
+            let mut g = StdRng::seed_from_u64(seed ^ 0x7317);
+            let xs = xs
+                .iter()
+                .map(|x| loop {
+                    let p = [x[0] + w * gauss(&mut g), x[1] + w * gauss(&mut g)];
+                    if (b[0]..=b[1]).contains(&p[0]) && (b[2]..=b[3]).contains(&p[1]) {
+                        break p;
+                    }
+                })
+                .collect();
+            (xs, b)
+        }
         Pop::Airports => {
             let a = airports();
             let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -420,6 +439,8 @@ fn planner_predicts_within_3x_full_grid() {
                 let pop = match f[0] {
                     "a" => Pop::Airports,
                     "c" => Pop::City,
+                    // t<w in km>: the airports' twin of blob width w.
+                    t if t.starts_with('t') => Pop::Twin(t[1..].parse::<f64>().unwrap() * 1e3),
                     _ => Pop::Constructed,
                 };
                 (pop, f[1].parse().unwrap(), f[2].parse().unwrap())
