@@ -324,7 +324,7 @@ pub enum MapClipping {
 
 /// Largest z a map server takes (`geopriv map aggregate --clip-z`'s limit:
 /// beyond it the bounds bound nothing).
-const MAX_CLIP_Z: f64 = 1e6;
+pub(crate) const MAX_CLIP_Z: f64 = 1e6;
 
 /// What a clipping map server states, as the `clip` object of `geopriv map
 /// aggregate`'s output (same fields, same numbers).
