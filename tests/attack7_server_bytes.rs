@@ -132,7 +132,7 @@ fn merge_one(bytes: &[u8]) -> bool {
 
 #[test]
 fn forged_server_states_never_panic_and_refusals_change_nothing() {
-    let mut rng = SmallRng::seed_from_u64(7_2026_11_27);
+    let mut rng = SmallRng::seed_from_u64(720_261_127);
     let mut accepted = 0;
     let cases = cases();
     for _ in 0..cases {
