@@ -324,7 +324,7 @@ pub enum MapClipping {
 
 /// Largest z a map server takes (`geopriv map aggregate --clip-z`'s limit:
 /// beyond it the bounds bound nothing).
-const MAX_CLIP_Z: f64 = 1e6;
+pub(crate) const MAX_CLIP_Z: f64 = 1e6;
 
 /// What a clipping map server states, as the `clip` object of `geopriv map
 /// aggregate`'s output (same fields, same numbers).
@@ -597,6 +597,18 @@ fn rejection(code: &str, reason: impl std::fmt::Display) -> MapRejection {
     }
 }
 
+/// Every rejection code a map server writes (`add_one`, `core_rejection`).
+const MAP_REJECTION_CODES: [&str; 8] = [
+    "too-large",
+    "malformed",
+    "empty",
+    "other-map",
+    "other-mechanism",
+    "other-epsilon",
+    "overflow",
+    "invalid-report",
+];
+
 fn core_rejection(e: &geopriv::Error) -> MapRejection {
     use geopriv::Error as E;
     let code = match e {
@@ -847,6 +859,19 @@ impl MapServer {
             if st.format != STATE_FORMAT {
                 return Err(bad(format!("format {:?} is not {STATE_FORMAT}", st.format)));
             }
+            // Only the codes a server writes, each with a count: a forged
+            // state must not carry terminal escapes or bidi controls into
+            // the caller's rejection table, nor 10^5 codes (attack7).
+            if let Some((code, _)) = st
+                .rejections
+                .iter()
+                .find(|(c, n)| **n == 0 || !MAP_REJECTION_CODES.contains(&c.as_str()))
+            {
+                return Err(bad(format!(
+                    "rejection code {} with its count is not one a map server writes",
+                    geopriv::server::escape::Untrusted(code)
+                )));
+            }
             let fresh = Self::build(st.params.clone(), None)?;
             let empty = fresh.with_state(|s| Ok(s.map.clone()))?;
             let counts = match (st.bins, empty.counts()) {
@@ -1082,6 +1107,44 @@ impl MapServer {
 mod tests {
     use super::*;
     use crate::{BudgetPolicy, BudgetUnit};
+
+    /// attack7: a forged state's rejection table carried any code (ESC
+    /// and bidi controls, 10^5 distinct codes) into `status().rejections`.
+    #[test]
+    fn a_state_with_codes_no_server_writes_is_refused() {
+        let one = MapServer::new(grid(11), MapMechanism::APriori, 2e-3).unwrap();
+        one.add_all_json(vec!["garbage".into(), String::new()])
+            .unwrap();
+        let honest = one.to_json().unwrap();
+        assert!(
+            honest.contains(r#""rejections":{"empty":1,"malformed":1}"#),
+            "{honest}"
+        );
+        // Its own state and every code a server writes restore.
+        MapServer::from_json(honest.clone()).unwrap();
+        for code in MAP_REJECTION_CODES {
+            let st = honest.replace(r#""empty":1,"malformed":1"#, &format!(r#""{code}":3"#));
+            MapServer::from_json(st).unwrap();
+        }
+        let many: Vec<String> = (0..100_000).map(|i| format!(r#""c{i}":1"#)).collect();
+        for forged in [
+            r#""\u001b]0;pwn\u0007\u202e":5"#.to_string(),
+            r#""Malformed":1"#.to_string(),
+            r#""malformed":0"#.to_string(),
+            many.join(","),
+        ] {
+            let st = honest.replace(r#""empty":1,"malformed":1"#, &forged);
+            match MapServer::from_json(st) {
+                Err(GeoprivError::InvalidReport(m)) => {
+                    assert!(!m.contains('\u{1b}') && !m.contains('\u{202e}'), "{m}")
+                }
+                other => panic!(
+                    "accepted: {:?}",
+                    other.map(|s| s.status().unwrap().rejected)
+                ),
+            }
+        }
+    }
 
     fn grid(points: u32) -> MapGrid {
         MapGrid {

@@ -97,6 +97,15 @@ impl ServerConfig {
                     "bias_to_se must be finite and > 0, got {bias_to_se}"
                 )));
             }
+            // As `geopriv aggregate --clip-n/--clip-bias-se` (issue 19 item
+            // 14): a target no level reaches would reject every report.
+            if let Some((name, e)) =
+                geopriv::server::clip::unreachable_clip_target(deployment_n, bias_to_se)
+            {
+                return Err(GeoprivError::InvalidParameter(format!(
+                    "bias_to_se {bias_to_se:e} at deployment_n {deployment_n}: no clipping level reaches it for {name} reports ({e}); every report would be rejected"
+                )));
+            }
             Ok(self.with(|c| {
                 c.config.clip = Some(ClipLevel::Auto {
                     deployment_n,
@@ -110,9 +119,12 @@ impl ServerConfig {
     /// z (finite, >= 0; `--clip-z`).
     pub fn with_clip_z(&self, z: f64) -> Result<Arc<ServerConfig>, GeoprivError> {
         guard(|| {
-            if !(z.is_finite() && z >= 0.0) {
+            // As `geopriv aggregate --clip-z` and the map server: beyond
+            // MAX_CLIP_Z the bound z·σ_max overflows or bounds nothing.
+            if !(z.is_finite() && (0.0..=crate::map::MAX_CLIP_Z).contains(&z)) {
                 return Err(GeoprivError::InvalidParameter(format!(
-                    "the clipping level z must be finite and >= 0, got {z}"
+                    "the clipping level z must be finite and in [0, {}], got {z}",
+                    crate::map::MAX_CLIP_Z
                 )));
             }
             Ok(self.with(|c| c.config.clip = Some(ClipLevel::Fixed(z))))
@@ -718,6 +730,38 @@ mod tests {
     fn server(config: Arc<ServerConfig>) -> Arc<ReportServer> {
         let policy = ReportPolicy::new(1.0, 1e-4).unwrap().accept_seeded();
         ReportServer::new(policy, config)
+    }
+
+    /// attack7: `geopriv aggregate --clip-z 1e300` and `--clip-n 1
+    /// --clip-bias-se 1e-300` are refused up front (issue 19 item 14); the
+    /// bindings (and Spark's `ServerSpec`, which builds this config) took
+    /// them, then bounded nothing (z = 1e308: influence bound +inf) or
+    /// rejected every report as `unclippable`.
+    #[test]
+    fn clip_settings_the_cli_refuses_are_refused_here() {
+        for z in [1e6 * (1.0 + 1e-15), 1e300, 1e308] {
+            let r = ServerConfig::new().with_clip_z(z);
+            assert!(
+                matches!(r, Err(GeoprivError::InvalidParameter(_))),
+                "z = {z}"
+            );
+        }
+        assert!(ServerConfig::new().with_clip_z(1e6).is_ok());
+        for (n, b) in [(1, 1e-300), (1_000_000, 5e-324)] {
+            let r = ServerConfig::new().with_clip_target(n, b);
+            assert!(
+                matches!(r, Err(GeoprivError::InvalidParameter(_))),
+                "{n} {b}"
+            );
+        }
+        // Reachable targets are unchanged: every honest report is accepted.
+        for (n, b) in [(1_000_000, 0.1), (1, 1e300)] {
+            let s = server(ServerConfig::new().with_clip_target(n, b).unwrap());
+            let r = s
+                .add_json_batch(reports(50, 3).into_iter().map(Some).collect())
+                .unwrap();
+            assert_eq!(r.accepted, 50, "{n} {b}");
+        }
     }
 
     #[test]

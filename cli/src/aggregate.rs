@@ -4,9 +4,7 @@
 //! number; memory is bounded by `--max-record-bytes` and `--max-queries`.
 
 use clap::{Args, ValueEnum};
-use geopriv::server::clip::{
-    default_mechanism, default_z, ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N,
-};
+use geopriv::server::clip::{ClipLevel, DEFAULT_BIAS_TO_SE, DEFAULT_DEPLOYMENT_N};
 use geopriv::server::escape::UntrustedPath;
 use geopriv::server::ingest::{
     read_query_file, AggregationConfig, Checked, Counts, Estimator, Format, FormatChoice,
@@ -182,24 +180,13 @@ impl AggregateArgs {
                 // noise, which would refuse every report of its groups
                 // (issue 19 item 14). Noise of infinite variance (Cauchy)
                 // needs --clip-z anyway.
-                for name in geopriv::MechanismName::ALL {
-                    if name == geopriv::MechanismName::Ldp {
-                        continue;
-                    }
-                    let delta = if name.is_pure() { 0.0 } else { 1e-6 };
-                    let Ok(m) = default_mechanism(name, 1e-3, delta) else {
-                        continue;
-                    };
-                    if let Some(shape) = m.noise_shape() {
-                        if let Err(e @ geopriv::Error::Numerical { .. }) =
-                            default_z(shape, self.clip_n, self.clip_bias_se)
-                        {
-                            return Err(format!(
-                                "--clip-bias-se {:e} at --clip-n {}: no clipping level reaches it for {name} reports ({e}); every report would be refused",
-                                self.clip_bias_se, self.clip_n
-                            ));
-                        }
-                    }
+                if let Some((name, e)) =
+                    geopriv::server::clip::unreachable_clip_target(self.clip_n, self.clip_bias_se)
+                {
+                    return Err(format!(
+                        "--clip-bias-se {:e} at --clip-n {}: no clipping level reaches it for {name} reports ({e}); every report would be refused",
+                        self.clip_bias_se, self.clip_n
+                    ));
                 }
                 Some(ClipLevel::Auto {
                     deployment_n: self.clip_n,

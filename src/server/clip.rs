@@ -218,6 +218,37 @@ pub fn default_z(shape: NoiseShape, deployment_n: u64, bias_to_se: f64) -> Resul
     Ok(z)
 }
 
+/// The first mechanism name (local DP aside, which is not clipped by a
+/// noise level) whose noise no clipping level reaches at this target:
+/// [`default_z`] of its noise shape fails numerically, so a server with
+/// `ClipLevel::Auto { deployment_n, bias_to_se }` would refuse every
+/// report of that mechanism's groups (`unclippable`). Servers refuse such
+/// a target up front (issue 19 item 14): the CLI's `--clip-n` /
+/// `--clip-bias-se` and the bindings' `ServerConfig.with_clip_target`.
+/// Noise of infinite variance (Cauchy) has no default level at any target
+/// and is not reported here (its groups need a fixed z). `None`: every
+/// other mechanism has a level.
+pub fn unreachable_clip_target(
+    deployment_n: u64,
+    bias_to_se: f64,
+) -> Option<(MechanismName, Error)> {
+    for name in MechanismName::ALL {
+        if name == MechanismName::Ldp {
+            continue;
+        }
+        let delta = if name.is_pure() { 0.0 } else { 1e-6 };
+        let Ok(m) = default_mechanism(name, 1e-3, delta) else {
+            continue;
+        };
+        if let Some(shape) = m.noise_shape() {
+            if let Err(e @ Error::Numerical { .. }) = default_z(shape, deployment_n, bias_to_se) {
+                return Some((name, e));
+            }
+        }
+    }
+    None
+}
+
 /// The mechanism a report names, with the crate's default calibration of
 /// that name (the wire format carries only the name, ε and δ; a server
 /// whose devices use other parameters builds its policy with

@@ -12,7 +12,7 @@ counts per partition)::
     from geopriv.spark import aggregate
 
     spark = SparkSession.builder.getOrCreate()
-    result = aggregate(spark.read.text("reports/*.jsonl"), max_epsilon=1e-3)
+    result = aggregate(spark.read.option("lineSep", "\\n").text("reports/*.jsonl"), max_epsilon=1e-3)
     for e in result.estimates:
         print(e.query, e.n, e.mean, e.ci95)
     print(result.rejections)  # {"malformed": 3, "epsilon-out-of-policy": 1}
@@ -40,6 +40,11 @@ How it runs (docs/MATH.md §5 for the exact sums):
    (``merge_json``). The sums are exact, so the result is bit-for-bit the
    one of a single process (``geopriv aggregate`` with the same flags on
    the same reports) under any partitioning.
+
+Read files with ``spark.read.option("lineSep", "\\n").text(...)``: the CLI
+ends a record at ``\\n`` only, while Spark's default also splits at a lone
+``\\r``, so a line ``A\\rB`` would be one (rejected) record for the CLI and
+two rows for Spark, and the counts would differ.
 
 Like the CLI, blank JSON rows (after a BOM and ASCII whitespace) and rows
 starting with ``#`` are skipped (counted in ``skipped``, not rejected), and

@@ -170,7 +170,7 @@ def same_as_cli(result, expected, reasons, what):
 
 def spark_estimates(spark, path):
     """Estimates per query id from a folder (or file) of uploaded JSON lines."""
-    result = aggregate(spark.read.text(path), max_epsilon=1e-3, max_delta=1e-6)
+    result = aggregate(spark.read.option("lineSep", "\n").text(path), max_epsilon=1e-3, max_delta=1e-6)
     for e in result.estimates:  # one per (query, mechanism, ε, δ), as `geopriv aggregate` prints them
         print(e.query, e.n, e.mean, e.standard_error, e.ci95, e.clip["bounds"], e.clip["bias_bound"])
     print("rejected:", result.rejections)  # by code, e.g. {"malformed": 1, "truncated": 1}
