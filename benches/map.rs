@@ -102,6 +102,44 @@ fn bench_em(c: &mut Criterion) {
     group.finish();
 }
 
+/// Attack6 O1 (branch emcost, docs/MATH.md §9.6): EM on 1,000 reports of
+/// one point, 61 × 61 over the city's 20 km square, at εh = 10 (the work
+/// cap binds: t* <= 18; main ran to t* = 164, 10.5 s of CPU) and εh = 1.
+fn bench_em_coincident(c: &mut Criterion) {
+    let step = 20_000.0 / 60.0;
+    let grid = KdeGrid::new_2d(
+        [0.0, 20_000.0, 0.0, 20_000.0],
+        [61, 61],
+        f64::hypot(step, step),
+    )
+    .unwrap();
+    let h = grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let mut group = c.benchmark_group("map_em_coincident");
+    group.sample_size(10);
+    for eh in [1.0, 10.0] {
+        let eps = eh / h;
+        let rel = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        for _ in 0..1_000 {
+            agg.add(
+                &rel.release_unmetered(&[5_000.0, 5_000.0], &mut rng)
+                    .unwrap(),
+            )
+            .unwrap();
+        }
+        let counts = agg.counts().unwrap();
+        group.bench_function(format!("em_estimate_1000_at_one_point_eps_h_{eh}"), |b| {
+            b.iter(|| {
+                let em = EmDeconvolution::new(&grid, eps, counts, EmOptions::default()).unwrap();
+                black_box(em.estimate().unwrap())
+            })
+        });
+    }
+    group.finish();
+}
+
 /// Issue 22 item 4: the server default (the planner, EM included) from
 /// JSON bytes, reading and binning on every core: 10^6 reports of a
 /// clustered population into 61 × 61 at εh = 0.1, 0.3, 1, 10, 1000.
@@ -220,6 +258,7 @@ criterion_group!(
     bench_planned,
     bench_read,
     bench_em,
+    bench_em_coincident,
     bench_kernel_map
 );
 criterion_main!(benches);

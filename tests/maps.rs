@@ -1060,3 +1060,63 @@ fn kernel_maps_put_no_periodic_image_of_the_bins_on_the_far_edge() {
         );
     }
 }
+
+#[test]
+fn em_on_coincident_reports_stops_at_its_work_cap() {
+    // Attack6 O1 (docs/MATH.md §9.6, branch emcost): 1,000 reports of one
+    // point at εh = 10 on the CLI's default map made EM's held-out search
+    // run 218 steps to t* = 164, then the pilot to 492 and 4 replicates of
+    // 164 steps (10.5 s of CPU on the idle machine). The work budget caps
+    // the search at T_c = ⌊(100/6)·B0·B1/(N0·N1)⌋ = 18 steps here, so the
+    // fit is at most 18 steps and the pilot 54, through the function the
+    // CLI and the collector use (`MapAggregator::planned_estimate`).
+    let step = 20_000.0 / 60.0;
+    let grid = KdeGrid::new_2d(
+        [0.0, 20_000.0, 0.0, 20_000.0],
+        [61, 61],
+        f64::hypot(step, step),
+    )
+    .unwrap();
+    let eps = 10.0 / grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let xs = vec![[5_000.0, 5_000.0]; 1_000];
+    for x in &xs {
+        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+            .unwrap();
+    }
+    let engine =
+        EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), EmOptions::default()).unwrap();
+    let cap = engine.work_cap().unwrap();
+    assert!(cap <= 20, "cap {cap}");
+    let (est, plan) = agg.planned_estimate().unwrap();
+    let plan = plan.unwrap();
+    let em = plan.em.as_ref().unwrap();
+    // Held-out search, fit and pilot under the cap (main: 218, 164, 492).
+    assert!(em.held_out_steps <= cap + 1, "{} steps", em.held_out_steps);
+    assert!(em.iterations <= cap, "t* {}", em.iterations);
+    assert_eq!(em.work_cap, Some(cap));
+    assert!(plan.line.contains("work cap"), "{}", plan.line);
+    // A sensible map: EM's peak is the point's map point (15, 15), and
+    // both EM's map and the printed one are within a few percent of the
+    // devices' exact map (relative root ASE against its peak).
+    let truth = grid.exact_map(&xs);
+    let peak = truth.iter().fold(0.0f64, |m, v| m.max(*v));
+    let top = (0..em.values.len())
+        .max_by(|&a, &b| em.values[a].total_cmp(&em.values[b]))
+        .unwrap();
+    assert_eq!(top, 15 * 61 + 15);
+    for (name, v) in [("em", &em.values), ("printed", &est.values)] {
+        let rel = ase(v, &truth).sqrt() / peak;
+        eprintln!(
+            "{name}: t* {} steps {} cap {cap}: rel. root ASE {rel:.3e} (predicted EM ASE {:.3e}, measured {:.3e})",
+            em.iterations,
+            em.held_out_steps,
+            em.predicted_ase,
+            ase(v, &truth)
+        );
+        assert!(rel < 0.05, "{name}: {rel}");
+    }
+}

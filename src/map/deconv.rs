@@ -93,6 +93,19 @@ pub struct EmOptions {
     /// falls. 0 turns it off; [`coarse_lattice`](Self::coarse_lattice)
     /// is κ = 0.2.
     pub noise_lattice: f64,
+    /// EM's work budget C (docs/MATH.md §9.6, §9.8, branch emcost): the
+    /// held-out search, the fit, the pilot and the replicates together do
+    /// at most the work of about C EM steps on a window of the fine bins'
+    /// size plus D cell-steps per counted report
+    /// ([`work_per_report`](Self::work_per_report)), i.e. the search is
+    /// capped at T_c = ⌊max(C·B0·B1 + D·n, W_0) / ((1 + pilot +
+    /// ⌈replicates/2⌉)·N0·N1)⌋ steps (B the bins, N the EM window's FFT
+    /// per axis, W_0 = [`EM_WORK_FLOOR`]; [`EmDeconvolution::work_cap`]).
+    /// 0 (or not finite) turns the cap off. Default [`EM_WORK_BUDGET`].
+    pub work_budget: f64,
+    /// D of [`work_budget`](Self::work_budget): EM cell-steps allowed per
+    /// counted report. Default [`EM_WORK_PER_REPORT`].
+    pub work_per_report: f64,
 }
 
 impl Default for EmOptions {
@@ -109,9 +122,41 @@ impl Default for EmOptions {
             pilot: 3.0,
             coarse_lattice: false,
             noise_lattice: NOISE_LATTICE,
+            work_budget: EM_WORK_BUDGET,
+            work_per_report: EM_WORK_PER_REPORT,
         }
     }
 }
+
+/// The default [`EmOptions::work_budget`] C: EM's total work (held-out
+/// search, fit, pilot, replicates) at most that of about 100 EM steps on
+/// a window the size of the fine bins (each step two convolutions, four
+/// transforms: about 10x the transforms of the six kernel maps). With the
+/// default 4 replicates and pilot 3 the held-out search is capped at
+/// T_c = ⌊(100/6)·B0·B1/(N0·N1)⌋ steps by this term alone (the reports'
+/// term and the floor: [`EmDeconvolution::work_cap`]). On the CLI's
+/// default 61 × 61 map:
+/// 18 at εh = 10 (bins 393², EM FFT 375²), where 1,000 reports of one
+/// point ran to t* = 164 (10.5 s of CPU idle); 73 at εh 3, 193 at εh 1;
+/// 2,263 at εh 0.3 and 2,038 at εh 0.1 (EM FFT 72², 50²), above
+/// [`EmOptions::max_iterations`]. Where the uncapped t* is at most T_c
+/// the cap changes nothing (docs/MATH.md §9.6, §9.8, branch emcost).
+pub const EM_WORK_BUDGET: f64 = 100.0;
+
+/// The default [`EmOptions::work_per_report`] D: 50 EM cell-steps per
+/// counted report (about 3.6 µs of CPU, some 7x what reading and binning
+/// a report costs), so that EM's work grows with n like the rest of the
+/// pipeline and a large population keeps its held-out t*: the sweep's
+/// airports-like population at n = 10^6 (31 × 31, εh 3 and 10: t* 142
+/// and 147 against T_c 21 and 18 from C alone) is uncapped (T_c 166 and
+/// 227); 1,000 or 20,000 reports of one point add 0 and 1 step to T_c.
+pub const EM_WORK_PER_REPORT: f64 = 50.0;
+
+/// The floor of EM's work budget, in cell-steps: 10^7 (about 0.7 s of
+/// CPU), so that a small map's EM, whose steps are cheap, is never capped
+/// below what costs nothing worth bounding (the digests' 6 × 6 map with 64
+/// bins kept its t* = 44; docs/MATH.md §9.8).
+pub const EM_WORK_FLOOR: f64 = 1e7;
 
 /// The EM map of one set of binned counts.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +176,11 @@ pub struct EmMap {
     pub predicted_variance: f64,
     /// The iteration count chosen by held-out likelihood.
     pub iterations: usize,
+    /// Steps the held-out search ran (each one step of both folds).
+    pub held_out_steps: usize,
+    /// The work cap T_c of [`EmOptions::work_budget`] where it ended the
+    /// held-out search (None: the held-out rule ended it, or no search).
+    pub work_cap: Option<usize>,
     /// Devices counted.
     pub n: u64,
 }
@@ -165,6 +215,8 @@ pub struct EmDeconvolution {
     stride: usize,
     /// Fine bins per lattice cell and axis.
     bins_per_cell: usize,
+    /// The fine bins' cells B0·B1 (the work budget's unit).
+    bin_cells: f64,
     /// Map steps per lattice cell (coarse lattices at low εh; 1 otherwise):
     /// offsets between map points and cells are in units of δ/sup.
     sup: usize,
@@ -490,6 +542,7 @@ impl EmDeconvolution {
             map_points: mp,
             stride: gl,
             bins_per_cell: g,
+            bin_cells: (spec.bins()[0] * spec.bins()[1]) as f64,
             sup,
             counts: cw,
             khat: Vec::new(),
@@ -928,13 +981,51 @@ impl EmDeconvolution {
     /// The iteration count maximising the held-out likelihood, by two-fold
     /// cross-validation over a public binomial thinning of the counts.
     pub fn stopping_iteration(&self) -> usize {
+        self.held_out_search().0
+    }
+
+    /// The cap T_c of [`EmOptions::work_budget`] on the held-out search
+    /// (None: no budget), C the budget, D the work per report, n the
+    /// counted reports:
+    ///
+    /// T_c = max(⌊max(C·B0·B1 + D·n, W_0) / ((1 + pilot + ⌈replicates/2⌉)·N0·N1)⌋, 1),
+    ///
+    /// W_0 = [`EM_WORK_FLOOR`].
+    ///
+    /// The search runs at most T_c + 1 steps of the two folds (they share
+    /// one transform pair per step), so t* <= T_c; the fit and the pilot
+    /// then run pilot·t* steps and the replicates ⌈R/2⌉·t* (in pairs), and
+    /// EM's whole work is at most about C steps on a window of B0·B1 cells
+    /// plus D cell-steps per report (docs/MATH.md §9.6, §9.8).
+    pub fn work_cap(&self) -> Option<usize> {
+        let c = self.opts.work_budget;
+        if !(c.is_finite() && c > 0.0) {
+            return None;
+        }
+        let per_t = 1.0 + self.opts.pilot.max(1.0) + self.opts.replicates.div_ceil(2) as f64;
+        let cells = (self.n_fft[0] * self.n_fft[1]) as f64;
+        let d = self.opts.work_per_report;
+        let per_report = if d.is_finite() && d > 0.0 { d } else { 0.0 };
+        let work = (c * self.bin_cells + per_report * self.all as f64).max(EM_WORK_FLOOR);
+        let t = (work / (per_t * cells)).floor();
+        Some(if t.is_finite() && t >= 1.0 {
+            t.min(1e15) as usize
+        } else {
+            1
+        })
+    }
+
+    /// [`stopping_iteration`](Self::stopping_iteration), the steps the
+    /// search ran and the work cap where it ended the search.
+    fn held_out_search(&self) -> (usize, usize, Option<usize>) {
         let (a, b) = self.halves();
         // The two folds (train on a, test on b; train on b, test on a)
         // share every transform (one complex FFT for two real chains); each
         // fold keeps its own stopping
         // rule and stops recording once its held-out likelihood has fallen
         // for a while.
-        let max = self.opts.max_iterations;
+        let cap = self.work_cap().filter(|&c| c < self.opts.max_iterations);
+        let max = cap.unwrap_or(self.opts.max_iterations);
         let (mut pa, mut pb) = (self.start_state(&a), self.start_state(&b));
         let (mut la, mut lb) = (Vec::new(), Vec::new());
         let (mut best_a, mut best_b) = ((f64::NEG_INFINITY, 0usize), (f64::NEG_INFINITY, 0usize));
@@ -991,7 +1082,10 @@ impl EmDeconvolution {
                 best = (v, t);
             }
         }
-        best.1.max(1)
+        // The cap ended the search where both folds were still on after
+        // its last step.
+        let capped = cap.filter(|_| on_a && on_b);
+        (best.1.max(1), len, capped)
     }
 
     /// The map of a latent density: Σ_a p_a K̄_h(t_j - x_a) / Σ p, with
@@ -1052,8 +1146,11 @@ impl EmDeconvolution {
     /// The EM map with its held-out stopping rule and, with replicates,
     /// the bootstrap error model (module docs).
     pub fn estimate(&self) -> Result<EmMap> {
-        let t = self.stopping_iteration();
-        self.estimate_at(t)
+        let (t, steps, cap) = self.held_out_search();
+        let mut e = self.estimate_at(t)?;
+        e.held_out_steps = steps;
+        e.work_cap = cap;
+        Ok(e)
     }
 
     /// As [`estimate`](Self::estimate) with a given iteration count.
@@ -1072,6 +1169,8 @@ impl EmDeconvolution {
                 predicted_ase: f64::NAN,
                 predicted_variance: f64::NAN,
                 iterations,
+                held_out_steps: 0,
+                work_cap: None,
                 n: self.total as u64,
             });
         }
@@ -1171,6 +1270,8 @@ impl EmDeconvolution {
             predicted_ase: ase / m as f64,
             predicted_variance: var / m as f64,
             iterations,
+            held_out_steps: 0,
+            work_cap: None,
             n: self.total as u64,
         })
     }

@@ -233,6 +233,8 @@ mod tests {
             predicted_ase: 0.0,
             predicted_variance: 0.0,
             iterations: 1,
+            held_out_steps: 0,
+            work_cap: None,
             n: 10,
         };
         let se = em_standard_errors(&em, 4);

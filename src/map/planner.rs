@@ -630,6 +630,14 @@ fn plan_with_em(
     if reports.is_none() && matches!(set, QuerySet::Kde(_)) {
         line.push_str(" (no reports: a priori bias not estimated, λ = 1 assumed)");
     }
+    if let Some((cap, t)) = em
+        .as_ref()
+        .and_then(|e| e.work_cap.map(|c| (c, e.iterations)))
+    {
+        line.push_str(&format!(
+            "; EM's held-out search ended at its work cap of {cap} steps, t* = {t} (docs/MATH.md §9.6)"
+        ));
+    }
     Ok(Plan {
         predictions: preds,
         line,
