@@ -532,6 +532,14 @@ type Batch = (
 /// record that reaches this size).
 const BATCH_BYTES: usize = 1 << 20;
 
+/// Ids the shards of [`ingest_map_stream_once`] make room for before the
+/// read (2^20, the default `--max-report-ids`, or the cap if smaller): the
+/// tables then hold up to that many without being rehashed. What it
+/// reserves is 18 bytes per slot, touched only as slots are used, and one
+/// control byte per slot at once: 2^21 slots (2 MB touched, 38 MB of
+/// address space) over all shards.
+const SHARD_RESERVE: usize = 1 << 20;
+
 /// Most workers [`ingest_map_reports_parallel`] starts; a larger count is
 /// taken as this one (the result does not depend on it). Each worker holds
 /// one aggregator (at most 1023² bin counts, 8.4 MB, for noise a priori)
@@ -594,12 +602,22 @@ enum Back {
     Rejected(u64, &'static str, String),
     /// Carries a `report_id`: its number and the report, for
     /// [`decide_once`] in record order.
-    Held(u64, Held),
+    Held(u64, Box<Held>),
     /// Carries a `report_id` to be decided on the worker by its shard
     /// (never handed back: decided into `Settled` or `Rejected`).
-    Pending(u64, Held),
+    Pending(u64, Pend),
     /// Decided on the worker (added or a duplicate): nothing to report.
     Settled,
+}
+
+/// A report waiting on a worker for its id's turn.
+enum Pend {
+    /// A noise-a-priori report on binned counts, already judged
+    /// ([`MapAggregator::binned_slot`]; the report itself dropped): its
+    /// bin, or the message of its refusal, and its clipped values.
+    Binned(core::result::Result<Option<usize>, String>, u64),
+    /// Any other report, whole.
+    Report(Box<Held>),
 }
 
 /// Decide on a worker, in each id shard's batch order, the reports of
@@ -620,24 +638,30 @@ fn decide_by_shard(
     mine: &mut MapAggregator,
     counts: &mut MapCounts,
 ) -> bool {
+    let message = |e: crate::Error| Untrusted(&e.to_string()).to_string();
     shards.decide_in_turn(seq, todo, |i, mark| {
         let slot = out.get_mut(i)?;
-        let Back::Pending(n, (r, clipped)) = core::mem::replace(slot, Back::Settled) else {
+        let Back::Pending(n, pend) = core::mem::replace(slot, Back::Settled) else {
             return None;
         };
         if mark.is_some() {
             counts.duplicates += 1;
             return None;
         }
-        match mine.add(&r) {
+        let (added, clipped) = match pend {
+            Pend::Binned(Ok(bin), clipped) => (mine.add_binned(bin).map_err(message), clipped),
+            Pend::Binned(Err(m), clipped) => (Err(m), clipped),
+            Pend::Report(h) => (mine.add(&h.0).map_err(message), h.1),
+        };
+        match added {
             Ok(()) => {
                 counts.accepted += 1;
                 counts.clipped += clipped;
                 Some(true)
             }
-            Err(e) => {
+            Err(m) => {
                 counts.rejected += 1;
-                *slot = Back::Rejected(n, "refused", Untrusted(&e.to_string()).to_string());
+                *slot = Back::Rejected(n, "refused", m);
                 None
             }
         }
@@ -670,10 +694,13 @@ fn ingest_sharded<R: Read>(
     // Records numbered below the room find room in a fresh set of at most
     // `cap` ids (records are numbered from 1, at most one id each): their
     // ids are decided on the workers by shard.
-    let shards = dedup
-        .as_deref()
-        .filter(|d| shard && d.is_empty())
-        .map(|d| IdShards::new((d.cap() as u64).saturating_add(1), threads));
+    let shards = dedup.as_deref().filter(|d| shard && d.is_empty()).map(|d| {
+        let sh = IdShards::new((d.cap() as u64).saturating_add(1), threads);
+        // Tables sized for up to SHARD_RESERVE ids: no rehashing while
+        // they fill (the ids' hashing was a tenth of the CPU).
+        sh.reserve(d.cap().min(SHARD_RESERVE));
+        sh
+    });
     let shards = shards.as_ref();
     // The ids accepted on the workers have been moved into `dedup`.
     let mut handed_over = false;
@@ -724,12 +751,23 @@ fn ingest_sharded<R: Read>(
                                 |code, m| rejected.push(Back::Rejected(n, code, m.to_string())),
                             );
                             if let Some(h) = held {
-                                match (room, shards, &h.0.report_id) {
+                                match (room, shards, h.0.report_id) {
                                     (Some(room), Some(sh), Some(id)) if n < room => {
                                         todo.push((rejected.len(), sh.shard_of(&id.0), id.0));
-                                        rejected.push(Back::Pending(n, h));
+                                        // Judged now, so that only its bin
+                                        // waits for the id's turn.
+                                        let pend = match mine.binned_slot(&h.0) {
+                                            Some(bin) => Pend::Binned(
+                                                bin.map_err(|e| {
+                                                    Untrusted(&e.to_string()).to_string()
+                                                }),
+                                                h.1,
+                                            ),
+                                            None => Pend::Report(Box::new(h)),
+                                        };
+                                        rejected.push(Back::Pending(n, pend));
                                     }
-                                    _ => rejected.push(Back::Held(n, h)),
+                                    _ => rejected.push(Back::Held(n, Box::new(h))),
                                 }
                             }
                         }
@@ -769,7 +807,8 @@ fn ingest_sharded<R: Read>(
                 for b in rj {
                     match b {
                         Back::Rejected(n, code, m) => on_reject(n, code, &m),
-                        Back::Held(n, (r, clipped)) => {
+                        Back::Held(n, held) => {
+                            let (r, clipped) = *held;
                             if let Some(d) = dedup.as_deref_mut() {
                                 // The first record at or past the room:
                                 // every record below it has been decided

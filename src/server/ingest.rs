@@ -2480,6 +2480,19 @@ impl IdShards {
         }
     }
 
+    /// Make room for `ids` ids in all, spread evenly over the shards, so
+    /// that they are not rehashed as they grow (each shard reserves
+    /// ⌈ids / S⌉; a table's slots are touched only when used, its control
+    /// bytes, one per slot, at once).
+    pub fn reserve(&self, ids: usize) {
+        let each = ids.div_ceil(self.shards.len());
+        for s in &self.shards {
+            if let Ok(mut st) = s.state.lock() {
+                st.1.reserve(each);
+            }
+        }
+    }
+
     /// Records numbered below this are deduplicated in the shards.
     pub fn room(&self) -> u64 {
         self.room
@@ -2522,8 +2535,9 @@ impl IdShards {
         todo: &mut [(usize, usize, [u8; 16])],
         mut decide: impl FnMut(usize, Option<bool>) -> Option<bool>,
     ) -> bool {
-        // Record order within each shard.
-        todo.sort_by_key(|&(i, s, _)| (s, i));
+        // Record order within each shard (the keys are distinct: the
+        // unstable sort gives the stable one's order).
+        todo.sort_unstable_by_key(|&(i, s, _)| (s, i));
         let count = self.shards.len();
         for k in 0..count {
             let s = (k + seq as usize) % count;
@@ -2551,8 +2565,18 @@ impl IdShards {
             let from = todo.partition_point(|&(_, t, _)| t < s);
             let to = todo.partition_point(|&(_, t, _)| t <= s);
             for &(i, _, id) in todo.get(from..to).unwrap_or_default() {
-                if let Some(mark) = decide(i, st.1.get(&id).copied()) {
-                    st.1.insert(id, mark);
+                // One hash and one probe per id.
+                match st.1.entry(id) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        if let Some(mark) = decide(i, Some(*e.get())) {
+                            e.insert(mark);
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        if let Some(mark) = decide(i, None) {
+                            e.insert(mark);
+                        }
+                    }
                 }
             }
             st.0 += 1;
