@@ -329,9 +329,10 @@ pub fn ingest_map_reports_once<R: Read>(
 /// aggregate`, `geopriv map plan --reports`): the same map, counts,
 /// duplicates and messages, and the same `dedup.duplicates` and
 /// `dedup.unchecked`, but the ids accepted on the workers are dropped on
-/// return instead of being moved into `dedup` (moving 10^6 of them into one
-/// set costs tens of ms on one thread; docs/MATH.md §10.11, "map
-/// aggregate"). So `dedup` must not be used for a later stream.
+/// return instead of being moved into `dedup` (that move would be 10^6
+/// inserts into one set on one thread for 10^6 ids, the work the shards
+/// spread over the workers; docs/MATH.md §10.11, "Deciding the map's ids
+/// on the workers"). So `dedup` must not be used for a later stream.
 ///
 /// With a fresh `dedup` and `threads` >= 2, the records numbered up to
 /// `dedup.cap()` have their ids decided on the workers by id shard
