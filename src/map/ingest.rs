@@ -533,12 +533,13 @@ type Batch = (
 /// record that reaches this size).
 const BATCH_BYTES: usize = 1 << 20;
 
-/// Ids the shards of [`ingest_map_stream_once`] make room for before the
-/// read (2^20, the default `--max-report-ids`, or the cap if smaller): the
-/// tables then hold up to that many without being rehashed. What it
-/// reserves is 18 bytes per slot, touched only as slots are used, and one
-/// control byte per slot at once: 2^21 slots (2 MB touched, 38 MB of
-/// address space) over all shards.
+/// Ids the shards of [`ingest_map_stream_once`] make room for (2^20, the
+/// default `--max-report-ids`, or the cap if smaller), once a shard holds
+/// [`SHARD_RESERVE_AFTER`](crate::server::ingest::SHARD_RESERVE_AFTER)
+/// ids: the tables then hold up to that many without being rehashed
+/// again. At 2 workers (8 shards) that is 2^21 slots of 18 bytes, 38 MB,
+/// as large as the tables 10^6 ids grow to anyway; a stream of fewer than
+/// about 30,000 ids keeps small tables.
 const SHARD_RESERVE: usize = 1 << 20;
 
 /// Most workers [`ingest_map_reports_parallel`] starts; a larger count is
@@ -697,8 +698,8 @@ fn ingest_sharded<R: Read>(
     // ids are decided on the workers by shard.
     let shards = dedup.as_deref().filter(|d| shard && d.is_empty()).map(|d| {
         let sh = IdShards::new((d.cap() as u64).saturating_add(1), threads);
-        // Tables sized for up to SHARD_RESERVE ids: no rehashing while
-        // they fill (the ids' hashing was a tenth of the CPU).
+        // Tables grown once to SHARD_RESERVE ids in all: no rehashing
+        // while they fill (the ids' hashing was a tenth of the CPU).
         sh.reserve(d.cap().min(SHARD_RESERVE));
         sh
     });

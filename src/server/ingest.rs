@@ -2456,7 +2456,14 @@ pub struct IdShards {
     shards: Vec<IdShard>,
     /// Set when a worker stops abnormally: nobody waits for its turn.
     failed: std::sync::atomic::AtomicBool,
+    /// Ids a shard makes room for once it holds SHARD_RESERVE_AFTER
+    /// ([`IdShards::reserve`]; 0: grow as needed).
+    reserve_each: std::sync::atomic::AtomicUsize,
 }
+
+/// Ids a shard holds before it grows to its reserved size
+/// ([`IdShards::reserve`]).
+pub const SHARD_RESERVE_AFTER: usize = 4_096;
 
 /// One shard: the next batch allowed in, and per id whether a worker
 /// accepted it.
@@ -2477,20 +2484,20 @@ impl IdShards {
             hasher: std::hash::RandomState::new(),
             shards: (0..n).map(|_| IdShard::default()).collect(),
             failed: std::sync::atomic::AtomicBool::new(false),
+            reserve_each: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
     /// Make room for `ids` ids in all, spread evenly over the shards, so
-    /// that they are not rehashed as they grow (each shard reserves
-    /// ⌈ids / S⌉; a table's slots are touched only when used, its control
-    /// bytes, one per slot, at once).
+    /// that a large stream's ids are not rehashed as the tables grow: a
+    /// shard that reaches [`SHARD_RESERVE_AFTER`] ids grows at once to
+    /// ⌈ids / S⌉ (a small stream keeps small tables: each id in a large
+    /// one touches its own page).
     pub fn reserve(&self, ids: usize) {
-        let each = ids.div_ceil(self.shards.len());
-        for s in &self.shards {
-            if let Ok(mut st) = s.state.lock() {
-                st.1.reserve(each);
-            }
-        }
+        self.reserve_each.store(
+            ids.div_ceil(self.shards.len()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Records numbered below this are deduplicated in the shards.
@@ -2578,6 +2585,12 @@ impl IdShards {
                         }
                     }
                 }
+            }
+            let want = self.reserve_each.load(std::sync::atomic::Ordering::Relaxed);
+            if st.1.len() >= SHARD_RESERVE_AFTER && st.1.capacity() < want {
+                // One rehash now instead of one per doubling.
+                let more = want - st.1.len();
+                st.1.reserve(more);
             }
             st.0 += 1;
             drop(st);
