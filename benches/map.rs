@@ -4,10 +4,10 @@
 //! errors. The whole-process timing from a file is in BENCHMARKS.md.
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use geopriv::map::{
-    ingest_map_reports_parallel, EmDeconvolution, EmOptions, KdeGrid, MapAggregator, MapMechanism,
-    MapRelease, MapReport, QuerySet,
+    ingest_map_reports_once, ingest_map_reports_parallel, ingest_map_stream_once, EmDeconvolution,
+    EmOptions, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet,
 };
-use geopriv::server::ingest::{FormatChoice, RecordReader};
+use geopriv::server::ingest::{Dedup, FormatChoice, RecordReader};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -202,6 +202,43 @@ fn bench_read(c: &mut Criterion) {
             })
         });
     }
+    // Each report_id once (issue 22 item 4, branch speed06): decided on
+    // the workers by id shard (`map aggregate`'s reader), against every id
+    // decided on the reading thread (branch mapids; a `Dedup` that already
+    // holds an id takes that path).
+    for threads in [1, 2] {
+        group.bench_function(format!("read_bin_ids_1e6_threads_{threads}"), |b| {
+            b.iter(|| {
+                let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+                let mut reader =
+                    RecordReader::new(&bytes[..], FormatChoice::Json, 1 << 16).unwrap();
+                let mut dedup = Dedup::new(1 << 20);
+                black_box(
+                    ingest_map_stream_once(
+                        &mut agg,
+                        None,
+                        &mut reader,
+                        threads,
+                        &mut dedup,
+                        |_, _, _| {},
+                    )
+                    .unwrap(),
+                )
+            })
+        });
+    }
+    group.bench_function("read_bin_ids_1e6_threads_2_on_reading_thread", |b| {
+        b.iter(|| {
+            let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+            let mut reader = RecordReader::new(&bytes[..], FormatChoice::Json, 1 << 16).unwrap();
+            let mut dedup = Dedup::new(1 << 20);
+            dedup.accepted(Some(&geopriv::ReportId([0xff; 16])));
+            black_box(
+                ingest_map_reports_once(&mut agg, None, &mut reader, 2, &mut dedup, |_, _, _| {})
+                    .unwrap(),
+            )
+        })
+    });
     group.finish();
 }
 

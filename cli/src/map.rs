@@ -5,7 +5,7 @@ use crate::experiment::data::SyntheticCity;
 use crate::experiment::populations::{Preset, Structured};
 use clap::{Args, Subcommand, ValueEnum};
 use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
-use geopriv::map::{ingest_map_reports_once, ingest_map_reports_parallel, MapClip, MapCounts};
+use geopriv::map::{ingest_map_stream_once, MapClip, MapCounts};
 use geopriv::map::{
     plan, FftMapper, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet, LAMBDAS,
 };
@@ -276,9 +276,16 @@ pub enum MapCommand {
         /// Expected number of devices.
         #[arg(long)]
         n: u64,
-        /// A file of noise-a-priori reports (JSON lines).
+        /// A file of noise-a-priori reports (JSON lines). Each `report_id`
+        /// counts once, as in `map aggregate`: a report whose id was
+        /// accepted before is dropped as a duplicate.
         #[arg(long)]
         reports: Option<std::path::PathBuf>,
+        /// Report ids remembered for --reports (as `map aggregate`'s; at
+        /// most 67108864, about 34 bytes per id); past this many, new ids
+        /// are counted without being remembered.
+        #[arg(long, value_name = "N", default_value_t = crate::aggregate::DEFAULT_MAX_REPORT_IDS)]
+        max_report_ids: usize,
         /// Print every prediction, not only the line.
         #[arg(long)]
         verbose: bool,
@@ -356,13 +363,7 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             threads,
             max_report_ids,
         } => {
-            if max_report_ids > crate::aggregate::MAX_REPORT_IDS_LIMIT {
-                return Err(format!(
-                    "--max-report-ids at most {}",
-                    crate::aggregate::MAX_REPORT_IDS_LIMIT
-                )
-                .into());
-            }
+            check_max_report_ids(max_report_ids)?;
             let clip = match (no_clip, clip_z) {
                 (true, Some(_)) => return Err("--no-clip and --clip-z contradict".into()),
                 (true, None) => None,
@@ -387,8 +388,12 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             set,
             n,
             reports,
+            max_report_ids,
             verbose,
-        } => plan_cmd(&set.resolved()?, n, reports, verbose).map(|_| true),
+        } => {
+            check_max_report_ids(max_report_ids)?;
+            plan_cmd(&set.resolved()?, n, reports, max_report_ids, verbose).map(|_| true)
+        }
         MapCommand::Sweep {
             grid,
             n,
@@ -514,16 +519,46 @@ fn release(
     Ok(ok)
 }
 
+/// `--max-report-ids` within its bound.
+fn check_max_report_ids(n: usize) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if n > crate::aggregate::MAX_REPORT_IDS_LIMIT {
+        return Err(format!(
+            "--max-report-ids at most {}",
+            crate::aggregate::MAX_REPORT_IDS_LIMIT
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// What `dedup` counted, on stderr (as `aggregate`: only when there were
+/// any).
+fn report_dedup(dedup: &Dedup) {
+    if dedup.duplicates > 0 {
+        eprintln!(
+            "{} duplicate reports dropped (a report_id accepted before counts once)",
+            dedup.duplicates
+        );
+    }
+    if dedup.unchecked > 0 {
+        eprintln!(
+            "warning: {} reports accepted after --max-report-ids ids were remembered: their repeats, if any, were counted again",
+            dedup.unchecked
+        );
+    }
+}
+
 /// Read reports into an aggregator through the hardened byte-level reader
 /// (each bad record rejected by itself, escaped, on stderr); returns the
-/// counts.
+/// counts. With `dedup`, each `report_id` counts once (the stream is read
+/// once: the ids are dropped at the end).
 fn read_reports<R: Read>(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
     input: R,
     max_record_bytes: usize,
     threads: usize,
-    dedup: Option<&mut Dedup>,
+    dedup: &mut Dedup,
 ) -> Result<MapCounts, Box<dyn std::error::Error + Send + Sync>> {
     let mut reader = RecordReader::new(input, FormatChoice::Json, max_record_bytes)
         .map_err(|e| e.to_string())?;
@@ -534,10 +569,7 @@ fn read_reports<R: Read>(
             write_error = writeln!(err, "line {n}: {why} [{code}]");
         }
     };
-    let counts = match dedup {
-        Some(d) => ingest_map_reports_once(agg, clip, &mut reader, threads, d, on_reject)?,
-        None => ingest_map_reports_parallel(agg, clip, &mut reader, threads, on_reject)?,
-    };
+    let counts = ingest_map_stream_once(agg, clip, &mut reader, threads, dedup, on_reject)?;
     write_error?;
     err.flush()?;
     Ok(counts)
@@ -571,26 +603,15 @@ fn aggregate(
         io::stdin().lock(),
         max_record_bytes,
         threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        Some(&mut dedup),
+        &mut dedup,
     )?;
     let ok = counts.rejected == 0;
     eprintln!(
         "{} records: {} accepted, {} rejected, {} skipped (blank or comment)",
         counts.records, counts.accepted, counts.rejected, counts.skipped
     );
-    // As `aggregate`: only when there were any.
-    if dedup.duplicates > 0 {
-        eprintln!(
-            "{} duplicate reports dropped (a report_id accepted before counts once)",
-            dedup.duplicates
-        );
-    }
-    if dedup.unchecked > 0 {
-        eprintln!(
-            "warning: {} reports accepted after --max-report-ids ids were remembered: their repeats, if any, were counted again",
-            dedup.unchecked
-        );
-    }
+    report_dedup(&dedup);
+    drop(dedup);
     // No report: no map, the same for every mechanism (issue 19 item 14):
     // a message and exit status 1, nothing on stdout.
     if counts.accepted == 0 {
@@ -655,11 +676,19 @@ fn binning_info(m: &FftMapper) -> serde_json::Value {
     })
 }
 
-fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose: bool) -> Res {
+fn plan_cmd(
+    args: &SetArgs,
+    n: u64,
+    reports: Option<std::path::PathBuf>,
+    max_report_ids: usize,
+    verbose: bool,
+) -> Res {
     let set = args.set()?;
     let mapper = match reports {
         Some(p) => {
             let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, args.epsilon)?;
+            // Each report_id once, by `map aggregate`'s rule (attack6 O2).
+            let mut dedup = Dedup::new(max_report_ids);
             read_reports(
                 &mut agg,
                 None,
@@ -667,8 +696,9 @@ fn plan_cmd(args: &SetArgs, n: u64, reports: Option<std::path::PathBuf>, verbose
                     .map_err(|e| format!("--reports {}: {e}", UntrustedPath(&p)))?,
                 64 << 10,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
-                None,
+                &mut dedup,
             )?;
+            report_dedup(&dedup);
             agg.mapper()?
         }
         None => None,

@@ -210,6 +210,31 @@ impl BinnedCounts {
         self.total += 1;
         Ok(())
     }
+    /// The bin [`add`](Self::add) counts `x` in (`None`: beyond the
+    /// bins), or the error it refuses `x` with; nothing is counted
+    /// ([`add_slot`](Self::add_slot) does it). `add(x)` is `slot_of(x)`
+    /// then `add_slot` of the result.
+    pub(crate) fn slot_of(&self, x: &[f64]) -> Result<Option<usize>> {
+        crate::error::check_point(x, self.spec.dim)?;
+        Ok(self.spec.bin_of(x))
+    }
+    /// Count one location in the bin `slot` from [`slot_of`](Self::slot_of)
+    /// (`None`: beyond the bins). A slot past the bins is refused.
+    pub(crate) fn add_slot(&mut self, slot: Option<usize>) -> Result<()> {
+        match slot {
+            Some(b) => match self.counts.get_mut(b) {
+                Some(c) => *c += 1,
+                None => {
+                    return Err(Error::InvalidReport {
+                        reason: "bin past the binning",
+                    })
+                }
+            },
+            None => self.outside += 1,
+        }
+        self.total += 1;
+        Ok(())
+    }
     /// Counts restored from their parts (a partial state shipped from
     /// another shard): one count per bin of `spec` and the locations
     /// beyond the bins. Refused (typed error) if the length differs or the

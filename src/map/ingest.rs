@@ -45,7 +45,7 @@ use crate::error::Result;
 use crate::mechanism::{Mechanism, NoiseShape};
 use crate::server::clip::{default_z, ClipLevel, ClipPolicy};
 use crate::server::escape::Untrusted;
-use crate::server::ingest::{Dedup, RecordReader, RecordRejection};
+use crate::server::ingest::{Dedup, IdShards, RecordReader, RecordRejection};
 use serde::Serialize;
 use std::io::{self, Read};
 use std::string::{String, ToString};
@@ -273,10 +273,15 @@ fn decide_once(
 /// id is remembered only once its report is accepted, at most `dedup`'s
 /// cap of them (past it, `dedup.unchecked`). Reports without an id are
 /// counted as by [`ingest_map_reports_parallel`]. The workers decode and
-/// clip every record and add those without an id; the reports with one
-/// come back to the calling thread, which decides them in record order,
-/// so the map, the counts and the rejections are the same for any
-/// `threads`.
+/// clip every record and add those without an id. With a fresh `dedup`,
+/// the reports with one numbered up to `dedup.cap()` are decided on the
+/// workers by id shard, in record order within each shard (docs/MATH.md
+/// §10.11, "Deciding the map's ids on the workers"), and their ids moved
+/// into `dedup` at the end (or at the first record past the cap); the
+/// others come back to the calling thread, which decides them in record
+/// order. So the map, the counts and the rejections are the same for any
+/// `threads`, and on return `dedup` remembers the ids as the sequential
+/// path leaves them.
 ///
 /// ```
 /// use geopriv::map::{ingest_map_reports_once, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
@@ -304,15 +309,88 @@ pub fn ingest_map_reports_once<R: Read>(
     dedup: &mut Dedup,
     on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
+    let ids = Ids {
+        dedup,
+        keep: true,
+        shard: true,
+    };
     ingest_sharded(
         agg,
         clip,
         reader,
         threads,
         BATCH_BYTES,
-        Some(dedup),
+        Some(ids),
         on_reject,
     )
+}
+
+/// [`ingest_map_reports_once`] for a whole stream read once (`geopriv map
+/// aggregate`, `geopriv map plan --reports`): the same map, counts,
+/// duplicates and messages, and the same `dedup.duplicates` and
+/// `dedup.unchecked`, but the ids accepted on the workers are dropped on
+/// return instead of being moved into `dedup` (that move would be 10^6
+/// inserts into one set on one thread for 10^6 ids, the work the shards
+/// spread over the workers; docs/MATH.md §10.11, "Deciding the map's ids
+/// on the workers"). So `dedup` must not be used for a later stream.
+///
+/// With a fresh `dedup` and `threads` >= 2, the records numbered up to
+/// `dedup.cap()` have their ids decided on the workers by id shard
+/// ([`IdShards`], as `geopriv aggregate --threads`): a report whose id was
+/// accepted before is a duplicate, else it is added if the aggregator
+/// accepts it (a pure function of the report and the public parameters)
+/// and its id marked. Later records go to the calling thread as in
+/// [`ingest_map_reports_once`].
+///
+/// ```
+/// use geopriv::map::{ingest_map_stream_once, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+/// use geopriv::server::ingest::{Dedup, FormatChoice, RecordReader};
+/// # use rand::SeedableRng;
+/// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+/// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3)?;
+/// let mut r = device.release_unmetered(&[5_000.0, 5_000.0], &mut rng)?;
+/// r.report_id = Some(geopriv::ReportId([7; 16]));
+/// let text = (serde_json::to_string(&r).unwrap() + "\n").repeat(3);
+/// let mut agg = MapAggregator::new(set, MapMechanism::APriori, 1e-3)?;
+/// let mut reader = RecordReader::new(text.as_bytes(), FormatChoice::Json, 1 << 16).unwrap();
+/// let mut dedup = Dedup::new(1 << 10);
+/// let c = ingest_map_stream_once(&mut agg, None, &mut reader, 2, &mut dedup, |_, _, _| {}).unwrap();
+/// assert_eq!((c.records, c.accepted, c.duplicates, dedup.duplicates), (3, 1, 2, 2));
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn ingest_map_stream_once<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    threads: usize,
+    dedup: &mut Dedup,
+    on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
+    let ids = Ids {
+        dedup,
+        keep: false,
+        shard: true,
+    };
+    ingest_sharded(
+        agg,
+        clip,
+        reader,
+        threads,
+        BATCH_BYTES,
+        Some(ids),
+        on_reject,
+    )
+}
+
+/// How [`ingest_sharded`] decides report ids.
+struct Ids<'a> {
+    dedup: &'a mut Dedup,
+    /// Move the ids accepted on the workers into `dedup` at the end.
+    keep: bool,
+    /// Decide ids on the workers by shard where that is the sequential
+    /// rule (a fresh `dedup`); else every id on the calling thread.
+    shard: bool,
 }
 
 /// The noise-a-priori report in `line` if it is in the exact layout
@@ -455,6 +533,15 @@ type Batch = (
 /// record that reaches this size).
 const BATCH_BYTES: usize = 1 << 20;
 
+/// Ids the shards of [`ingest_map_stream_once`] make room for (2^20, the
+/// default `--max-report-ids`, or the cap if smaller), once a shard holds
+/// [`SHARD_RESERVE_AFTER`](crate::server::ingest::SHARD_RESERVE_AFTER)
+/// ids: the tables then hold up to that many without being rehashed
+/// again. At 2 workers (8 shards) that is 2^21 slots of 18 bytes, 38 MB,
+/// as large as the tables 10^6 ids grow to anyway; a stream of fewer than
+/// about 30,000 ids keeps small tables.
+const SHARD_RESERVE: usize = 1 << 20;
+
 /// Most workers [`ingest_map_reports_parallel`] starts; a larger count is
 /// taken as this one (the result does not depend on it). Each worker holds
 /// one aggregator (at most 1023² bin counts, 8.4 MB, for noise a priori)
@@ -517,26 +604,108 @@ enum Back {
     Rejected(u64, &'static str, String),
     /// Carries a `report_id`: its number and the report, for
     /// [`decide_once`] in record order.
-    Held(u64, Held),
+    Held(u64, Box<Held>),
+    /// Carries a `report_id` to be decided on the worker by its shard
+    /// (never handed back: decided into `Settled` or `Rejected`).
+    Pending(u64, Pend),
+    /// Decided on the worker (added or a duplicate): nothing to report.
+    Settled,
+}
+
+/// A report waiting on a worker for its id's turn.
+enum Pend {
+    /// A noise-a-priori report on binned counts, already judged
+    /// ([`MapAggregator::binned_slot`]; the report itself dropped): its
+    /// bin, or the message of its refusal, and its clipped values.
+    Binned(core::result::Result<Option<usize>, String>, u64),
+    /// Any other report, whole.
+    Report(Box<Held>),
+}
+
+/// Decide on a worker, in each id shard's batch order, the reports of
+/// batch `seq` that carry a `report_id` and are numbered below the room
+/// (`todo`: (index in `out`, shard, id) in record order, each
+/// `out[index]` a [`Back::Pending`]): the rule of [`decide_once`] with the
+/// shards' marks as the set, since every such record finds room (docs/MATH.md
+/// §10.11, "map aggregate"). An id is marked only when its report is
+/// accepted, so a mark means a duplicate; an unmarked id's report is added
+/// to the worker's own `mine` (whose acceptance is a pure function of the
+/// report and the public parameters) and marked if accepted, or rejected
+/// with the message [`decide_once`] gives. False if a turn failed.
+fn decide_by_shard(
+    shards: &IdShards,
+    seq: u64,
+    todo: &mut [(usize, usize, [u8; 16])],
+    out: &mut [Back],
+    mine: &mut MapAggregator,
+    counts: &mut MapCounts,
+) -> bool {
+    let message = |e: crate::Error| Untrusted(&e.to_string()).to_string();
+    shards.decide_in_turn(seq, todo, |i, mark| {
+        let slot = out.get_mut(i)?;
+        let Back::Pending(n, pend) = core::mem::replace(slot, Back::Settled) else {
+            return None;
+        };
+        if mark.is_some() {
+            counts.duplicates += 1;
+            return None;
+        }
+        let (added, clipped) = match pend {
+            Pend::Binned(Ok(bin), clipped) => (mine.add_binned(bin).map_err(message), clipped),
+            Pend::Binned(Err(m), clipped) => (Err(m), clipped),
+            Pend::Report(h) => (mine.add(&h.0).map_err(message), h.1),
+        };
+        match added {
+            Ok(()) => {
+                counts.accepted += 1;
+                counts.clipped += clipped;
+                Some(true)
+            }
+            Err(m) => {
+                counts.rejected += 1;
+                *slot = Back::Rejected(n, "refused", m);
+                None
+            }
+        }
+    })
 }
 
 /// [`ingest_map_reports_parallel`] with batches of `batch_bytes`, and with
-/// `dedup` (if any) deciding the reports with a `report_id` on the calling
-/// thread ([`ingest_map_reports_once`]).
+/// `ids` (if any) deciding the reports with a `report_id`: by id shard on
+/// the workers for the records numbered up to the set's cap when `ids`
+/// allows it, the rest on the calling thread in record order
+/// ([`ingest_map_reports_once`]).
 fn ingest_sharded<R: Read>(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
     reader: &mut RecordReader<R>,
     threads: usize,
     batch_bytes: usize,
-    mut dedup: Option<&mut Dedup>,
+    ids: Option<Ids<'_>>,
     mut on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
+    let (mut dedup, keep, shard) = match ids {
+        Some(Ids { dedup, keep, shard }) => (Some(dedup), keep, shard),
+        None => (None, true, false),
+    };
     if threads <= 1 {
         return ingest_seq(agg, clip, reader, dedup, on_reject);
     }
     let threads = threads.min(MAX_MAP_INGEST_THREADS);
     let hold_ids = dedup.is_some();
+    // Records numbered below the room find room in a fresh set of at most
+    // `cap` ids (records are numbered from 1, at most one id each): their
+    // ids are decided on the workers by shard.
+    let shards = dedup.as_deref().filter(|d| shard && d.is_empty()).map(|d| {
+        let sh = IdShards::new((d.cap() as u64).saturating_add(1), threads);
+        // Tables grown once to SHARD_RESERVE ids in all: no rehashing
+        // while they fill (the ids' hashing was a tenth of the CPU).
+        sh.reserve(d.cap().min(SHARD_RESERVE));
+        sh
+    });
+    let shards = shards.as_ref();
+    // The ids accepted on the workers have been moved into `dedup`.
+    let mut handed_over = false;
     // The reports with an id, decided here in record order.
     let mut here = MapCounts::default();
     type Rejected = Vec<Back>;
@@ -553,7 +722,9 @@ fn ingest_sharded<R: Read>(
                 let (rx, done_tx) = (&rx, done_tx.clone());
                 let mut mine = template.clone();
                 s.spawn(move || {
+                    let _fail = shards.map(IdShards::fail_on_unwind);
                     let mut counts = MapCounts::default();
+                    let mut todo = Vec::new();
                     loop {
                         let batch = match rx.lock() {
                             Ok(r) => r.recv(),
@@ -562,7 +733,13 @@ fn ingest_sharded<R: Read>(
                         let Ok((seq, (bytes, recs))) = batch else {
                             break;
                         };
+                        // The batches holding a record below the room are
+                        // a prefix of the batch numbers; each of them takes
+                        // its turn in every shard.
+                        let first = recs.first().map_or(u64::MAX, |r| r.0);
+                        let room = shards.filter(|sh| first < sh.room()).map(IdShards::room);
                         let mut rejected: Rejected = Vec::new();
+                        todo.clear();
                         for (n, raw) in recs {
                             let raw = raw
                                 .map(|(a, b)| &bytes[a..b])
@@ -576,14 +753,44 @@ fn ingest_sharded<R: Read>(
                                 |code, m| rejected.push(Back::Rejected(n, code, m.to_string())),
                             );
                             if let Some(h) = held {
-                                rejected.push(Back::Held(n, h));
+                                match (room, shards, h.0.report_id) {
+                                    (Some(room), Some(sh), Some(id)) if n < room => {
+                                        todo.push((rejected.len(), sh.shard_of(&id.0), id.0));
+                                        // Judged now, so that only its bin
+                                        // waits for the id's turn.
+                                        let pend = match mine.binned_slot(&h.0) {
+                                            Some(bin) => Pend::Binned(
+                                                bin.map_err(|e| {
+                                                    Untrusted(&e.to_string()).to_string()
+                                                }),
+                                                h.1,
+                                            ),
+                                            None => Pend::Report(Box::new(h)),
+                                        };
+                                        rejected.push(Back::Pending(n, pend));
+                                    }
+                                    _ => rejected.push(Back::Held(n, Box::new(h))),
+                                }
                             }
+                        }
+                        if let (Some(_), Some(sh)) = (room, shards) {
+                            if !decide_by_shard(
+                                sh,
+                                seq,
+                                &mut todo,
+                                &mut rejected,
+                                &mut mine,
+                                &mut counts,
+                            ) {
+                                return Err(());
+                            }
+                            rejected.retain(|b| !matches!(b, Back::Settled));
                         }
                         if done_tx.send((seq, rejected)).is_err() {
                             break;
                         }
                     }
-                    (mine, counts)
+                    Ok((mine, counts))
                 })
             })
             .collect();
@@ -602,13 +809,25 @@ fn ingest_sharded<R: Read>(
                 for b in rj {
                     match b {
                         Back::Rejected(n, code, m) => on_reject(n, code, &m),
-                        Back::Held(n, (r, clipped)) => {
+                        Back::Held(n, held) => {
+                            let (r, clipped) = *held;
                             if let Some(d) = dedup.as_deref_mut() {
+                                // The first record at or past the room:
+                                // every record below it has been decided
+                                // (its batch and all before were handed
+                                // back) and no later batch touches the
+                                // shards, so their marks are the ids the
+                                // sequential set holds now.
+                                if let (false, Some(sh)) = (handed_over, shards) {
+                                    d.remember(sh.take_accepted());
+                                    handed_over = true;
+                                }
                                 decide_once(agg, d, &r, clipped, &mut here, |code, m| {
                                     on_reject(n, code, m)
                                 });
                             }
                         }
+                        Back::Pending(..) | Back::Settled => {}
                     }
                 }
             }
@@ -685,7 +904,9 @@ fn ingest_sharded<R: Read>(
     read?;
     let mut counts = here;
     for r in results {
-        let (mine, c) = r.map_err(|_| io::Error::other("map ingest worker panicked"))?;
+        let (mine, c) = r
+            .map_err(|_| io::Error::other("map ingest worker panicked"))?
+            .map_err(|()| io::Error::other("map ingest worker failed"))?;
         agg.merge(&mine)
             .map_err(|e| io::Error::other(e.to_string()))?;
         counts.records += c.records;
@@ -694,6 +915,14 @@ fn ingest_sharded<R: Read>(
         counts.skipped += c.skipped;
         counts.clipped += c.clipped;
         counts.duplicates += c.duplicates;
+        if let Some(d) = dedup.as_deref_mut() {
+            // The duplicates found on the workers (`here`'s are counted
+            // by decide_once).
+            d.duplicates += c.duplicates;
+        }
+    }
+    if let (Some(d), Some(sh), true, false) = (dedup, shards, keep, handed_over) {
+        d.remember(sh.take_accepted());
     }
     Ok(counts)
 }
@@ -751,6 +980,21 @@ mod tests {
         batch: usize,
         cap: Option<usize>,
     ) -> Run {
+        run_ids_by(set, mech, input, threads, batch, cap, true).0
+    }
+
+    /// [`run_ids`] deciding ids by shard on the workers (`shard`) or all on
+    /// the calling thread; also the ids `dedup` remembers at the end
+    /// (moved in from the shards), among those of `ids_of(input)`.
+    fn run_ids_by(
+        set: &QuerySet,
+        mech: MapMechanism,
+        input: &[u8],
+        threads: usize,
+        batch: usize,
+        cap: Option<usize>,
+        shard: bool,
+    ) -> (Run, Vec<[u8; 16]>) {
         let mut dedup = cap.map(Dedup::new);
         let mut agg = MapAggregator::new(set.clone(), mech, 1e-3).unwrap();
         let clip =
@@ -763,10 +1007,29 @@ mod tests {
             &mut reader,
             threads,
             batch,
-            dedup.as_mut(),
+            dedup.as_mut().map(|dedup| Ids {
+                dedup,
+                keep: true,
+                shard,
+            }),
             |n, c, m| rejected.push((n, c, m.to_string())),
         )
         .unwrap();
+        if let Some(d) = &dedup {
+            assert_eq!(d.duplicates, counts.duplicates);
+        }
+        let remembered = match &dedup {
+            Some(d) => {
+                let mut v: Vec<[u8; 16]> = ids_of(input)
+                    .into_iter()
+                    .filter(|id| d.seen(Some(&crate::ReportId(*id))))
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+            None => Vec::new(),
+        };
         let bins = agg
             .counts()
             .map(|c| c.counts().to_vec())
@@ -778,7 +1041,16 @@ mod tests {
             .chain(&est.standard_errors)
             .map(|v| v.to_bits())
             .collect();
-        (counts, rejected, bins, bits)
+        ((counts, rejected, bins, bits), remembered)
+    }
+
+    /// The report ids of the lines of `input` that serde decodes.
+    fn ids_of(input: &[u8]) -> Vec<[u8; 16]> {
+        input
+            .split(|&b| b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<MapReport>(l).ok())
+            .filter_map(|r| r.report_id.map(|id| id.0))
+            .collect()
     }
 
     /// attack6: `--threads` is an operator's number, not a worker count to
@@ -890,8 +1162,13 @@ mod tests {
                 "{mech:?}"
             );
             for (threads, batch) in [(2, 1 << 20), (2, 300), (3, 1), (3, 5_000)] {
-                let par = run_ids(&set, mech, &out, threads, batch, Some(1 << 10));
-                assert_eq!(par, seq, "{mech:?}, {threads} threads, batches of {batch}");
+                for shard in [true, false] {
+                    let par = run_ids_by(&set, mech, &out, threads, batch, Some(1 << 10), shard);
+                    assert_eq!(
+                        par.0, seq,
+                        "{mech:?}, {threads} threads, batches of {batch}"
+                    );
+                }
             }
             // A cap of 100 ids: the later replays are counted again.
             let capped = run_ids(&set, mech, &out, 1, 1 << 20, Some(100));
@@ -899,6 +1176,130 @@ mod tests {
             for threads in [2, 3] {
                 let par = run_ids(&set, mech, &out, threads, 700, Some(100));
                 assert_eq!(par, capped, "{mech:?}, {threads} threads, cap 100");
+            }
+        }
+    }
+
+    /// The once-per-id rule by a tiny reference: in record order, a report
+    /// whose id is in the set is a duplicate; else it is accepted if the
+    /// aggregator takes it (its id remembered while the set has fewer than
+    /// `cap`), else refused. Returns the accepted reports, the duplicates,
+    /// the refused record numbers (from 1) and the ids remembered.
+    fn reference(
+        set: &QuerySet,
+        mech: MapMechanism,
+        input: &[u8],
+        cap: usize,
+    ) -> (Vec<MapReport>, u64, Vec<u64>, Vec<[u8; 16]>) {
+        let fresh = MapAggregator::new(set.clone(), mech, 1e-3).unwrap();
+        let clip =
+            MapClip::new(set, mech, 1e-3, crate::server::clip::ClipLevel::default()).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        let (mut accepted, mut dups, mut refused) = (Vec::new(), 0, Vec::new());
+        let lines = input.strip_suffix(b"\n").unwrap_or(input);
+        for (i, line) in lines.split(|&b| b == b'\n').enumerate() {
+            let n = i as u64 + 1;
+            let Ok(mut r) = serde_json::from_slice::<MapReport>(line) else {
+                refused.push(n);
+                continue;
+            };
+            if let Some(c) = &clip {
+                c.clip(&mut r);
+            }
+            let id = r.report_id.map(|id| id.0);
+            if id.is_some_and(|id| seen.contains(&id)) {
+                dups += 1;
+            } else if fresh.clone().add(&r).is_ok() {
+                if let (Some(id), true) = (id, seen.len() < cap) {
+                    seen.insert(id);
+                }
+                accepted.push(r);
+            } else {
+                refused.push(n);
+            }
+        }
+        let mut seen: Vec<_> = seen.into_iter().collect();
+        seen.sort_unstable();
+        (accepted, dups, refused, seen)
+    }
+
+    /// Many duplicates spread over every shard and batch: ids drawn from a
+    /// pool of 150 (each replayed ~30 times at other locations), refused
+    /// records (another ε) carrying pool ids before and after their valid
+    /// ones, reports without an id, malformed lines. For every thread
+    /// count, batch size, set cap (the workers' room handed over to the
+    /// calling thread mid-stream, a set that fills, none at all) and both
+    /// ways of deciding ids, the map, the counts, the messages and the ids
+    /// remembered are the sequential ones, and those of the reference:
+    /// the report counted for an id is its first accepted one.
+    #[test]
+    fn many_duplicates_by_shard_are_the_reference_rule() {
+        let set = QuerySet::Kde(KdeGrid::square(10_000.0, 9).unwrap());
+        for mech in [MapMechanism::APriori, MapMechanism::Composition] {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+            let dev = MapRelease::new(set.clone(), mech, 1e-3).unwrap();
+            let other = MapRelease::new(set.clone(), mech, 2e-3).unwrap();
+            let mut out = Vec::new();
+            for i in 0..4_500u64 {
+                use rand::Rng;
+                let x = [
+                    rng.random_range(0.0..10_000.0),
+                    rng.random_range(0.0..10_000.0),
+                ];
+                let k = rng.random_range(0..150u64);
+                let mut id = [0u8; 16];
+                id[..8].copy_from_slice(&k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+                let mut r = match i % 9 {
+                    0 | 4 => other.release_unmetered(&x, &mut rng).unwrap(),
+                    _ => dev.release_unmetered(&x, &mut rng).unwrap(),
+                };
+                if i % 11 != 3 {
+                    r.report_id = Some(crate::ReportId(id));
+                }
+                if i % 401 == 7 {
+                    out.extend_from_slice(b"{\"set\": 1}\n");
+                }
+                out.extend_from_slice(serde_json::to_string(&r).unwrap().as_bytes());
+                out.push(b'\n');
+            }
+            for cap in [1 << 20, 1_000, 60, 0] {
+                let (acc, dups, refused, seen) = reference(&set, mech, &out, cap);
+                let mut want = MapAggregator::new(set.clone(), mech, 1e-3).unwrap();
+                for r in &acc {
+                    want.add(r).unwrap();
+                }
+                let bins = want
+                    .counts()
+                    .map(|c| c.counts().to_vec())
+                    .unwrap_or_default();
+                let est = want.estimate(Some(1.0)).unwrap();
+                let bits: Vec<u64> = est
+                    .values
+                    .iter()
+                    .chain(&est.standard_errors)
+                    .map(|v| v.to_bits())
+                    .collect();
+                let (seq, remembered) = run_ids_by(&set, mech, &out, 1, 1 << 20, Some(cap), true);
+                assert!(dups > 500 || cap < 100, "{cap}: {dups} duplicates");
+                assert_eq!(
+                    (seq.0.accepted, seq.0.duplicates),
+                    (acc.len() as u64, dups),
+                    "{mech:?}, cap {cap}"
+                );
+                let numbers: Vec<u64> = seq.1.iter().map(|r| r.0).collect();
+                assert_eq!(numbers, refused, "{mech:?}, cap {cap}");
+                assert_eq!((&seq.2, &seq.3), (&bins, &bits), "{mech:?}, cap {cap}");
+                assert_eq!(remembered, seen, "{mech:?}, cap {cap}");
+                for (threads, batch) in [(2, 1 << 20), (2, 2_000), (3, 1), (4, 700)] {
+                    for shard in [true, false] {
+                        let par = run_ids_by(&set, mech, &out, threads, batch, Some(cap), shard);
+                        assert_eq!(
+                            (&par.0, &par.1),
+                            (&seq, &seen),
+                            "{mech:?}, cap {cap}, {threads} threads, batches of {batch}, shard {shard}"
+                        );
+                    }
+                }
             }
         }
     }

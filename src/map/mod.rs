@@ -60,8 +60,8 @@ pub use fft::{
 };
 #[cfg(feature = "std")]
 pub use ingest::{
-    ingest_map_reports, ingest_map_reports_once, ingest_map_reports_parallel, MapClip,
-    MapClipSummary, MapCounts, MAX_MAP_INGEST_THREADS,
+    ingest_map_reports, ingest_map_reports_once, ingest_map_reports_parallel,
+    ingest_map_stream_once, MapClip, MapClipSummary, MapCounts, MAX_MAP_INGEST_THREADS,
 };
 #[cfg(feature = "std")]
 pub use intervals::{

@@ -315,6 +315,54 @@ impl MapAggregator {
         Ok(())
     }
 
+    /// For a noise-a-priori report on binned counts, what [`add`](Self::add)
+    /// would do, without doing it: the bin it counts the location in
+    /// (`Ok(None)`: beyond the bins) or the error it refuses the report
+    /// with, by the same checks in the same order. `None` if this aggregator
+    /// does not bin locations (another mechanism or query set). Pure, so a
+    /// report can be judged, and dropped, before its `report_id` is decided
+    /// (docs/MATH.md §10.11, "Deciding the map's ids on the workers");
+    /// [`add_binned`](Self::add_binned) then counts it.
+    pub(crate) fn binned_slot(&self, r: &MapReport) -> Option<Result<Option<usize>>> {
+        let c = self.counts.as_ref()?;
+        if self.mechanism != MapMechanism::APriori {
+            return None;
+        }
+        let bad = |reason| Some(Err(Error::InvalidReport { reason }));
+        if r.set != self.tag {
+            return bad("report for another query set");
+        }
+        if r.mechanism != self.mechanism {
+            return bad("report made with another mechanism");
+        }
+        if r.epsilon.to_bits() != self.epsilon.to_bits() {
+            return bad("report made at another per-device epsilon");
+        }
+        let Some(x) = &r.location else {
+            return bad("noise-a-priori report without a location");
+        };
+        if r.values.is_some() || r.queries.is_some() {
+            return bad("noise-a-priori report with values");
+        }
+        if let Err(e) = crate::error::check_point(x, self.set.dim()) {
+            return Some(Err(e));
+        }
+        Some(c.slot_of(x))
+    }
+
+    /// Count a report judged by [`binned_slot`](Self::binned_slot) to go
+    /// in `slot`: the state [`add`](Self::add) of that report leaves.
+    pub(crate) fn add_binned(&mut self, slot: Option<usize>) -> Result<()> {
+        let Some(c) = self.counts.as_mut() else {
+            return Err(Error::InvalidReport {
+                reason: "no binned counts",
+            });
+        };
+        c.add_slot(slot)?;
+        self.accepted += 1;
+        Ok(())
+    }
+
     /// Merge another shard (same set, mechanism, ε and binning).
     pub fn merge(&mut self, other: &MapAggregator) -> Result<()> {
         if other.tag != self.tag
@@ -566,5 +614,66 @@ impl MapAggregator {
             discretisation_bound: 0.0,
             em_iterations: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::{KdeGrid, MapRelease};
+    use rand::SeedableRng;
+
+    /// `binned_slot` then `add_binned` is `add`: the same verdict, the
+    /// same error text and the same state, on valid reports, reports
+    /// beyond the bins and every kind of refusal; `None` where nothing is
+    /// binned.
+    #[test]
+    fn binned_slot_then_add_binned_is_add() {
+        let set = QuerySet::Kde(KdeGrid::square(10_000.0, 9).unwrap());
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, 1e-3).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut reports = Vec::new();
+        for i in 0..200 {
+            let x = [(i * 97 % 10_000) as f64, (i * 31 % 10_000) as f64];
+            reports.push(dev.release_unmetered(&x, &mut rng).unwrap());
+        }
+        let base = reports[0].clone();
+        let mut variant = |f: &dyn Fn(&mut MapReport)| {
+            let mut r = base.clone();
+            f(&mut r);
+            reports.push(r);
+        };
+        variant(&|r| r.location = Some(vec![1e9, 0.0]));
+        variant(&|r| r.location = Some(vec![-3e7, 5e7]));
+        variant(&|r| r.location = Some(vec![f64::NAN, 0.0]));
+        variant(&|r| r.location = Some(vec![f64::INFINITY, 0.0]));
+        variant(&|r| r.location = Some(vec![1.0]));
+        variant(&|r| r.location = Some(vec![1.0, 2.0, 3.0]));
+        variant(&|r| r.location = None);
+        variant(&|r| r.values = Some(vec![1.0]));
+        variant(&|r| r.queries = Some(vec![0]));
+        variant(&|r| r.set = "0".into());
+        variant(&|r| r.mechanism = MapMechanism::Composition);
+        variant(&|r| r.epsilon = 2e-3);
+        variant(&|r| r.epsilon = f64::from_bits(1e-3f64.to_bits() + 1));
+        let mut by_add = MapAggregator::new(set.clone(), MapMechanism::APriori, 1e-3).unwrap();
+        let mut by_slot = by_add.clone();
+        let (mut ok, mut refused) = (0, 0);
+        for r in &reports {
+            let want = by_add.add(r).map_err(|e| e.to_string());
+            let got = match by_slot.binned_slot(r).unwrap() {
+                Ok(slot) => by_slot.add_binned(slot).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            assert_eq!(got, want, "{r:?}");
+            ok += want.is_ok() as u32;
+            refused += want.is_err() as u32;
+        }
+        assert!(ok >= 202 && refused >= 9, "{ok} {refused}");
+        assert_eq!(by_slot.counts(), by_add.counts());
+        assert_eq!(by_slot.accepted(), by_add.accepted());
+        assert!(by_add.counts().unwrap().outside() >= 2);
+        let comp = MapAggregator::new(set, MapMechanism::Composition, 1e-3).unwrap();
+        assert!(comp.binned_slot(&reports[0]).is_none());
     }
 }

@@ -2369,6 +2369,16 @@ impl Dedup {
         }
     }
 
+    /// The most ids remembered (`cap` of [`new`](Self::new)).
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// No id remembered yet (and the set not published as full).
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty() && self.frozen.is_none()
+    }
+
     /// Was this id accepted before? (A report without an id never is.)
     pub fn seen(&self, id: Option<&crate::ReportId>) -> bool {
         let set = self.frozen.as_deref().unwrap_or(&self.seen);
@@ -2446,7 +2456,14 @@ pub struct IdShards {
     shards: Vec<IdShard>,
     /// Set when a worker stops abnormally: nobody waits for its turn.
     failed: std::sync::atomic::AtomicBool,
+    /// Ids a shard makes room for once it holds SHARD_RESERVE_AFTER
+    /// ([`IdShards::reserve`]; 0: grow as needed).
+    reserve_each: std::sync::atomic::AtomicUsize,
 }
+
+/// Ids a shard holds before it grows to its reserved size
+/// ([`IdShards::reserve`]).
+pub const SHARD_RESERVE_AFTER: usize = 4_096;
 
 /// One shard: the next batch allowed in, and per id whether a worker
 /// accepted it.
@@ -2467,7 +2484,20 @@ impl IdShards {
             hasher: std::hash::RandomState::new(),
             shards: (0..n).map(|_| IdShard::default()).collect(),
             failed: std::sync::atomic::AtomicBool::new(false),
+            reserve_each: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Make room for `ids` ids in all, spread evenly over the shards, so
+    /// that a large stream's ids are not rehashed as the tables grow: a
+    /// shard that reaches [`SHARD_RESERVE_AFTER`] ids grows at once to
+    /// ⌈ids / S⌉ (a small stream keeps small tables: each id in a large
+    /// one touches its own page).
+    pub fn reserve(&self, ids: usize) {
+        self.reserve_each.store(
+            ids.div_ceil(self.shards.len()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Records numbered below this are deduplicated in the shards.
@@ -2488,14 +2518,97 @@ impl IdShards {
         out
     }
 
-    fn shard_of(&self, id: &[u8; 16]) -> usize {
+    /// The shard of `id`: h(id) mod S, h keyed per run.
+    pub fn shard_of(&self, id: &[u8; 16]) -> usize {
         use std::hash::BuildHasher;
         (self.hasher.hash_one(id) % self.shards.len() as u64) as usize
+    }
+
+    /// Apply batch `seq`'s ids in each shard's turn: `todo` holds (index,
+    /// shard from [`shard_of`](Self::shard_of), id) in record order. Every
+    /// shard is visited (its turn moves from `seq` to `seq` + 1 even if the
+    /// batch has none of its ids), after waiting until the batches before
+    /// `seq` have passed it; within a shard the ids are applied in record
+    /// order, `decide(index, mark)` getting the id's mark so far (`None`:
+    /// never marked) and returning the mark to set (`None`: leave it). So
+    /// the mark an id finds is the one left by exactly the records before
+    /// it (docs/MATH.md §10.11 step 6), provided every batch numbered
+    /// below the first one holding no record below the room calls this
+    /// once, in any order across threads. False if a shard's lock or turn
+    /// failed (then every waiting caller returns false too).
+    pub fn decide_in_turn(
+        &self,
+        seq: u64,
+        todo: &mut [(usize, usize, [u8; 16])],
+        mut decide: impl FnMut(usize, Option<bool>) -> Option<bool>,
+    ) -> bool {
+        // Record order within each shard (the keys are distinct: the
+        // unstable sort gives the stable one's order).
+        todo.sort_unstable_by_key(|&(i, s, _)| (s, i));
+        let count = self.shards.len();
+        for k in 0..count {
+            let s = (k + seq as usize) % count;
+            let shard = &self.shards[s];
+            let fail = || {
+                self.failed
+                    .store(true, std::sync::atomic::Ordering::Release);
+                false
+            };
+            let Ok(mut st) = shard.state.lock() else {
+                return fail();
+            };
+            while st.0 != seq {
+                if self.failed.load(std::sync::atomic::Ordering::Acquire) {
+                    return false;
+                }
+                st = match shard
+                    .turn
+                    .wait_timeout(st, std::time::Duration::from_millis(100))
+                {
+                    Ok((g, _)) => g,
+                    Err(_) => return fail(),
+                };
+            }
+            let from = todo.partition_point(|&(_, t, _)| t < s);
+            let to = todo.partition_point(|&(_, t, _)| t <= s);
+            for &(i, _, id) in todo.get(from..to).unwrap_or_default() {
+                // One hash and one probe per id.
+                match st.1.entry(id) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        if let Some(mark) = decide(i, Some(*e.get())) {
+                            e.insert(mark);
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        if let Some(mark) = decide(i, None) {
+                            e.insert(mark);
+                        }
+                    }
+                }
+            }
+            let want = self.reserve_each.load(std::sync::atomic::Ordering::Relaxed);
+            if st.1.len() >= SHARD_RESERVE_AFTER && st.1.capacity() < want {
+                // One rehash now instead of one per doubling.
+                let more = want - st.1.len();
+                st.1.reserve(more);
+            }
+            st.0 += 1;
+            drop(st);
+            shard.turn.notify_all();
+        }
+        true
+    }
+
+    /// A guard that ends every wait for a turn (the callers of
+    /// [`decide_in_turn`](Self::decide_in_turn) return false) if the
+    /// thread holding it unwinds.
+    pub(crate) fn fail_on_unwind(&self) -> FailOnUnwind<'_> {
+        FailOnUnwind(Some(&self.failed))
     }
 }
 
 /// Sets [`IdShards::failed`] if the worker holding it unwinds.
-struct FailOnUnwind<'a>(Option<&'a std::sync::atomic::AtomicBool>);
+pub(crate) struct FailOnUnwind<'a>(Option<&'a std::sync::atomic::AtomicBool>);
 
 impl Drop for FailOnUnwind<'_> {
     fn drop(&mut self) {
@@ -2515,58 +2628,27 @@ fn decide_ids(
     out: &mut [(u64, Checked)],
     mut absorb: impl FnMut(&Checked) -> bool,
 ) -> bool {
-    // Record order within each shard.
-    todo.sort_by_key(|&(i, s, _)| (s, i));
-    let count = shards.shards.len();
-    for k in 0..count {
-        let s = (k + seq as usize) % count;
-        let shard = &shards.shards[s];
-        let fail = || {
-            shards
-                .failed
-                .store(true, std::sync::atomic::Ordering::Release);
-            false
-        };
-        let Ok(mut st) = shard.state.lock() else {
-            return fail();
-        };
-        while st.0 != seq {
-            if shards.failed.load(std::sync::atomic::Ordering::Acquire) {
-                return false;
+    shards.decide_in_turn(seq, todo, |i, mark| {
+        let (_, c) = out.get_mut(i)?;
+        match mark {
+            Some(true) => {
+                *c = Checked::Duplicate;
+                None
             }
-            st = match shard
-                .turn
-                .wait_timeout(st, std::time::Duration::from_millis(100))
-            {
-                Ok((g, _)) => g,
-                Err(_) => return fail(),
-            };
-        }
-        let from = todo.partition_point(|&(_, t, _)| t < s);
-        let to = todo.partition_point(|&(_, t, _)| t <= s);
-        for &(i, _, id) in todo.get(from..to).unwrap_or_default() {
-            let Some((_, c)) = out.get_mut(i) else {
-                continue;
-            };
-            match st.1.get(&id) {
-                Some(true) => *c = Checked::Duplicate,
-                Some(false) => {} // the caller decides, with its own set
-                None => {
-                    if absorb(c) {
-                        st.1.insert(id, true);
-                        *c = Checked::AcceptedIdsRemembered(1);
-                    } else if matches!(c, Checked::Report(r) if r.verdict.is_ok()) {
-                        // Its admission is decided by the caller.
-                        st.1.insert(id, false);
-                    }
+            Some(false) => None, // the caller decides, with its own set
+            None => {
+                if absorb(c) {
+                    *c = Checked::AcceptedIdsRemembered(1);
+                    Some(true)
+                } else if matches!(c, Checked::Report(r) if r.verdict.is_ok()) {
+                    // Its admission is decided by the caller.
+                    Some(false)
+                } else {
+                    None
                 }
             }
         }
-        st.0 += 1;
-        drop(st);
-        shard.turn.notify_all();
-    }
-    true
+    })
 }
 
 /// Merge neighbouring runs of the same kind of absorbed reports (the
