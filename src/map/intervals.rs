@@ -234,6 +234,7 @@ mod tests {
             predicted_variance: 0.0,
             iterations: 1,
             n: 10,
+            boot_removed_share: f64::NAN,
         };
         let se = em_standard_errors(&em, 4);
         // No path difference: the widened spread.
