@@ -1205,7 +1205,7 @@ impl EmDeconvolution {
             .map(|(f, &m)| if self.in_window(f) && m > 0.0 { m } else { 0.0 })
             .collect();
         let mass: f64 = window.iter().sum();
-        if !(mass > 0.0) {
+        if mass.partial_cmp(&0.0) != Some(core::cmp::Ordering::Greater) {
             return f64::NAN;
         }
         let plain = self.map_over(&window, [[0, self.win[0]], [0, self.win[1]]], mass);
