@@ -1305,4 +1305,25 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn the_bootstrap_world_share_is_at_most_one_and_read_from_the_pilot() {
+        // Branch cells19: r_boot = 1 − Σ b² / Σ (m₀ − P)², EM's bias
+        // against the pilot over the plain map's (the planner's experiment
+        // behind GEOPRIV_EMLOW_BOOT_SHARE; docs/MATH.md §9.4).
+        for eps_h in [0.3, 1.0] {
+            let em = engine(eps_h);
+            let map = em.estimate().unwrap();
+            let r = map.boot_removed_share;
+            assert!(r.is_finite() && r <= 1.0, "εh {eps_h}: r_boot {r}");
+            let none = EmDeconvolution {
+                opts: EmOptions {
+                    replicates: 0,
+                    ..EmOptions::default()
+                },
+                ..em
+            };
+            assert!(none.estimate().unwrap().boot_removed_share.is_nan());
+        }
+    }
 }

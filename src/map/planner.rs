@@ -1699,6 +1699,23 @@ fn em_one_step(nr: f64, b0: f64, boxes: f64, rounding_size2: f64) -> (f64, f64) 
 }
 
 #[cfg(test)]
+mod floor_share_tests {
+    use super::floor_share_factor;
+
+    #[test]
+    fn the_floor_share_factor_only_lowers_the_floor() {
+        // (1 − r)/r with r = max(1/2, r_boot) (docs/MATH.md §9.4, branch
+        // cells19): 1 at r_boot <= 1/2 or NaN, 1/3 at 3/4, 0 at 1.
+        assert_eq!(floor_share_factor(f64::NAN), 1.0);
+        assert_eq!(floor_share_factor(-3.0), 1.0);
+        assert_eq!(floor_share_factor(0.5), 1.0);
+        assert!((floor_share_factor(0.75) - 1.0 / 3.0).abs() < 1e-15);
+        assert_eq!(floor_share_factor(1.0), 0.0);
+        assert_eq!(floor_share_factor(2.0), 0.0);
+    }
+}
+
+#[cfg(test)]
 mod coincident_tests {
     use super::*;
     use crate::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease};
