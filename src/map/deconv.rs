@@ -183,14 +183,6 @@ pub struct EmMap {
     pub work_cap: Option<usize>,
     /// Devices counted.
     pub n: u64,
-    /// The share of the plain (λ = 0) map's squared bias that EM removes
-    /// in the bootstrap's own world (the pilot the truth, docs/MATH.md
-    /// §9.4, branch cells19): 1 − Σ_j b_j² / Σ_j (E map₀*_j − P_j)², b the
-    /// replicates' mean offsets with their noise removed ([`bias`](Self::bias)),
-    /// E map₀* the plain map's exact mean over the replicates (the plain
-    /// map is linear in the counts: the map of k * p̃), P the pilot's map.
-    /// NaN without replicates or where the plain map has no bias.
-    pub boot_removed_share: f64,
 }
 
 /// EM deconvolution of binned noisy locations (see the module docs).
@@ -1180,7 +1172,6 @@ impl EmDeconvolution {
                 held_out_steps: 0,
                 work_cap: None,
                 n: self.total as u64,
-                boot_removed_share: f64::NAN,
             });
         }
         let pilot_iters = (iterations as f64 * self.opts.pilot.max(1.0)).ceil() as usize;
@@ -1271,7 +1262,6 @@ impl EmDeconvolution {
             ase += sq;
             var += v;
         }
-        let boot_removed_share = self.boot_removed_share(&mu, &truth, &bias);
         Ok(EmMap {
             values,
             standard_errors: se,
@@ -1283,45 +1273,7 @@ impl EmDeconvolution {
             held_out_steps: 0,
             work_cap: None,
             n: self.total as u64,
-            boot_removed_share,
         })
-    }
-
-    /// The share of the plain map's squared bias EM removes in the
-    /// bootstrap's world (docs/MATH.md §9.4, branch cells19):
-    ///
-    ///   r = 1 − Σ_j b_j² / Σ_j (m₀_j − P_j)²,
-    ///
-    /// `mu` = k * p̃ the replicates' mean counts on the window, m₀ the
-    /// plain map of `mu` (Σ_w μ_w K̄_h(t_j − x_w)/Σ μ: the exact mean of
-    /// the replicates' plain maps, the plain map being linear in the
-    /// counts, so no noise to remove), P = `truth` the pilot's map, b =
-    /// `bias` EM's noise-removed mean offsets. NaN where the plain map's
-    /// bias is 0 or not finite.
-    fn boot_removed_share(&self, mu: &[f64], truth: &[f64], bias: &[f64]) -> f64 {
-        // The replicates are drawn inside the observed window only.
-        let window: Vec<f64> = mu
-            .iter()
-            .enumerate()
-            .map(|(f, &m)| if self.in_window(f) && m > 0.0 { m } else { 0.0 })
-            .collect();
-        let mass: f64 = window.iter().sum();
-        if mass.partial_cmp(&0.0) != Some(core::cmp::Ordering::Greater) {
-            return f64::NAN;
-        }
-        let plain = self.map_over(&window, [[0, self.win[0]], [0, self.win[1]]], mass);
-        let b0: f64 = plain
-            .iter()
-            .zip(truth)
-            .map(|(a, t)| (a - t) * (a - t))
-            .sum();
-        let be: f64 = bias.iter().map(|b| b * b).sum();
-        let r = 1.0 - be / b0;
-        if b0 > 0.0 && r.is_finite() {
-            r
-        } else {
-            f64::NAN
-        }
     }
 }
 
@@ -1404,27 +1356,6 @@ mod tests {
                     }
                 }
             }
-        }
-    }
-
-    #[test]
-    fn the_bootstrap_world_share_is_at_most_one_and_read_from_the_pilot() {
-        // Branch cells19: r_boot = 1 − Σ b² / Σ (m₀ − P)², EM's bias
-        // against the pilot over the plain map's (the planner's experiment
-        // behind GEOPRIV_EMLOW_BOOT_SHARE; docs/MATH.md §9.4).
-        for eps_h in [0.3, 1.0] {
-            let em = engine(eps_h);
-            let map = em.estimate().unwrap();
-            let r = map.boot_removed_share;
-            assert!(r.is_finite() && r <= 1.0, "εh {eps_h}: r_boot {r}");
-            let none = EmDeconvolution {
-                opts: EmOptions {
-                    replicates: 0,
-                    ..EmOptions::default()
-                },
-                ..em
-            };
-            assert!(none.estimate().unwrap().boot_removed_share.is_nan());
         }
     }
 }

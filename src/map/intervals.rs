@@ -236,7 +236,6 @@ mod tests {
             held_out_steps: 0,
             work_cap: None,
             n: 10,
-            boot_removed_share: f64::NAN,
         };
         let se = em_standard_errors(&em, 4);
         // No path difference: the widened spread.

@@ -364,9 +364,7 @@ fn plan_with_em(
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
             if noise_given_devices.is_none() {
-                if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep)
-                    .map(|d| em_unresolved_floor_share(d, &e))
-                {
+                if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
                     // Low εh, few reports (docs/MATH.md §9.4, branch
                     // emlow): EM is at least as far from the truth as from
                     // the plain map.
@@ -912,35 +910,6 @@ fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) ->
     let d = mean_squared_distance(&k0.mean, &e.values);
     let floor = d - k0.var * nf / n_rep - e.predicted_variance;
     (floor.is_finite() && floor > 0.0).then_some(floor)
-}
-
-/// The emlow floor with premise B's share taken from the bootstrap's own
-/// world (docs/MATH.md §9.4, branch cells19; an experiment, on only with
-/// the environment variable `GEOPRIV_EMLOW_BOOT_SHARE=1`): if EM removes
-/// at most the share r of the plain map's squared bias,
-/// |b_EM|² >= (1 − r)|b₀|², and under premise A (|b₀|² = |b_EM|² + D)
-///
-///   floor = D · (1 − r)/r,  r = max(1/2, r_boot),
-///
-/// r_boot = [`EmMap::boot_removed_share`] (r = 1/2 gives D, the default
-/// floor). Only lowers the floor. `d` as returned by
-/// [`em_unresolved_floor`].
-fn em_unresolved_floor_share(d: f64, e: &EmMap) -> f64 {
-    if std::env::var_os("GEOPRIV_EMLOW_BOOT_SHARE").is_none() {
-        return d;
-    }
-    d * floor_share_factor(e.boot_removed_share)
-}
-
-/// (1 − r)/r with r = max(1/2, r_boot) clamped below 1: 1 where r_boot is
-/// NaN or at most 1/2, falling to 0 as EM removes all of the plain map's
-/// bias in the bootstrap's world.
-fn floor_share_factor(r_boot: f64) -> f64 {
-    if !r_boot.is_finite() {
-        return 1.0;
-    }
-    let r = r_boot.clamp(0.5, 1.0);
-    (1.0 - r) / r
 }
 
 /// The mean squared distance of two maps of the same cells,
@@ -1704,23 +1673,6 @@ fn em_one_step(nr: f64, b0: f64, boxes: f64, rounding_size2: f64) -> (f64, f64) 
         EM_HIGH_FACTOR * nr,
         (2.0 * b0.sqrt() + boxes * rounding_size2.sqrt()).powi(2),
     )
-}
-
-#[cfg(test)]
-mod floor_share_tests {
-    use super::floor_share_factor;
-
-    #[test]
-    fn the_floor_share_factor_only_lowers_the_floor() {
-        // (1 − r)/r with r = max(1/2, r_boot) (docs/MATH.md §9.4, branch
-        // cells19): 1 at r_boot <= 1/2 or NaN, 1/3 at 3/4, 0 at 1.
-        assert_eq!(floor_share_factor(f64::NAN), 1.0);
-        assert_eq!(floor_share_factor(-3.0), 1.0);
-        assert_eq!(floor_share_factor(0.5), 1.0);
-        assert!((floor_share_factor(0.75) - 1.0 / 3.0).abs() < 1e-15);
-        assert_eq!(floor_share_factor(1.0), 0.0);
-        assert_eq!(floor_share_factor(2.0), 0.0);
-    }
 }
 
 #[cfg(test)]
