@@ -116,15 +116,20 @@ fn split_records<'a>(
 /// one uploaded report.
 #[derive(Debug, uniffi::Object)]
 pub struct ReleaseArray {
-    /// The report every release shares, with value 0.
+    /// The report every release shares, with value 0 and no id.
     template: geopriv::Report,
     values: Vec<f64>,
+    /// Each release's own `report_id` (a server counts an id once: one
+    /// id shared by the whole array would count only its first report).
+    ids: Vec<Option<geopriv::ReportId>>,
 }
 
 impl ReleaseArray {
-    fn report(&self, value: f64) -> geopriv::Report {
+    /// Release `i`: its value and its own report id.
+    fn report(&self, i: usize) -> geopriv::Report {
         let mut r = self.template.clone();
-        r.value = value;
+        r.value = self.values.get(i).copied().unwrap_or(0.0);
+        r.report_id = self.ids.get(i).copied().flatten();
         r
     }
 }
@@ -177,16 +182,16 @@ impl ReleaseArray {
     /// `InvalidParameter` if `index` >= `len()`.
     pub fn report_json(&self, index: u64) -> Result<String, GeoprivError> {
         guard(|| {
-            let v = usize::try_from(index)
+            let i = usize::try_from(index)
                 .ok()
-                .and_then(|i| self.values.get(i))
+                .filter(|&i| i < self.values.len())
                 .ok_or_else(|| {
                     GeoprivError::InvalidParameter(format!(
                         "index {index} is beyond the {} releases",
                         self.values.len()
                     ))
                 })?;
-            Ok(self.report(*v).to_json_line())
+            Ok(self.report(i).to_json_line())
         })
     }
 
@@ -194,8 +199,8 @@ impl ReleaseArray {
     /// what n devices would upload (`ReportServer.ingest` reads it).
     pub fn to_json_lines(&self) -> String {
         let mut out = String::new();
-        for &v in &self.values {
-            out.push_str(&self.report(v).to_json_line());
+        for i in 0..self.values.len() {
+            out.push_str(&self.report(i).to_json_line());
             out.push('\n');
         }
         out
@@ -267,6 +272,7 @@ impl GeoMechanism {
             Some(r) => {
                 let mut t = r.clone();
                 t.value = 0.0;
+                t.report_id = None;
                 t
             }
             None => {
@@ -284,6 +290,7 @@ impl GeoMechanism {
         Ok(Arc::new(ReleaseArray {
             template,
             values: reports.iter().map(|r| r.value).collect(),
+            ids: reports.iter().map(|r| r.report_id).collect(),
         }))
     }
 }
@@ -331,8 +338,8 @@ impl ReportServer {
         releases: Arc<ReleaseArray>,
     ) -> Result<BatchResult, GeoprivError> {
         guard(|| {
-            self.add_decoded_batch(releases.values.clone(), |v| {
-                Decoded::Report(releases.report(v))
+            self.add_decoded_batch((0..releases.values.len()).collect(), |i| {
+                Decoded::Report(releases.report(i))
             })
         })
     }

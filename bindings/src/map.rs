@@ -18,6 +18,19 @@
 //! batch), `estimate(null)`. Partial states (`toJson`/`fromJson`/`merge`)
 //! hold exact integer counts, so any sharding gives the same map, bit for
 //! bit; the map equals `geopriv map aggregate`'s on the same reports.
+//!
+//! Report ids: a `MapServer` counts each `report_id` once, with the rule
+//! and the code of `geopriv map aggregate` (core `Dedup`, docs/MATH.md
+//! §10.11): in the order it receives them, a decoded report whose id a
+//! report *accepted* before carried is dropped as a duplicate
+//! (`status().duplicates`, `MapBatch.duplicates`; neither accepted nor
+//! rejected), an id is remembered only once its report is accepted (a
+//! refused record never censors a later valid one), at most
+//! `max_report_ids` of them (2^20 by default, `--max-report-ids`; past
+//! that new ids are accepted unremembered and counted in
+//! `status().unchecked`, as the CLI does). A partial state (`to_json`)
+//! carries no ids: `merge` and `from_json` start from none, so merging two
+//! servers' states counts an id both accepted twice.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -28,6 +41,7 @@ use geopriv::map::{
     MapRelease as CoreRelease, MapReport, QuerySet, DEFAULT_MAX_BINS,
 };
 use geopriv::server::clip::ClipLevel;
+use geopriv::server::ingest::Dedup;
 use serde::{Deserialize, Serialize};
 
 use crate::{guard, lock, GeoprivError, PrivacyLedger, Projection};
@@ -370,6 +384,9 @@ pub struct MapBatch {
     pub accepted: u64,
     /// Records refused (each listed in `rejections`).
     pub rejected: u64,
+    /// Reports dropped because a report with their `report_id` was
+    /// accepted before (module docs).
+    pub duplicates: u64,
     /// The refused records, in batch order.
     pub rejections: Vec<MapRejection>,
 }
@@ -384,6 +401,12 @@ pub struct MapServerStatus {
     pub rejected: u64,
     /// Refusals per code (see `MapRejection`).
     pub rejections: HashMap<String, u64>,
+    /// Reports dropped as duplicates of an accepted `report_id`, by this
+    /// server (not carried by `to_json`, module docs).
+    pub duplicates: u64,
+    /// Reports with an id accepted after `max_report_ids` ids were
+    /// remembered (a later repeat of one of them counts again).
+    pub unchecked: u64,
 }
 
 /// A map estimate with its per-cell standard errors.
@@ -549,11 +572,20 @@ struct State {
     clipped: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Inner {
     map: MapAggregator,
     rejections: BTreeMap<String, u64>,
     clipped: u64,
+    /// The ids of the accepted reports of this server only (module docs).
+    dedup: Dedup,
+}
+
+/// A decoded record that was not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Added {
+    Accepted,
+    Duplicate,
 }
 
 /// The server of one map (grid, mechanism, per-device ε): reports in, a
@@ -585,6 +617,8 @@ pub struct MapServer {
     release: CoreRelease,
     /// The clipping bounds (`params.clip_z`), `None` when not clipping.
     clip: Option<MapClip>,
+    /// At most this many report ids remembered.
+    max_report_ids: usize,
     state: Mutex<Inner>,
 }
 
@@ -624,7 +658,11 @@ fn core_rejection(e: &geopriv::Error) -> MapRejection {
 }
 
 impl MapServer {
-    fn build(params: Params, inner: Option<Inner>) -> Result<Arc<Self>, GeoprivError> {
+    fn build(
+        params: Params,
+        max_report_ids: usize,
+        inner: Option<Inner>,
+    ) -> Result<Arc<Self>, GeoprivError> {
         if params.max_bins == 0 || params.max_bins > MAX_BINS_LIMIT {
             return Err(GeoprivError::InvalidParameter(format!(
                 "max_bins = {} must be between 1 and {MAX_BINS_LIMIT}",
@@ -661,6 +699,7 @@ impl MapServer {
                 )?,
                 rejections: BTreeMap::new(),
                 clipped: 0,
+                dedup: Dedup::new(max_report_ids),
             },
         };
         Ok(Arc::new(Self {
@@ -668,6 +707,7 @@ impl MapServer {
             params,
             release,
             clip,
+            max_report_ids,
             state: Mutex::new(inner),
         }))
     }
@@ -723,13 +763,14 @@ impl MapServer {
         f(&mut *lock(&self.state, "map server")?)
     }
 
-    /// Decode and add one record; a refusal is counted and returned.
+    /// Decode and add one record, counting each `report_id` once (module
+    /// docs); a refusal is counted and returned.
     fn add_one(
         inner: &mut Inner,
         clip: Option<&MapClip>,
         max: usize,
         record: &[u8],
-    ) -> Result<(), MapRejection> {
+    ) -> Result<Added, MapRejection> {
         let outcome = (|| {
             if record.len() > max {
                 return Err(rejection(
@@ -748,9 +789,16 @@ impl MapServer {
             // Clipped first, as `geopriv map aggregate` does; counted once
             // the report is accepted.
             let clipped = clip.map_or(0, |c| c.clip(&mut report));
+            // The CLI's `decide_once`: a duplicate if its id was accepted
+            // before; the id remembered once the report is accepted.
+            if inner.dedup.seen(report.report_id.as_ref()) {
+                inner.dedup.duplicates += 1;
+                return Ok(Added::Duplicate);
+            }
             inner.map.add(&report).map_err(|e| core_rejection(&e))?;
+            inner.dedup.accepted(report.report_id.as_ref());
             inner.clipped = inner.clipped.saturating_add(clipped);
-            Ok(())
+            Ok(Added::Accepted)
         })();
         if let Err(r) = &outcome {
             let n = inner.rejections.entry(r.code.clone()).or_insert(0);
@@ -761,10 +809,15 @@ impl MapServer {
 
     fn add_raising(&self, record: &[u8]) -> Result<(), GeoprivError> {
         let max = self.max_record;
-        self.with_state(|s| {
-            Self::add_one(s, self.clip.as_ref(), max, record)
-                .map_err(|r| GeoprivError::InvalidReport(r.reason))
-        })
+        self.with_state(
+            |s| match Self::add_one(s, self.clip.as_ref(), max, record) {
+                Ok(Added::Accepted) => Ok(()),
+                Ok(Added::Duplicate) => Err(GeoprivError::InvalidReport(
+                    crate::server::DUPLICATE_MESSAGE.into(),
+                )),
+                Err(r) => Err(GeoprivError::InvalidReport(r.reason)),
+            },
+        )
     }
 
     fn add_batch<'a>(
@@ -776,11 +829,13 @@ impl MapServer {
             let mut batch = MapBatch {
                 accepted: 0,
                 rejected: 0,
+                duplicates: 0,
                 rejections: Vec::new(),
             };
             for (i, r) in records.enumerate() {
                 match Self::add_one(s, self.clip.as_ref(), max, r) {
-                    Ok(()) => batch.accepted += 1,
+                    Ok(Added::Accepted) => batch.accepted += 1,
+                    Ok(Added::Duplicate) => batch.duplicates += 1,
                     Err(mut rej) => {
                         rej.index = i as u64;
                         batch.rejected += 1;
@@ -831,7 +886,29 @@ impl MapServer {
         max_bins: u32,
         clipping: MapClipping,
     ) -> Result<Arc<Self>, GeoprivError> {
+        Self::with_options(
+            grid,
+            mechanism,
+            epsilon,
+            max_bins,
+            clipping,
+            crate::server::DEFAULT_MAX_REPORT_IDS,
+        )
+    }
+
+    /// As `with_clipping`, remembering at most `max_report_ids` report ids
+    /// (0..=2^26; the others use 2^20, `--max-report-ids`; module docs).
+    #[uniffi::constructor]
+    pub fn with_options(
+        grid: MapGrid,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        max_bins: u32,
+        clipping: MapClipping,
+        max_report_ids: u64,
+    ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            let max_report_ids = crate::server::report_ids_cap(max_report_ids)?;
             let clip_z = Self::resolve_clip(&grid, mechanism.into(), epsilon, clipping)?;
             Self::build(
                 Params {
@@ -843,6 +920,7 @@ impl MapServer {
                     max_bins,
                     clip_z,
                 },
+                max_report_ids,
                 None,
             )
         })
@@ -850,10 +928,23 @@ impl MapServer {
 
     /// A server restored from `to_json` (a shard's partial state).
     /// `InvalidReport` if the state is malformed or inconsistent;
-    /// `InvalidParameter` if its grid is out of limits.
+    /// `InvalidParameter` if its grid is out of limits. The state carries
+    /// no report ids (module docs): the restored server remembers none,
+    /// and at most the default 2^20 from then on (`from_json_with_max_report_ids`).
     #[uniffi::constructor]
     pub fn from_json(state: String) -> Result<Arc<Self>, GeoprivError> {
+        Self::from_json_with_max_report_ids(state, crate::server::DEFAULT_MAX_REPORT_IDS)
+    }
+
+    /// As `from_json`, remembering at most `max_report_ids` report ids
+    /// from now on (0..=2^26).
+    #[uniffi::constructor]
+    pub fn from_json_with_max_report_ids(
+        state: String,
+        max_report_ids: u64,
+    ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            let max_report_ids = crate::server::report_ids_cap(max_report_ids)?;
             let bad = |m: String| GeoprivError::InvalidReport(format!("invalid map state: {m}"));
             let st: State = serde_json::from_str(state.trim()).map_err(|e| bad(e.to_string()))?;
             if st.format != STATE_FORMAT {
@@ -872,7 +963,7 @@ impl MapServer {
                     geopriv::server::escape::Untrusted(code)
                 )));
             }
-            let fresh = Self::build(st.params.clone(), None)?;
+            let fresh = Self::build(st.params.clone(), max_report_ids, None)?;
             let empty = fresh.with_state(|s| Ok(s.map.clone()))?;
             let counts = match (st.bins, empty.counts()) {
                 (Some(sparse), Some(c)) => {
@@ -931,6 +1022,7 @@ impl MapServer {
                 map,
                 rejections: st.rejections,
                 clipped,
+                dedup: Dedup::new(max_report_ids),
             };
             Ok(fresh)
         })
@@ -938,6 +1030,7 @@ impl MapServer {
 
     /// The exact partial state as compact canonical JSON (equal states
     /// give equal strings): ship it to a reducer (`from_json`, `merge`).
+    /// It carries no report ids and no duplicate counts (module docs).
     pub fn to_json(&self) -> Result<String, GeoprivError> {
         guard(|| {
             self.with_state(|s| {
@@ -999,7 +1092,8 @@ impl MapServer {
     /// Fold another shard's server (same grid, mechanism, ε and
     /// binning) into this one: counts add exactly, so any sharding and
     /// merge order give the same state. `InvalidParameter` for another
-    /// map; an overflow is refused and leaves the state unchanged.
+    /// map; an overflow is refused and leaves the state unchanged. Report
+    /// ids are not merged (module docs): an id both accepted counts twice.
     pub fn merge(&self, other: Arc<MapServer>) -> Result<(), GeoprivError> {
         guard(|| {
             if other.params != self.params {
@@ -1008,24 +1102,27 @@ impl MapServer {
                 ));
             }
             // Copy first: no two locks held, self-merge allowed.
-            let theirs = other.with_state(|o| Ok(o.clone()))?;
+            let theirs =
+                other.with_state(|o| Ok((o.map.clone(), o.rejections.clone(), o.clipped)))?;
             self.with_state(|s| {
                 let mut map = s.map.clone();
-                map.merge(&theirs.map)?;
+                map.merge(&theirs.0)?;
                 let mut rejections = s.rejections.clone();
-                for (code, n) in theirs.rejections {
+                for (code, n) in theirs.1 {
                     let c = rejections.entry(code).or_insert(0);
                     *c = c.saturating_add(n);
                 }
-                let clipped = s.clipped.saturating_add(theirs.clipped);
-                *s = Inner {
-                    map,
-                    rejections,
-                    clipped,
-                };
+                s.clipped = s.clipped.saturating_add(theirs.2);
+                s.map = map;
+                s.rejections = rejections;
                 Ok(())
             })
         })
+    }
+
+    /// The largest number of report ids this server remembers.
+    pub fn max_report_ids(&self) -> u64 {
+        self.max_report_ids as u64
     }
 
     /// Reports accepted and refusals by code.
@@ -1039,6 +1136,8 @@ impl MapServer {
                         .values()
                         .fold(0u64, |a, &b| a.saturating_add(b)),
                     rejections: s.rejections.clone().into_iter().collect(),
+                    duplicates: s.dedup.duplicates,
+                    unchecked: s.dedup.unchecked,
                 })
             })
         })
@@ -1158,6 +1257,93 @@ mod tests {
         }
     }
 
+    /// `line` with `report_id` set to the 32 hex digits of `k`.
+    fn with_id(line: &str, k: u64) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["report_id"] = format!("{k:032x}").into();
+        v.to_string()
+    }
+
+    /// attack7 O1: replays count once (the CLI's rule), a refused record
+    /// never censors a later valid one with its id, the memory is bounded
+    /// as `--max-report-ids` bounds it, and states carry no ids.
+    #[test]
+    fn a_replayed_report_id_counts_once() {
+        let g = grid(9);
+        let r = MapRelease::new(g, MapMechanism::APriori, 2e-3).unwrap();
+        let distinct: Vec<String> = (0..200)
+            .map(|i| {
+                let x = 1_000.0 + 40.0 * i as f64;
+                with_id(
+                    &r.release_unmetered(vec![x, 10_000.0 - x]).unwrap().json,
+                    i + 1,
+                )
+            })
+            .collect();
+        let reference = MapServer::new(g, MapMechanism::APriori, 2e-3).unwrap();
+        reference.add_all_json(distinct.clone()).unwrap();
+        let mut all = distinct.clone();
+        all.extend(distinct[..50].iter().cloned());
+        // Another ε with an id seen later: refused, does not censor it.
+        let other = MapRelease::new(g, MapMechanism::APriori, 1e-3)
+            .unwrap()
+            .release_unmetered(vec![5.0, 5.0])
+            .unwrap()
+            .json;
+        all.insert(0, with_id(&other, 150));
+        let s = MapServer::new(g, MapMechanism::APriori, 2e-3).unwrap();
+        let b = s.add_all_json(all).unwrap();
+        assert_eq!((b.accepted, b.rejected, b.duplicates), (200, 1, 50));
+        assert_eq!(b.rejections[0].code, "other-epsilon");
+        let e = s.add_json(distinct[3].clone()).unwrap_err();
+        assert!(e.to_string().ends_with("[duplicate]"), "{e}");
+        let st = s.status().unwrap();
+        assert_eq!(
+            (st.accepted, st.rejected, st.duplicates, st.unchecked),
+            (200, 1, 51, 0)
+        );
+        let (m, want) = (
+            s.estimate(Some(1.0)).unwrap(),
+            reference.estimate(Some(1.0)).unwrap(),
+        );
+        assert_eq!(
+            (m.values, m.standard_errors, m.n),
+            (want.values, want.standard_errors, 200)
+        );
+        // The bound: 10 ids remembered, the rest accepted unchecked.
+        let small = MapServer::with_options(
+            g,
+            MapMechanism::APriori,
+            2e-3,
+            DEFAULT_MAX_BINS as u32,
+            MapClipping::Default,
+            10,
+        )
+        .unwrap();
+        assert_eq!(small.max_report_ids(), 10);
+        let mut twice = distinct[..20].to_vec();
+        twice.extend(distinct[..20].iter().cloned());
+        let b = small.add_all_json(twice).unwrap();
+        assert_eq!((b.accepted, b.duplicates), (30, 10));
+        assert_eq!(small.status().unwrap().unchecked, 20);
+        assert!(matches!(
+            MapServer::with_options(
+                g,
+                MapMechanism::APriori,
+                2e-3,
+                64,
+                MapClipping::Default,
+                (1 << 26) + 1
+            ),
+            Err(GeoprivError::InvalidParameter(_))
+        ));
+        // No ids in a state: a restored server counts a replay again.
+        let restored = MapServer::from_json(s.to_json().unwrap()).unwrap();
+        restored.add_json(distinct[0].clone()).unwrap();
+        assert_eq!(restored.status().unwrap().accepted, 201);
+        assert!(!s.to_json().unwrap().contains(&format!("{:032x}", 1)));
+    }
+
     fn ledger(total: f64) -> Arc<PrivacyLedger> {
         PrivacyLedger::in_memory(BudgetPolicy {
             unit: BudgetUnit::PerMetre,
@@ -1258,7 +1444,14 @@ mod tests {
         all.insert(7, "garbage".into());
         all.insert(100, String::new());
         all.insert(200, other);
-        all.insert(300, lines[0].replace("\"location\"", "\"values\""));
+        // Without lines[0]'s report_id: with it, this record would be a
+        // duplicate of lines[0] (the CLI's rule), not a refusal.
+        let mut forged: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        forged.as_object_mut().unwrap().remove("report_id");
+        all.insert(
+            300,
+            forged.to_string().replace("\"location\"", "\"values\""),
+        );
         let one = MapServer::new(g, MapMechanism::APriori, 2e-3).unwrap();
         let batch = one.add_all_json(all.clone()).unwrap();
         assert_eq!((batch.accepted, batch.rejected), (400, 4));

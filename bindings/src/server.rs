@@ -14,15 +14,30 @@
 //!   bias bound and the influence bound width(B)/n. Partial states
 //!   (`to_json`) merge exactly (`merge_json`), bit for bit the result of one
 //!   server fed every report.
+//! * Report ids: a server counts each `report_id` once, with the rule and
+//!   the code of `geopriv aggregate` (core `Dedup`, docs/MATH.md §10.11):
+//!   in the order the server receives its records, a report whose id a
+//!   report *accepted* before carried is dropped as a duplicate (counted in
+//!   `duplicates`, neither accepted nor rejected); an id is remembered only
+//!   once its report is accepted, so a refused record never censors a
+//!   later valid one. At most `ServerConfig.max_report_ids` ids are
+//!   remembered (2^20 by default, about 36 MB at the fullest, the CLI's
+//!   `--max-report-ids`); past that, as in the CLI, new ids are accepted
+//!   without being remembered and counted in `unchecked` (a later repeat
+//!   of one of them is counted again). The ids live in one server only: a
+//!   partial state (`to_json`) carries none, so merging the states of two
+//!   servers counts an id both saw twice (as for two collectors). To count
+//!   ids once across shards, send every copy of an id to the same server
+//!   (what `geopriv.spark` does).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use geopriv::server::clip::{ClipLevel, ClipPolicy};
 use geopriv::server::ingest::{
-    AggregationConfig, AggregatorState, Counts, Decoded, Estimator, FormatChoice, IngestError,
-    JsonColumnDecoder, RecordReader, RecordRejection, ReportAggregator, DEFAULT_MAX_RECORD_BYTES,
-    MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
+    AggregationConfig, AggregatorState, Counts, Decoded, Dedup, Estimator, FormatChoice,
+    IngestError, JsonColumnDecoder, RecordReader, RecordRejection, ReportAggregator,
+    DEFAULT_MAX_RECORD_BYTES, MAX_GROUPS_LIMIT, MAX_RECORD_BYTES_LIMIT,
 };
 use geopriv::{QueryDescriptor, Report};
 
@@ -32,6 +47,29 @@ use crate::{guard, lock, GeoprivError, MechanismName};
 
 /// Rejections listed one by one per batch (all are counted by code).
 pub const MAX_LISTED_REJECTIONS: usize = 1000;
+
+/// Default of `ServerConfig.max_report_ids` (and of `MapServer`): 2^20
+/// ids, at most about 36 MB (`geopriv aggregate --max-report-ids`).
+pub const DEFAULT_MAX_REPORT_IDS: u64 = 1 << 20;
+
+/// Largest `max_report_ids` (2^26 ids, at most about 2.3 GB; the CLI's
+/// limit).
+pub const MAX_REPORT_IDS_LIMIT: u64 = 1 << 26;
+
+/// Check a `max_report_ids` setting (0..=2^26, as the CLI).
+pub(crate) fn report_ids_cap(max_report_ids: u64) -> Result<usize, GeoprivError> {
+    if max_report_ids > MAX_REPORT_IDS_LIMIT {
+        return Err(GeoprivError::InvalidParameter(format!(
+            "max_report_ids must be at most {MAX_REPORT_IDS_LIMIT}, got {max_report_ids}"
+        )));
+    }
+    Ok(max_report_ids as usize)
+}
+
+/// The message of a dropped duplicate (single-report calls raise it as
+/// `InvalidReport`; batches count it in `duplicates`).
+pub(crate) const DUPLICATE_MESSAGE: &str =
+    "a report with this report_id was accepted before: counted once [duplicate]";
 
 /// How [`ReportServer::ingest`] reads a byte stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -57,6 +95,7 @@ pub enum InputFormat {
 pub struct ServerConfig {
     config: AggregationConfig,
     max_record_bytes: usize,
+    max_report_ids: usize,
 }
 
 impl ServerConfig {
@@ -75,7 +114,27 @@ impl ServerConfig {
         Arc::new(Self {
             config: AggregationConfig::default(),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            max_report_ids: DEFAULT_MAX_REPORT_IDS as usize,
         })
+    }
+
+    /// Remember at most this many report ids (0..=2^26; default 2^20, the
+    /// CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+    /// Past the bound new ids are accepted without being remembered and
+    /// counted in `IngestCounts.unchecked` (module docs).
+    pub fn with_max_report_ids(
+        &self,
+        max_report_ids: u64,
+    ) -> Result<Arc<ServerConfig>, GeoprivError> {
+        guard(|| {
+            let cap = report_ids_cap(max_report_ids)?;
+            Ok(self.with(|c| c.max_report_ids = cap))
+        })
+    }
+
+    /// The largest number of report ids remembered.
+    pub fn max_report_ids(&self) -> u64 {
+        self.max_report_ids as u64
     }
 
     /// Clip at the smallest z whose honest bias is at most `bias_to_se`
@@ -307,7 +366,9 @@ pub struct RejectedRecord {
 }
 
 /// What one batch or stream did: every record is exactly one of accepted,
-/// rejected or skipped (blank line, `#` comment line, empty frame).
+/// rejected, skipped (blank line, `#` comment line, empty frame) or a
+/// duplicate (its `report_id` accepted before, module docs):
+/// records = accepted + rejected + skipped + duplicates.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct BatchResult {
     /// Records seen.
@@ -318,6 +379,9 @@ pub struct BatchResult {
     pub rejected: u64,
     /// Blank, comment or empty records.
     pub skipped: u64,
+    /// Reports dropped because a report with their `report_id` was
+    /// accepted before (by this server, in any call).
+    pub duplicates: u64,
     /// Rejections counted by code.
     pub rejected_by_code: HashMap<String, u64>,
     /// The first rejections (at most 1000 per call), in record order.
@@ -335,6 +399,11 @@ pub struct IngestCounts {
     pub rejected: u64,
     /// Blank, comment or empty records.
     pub skipped: u64,
+    /// Reports dropped as duplicates of an accepted `report_id`.
+    pub duplicates: u64,
+    /// Reports with an id accepted after `max_report_ids` ids were
+    /// remembered (their ids not remembered: a later repeat counts again).
+    pub unchecked: u64,
 }
 
 struct Tally {
@@ -349,6 +418,7 @@ impl Tally {
                 accepted: 0,
                 rejected: 0,
                 skipped: 0,
+                duplicates: 0,
                 rejected_by_code: HashMap::new(),
                 rejections: Vec::new(),
             },
@@ -382,25 +452,54 @@ fn refused(why: RecordRejection) -> GeoprivError {
 struct Inner {
     aggregator: ReportAggregator,
     counts: Counts,
+    /// The ids of the accepted reports (the CLI's rule, module docs).
+    dedup: Dedup,
+}
+
+/// What became of a record that was not rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    Accepted,
+    Skipped,
+    Duplicate,
 }
 
 impl Inner {
-    /// Count and offer one record: `Ok(true)` accepted, `Ok(false)`
-    /// skipped.
-    fn offer(&mut self, decoded: Decoded) -> Result<bool, RecordRejection> {
+    fn new(aggregator: ReportAggregator, max_report_ids: usize) -> Self {
+        Inner {
+            aggregator,
+            counts: Counts::default(),
+            dedup: Dedup::new(max_report_ids),
+        }
+    }
+
+    /// Count and offer one record, with the once-per-`report_id` rule of
+    /// `geopriv aggregate` (docs/MATH.md §10.11): a decoded report whose id
+    /// was accepted before is a duplicate; an id is remembered once its
+    /// report is accepted.
+    fn offer(&mut self, decoded: Decoded) -> Result<Offered, RecordRejection> {
         self.counts.records += 1;
         let outcome = match decoded {
             Decoded::Skipped => {
                 self.counts.skipped += 1;
-                return Ok(false);
+                return Ok(Offered::Skipped);
             }
             Decoded::Rejected(why) => Err(why),
-            Decoded::Report(r) => self.aggregator.offer(r),
+            Decoded::Report(r) if self.dedup.seen(r.report_id.as_ref()) => {
+                self.dedup.duplicates += 1;
+                return Ok(Offered::Duplicate);
+            }
+            Decoded::Report(r) => {
+                let id = r.report_id;
+                self.aggregator
+                    .offer(r)
+                    .map(|()| self.dedup.accepted(id.as_ref()))
+            }
         };
         match outcome {
             Ok(()) => {
                 self.counts.accepted += 1;
-                Ok(true)
+                Ok(Offered::Accepted)
             }
             Err(why) => {
                 self.counts.rejected += 1;
@@ -409,18 +508,62 @@ impl Inner {
         }
     }
 
-    fn batch<T>(&mut self, records: Vec<T>, mut decode: impl FnMut(T) -> Decoded) -> BatchResult {
-        let mut tally = Tally::new();
-        for (i, record) in records.into_iter().enumerate() {
+    /// Offer `(number, record)` pairs in order.
+    fn offer_all(&mut self, tally: &mut Tally, records: impl Iterator<Item = (u64, Decoded)>) {
+        for (n, decoded) in records {
             tally.result.records += 1;
-            match self.offer(decode(record)) {
-                Ok(true) => tally.result.accepted += 1,
-                Ok(false) => tally.result.skipped += 1,
-                Err(why) => tally.reject(i as u64 + 1, &why),
+            match self.offer(decoded) {
+                Ok(Offered::Accepted) => tally.result.accepted += 1,
+                Ok(Offered::Skipped) => tally.result.skipped += 1,
+                Ok(Offered::Duplicate) => tally.result.duplicates += 1,
+                Err(why) => tally.reject(n, &why),
             }
         }
+    }
+
+    fn batch<T>(&mut self, records: Vec<T>, mut decode: impl FnMut(T) -> Decoded) -> BatchResult {
+        let mut tally = Tally::new();
+        self.offer_all(
+            &mut tally,
+            records
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (i as u64 + 1, decode(r))),
+        );
         tally.result
     }
+}
+
+/// The `report_id` (32 lowercase hex digits) of a JSON report record
+/// (a scalar report or a map report, as text or `MapUpload.bytes`), or
+/// `null` when it has none or is not a JSON object with a well-formed
+/// `report_id` (BOM and surrounding whitespace ignored). Every record a
+/// server decodes into a report with id X gives X here (the same parser of
+/// ids, the core's `ReportId`), so keying records by it sends every copy
+/// of an id to one server (`geopriv.spark`'s exchange).
+#[uniffi::export]
+pub fn report_id_of_json(record: Vec<u8>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        #[serde(default)]
+        report_id: Option<geopriv::ReportId>,
+    }
+    let text = std::str::from_utf8(&record).ok()?;
+    let text = text.trim_start_matches('\u{feff}').trim();
+    serde_json::from_str::<IdOnly>(text)
+        .ok()?
+        .report_id
+        .map(|id| id.to_string())
+}
+
+/// The `report_id` of a binary report frame (`PrivateReport.bytes`), or
+/// `null` when it has none or does not decode (as [`report_id_of_json`]).
+#[uniffi::export]
+pub fn report_id_of_frame(record: Vec<u8>) -> Option<String> {
+    Report::from_bytes(&record)
+        .ok()?
+        .report_id
+        .map(|id| id.to_string())
 }
 
 /// Validates, groups, clips and aggregates reports as `geopriv aggregate`
@@ -503,7 +646,10 @@ impl ReportServer {
             _ => None,
         };
         self.with_inner(|s| match (s.offer(decoded), received) {
-            (Ok(true), Some(r)) => Ok(r),
+            (Ok(Offered::Accepted), Some(r)) => Ok(r),
+            (Ok(Offered::Duplicate), _) => {
+                Err(GeoprivError::InvalidReport(DUPLICATE_MESSAGE.into()))
+            }
             (Ok(_), _) => Err(GeoprivError::InvalidReport(
                 "a blank or comment record holds no report [empty]".into(),
             )),
@@ -519,10 +665,10 @@ impl ReportServer {
     #[uniffi::constructor]
     pub fn new(policy: Arc<ReportPolicy>, config: Arc<ServerConfig>) -> Arc<Self> {
         Arc::new(Self {
-            inner: Mutex::new(Inner {
-                aggregator: ReportAggregator::new(policy.core().clone(), config.config),
-                counts: Counts::default(),
-            }),
+            inner: Mutex::new(Inner::new(
+                ReportAggregator::new(policy.core().clone(), config.config),
+                config.max_report_ids,
+            )),
             max_record_bytes: config.max_record_bytes,
         })
     }
@@ -530,8 +676,9 @@ impl ReportServer {
     /// Decode, validate, clip and add one JSON report (BOM, `\r` and
     /// surrounding whitespace ignored); returns it as received (the value
     /// before clipping). `InvalidReport` with the reason and code when
-    /// refused (a blank or `#` line: `[empty]`); the state is then
-    /// unchanged.
+    /// refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+    /// was accepted before: `[duplicate]`, counted in `duplicates`); the
+    /// state is then unchanged.
     pub fn add_json(&self, line: String) -> Result<ReceivedReport, GeoprivError> {
         guard(|| self.add_one(self.decode_json(Some(&line))))
     }
@@ -587,19 +734,19 @@ impl ReportServer {
             )?;
             self.with_inner(|s| {
                 let mut tally = Tally::new();
-                let counts = s
-                    .aggregator
-                    .ingest(&mut reader, |n, why| tally.reject(n, why))
-                    .map_err(|e| GeoprivError::Internal(format!("reading a byte slice: {e}")))?;
-                s.counts.records += counts.records;
-                s.counts.accepted += counts.accepted;
-                s.counts.rejected += counts.rejected;
-                s.counts.skipped += counts.skipped;
-                let r = &mut tally.result;
-                r.records = counts.records;
-                r.accepted = counts.accepted;
-                r.skipped = counts.skipped;
-                Ok(tally.result)
+                let mut error = None;
+                let records = std::iter::from_fn(|| match reader.next_record() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        error = Some(e);
+                        None
+                    }
+                });
+                s.offer_all(&mut tally, records);
+                match error {
+                    Some(e) => Err(GeoprivError::Internal(format!("reading a byte slice: {e}"))),
+                    None => Ok(tally.result),
+                }
             })
         })
     }
@@ -614,6 +761,8 @@ impl ReportServer {
                     accepted: c.accepted,
                     rejected: c.rejected,
                     skipped: c.skipped,
+                    duplicates: s.dedup.duplicates,
+                    unchecked: s.dedup.unchecked,
                 })
             })
         })
@@ -675,6 +824,8 @@ impl ReportServer {
     /// The exact partial state (per group: key, exact sums, clipped count)
     /// as canonical JSON: equal contents give equal strings, whatever the
     /// order the reports came in. Ship it to a reducer's `merge_json`.
+    /// It carries no report ids (nor the counts): merging the states of
+    /// two servers counts an id both accepted twice.
     pub fn to_json(&self) -> Result<String, GeoprivError> {
         guard(|| {
             self.with_inner(|s| {
@@ -688,7 +839,8 @@ impl ReportServer {
     /// and configuration into this one (exact). All or nothing:
     /// `InvalidReport` (state unchanged) for a malformed state, another
     /// clipping level, a median-of-means server, a group this policy
-    /// refuses, or counters that would overflow.
+    /// refuses, or counters that would overflow. A state carries no report
+    /// ids: an id accepted by both servers is counted twice.
     pub fn merge_json(&self, state: String) -> Result<(), GeoprivError> {
         guard(|| {
             let state: AggregatorState = serde_json::from_str(state.trim()).map_err(|e| {
@@ -699,7 +851,8 @@ impl ReportServer {
     }
 
     /// Fold another server's state into this one (`merge_json` of its
-    /// `to_json`); `other` is unchanged.
+    /// `to_json`); `other` is unchanged. Report ids are not merged (module
+    /// docs): an id accepted by both servers is counted twice.
     pub fn merge(&self, other: Arc<ReportServer>) -> Result<(), GeoprivError> {
         guard(|| {
             // Copy `other` first: never two locks at once (no deadlock,
@@ -730,6 +883,160 @@ mod tests {
     fn server(config: Arc<ServerConfig>) -> Arc<ReportServer> {
         let policy = ReportPolicy::new(1.0, 1e-4).unwrap().accept_seeded();
         ReportServer::new(policy, config)
+    }
+
+    #[test]
+    fn report_ids_are_read_as_the_servers_read_them() {
+        let line = with_id(&reports(1, 3)[0], 0xabc);
+        let id = format!("{:032x}", 0xabc);
+        assert_eq!(
+            report_id_of_json(line.clone().into_bytes()),
+            Some(id.clone())
+        );
+        let padded = format!("\u{feff} {} \r\n", line.replace(&id, &id.to_uppercase()));
+        assert_eq!(report_id_of_json(padded.into_bytes()), Some(id));
+        for bad in ["", "[]", "{\"report_id\":\"xyz\"}", "{", "{\"value\":1}"] {
+            assert_eq!(report_id_of_json(bad.as_bytes().to_vec()), None, "{bad}");
+        }
+        let frame = serde_json::from_str::<Report>(&line).unwrap().to_bytes();
+        assert_eq!(
+            report_id_of_frame(frame),
+            report_id_of_json(line.into_bytes())
+        );
+        assert_eq!(report_id_of_frame(vec![1, 2, 3]), None);
+    }
+
+    /// `line` with `report_id` set to the 32 hex digits of `k`.
+    fn with_id(line: &str, k: u64) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["report_id"] = format!("{k:032x}").into();
+        v.to_string()
+    }
+
+    fn some(lines: &[String]) -> Vec<Option<String>> {
+        lines.iter().cloned().map(Some).collect()
+    }
+
+    /// attack7 O1: a replayed report (same `report_id`) counts once, in
+    /// a batch, across calls and through `ingest`, as `geopriv aggregate`
+    /// counts it; the estimates are those of the distinct reports.
+    #[test]
+    fn a_replayed_report_id_counts_once() {
+        let distinct: Vec<String> = reports(300, 5)
+            .iter()
+            .enumerate()
+            .map(|(i, l)| with_id(l, i as u64 + 1))
+            .collect();
+        let reference = server(ServerConfig::new());
+        reference.add_json_batch(some(&distinct)).unwrap();
+        let mut replayed = distinct.clone();
+        replayed.extend(distinct[..120].iter().cloned());
+        let s = server(ServerConfig::new());
+        let r = s.add_json_batch(some(&replayed)).unwrap();
+        assert_eq!(
+            (r.records, r.accepted, r.rejected, r.skipped, r.duplicates),
+            (420, 300, 0, 0, 120)
+        );
+        // A later call remembers the earlier ones; one report raises.
+        let r = s.add_json_batch(some(&distinct[200..])).unwrap();
+        assert_eq!((r.accepted, r.duplicates), (0, 100));
+        let e = s.add_json(distinct[0].clone()).unwrap_err();
+        assert!(e.to_string().ends_with("[duplicate]"), "{e}");
+        let c = s.counts().unwrap();
+        assert_eq!(
+            (c.records, c.accepted, c.duplicates, c.unchecked),
+            (521, 300, 221, 0)
+        );
+        assert_eq!(
+            s.to_json_lines().unwrap(),
+            reference.to_json_lines().unwrap()
+        );
+        assert_eq!(s.to_json().unwrap(), reference.to_json().unwrap());
+        // The byte stream (the CLI's reader, as Spark feeds it).
+        let t = server(ServerConfig::new());
+        let blob = replayed.join("\n") + "\n";
+        let r = t.ingest(blob.into_bytes(), InputFormat::Json).unwrap();
+        assert_eq!((r.records, r.accepted, r.duplicates), (420, 300, 120));
+        assert_eq!(
+            t.to_json_lines().unwrap(),
+            reference.to_json_lines().unwrap()
+        );
+        // Reports without an id are each counted.
+        let u = server(ServerConfig::new());
+        let plain = reports(10, 6);
+        let mut twice = plain.clone();
+        twice.extend(plain);
+        let r = u.add_json_batch(some(&twice)).unwrap();
+        assert!(!twice[0].contains("report_id") || r.duplicates > 0);
+        // States carry no ids: merging two servers' states counts an id
+        // both accepted twice (module docs).
+        let (a, b) = (server(ServerConfig::new()), server(ServerConfig::new()));
+        a.add_json(distinct[0].clone()).unwrap();
+        b.add_json(distinct[0].clone()).unwrap();
+        a.merge(b).unwrap();
+        assert_eq!(a.estimates().unwrap()[0].estimate.n, 2);
+    }
+
+    /// An id is remembered only once its report is accepted: a refused
+    /// record (out of policy, or undecodable) carrying an id never censors
+    /// a later valid report with that id.
+    #[test]
+    fn a_refused_record_does_not_censor_a_later_valid_one() {
+        let good = with_id(&reports(1, 7)[0], 42);
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        v["epsilon"] = 5.0.into(); // out of policy (ε <= 1)
+        let refused = v.to_string();
+        let truncated = good[..good.len() - 3].to_string();
+        let s = server(ServerConfig::new());
+        let r = s
+            .add_json_batch(some(&[
+                refused.clone(),
+                truncated,
+                good.clone(),
+                good.clone(),
+                refused,
+            ]))
+            .unwrap();
+        assert_eq!((r.accepted, r.rejected, r.duplicates), (1, 2, 2), "{r:?}");
+        assert_eq!(r.rejections[0].record, 1);
+        // As the CLI: once the id was accepted, a later record decoding to
+        // a report with it is a duplicate, whatever its contents.
+        let c = s.counts().unwrap();
+        assert_eq!(
+            (c.records, c.accepted, c.rejected, c.duplicates),
+            (5, 1, 2, 2)
+        );
+    }
+
+    /// At most `max_report_ids` ids are remembered; past the bound, as the
+    /// CLI, new ids are accepted unremembered (`unchecked`) and their
+    /// repeats counted again; repeats of remembered ids still drop.
+    #[test]
+    fn the_id_memory_is_bounded_as_in_the_cli() {
+        assert_eq!(ServerConfig::new().max_report_ids(), 1 << 20);
+        assert!(matches!(
+            ServerConfig::new().with_max_report_ids((1 << 26) + 1),
+            Err(GeoprivError::InvalidParameter(_))
+        ));
+        let config = ServerConfig::new().with_max_report_ids(10).unwrap();
+        assert_eq!(config.max_report_ids(), 10);
+        let distinct: Vec<String> = reports(20, 8)
+            .iter()
+            .enumerate()
+            .map(|(i, l)| with_id(l, i as u64 + 1))
+            .collect();
+        let mut all = distinct.clone();
+        all.extend(distinct.iter().cloned());
+        let s = server(config);
+        let r = s.add_json_batch(some(&all)).unwrap();
+        assert_eq!((r.accepted, r.duplicates), (30, 10));
+        let c = s.counts().unwrap();
+        assert_eq!((c.accepted, c.duplicates, c.unchecked), (30, 10, 20));
+        // 0: nothing remembered, every report counted (unchecked).
+        let z = server(ServerConfig::new().with_max_report_ids(0).unwrap());
+        let r = z.add_json_batch(some(&all)).unwrap();
+        assert_eq!((r.accepted, r.duplicates), (40, 0));
+        assert_eq!(z.counts().unwrap().unchecked, 40);
     }
 
     /// attack7: `geopriv aggregate --clip-z 1e300` and `--clip-n 1
@@ -775,6 +1082,8 @@ mod tests {
         let mut bad: Vec<Option<String>> = honest.iter().cloned().map(Some).collect();
         let mut forged: serde_json::Value = serde_json::from_str(&honest[0]).unwrap();
         forged["value"] = serde_json::json!(1e4);
+        // Another id (with honest[0]'s it would be dropped as a replay).
+        forged["report_id"] = format!("{:032x}", 7u64).into();
         bad.push(Some(forged.to_string()));
         let bad_copy = bad.clone();
         let r = poisoned.add_json_batch(bad).unwrap();

@@ -53,6 +53,8 @@ from ._native.geopriv_ffi import (
     instance_based_chain_scales as instance_based_chain_scales,
     library_version as library_version,
     plan_map as plan_map,
+    report_id_of_frame as report_id_of_frame,
+    report_id_of_json as report_id_of_json,
     plan_schedule as plan_schedule,
     schedule_noise_constant as schedule_noise_constant,
     privacy_radius as privacy_radius,

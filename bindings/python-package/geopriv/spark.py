@@ -41,6 +41,25 @@ How it runs (docs/MATH.md §5 for the exact sums):
    one of a single process (``geopriv aggregate`` with the same flags on
    the same reports) under any partitioning.
 
+Report ids: like ``geopriv aggregate``, ``geopriv map aggregate`` and the
+collector, every entry point counts each ``report_id`` once (docs/MATH.md
+§10.11): a report whose id a report *accepted* before carried is dropped
+and counted in ``duplicates``; an id is remembered only once its report is
+accepted, so a refused row never censors a later valid one. "Before" is
+the input order of the rows: partition by partition of the DataFrame as
+given, row by row within a partition (``RDD.zipWithIndex``'s order, the
+order ``geopriv aggregate`` would read the rows written out in that
+order). The servers' partial states carry no ids, so before the
+per-partition servers run, the rows are exchanged by a hash of their
+``report_id`` (``report_id_of_json``/``report_id_of_frame``: the servers'
+own parser of ids; rows without one stay spread by position) and sorted
+within each partition by their input position: every copy of an id is
+then in one partition, in input order, and the per-partition rule is the
+global one. Each partition remembers at most 2^20 ids (the CLI's
+``--max-report-ids`` default; past it new ids count unremembered, as in
+the CLI). The exchange shuffles the rows once; the partition numbers of
+``examples`` are those after it.
+
 Read files with ``spark.read.option("lineSep", "\\n").text(...)``: the CLI
 ends a record at ``\\n`` only, while Spark's default also splits at a lone
 ``\\r``, so a line ``A\\rB`` would be one (rejected) record for the CLI and
@@ -64,6 +83,7 @@ import dataclasses
 import json
 import re
 import struct
+import zlib
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 __all__ = [
@@ -90,6 +110,50 @@ CHUNK = 8192
 #: Values buffered per query before they cross into Rust in one call.
 _FLUSH = 65536
 _CODE = re.compile(r"\[([a-z0-9-]+)\]\s*$")
+#: Report ids remembered per partition by :func:`aggregate_map` (the
+#: CLI's ``--max-report-ids`` default; the servers use the same bound).
+MAX_REPORT_IDS = 1 << 20
+
+
+def _record(row: Any) -> Any:
+    return row[0] if isinstance(row, (tuple, list)) else row
+
+
+def _report_id(record: Any, frames: bool) -> Optional[str]:
+    """The ``report_id`` of a row as the servers read it (``None``: none,
+    or the row does not decode). ``frames``: binary report frames, else
+    JSON (text, or the UTF-8 bytes of ``MapUpload.bytes``)."""
+    import geopriv
+
+    if record is None:
+        return None
+    try:
+        data = record.encode("utf-8", "surrogatepass") if isinstance(record, str) else bytes(record)
+    except (TypeError, ValueError, UnicodeError):
+        return None
+    return geopriv.report_id_of_frame(data) if frames else geopriv.report_id_of_json(data)
+
+
+def _by_report_id(rdd: Any, frames: bool) -> Any:
+    """The rows of ``rdd`` exchanged so that every copy of a ``report_id``
+    is in one partition (partition crc32(id) mod P; a row without an id
+    goes to partition position mod P), each partition in input order
+    (sorted by the row's position, ``zipWithIndex``). Same number of
+    partitions."""
+    n = max(1, rdd.getNumPartitions())
+
+    def keyed(pair: Any) -> Any:
+        row, position = pair
+        rid = _report_id(_record(row), frames)
+        part = position % n if rid is None else zlib.crc32(rid.encode("ascii")) % n
+        return ((part, position), row)
+
+    return (
+        rdd.zipWithIndex()
+        .map(keyed)
+        .repartitionAndSortWithinPartitions(n, partitionFunc=lambda k: k[0], keyfunc=lambda k: k)
+        .map(lambda kv: kv[1])
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +291,10 @@ class SparkAggregate:
     state: str
     #: The estimates exactly as ``geopriv aggregate`` prints them.
     json_lines: str = ""
+    #: Reports dropped because a report with their ``report_id`` was
+    #: accepted before (``geopriv aggregate``'s "duplicate reports
+    #: dropped"; module docs).
+    duplicates: int = 0
 
     def to_json_lines(self) -> str:
         """The estimates in the format of ``geopriv aggregate``, byte for
@@ -293,6 +361,10 @@ class SparkMap:
     per_device_epsilon: float = float("nan")
     #: How ``per_device_epsilon`` is accounted, in words.
     accounting: str = ""
+    #: Reports dropped as replays of an accepted ``report_id`` (module
+    #: docs; here a row decoding to a JSON object with an accepted id is a
+    #: duplicate even if it would not decode as a report).
+    duplicates: int = 0
 
     def means(self) -> List[Optional[float]]:
         """The estimated mean of each cell (``None`` without reports)."""
@@ -363,6 +435,8 @@ def _partition(
         examples: List[Rejection] = []
         accepted = 0
         skipped = 0
+        seen: set = set()  # ids of accepted reports, at most MAX_REPORT_IDS
+        duplicates = 0
 
         def reject(row: int, code: str, reason: str) -> None:
             rejections[code] = rejections.get(code, 0) + 1
@@ -384,6 +458,10 @@ def _partition(
             if not binary and isinstance(record, str) and _skippable(record):
                 skipped += 1
                 continue
+            rid = _report_id(record, binary)
+            if rid is not None and rid in seen:
+                duplicates += 1
+                continue
             try:
                 report = accept(bytes(record) if binary else record)
                 value = report.value if transform is None else transform(report)
@@ -404,13 +482,15 @@ def _partition(
                 values = pending[key] = []
             values.append(value)
             accepted += 1
+            if rid is not None and len(seen) < MAX_REPORT_IDS:
+                seen.add(rid)
             if len(values) >= _FLUSH:
                 flush(key, values)
         for key, values in pending.items():
             if values:
                 flush(key, values)
         states = {k: a.to_json() for k, a in aggregators.items()}
-        yield (index, states, accepted, skipped, rejections, examples)
+        yield (index, states, accepted, skipped, rejections, examples, duplicates)
 
     return run
 
@@ -429,7 +509,7 @@ def _server_partition(
         json_format = geopriv.InputFormat.JSON
         rejections: Dict[str, int] = {}
         examples: List[Rejection] = []
-        totals = [0, 0]  # accepted, skipped
+        totals = [0, 0, 0]  # accepted, skipped, duplicates
         first = 0  # row number (in the partition) of chunk[0]
 
         def flush(chunk: List[Any]) -> None:
@@ -447,6 +527,7 @@ def _server_partition(
                 r = add(chunk)
             totals[0] += r.accepted
             totals[1] += r.skipped
+            totals[2] += r.duplicates
             for code, count in r.rejected_by_code.items():
                 rejections[code] = rejections.get(code, 0) + count
             for x in r.rejections[: max(0, EXAMPLES_PER_PARTITION - len(examples))]:
@@ -464,7 +545,7 @@ def _server_partition(
                 chunk = []
         if chunk:
             flush(chunk)
-        yield (index, native.to_json(), totals[0], totals[1], rejections, examples)
+        yield (index, native.to_json(), totals[0], totals[1], rejections, examples, totals[2])
 
     return run
 
@@ -595,17 +676,19 @@ def _sort_key(key: Any) -> Any:
 
 def _run(
     df: Any, column: Optional[str], spec: PolicySpec, clip: Any, by_query: bool = False
-) -> Tuple[Dict[Any, str], int, int, Dict[str, int], List[Rejection], int]:
+) -> Tuple[Dict[Any, str], int, int, Dict[str, int], List[Rejection], int, int]:
     _clip_hook(clip)  # refuse an unsupported clip on the driver, before any job
     name, binary = _report_column(df, column)
-    rdd = df.select(name).rdd
+    rdd = _by_report_id(df.select(name).rdd, binary)
     partials = sorted(rdd.mapPartitionsWithIndex(_partition(spec, binary, clip, by_query)).collect(), key=lambda p: p[0])
     by_group: Dict[Any, List[str]] = {}
     rejections: Dict[str, int] = {}
     examples: List[Rejection] = []
     accepted = 0
     skipped = 0
-    for _, states, n, blank, rejected, some in partials:
+    duplicates = 0
+    for _, states, n, blank, rejected, some, dups in partials:
+        duplicates += dups
         for q, s in states.items():
             by_group.setdefault(q, []).append(s)
         accepted += n
@@ -614,7 +697,7 @@ def _run(
             rejections[code] = rejections.get(code, 0) + count
         examples.extend(some)
     merged = {q: merge_partials(by_group[q]) for q in sorted(by_group, key=_sort_key)}
-    return merged, accepted, skipped, dict(sorted(rejections.items())), examples, len(partials)
+    return merged, accepted, skipped, dict(sorted(rejections.items())), examples, len(partials), duplicates
 
 
 def _estimate(key: Any, state: str) -> Optional[QueryEstimate]:
@@ -673,15 +756,18 @@ def aggregate(
     policy, config = spec.build(), server.build()  # refuse bad limits on the driver, before any job
     name, binary = _report_column(df, column)
     partials = sorted(
-        df.select(name).rdd.mapPartitionsWithIndex(_server_partition(spec, server, binary)).collect(),
+        _by_report_id(df.select(name).rdd, binary)
+        .mapPartitionsWithIndex(_server_partition(spec, server, binary))
+        .collect(),
         key=lambda p: p[0],
     )
     reducer = geopriv.ReportServer(policy, config)
     rejections: Dict[str, int] = {}
     examples: List[Rejection] = []
-    accepted = skipped = 0
-    for _, state, n, blank, rejected, some in partials:
+    accepted = skipped = duplicates = 0
+    for _, state, n, blank, rejected, some, dups in partials:
         reducer.merge_json(state)  # exact: the order does not matter
+        duplicates += dups
         accepted += n
         skipped += blank
         for code, count in rejected.items():
@@ -707,6 +793,7 @@ def aggregate(
         partitions=len(partials),
         state=reducer.to_json(),
         json_lines=reducer.to_json_lines(),
+        duplicates=duplicates,
     )
 
 
@@ -742,7 +829,7 @@ def aggregate_map(
     spec = PolicySpec(max_epsilon, max_delta, allow_ldp, ids, accept_seeded)
     spec.build()  # refuse bad limits on the driver
     clipping = None if clip is None or clip is False else ServerSpec(clip)
-    groups, accepted, skipped, rejections, examples, partitions = _run(df, column, spec, clipping)
+    groups, accepted, skipped, rejections, examples, partitions, duplicates = _run(df, column, spec, clipping)
     by_id: Dict[str, List[Tuple[str, float, float, str]]] = {}
     for (query, mechanism, epsilon, delta), state in groups.items():  # in the CLI's order
         eps, dlt = struct.unpack("<d", epsilon)[0], struct.unpack("<d", delta)[0]
@@ -773,6 +860,7 @@ def aggregate_map(
         per_device_epsilon=total if answered else float("nan"),
         accounting=f"sequential composition of {answered} cell releases (each cell's largest ε), "
         "for a device that answered every cell once",
+        duplicates=duplicates,
     )
 
 
@@ -803,8 +891,11 @@ class SparkDeviceMap:
     examples: List[Rejection]
     partitions: int
     #: The merged exact state (``MapServer.to_json()``), to merge with
-    #: other runs (``MapServer.from_json``/``merge``).
+    #: other runs (``MapServer.from_json``/``merge``). It carries no ids.
     state: str
+    #: Reports dropped as replays of an accepted ``report_id`` (``geopriv
+    #: map aggregate``'s "duplicate reports dropped"; module docs).
+    duplicates: int = 0
 
 
 def _device_map_partition(empty: str, binary: bool) -> Callable[[int, Iterable[Any]], Iterator[Any]]:
@@ -836,7 +927,7 @@ def _device_map_partition(empty: str, binary: bool) -> Callable[[int, Iterable[A
             if len(batch) >= _FLUSH:
                 flush()
         flush()
-        yield (index, server.to_json(), examples)
+        yield (index, server.to_json(), examples, server.status().duplicates)
 
     return run
 
@@ -874,13 +965,17 @@ def aggregate_device_map(
     name, binary = _report_column(df, column)
     empty = server.to_json()
     partials = sorted(
-        df.select(name).rdd.mapPartitionsWithIndex(_device_map_partition(empty, binary)).collect(),
+        _by_report_id(df.select(name).rdd, False)  # map reports are JSON, also as bytes
+        .mapPartitionsWithIndex(_device_map_partition(empty, binary))
+        .collect(),
         key=lambda p: p[0],
     )
     examples: List[Rejection] = []
-    for _, state, some in partials:
+    duplicates = 0
+    for _, state, some, dups in partials:
         server.merge(geopriv.MapServer.from_json(state))
         examples.extend(some)
+        duplicates += dups
     status = server.status()
     return SparkDeviceMap(
         estimate=server.estimate(kernel_lambda) if status.accepted else None,
@@ -890,4 +985,5 @@ def aggregate_device_map(
         examples=examples,
         partitions=len(partials),
         state=server.to_json(),
+        duplicates=duplicates,
     )

@@ -106,7 +106,7 @@ fun main() {
 
     test("server: bad reports are refused one by one with a reason and counted") {
         val otherEps = MapRelease(GRID, MapMechanism.APriori, 1e-3).releaseUnmetered(listOf(5.0, 5.0)).json
-        val bad = listOf("garbage", "", otherEps, lines[0].replace("location", "values"))
+        val bad = listOf("garbage", "", otherEps, lines[0].replace(Regex("\"report_id\":\"[0-9a-f]{32}\""), "\"report_id\":\"" + "ab".repeat(16) + "\"").replace("location", "values"))
         val server = MapServer(GRID, MapMechanism.APriori, EPS)
         val batch = server.addAllJson(lines.take(20) + bad)
         expect(batch.accepted == 20uL && batch.rejected == 4uL) { "$batch" }

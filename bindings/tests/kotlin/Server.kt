@@ -39,9 +39,10 @@ private inline fun <reified E : GeoprivException> refused(what: String, block: (
     throw AssertionError("$what: nothing was thrown")
 }
 
-/** `json` with its value replaced by [value]. */
+/** `json` with its value replaced by [value] and another report_id (with the honest report's it would be dropped as a replay). */
 private fun forged(json: String, value: Double): String =
     json.replace(Regex("\"value\":[^,}]+"), "\"value\":$value")
+        .replace(Regex("\"report_id\":\"[0-9a-f]{32}\""), "\"report_id\":\"" + "cd".repeat(16) + "\"")
 
 fun main() {
     val t0 = System.nanoTime()

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -162,7 +163,7 @@ def _():
                                     bandwidth=None), A_PRIORI, EPS).release_unmetered([5.0, 5.0]).json
     other_mech = MapRelease(GRID, MapMechanism.SAMPLED(3), EPS).release_unmetered([5.0, 5.0]).json
     nan = LINES[0].replace('"location":[', '"location":[1e999,')
-    bad = ["garbage", "", other_eps, other_grid, other_mech, nan, LINES[0].replace("location", "values"),
+    bad = ["garbage", "", other_eps, other_grid, other_mech, nan, re.sub(r'"report_id":"[0-9a-f]{32}"', '"report_id":"' + "ab" * 16 + '"', LINES[0]).replace("location", "values"),
            "x" * 10_000_000]
     server = MapServer(GRID, A_PRIORI, EPS)
     batch = server.add_all_json(LINES[:50] + bad)

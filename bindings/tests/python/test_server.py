@@ -46,6 +46,7 @@ POLICY = ReportPolicy(1e-3, 1e-6).accept_seeded()
 def forged(value):
     report = json.loads(HONEST[0])
     report["value"] = value
+    report["report_id"] = os.urandom(16).hex()  # with HONEST[0]'s id it would be dropped as a replay
     return json.dumps(report)
 
 
@@ -224,6 +225,46 @@ def _():
             raise AssertionError(f"accepted {bad!r}")
         except GeoprivError.InvalidInput as e:
             expect("query file" in str(e) and (where in str(e) or "refused" in str(e)), (bad, str(e)))
+
+
+@test("report ids (attack7 O1): a replay counts once, a refused copy does not censor, the bound as the CLI's")
+def _():
+    server = ReportServer(POLICY, ServerConfig())
+    r = server.add_json_batch(HONEST[:300] + HONEST[:100])
+    expect((r.records, r.accepted, r.duplicates) == (400, 300, 100), r)
+    blob = ("\n".join(HONEST[250:350]) + "\n").encode()
+    r = server.ingest(blob, InputFormat.JSON)
+    expect((r.accepted, r.duplicates) == (50, 50), r)
+    try:
+        server.add_json(HONEST[0])
+        raise AssertionError("a replay was accepted")
+    except GeoprivError.InvalidReport as e:
+        expect(str(e).endswith("[duplicate]"), str(e))
+    c = server.counts()
+    expect((c.accepted, c.duplicates, c.unchecked) == (350, 151, 0), c)
+    reference = ReportServer(POLICY, ServerConfig())
+    reference.add_json_batch(HONEST[:350])
+    expect(server.to_json() == reference.to_json(), "replays changed the state")
+    # Out of policy first (ε over the limit), then the valid report with its id.
+    over = json.loads(HONEST[400])
+    over["epsilon"] = 0.01
+    fresh = ReportServer(POLICY, ServerConfig())
+    r = fresh.add_json_batch([json.dumps(over), HONEST[400], HONEST[400]])
+    expect((r.accepted, r.rejected, r.duplicates) == (1, 1, 1), r)
+    # The bound: 10 ids remembered, the others accepted unremembered.
+    small = ReportServer(POLICY, ServerConfig().with_max_report_ids(10))
+    r = small.add_json_batch(HONEST[:20] + HONEST[:20])
+    expect((r.accepted, r.duplicates, small.counts().unchecked) == (30, 10, 20), (r, small.counts()))
+    # Maps: the same rule; states carry no ids.
+    grid = MapGrid(x_min=0.0, x_max=10_000.0, y_min=0.0, y_max=10_000.0, points_x=9, points_y=9, bandwidth=None)
+    device = MapRelease(grid, MapMechanism.A_PRIORI(), 2e-3)
+    lines = [device.release_unmetered([1_000.0 + 30.0 * i, 5_000.0]).json for i in range(200)]
+    maps = MapServer(grid, MapMechanism.A_PRIORI(), 2e-3)
+    b = maps.add_all_json(lines + lines[:40])
+    expect((b.accepted, b.duplicates, maps.status().duplicates) == (200, 40, 40), b)
+    restored = MapServer.from_json(maps.to_json())
+    restored.add_json(lines[0])  # no ids in a state: counted again
+    expect(restored.status().accepted == 201, restored.status())
 
 
 finish("server", f" ({time.perf_counter() - T0:.1f} s)")

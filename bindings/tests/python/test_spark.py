@@ -382,6 +382,63 @@ def _():
         expect(same_lambda, (cli["lambda"], est.kernel_lambda))
 
 
+@test("report ids (attack7 O1): 2,000 reports + 500 replays over 1, 3 and 7 partitions give the CLI's output")
+def _():
+    good = [line for line in SMALL if '"report_id"' in line and '"version":99' not in line][:2_000]
+    rows = good + good[:500]
+    path = write("replays.jsonl", rows)
+    cli, reasons = cli_aggregate(path)
+    expect(sum(e["n"] for e in cli.values()) + len(reasons) == 2_000, {q: e["n"] for q, e in cli.items()})
+    for parts in (1, 3, 7):
+        df = spark.sparkContext.parallelize([(x,) for x in rows], parts).toDF(["report"])
+        r = aggregate(df, **LIMITS)
+        same_as_cli(r, cli, reasons, f"replays, {parts} partitions")
+        expect(r.accepted + r.rejected == 2_000 and r.duplicates == 500, (r.accepted, r.rejected, r.duplicates))
+        expect(r.to_json_lines() == STDOUT[path, tuple(POLICY)], f"replays, {parts} partitions: json lines")
+    # A refused copy (over the ε limit) first does not censor the valid
+    # report with its id, in whatever partition the rows started.
+    forged = json.loads(good[0])
+    forged["epsilon"] = 0.01
+    rows = [json.dumps(forged, separators=(",", ":"))] + good[:10] + good[:3]
+    path = write("censor.jsonl", rows)
+    cli, reasons = cli_aggregate(path)
+    r = aggregate(spark.sparkContext.parallelize([(x,) for x in rows], 4).toDF(["report"]), **LIMITS)
+    same_as_cli(r, cli, reasons, "a refused copy first")
+    expect((r.accepted, r.rejected, r.duplicates) == (10, 1, 3), (r.accepted, r.rejected, r.duplicates))
+    # Device maps: the CLI's map, n and duplicate count.
+    grid = geopriv.MapGrid(x_min=0.0, x_max=10_000.0, y_min=0.0, y_max=10_000.0, points_x=11, points_y=11,
+                           bandwidth=None)
+    a_priori = geopriv.MapMechanism.A_PRIORI()
+    device = geopriv.MapRelease(grid, a_priori, 2e-3)
+    rnd = random.Random(22)
+    lines = [device.release_unmetered([rnd.uniform(2_000, 8_000), rnd.uniform(1_000, 9_000)]).json
+             for _ in range(3_005)]
+    rows = lines + lines[:300]
+    path = write("device-replays.jsonl", rows)
+    with open(path) as stdin:
+        p = subprocess.run([CLI, "map", "aggregate", "--bbox", "0", "10000", "0", "10000", "--grid", "11",
+                            "--epsilon", "0.002"], stdin=stdin, capture_output=True, text=True, timeout=600)
+    cli = json.loads(p.stdout)
+    expect(cli["n"] == 3_005 and "300 duplicate reports dropped" in p.stderr, (cli["n"], p.stderr[-300:]))
+    for parts in (1, 3, 7):
+        m = aggregate_device_map(spark.sparkContext.parallelize([(x,) for x in rows], parts).toDF(["report"]),
+                                 grid, a_priori, 2e-3)
+        expect((m.accepted, m.duplicates, m.estimate.n) == (3_005, 300, 3_005), (m.accepted, m.duplicates))
+        expect([bits(v) for v in cli["values"]] == [bits(v) for v in m.estimate.values], f"map values ({parts})")
+    # aggregate_map: the replays count once (the cells of the distinct rows).
+    ids = geopriv.GridAggregator.kde_grid([0.0, 200.0], [0.0, 300.0], 150.0).query_ids()
+    mechanism = geopriv.GeoMechanism.polyplace(1e-3)
+    cells = [mechanism.privatize_unmetered(geopriv.GeoQuery.from_id(ids[i % 4]), [float(i % 300), 100.0]).json
+             for i in range(400)]
+    once = aggregate_map(spark.createDataFrame([(x,) for x in cells], "report string"), ids, max_epsilon=1e-3)
+    again = aggregate_map(spark.sparkContext.parallelize([(x,) for x in cells + cells[:100]], 3).toDF(["report"]),
+                          ids, max_epsilon=1e-3)
+    expect((again.accepted, again.duplicates) == (400, 100), (again.accepted, again.duplicates))
+    expect([e and bits(e.mean) for _, e in once.cells] == [e and bits(e.mean) for _, e in again.cells],
+           "aggregate_map with replays")
+    expect(geopriv.report_id_of_json(cells[0].encode()) == json.loads(cells[0])["report_id"], "report_id_of_json")
+
+
 @test("README Spark quick start: the same estimates as the CLI")
 def _():
     r = spark_estimates(spark, SMALL_PATH)
