@@ -544,6 +544,10 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_project_packed() != 1776:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_report_id_of_frame() != 53606:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_func_report_id_of_json() != 41242:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant() != 56547:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_func_smooth_noisy_max_beta() != 17350:
@@ -710,21 +714,27 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776:
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids() != 14994:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 51671:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_mapserver_plan() != 34432:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_mapserver_status() != 27452:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 27490:
+    if lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 36479:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 24196:
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 5283:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids() != 38449:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping() != 53913:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options() != 38621:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -824,7 +834,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_packed() != 31216:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693:
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 51716:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -840,11 +850,11 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 16963:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352:
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 31864:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 35642:
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 19435:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 51171:
+    if lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 47100:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() != 23437:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -858,6 +868,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() != 19408:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids() != 23853:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() != 51613:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z() != 6738:
@@ -865,6 +877,8 @@ def _uniffi_check_api_checksums(lib):
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries() != 7593:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() != 43170:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids() != 12203:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() != 24444:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -931,6 +945,12 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_func_project.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_project_packed.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_report_id_of_frame.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_report_id_of_frame.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_report_id_of_json.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_func_report_id_of_json.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_func_schedule_noise_constant.restype = ctypes.c_uint16
@@ -1180,6 +1200,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_add_json.restype = ctype
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_merge.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_merge.restype = ctypes.c_uint16
@@ -1195,6 +1218,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json.restype = ctypes
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new.restype = ctypes.c_uint16
@@ -1204,6 +1230,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping.resty
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon.restype = ctypes.c_uint16
@@ -1402,6 +1431,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_queries.restype =
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target.restype = ctypes.c_uint16
@@ -1414,6 +1446,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries.rest
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means.restype = ctypes.c_uint16
@@ -1493,6 +1528,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_func_project_packed.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_frame.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_frame.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_json.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_json.restype = _UniffiRustBuffer
 _UniffiLib.uniffi_geopriv_ffi_fn_func_schedule_noise_constant.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2005,6 +2050,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_estimate.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_merge.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2032,6 +2082,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids.argtypes = (
+    _UniffiRustBuffer,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_new.argtypes = (
     _UniffiRustBuffer,
     _UniffiRustBuffer,
@@ -2056,6 +2112,16 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.argtypes = 
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_options.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_double,
+    ctypes.c_uint32,
+    _UniffiRustBuffer,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_options.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_memoizedrelease_instantaneous_epsilon.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2437,6 +2503,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes.argtypes =
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint64,
@@ -2462,6 +2533,12 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes.argty
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids.argtypes = (
+    ctypes.c_uint64,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means.argtypes = (
     ctypes.c_uint64,
     ctypes.c_uint32,
@@ -2775,13 +2852,16 @@ class _UniffiFfiConverterSequenceTypeRejectedRecord(_UniffiConverterRustBuffer):
 class BatchResult:
     """
     What one batch or stream did: every record is exactly one of accepted,
-    rejected or skipped (blank line, `#` comment line, empty frame).
+    rejected, skipped (blank line, `#` comment line, empty frame) or a
+    duplicate (its `report_id` accepted before, module docs):
+    records = accepted + rejected + skipped + duplicates.
 """
-    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int, rejected_by_code:dict[str, int], rejections:typing.List[RejectedRecord]):
+    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int, duplicates:int, rejected_by_code:dict[str, int], rejections:typing.List[RejectedRecord]):
         self.records = records
         self.accepted = accepted
         self.rejected = rejected
         self.skipped = skipped
+        self.duplicates = duplicates
         self.rejected_by_code = rejected_by_code
         self.rejections = rejections
         
@@ -2789,7 +2869,7 @@ class BatchResult:
 
     
     def __str__(self):
-        return "BatchResult(records={}, accepted={}, rejected={}, skipped={}, rejected_by_code={}, rejections={})".format(self.records, self.accepted, self.rejected, self.skipped, self.rejected_by_code, self.rejections)
+        return "BatchResult(records={}, accepted={}, rejected={}, skipped={}, duplicates={}, rejected_by_code={}, rejections={})".format(self.records, self.accepted, self.rejected, self.skipped, self.duplicates, self.rejected_by_code, self.rejections)
     def __eq__(self, other):
         if self.records != other.records:
             return False
@@ -2798,6 +2878,8 @@ class BatchResult:
         if self.rejected != other.rejected:
             return False
         if self.skipped != other.skipped:
+            return False
+        if self.duplicates != other.duplicates:
             return False
         if self.rejected_by_code != other.rejected_by_code:
             return False
@@ -2813,6 +2895,7 @@ class _UniffiFfiConverterTypeBatchResult(_UniffiConverterRustBuffer):
             accepted=_UniffiFfiConverterUInt64.read(buf),
             rejected=_UniffiFfiConverterUInt64.read(buf),
             skipped=_UniffiFfiConverterUInt64.read(buf),
+            duplicates=_UniffiFfiConverterUInt64.read(buf),
             rejected_by_code=_UniffiFfiConverterMapStringUInt64.read(buf),
             rejections=_UniffiFfiConverterSequenceTypeRejectedRecord.read(buf),
         )
@@ -2823,6 +2906,7 @@ class _UniffiFfiConverterTypeBatchResult(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.check_lower(value.accepted)
         _UniffiFfiConverterUInt64.check_lower(value.rejected)
         _UniffiFfiConverterUInt64.check_lower(value.skipped)
+        _UniffiFfiConverterUInt64.check_lower(value.duplicates)
         _UniffiFfiConverterMapStringUInt64.check_lower(value.rejected_by_code)
         _UniffiFfiConverterSequenceTypeRejectedRecord.check_lower(value.rejections)
 
@@ -2832,6 +2916,7 @@ class _UniffiFfiConverterTypeBatchResult(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.write(value.accepted, buf)
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
         _UniffiFfiConverterUInt64.write(value.skipped, buf)
+        _UniffiFfiConverterUInt64.write(value.duplicates, buf)
         _UniffiFfiConverterMapStringUInt64.write(value.rejected_by_code, buf)
         _UniffiFfiConverterSequenceTypeRejectedRecord.write(value.rejections, buf)
 
@@ -3969,17 +4054,19 @@ class IngestCounts:
     """
     Totals of a [`ReportServer`] over all its calls.
 """
-    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int):
+    def __init__(self, *, records:int, accepted:int, rejected:int, skipped:int, duplicates:int, unchecked:int):
         self.records = records
         self.accepted = accepted
         self.rejected = rejected
         self.skipped = skipped
+        self.duplicates = duplicates
+        self.unchecked = unchecked
         
         
 
     
     def __str__(self):
-        return "IngestCounts(records={}, accepted={}, rejected={}, skipped={})".format(self.records, self.accepted, self.rejected, self.skipped)
+        return "IngestCounts(records={}, accepted={}, rejected={}, skipped={}, duplicates={}, unchecked={})".format(self.records, self.accepted, self.rejected, self.skipped, self.duplicates, self.unchecked)
     def __eq__(self, other):
         if self.records != other.records:
             return False
@@ -3988,6 +4075,10 @@ class IngestCounts:
         if self.rejected != other.rejected:
             return False
         if self.skipped != other.skipped:
+            return False
+        if self.duplicates != other.duplicates:
+            return False
+        if self.unchecked != other.unchecked:
             return False
         return True
 
@@ -3999,6 +4090,8 @@ class _UniffiFfiConverterTypeIngestCounts(_UniffiConverterRustBuffer):
             accepted=_UniffiFfiConverterUInt64.read(buf),
             rejected=_UniffiFfiConverterUInt64.read(buf),
             skipped=_UniffiFfiConverterUInt64.read(buf),
+            duplicates=_UniffiFfiConverterUInt64.read(buf),
+            unchecked=_UniffiFfiConverterUInt64.read(buf),
         )
 
     @staticmethod
@@ -4007,6 +4100,8 @@ class _UniffiFfiConverterTypeIngestCounts(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.check_lower(value.accepted)
         _UniffiFfiConverterUInt64.check_lower(value.rejected)
         _UniffiFfiConverterUInt64.check_lower(value.skipped)
+        _UniffiFfiConverterUInt64.check_lower(value.duplicates)
+        _UniffiFfiConverterUInt64.check_lower(value.unchecked)
 
     @staticmethod
     def write(value, buf):
@@ -4014,6 +4109,8 @@ class _UniffiFfiConverterTypeIngestCounts(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.write(value.accepted, buf)
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
         _UniffiFfiConverterUInt64.write(value.skipped, buf)
+        _UniffiFfiConverterUInt64.write(value.duplicates, buf)
+        _UniffiFfiConverterUInt64.write(value.unchecked, buf)
 
 @dataclass
 class MapRejection:
@@ -4092,20 +4189,23 @@ class MapBatch:
     The outcome of a batch: how many records were accepted, and every
     rejected one with its reason. A batch never raises for bad records.
 """
-    def __init__(self, *, accepted:int, rejected:int, rejections:typing.List[MapRejection]):
+    def __init__(self, *, accepted:int, rejected:int, duplicates:int, rejections:typing.List[MapRejection]):
         self.accepted = accepted
         self.rejected = rejected
+        self.duplicates = duplicates
         self.rejections = rejections
         
         
 
     
     def __str__(self):
-        return "MapBatch(accepted={}, rejected={}, rejections={})".format(self.accepted, self.rejected, self.rejections)
+        return "MapBatch(accepted={}, rejected={}, duplicates={}, rejections={})".format(self.accepted, self.rejected, self.duplicates, self.rejections)
     def __eq__(self, other):
         if self.accepted != other.accepted:
             return False
         if self.rejected != other.rejected:
+            return False
+        if self.duplicates != other.duplicates:
             return False
         if self.rejections != other.rejections:
             return False
@@ -4117,6 +4217,7 @@ class _UniffiFfiConverterTypeMapBatch(_UniffiConverterRustBuffer):
         return MapBatch(
             accepted=_UniffiFfiConverterUInt64.read(buf),
             rejected=_UniffiFfiConverterUInt64.read(buf),
+            duplicates=_UniffiFfiConverterUInt64.read(buf),
             rejections=_UniffiFfiConverterSequenceTypeMapRejection.read(buf),
         )
 
@@ -4124,12 +4225,14 @@ class _UniffiFfiConverterTypeMapBatch(_UniffiConverterRustBuffer):
     def check_lower(value):
         _UniffiFfiConverterUInt64.check_lower(value.accepted)
         _UniffiFfiConverterUInt64.check_lower(value.rejected)
+        _UniffiFfiConverterUInt64.check_lower(value.duplicates)
         _UniffiFfiConverterSequenceTypeMapRejection.check_lower(value.rejections)
 
     @staticmethod
     def write(value, buf):
         _UniffiFfiConverterUInt64.write(value.accepted, buf)
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
+        _UniffiFfiConverterUInt64.write(value.duplicates, buf)
         _UniffiFfiConverterSequenceTypeMapRejection.write(value.rejections, buf)
 
 @dataclass
@@ -4825,22 +4928,28 @@ class MapServerStatus:
     What a server has seen: reports accepted and rejections by code
     (over its whole life, merged partial states included).
 """
-    def __init__(self, *, accepted:int, rejected:int, rejections:dict[str, int]):
+    def __init__(self, *, accepted:int, rejected:int, rejections:dict[str, int], duplicates:int, unchecked:int):
         self.accepted = accepted
         self.rejected = rejected
         self.rejections = rejections
+        self.duplicates = duplicates
+        self.unchecked = unchecked
         
         
 
     
     def __str__(self):
-        return "MapServerStatus(accepted={}, rejected={}, rejections={})".format(self.accepted, self.rejected, self.rejections)
+        return "MapServerStatus(accepted={}, rejected={}, rejections={}, duplicates={}, unchecked={})".format(self.accepted, self.rejected, self.rejections, self.duplicates, self.unchecked)
     def __eq__(self, other):
         if self.accepted != other.accepted:
             return False
         if self.rejected != other.rejected:
             return False
         if self.rejections != other.rejections:
+            return False
+        if self.duplicates != other.duplicates:
+            return False
+        if self.unchecked != other.unchecked:
             return False
         return True
 
@@ -4851,6 +4960,8 @@ class _UniffiFfiConverterTypeMapServerStatus(_UniffiConverterRustBuffer):
             accepted=_UniffiFfiConverterUInt64.read(buf),
             rejected=_UniffiFfiConverterUInt64.read(buf),
             rejections=_UniffiFfiConverterMapStringUInt64.read(buf),
+            duplicates=_UniffiFfiConverterUInt64.read(buf),
+            unchecked=_UniffiFfiConverterUInt64.read(buf),
         )
 
     @staticmethod
@@ -4858,12 +4969,16 @@ class _UniffiFfiConverterTypeMapServerStatus(_UniffiConverterRustBuffer):
         _UniffiFfiConverterUInt64.check_lower(value.accepted)
         _UniffiFfiConverterUInt64.check_lower(value.rejected)
         _UniffiFfiConverterMapStringUInt64.check_lower(value.rejections)
+        _UniffiFfiConverterUInt64.check_lower(value.duplicates)
+        _UniffiFfiConverterUInt64.check_lower(value.unchecked)
 
     @staticmethod
     def write(value, buf):
         _UniffiFfiConverterUInt64.write(value.accepted, buf)
         _UniffiFfiConverterUInt64.write(value.rejected, buf)
         _UniffiFfiConverterMapStringUInt64.write(value.rejections, buf)
+        _UniffiFfiConverterUInt64.write(value.duplicates, buf)
+        _UniffiFfiConverterUInt64.write(value.unchecked, buf)
 
 class _UniffiFfiConverterBytes(_UniffiConverterRustBuffer):
     @staticmethod
@@ -9937,12 +10052,18 @@ class MapServerProtocol(typing.Protocol):
         other mechanisms. `InvalidInput` before the first report.
 """
         raise NotImplementedError
+    def max_report_ids(self, ) -> int:
+        """
+        The largest number of report ids this server remembers.
+"""
+        raise NotImplementedError
     def merge(self, other: MapServer) -> None:
         """
         Fold another shard's server (same grid, mechanism, ε and
         binning) into this one: counts add exactly, so any sharding and
         merge order give the same state. `InvalidParameter` for another
-        map; an overflow is refused and leaves the state unchanged.
+        map; an overflow is refused and leaves the state unchanged. Report
+        ids are not merged (module docs): an id both accepted counts twice.
 """
         raise NotImplementedError
     def plan(self, n: typing.Optional[int]) -> MapPlan:
@@ -9961,6 +10082,7 @@ class MapServerProtocol(typing.Protocol):
         """
         The exact partial state as compact canonical JSON (equal states
         give equal strings): ship it to a reducer (`from_json`, `merge`).
+        It carries no report ids and no duplicate counts (module docs).
 """
         raise NotImplementedError
 
@@ -9994,7 +10116,9 @@ class MapServer(MapServerProtocol):
         """
         A server restored from `to_json` (a shard's partial state).
         `InvalidReport` if the state is malformed or inconsistent;
-        `InvalidParameter` if its grid is out of limits.
+        `InvalidParameter` if its grid is out of limits. The state carries
+        no report ids (module docs): the restored server remembers none,
+        and at most the default 2^20 from then on (`from_json_with_max_report_ids`).
 """
         
         _UniffiFfiConverterString.check_lower(state)
@@ -10006,6 +10130,28 @@ class MapServer(MapServerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def from_json_with_max_report_ids(cls, state: str,max_report_ids: int) -> MapServer:
+        """
+        As `from_json`, remembering at most `max_report_ids` report ids
+        from now on (0..=2^26).
+"""
+        
+        _UniffiFfiConverterString.check_lower(state)
+
+        _UniffiFfiConverterUInt64.check_lower(max_report_ids)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(state),
+            _UniffiFfiConverterUInt64.lower(max_report_ids),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
@@ -10092,6 +10238,40 @@ class MapServer(MapServerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def with_options(cls, grid: MapGrid,mechanism: MapMechanism,epsilon: float,max_bins: int,clipping: MapClipping,max_report_ids: int) -> MapServer:
+        """
+        As `with_clipping`, remembering at most `max_report_ids` report ids
+        (0..=2^26; the others use 2^20, `--max-report-ids`; module docs).
+"""
+        
+        _UniffiFfiConverterTypeMapGrid.check_lower(grid)
+
+        _UniffiFfiConverterTypeMapMechanism.check_lower(mechanism)
+
+        _UniffiFfiConverterFloat64.check_lower(epsilon)
+
+        _UniffiFfiConverterUInt32.check_lower(max_bins)
+
+        _UniffiFfiConverterTypeMapClipping.check_lower(clipping)
+
+        _UniffiFfiConverterUInt64.check_lower(max_report_ids)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterTypeMapGrid.lower(grid),
+            _UniffiFfiConverterTypeMapMechanism.lower(mechanism),
+            _UniffiFfiConverterFloat64.lower(epsilon),
+            _UniffiFfiConverterUInt32.lower(max_bins),
+            _UniffiFfiConverterTypeMapClipping.lower(clipping),
+            _UniffiFfiConverterUInt64.lower(max_report_ids),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeMapServer.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_options,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
@@ -10211,12 +10391,28 @@ class MapServer(MapServerProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_report_ids(self, ) -> int:
+        """
+        The largest number of report ids this server remembers.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def merge(self, other: MapServer) -> None:
         """
         Fold another shard's server (same grid, mechanism, ε and
         binning) into this one: counts add exactly, so any sharding and
         merge order give the same state. `InvalidParameter` for another
-        map; an overflow is refused and leaves the state unchanged.
+        map; an overflow is refused and leaves the state unchanged. Report
+        ids are not merged (module docs): an id both accepted counts twice.
 """
         
         _UniffiFfiConverterTypeMapServer.check_lower(other)
@@ -10271,6 +10467,7 @@ class MapServer(MapServerProtocol):
         """
         The exact partial state as compact canonical JSON (equal states
         give equal strings): ship it to a reducer (`from_json`, `merge`).
+        It carries no report ids and no duplicate counts (module docs).
 """
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
@@ -11420,8 +11617,9 @@ class ReportServerProtocol(typing.Protocol):
         Decode, validate, clip and add one JSON report (BOM, `\r` and
         surrounding whitespace ignored); returns it as received (the value
         before clipping). `InvalidReport` with the reason and code when
-        refused (a blank or `#` line: `[empty]`); the state is then
-        unchanged.
+        refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+        was accepted before: `[duplicate]`, counted in `duplicates`); the
+        state is then unchanged.
 """
         raise NotImplementedError
     def add_json_batch(self, lines: typing.List[typing.Optional[str]]) -> BatchResult:
@@ -11483,7 +11681,8 @@ class ReportServerProtocol(typing.Protocol):
     def merge(self, other: ReportServer) -> None:
         """
         Fold another server's state into this one (`merge_json` of its
-        `to_json`); `other` is unchanged.
+        `to_json`); `other` is unchanged. Report ids are not merged (module
+        docs): an id accepted by both servers is counted twice.
 """
         raise NotImplementedError
     def merge_json(self, state: str) -> None:
@@ -11492,7 +11691,8 @@ class ReportServerProtocol(typing.Protocol):
         and configuration into this one (exact). All or nothing:
         `InvalidReport` (state unchanged) for a malformed state, another
         clipping level, a median-of-means server, a group this policy
-        refuses, or counters that would overflow.
+        refuses, or counters that would overflow. A state carries no report
+        ids: an id accepted by both servers is counted twice.
 """
         raise NotImplementedError
     def to_json(self, ) -> str:
@@ -11500,6 +11700,8 @@ class ReportServerProtocol(typing.Protocol):
         The exact partial state (per group: key, exact sums, clipped count)
         as canonical JSON: equal contents give equal strings, whatever the
         order the reports came in. Ship it to a reducer's `merge_json`.
+        It carries no report ids (nor the counts): merging the states of
+        two servers counts an id both accepted twice.
 """
         raise NotImplementedError
     def to_json_lines(self, ) -> str:
@@ -11620,8 +11822,9 @@ class ReportServer(ReportServerProtocol):
         Decode, validate, clip and add one JSON report (BOM, `\r` and
         surrounding whitespace ignored); returns it as received (the value
         before clipping). `InvalidReport` with the reason and code when
-        refused (a blank or `#` line: `[empty]`); the state is then
-        unchanged.
+        refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+        was accepted before: `[duplicate]`, counted in `duplicates`); the
+        state is then unchanged.
 """
         
         _UniffiFfiConverterString.check_lower(line)
@@ -11790,7 +11993,8 @@ class ReportServer(ReportServerProtocol):
     def merge(self, other: ReportServer) -> None:
         """
         Fold another server's state into this one (`merge_json` of its
-        `to_json`); `other` is unchanged.
+        `to_json`); `other` is unchanged. Report ids are not merged (module
+        docs): an id accepted by both servers is counted twice.
 """
         
         _UniffiFfiConverterTypeReportServer.check_lower(other)
@@ -11812,7 +12016,8 @@ class ReportServer(ReportServerProtocol):
         and configuration into this one (exact). All or nothing:
         `InvalidReport` (state unchanged) for a malformed state, another
         clipping level, a median-of-means server, a group this policy
-        refuses, or counters that would overflow.
+        refuses, or counters that would overflow. A state carries no report
+        ids: an id accepted by both servers is counted twice.
 """
         
         _UniffiFfiConverterString.check_lower(state)
@@ -11833,6 +12038,8 @@ class ReportServer(ReportServerProtocol):
         The exact partial state (per group: key, exact sums, clipped count)
         as canonical JSON: equal contents give equal strings, whatever the
         order the reports came in. Ship it to a reducer's `merge_json`.
+        It carries no report ids (nor the counts): merging the states of
+        two servers counts an id both accepted twice.
 """
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),
@@ -11949,6 +12156,11 @@ class ServerConfigProtocol(typing.Protocol):
         The largest record in bytes.
 """
         raise NotImplementedError
+    def max_report_ids(self, ) -> int:
+        """
+        The largest number of report ids remembered.
+"""
+        raise NotImplementedError
     def with_clip_target(self, deployment_n: int,bias_to_se: float) -> ServerConfig:
         """
         Clip at the smallest z whose honest bias is at most `bias_to_se`
@@ -11973,6 +12185,14 @@ class ServerConfigProtocol(typing.Protocol):
         """
         Records of at most this many bytes (1..=67108864;
         `--max-record-bytes`); longer ones are rejected (`[too-long]`).
+"""
+        raise NotImplementedError
+    def with_max_report_ids(self, max_report_ids: int) -> ServerConfig:
+        """
+        Remember at most this many report ids (0..=2^26; default 2^20, the
+        CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+        Past the bound new ids are accepted without being remembered and
+        counted in `IngestCounts.unchecked` (module docs).
 """
         raise NotImplementedError
     def with_median_of_means(self, buckets: int) -> ServerConfig:
@@ -12098,6 +12318,21 @@ class ServerConfig(ServerConfigProtocol):
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
+    def max_report_ids(self, ) -> int:
+        """
+        The largest number of report ids remembered.
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterUInt64.lift
+        _uniffi_error_converter = None
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
     def with_clip_target(self, deployment_n: int,bias_to_se: float) -> ServerConfig:
         """
         Clip at the smallest z whose honest bias is at most `bias_to_se`
@@ -12176,6 +12411,27 @@ class ServerConfig(ServerConfigProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def with_max_report_ids(self, max_report_ids: int) -> ServerConfig:
+        """
+        Remember at most this many report ids (0..=2^26; default 2^20, the
+        CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+        Past the bound new ids are accepted without being remembered and
+        counted in `IngestCounts.unchecked` (module docs).
+"""
+        
+        _UniffiFfiConverterUInt64.check_lower(max_report_ids)
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+            _UniffiFfiConverterUInt64.lower(max_report_ids),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypeServerConfig.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -12503,6 +12759,47 @@ def project_packed(latlon: bytes,projection: Projection) -> bytes:
         *_uniffi_lowered_args,
     )
     return _uniffi_lift_return(_uniffi_ffi_result)
+def report_id_of_frame(record: bytes) -> typing.Optional[str]:
+    """
+    The `report_id` of a binary report frame (`PrivateReport.bytes`), or
+    `null` when it has none or does not decode (as [`report_id_of_json`]).
+"""
+    
+    _UniffiFfiConverterBytes.check_lower(record)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterBytes.lower(record),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterOptionalString.lift
+    _uniffi_error_converter = None
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_frame,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
+def report_id_of_json(record: bytes) -> typing.Optional[str]:
+    """
+    The `report_id` (32 lowercase hex digits) of a JSON report record
+    (a scalar report or a map report, as text or `MapUpload.bytes`), or
+    `null` when it has none or is not a JSON object with a well-formed
+    `report_id` (BOM and surrounding whitespace ignored). Every record a
+    server decodes into a report with id X gives X here (the same parser of
+    ids, the core's `ReportId`), so keying records by it sends every copy
+    of an id to one server (`geopriv.spark`'s exchange).
+"""
+    
+    _UniffiFfiConverterBytes.check_lower(record)
+    _uniffi_lowered_args = (
+        _UniffiFfiConverterBytes.lower(record),
+    )
+    _uniffi_lift_return = _UniffiFfiConverterOptionalString.lift
+    _uniffi_error_converter = None
+    _uniffi_ffi_result = _uniffi_rust_call_with_error(
+        _uniffi_error_converter,
+        _UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_json,
+        *_uniffi_lowered_args,
+    )
+    return _uniffi_lift_return(_uniffi_ffi_result)
 def schedule_noise_constant(mechanism: GeoMechanism,query: GeoQuery) -> typing.Optional[float]:
     """
     c of the planner's noise model (variance c/ε²) for `mechanism`'s family
@@ -12632,6 +12929,8 @@ __all__ = [
     "privacy_radius_of",
     "project",
     "project_packed",
+    "report_id_of_frame",
+    "report_id_of_json",
     "schedule_noise_constant",
     "smooth_noisy_max_beta",
     "smooth_noisy_max_select",

@@ -2716,10 +2716,16 @@ public protocol MapServerProtocol: AnyObject, Sendable {
     func estimate(kernelLambda: Double?) throws  -> MapEstimate
     
     /**
+     * The largest number of report ids this server remembers.
+     */
+    func maxReportIds()  -> UInt64
+    
+    /**
      * Fold another shard's server (same grid, mechanism, ε and
      * binning) into this one: counts add exactly, so any sharding and
      * merge order give the same state. `InvalidParameter` for another
-     * map; an overflow is refused and leaves the state unchanged.
+     * map; an overflow is refused and leaves the state unchanged. Report
+     * ids are not merged (module docs): an id both accepted counts twice.
      */
     func merge(other: MapServer) throws 
     
@@ -2738,6 +2744,7 @@ public protocol MapServerProtocol: AnyObject, Sendable {
     /**
      * The exact partial state as compact canonical JSON (equal states
      * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     * It carries no report ids and no duplicate counts (module docs).
      */
     func toJson() throws  -> String
     
@@ -2834,13 +2841,29 @@ public convenience init(grid: MapGrid, mechanism: MapMechanism, epsilon: Double)
     /**
      * A server restored from `to_json` (a shard's partial state).
      * `InvalidReport` if the state is malformed or inconsistent;
-     * `InvalidParameter` if its grid is out of limits.
+     * `InvalidParameter` if its grid is out of limits. The state carries
+     * no report ids (module docs): the restored server remembers none,
+     * and at most the default 2^20 from then on (`from_json_with_max_report_ids`).
      */
 public static func fromJson(state: String)throws  -> MapServer  {
     return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(
         FfiConverterString.lower(state),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * As `from_json`, remembering at most `max_report_ids` report ids
+     * from now on (0..=2^26).
+     */
+public static func fromJsonWithMaxReportIds(state: String, maxReportIds: UInt64)throws  -> MapServer  {
+    return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids(
+        FfiConverterString.lower(state),
+        FfiConverterUInt64.lower(maxReportIds),uniffiCallStatus
     )
 })
 }
@@ -2876,6 +2899,24 @@ public static func withMaxBins(grid: MapGrid, mechanism: MapMechanism, epsilon: 
         FfiConverterTypeMapMechanism_lower(mechanism),
         FfiConverterDouble.lower(epsilon),
         FfiConverterUInt32.lower(maxBins),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * As `with_clipping`, remembering at most `max_report_ids` report ids
+     * (0..=2^26; the others use 2^20, `--max-report-ids`; module docs).
+     */
+public static func withOptions(grid: MapGrid, mechanism: MapMechanism, epsilon: Double, maxBins: UInt32, clipping: MapClipping, maxReportIds: UInt64)throws  -> MapServer  {
+    return try  FfiConverterTypeMapServer_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_mapserver_with_options(
+        FfiConverterTypeMapGrid_lower(grid),
+        FfiConverterTypeMapMechanism_lower(mechanism),
+        FfiConverterDouble.lower(epsilon),
+        FfiConverterUInt32.lower(maxBins),
+        FfiConverterTypeMapClipping_lower(clipping),
+        FfiConverterUInt64.lower(maxReportIds),uniffiCallStatus
     )
 })
 }
@@ -2954,10 +2995,23 @@ open func estimate(kernelLambda: Double?)throws  -> MapEstimate  {
 }
     
     /**
+     * The largest number of report ids this server remembers.
+     */
+open func maxReportIds() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Fold another shard's server (same grid, mechanism, ε and
      * binning) into this one: counts add exactly, so any sharding and
      * merge order give the same state. `InvalidParameter` for another
-     * map; an overflow is refused and leaves the state unchanged.
+     * map; an overflow is refused and leaves the state unchanged. Report
+     * ids are not merged (module docs): an id both accepted counts twice.
      */
 open func merge(other: MapServer)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
@@ -2998,6 +3052,7 @@ open func status()throws  -> MapServerStatus  {
     /**
      * The exact partial state as compact canonical JSON (equal states
      * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     * It carries no report ids and no duplicate counts (module docs).
      */
 open func toJson()throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -4755,8 +4810,9 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
      * Decode, validate, clip and add one JSON report (BOM, `\r` and
      * surrounding whitespace ignored); returns it as received (the value
      * before clipping). `InvalidReport` with the reason and code when
-     * refused (a blank or `#` line: `[empty]`); the state is then
-     * unchanged.
+     * refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+     * was accepted before: `[duplicate]`, counted in `duplicates`); the
+     * state is then unchanged.
      */
     func addJson(line: String) throws  -> ReceivedReport
     
@@ -4791,7 +4847,8 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
     
     /**
      * Fold another server's state into this one (`merge_json` of its
-     * `to_json`); `other` is unchanged.
+     * `to_json`); `other` is unchanged. Report ids are not merged (module
+     * docs): an id accepted by both servers is counted twice.
      */
     func merge(other: ReportServer) throws 
     
@@ -4800,7 +4857,8 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
      * and configuration into this one (exact). All or nothing:
      * `InvalidReport` (state unchanged) for a malformed state, another
      * clipping level, a median-of-means server, a group this policy
-     * refuses, or counters that would overflow.
+     * refuses, or counters that would overflow. A state carries no report
+     * ids: an id accepted by both servers is counted twice.
      */
     func mergeJson(state: String) throws 
     
@@ -4808,6 +4866,8 @@ public protocol ReportServerProtocol: AnyObject, Sendable {
      * The exact partial state (per group: key, exact sums, clipped count)
      * as canonical JSON: equal contents give equal strings, whatever the
      * order the reports came in. Ship it to a reducer's `merge_json`.
+     * It carries no report ids (nor the counts): merging the states of
+     * two servers counts an id both accepted twice.
      */
     func toJson() throws  -> String
     
@@ -4989,8 +5049,9 @@ open func addBytesBatch(records: [Data?])throws  -> BatchResult  {
      * Decode, validate, clip and add one JSON report (BOM, `\r` and
      * surrounding whitespace ignored); returns it as received (the value
      * before clipping). `InvalidReport` with the reason and code when
-     * refused (a blank or `#` line: `[empty]`); the state is then
-     * unchanged.
+     * refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+     * was accepted before: `[duplicate]`, counted in `duplicates`); the
+     * state is then unchanged.
      */
 open func addJson(line: String)throws  -> ReceivedReport  {
     return try  FfiConverterTypeReceivedReport_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -5064,7 +5125,8 @@ open func ingest(data: Data, format: InputFormat)throws  -> BatchResult  {
     
     /**
      * Fold another server's state into this one (`merge_json` of its
-     * `to_json`); `other` is unchanged.
+     * `to_json`); `other` is unchanged. Report ids are not merged (module
+     * docs): an id accepted by both servers is counted twice.
      */
 open func merge(other: ReportServer)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
@@ -5080,7 +5142,8 @@ open func merge(other: ReportServer)throws   {try rustCallWithError(FfiConverter
      * and configuration into this one (exact). All or nothing:
      * `InvalidReport` (state unchanged) for a malformed state, another
      * clipping level, a median-of-means server, a group this policy
-     * refuses, or counters that would overflow.
+     * refuses, or counters that would overflow. A state carries no report
+     * ids: an id accepted by both servers is counted twice.
      */
 open func mergeJson(state: String)throws   {try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
@@ -5095,6 +5158,8 @@ open func mergeJson(state: String)throws   {try rustCallWithError(FfiConverterTy
      * The exact partial state (per group: key, exact sums, clipped count)
      * as canonical JSON: equal contents give equal strings, whatever the
      * order the reports came in. Ship it to a reducer's `merge_json`.
+     * It carries no report ids (nor the counts): merging the states of
+     * two servers counts an id both accepted twice.
      */
 open func toJson()throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -5201,6 +5266,11 @@ public protocol ServerConfigProtocol: AnyObject, Sendable {
     func maxRecordBytes()  -> UInt64
     
     /**
+     * The largest number of report ids remembered.
+     */
+    func maxReportIds()  -> UInt64
+    
+    /**
      * Clip at the smallest z whose honest bias is at most `bias_to_se`
      * standard errors at `deployment_n` reports per group (`--clip-n`,
      * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
@@ -5225,6 +5295,14 @@ public protocol ServerConfigProtocol: AnyObject, Sendable {
      * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
      */
     func withMaxRecordBytes(bytes: UInt64) throws  -> ServerConfig
+    
+    /**
+     * Remember at most this many report ids (0..=2^26; default 2^20, the
+     * CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+     * Past the bound new ids are accepted without being remembered and
+     * counted in `IngestCounts.unchecked` (module docs).
+     */
+    func withMaxReportIds(maxReportIds: UInt64) throws  -> ServerConfig
     
     /**
      * Also estimate the median of the means of `buckets` buckets
@@ -5365,6 +5443,18 @@ open func maxRecordBytes() -> UInt64  {
 }
     
     /**
+     * The largest number of report ids remembered.
+     */
+open func maxReportIds() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Clip at the smallest z whose honest bias is at most `bias_to_se`
      * standard errors at `deployment_n` reports per group (`--clip-n`,
      * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
@@ -5419,6 +5509,22 @@ open func withMaxRecordBytes(bytes: UInt64)throws  -> ServerConfig  {
     uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(
             self.uniffiCloneHandle(),
         FfiConverterUInt64.lower(bytes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Remember at most this many report ids (0..=2^26; default 2^20, the
+     * CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+     * Past the bound new ids are accepted without being remembered and
+     * counted in `IngestCounts.unchecked` (module docs).
+     */
+open func withMaxReportIds(maxReportIds: UInt64)throws  -> ServerConfig  {
+    return try  FfiConverterTypeServerConfig_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(maxReportIds),uniffiCallStatus
     )
 })
 }
@@ -5502,7 +5608,9 @@ public func FfiConverterTypeServerConfig_lower(_ value: ServerConfig) -> UInt64 
 
 /**
  * What one batch or stream did: every record is exactly one of accepted,
- * rejected or skipped (blank line, `#` comment line, empty frame).
+ * rejected, skipped (blank line, `#` comment line, empty frame) or a
+ * duplicate (its `report_id` accepted before, module docs):
+ * records = accepted + rejected + skipped + duplicates.
  */
 public struct BatchResult: Equatable, Hashable {
     /**
@@ -5521,6 +5629,11 @@ public struct BatchResult: Equatable, Hashable {
      * Blank, comment or empty records.
      */
     public var skipped: UInt64
+    /**
+     * Reports dropped because a report with their `report_id` was
+     * accepted before (by this server, in any call).
+     */
+    public var duplicates: UInt64
     /**
      * Rejections counted by code.
      */
@@ -5546,6 +5659,10 @@ public struct BatchResult: Equatable, Hashable {
          * Blank, comment or empty records.
          */skipped: UInt64, 
         /**
+         * Reports dropped because a report with their `report_id` was
+         * accepted before (by this server, in any call).
+         */duplicates: UInt64, 
+        /**
          * Rejections counted by code.
          */rejectedByCode: [String: UInt64], 
         /**
@@ -5555,6 +5672,7 @@ public struct BatchResult: Equatable, Hashable {
         self.accepted = accepted
         self.rejected = rejected
         self.skipped = skipped
+        self.duplicates = duplicates
         self.rejectedByCode = rejectedByCode
         self.rejections = rejections
     }
@@ -5579,6 +5697,7 @@ public struct FfiConverterTypeBatchResult: FfiConverterRustBuffer {
                 accepted: FfiConverterUInt64.read(from: &buf), 
                 rejected: FfiConverterUInt64.read(from: &buf), 
                 skipped: FfiConverterUInt64.read(from: &buf), 
+                duplicates: FfiConverterUInt64.read(from: &buf), 
                 rejectedByCode: FfiConverterDictionaryStringUInt64.read(from: &buf), 
                 rejections: FfiConverterSequenceTypeRejectedRecord.read(from: &buf)
         )
@@ -5589,6 +5708,7 @@ public struct FfiConverterTypeBatchResult: FfiConverterRustBuffer {
         FfiConverterUInt64.write(value.accepted, into: &buf)
         FfiConverterUInt64.write(value.rejected, into: &buf)
         FfiConverterUInt64.write(value.skipped, into: &buf)
+        FfiConverterUInt64.write(value.duplicates, into: &buf)
         FfiConverterDictionaryStringUInt64.write(value.rejectedByCode, into: &buf)
         FfiConverterSequenceTypeRejectedRecord.write(value.rejections, into: &buf)
     }
@@ -6709,6 +6829,15 @@ public struct IngestCounts: Equatable, Hashable {
      * Blank, comment or empty records.
      */
     public var skipped: UInt64
+    /**
+     * Reports dropped as duplicates of an accepted `report_id`.
+     */
+    public var duplicates: UInt64
+    /**
+     * Reports with an id accepted after `max_report_ids` ids were
+     * remembered (their ids not remembered: a later repeat counts again).
+     */
+    public var unchecked: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -6724,11 +6853,20 @@ public struct IngestCounts: Equatable, Hashable {
          */rejected: UInt64, 
         /**
          * Blank, comment or empty records.
-         */skipped: UInt64) {
+         */skipped: UInt64, 
+        /**
+         * Reports dropped as duplicates of an accepted `report_id`.
+         */duplicates: UInt64, 
+        /**
+         * Reports with an id accepted after `max_report_ids` ids were
+         * remembered (their ids not remembered: a later repeat counts again).
+         */unchecked: UInt64) {
         self.records = records
         self.accepted = accepted
         self.rejected = rejected
         self.skipped = skipped
+        self.duplicates = duplicates
+        self.unchecked = unchecked
     }
 
     
@@ -6750,7 +6888,9 @@ public struct FfiConverterTypeIngestCounts: FfiConverterRustBuffer {
                 records: FfiConverterUInt64.read(from: &buf), 
                 accepted: FfiConverterUInt64.read(from: &buf), 
                 rejected: FfiConverterUInt64.read(from: &buf), 
-                skipped: FfiConverterUInt64.read(from: &buf)
+                skipped: FfiConverterUInt64.read(from: &buf), 
+                duplicates: FfiConverterUInt64.read(from: &buf), 
+                unchecked: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -6759,6 +6899,8 @@ public struct FfiConverterTypeIngestCounts: FfiConverterRustBuffer {
         FfiConverterUInt64.write(value.accepted, into: &buf)
         FfiConverterUInt64.write(value.rejected, into: &buf)
         FfiConverterUInt64.write(value.skipped, into: &buf)
+        FfiConverterUInt64.write(value.duplicates, into: &buf)
+        FfiConverterUInt64.write(value.unchecked, into: &buf)
     }
 }
 
@@ -6792,6 +6934,11 @@ public struct MapBatch: Equatable, Hashable {
      */
     public var rejected: UInt64
     /**
+     * Reports dropped because a report with their `report_id` was
+     * accepted before (module docs).
+     */
+    public var duplicates: UInt64
+    /**
      * The refused records, in batch order.
      */
     public var rejections: [MapRejection]
@@ -6806,10 +6953,15 @@ public struct MapBatch: Equatable, Hashable {
          * Records refused (each listed in `rejections`).
          */rejected: UInt64, 
         /**
+         * Reports dropped because a report with their `report_id` was
+         * accepted before (module docs).
+         */duplicates: UInt64, 
+        /**
          * The refused records, in batch order.
          */rejections: [MapRejection]) {
         self.accepted = accepted
         self.rejected = rejected
+        self.duplicates = duplicates
         self.rejections = rejections
     }
 
@@ -6831,6 +6983,7 @@ public struct FfiConverterTypeMapBatch: FfiConverterRustBuffer {
             try MapBatch(
                 accepted: FfiConverterUInt64.read(from: &buf), 
                 rejected: FfiConverterUInt64.read(from: &buf), 
+                duplicates: FfiConverterUInt64.read(from: &buf), 
                 rejections: FfiConverterSequenceTypeMapRejection.read(from: &buf)
         )
     }
@@ -6838,6 +6991,7 @@ public struct FfiConverterTypeMapBatch: FfiConverterRustBuffer {
     public static func write(_ value: MapBatch, into buf: inout [UInt8]) {
         FfiConverterUInt64.write(value.accepted, into: &buf)
         FfiConverterUInt64.write(value.rejected, into: &buf)
+        FfiConverterUInt64.write(value.duplicates, into: &buf)
         FfiConverterSequenceTypeMapRejection.write(value.rejections, into: &buf)
     }
 }
@@ -7593,6 +7747,16 @@ public struct MapServerStatus: Equatable, Hashable {
      * Refusals per code (see `MapRejection`).
      */
     public var rejections: [String: UInt64]
+    /**
+     * Reports dropped as duplicates of an accepted `report_id`, by this
+     * server (not carried by `to_json`, module docs).
+     */
+    public var duplicates: UInt64
+    /**
+     * Reports with an id accepted after `max_report_ids` ids were
+     * remembered (a later repeat of one of them counts again).
+     */
+    public var unchecked: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -7605,10 +7769,20 @@ public struct MapServerStatus: Equatable, Hashable {
          */rejected: UInt64, 
         /**
          * Refusals per code (see `MapRejection`).
-         */rejections: [String: UInt64]) {
+         */rejections: [String: UInt64], 
+        /**
+         * Reports dropped as duplicates of an accepted `report_id`, by this
+         * server (not carried by `to_json`, module docs).
+         */duplicates: UInt64, 
+        /**
+         * Reports with an id accepted after `max_report_ids` ids were
+         * remembered (a later repeat of one of them counts again).
+         */unchecked: UInt64) {
         self.accepted = accepted
         self.rejected = rejected
         self.rejections = rejections
+        self.duplicates = duplicates
+        self.unchecked = unchecked
     }
 
     
@@ -7629,7 +7803,9 @@ public struct FfiConverterTypeMapServerStatus: FfiConverterRustBuffer {
             try MapServerStatus(
                 accepted: FfiConverterUInt64.read(from: &buf), 
                 rejected: FfiConverterUInt64.read(from: &buf), 
-                rejections: FfiConverterDictionaryStringUInt64.read(from: &buf)
+                rejections: FfiConverterDictionaryStringUInt64.read(from: &buf), 
+                duplicates: FfiConverterUInt64.read(from: &buf), 
+                unchecked: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -7637,6 +7813,8 @@ public struct FfiConverterTypeMapServerStatus: FfiConverterRustBuffer {
         FfiConverterUInt64.write(value.accepted, into: &buf)
         FfiConverterUInt64.write(value.rejected, into: &buf)
         FfiConverterDictionaryStringUInt64.write(value.rejections, into: &buf)
+        FfiConverterUInt64.write(value.duplicates, into: &buf)
+        FfiConverterUInt64.write(value.unchecked, into: &buf)
     }
 }
 
@@ -10899,6 +11077,35 @@ public func privacyRadiusOf(epsilon: Double, radius: Double)throws  -> PrivacyRa
     )
 })
 }
+/**
+ * The `report_id` of a binary report frame (`PrivateReport.bytes`), or
+ * `null` when it has none or does not decode (as [`report_id_of_json`]).
+ */
+public func reportIdOfFrame(record: Data) -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_report_id_of_frame(
+        FfiConverterData.lower(record),uniffiCallStatus
+    )
+})
+}
+/**
+ * The `report_id` (32 lowercase hex digits) of a JSON report record
+ * (a scalar report or a map report, as text or `MapUpload.bytes`), or
+ * `null` when it has none or is not a JSON object with a well-formed
+ * `report_id` (BOM and surrounding whitespace ignored). Every record a
+ * server decodes into a report with id X gives X here (the same parser of
+ * ids, the core's `ReportId`), so keying records by it sends every copy
+ * of an id to one server (`geopriv.spark`'s exchange).
+ */
+public func reportIdOfJson(record: Data) -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_func_report_id_of_json(
+        FfiConverterData.lower(record),uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -10952,6 +11159,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_func_privacy_radius_of() != 22713) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_report_id_of_frame() != 53606) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_func_report_id_of_json() != 41242) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_aggregator_add_report() != 28354) {
@@ -11113,7 +11326,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_mapserver_estimate() != 56280) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 48776) {
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids() != 14994) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_merge() != 51671) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_mapserver_plan() != 34432) {
@@ -11122,7 +11338,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_mapserver_status() != 27452) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 27490) {
+    if (uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 36479) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 40741) {
@@ -11251,7 +11467,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() != 19764) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 7693) {
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json() != 51716) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() != 61958) {
@@ -11266,13 +11482,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_reportserver_ingest() != 16963) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 3352) {
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge() != 31864) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 35642) {
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() != 19435) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 51171) {
+    if (uniffi_geopriv_ffi_checksum_method_reportserver_to_json() != 47100) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() != 23437) {
@@ -11290,6 +11506,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() != 19408) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids() != 23853) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() != 51613) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -11300,6 +11519,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() != 43170) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids() != 12203) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() != 24444) {
@@ -11350,7 +11572,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_maprelease_new() != 1580) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 24196) {
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() != 5283) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids() != 38449) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_mapserver_new() != 62693) {
@@ -11360,6 +11585,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() != 5189) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options() != 38621) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() != 26466) {

@@ -639,6 +639,11 @@ void uniffi_geopriv_ffi_fn_free_mapserver(uint64_t handle, RustCallStatus *_Nonn
 uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(RustBuffer state, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_FROM_JSON_WITH_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_FROM_JSON_WITH_MAX_REPORT_IDS
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids(RustBuffer state, uint64_t max_report_ids, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_NEW
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_NEW
 uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_new(RustBuffer grid, RustBuffer mechanism, double epsilon, RustCallStatus *_Nonnull out_status
@@ -652,6 +657,11 @@ uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(RustBuffer gr
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(RustBuffer grid, RustBuffer mechanism, double epsilon, uint32_t max_bins, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_OPTIONS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_MAPSERVER_WITH_OPTIONS
+uint64_t uniffi_geopriv_ffi_fn_constructor_mapserver_with_options(RustBuffer grid, RustBuffer mechanism, double epsilon, uint32_t max_bins, RustBuffer clipping, uint64_t max_report_ids, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ADD_ALL_BYTES
@@ -677,6 +687,11 @@ void uniffi_geopriv_ffi_fn_method_mapserver_add_json(uint64_t ptr, RustBuffer li
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_ESTIMATE
 RustBuffer uniffi_geopriv_ffi_fn_method_mapserver_estimate(uint64_t ptr, RustBuffer kernel_lambda, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MAX_REPORT_IDS
+uint64_t uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_MAPSERVER_MERGE
@@ -1170,6 +1185,11 @@ uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_max_queries(uint64_t ptr, Rus
 uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_MAX_REPORT_IDS
+uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_CLIP_TARGET
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_CLIP_TARGET
 uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target(uint64_t ptr, uint64_t deployment_n, double bias_to_se, RustCallStatus *_Nonnull out_status
@@ -1188,6 +1208,11 @@ uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_MAX_RECORD_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_MAX_RECORD_BYTES
 uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(uint64_t ptr, uint64_t bytes, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_MAX_REPORT_IDS
+uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids(uint64_t ptr, uint64_t max_report_ids, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_SERVERCONFIG_WITH_MEDIAN_OF_MEANS
@@ -1264,6 +1289,16 @@ RustBuffer uniffi_geopriv_ffi_fn_func_privacy_radius(double radius, double level
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS_OF
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_PRIVACY_RADIUS_OF
 RustBuffer uniffi_geopriv_ffi_fn_func_privacy_radius_of(double epsilon, double radius, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_REPORT_ID_OF_FRAME
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_REPORT_ID_OF_FRAME
+RustBuffer uniffi_geopriv_ffi_fn_func_report_id_of_frame(RustBuffer record, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_REPORT_ID_OF_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_REPORT_ID_OF_JSON
+RustBuffer uniffi_geopriv_ffi_fn_func_report_id_of_json(RustBuffer record, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_GEOPRIV_FFI_RUSTBUFFER_ALLOC
@@ -1604,6 +1639,18 @@ uint16_t uniffi_geopriv_ffi_checksum_func_privacy_radius_of(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_REPORT_ID_OF_FRAME
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_REPORT_ID_OF_FRAME
+uint16_t uniffi_geopriv_ffi_checksum_func_report_id_of_frame(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_REPORT_ID_OF_JSON
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_FUNC_REPORT_ID_OF_JSON
+uint16_t uniffi_geopriv_ffi_checksum_func_report_id_of_json(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_AGGREGATOR_ADD_REPORT
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_AGGREGATOR_ADD_REPORT
 uint16_t uniffi_geopriv_ffi_checksum_method_aggregator_add_report(void
@@ -1919,6 +1966,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_add_json(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ESTIMATE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_ESTIMATE
 uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_estimate(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MAPSERVER_MAX_REPORT_IDS
+uint16_t uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids(void
     
 );
 #endif
@@ -2276,6 +2329,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_MAX_REPORT_IDS
+uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_CLIP_TARGET
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_CLIP_TARGET
 uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target(void
@@ -2297,6 +2356,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_MAX_RECORD_BYTES
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_MAX_RECORD_BYTES
 uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_SERVERCONFIG_WITH_MAX_REPORT_IDS
+uint16_t uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids(void
     
 );
 #endif
@@ -2402,6 +2467,12 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_FROM_JSON_WITH_MAX_REPORT_IDS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_FROM_JSON_WITH_MAX_REPORT_IDS
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_NEW
 uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_new(void
@@ -2417,6 +2488,12 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_MAX_BINS
 uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_OPTIONS
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MAPSERVER_WITH_OPTIONS
+uint16_t uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options(void
     
 );
 #endif

@@ -701,6 +701,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_func_privacy_radius_of(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_report_id_of_frame(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_func_report_id_of_json(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_aggregator_add_report_bytes(
@@ -806,6 +810,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_mapserver_add_json(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_mapserver_estimate(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_mapserver_merge(
     ): Int
@@ -925,6 +931,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_z(
@@ -932,6 +940,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_queries(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means(
     ): Int
@@ -967,11 +977,15 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_new(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_clipping(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy(
     ): Int
@@ -1201,11 +1215,15 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_from_json(`state`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids(`state`: RustBuffer.ByValue,`maxReportIds`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_new(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_clipping(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,`clipping`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_max_bins(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_mapserver_with_options(`grid`: RustBuffer.ByValue,`mechanism`: RustBuffer.ByValue,`epsilon`: Double,`maxBins`: Int,`clipping`: RustBuffer.ByValue,`maxReportIds`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_mapserver_add_all_bytes(`ptr`: Long,`records`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1217,6 +1235,8 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_geopriv_ffi_fn_method_mapserver_estimate(`ptr`: Long,`kernelLambda`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_mapserver_merge(`ptr`: Long,`other`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_geopriv_ffi_fn_method_mapserver_plan(`ptr`: Long,`n`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1413,6 +1433,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_max_record_bytes(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_target(`ptr`: Long,`deploymentN`: Long,`biasToSe`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_clip_z(`ptr`: Long,`z`: Double,uniffi_out_err: UniffiRustCallStatus, 
@@ -1420,6 +1442,8 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_max_queries(`ptr`: Long,`maxQueries`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_max_record_bytes(`ptr`: Long,`bytes`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids(`ptr`: Long,`maxReportIds`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means(`ptr`: Long,`buckets`: Int,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
@@ -1450,6 +1474,10 @@ internal object UniffiLib {
     external fun uniffi_geopriv_ffi_fn_func_privacy_radius(`radius`: Double,`level`: Double,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_privacy_radius_of(`epsilon`: Double,`radius`: Double,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_report_id_of_frame(`record`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_func_report_id_of_json(`record`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun ffi_geopriv_ffi_rustbuffer_alloc(`size`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -1607,6 +1635,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_func_privacy_radius_of() and 0xFFFF) != 22713) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_report_id_of_frame() and 0xFFFF) != 53606) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_func_report_id_of_json() and 0xFFFF) != 41242) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_aggregator_add_report() and 0xFFFF) != 28354) {
@@ -1768,7 +1802,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_estimate() and 0xFFFF) != 56280) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() and 0xFFFF) != 48776) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_max_report_ids() and 0xFFFF) != 14994) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_merge() and 0xFFFF) != 51671) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_plan() and 0xFFFF) != 34432) {
@@ -1777,7 +1814,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_status() and 0xFFFF) != 27452) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() and 0xFFFF) != 27490) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() and 0xFFFF) != 36479) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() and 0xFFFF) != 40741) {
@@ -1906,7 +1943,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_bytes_batch() and 0xFFFF) != 19764) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() and 0xFFFF) != 7693) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json() and 0xFFFF) != 51716) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_add_json_batch() and 0xFFFF) != 61958) {
@@ -1921,13 +1958,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_ingest() and 0xFFFF) != 16963) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() and 0xFFFF) != 3352) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge() and 0xFFFF) != 31864) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() and 0xFFFF) != 35642) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_merge_json() and 0xFFFF) != 19435) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() and 0xFFFF) != 51171) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json() and 0xFFFF) != 47100) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_reportserver_to_json_lines() and 0xFFFF) != 23437) {
@@ -1945,6 +1982,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_record_bytes() and 0xFFFF) != 19408) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_max_report_ids() and 0xFFFF) != 23853) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_clip_target() and 0xFFFF) != 51613) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1955,6 +1995,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_record_bytes() and 0xFFFF) != 43170) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_max_report_ids() and 0xFFFF) != 12203) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_serverconfig_with_median_of_means() and 0xFFFF) != 24444) {
@@ -2005,7 +2048,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_maprelease_new() and 0xFFFF) != 1580) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() and 0xFFFF) != 24196) {
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json() and 0xFFFF) != 5283) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_from_json_with_max_report_ids() and 0xFFFF) != 38449) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_new() and 0xFFFF) != 62693) {
@@ -2015,6 +2061,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_max_bins() and 0xFFFF) != 5189) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_mapserver_with_options() and 0xFFFF) != 38621) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_geomechanism_cauchy() and 0xFFFF) != 26466) {
@@ -5625,10 +5674,16 @@ public interface MapServerInterface {
     fun `estimate`(`kernelLambda`: kotlin.Double?): MapEstimate
     
     /**
+     * The largest number of report ids this server remembers.
+     */
+    fun `maxReportIds`(): kotlin.ULong
+    
+    /**
      * Fold another shard's server (same grid, mechanism, ε and
      * binning) into this one: counts add exactly, so any sharding and
      * merge order give the same state. `InvalidParameter` for another
-     * map; an overflow is refused and leaves the state unchanged.
+     * map; an overflow is refused and leaves the state unchanged. Report
+     * ids are not merged (module docs): an id both accepted counts twice.
      */
     fun `merge`(`other`: MapServer)
     
@@ -5647,6 +5702,7 @@ public interface MapServerInterface {
     /**
      * The exact partial state as compact canonical JSON (equal states
      * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     * It carries no report ids and no duplicate counts (module docs).
      */
     fun `toJson`(): kotlin.String
     
@@ -5890,10 +5946,27 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
 
     
     /**
+     * The largest number of report ids this server remembers.
+     */override fun `maxReportIds`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_mapserver_max_report_ids(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * Fold another shard's server (same grid, mechanism, ε and
      * binning) into this one: counts add exactly, so any sharding and
      * merge order give the same state. `InvalidParameter` for another
-     * map; an overflow is refused and leaves the state unchanged.
+     * map; an overflow is refused and leaves the state unchanged. Report
+     * ids are not merged (module docs): an id both accepted counts twice.
      */
     @Throws(GeoprivException::class)override fun `merge`(`other`: MapServer)
         = 
@@ -5949,6 +6022,7 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
     /**
      * The exact partial state as compact canonical JSON (equal states
      * give equal strings): ship it to a reducer (`from_json`, `merge`).
+     * It carries no report ids and no duplicate counts (module docs).
      */
     @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
             return FfiConverterString.lift(
@@ -5974,7 +6048,9 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
     /**
      * A server restored from `to_json` (a shard's partial state).
      * `InvalidReport` if the state is malformed or inconsistent;
-     * `InvalidParameter` if its grid is out of limits.
+     * `InvalidParameter` if its grid is out of limits. The state carries
+     * no report ids (module docs): the restored server remembers none,
+     * and at most the default 2^20 from then on (`from_json_with_max_report_ids`).
      */
     @Throws(GeoprivException::class) fun `fromJson`(`state`: kotlin.String): MapServer {
             return FfiConverterTypeMapServer.lift(
@@ -5983,6 +6059,24 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
     
         
         FfiConverterString.lower(`state`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * As `from_json`, remembering at most `max_report_ids` report ids
+     * from now on (0..=2^26).
+     */
+    @Throws(GeoprivException::class) fun `fromJsonWithMaxReportIds`(`state`: kotlin.String, `maxReportIds`: kotlin.ULong): MapServer {
+            return FfiConverterTypeMapServer.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_from_json_with_max_report_ids(
+    
+        
+        FfiConverterString.lower(`state`),
+        FfiConverterULong.lower(`maxReportIds`),_status)
 }
     )
     }
@@ -6026,6 +6120,28 @@ open class MapServer: Disposable, AutoCloseable, MapServerInterface
         FfiConverterTypeMapMechanism.lower(`mechanism`),
         FfiConverterDouble.lower(`epsilon`),
         FfiConverterUInt.lower(`maxBins`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * As `with_clipping`, remembering at most `max_report_ids` report ids
+     * (0..=2^26; the others use 2^20, `--max-report-ids`; module docs).
+     */
+    @Throws(GeoprivException::class) fun `withOptions`(`grid`: MapGrid, `mechanism`: MapMechanism, `epsilon`: kotlin.Double, `maxBins`: kotlin.UInt, `clipping`: MapClipping, `maxReportIds`: kotlin.ULong): MapServer {
+            return FfiConverterTypeMapServer.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_mapserver_with_options(
+    
+        
+        FfiConverterTypeMapGrid.lower(`grid`),
+        FfiConverterTypeMapMechanism.lower(`mechanism`),
+        FfiConverterDouble.lower(`epsilon`),
+        FfiConverterUInt.lower(`maxBins`),
+        FfiConverterTypeMapClipping.lower(`clipping`),
+        FfiConverterULong.lower(`maxReportIds`),_status)
 }
     )
     }
@@ -8842,8 +8958,9 @@ public interface ReportServerInterface {
      * Decode, validate, clip and add one JSON report (BOM, `\r` and
      * surrounding whitespace ignored); returns it as received (the value
      * before clipping). `InvalidReport` with the reason and code when
-     * refused (a blank or `#` line: `[empty]`); the state is then
-     * unchanged.
+     * refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+     * was accepted before: `[duplicate]`, counted in `duplicates`); the
+     * state is then unchanged.
      */
     fun `addJson`(`line`: kotlin.String): ReceivedReport
     
@@ -8878,7 +8995,8 @@ public interface ReportServerInterface {
     
     /**
      * Fold another server's state into this one (`merge_json` of its
-     * `to_json`); `other` is unchanged.
+     * `to_json`); `other` is unchanged. Report ids are not merged (module
+     * docs): an id accepted by both servers is counted twice.
      */
     fun `merge`(`other`: ReportServer)
     
@@ -8887,7 +9005,8 @@ public interface ReportServerInterface {
      * and configuration into this one (exact). All or nothing:
      * `InvalidReport` (state unchanged) for a malformed state, another
      * clipping level, a median-of-means server, a group this policy
-     * refuses, or counters that would overflow.
+     * refuses, or counters that would overflow. A state carries no report
+     * ids: an id accepted by both servers is counted twice.
      */
     fun `mergeJson`(`state`: kotlin.String)
     
@@ -8895,6 +9014,8 @@ public interface ReportServerInterface {
      * The exact partial state (per group: key, exact sums, clipped count)
      * as canonical JSON: equal contents give equal strings, whatever the
      * order the reports came in. Ship it to a reducer's `merge_json`.
+     * It carries no report ids (nor the counts): merging the states of
+     * two servers counts an id both accepted twice.
      */
     fun `toJson`(): kotlin.String
     
@@ -9157,8 +9278,9 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
      * Decode, validate, clip and add one JSON report (BOM, `\r` and
      * surrounding whitespace ignored); returns it as received (the value
      * before clipping). `InvalidReport` with the reason and code when
-     * refused (a blank or `#` line: `[empty]`); the state is then
-     * unchanged.
+     * refused (a blank or `#` line: `[empty]`; a report whose `report_id`
+     * was accepted before: `[duplicate]`, counted in `duplicates`); the
+     * state is then unchanged.
      */
     @Throws(GeoprivException::class)override fun `addJson`(`line`: kotlin.String): ReceivedReport {
             return FfiConverterTypeReceivedReport.lift(
@@ -9257,7 +9379,8 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
     
     /**
      * Fold another server's state into this one (`merge_json` of its
-     * `to_json`); `other` is unchanged.
+     * `to_json`); `other` is unchanged. Report ids are not merged (module
+     * docs): an id accepted by both servers is counted twice.
      */
     @Throws(GeoprivException::class)override fun `merge`(`other`: ReportServer)
         = 
@@ -9278,7 +9401,8 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
      * and configuration into this one (exact). All or nothing:
      * `InvalidReport` (state unchanged) for a malformed state, another
      * clipping level, a median-of-means server, a group this policy
-     * refuses, or counters that would overflow.
+     * refuses, or counters that would overflow. A state carries no report
+     * ids: an id accepted by both servers is counted twice.
      */
     @Throws(GeoprivException::class)override fun `mergeJson`(`state`: kotlin.String)
         = 
@@ -9298,6 +9422,8 @@ open class ReportServer: Disposable, AutoCloseable, ReportServerInterface
      * The exact partial state (per group: key, exact sums, clipped count)
      * as canonical JSON: equal contents give equal strings, whatever the
      * order the reports came in. Ship it to a reducer's `merge_json`.
+     * It carries no report ids (nor the counts): merging the states of
+     * two servers counts an id both accepted twice.
      */
     @Throws(GeoprivException::class)override fun `toJson`(): kotlin.String {
             return FfiConverterString.lift(
@@ -9497,6 +9623,11 @@ public interface ServerConfigInterface {
     fun `maxRecordBytes`(): kotlin.ULong
     
     /**
+     * The largest number of report ids remembered.
+     */
+    fun `maxReportIds`(): kotlin.ULong
+    
+    /**
      * Clip at the smallest z whose honest bias is at most `bias_to_se`
      * standard errors at `deployment_n` reports per group (`--clip-n`,
      * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
@@ -9521,6 +9652,14 @@ public interface ServerConfigInterface {
      * `--max-record-bytes`); longer ones are rejected (`[too-long]`).
      */
     fun `withMaxRecordBytes`(`bytes`: kotlin.ULong): ServerConfig
+    
+    /**
+     * Remember at most this many report ids (0..=2^26; default 2^20, the
+     * CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+     * Past the bound new ids are accepted without being remembered and
+     * counted in `IngestCounts.unchecked` (module docs).
+     */
+    fun `withMaxReportIds`(`maxReportIds`: kotlin.ULong): ServerConfig
     
     /**
      * Also estimate the median of the means of `buckets` buckets
@@ -9729,6 +9868,22 @@ open class ServerConfig: Disposable, AutoCloseable, ServerConfigInterface
 
     
     /**
+     * The largest number of report ids remembered.
+     */override fun `maxReportIds`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_max_report_ids(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * Clip at the smallest z whose honest bias is at most `bias_to_se`
      * standard errors at `deployment_n` reports per group (`--clip-n`,
      * `--clip-bias-se`); `deployment_n` >= 1, `bias_to_se` finite > 0.
@@ -9800,6 +9955,27 @@ open class ServerConfig: Disposable, AutoCloseable, ServerConfigInterface
         it,
         
         FfiConverterULong.lower(`bytes`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Remember at most this many report ids (0..=2^26; default 2^20, the
+     * CLI's `--max-report-ids`): each id costs at most about 34 bytes.
+     * Past the bound new ids are accepted without being remembered and
+     * counted in `IngestCounts.unchecked` (module docs).
+     */
+    @Throws(GeoprivException::class)override fun `withMaxReportIds`(`maxReportIds`: kotlin.ULong): ServerConfig {
+            return FfiConverterTypeServerConfig.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_serverconfig_with_max_report_ids(
+        it,
+        
+        FfiConverterULong.lower(`maxReportIds`),_status)
 }
     }
     )
@@ -9886,7 +10062,9 @@ public object FfiConverterTypeServerConfig: FfiConverter<ServerConfig, Long> {
 
 /**
  * What one batch or stream did: every record is exactly one of accepted,
- * rejected or skipped (blank line, `#` comment line, empty frame).
+ * rejected, skipped (blank line, `#` comment line, empty frame) or a
+ * duplicate (its `report_id` accepted before, module docs):
+ * records = accepted + rejected + skipped + duplicates.
  */
 data class BatchResult (
     /**
@@ -9908,6 +10086,12 @@ data class BatchResult (
      * Blank, comment or empty records.
      */
     var `skipped`: kotlin.ULong
+    , 
+    /**
+     * Reports dropped because a report with their `report_id` was
+     * accepted before (by this server, in any call).
+     */
+    var `duplicates`: kotlin.ULong
     , 
     /**
      * Rejections counted by code.
@@ -9938,6 +10122,7 @@ public object FfiConverterTypeBatchResult: FfiConverterRustBuffer<BatchResult> {
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
             FfiConverterMapStringULong.read(buf),
             FfiConverterSequenceTypeRejectedRecord.read(buf),
         )
@@ -9948,6 +10133,7 @@ public object FfiConverterTypeBatchResult: FfiConverterRustBuffer<BatchResult> {
             FfiConverterULong.allocationSize(value.`accepted`) +
             FfiConverterULong.allocationSize(value.`rejected`) +
             FfiConverterULong.allocationSize(value.`skipped`) +
+            FfiConverterULong.allocationSize(value.`duplicates`) +
             FfiConverterMapStringULong.allocationSize(value.`rejectedByCode`) +
             FfiConverterSequenceTypeRejectedRecord.allocationSize(value.`rejections`)
     )
@@ -9957,6 +10143,7 @@ public object FfiConverterTypeBatchResult: FfiConverterRustBuffer<BatchResult> {
             FfiConverterULong.write(value.`accepted`, buf)
             FfiConverterULong.write(value.`rejected`, buf)
             FfiConverterULong.write(value.`skipped`, buf)
+            FfiConverterULong.write(value.`duplicates`, buf)
             FfiConverterMapStringULong.write(value.`rejectedByCode`, buf)
             FfiConverterSequenceTypeRejectedRecord.write(value.`rejections`, buf)
     }
@@ -10766,6 +10953,17 @@ data class IngestCounts (
      * Blank, comment or empty records.
      */
     var `skipped`: kotlin.ULong
+    , 
+    /**
+     * Reports dropped as duplicates of an accepted `report_id`.
+     */
+    var `duplicates`: kotlin.ULong
+    , 
+    /**
+     * Reports with an id accepted after `max_report_ids` ids were
+     * remembered (their ids not remembered: a later repeat counts again).
+     */
+    var `unchecked`: kotlin.ULong
     
 ){
     
@@ -10786,6 +10984,8 @@ public object FfiConverterTypeIngestCounts: FfiConverterRustBuffer<IngestCounts>
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
@@ -10793,7 +10993,9 @@ public object FfiConverterTypeIngestCounts: FfiConverterRustBuffer<IngestCounts>
             FfiConverterULong.allocationSize(value.`records`) +
             FfiConverterULong.allocationSize(value.`accepted`) +
             FfiConverterULong.allocationSize(value.`rejected`) +
-            FfiConverterULong.allocationSize(value.`skipped`)
+            FfiConverterULong.allocationSize(value.`skipped`) +
+            FfiConverterULong.allocationSize(value.`duplicates`) +
+            FfiConverterULong.allocationSize(value.`unchecked`)
     )
 
     override fun write(value: IngestCounts, buf: ByteBuffer) {
@@ -10801,6 +11003,8 @@ public object FfiConverterTypeIngestCounts: FfiConverterRustBuffer<IngestCounts>
             FfiConverterULong.write(value.`accepted`, buf)
             FfiConverterULong.write(value.`rejected`, buf)
             FfiConverterULong.write(value.`skipped`, buf)
+            FfiConverterULong.write(value.`duplicates`, buf)
+            FfiConverterULong.write(value.`unchecked`, buf)
     }
 }
 
@@ -10820,6 +11024,12 @@ data class MapBatch (
      * Records refused (each listed in `rejections`).
      */
     var `rejected`: kotlin.ULong
+    , 
+    /**
+     * Reports dropped because a report with their `report_id` was
+     * accepted before (module docs).
+     */
+    var `duplicates`: kotlin.ULong
     , 
     /**
      * The refused records, in batch order.
@@ -10843,6 +11053,7 @@ public object FfiConverterTypeMapBatch: FfiConverterRustBuffer<MapBatch> {
         return MapBatch(
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
             FfiConverterSequenceTypeMapRejection.read(buf),
         )
     }
@@ -10850,12 +11061,14 @@ public object FfiConverterTypeMapBatch: FfiConverterRustBuffer<MapBatch> {
     override fun allocationSize(value: MapBatch) = (
             FfiConverterULong.allocationSize(value.`accepted`) +
             FfiConverterULong.allocationSize(value.`rejected`) +
+            FfiConverterULong.allocationSize(value.`duplicates`) +
             FfiConverterSequenceTypeMapRejection.allocationSize(value.`rejections`)
     )
 
     override fun write(value: MapBatch, buf: ByteBuffer) {
             FfiConverterULong.write(value.`accepted`, buf)
             FfiConverterULong.write(value.`rejected`, buf)
+            FfiConverterULong.write(value.`duplicates`, buf)
             FfiConverterSequenceTypeMapRejection.write(value.`rejections`, buf)
     }
 }
@@ -11410,6 +11623,18 @@ data class MapServerStatus (
      * Refusals per code (see `MapRejection`).
      */
     var `rejections`: Map<kotlin.String, kotlin.ULong>
+    , 
+    /**
+     * Reports dropped as duplicates of an accepted `report_id`, by this
+     * server (not carried by `to_json`, module docs).
+     */
+    var `duplicates`: kotlin.ULong
+    , 
+    /**
+     * Reports with an id accepted after `max_report_ids` ids were
+     * remembered (a later repeat of one of them counts again).
+     */
+    var `unchecked`: kotlin.ULong
     
 ){
     
@@ -11429,19 +11654,25 @@ public object FfiConverterTypeMapServerStatus: FfiConverterRustBuffer<MapServerS
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterMapStringULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
     override fun allocationSize(value: MapServerStatus) = (
             FfiConverterULong.allocationSize(value.`accepted`) +
             FfiConverterULong.allocationSize(value.`rejected`) +
-            FfiConverterMapStringULong.allocationSize(value.`rejections`)
+            FfiConverterMapStringULong.allocationSize(value.`rejections`) +
+            FfiConverterULong.allocationSize(value.`duplicates`) +
+            FfiConverterULong.allocationSize(value.`unchecked`)
     )
 
     override fun write(value: MapServerStatus, buf: ByteBuffer) {
             FfiConverterULong.write(value.`accepted`, buf)
             FfiConverterULong.write(value.`rejected`, buf)
             FfiConverterMapStringULong.write(value.`rejections`, buf)
+            FfiConverterULong.write(value.`duplicates`, buf)
+            FfiConverterULong.write(value.`unchecked`, buf)
     }
 }
 
@@ -14586,6 +14817,41 @@ public object FfiConverterMapStringULong: FfiConverterRustBuffer<Map<kotlin.Stri
         
         FfiConverterDouble.lower(`epsilon`),
         FfiConverterDouble.lower(`radius`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The `report_id` of a binary report frame (`PrivateReport.bytes`), or
+         * `null` when it has none or does not decode (as [`report_id_of_json`]).
+         */ fun `reportIdOfFrame`(`record`: kotlin.ByteArray): kotlin.String? {
+            return FfiConverterOptionalString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_frame(
+    
+        
+        FfiConverterByteArray.lower(`record`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * The `report_id` (32 lowercase hex digits) of a JSON report record
+         * (a scalar report or a map report, as text or `MapUpload.bytes`), or
+         * `null` when it has none or is not a JSON object with a well-formed
+         * `report_id` (BOM and surrounding whitespace ignored). Every record a
+         * server decodes into a report with id X gives X here (the same parser of
+         * ids, the core's `ReportId`), so keying records by it sends every copy
+         * of an id to one server (`geopriv.spark`'s exchange).
+         */ fun `reportIdOfJson`(`record`: kotlin.ByteArray): kotlin.String? {
+            return FfiConverterOptionalString.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_func_report_id_of_json(
+    
+        
+        FfiConverterByteArray.lower(`record`),_status)
 }
     )
     }
