@@ -173,8 +173,10 @@ fun main() {
         val mech = MapMechanism.Composition
         val rel = MapRelease(GRID, mech, EPS)
         val honest = points.take(120).map { rel.releaseUnmetered(it).json }
+        // Another report_id: with honest[0]'s the forged copy is a replay and dropped.
         val forged = honest[0].replace(Regex("\"values\":\\[[^\\]]*\\]"),
             "\"values\":" + List(K * K) { "1e300" }.joinToString(",", "[", "]"))
+            .replace(Regex("\"report_id\":\"[0-9a-f]{32}\""), "\"report_id\":\"" + "ef".repeat(16) + "\"")
         val clipped = MapServer(GRID, mech, EPS)
         val raw = MapServer.withClipping(GRID, mech, EPS, 1024u, MapClipping.Off)
         expect(clipped.addAllJson(honest + forged).accepted == 121uL && raw.addAllJson(honest + forged).accepted == 121uL) {
