@@ -13,36 +13,8 @@ fn id_hex(k: u64) -> String {
 #[test]
 fn map_aggregate_counts_each_report_id_once_for_any_threads() {
     let n = 600u64;
-    let locations: String = (0..n)
-        .map(|i| format!("{},{}\n", (i * 37) % 20_000, (i * 91) % 20_000))
-        .collect();
-    let out = geopriv(
-        &[
-            "map",
-            "release",
-            "--grid",
-            "11",
-            "--epsilon",
-            "0.001",
-            "--seed",
-            "3",
-        ],
-        locations.as_bytes(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reports: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        // Without the release's own random id.
-        .map(|l| match l.find(",\"report_id\":") {
-            Some(i) => format!("{}}}", &l[..i]),
-            None => l.to_string(),
-        })
-        .collect();
+    // Without the release's own random id.
+    let reports = released(n, "3");
     assert_eq!(reports.len() as u64, n);
     let with_id = |r: &str, k: u64| {
         format!(

@@ -309,20 +309,7 @@ pub fn ingest_map_reports_once<R: Read>(
     dedup: &mut Dedup,
     on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
-    let ids = Ids {
-        dedup,
-        keep: true,
-        shard: true,
-    };
-    ingest_sharded(
-        agg,
-        clip,
-        reader,
-        threads,
-        BATCH_BYTES,
-        Some(ids),
-        on_reject,
-    )
+    ingest_once(agg, clip, reader, threads, dedup, true, on_reject)
 }
 
 /// [`ingest_map_reports_once`] for a whole stream read once (`geopriv map
@@ -367,9 +354,24 @@ pub fn ingest_map_stream_once<R: Read>(
     dedup: &mut Dedup,
     on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
+    ingest_once(agg, clip, reader, threads, dedup, false, on_reject)
+}
+
+/// [`ingest_map_reports_once`] (`keep`: the ids accepted on the workers
+/// move into `dedup` at the end) and [`ingest_map_stream_once`] (they are
+/// dropped): ids decided by shard, batches of [`BATCH_BYTES`].
+fn ingest_once<R: Read>(
+    agg: &mut MapAggregator,
+    clip: Option<&MapClip>,
+    reader: &mut RecordReader<R>,
+    threads: usize,
+    dedup: &mut Dedup,
+    keep: bool,
+    on_reject: impl FnMut(u64, &'static str, &str),
+) -> io::Result<MapCounts> {
     let ids = Ids {
         dedup,
-        keep: false,
+        keep,
         shard: true,
     };
     ingest_sharded(

@@ -229,25 +229,13 @@ impl MapAggregator {
     /// error and changes nothing.
     pub fn add(&mut self, r: &MapReport) -> Result<()> {
         let bad = |reason| Err(Error::InvalidReport { reason });
-        if r.set != self.tag {
-            return bad("report for another query set");
-        }
-        if r.mechanism != self.mechanism {
-            return bad("report made with another mechanism");
-        }
-        if r.epsilon.to_bits() != self.epsilon.to_bits() {
-            return bad("report made at another per-device epsilon");
+        if let Some(reason) = self.foreign_report(r) {
+            return bad(reason);
         }
         let m = self.set.len();
         match self.mechanism {
             MapMechanism::APriori => {
-                let Some(x) = &r.location else {
-                    return bad("noise-a-priori report without a location");
-                };
-                if r.values.is_some() || r.queries.is_some() {
-                    return bad("noise-a-priori report with values");
-                }
-                crate::error::check_point(x, self.set.dim())?;
+                let x = self.a_priori_location(r)?;
                 if let Some(c) = self.counts.as_mut() {
                     c.add(x)?;
                 } else {
@@ -328,26 +316,41 @@ impl MapAggregator {
         if self.mechanism != MapMechanism::APriori {
             return None;
         }
-        let bad = |reason| Some(Err(Error::InvalidReport { reason }));
+        if let Some(reason) = self.foreign_report(r) {
+            return Some(Err(Error::InvalidReport { reason }));
+        }
+        Some(self.a_priori_location(r).and_then(|x| c.slot_of(x)))
+    }
+
+    /// Why a report made for another query set, mechanism or per-device ε
+    /// is refused (the first checks of [`add`](Self::add) and
+    /// [`binned_slot`](Self::binned_slot), in this order), or `None`.
+    fn foreign_report(&self, r: &MapReport) -> Option<&'static str> {
         if r.set != self.tag {
-            return bad("report for another query set");
+            Some("report for another query set")
+        } else if r.mechanism != self.mechanism {
+            Some("report made with another mechanism")
+        } else if r.epsilon.to_bits() != self.epsilon.to_bits() {
+            Some("report made at another per-device epsilon")
+        } else {
+            None
         }
-        if r.mechanism != self.mechanism {
-            return bad("report made with another mechanism");
-        }
-        if r.epsilon.to_bits() != self.epsilon.to_bits() {
-            return bad("report made at another per-device epsilon");
-        }
+    }
+
+    /// A noise-a-priori report's location: present, alone (no values or
+    /// queries) and a finite point of the set's dimension, or the error
+    /// [`add`](Self::add) and [`binned_slot`](Self::binned_slot) refuse
+    /// it with.
+    fn a_priori_location<'r>(&self, r: &'r MapReport) -> Result<&'r [f64]> {
+        let bad = |reason| Err(Error::InvalidReport { reason });
         let Some(x) = &r.location else {
             return bad("noise-a-priori report without a location");
         };
         if r.values.is_some() || r.queries.is_some() {
             return bad("noise-a-priori report with values");
         }
-        if let Err(e) = crate::error::check_point(x, self.set.dim()) {
-            return Some(Err(e));
-        }
-        Some(c.slot_of(x))
+        crate::error::check_point(x, self.set.dim())?;
+        Ok(x)
     }
 
     /// Count a report judged by [`binned_slot`](Self::binned_slot) to go
