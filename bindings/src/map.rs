@@ -791,12 +791,13 @@ impl MapServer {
             let clipped = clip.map_or(0, |c| c.clip(&mut report));
             // The CLI's `decide_once`: a duplicate if its id was accepted
             // before; the id remembered once the report is accepted.
-            if inner.dedup.seen(report.report_id.as_ref()) {
-                inner.dedup.duplicates += 1;
-                return Ok(Added::Duplicate);
+            let map = &mut inner.map;
+            match inner.dedup.offer(report.report_id.as_ref(), || {
+                map.add(&report).map_err(|e| core_rejection(&e))
+            }) {
+                None => return Ok(Added::Duplicate),
+                Some(added) => added?,
             }
-            inner.map.add(&report).map_err(|e| core_rejection(&e))?;
-            inner.dedup.accepted(report.report_id.as_ref());
             inner.clipped = inner.clipped.saturating_add(clipped);
             Ok(Added::Accepted)
         })();

@@ -485,15 +485,13 @@ impl Inner {
                 return Ok(Offered::Skipped);
             }
             Decoded::Rejected(why) => Err(why),
-            Decoded::Report(r) if self.dedup.seen(r.report_id.as_ref()) => {
-                self.dedup.duplicates += 1;
-                return Ok(Offered::Duplicate);
-            }
             Decoded::Report(r) => {
                 let id = r.report_id;
-                self.aggregator
-                    .offer(r)
-                    .map(|()| self.dedup.accepted(id.as_ref()))
+                let aggregator = &mut self.aggregator;
+                match self.dedup.offer(id.as_ref(), || aggregator.offer(r)) {
+                    Some(outcome) => outcome,
+                    None => return Ok(Offered::Duplicate),
+                }
             }
         };
         match outcome {

@@ -316,13 +316,11 @@ pub fn run<R: Read, W: Write, E: Write>(
                 return Ok(());
             }
             Checked::Rejected(why) => Err(why),
-            Checked::Report(r) if dedup.seen(r.report().report_id.as_ref()) => {
-                dedup.duplicates += 1;
-                return Ok(());
-            }
             Checked::Report(r) => {
                 let id = r.report().report_id;
-                let outcome = agg.offer_checked(r).map(|()| dedup.accepted(id.as_ref()));
+                let Some(outcome) = dedup.offer(id.as_ref(), || agg.offer_checked(r)) else {
+                    return Ok(());
+                };
                 if id.is_some() && full.get().is_none() {
                     if let Some(set) = dedup.full() {
                         full.publish(set);

@@ -248,18 +248,13 @@ fn decide_once(
     counts: &mut MapCounts,
     on_reject: impl FnOnce(&'static str, &str),
 ) {
-    if dedup.seen(r.report_id.as_ref()) {
-        dedup.duplicates += 1;
-        counts.duplicates += 1;
-        return;
-    }
-    match agg.add(r) {
-        Ok(()) => {
-            dedup.accepted(r.report_id.as_ref());
+    match dedup.offer(r.report_id.as_ref(), || agg.add(r)) {
+        None => counts.duplicates += 1,
+        Some(Ok(())) => {
             counts.accepted += 1;
             counts.clipped += clipped;
         }
-        Err(e) => {
+        Some(Err(e)) => {
             counts.rejected += 1;
             on_reject("refused", &Untrusted(&e.to_string()).to_string());
         }

@@ -2385,6 +2385,38 @@ impl Dedup {
         id.is_some_and(|id| set.contains(&id.0))
     }
 
+    /// The once-per-id rule (docs/MATH.md §10.11) for one report carrying
+    /// `id`: `None` if a report with this id was accepted before (counted
+    /// in [`duplicates`](Self::duplicates); `add` is not called), else
+    /// `Some(add())`, the id remembered ([`accepted`](Self::accepted)) only
+    /// if `add` accepted the report, so a refused record never censors a
+    /// later valid one with its id.
+    ///
+    /// ```
+    /// use geopriv::server::ingest::Dedup;
+    /// let mut d = Dedup::new(8);
+    /// let id = geopriv::ReportId([1; 16]);
+    /// assert_eq!(d.offer(Some(&id), || Err::<(), _>("refused")), Some(Err("refused")));
+    /// assert_eq!(d.offer(Some(&id), || Ok::<(), ()>(())), Some(Ok(())));
+    /// assert_eq!(d.offer(Some(&id), || Ok::<(), ()>(())), None);
+    /// assert_eq!(d.duplicates, 1);
+    /// ```
+    pub fn offer<E>(
+        &mut self,
+        id: Option<&crate::ReportId>,
+        add: impl FnOnce() -> core::result::Result<(), E>,
+    ) -> Option<core::result::Result<(), E>> {
+        if self.seen(id) {
+            self.duplicates += 1;
+            return None;
+        }
+        let outcome = add();
+        if outcome.is_ok() {
+            self.accepted(id);
+        }
+        Some(outcome)
+    }
+
     /// Remember an accepted report's id (if there is room).
     pub fn accepted(&mut self, id: Option<&crate::ReportId>) {
         if let Some(id) = id {
