@@ -116,6 +116,7 @@ MAX_REPORT_IDS = 1 << 20
 
 
 def _record(row: Any) -> Any:
+    """The report cell of a row (a Row/tuple of one column, or the value)."""
     return row[0] if isinstance(row, (tuple, list)) else row
 
 
@@ -451,7 +452,7 @@ def _partition(
             values.clear()
 
         for row_number, row in enumerate(rows):
-            record = row[0] if isinstance(row, (tuple, list)) else row
+            record = _record(row)
             if record is None:
                 reject(row_number, "empty", "null report [empty]")
                 continue
@@ -919,7 +920,7 @@ def _device_map_partition(empty: str, binary: bool) -> Callable[[int, Iterable[A
             batch.clear()
 
         for row in rows:
-            record = row[0] if isinstance(row, (tuple, list)) else row
+            record = _record(row)
             if record is None:  # a null row: rejected by the server as empty
                 record = b"" if binary else ""
             # The column is string or binary (checked on the driver).
