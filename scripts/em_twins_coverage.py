@@ -106,10 +106,15 @@ def main():
     eps = eh / h
     # report law on a padded lattice (tails e^{-ε r}: pad 12/ε)
     pad = 12.0 / eps
-    d = min(100.0, 0.1 / eps)
+    # a lattice step that divides the grid's spacing (the em: twins read
+    # their map at the grid points off this lattice)
+    spacing = SIDE / 60
+    d = spacing / np.ceil(spacing / min(100.0, 0.1 / eps))
     m, x0, w = lattice(pad, d)
     L = lambda wx, wy: (1 + (wx * wx + wy * wy) / eps ** 2) ** -1.5
     h_ = h
+    if tw.startswith('em:'):
+        return em_twins(tw, bg, cl, co, h, eps, n, m, x0, w, d, dumps)
     if tw.startswith('cos:'):
         # B = A reweighted by 1 + amp·cos(ω0·x), ω0 = (k/h)(cos 30°, sin 30°)
         _, k, amp = tw.split(':')
@@ -146,6 +151,10 @@ def main():
     fa = fa[np.ix_(idx, idx)].ravel()
     fb = fb[np.ix_(idx, idx)].ravel()
     print('# true maps: max f_A %.4e, max f_B %.4e, RMS(f_B - f_A) %.3e' % (fa.max(), fb.max(), np.sqrt(np.mean((fb - fa) ** 2))))
+    windows_table(fa, fb, dumps)
+
+
+def windows_table(fa, fb, dumps):
     print('| draw | RMS(F_dev − f_A)/SE | RMS(f_B − f_A)/SE | m*_A | window A | m*_B | window B | disjoint | cover f_A, f_B at m = 1 | cover F_dev, F_dev + Δf at m = 1 |')
     print('|---|---|---|---|---|---|---|---|---|---|')
     for f in dumps:
@@ -172,6 +181,52 @@ def main():
             f.split('/')[-1], np.sqrt(np.mean(((t - fa) / se) ** 2)), np.sqrt(np.mean(((fb - fa) / se) ** 2)),
             mstar(ca), wa[0], wa[1], mstar(cb), wb[0], wb[1], 'yes' if disj else 'no',
             one(fa), one(fb), one(t), one(t + fb - fa)))
+
+
+
+def em_twins(tw, bg, cl, co, h, eps, n, m, x0, w, d, dumps):
+    """Twins B_t = population EM on A's exact report law: t multiplicative
+    EM steps of the planar-Laplace deconvolution from the uniform law on the
+    square (support kept), i.e. the population EM "believes in" after t
+    steps with infinitely many reports. Prints n·KL(q_A || q_{B_t}) and the
+    windows at each checkpoint t in `em:T1,T2,...`."""
+    checks = sorted(int(t) for t in tw[3:].split(','))
+    wx, wy = np.meshgrid(w, w, indexing='ij')
+    Lh = (1 + (wx * wx + wy * wy) / eps ** 2) ** -1.5
+    conv = lambda a: np.real(np.fft.ifft2(np.fft.fft2(a) * Lh))
+    qa = density(lambda a, b: mu_hat(a, b, bg, cl, co, 0.0) * (1 + (a * a + b * b) / eps ** 2) ** -1.5, m, x0, w, d)
+    floor = 1e-14 * qa.max()
+    qa = np.maximum(qa, floor)
+    qa /= qa.sum()
+    xs = x0 + d * np.arange(m)
+    inside = ((xs >= 0) & (xs <= SIDE))
+    mask = np.outer(inside, inside).astype(float)
+    mu = mask / mask.sum()  # masses per lattice point
+    # true map of a lattice law: f(t) = Σ_k mu_k K(t - x_k), K peak 1, by FFT
+    Kh = np.exp(-0.5 * h * h * (wx * wx + wy * wy))  # transform of the normalised Gaussian ...
+    Knorm = 2 * np.pi * h * h / (d * d)  # ... times ∫K / d² gives K sampled per unit mass
+    pts = np.linspace(0.0, SIDE, 61)
+    idx = np.round((pts - x0) / d).astype(int)
+    fa = density(lambda a, b: mu_hat(a, b, bg, cl, co, 0.0) * 2 * np.pi * h * h * np.exp(-0.5 * h * h * (a * a + b * b)), m, x0, w, d)
+    fa_g = fa[np.ix_(idx, idx)].ravel()
+    ok = np.allclose(x0 + idx * d, pts)
+    print('# population EM twins at εh %g, n %d (lattice %d², d %.1f m, grid on lattice: %s)' % (eps * h, n, m, d, ok))
+    t = 0
+    for T in checks:
+        while t < T:
+            qm = np.maximum(conv(mu), floor)
+            mu = mu * conv(qa / qm) * mask
+            mu /= mu.sum()
+            t += 1
+        qb = np.maximum(conv(mu), floor)
+        qb /= qb.sum()
+        kl = np.sum(qa * np.log(qa / qb))
+        klr = np.sum(qb * np.log(qb / qa))
+        fb = np.real(np.fft.ifft2(np.fft.fft2(mu) * Kh)) * Knorm
+        fb_g = fb[np.ix_(idx, idx)].ravel()
+        print('# t %d: KL(A||B) %.3e KL(B||A) %.3e per report; n·KL %.3f; TV <= %.3f; max f_B %.4e (f_A %.4e); RMS(f_B - f_A) %.3e'
+              % (t, kl, klr, n * kl, np.sqrt(n * max(kl, klr) / 2), fb_g.max(), fa_g.max(), np.sqrt(np.mean((fb_g - fa_g) ** 2))))
+        windows_table(fa_g, fb_g, dumps)
 
 
 if __name__ == '__main__':
