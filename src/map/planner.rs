@@ -1035,14 +1035,23 @@ struct BiasEstimate {
 /// A kernel map's predicted ASE from its variance `var`, the unbiased
 /// bias² estimate `b` and a lower estimate `floor` of its bias² (against
 /// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − 2 se,
-/// floor, 0) and U = max(avg + 2 se, L) (two standard errors each side).
+/// floor, 0) and U = max(avg₊ + 2 se, L), avg₊ = max(avg, 0) (two
+/// standard errors each side of the estimate clipped to B² >= 0).
 /// Ranked only where U + var <= 9 (L + var), i.e. where the reports pin the
 /// ASE within a factor 9: the prediction, var + avg clamped into
 /// [(var + U)/3, 3 (var + L)], is then within 3x of every ASE in the
 /// interval. None where the bias is not resolved (docs/MATH.md §9.4).
+///
+/// U is never below 2 se (branch cells21): with U = max(avg + 2 se, L) an
+/// estimate that fell more than two standard errors below 0 (a chance-low
+/// draw of the unbiased map's noise, which every λ shares) closed the
+/// interval to the single point L = 0 and read "bias² resolved at 0". On
+/// the airports at εh 0.1, n = 10⁵, seed 4, avg = −3.4e-2 ± 1.39e-2 for
+/// every λ < 1 ranked λ = 0 at its variance 2.2e-8 against a measured ASE
+/// of 3.0e-4 (13,520x) and picked it at 5.8x the best map.
 fn kernel_prediction(var: f64, b: BiasEstimate, floor: f64) -> Option<(f64, f64)> {
     let lower = (b.avg - 2.0 * b.se).max(floor).max(0.0);
-    let upper = (b.avg + 2.0 * b.se).max(lower);
+    let upper = (b.avg.max(0.0) + 2.0 * b.se).max(lower);
     let (lo, hi) = (var + lower, var + upper);
     // Refused also for NaN.
     if !matches!(
@@ -1820,6 +1829,42 @@ mod coincident_tests {
         // A map far from EM where EM is close to the truth keeps its floor.
         let f = em_floor(1e-6, 1e-9);
         assert!((f - (1e-3 - (3e-9f64).sqrt()).powi(2)).abs() < 1e-15, "{f}");
+    }
+
+    #[test]
+    fn a_chance_low_bias_estimate_does_not_resolve_the_bias() {
+        // The airports at εh 0.1, n = 10⁵, seed 4 (branch cells21): every
+        // λ < 1 read avg ≈ −2.45 se. The interval [avg − 2se, avg + 2se]
+        // lies below 0; it used to close to the point 0 and rank λ = 0 at
+        // its variance (13,520x under the measured ASE).
+        let low = BiasEstimate {
+            avg: -3.404e-2,
+            se: 1.391e-2,
+        };
+        assert_eq!(kernel_prediction(2.219e-8, low, 0.0), None);
+        // λ = 0.8 there: its variance alone is large enough to pin the
+        // ASE; the prediction is at least (var + 2se)/3.
+        let low8 = BiasEstimate {
+            avg: -2.370e-2,
+            se: 9.484e-3,
+        };
+        let (a, b2) = kernel_prediction(5.220e-3, low8, 0.0).unwrap();
+        assert!((a - (5.220e-3 + 2.0 * 9.484e-3) / 3.0).abs() < 1e-12, "{a}");
+        assert!((b2 - (a - 5.220e-3)).abs() < 1e-15);
+        // An estimate at or above 0 keeps the interval avg ± 2se.
+        let pos = BiasEstimate {
+            avg: 1e-9,
+            se: 1e-9,
+        };
+        let (a, _) = kernel_prediction(1e-8, pos, 0.0).unwrap();
+        assert!((a - 1.1e-8).abs() < 1e-20, "{a}");
+        // Whatever the draw, U >= 2se: a bias the noise can hide is never
+        // read as resolved below the noise (var + 2se <= 9 var needed).
+        for avg in [-1.0, -1e-3, -2e-6, -1e-9, 0.0] {
+            let b = BiasEstimate { avg, se: 1e-6 };
+            assert_eq!(kernel_prediction(1e-7, b, 0.0), None, "avg {avg}");
+            assert!(kernel_prediction(3e-7, b, 0.0).is_some(), "avg {avg}");
+        }
     }
 
     #[test]
