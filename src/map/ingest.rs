@@ -221,11 +221,18 @@ fn ingest_seq<R: Read>(
     mut on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
     let mut counts = MapCounts::default();
+    let mut header = APrioriHeader::default();
     while let Some((n, raw)) = reader.next_bytes()? {
         let raw = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()));
-        let held = one_record(agg, clip, raw, dedup.is_some(), &mut counts, |code, m| {
-            on_reject(n, code, m)
-        });
+        let held = one_record(
+            agg,
+            clip,
+            &mut header,
+            raw,
+            dedup.is_some(),
+            &mut counts,
+            |code, m| on_reject(n, code, m),
+        );
         if let (Some((r, clipped)), Some(d)) = (held, dedup.as_deref_mut()) {
             decide_once(agg, d, &r, clipped, &mut counts, |code, m| {
                 on_reject(n, code, m)
@@ -402,21 +409,34 @@ struct Ids<'a> {
 /// one spelling where the two differ, an integer `-0`, to serde). Noise a
 /// priori has nothing to clip (clipping leaves it as it is).
 /// Reading 10^6 reports this way costs about a third of the serde decoder
-/// (BENCHMARKS.md, "Branch mapspeed2").
-fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
+/// (BENCHMARKS.md, "Branch mapspeed2"). `cache` holds the last header
+/// read ([`APrioriHeader`]): the same report with or without it.
+fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapReport> {
     use crate::server::fast_json::Cursor;
     let mut c = Cursor { s: line, i: 0 };
-    c.lit(b"{\"set\":\"")?;
-    let rest = line.get(c.i..)?;
-    let end = rest.iter().position(|&b| b == b'"')?;
-    let tag = &rest[..end];
-    if !tag.iter().all(|b| b.is_ascii_alphanumeric()) {
-        return None;
-    }
-    c.i += end;
-    c.lit(b"\",\"mechanism\":\"a_priori\",\"epsilon\":")?;
-    let epsilon = c.number()?;
-    c.lit(b",\"location\":[")?;
+    let (set, epsilon) = match cache.hit(line) {
+        Some(hit) => {
+            c.i = cache.bytes.len();
+            hit
+        }
+        None => {
+            c.lit(b"{\"set\":\"")?;
+            let rest = line.get(c.i..)?;
+            let end = rest.iter().position(|&b| b == b'"')?;
+            let tag = &rest[..end];
+            if !tag.iter().all(|b| b.is_ascii_alphanumeric()) {
+                return None;
+            }
+            c.i += end;
+            c.lit(b"\",\"mechanism\":\"a_priori\",\"epsilon\":")?;
+            let epsilon = c.number()?;
+            c.lit(b",\"location\":[")?;
+            // ASCII alphanumerics: valid UTF-8.
+            let set = String::from_utf8(tag.to_vec()).ok()?;
+            cache.keep(&line[..c.i], &set, epsilon);
+            (set, epsilon)
+        }
+    };
     let x = c.number()?;
     c.lit(b",")?;
     let y = c.number()?;
@@ -434,8 +454,7 @@ fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
         return None;
     }
     Some(MapReport {
-        // ASCII alphanumerics: valid UTF-8.
-        set: String::from_utf8(tag.to_vec()).ok()?,
+        set,
         mechanism: MapMechanism::APriori,
         epsilon,
         location: Some(std::vec![x, y]),
@@ -443,6 +462,38 @@ fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
         values: None,
         report_id,
     })
+}
+
+/// The header of the last line [`canonical_a_priori`] read, up to and
+/// including `"location":[` (its set tag and ε): the reports of one stream
+/// share it, and a line that starts with these bytes has this tag and
+/// this ε (the header's parse reads nothing past its own bytes: the number
+/// ends at the `,` of the literal after it), so only the rest is parsed.
+/// ε's 16 to 17 significant digits took the correctly rounded slow path
+/// on every line (a fifth of the workers' parse; BENCHMARKS.md, "Branch
+/// speed07").
+#[derive(Debug, Default)]
+struct APrioriHeader {
+    bytes: Vec<u8>,
+    set: String,
+    epsilon: f64,
+}
+
+impl APrioriHeader {
+    /// The tag and ε if `line` starts with the kept header.
+    fn hit(&self, line: &[u8]) -> Option<(String, f64)> {
+        (!self.bytes.is_empty() && line.starts_with(&self.bytes))
+            .then(|| (self.set.clone(), self.epsilon))
+    }
+
+    /// Keep a header just parsed (its bytes, tag and ε).
+    fn keep(&mut self, bytes: &[u8], set: &str, epsilon: f64) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+        self.set.clear();
+        self.set.push_str(set);
+        self.epsilon = epsilon;
+    }
 }
 
 /// A decoded, clipped report with a `report_id` and its clipped values,
@@ -456,6 +507,7 @@ type Held = (MapReport, u64);
 fn one_record(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
+    header: &mut APrioriHeader,
     raw: core::result::Result<&[u8], (&'static str, String)>,
     hold_ids: bool,
     counts: &mut MapCounts,
@@ -472,7 +524,7 @@ fn one_record(
         if b.is_empty() || b[0] == b'#' {
             return Ok(None);
         }
-        if let Some(mut r) = canonical_a_priori(b) {
+        if let Some(mut r) = canonical_a_priori(b, header) {
             let clipped = clip.map_or(0, |c| c.clip(&mut r));
             if hold_ids && r.report_id.is_some() {
                 held = Some((r, clipped));
@@ -621,7 +673,7 @@ enum Pend {
 
 /// Decide on a worker, in each id shard's batch order, the reports of
 /// batch `seq` that carry a `report_id` and are numbered below the room
-/// (`todo`: (index in `out`, shard, id) in record order, each
+/// (`todo`: (index in `out`, key, id) in record order, each
 /// `out[index]` a [`Back::Pending`]): the rule of [`decide_once`] with the
 /// shards' marks as the set, since every such record finds room (docs/MATH.md
 /// §10.11, "map aggregate"). An id is marked only when its report is
@@ -632,7 +684,7 @@ enum Pend {
 fn decide_by_shard(
     shards: &IdShards,
     seq: u64,
-    todo: &mut [(usize, usize, [u8; 16])],
+    todo: &mut [(usize, u64, [u8; 16])],
     out: &mut [Back],
     mine: &mut MapAggregator,
     counts: &mut MapCounts,
@@ -721,6 +773,7 @@ fn ingest_sharded<R: Read>(
                 s.spawn(move || {
                     let _fail = shards.map(IdShards::fail_on_unwind);
                     let mut counts = MapCounts::default();
+                    let mut header = APrioriHeader::default();
                     let mut todo = Vec::new();
                     loop {
                         let batch = match rx.lock() {
@@ -744,6 +797,7 @@ fn ingest_sharded<R: Read>(
                             let held = one_record(
                                 &mut mine,
                                 clip,
+                                &mut header,
                                 raw,
                                 hold_ids,
                                 &mut counts,
@@ -752,7 +806,7 @@ fn ingest_sharded<R: Read>(
                             if let Some(h) = held {
                                 match (room, shards, h.0.report_id) {
                                     (Some(room), Some(sh), Some(id)) if n < room => {
-                                        todo.push((rejected.len(), sh.shard_of(&id.0), id.0));
+                                        todo.push((rejected.len(), sh.key_of(&id.0), id.0));
                                         // Judged now, so that only its bin
                                         // waits for the id's turn.
                                         let pend = match mine.binned_slot(&h.0) {
@@ -1351,11 +1405,22 @@ mod tests {
             }
         }
         let mut accepted = 0;
+        // One header cache over all lines (hits, misses, and forged lines
+        // after a good one with the same header) gives what a fresh one
+        // gives on each line.
+        let mut shared = APrioriHeader::default();
+        let fresh = |l: &str| canonical_a_priori(l.as_bytes(), &mut APrioriHeader::default());
         for line in &lines {
             let slow: Option<MapReport> = serde_json::from_str(line).ok();
+            let cached = canonical_a_priori(line.as_bytes(), &mut shared);
+            assert_eq!(cached, fresh(line), "{line}");
+            assert_eq!(
+                cached.as_ref().map(|r| r.epsilon.to_bits()),
+                fresh(line).map(|r| r.epsilon.to_bits())
+            );
             // Declining is always safe (serde decides); taking a line
             // must give serde's report.
-            if let Some(fast) = canonical_a_priori(line.as_bytes()) {
+            if let Some(fast) = cached {
                 accepted += 1;
                 let slow = slow.unwrap_or_else(|| panic!("serde refuses {line}"));
                 assert_eq!(fast, slow, "{line}");
@@ -1369,7 +1434,7 @@ mod tests {
         }
         // The lines the devices write are all taken by the fast path.
         for line in lines.iter().filter(|l| canonical.contains(l)) {
-            assert!(canonical_a_priori(line.as_bytes()).is_some(), "{line}");
+            assert!(fresh(line).is_some(), "{line}");
         }
         assert!(accepted > canonical.len(), "{accepted}");
     }
