@@ -764,11 +764,14 @@ fn ingest_sharded<R: Read>(
     // them in batch order while it reads (they were all held until the end
     // of the stream: one message per bad record, unbounded; attack5).
     let (done_tx, done_rx) = std::sync::mpsc::channel::<(u64, Rejected)>();
+    // Each batch's buffers, emptied, back to the reader for a later batch:
+    // a fresh megabyte per batch was a fresh set of pages to fault in.
+    let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Batch>();
     let template = agg.empty_like();
     let (results, read) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                let (rx, done_tx) = (&rx, done_tx.clone());
+                let (rx, done_tx, spent_tx) = (&rx, done_tx.clone(), spent_tx.clone());
                 let mut mine = template.clone();
                 s.spawn(move || {
                     let _fail = shards.map(IdShards::fail_on_unwind);
@@ -780,7 +783,7 @@ fn ingest_sharded<R: Read>(
                             Ok(r) => r.recv(),
                             Err(_) => break,
                         };
-                        let Ok((seq, (bytes, recs))) = batch else {
+                        let Ok((seq, (bytes, mut recs))) = batch else {
                             break;
                         };
                         // The batches holding a record below the room are
@@ -790,7 +793,7 @@ fn ingest_sharded<R: Read>(
                         let room = shards.filter(|sh| first < sh.room()).map(IdShards::room);
                         let mut rejected: Rejected = Vec::new();
                         todo.clear();
-                        for (n, raw) in recs {
+                        for (n, raw) in recs.drain(..) {
                             let raw = raw
                                 .map(|(a, b)| &bytes[a..b])
                                 .map_err(|why| (why.code(), why.to_string()));
@@ -824,7 +827,22 @@ fn ingest_sharded<R: Read>(
                                 }
                             }
                         }
+                        // The reader's next batch reuses these buffers.
+                        let _ = spent_tx.send((bytes, recs));
                         if let (Some(_), Some(sh)) = (room, shards) {
+                            if let Some(c) = mine.counts() {
+                                // The bins' cache lines fetched together
+                                // ahead of the decisions in id order (each
+                                // an increment in megabytes of counts).
+                                let c = c.counts();
+                                let lines = rejected.iter().fold(0u64, |a, b| match b {
+                                    Back::Pending(_, Pend::Binned(Ok(Some(bin)), _)) => {
+                                        a.wrapping_add(c.get(*bin).copied().unwrap_or(0))
+                                    }
+                                    _ => a,
+                                });
+                                std::hint::black_box(lines);
+                            }
                             if !decide_by_shard(
                                 sh,
                                 seq,
@@ -929,11 +947,18 @@ fn ingest_sharded<R: Read>(
                     Err(why) => recs.push((n, Err(why))),
                 }
                 if bytes.len() >= batch_bytes || recs.len() >= 16_384 {
-                    let full = (
-                        core::mem::replace(&mut bytes, Vec::with_capacity(batch_bytes + 4096)),
-                        core::mem::take(&mut recs),
-                    );
+                    let full = (core::mem::take(&mut bytes), core::mem::take(&mut recs));
                     send(full, &mut pending, &mut next, &mut sent)?;
+                    // A spent batch's buffers if one is back (at most one
+                    // more than the batches in flight are ever made).
+                    (bytes, recs) = match spent_rx.try_recv() {
+                        Ok((mut b, mut r)) => {
+                            b.clear();
+                            r.clear();
+                            (b, r)
+                        }
+                        Err(_) => (Vec::with_capacity(batch_bytes + 4096), Vec::new()),
+                    };
                 }
             }
             if !recs.is_empty() {
