@@ -586,9 +586,10 @@ const BATCH_BYTES: usize = 1 << 20;
 /// default `--max-report-ids`, or the cap if smaller), once a shard holds
 /// [`SHARD_RESERVE_AFTER`](crate::server::ingest::SHARD_RESERVE_AFTER)
 /// ids: the tables then hold up to that many without being rehashed
-/// again. At 2 workers (8 shards) that is 2^21 slots of 18 bytes, 38 MB,
-/// as large as the tables 10^6 ids grow to anyway; a stream of fewer than
-/// about 30,000 ids keeps small tables.
+/// again. At 2 workers (8 shards) that is 1.4 · 2^20 slots of 8 bytes,
+/// 11 MB (where a `HashMap` per shard took 2^21 slots of 18 bytes, 38 MB),
+/// and the ids themselves, 16 bytes each, are stored as they come (16 MB
+/// for 10^6); a stream of fewer than about 30,000 ids keeps small tables.
 const SHARD_RESERVE: usize = 1 << 20;
 
 /// Most workers [`ingest_map_reports_parallel`] starts; a larger count is

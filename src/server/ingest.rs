@@ -3261,4 +3261,90 @@ mod tests {
             .unwrap();
         assert_eq!(outcomes, [Err("epsilon-out-of-policy")]);
     }
+
+    /// `IdShards::decide_in_turn` against a tiny reference (one HashMap,
+    /// the records in order), on batches decided by two threads in any
+    /// order, with the callers' keys forged: all in one shard with one
+    /// hash (what a flooding client would want), one shard with distinct
+    /// hashes, and the real keyed hash. Marks: accept an unmarked id's
+    /// record if its number is not a multiple of 3 (else hand it to the
+    /// caller, mark false), a marked-false id's record re-marks it true
+    /// every 5th record.
+    #[test]
+    fn id_shards_follow_the_reference_rule_under_colliding_keys() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(22);
+        let ids: Vec<[u8; 16]> = (0..40_000)
+            .map(|_| {
+                let mut id = [0u8; 16];
+                // Few distinct ids: many repeats.
+                id[0] = rng.random_range(0..200u8);
+                id[1] = rng.random_range(0..60u8);
+                id
+            })
+            .collect();
+        let rule = |n: usize, mark: Option<bool>| match mark {
+            None => Some(n % 3 != 0),
+            Some(false) if n % 5 == 0 => Some(true),
+            Some(_) => None,
+        };
+        // The reference: per record, the mark it finds.
+        let mut seen: std::collections::HashMap<[u8; 16], bool> = Default::default();
+        let want: Vec<Option<bool>> = ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| {
+                let m = seen.get(id).copied();
+                if let Some(new) = rule(n, m) {
+                    seen.insert(*id, new);
+                }
+                m
+            })
+            .collect();
+        for forge in 0..3 {
+            let sh = IdShards::new(u64::MAX, 2);
+            if forge == 1 {
+                sh.reserve(1 << 16);
+            }
+            let key = |id: &[u8; 16]| match forge {
+                0 => 0x1234_5678_9abc_def0,
+                1 => 7 << 32 | (id[0] as u64) << 8 | id[1] as u64,
+                _ => sh.key_of(id),
+            };
+            let batches: Vec<(u64, Vec<usize>)> = (0..ids.len())
+                .collect::<Vec<_>>()
+                .chunks(997)
+                .enumerate()
+                .map(|(b, c)| (b as u64, c.to_vec()))
+                .collect();
+            let got = std::sync::Mutex::new(std::vec![None; ids.len()]);
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| loop {
+                        let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((seq, recs)) = batches.get(b) else {
+                            break;
+                        };
+                        let mut todo: Vec<(usize, u64, [u8; 16])> =
+                            recs.iter().map(|&n| (n, key(&ids[n]), ids[n])).collect();
+                        let mut marks = std::vec![];
+                        assert!(sh.decide_in_turn(*seq, &mut todo, |n, m| {
+                            marks.push((n, m));
+                            rule(n, m)
+                        }));
+                        let mut g = got.lock().unwrap();
+                        for (n, m) in marks {
+                            g[n] = m;
+                        }
+                    });
+                }
+            });
+            assert_eq!(got.into_inner().unwrap(), want, "forge {forge}");
+            let mut accepted = sh.take_accepted();
+            accepted.sort();
+            let mut reference: Vec<[u8; 16]> = seen.iter().filter(|e| *e.1).map(|e| *e.0).collect();
+            reference.sort();
+            assert_eq!(accepted, reference, "forge {forge}");
+        }
+    }
 }
