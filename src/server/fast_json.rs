@@ -429,7 +429,10 @@ mod tests {
         }
         let mut fast = 0;
         for t in &texts {
-            let mut c = Cursor { s: t.as_bytes(), i: 0 };
+            let mut c = Cursor {
+                s: t.as_bytes(),
+                i: 0,
+            };
             let want: Option<f64> = t.parse::<f64>().ok().filter(|v| v.is_finite());
             let got = c.number();
             if got.is_some() {
