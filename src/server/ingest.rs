@@ -2579,7 +2579,15 @@ impl IdShards {
     }
 
     /// The shard of a key from [`key_of`](Self::key_of): ⌊(h div 2^32) ·
-    /// S / 2^32⌋, S the number of shards.
+    /// S / 2^32⌋, S the number of shards (4 per worker).
+    ///
+    /// ```
+    /// use geopriv::server::ingest::IdShards;
+    /// let sh = IdShards::new(100, 2); // 8 shards
+    /// assert_eq!(sh.shard_of_key(0), 0);
+    /// assert_eq!(sh.shard_of_key(1 << 63), 4);
+    /// assert_eq!(sh.shard_of_key(u64::MAX), 7);
+    /// ```
     pub fn shard_of_key(&self, key: u64) -> usize {
         (((key >> 32) * self.shards.len() as u64) >> 32) as usize
     }
