@@ -414,10 +414,10 @@ struct Ids<'a> {
 fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapReport> {
     use crate::server::fast_json::Cursor;
     let mut c = Cursor { s: line, i: 0 };
-    let (set, epsilon) = match cache.hit(line) {
-        Some(hit) => {
+    let epsilon = match cache.hit(line) {
+        Some(epsilon) => {
             c.i = cache.bytes.len();
-            hit
+            epsilon
         }
         None => {
             c.lit(b"{\"set\":\"")?;
@@ -432,9 +432,9 @@ fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapRepor
             let epsilon = c.number()?;
             c.lit(b",\"location\":[")?;
             // ASCII alphanumerics: valid UTF-8.
-            let set = String::from_utf8(tag.to_vec()).ok()?;
-            cache.keep(&line[..c.i], &set, epsilon);
-            (set, epsilon)
+            let set = core::str::from_utf8(tag).ok()?;
+            cache.keep(&line[..c.i], set, epsilon);
+            epsilon
         }
     };
     let x = c.number()?;
@@ -453,15 +453,7 @@ fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapRepor
     if c.i != line.len() {
         return None;
     }
-    Some(MapReport {
-        set,
-        mechanism: MapMechanism::APriori,
-        epsilon,
-        location: Some(std::vec![x, y]),
-        queries: None,
-        values: None,
-        report_id,
-    })
+    Some(cache.report(epsilon, [x, y], report_id))
 }
 
 /// The header of the last line [`canonical_a_priori`] read, up to and
@@ -472,18 +464,64 @@ fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapRepor
 /// ε's 16 to 17 significant digits took the correctly rounded slow path
 /// on every line (a fifth of the workers' parse; BENCHMARKS.md, "Branch
 /// speed07").
+///
+/// It also keeps one spent report ([`recycle`](Self::recycle)) whose
+/// `String` and `Vec` the next report reuses: two allocations and two
+/// frees fewer per report.
 #[derive(Debug, Default)]
 struct APrioriHeader {
     bytes: Vec<u8>,
     set: String,
     epsilon: f64,
+    spare: Option<MapReport>,
 }
 
 impl APrioriHeader {
-    /// The tag and ε if `line` starts with the kept header.
-    fn hit(&self, line: &[u8]) -> Option<(String, f64)> {
-        (!self.bytes.is_empty() && line.starts_with(&self.bytes))
-            .then(|| (self.set.clone(), self.epsilon))
+    /// ε if `line` starts with the kept header (its tag is `self.set`).
+    fn hit(&self, line: &[u8]) -> Option<f64> {
+        (!self.bytes.is_empty() && line.starts_with(&self.bytes)).then_some(self.epsilon)
+    }
+
+    /// The noise-a-priori report of the kept header's tag with `epsilon`,
+    /// `location` and `report_id`, on the spare report's buffers if there
+    /// is one (every field set: equal to a fresh report).
+    fn report(
+        &mut self,
+        epsilon: f64,
+        location: [f64; 2],
+        report_id: Option<crate::ReportId>,
+    ) -> MapReport {
+        let Some(mut r) = self.spare.take() else {
+            return MapReport {
+                set: self.set.clone(),
+                mechanism: MapMechanism::APriori,
+                epsilon,
+                location: Some(location.to_vec()),
+                queries: None,
+                values: None,
+                report_id,
+            };
+        };
+        r.set.clear();
+        r.set.push_str(&self.set);
+        r.mechanism = MapMechanism::APriori;
+        r.epsilon = epsilon;
+        match r.location.as_mut() {
+            Some(l) => {
+                l.clear();
+                l.extend_from_slice(&location);
+            }
+            None => r.location = Some(location.to_vec()),
+        }
+        r.queries = None;
+        r.values = None;
+        r.report_id = report_id;
+        r
+    }
+
+    /// Keep a report that is no longer needed, for [`report`](Self::report).
+    fn recycle(&mut self, r: MapReport) {
+        self.spare = Some(r);
     }
 
     /// Keep a header just parsed (its bytes, tag and ε).
@@ -530,8 +568,9 @@ fn one_record(
                 held = Some((r, clipped));
                 return Ok(None);
             }
-            agg.add(&r)
-                .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
+            let added = agg.add(&r);
+            header.recycle(r);
+            added.map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
             return Ok(Some(clipped));
         }
         let s = core::str::from_utf8(b).map_err(|e| {
@@ -814,12 +853,17 @@ fn ingest_sharded<R: Read>(
                                         // Judged now, so that only its bin
                                         // waits for the id's turn.
                                         let pend = match mine.binned_slot(&h.0) {
-                                            Some(bin) => Pend::Binned(
-                                                bin.map_err(|e| {
-                                                    Untrusted(&e.to_string()).to_string()
-                                                }),
-                                                h.1,
-                                            ),
+                                            Some(bin) => {
+                                                let (r, clipped) = h;
+                                                // Its buffers serve the next report.
+                                                header.recycle(r);
+                                                Pend::Binned(
+                                                    bin.map_err(|e| {
+                                                        Untrusted(&e.to_string()).to_string()
+                                                    }),
+                                                    clipped,
+                                                )
+                                            }
                                             None => Pend::Report(Box::new(h)),
                                         };
                                         rejected.push(Back::Pending(n, pend));
@@ -1446,6 +1490,10 @@ mod tests {
             );
             // Declining is always safe (serde decides); taking a line
             // must give serde's report.
+            // The next line's report is built on this one's buffers.
+            if let Some(r) = cached.clone() {
+                shared.recycle(r);
+            }
             if let Some(fast) = cached {
                 accepted += 1;
                 let slow = slow.unwrap_or_else(|| panic!("serde refuses {line}"));
