@@ -7,7 +7,7 @@ use geopriv::map::{
     ingest_map_reports_once, ingest_map_reports_parallel, ingest_map_stream_once, EmDeconvolution,
     EmOptions, KdeGrid, MapAggregator, MapMechanism, MapRelease, MapReport, QuerySet,
 };
-use geopriv::server::ingest::{Dedup, FormatChoice, RecordReader};
+use geopriv::server::ingest::{Dedup, FormatChoice, IdShards, RecordReader};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -289,11 +289,45 @@ fn bench_kernel_map(c: &mut Criterion) {
     group.finish();
 }
 
+/// The id shards alone (issue 22 item 4, branch speed07): 10^6 distinct
+/// random report ids in batches of 6,000 (about a 1 MiB batch of map
+/// reports), every one marked accepted, on one thread and 8 shards (2
+/// workers' worth), tables reserved for 2^20 ids as `map aggregate` does:
+/// the hash, the table probes and the inserts of the once-per-id rule.
+fn bench_id_shards(c: &mut Criterion) {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let ids: Vec<[u8; 16]> = (0..1_000_000).map(|_| rng.random()).collect();
+    let mut group = c.benchmark_group("map_read");
+    group.sample_size(10);
+    group.bench_function("id_shards_1e6_distinct_ids", |b| {
+        b.iter(|| {
+            let sh = IdShards::new(u64::MAX, 2);
+            sh.reserve(1 << 20);
+            let mut todo = Vec::new();
+            for (seq, batch) in ids.chunks(6_000).enumerate() {
+                todo.clear();
+                todo.extend(
+                    batch
+                        .iter()
+                        .enumerate()
+                        .map(|(i, id)| (i, sh.key_of(id), *id)),
+                );
+                assert!(sh.decide_in_turn(seq as u64, &mut todo, |_, m| {
+                    m.is_none().then_some(true)
+                }));
+            }
+            black_box(sh.take_accepted().len())
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench_map,
     bench_planned,
     bench_read,
+    bench_id_shards,
     bench_em,
     bench_em_coincident,
     bench_kernel_map

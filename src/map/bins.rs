@@ -131,11 +131,15 @@ impl BinSpec {
     pub fn bin_of(&self, x: &[f64]) -> Option<usize> {
         let mut idx = [0usize; 2];
         for a in 0..self.dim {
-            let f = libm::floor((x[a] - self.first[a]) / self.delta[a] + 0.5);
-            if !(f >= 0.0 && f < self.bins[a] as f64) {
+            // ⌊v⌋ ∈ [0, bins) iff v ∈ [0, bins) (bins an integer; NaN in
+            // neither), and there ⌊v⌋ is v truncated: the bin of
+            // floor(v) without the call (libm's floor was 1.4 % of
+            // `map aggregate`'s samples at εh 1; branch speed07).
+            let v = (x[a] - self.first[a]) / self.delta[a] + 0.5;
+            if !(v >= 0.0 && v < self.bins[a] as f64) {
                 return None;
             }
-            idx[a] = f as usize;
+            idx[a] = v as usize;
         }
         Some(idx[0] * self.bins[1] + idx[1])
     }
@@ -366,6 +370,50 @@ impl BinSpec {
                 return Self::new(grid, refine, margin);
             }
             refine -= 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bin_of` is the bin of ⌊(x − first)/Δ + 1/2⌋ per axis, as computed
+    /// with libm's floor before branch speed07, on bin edges (± an ulp),
+    /// centres, points beyond the bins on both sides, and non-finite
+    /// coordinates.
+    #[test]
+    fn bin_of_is_the_floor_rule() {
+        let spec = BinSpec::new(&KdeGrid::square(10_000.0, 7).unwrap(), 3, 4).unwrap();
+        let reference = |x: &[f64]| -> Option<usize> {
+            let mut idx = [0usize; 2];
+            for a in 0..spec.dim {
+                let f = libm::floor((x[a] - spec.first[a]) / spec.delta[a] + 0.5);
+                if !(f >= 0.0 && f < spec.bins[a] as f64) {
+                    return None;
+                }
+                idx[a] = f as usize;
+            }
+            Some(idx[0] * spec.bins[1] + idx[1])
+        };
+        let mut vals = std::vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
+        let b = spec.bins()[0] as i64;
+        for k in -3..=b + 3 {
+            for off in [-0.5, 0.0, 0.25, 0.5] {
+                let c = spec.first[0] + (k as f64 + off) * spec.delta[0];
+                let bits = c.to_bits();
+                vals.extend([
+                    c,
+                    f64::from_bits(bits + 1),
+                    f64::from_bits(bits.wrapping_sub(1)),
+                ]);
+            }
+        }
+        for &u in &vals {
+            for &v in vals.iter().step_by(7) {
+                assert_eq!(spec.bin_of(&[u, v]), reference(&[u, v]), "{u} {v}");
+                assert_eq!(spec.bin_of(&[v, u]), reference(&[v, u]), "{v} {u}");
+            }
         }
     }
 }

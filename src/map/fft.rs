@@ -81,6 +81,69 @@ impl DiscretisationBound {
     }
 }
 
+/// Lattice-sized complex fields kept per thread for reuse (at most this
+/// many).
+const MAX_SPARE_FIELDS: usize = 3;
+
+std::thread_local! {
+    static SPARE_FIELDS: core::cell::RefCell<Vec<Vec<Complex64>>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// A complex field on the FFT lattice whose buffer goes back to its
+/// thread's spares when dropped ([`MAX_SPARE_FIELDS`] of them), for the
+/// next [`lattice_field`](FftMapper::lattice_field): the planner makes
+/// about 6 fields of 12 MB per λ at εh 0.3 (864² lattice), and each fresh
+/// one was 2,900 pages to fault in (a tenth of the process's CPU was page
+/// faults; BENCHMARKS.md, "Branch speed07"). Every element is written
+/// before it is read (a spare is cleared and filled by pushes), so the
+/// numbers are those of a fresh vector.
+pub(crate) struct Field(Vec<Complex64>);
+
+impl Field {
+    /// An empty field, on a spare buffer if this thread has one.
+    fn spare() -> Field {
+        let v = SPARE_FIELDS
+            .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut f = Field(v);
+        f.0.clear();
+        f
+    }
+}
+
+impl core::ops::Deref for Field {
+    type Target = Vec<Complex64>;
+    fn deref(&self) -> &Vec<Complex64> {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Field {
+    fn deref_mut(&mut self) -> &mut Vec<Complex64> {
+        &mut self.0
+    }
+}
+
+impl Drop for Field {
+    fn drop(&mut self) {
+        let v = core::mem::take(&mut self.0);
+        if v.capacity() == 0 {
+            return;
+        }
+        // During the thread's teardown the buffer is simply freed.
+        let _ = SPARE_FIELDS.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < MAX_SPARE_FIELDS {
+                    s.push(v);
+                }
+            }
+        });
+    }
+}
+
 /// 2-D discrete Fourier transform, in place, of a row-major n[0] × n[1]
 /// array: X[k0, k1] = Σ_{j0, j1} x[j0, j1] e^{∓2πi (j0 k0 / n0 + j1 k1 / n1)}
 /// (unnormalised; the sign is the plans'), rows along axis 1, then the
@@ -485,13 +548,11 @@ impl FftMapper {
     /// [`omega_axis`](Self::omega_axis) (ω_1 = 0 on one axis), row by row
     /// without a division per index (`omega` was 3.4% of the samples at
     /// εh 0.3; branch speed04).
-    fn lattice_field(
-        &self,
-        f: impl Fn(usize, [usize; 2], f64, f64, f64) -> Complex64,
-    ) -> Vec<Complex64> {
+    fn lattice_field(&self, f: impl Fn(usize, [usize; 2], f64, f64, f64) -> Complex64) -> Field {
         let [n0, n1] = self.n;
         let (_, w0, c0) = &self.axes[0];
-        let mut out = Vec::with_capacity(n0 * n1);
+        let mut out = Field::spare();
+        out.reserve(n0 * n1);
         match self.axes.get(1) {
             Some((_, w1, c1)) => {
                 for i in 0..n0 {
@@ -550,13 +611,14 @@ impl FftMapper {
         let mut g =
             self.lattice_field(|_, ik, corr, _, _| Complex64::new(ft.at(ik) * corr / vol, 0.0));
         self.fft2(&mut g, false);
-        g.into_iter().map(|c| c.re).collect()
+        g.iter().map(|c| c.re).collect()
     }
 
     /// (1/n) Σ_bins count · s(t_j - c) at every map point, for a spatial
     /// kernel s on the bin lattice (as from [`spatial_kernel`](Self::spatial_kernel)).
     pub fn apply_spatial(&self, s: &[f64]) -> Vec<f64> {
-        let mut g: Vec<Complex64> = s.iter().map(|&v| Complex64::new(v, 0.0)).collect();
+        let mut g = Field::spare();
+        g.extend(s.iter().map(|&v| Complex64::new(v, 0.0)));
         self.fft2(&mut g, true);
         for (a, b) in g.iter_mut().zip(&self.hat) {
             *a *= b;
@@ -979,7 +1041,7 @@ impl FftMapper {
     /// second axis): the parts of the rounding spread Σ_a (Δ_a²/12)(∂_a K)²
     /// shared by [`variances_of`](Self::variances_of) and
     /// [`planner_map_of`](Self::planner_map_of).
-    fn rounding_gradients(&self, ft: &KernelTransform, vol: f64) -> (Vec<Complex64>, f64, f64) {
+    fn rounding_gradients(&self, ft: &KernelTransform, vol: f64) -> (Field, f64, f64) {
         let delta = self.counts.spec().delta();
         let mut grad = self.lattice_field(|_, ik, corr, w0, w1| {
             let k = ft.at(ik) * corr / vol;

@@ -221,11 +221,18 @@ fn ingest_seq<R: Read>(
     mut on_reject: impl FnMut(u64, &'static str, &str),
 ) -> io::Result<MapCounts> {
     let mut counts = MapCounts::default();
+    let mut header = APrioriHeader::default();
     while let Some((n, raw)) = reader.next_bytes()? {
         let raw = raw.map_err(|why: RecordRejection| (why.code(), why.to_string()));
-        let held = one_record(agg, clip, raw, dedup.is_some(), &mut counts, |code, m| {
-            on_reject(n, code, m)
-        });
+        let held = one_record(
+            agg,
+            clip,
+            &mut header,
+            raw,
+            dedup.is_some(),
+            &mut counts,
+            |code, m| on_reject(n, code, m),
+        );
         if let (Some((r, clipped)), Some(d)) = (held, dedup.as_deref_mut()) {
             decide_once(agg, d, &r, clipped, &mut counts, |code, m| {
                 on_reject(n, code, m)
@@ -402,21 +409,34 @@ struct Ids<'a> {
 /// one spelling where the two differ, an integer `-0`, to serde). Noise a
 /// priori has nothing to clip (clipping leaves it as it is).
 /// Reading 10^6 reports this way costs about a third of the serde decoder
-/// (BENCHMARKS.md, "Branch mapspeed2").
-fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
+/// (BENCHMARKS.md, "Branch mapspeed2"). `cache` holds the last header
+/// read ([`APrioriHeader`]): the same report with or without it.
+fn canonical_a_priori(line: &[u8], cache: &mut APrioriHeader) -> Option<MapReport> {
     use crate::server::fast_json::Cursor;
     let mut c = Cursor { s: line, i: 0 };
-    c.lit(b"{\"set\":\"")?;
-    let rest = line.get(c.i..)?;
-    let end = rest.iter().position(|&b| b == b'"')?;
-    let tag = &rest[..end];
-    if !tag.iter().all(|b| b.is_ascii_alphanumeric()) {
-        return None;
-    }
-    c.i += end;
-    c.lit(b"\",\"mechanism\":\"a_priori\",\"epsilon\":")?;
-    let epsilon = c.number()?;
-    c.lit(b",\"location\":[")?;
+    let epsilon = match cache.hit(line) {
+        Some(epsilon) => {
+            c.i = cache.bytes.len();
+            epsilon
+        }
+        None => {
+            c.lit(b"{\"set\":\"")?;
+            let rest = line.get(c.i..)?;
+            let end = rest.iter().position(|&b| b == b'"')?;
+            let tag = &rest[..end];
+            if !tag.iter().all(|b| b.is_ascii_alphanumeric()) {
+                return None;
+            }
+            c.i += end;
+            c.lit(b"\",\"mechanism\":\"a_priori\",\"epsilon\":")?;
+            let epsilon = c.number()?;
+            c.lit(b",\"location\":[")?;
+            // ASCII alphanumerics: valid UTF-8.
+            let set = core::str::from_utf8(tag).ok()?;
+            cache.keep(&line[..c.i], set, epsilon);
+            epsilon
+        }
+    };
     let x = c.number()?;
     c.lit(b",")?;
     let y = c.number()?;
@@ -433,16 +453,85 @@ fn canonical_a_priori(line: &[u8]) -> Option<MapReport> {
     if c.i != line.len() {
         return None;
     }
-    Some(MapReport {
-        // ASCII alphanumerics: valid UTF-8.
-        set: String::from_utf8(tag.to_vec()).ok()?,
-        mechanism: MapMechanism::APriori,
-        epsilon,
-        location: Some(std::vec![x, y]),
-        queries: None,
-        values: None,
-        report_id,
-    })
+    Some(cache.report(epsilon, [x, y], report_id))
+}
+
+/// The header of the last line [`canonical_a_priori`] read, up to and
+/// including `"location":[` (its set tag and ε): the reports of one stream
+/// share it, and a line that starts with these bytes has this tag and
+/// this ε (the header's parse reads nothing past its own bytes: the number
+/// ends at the `,` of the literal after it), so only the rest is parsed.
+/// ε's 16 to 17 significant digits took the correctly rounded slow path
+/// on every line (a fifth of the workers' parse; BENCHMARKS.md, "Branch
+/// speed07").
+///
+/// It also keeps one spent report ([`recycle`](Self::recycle)) whose
+/// `String` and `Vec` the next report reuses: two allocations and two
+/// frees fewer per report.
+#[derive(Debug, Default)]
+struct APrioriHeader {
+    bytes: Vec<u8>,
+    set: String,
+    epsilon: f64,
+    spare: Option<MapReport>,
+}
+
+impl APrioriHeader {
+    /// ε if `line` starts with the kept header (its tag is `self.set`).
+    fn hit(&self, line: &[u8]) -> Option<f64> {
+        (!self.bytes.is_empty() && line.starts_with(&self.bytes)).then_some(self.epsilon)
+    }
+
+    /// The noise-a-priori report of the kept header's tag with `epsilon`,
+    /// `location` and `report_id`, on the spare report's buffers if there
+    /// is one (every field set: equal to a fresh report).
+    fn report(
+        &mut self,
+        epsilon: f64,
+        location: [f64; 2],
+        report_id: Option<crate::ReportId>,
+    ) -> MapReport {
+        let Some(mut r) = self.spare.take() else {
+            return MapReport {
+                set: self.set.clone(),
+                mechanism: MapMechanism::APriori,
+                epsilon,
+                location: Some(location.to_vec()),
+                queries: None,
+                values: None,
+                report_id,
+            };
+        };
+        r.set.clear();
+        r.set.push_str(&self.set);
+        r.mechanism = MapMechanism::APriori;
+        r.epsilon = epsilon;
+        match r.location.as_mut() {
+            Some(l) => {
+                l.clear();
+                l.extend_from_slice(&location);
+            }
+            None => r.location = Some(location.to_vec()),
+        }
+        r.queries = None;
+        r.values = None;
+        r.report_id = report_id;
+        r
+    }
+
+    /// Keep a report that is no longer needed, for [`report`](Self::report).
+    fn recycle(&mut self, r: MapReport) {
+        self.spare = Some(r);
+    }
+
+    /// Keep a header just parsed (its bytes, tag and ε).
+    fn keep(&mut self, bytes: &[u8], set: &str, epsilon: f64) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+        self.set.clear();
+        self.set.push_str(set);
+        self.epsilon = epsilon;
+    }
 }
 
 /// A decoded, clipped report with a `report_id` and its clipped values,
@@ -456,6 +545,7 @@ type Held = (MapReport, u64);
 fn one_record(
     agg: &mut MapAggregator,
     clip: Option<&MapClip>,
+    header: &mut APrioriHeader,
     raw: core::result::Result<&[u8], (&'static str, String)>,
     hold_ids: bool,
     counts: &mut MapCounts,
@@ -472,14 +562,15 @@ fn one_record(
         if b.is_empty() || b[0] == b'#' {
             return Ok(None);
         }
-        if let Some(mut r) = canonical_a_priori(b) {
+        if let Some(mut r) = canonical_a_priori(b, header) {
             let clipped = clip.map_or(0, |c| c.clip(&mut r));
             if hold_ids && r.report_id.is_some() {
                 held = Some((r, clipped));
                 return Ok(None);
             }
-            agg.add(&r)
-                .map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
+            let added = agg.add(&r);
+            header.recycle(r);
+            added.map_err(|e| ("refused", Untrusted(&e.to_string()).to_string()))?;
             return Ok(Some(clipped));
         }
         let s = core::str::from_utf8(b).map_err(|e| {
@@ -534,9 +625,10 @@ const BATCH_BYTES: usize = 1 << 20;
 /// default `--max-report-ids`, or the cap if smaller), once a shard holds
 /// [`SHARD_RESERVE_AFTER`](crate::server::ingest::SHARD_RESERVE_AFTER)
 /// ids: the tables then hold up to that many without being rehashed
-/// again. At 2 workers (8 shards) that is 2^21 slots of 18 bytes, 38 MB,
-/// as large as the tables 10^6 ids grow to anyway; a stream of fewer than
-/// about 30,000 ids keeps small tables.
+/// again. At 2 workers (8 shards) that is 1.4 · 2^20 slots of 8 bytes,
+/// 11 MB (where a `HashMap` per shard took 2^21 slots of 18 bytes, 38 MB),
+/// and the ids themselves, 16 bytes each, are stored as they come (16 MB
+/// for 10^6); a stream of fewer than about 30,000 ids keeps small tables.
 const SHARD_RESERVE: usize = 1 << 20;
 
 /// Most workers [`ingest_map_reports_parallel`] starts; a larger count is
@@ -621,7 +713,7 @@ enum Pend {
 
 /// Decide on a worker, in each id shard's batch order, the reports of
 /// batch `seq` that carry a `report_id` and are numbered below the room
-/// (`todo`: (index in `out`, shard, id) in record order, each
+/// (`todo`: (index in `out`, key, id) in record order, each
 /// `out[index]` a [`Back::Pending`]): the rule of [`decide_once`] with the
 /// shards' marks as the set, since every such record finds room (docs/MATH.md
 /// §10.11, "map aggregate"). An id is marked only when its report is
@@ -632,7 +724,7 @@ enum Pend {
 fn decide_by_shard(
     shards: &IdShards,
     seq: u64,
-    todo: &mut [(usize, usize, [u8; 16])],
+    todo: &mut [(usize, u64, [u8; 16])],
     out: &mut [Back],
     mine: &mut MapAggregator,
     counts: &mut MapCounts,
@@ -712,22 +804,26 @@ fn ingest_sharded<R: Read>(
     // them in batch order while it reads (they were all held until the end
     // of the stream: one message per bad record, unbounded; attack5).
     let (done_tx, done_rx) = std::sync::mpsc::channel::<(u64, Rejected)>();
+    // Each batch's buffers, emptied, back to the reader for a later batch:
+    // a fresh megabyte per batch was a fresh set of pages to fault in.
+    let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Batch>();
     let template = agg.empty_like();
     let (results, read) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                let (rx, done_tx) = (&rx, done_tx.clone());
+                let (rx, done_tx, spent_tx) = (&rx, done_tx.clone(), spent_tx.clone());
                 let mut mine = template.clone();
                 s.spawn(move || {
                     let _fail = shards.map(IdShards::fail_on_unwind);
                     let mut counts = MapCounts::default();
+                    let mut header = APrioriHeader::default();
                     let mut todo = Vec::new();
                     loop {
                         let batch = match rx.lock() {
                             Ok(r) => r.recv(),
                             Err(_) => break,
                         };
-                        let Ok((seq, (bytes, recs))) = batch else {
+                        let Ok((seq, (bytes, mut recs))) = batch else {
                             break;
                         };
                         // The batches holding a record below the room are
@@ -737,13 +833,14 @@ fn ingest_sharded<R: Read>(
                         let room = shards.filter(|sh| first < sh.room()).map(IdShards::room);
                         let mut rejected: Rejected = Vec::new();
                         todo.clear();
-                        for (n, raw) in recs {
+                        for (n, raw) in recs.drain(..) {
                             let raw = raw
                                 .map(|(a, b)| &bytes[a..b])
                                 .map_err(|why| (why.code(), why.to_string()));
                             let held = one_record(
                                 &mut mine,
                                 clip,
+                                &mut header,
                                 raw,
                                 hold_ids,
                                 &mut counts,
@@ -752,16 +849,21 @@ fn ingest_sharded<R: Read>(
                             if let Some(h) = held {
                                 match (room, shards, h.0.report_id) {
                                     (Some(room), Some(sh), Some(id)) if n < room => {
-                                        todo.push((rejected.len(), sh.shard_of(&id.0), id.0));
+                                        todo.push((rejected.len(), sh.key_of(&id.0), id.0));
                                         // Judged now, so that only its bin
                                         // waits for the id's turn.
                                         let pend = match mine.binned_slot(&h.0) {
-                                            Some(bin) => Pend::Binned(
-                                                bin.map_err(|e| {
-                                                    Untrusted(&e.to_string()).to_string()
-                                                }),
-                                                h.1,
-                                            ),
+                                            Some(bin) => {
+                                                let (r, clipped) = h;
+                                                // Its buffers serve the next report.
+                                                header.recycle(r);
+                                                Pend::Binned(
+                                                    bin.map_err(|e| {
+                                                        Untrusted(&e.to_string()).to_string()
+                                                    }),
+                                                    clipped,
+                                                )
+                                            }
                                             None => Pend::Report(Box::new(h)),
                                         };
                                         rejected.push(Back::Pending(n, pend));
@@ -770,7 +872,22 @@ fn ingest_sharded<R: Read>(
                                 }
                             }
                         }
+                        // The reader's next batch reuses these buffers.
+                        let _ = spent_tx.send((bytes, recs));
                         if let (Some(_), Some(sh)) = (room, shards) {
+                            if let Some(c) = mine.counts() {
+                                // The bins' cache lines fetched together
+                                // ahead of the decisions in id order (each
+                                // an increment in megabytes of counts).
+                                let c = c.counts();
+                                let lines = rejected.iter().fold(0u64, |a, b| match b {
+                                    Back::Pending(_, Pend::Binned(Ok(Some(bin)), _)) => {
+                                        a.wrapping_add(c.get(*bin).copied().unwrap_or(0))
+                                    }
+                                    _ => a,
+                                });
+                                std::hint::black_box(lines);
+                            }
                             if !decide_by_shard(
                                 sh,
                                 seq,
@@ -875,11 +992,18 @@ fn ingest_sharded<R: Read>(
                     Err(why) => recs.push((n, Err(why))),
                 }
                 if bytes.len() >= batch_bytes || recs.len() >= 16_384 {
-                    let full = (
-                        core::mem::replace(&mut bytes, Vec::with_capacity(batch_bytes + 4096)),
-                        core::mem::take(&mut recs),
-                    );
+                    let full = (core::mem::take(&mut bytes), core::mem::take(&mut recs));
                     send(full, &mut pending, &mut next, &mut sent)?;
+                    // A spent batch's buffers if one is back (at most one
+                    // more than the batches in flight are ever made).
+                    (bytes, recs) = match spent_rx.try_recv() {
+                        Ok((mut b, mut r)) => {
+                            b.clear();
+                            r.clear();
+                            (b, r)
+                        }
+                        Err(_) => (Vec::with_capacity(batch_bytes + 4096), Vec::new()),
+                    };
                 }
             }
             if !recs.is_empty() {
@@ -1351,11 +1475,26 @@ mod tests {
             }
         }
         let mut accepted = 0;
+        // One header cache over all lines (hits, misses, and forged lines
+        // after a good one with the same header) gives what a fresh one
+        // gives on each line.
+        let mut shared = APrioriHeader::default();
+        let fresh = |l: &str| canonical_a_priori(l.as_bytes(), &mut APrioriHeader::default());
         for line in &lines {
             let slow: Option<MapReport> = serde_json::from_str(line).ok();
+            let cached = canonical_a_priori(line.as_bytes(), &mut shared);
+            assert_eq!(cached, fresh(line), "{line}");
+            assert_eq!(
+                cached.as_ref().map(|r| r.epsilon.to_bits()),
+                fresh(line).map(|r| r.epsilon.to_bits())
+            );
             // Declining is always safe (serde decides); taking a line
             // must give serde's report.
-            if let Some(fast) = canonical_a_priori(line.as_bytes()) {
+            // The next line's report is built on this one's buffers.
+            if let Some(r) = cached.clone() {
+                shared.recycle(r);
+            }
+            if let Some(fast) = cached {
                 accepted += 1;
                 let slow = slow.unwrap_or_else(|| panic!("serde refuses {line}"));
                 assert_eq!(fast, slow, "{line}");
@@ -1369,7 +1508,7 @@ mod tests {
         }
         // The lines the devices write are all taken by the fast path.
         for line in lines.iter().filter(|l| canonical.contains(l)) {
-            assert!(canonical_a_priori(line.as_bytes()).is_some(), "{line}");
+            assert!(fresh(line).is_some(), "{line}");
         }
         assert!(accepted > canonical.len(), "{accepted}");
     }

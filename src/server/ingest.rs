@@ -1842,7 +1842,7 @@ impl ReportAggregator {
                         let _fail = FailOnUnwind(shards.map(|s| &s.failed));
                         // Id-carrying reports below the room: (index in
                         // `out`, shard, id).
-                        let mut todo: Vec<(usize, usize, [u8; 16])> = Vec::new();
+                        let mut todo: Vec<(usize, u64, [u8; 16])> = Vec::new();
                         let mut json = JsonColumnDecoder::default();
                         let mut scratch = Vec::new();
                         let mut hints = GroupHints::default();
@@ -1896,7 +1896,7 @@ impl ReportAggregator {
                                     if let (true, Some(id)) = (n < sh.room, &r.report.report_id) {
                                         // Decided below, in the shard's order.
                                         flush(&mut run, &mut out);
-                                        todo.push((out.len(), sh.shard_of(&id.0), id.0));
+                                        todo.push((out.len(), sh.key_of(&id.0), id.0));
                                         out.push((n, c));
                                         return;
                                     }
@@ -2474,13 +2474,22 @@ impl FullIdSet {
 /// Every record numbered below `room` finds room in the caller's set (the
 /// set holds at most one id per record before it), so the sequential rule
 /// for such a record is: a duplicate iff an earlier report with its id was
-/// accepted. Shard s = h(id) mod S holds, per id seen so far, whether a
-/// report with it was accepted on a worker (`true`) or whether one went to
-/// the caller undecided (`false`: the caller remembers the ids it accepts
-/// itself, in its own set). Each shard is applied in batch order (a turn
-/// counter per shard), so the state a worker sees for a record is the
-/// state after exactly the records before it. At most one entry per
-/// id-carrying record below `room`.
+/// accepted. Shard s = ⌊(h(id) div 2^32) · S / 2^32⌋ holds, per id seen so
+/// far, whether a report with it was accepted on a worker (`true`) or
+/// whether one went to the caller undecided (`false`: the caller remembers
+/// the ids it accepts itself, in its own set). Each shard is applied in
+/// batch order (a turn counter per shard), so the state a worker sees for
+/// a record is the state after exactly the records before it. At most one
+/// entry per id-carrying record below `room`.
+///
+/// h is SipHash-1-3 under a key drawn per process
+/// ([`std::hash::RandomState`], std's HashDoS-resistant default):
+/// clients choose their ids, so an unkeyed hash would let them pile ids
+/// into one shard or one probe run. It is computed once per id
+/// ([`key_of`](Self::key_of)): its high half picks the shard, its low half
+/// the id's place in the shard's table (an open-addressing table of
+/// 8-byte slots beside the 16-byte ids, which are compared in full on a
+/// hash match; about 27-37 bytes per id, src/server/id_table.rs).
 #[derive(Debug)]
 pub struct IdShards {
     room: u64,
@@ -2497,11 +2506,15 @@ pub struct IdShards {
 /// ([`IdShards::reserve`]).
 pub const SHARD_RESERVE_AFTER: usize = 4_096;
 
+/// Ids a shard holds before [`IdShards::decide_in_turn`] reads a batch's
+/// home slots ahead of its probes (a smaller table stays in the cache).
+const TOUCH_AFTER: usize = 16_384;
+
 /// One shard: the next batch allowed in, and per id whether a worker
 /// accepted it.
 #[derive(Debug, Default)]
 struct IdShard {
-    state: std::sync::Mutex<(u64, std::collections::HashMap<[u8; 16], bool>)>,
+    state: std::sync::Mutex<(u64, super::id_table::IdTable)>,
     turn: std::sync::Condvar,
 }
 
@@ -2543,21 +2556,44 @@ impl IdShards {
         let mut out = Vec::new();
         for s in &self.shards {
             if let Ok(mut st) = s.state.lock() {
-                let map = std::mem::take(&mut st.1);
-                out.extend(map.into_iter().filter(|&(_, a)| a).map(|(id, _)| id));
+                out.extend(st.1.take_marked());
             }
         }
         out
     }
 
-    /// The shard of `id`: h(id) mod S, h keyed per run.
-    pub fn shard_of(&self, id: &[u8; 16]) -> usize {
+    /// The id's key h(id): SipHash-1-3 keyed per run (the one hash of the
+    /// id; [`shard_of_key`](Self::shard_of_key) and the shard's table
+    /// both read it).
+    ///
+    /// ```
+    /// use geopriv::server::ingest::IdShards;
+    /// let sh = IdShards::new(100, 2);
+    /// let k = sh.key_of(&[7; 16]);
+    /// assert_eq!(k, sh.key_of(&[7; 16]));
+    /// assert!(sh.shard_of_key(k) < 8);
+    /// ```
+    pub fn key_of(&self, id: &[u8; 16]) -> u64 {
         use std::hash::BuildHasher;
-        (self.hasher.hash_one(id) % self.shards.len() as u64) as usize
+        self.hasher.hash_one(u128::from_le_bytes(*id))
+    }
+
+    /// The shard of a key from [`key_of`](Self::key_of): ⌊(h div 2^32) ·
+    /// S / 2^32⌋, S the number of shards (4 per worker).
+    ///
+    /// ```
+    /// use geopriv::server::ingest::IdShards;
+    /// let sh = IdShards::new(100, 2); // 8 shards
+    /// assert_eq!(sh.shard_of_key(0), 0);
+    /// assert_eq!(sh.shard_of_key(1 << 63), 4);
+    /// assert_eq!(sh.shard_of_key(u64::MAX), 7);
+    /// ```
+    pub fn shard_of_key(&self, key: u64) -> usize {
+        (((key >> 32) * self.shards.len() as u64) >> 32) as usize
     }
 
     /// Apply batch `seq`'s ids in each shard's turn: `todo` holds (index,
-    /// shard from [`shard_of`](Self::shard_of), id) in record order. Every
+    /// key from [`key_of`](Self::key_of), id) in record order. Every
     /// shard is visited (its turn moves from `seq` to `seq` + 1 even if the
     /// batch has none of its ids), after waiting until the batches before
     /// `seq` have passed it; within a shard the ids are applied in record
@@ -2567,25 +2603,45 @@ impl IdShards {
     /// it (docs/MATH.md §10.11 step 6), provided every batch numbered
     /// below the first one holding no record below the room calls this
     /// once, in any order across threads. False if a shard's lock or turn
-    /// failed (then every waiting caller returns false too).
+    /// failed, or a shard would hold more than 2^31 − 2 ids (then every
+    /// waiting caller returns false too).
     pub fn decide_in_turn(
         &self,
         seq: u64,
-        todo: &mut [(usize, usize, [u8; 16])],
+        todo: &mut [(usize, u64, [u8; 16])],
         mut decide: impl FnMut(usize, Option<bool>) -> Option<bool>,
     ) -> bool {
-        // Record order within each shard (the keys are distinct: the
-        // unstable sort gives the stable one's order).
-        todo.sort_unstable_by_key(|&(i, s, _)| (s, i));
+        use super::id_table::Probe;
         let count = self.shards.len();
+        // Record order within each shard: the entries in index order
+        // (as the callers push them; sorted if not, the indices being
+        // distinct), then grouped by shard keeping that order (a counting
+        // sort: `order[from[s]..from[s + 1]]` are shard s's positions).
+        if !todo.is_sorted_by_key(|t| t.0) {
+            todo.sort_unstable_by_key(|t| t.0);
+        }
+        let mut from = std::vec![0usize; count + 1];
+        for &(_, k, _) in todo.iter() {
+            from[self.shard_of_key(k) + 1] += 1;
+        }
+        for s in 0..count {
+            from[s + 1] += from[s];
+        }
+        let mut order = std::vec![0usize; todo.len()];
+        let mut next = from.clone();
+        for (j, &(_, k, _)) in todo.iter().enumerate() {
+            let s = self.shard_of_key(k);
+            order[next[s]] = j;
+            next[s] += 1;
+        }
+        let fail = || {
+            self.failed
+                .store(true, std::sync::atomic::Ordering::Release);
+            false
+        };
         for k in 0..count {
             let s = (k + seq as usize) % count;
             let shard = &self.shards[s];
-            let fail = || {
-                self.failed
-                    .store(true, std::sync::atomic::Ordering::Release);
-                false
-            };
             let Ok(mut st) = shard.state.lock() else {
                 return fail();
             };
@@ -2601,28 +2657,42 @@ impl IdShards {
                     Err(_) => return fail(),
                 };
             }
-            let from = todo.partition_point(|&(_, t, _)| t < s);
-            let to = todo.partition_point(|&(_, t, _)| t <= s);
-            for &(i, _, id) in todo.get(from..to).unwrap_or_default() {
-                // One hash and one probe per id.
-                match st.1.entry(id) {
-                    std::collections::hash_map::Entry::Occupied(mut e) => {
-                        if let Some(mark) = decide(i, Some(*e.get())) {
-                            e.insert(mark);
+            let mine = order.get(from[s]..from[s + 1]).unwrap_or_default();
+            let want = self.reserve_each.load(std::sync::atomic::Ordering::Relaxed);
+            let table = &mut st.1;
+            let more = if table.len() + mine.len() >= SHARD_RESERVE_AFTER {
+                // One rehash now instead of one per doubling.
+                want.saturating_sub(table.len()).max(mine.len())
+            } else {
+                mine.len()
+            };
+            if !table.reserve(more) {
+                return fail();
+            }
+            if table.len() > TOUCH_AFTER {
+                // The home slots' lines fetched together, before the
+                // probes (each probe's branches wait on its own load).
+                let lines = mine.iter().fold(0u64, |a, &j| {
+                    a.wrapping_add(todo.get(j).map_or(0, |t| table.touch(t.1)))
+                });
+                std::hint::black_box(lines);
+            }
+            for &(i, key, id) in mine.iter().filter_map(|&j| todo.get(j)) {
+                // One probe per id (the table has room for all of them).
+                match table.probe(key, &id) {
+                    Probe::Found(p) => {
+                        if let Some(mark) = decide(i, Some(table.mark(p))) {
+                            table.set_mark(p, mark);
                         }
                     }
-                    std::collections::hash_map::Entry::Vacant(e) => {
+                    Probe::Vacant(p) => {
                         if let Some(mark) = decide(i, None) {
-                            e.insert(mark);
+                            if !table.insert(p, key, id, mark) {
+                                return fail();
+                            }
                         }
                     }
                 }
-            }
-            let want = self.reserve_each.load(std::sync::atomic::Ordering::Relaxed);
-            if st.1.len() >= SHARD_RESERVE_AFTER && st.1.capacity() < want {
-                // One rehash now instead of one per doubling.
-                let more = want - st.1.len();
-                st.1.reserve(more);
             }
             st.0 += 1;
             drop(st);
@@ -2651,12 +2721,12 @@ impl Drop for FailOnUnwind<'_> {
 }
 
 /// Decide, in each shard's batch order, the id-carrying reports of batch
-/// `seq` numbered below the room: `todo` holds (index in `out`, shard, id)
+/// `seq` numbered below the room: `todo` holds (index in `out`, key, id)
 /// in record order. False if a shard's lock or turn failed.
 fn decide_ids(
     shards: &IdShards,
     seq: u64,
-    todo: &mut [(usize, usize, [u8; 16])],
+    todo: &mut [(usize, u64, [u8; 16])],
     out: &mut [(u64, Checked)],
     mut absorb: impl FnMut(&Checked) -> bool,
 ) -> bool {
@@ -3198,5 +3268,91 @@ mod tests {
             })
             .unwrap();
         assert_eq!(outcomes, [Err("epsilon-out-of-policy")]);
+    }
+
+    /// `IdShards::decide_in_turn` against a tiny reference (one HashMap,
+    /// the records in order), on batches decided by two threads in any
+    /// order, with the callers' keys forged: all in one shard with one
+    /// hash (what a flooding client would want), one shard with distinct
+    /// hashes, and the real keyed hash. Marks: accept an unmarked id's
+    /// record if its number is not a multiple of 3 (else hand it to the
+    /// caller, mark false), a marked-false id's record re-marks it true
+    /// every 5th record.
+    #[test]
+    fn id_shards_follow_the_reference_rule_under_colliding_keys() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(22);
+        let ids: Vec<[u8; 16]> = (0..40_000)
+            .map(|_| {
+                let mut id = [0u8; 16];
+                // Few distinct ids: many repeats.
+                id[0] = rng.random_range(0..200u8);
+                id[1] = rng.random_range(0..60u8);
+                id
+            })
+            .collect();
+        let rule = |n: usize, mark: Option<bool>| match mark {
+            None => Some(n % 3 != 0),
+            Some(false) if n % 5 == 0 => Some(true),
+            Some(_) => None,
+        };
+        // The reference: per record, the mark it finds.
+        let mut seen: std::collections::HashMap<[u8; 16], bool> = Default::default();
+        let want: Vec<Option<bool>> = ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| {
+                let m = seen.get(id).copied();
+                if let Some(new) = rule(n, m) {
+                    seen.insert(*id, new);
+                }
+                m
+            })
+            .collect();
+        for forge in 0..3 {
+            let sh = IdShards::new(u64::MAX, 2);
+            if forge == 1 {
+                sh.reserve(1 << 16);
+            }
+            let key = |id: &[u8; 16]| match forge {
+                0 => 0x1234_5678_9abc_def0,
+                1 => 7 << 32 | (id[0] as u64) << 8 | id[1] as u64,
+                _ => sh.key_of(id),
+            };
+            let batches: Vec<(u64, Vec<usize>)> = (0..ids.len())
+                .collect::<Vec<_>>()
+                .chunks(997)
+                .enumerate()
+                .map(|(b, c)| (b as u64, c.to_vec()))
+                .collect();
+            let got = std::sync::Mutex::new(std::vec![None; ids.len()]);
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| loop {
+                        let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((seq, recs)) = batches.get(b) else {
+                            break;
+                        };
+                        let mut todo: Vec<(usize, u64, [u8; 16])> =
+                            recs.iter().map(|&n| (n, key(&ids[n]), ids[n])).collect();
+                        let mut marks = std::vec![];
+                        assert!(sh.decide_in_turn(*seq, &mut todo, |n, m| {
+                            marks.push((n, m));
+                            rule(n, m)
+                        }));
+                        let mut g = got.lock().unwrap();
+                        for (n, m) in marks {
+                            g[n] = m;
+                        }
+                    });
+                }
+            });
+            assert_eq!(got.into_inner().unwrap(), want, "forge {forge}");
+            let mut accepted = sh.take_accepted();
+            accepted.sort();
+            let mut reference: Vec<[u8; 16]> = seen.iter().filter(|e| *e.1).map(|e| *e.0).collect();
+            reference.sort();
+            assert_eq!(accepted, reference, "forge {forge}");
+        }
     }
 }

@@ -25,6 +25,8 @@ pub mod escape;
 #[cfg(feature = "std")]
 pub(crate) mod fast_json;
 #[cfg(feature = "std")]
+mod id_table;
+#[cfg(feature = "std")]
 pub mod ingest;
 pub mod periods;
 pub mod robust;
