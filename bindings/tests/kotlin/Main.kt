@@ -733,7 +733,7 @@ private fun budgetTests() {
         val queries = listOf(
             GeoQuery.threshold(100.0, 10.0) to listOf(42.0),
             GeoQuery.interval(10.0, 90.0, 10.0) to listOf(42.0),
-            GeoQuery.twoWay(30.0, 70.0, 10.0) to listOf(42.0),
+            GeoQuery.twoWay(30.0, 70.0, 10.0) to listOf(42.0, 42.0),
             GeoQuery.kde(listOf(1.0, 2.0), 5.0) to listOf(1.5, 2.5),
         )
         val lax = ReportPolicy(1.0, 1e-5).allowLdp(1.0)
@@ -768,7 +768,8 @@ private fun budgetTests() {
         expect(n >= 50) { "only $n reports" }
         // The library's bytes are the documented layout.
         val plain = GeoMechanism.polyplace(1.0 / 8000).privatizeUnmetered(GeoQuery.threshold(100_000.0, 20_000.0), listOf(123_456.0))
-        expect(plain.bytes.contentEquals(thresholdWire(3, plain.value, null, false))) { "layout ${plain.bytes.toList()}" }
+        val plainId = if (plain.bytes[43] == 1.toByte()) plain.bytes.copyOfRange(44, 60) else null
+        expect(plain.bytes.contentEquals(thresholdWire(3, plain.value, plainId, false))) { "layout ${plain.bytes.toList()}" }
         // Binary version 3 with an id: every cut refused, no id read from one.
         val rid = ByteArray(16) { it.toByte() }
         val ridHex = rid.joinToString("") { "%02x".format(it) }

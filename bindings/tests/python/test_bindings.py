@@ -719,7 +719,7 @@ def _():
     queries = [
         (GeoQuery.threshold(100.0, 10.0), [42.0]),
         (GeoQuery.interval(10.0, 90.0, 10.0), [42.0]),
-        (GeoQuery.two_way(30.0, 70.0, 10.0), [42.0]),
+        (GeoQuery.two_way(30.0, 70.0, 10.0), [42.0, 42.0]),
         (GeoQuery.kde([1.0, 2.0], 5.0), [1.5, 2.5]),
     ]
     policy = ReportPolicy(1.0, 1e-5).allow_ldp(1.0)
@@ -748,7 +748,8 @@ def _():
     expect(n >= 50, f"only {n} reports")
     # The library's bytes are the documented layout.
     r = REPORT_M.privatize_unmetered(REPORT_Q, [123_456.0])
-    expect(r.bytes == threshold_wire(3, r.value), (r.bytes, threshold_wire(3, r.value)))
+    rid = r.bytes[44:60] if r.bytes[43] == 1 else None  # the report's id, if it has one
+    expect(r.bytes == threshold_wire(3, r.value, rid), (r.bytes, threshold_wire(3, r.value, rid)))
     # Binary version 3 with an id: every cut refused, no id read from one.
     rid = bytes(range(16))
     v3 = threshold_wire(3, 0.25, rid, seeded=True)
