@@ -334,7 +334,7 @@ def _():
     for k, (query, mechanism, draw) in enumerate(FAMILIES):
         out = subprocess.run(
             [CLI, "privatize", *query, *mechanism, "--unmetered", "--seed", str(40 + k), "--format", "binary"],
-            input="\n".join(draw(rnd) for _ in range(375)) + "\n", capture_output=True, check=True,
+            input=("\n".join(draw(rnd) for _ in range(375)) + "\n").encode(), capture_output=True, check=True,
         ).stdout
         reports += cobs_frames(out)
     expect(len(reports) == 1_500 and all(r[0] == 3 and r[-3] == 1 for r in reports), len(reports))
