@@ -223,12 +223,13 @@ fn malformed_binary_is_rejected_with_reasons() {
         Report::from_bytes(&longer).unwrap_err(),
         Rejection::TrailingBytes { count: 1 }
     );
-    // Version 3 does not exist yet (2 added the report id).
-    let mut v3 = good.clone();
-    v3[0] = 3;
+    // Binary version 4 does not exist yet (3 made the seeded byte
+    // mandatory and added the check).
+    let mut v4 = good.clone();
+    v4[0] = 4;
     assert_eq!(
-        Report::from_bytes(&v3).unwrap_err(),
-        Rejection::UnsupportedVersion { found: 3 }
+        Report::from_bytes(&v4).unwrap_err(),
+        Rejection::UnsupportedVersion { found: 4 }
     );
     let mut bad_family = good.clone();
     bad_family[1] = 9;
@@ -261,6 +262,202 @@ fn malformed_binary_is_rejected_with_reasons() {
     );
 }
 
+// ---------------------------------------------------------------------------
+// Binary version 3: no proper prefix of a binary report is one (attack7 O3)
+
+/// Every sample report (every query family x mechanism) with and without
+/// an id, seeded and not.
+fn sample_variants() -> Vec<Report> {
+    let mut out = Vec::new();
+    for (i, r) in sample_reports().into_iter().enumerate() {
+        let id = geopriv::ReportId([i as u8 ^ 0x5a; 16]);
+        for r in [r.clone(), r.with_report_id(id)] {
+            out.push(r.clone());
+            out.push(r.with_seeded(true));
+        }
+    }
+    out
+}
+
+/// A legacy binary version 2 report as geopriv wrote it before binary
+/// version 3 (devices in the field): the body, then `0x01` if seeded.
+fn legacy_v2_bytes(r: &Report) -> Vec<u8> {
+    let mut b = postcard::to_allocvec(&(
+        2u16,
+        &r.query,
+        r.mechanism,
+        r.epsilon,
+        r.delta,
+        r.value,
+        r.report_id,
+    ))
+    .unwrap();
+    if r.seeded {
+        b.push(1);
+    }
+    b
+}
+
+/// Reports read from `stream` by the CLI's and the bindings' reader.
+fn ingested(stream: &[u8]) -> Vec<Result<Report, String>> {
+    use geopriv::server::ingest::{Decoded, FormatChoice, RecordReader};
+    let mut reader = RecordReader::new(stream, FormatChoice::Binary, 1 << 16).unwrap();
+    let mut out = Vec::new();
+    while let Some((_, d)) = reader.next_record().unwrap() {
+        match d {
+            Decoded::Report(r) => out.push(Ok(r)),
+            Decoded::Rejected(why) => out.push(Err(why.code().to_string())),
+            Decoded::Skipped => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn no_proper_prefix_of_a_binary_report_or_frame_is_a_report() {
+    for r in sample_variants() {
+        let b = r.to_bytes();
+        assert_eq!(b[0], 3, "writers write binary version 3");
+        assert_eq!(Report::from_bytes(&b).unwrap(), r);
+        assert_eq!(Report::from_bytes(&[]).unwrap_err(), Rejection::Empty);
+        for n in 1..b.len() {
+            let e = Report::from_bytes(&b[..n]).unwrap_err();
+            assert_eq!(e.code(), "truncated", "{r:?} cut to {n}");
+            assert!(policy().accept_seeded().accept_bytes(&b[..n]).is_err());
+        }
+        // Frames: a cut frame holds a cut report. `from_frame` takes a
+        // frame with or without its 0x00 (the same report); the stream
+        // readers refuse a frame without it.
+        let f = r.to_frame();
+        for n in 0..f.len() {
+            if n + 1 != f.len() {
+                assert!(
+                    Report::from_frame(&f[..n]).is_err(),
+                    "{r:?} frame cut to {n}"
+                );
+            }
+            assert!(report::frames(&f[..n]).all(|x| x.is_err()));
+            assert!(report::read_frames(&f[..n]).all(|x| x.unwrap().is_err()));
+            assert!(ingested(&f[..n]).iter().all(Result::is_err));
+            // A frame cut by at least one byte before its terminator, then
+            // a terminator and the next frame (a transport that lost
+            // bytes): refused, the next frame read normally.
+            if n + 1 == f.len() {
+                continue;
+            }
+            let mut s = f[..n].to_vec();
+            s.push(0);
+            s.extend_from_slice(&f);
+            let got = ingested(&s);
+            assert_eq!(got.last().unwrap().as_ref().unwrap(), &r);
+            assert!(got[..got.len() - 1].iter().all(Result::is_err), "{n}");
+        }
+    }
+}
+
+#[test]
+fn seeded_binary_reports_stay_refused_by_default_and_damage_is_caught() {
+    let p = policy();
+    for r in sample_variants() {
+        let b = r.to_bytes();
+        if r.seeded {
+            assert_eq!(p.accept_bytes(&b).unwrap_err(), Rejection::Seeded);
+            assert_eq!(p.clone().accept_seeded().accept_bytes(&b).unwrap(), r);
+        } else {
+            assert_eq!(p.accept_bytes(&b).unwrap(), r);
+        }
+        // Any one damaged byte (every position, each bit and all ones) is
+        // refused: a seeded byte 0x01 -> 0x00 included.
+        for pos in 0..b.len() {
+            for x in [1u8, 2, 4, 8, 16, 32, 64, 128, 255] {
+                let mut d = b.clone();
+                d[pos] ^= x;
+                assert!(Report::from_bytes(&d).is_err(), "{pos} ^ {x}");
+            }
+        }
+    }
+}
+
+/// Regression (fails on main 1ae9de6): a 61-byte seeded report with an id,
+/// cut to its first 60 bytes, was an unseeded report with the same value
+/// and id, which the default policy counted.
+#[test]
+fn attack7_o3_a_seeded_report_cut_by_its_last_byte_is_not_counted() {
+    let r = sample_reports()[0]
+        .clone()
+        .with_report_id(geopriv::ReportId([7; 16]))
+        .with_seeded(true);
+    let b = r.to_bytes();
+    let cut = &b[..b.len() - 1];
+    assert_eq!(policy().accept_bytes(cut).unwrap_err().code(), "truncated");
+    assert!(policy().accept_bytes(&b[..60]).is_err());
+}
+
+/// Legacy binary versions 1 and 2 are still read (devices in the field),
+/// with the hole the README documents: for them alone, a seeded report cut
+/// by its last byte is the unseeded report.
+#[test]
+fn legacy_binary_reports_are_still_read_with_their_documented_hole() {
+    for r in sample_variants() {
+        let b = legacy_v2_bytes(&r);
+        assert_eq!(b[0], 2);
+        assert_eq!(Report::from_bytes(&b).unwrap(), r);
+        let unseeded = r.clone().with_seeded(false);
+        let body = legacy_v2_bytes(&unseeded).len();
+        for n in 1..b.len() {
+            match Report::from_bytes(&b[..n]) {
+                Ok(got) => {
+                    assert!(r.seeded && n == body, "{r:?} cut to {n}");
+                    assert_eq!(got, unseeded);
+                }
+                Err(e) => assert_eq!(e.code(), "truncated"),
+            }
+        }
+        // In streams too (COBS frames of legacy bytes).
+        let mut framed = Vec::new();
+        for raw in [&b[..], &legacy_v2_bytes(&unseeded)[..]] {
+            framed.extend_from_slice(&cobs(raw));
+        }
+        let got = ingested(&framed);
+        assert_eq!(got, vec![Ok(r.clone()), Ok(unseeded)]);
+        if r.report_id.is_none() {
+            // Version 1: no id field.
+            let v1 =
+                postcard::to_allocvec(&(1u16, &r.query, r.mechanism, r.epsilon, r.delta, r.value))
+                    .unwrap();
+            let old = Report::from_bytes(&v1).unwrap();
+            assert_eq!((old.version, old.seeded), (1, false));
+            assert_eq!(old.value.to_bits(), r.value.to_bits());
+        }
+    }
+}
+
+/// COBS encoding with the terminator (as `Report::to_frame` frames bytes).
+fn cobs(raw: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    let (mut code_at, mut code) = (0usize, 1u8);
+    for &b in raw {
+        if b == 0 {
+            out[code_at] = code;
+            code_at = out.len();
+            out.push(0);
+            code = 1;
+        } else {
+            out.push(b);
+            code += 1;
+            if code == 0xff {
+                out[code_at] = code;
+                code_at = out.len();
+                out.push(0);
+                code = 1;
+            }
+        }
+    }
+    out[code_at] = code;
+    out.push(0);
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -273,12 +470,11 @@ proptest! {
     }
 
     #[test]
-    fn flipped_bytes_never_panic(pos in 0usize..43, xor in 1u8..=255) {
+    fn flipped_bytes_never_panic(pos in 0usize..47, xor in 1u8..=255) {
         let mut b = sample_reports()[0].to_bytes();
         b[pos] ^= xor;
-        if let Ok(r) = Report::from_bytes(&b) {
-            let _ = policy().validate(&r);
-        }
+        // Binary version 3's check catches any one damaged byte.
+        prop_assert!(Report::from_bytes(&b).is_err());
     }
 }
 

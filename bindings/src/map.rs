@@ -622,8 +622,60 @@ pub struct MapServer {
     state: Mutex<Inner>,
 }
 
+/// Declares [`MapCode`] and its table [`MapCode::ALL`] from one list, so
+/// the codes a map server writes and the codes `from_json` accepts in a
+/// state's rejection table cannot drift apart.
+macro_rules! map_codes {
+    ($($(#[$doc:meta])* $variant:ident => $code:literal,)*) => {
+        /// A rejection code a map server writes (`status().rejections`,
+        /// `MapRejection.code`). Writers take this type, never a string.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        enum MapCode {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl MapCode {
+            /// Every code, in declaration order.
+            const ALL: &'static [MapCode] = &[$(MapCode::$variant,)*];
+
+            /// The code as written in rejection tables.
+            fn as_str(self) -> &'static str {
+                match self {
+                    $(MapCode::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+map_codes! {
+    /// Above the server's record size limit.
+    TooLarge => "too-large",
+    /// Not UTF-8, or not a map report.
+    Malformed => "malformed",
+    /// Blank record.
+    Empty => "empty",
+    /// A report for another grid.
+    OtherMap => "other-map",
+    /// A report for another mechanism.
+    OtherMechanism => "other-mechanism",
+    /// A report for another per-device ε.
+    OtherEpsilon => "other-epsilon",
+    /// A count would overflow.
+    Overflow => "overflow",
+    /// Any other refusal of the core map aggregator.
+    InvalidReport => "invalid-report",
+}
+
+/// Whether `code` is one a map server writes (`from_json` accepts only
+/// those in a state's rejection table).
+fn is_map_rejection_code(code: &str) -> bool {
+    MapCode::ALL.iter().any(|c| c.as_str() == code)
+}
+
 /// Map a refusal to (code, message "reason [code]").
-fn rejection(code: &str, reason: impl std::fmt::Display) -> MapRejection {
+fn rejection(code: MapCode, reason: impl std::fmt::Display) -> MapRejection {
+    let code = code.as_str();
     MapRejection {
         index: 0,
         code: code.to_string(),
@@ -631,28 +683,18 @@ fn rejection(code: &str, reason: impl std::fmt::Display) -> MapRejection {
     }
 }
 
-/// Every rejection code a map server writes (`add_one`, `core_rejection`).
-const MAP_REJECTION_CODES: [&str; 8] = [
-    "too-large",
-    "malformed",
-    "empty",
-    "other-map",
-    "other-mechanism",
-    "other-epsilon",
-    "overflow",
-    "invalid-report",
-];
-
 fn core_rejection(e: &geopriv::Error) -> MapRejection {
     use geopriv::Error as E;
     let code = match e {
-        E::InvalidReport { reason } if reason.contains("another query set") => "other-map",
-        E::InvalidReport { reason } if reason.contains("another mechanism") => "other-mechanism",
-        E::InvalidReport { reason } if reason.contains("another per-device epsilon") => {
-            "other-epsilon"
+        E::InvalidReport { reason } if reason.contains("another query set") => MapCode::OtherMap,
+        E::InvalidReport { reason } if reason.contains("another mechanism") => {
+            MapCode::OtherMechanism
         }
-        E::Overflow { .. } => "overflow",
-        _ => "invalid-report",
+        E::InvalidReport { reason } if reason.contains("another per-device epsilon") => {
+            MapCode::OtherEpsilon
+        }
+        E::Overflow { .. } => MapCode::Overflow,
+        _ => MapCode::InvalidReport,
     };
     rejection(code, e)
 }
@@ -774,18 +816,18 @@ impl MapServer {
         let outcome = (|| {
             if record.len() > max {
                 return Err(rejection(
-                    "too-large",
+                    MapCode::TooLarge,
                     format!("report of {} bytes, above {max}", record.len()),
                 ));
             }
             let text = std::str::from_utf8(record)
-                .map_err(|e| rejection("malformed", format!("not UTF-8: {e}")))?;
+                .map_err(|e| rejection(MapCode::Malformed, format!("not UTF-8: {e}")))?;
             let text = text.trim_start_matches('\u{feff}').trim();
             if text.is_empty() {
-                return Err(rejection("empty", "empty report"));
+                return Err(rejection(MapCode::Empty, "empty report"));
             }
             let mut report: MapReport = serde_json::from_str(text)
-                .map_err(|e| rejection("malformed", format!("not a map report: {e}")))?;
+                .map_err(|e| rejection(MapCode::Malformed, format!("not a map report: {e}")))?;
             // Clipped first, as `geopriv map aggregate` does; counted once
             // the report is accepted.
             let clipped = clip.map_or(0, |c| c.clip(&mut report));
@@ -957,7 +999,7 @@ impl MapServer {
             if let Some((code, _)) = st
                 .rejections
                 .iter()
-                .find(|(c, n)| **n == 0 || !MAP_REJECTION_CODES.contains(&c.as_str()))
+                .find(|(c, n)| **n == 0 || !is_map_rejection_code(c))
             {
                 return Err(bad(format!(
                     "rejection code {} with its count is not one a map server writes",
@@ -1222,7 +1264,8 @@ mod tests {
         );
         // Its own state and every code a server writes restore.
         MapServer::from_json(honest.clone()).unwrap();
-        for code in MAP_REJECTION_CODES {
+        assert_eq!(MapCode::ALL.len(), 8);
+        for code in MapCode::ALL.iter().map(|c| c.as_str()) {
             let st = honest.replace(r#""empty":1,"malformed":1"#, &format!(r#""{code}":3"#));
             MapServer::from_json(st).unwrap();
         }

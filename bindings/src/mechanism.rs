@@ -35,9 +35,9 @@ pub enum MechanismName {
 /// What a device uploads after privatizing: the same report in two
 /// encodings, plus its fields for the app's own bookkeeping.
 ///
-/// Upload `json` (one line, no newline) or `bytes` (compact binary,
-/// 43 bytes for a threshold query); the server decodes either with
-/// `ReportPolicy.accept_json` / `accept_bytes`. Every field is public
+/// Upload `json` (one line, no newline) or `bytes` (compact binary
+/// version 3, 47 bytes for a threshold query); the server decodes either
+/// with `ReportPolicy.accept_json` / `accept_bytes`. Every field is public
 /// information once uploaded; the smooth sensitivity and the noise scale
 /// are deliberately absent (they would reveal x).
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]

@@ -231,8 +231,8 @@ mod tests {
         assert_eq!(policy.accept_json(format!("  {}\n", r.json)).unwrap(), got);
 
         let wrong_version = r.json.replace("\"version\":2", "\"version\":3");
-        let mut bytes_v2 = r.bytes.clone();
-        bytes_v2[0] = 3; // version 2 is current (report ids)
+        let mut bytes_v4 = r.bytes.clone();
+        bytes_v4[0] = 4; // binary version 3 is current (mandatory seeded byte, check)
         let mut truncated = r.bytes.clone();
         truncated.pop();
         let mut trailing = r.bytes.clone();
@@ -258,7 +258,7 @@ mod tests {
             (vec![0xff; 7], "malformed"),
             (truncated, "truncated"),
             (trailing, "trailing-bytes"),
-            (bytes_v2, "unsupported-version"),
+            (bytes_v4, "unsupported-version"),
         ] {
             assert_eq!(
                 code_of(policy.accept_bytes(bytes.clone()).unwrap_err()),

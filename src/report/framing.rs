@@ -243,19 +243,46 @@ mod tests {
 
     #[test]
     fn frames_match_postcard_cobs() {
-        // The version 2 body is the postcard tuple of its fields.
-        let r = threshold_report().with_report_id(crate::ReportId([9; 16]));
+        // The binary version 3 body is the postcard tuple of its fields,
+        // then its CRC-16; the frame is postcard's COBS of those bytes.
+        let r = threshold_report()
+            .with_report_id(crate::ReportId([9; 16]))
+            .with_seeded(true);
         let body = (
-            r.version,
+            3u16,
             &r.query,
             r.mechanism,
             r.epsilon,
             r.delta,
             r.value,
             r.report_id,
+            r.seeded,
         );
-        let theirs = postcard::to_allocvec_cobs(&body).unwrap();
-        assert_eq!(r.to_frame(), theirs);
-        assert_eq!(Report::from_frame(&theirs).unwrap(), r);
+        let mut raw = postcard::to_allocvec(&body).unwrap();
+        assert_eq!(raw.len(), 61);
+        let check = r.to_bytes()[61..].to_vec();
+        raw.extend_from_slice(&check);
+        assert_eq!(r.to_bytes(), raw);
+        let mut mine = Vec::new();
+        cobs_encode(&raw, &mut mine);
+        mine.push(0);
+        assert_eq!(r.to_frame(), mine);
+        assert_eq!(Report::from_frame(&mine).unwrap(), r);
+        // A frame cut anywhere is refused; only the frame without its
+        // terminator (which `from_frame` accepts) is the same report.
+        let f = r.to_frame();
+        for n in 0..f.len() - 1 {
+            assert!(Report::from_frame(&f[..n]).is_err(), "{n}");
+            assert!(frames(&f[..n]).all(|x| x.is_err()), "{n}");
+        }
+        assert_eq!(Report::from_frame(&f[..f.len() - 1]).unwrap(), r);
+        assert_eq!(
+            frames(&f[..f.len() - 1])
+                .next()
+                .unwrap()
+                .unwrap_err()
+                .code(),
+            "truncated"
+        );
     }
 }

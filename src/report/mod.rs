@@ -26,14 +26,33 @@
 //! `a-priori`, `ldp`.
 //!
 //! **Binary** ([`Report::to_bytes`], [`Report::from_bytes`]): the
-//! [postcard](https://docs.rs/postcard) encoding of the same serde model:
-//! varint version, varint query family index, its f64 parameters as 8
-//! little-endian bytes each (the KDE centre is prefixed by a varint length),
-//! varint mechanism index, then ε, δ and the value as 8-byte floats. A
-//! threshold report is 43 bytes. The version comes first so that a decoder
-//! can refuse a newer version before reading the rest. Enum variant indices
-//! are part of the format: new families and mechanisms are only ever
-//! appended.
+//! [postcard](https://docs.rs/postcard) encoding of the same serde model,
+//! binary version [`BINARY_VERSION`] (3): varint binary version, varint
+//! query family index, its f64 parameters as 8 little-endian bytes each
+//! (the KDE centre is prefixed by a varint length), varint mechanism
+//! index, ε, δ and the value as 8-byte floats, the report id as an option
+//! (`0x00`, or `0x01` and 16 bytes), the **mandatory** seeded byte (`0x00`
+//! or `0x01`), then the CRC-16/IBM-3740 of all of those, 2 bytes
+//! big-endian. A threshold report without id is 47 bytes, with one 63. The
+//! version comes first so that a decoder can refuse a newer version before
+//! reading the rest. Enum variant indices are part of the format: new
+//! families and mechanisms are only ever appended.
+//!
+//! *No proper prefix of a binary report is a binary report*: every field
+//! has its fixed place (postcard decodes a field's length from the bytes
+//! before it), the seeded byte is always there, and the check comes last,
+//! so a cut report runs out inside the body or inside the check and is
+//! refused as [`Rejection::Truncated`](crate::server::Rejection::Truncated).
+//! The check catches every single damaged byte (any burst of up to 16 bits)
+//! and all but 2⁻¹⁶ of other damage, as `malformed`.
+//!
+//! *Legacy binary versions 1 and 2* (written before binary version 3: the
+//! body without the seeded byte and check, then one optional `0x01` byte
+//! for seeded reports) are still read, so devices in the field keep
+//! working. For those frames alone a seeded report cut by its last byte
+//! reads as the unseeded report with the same value and id; the default
+//! policy, which refuses seeded reports, would count it. Writers only
+//! write version 3.
 //!
 //! **Binary streams** ([`Report::to_frame`], [`frames`], and with `std`
 //! `read_frames`/`write_frame`): each report's postcard bytes are
@@ -42,15 +61,20 @@
 //! never contains `0x00`, so the zero byte delimits frames unambiguously: a
 //! reader splits on it, and after a corrupted or truncated frame it
 //! resynchronizes at the next zero instead of losing the rest of the
-//! stream (which a length prefix would).
+//! stream (which a length prefix would). A cut frame decodes to a cut
+//! report (COBS decodes a prefix to a prefix), so it is refused as well;
+//! the stream readers also refuse bytes after the last `0x00`.
 //!
-//! **Format version 1, seeded-flag revision.** A report whose noise came
-//! from a seeded (reproducible, not secure) generator says so: `"seeded":
-//! true` at the end of the JSON object, one `0x01` byte after the binary
-//! body. Unseeded reports are written exactly as before the flag existed
-//! (the field is absent, which means false), so old reports still decode
-//! and the version stays 1; a server that predates the flag refuses seeded
-//! reports (unknown field, trailing byte), which is the safe answer.
+//! **The seeded flag.** A report whose noise came from a seeded
+//! (reproducible, not secure) generator says so: `"seeded": true` at the
+//! end of the JSON object, the seeded byte in binary. In JSON an unseeded
+//! report is written exactly as before the flag existed (the field is
+//! absent, which means false), and the flag cannot be lost by a cut: a
+//! JSON object ends with its closing brace, so a cut line is refused as
+//! truncated, and the field is named, so no damage to one byte turns
+//! `"seeded":true` into a valid unseeded report. A server that predates
+//! the flag refuses seeded reports (unknown field, trailing byte; binary
+//! version 3 as an unsupported version), which is the safe answer.
 //!
 //! # Validation
 //!
@@ -97,11 +121,29 @@ pub use framing::{frames, Frames};
 pub use framing::{read_frames, read_json_lines};
 pub use id::ReportId;
 
+/// The binary version this crate writes ([`Report::to_bytes`]): the varint
+/// that starts every binary report. Binary version 3 carries a format
+/// version 2 report ([`FORMAT_VERSION`], the `version` field and JSON's
+/// `"version"` stay 2) in the checked layout: the seeded marker is a
+/// mandatory byte and a CRC-16 ends the report, so no proper prefix of a
+/// binary report is one, and a damaged byte is detected. Binary versions 1
+/// and 2 (the report versions themselves, an optional trailing seeded
+/// byte, no check) are still read.
+///
+/// ```
+/// use geopriv::{report::BINARY_VERSION, MechanismName, QueryDescriptor, Report};
+/// let q = QueryDescriptor::Threshold { threshold: 1e5, width: 2e4 };
+/// let r = Report::new(q, MechanismName::Polyplace, 1e-3, 0.0, 0.73);
+/// assert_eq!(r.to_bytes()[0] as u16, BINARY_VERSION);
+/// assert_eq!(Report::from_bytes(&r.to_bytes()).unwrap().version, 2);
+/// ```
+pub const BINARY_VERSION: u16 = 3;
+
 /// The version of the report format this crate writes. Version 2 added
 /// the optional `report_id` (16 random bytes): in JSON a field, in the
 /// binary form an option after the value (`0x00`, or `0x01` and the 16
-/// bytes), before the optional seeded byte. Version 1 reports (no id) are
-/// still read ([`MIN_FORMAT_VERSION`]).
+/// bytes). Version 1 reports (no id) are still read ([`MIN_FORMAT_VERSION`]).
+/// The binary form has its own version number ([`BINARY_VERSION`]).
 pub const FORMAT_VERSION: u16 = 2;
 
 /// The oldest report format version this crate reads.
@@ -135,10 +177,11 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_id: Option<ReportId>,
     /// The noise came from a seeded (reproducible, NOT secure) generator.
-    /// Written only when true (`"seeded":true`, or one trailing `0x01`
-    /// byte in the binary form); absent means false, so reports written
-    /// before the flag existed read as not seeded, and servers that
-    /// predate it refuse seeded reports (unknown field / trailing byte).
+    /// In JSON written only when true (`"seeded":true`; absent means
+    /// false, so reports written before the flag existed read as not
+    /// seeded, and servers that predate it refuse seeded reports as an
+    /// unknown field); in binary version 3 a mandatory byte (legacy binary
+    /// versions: one optional trailing `0x01` byte).
     #[serde(default, skip_serializing_if = "is_false")]
     pub seeded: bool,
 }
@@ -212,7 +255,9 @@ pub(crate) mod tests {
             threshold_report().to_json_line(),
             r#"{"version":2,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#
         );
-        assert_eq!(threshold_report().to_bytes().len(), 44);
+        // Binary version 3: 44 bytes of body (the id option included), the
+        // seeded byte and 2 check bytes.
+        assert_eq!(threshold_report().to_bytes().len(), 47);
     }
 
     #[test]
@@ -226,20 +271,22 @@ pub(crate) mod tests {
         );
         assert_eq!(Report::from_json(&json).unwrap(), r);
         let bytes = r.to_bytes();
-        assert_eq!(bytes.len(), 44 + 16);
+        assert_eq!(bytes.len(), 47 + 16);
         assert_eq!(Report::from_bytes(&bytes).unwrap(), r);
         let seeded = r.clone().with_seeded(true);
         assert_eq!(Report::from_bytes(&seeded.to_bytes()).unwrap(), seeded);
         assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
         // A version 1 report (written before ids existed) reads as one
-        // without an id, in both encodings, and is still valid.
+        // without an id, in both encodings, and is still valid. Through
+        // binary version 3 it comes back as version 2 without an id (the
+        // same content; the JSON `version` is the only difference).
         let v1_json = r#"{"version":1,"query":{"threshold":{"threshold":100000.0,"width":20000.0}},"mechanism":"polyplace","epsilon":0.001,"delta":0.0,"value":0.7315}"#;
         let old = Report::from_json(v1_json).unwrap();
         assert_eq!((old.version, old.report_id), (1, None));
         assert_eq!(old.to_json_line(), v1_json);
         let old_bytes = old.to_bytes();
-        assert_eq!(old_bytes.len(), 43);
-        assert_eq!(Report::from_bytes(&old_bytes).unwrap(), old);
+        assert_eq!((old_bytes[0], old_bytes.len()), (3, 47));
+        assert_eq!(Report::from_bytes(&old_bytes).unwrap(), threshold_report());
         let policy = ValidationPolicy::new(1.0, 0.0).unwrap();
         assert_eq!(policy.validate(&old), Ok(()));
         assert_eq!(policy.validate(&r), Ok(()));
@@ -249,6 +296,8 @@ pub(crate) mod tests {
             Report::from_json(&bad),
             Err(Rejection::Malformed { .. })
         ));
+        // A report version this crate does not read goes out under a
+        // binary version it does not read either.
         let mut v3 = r.clone();
         v3.version = 3;
         assert_eq!(
@@ -257,12 +306,17 @@ pub(crate) mod tests {
         );
         assert!(matches!(
             Report::from_bytes(&v3.to_bytes()),
-            Err(Rejection::UnsupportedVersion { found: 3 })
+            Err(Rejection::UnsupportedVersion { found: 4 })
+        ));
+        v3.version = 0;
+        assert!(matches!(
+            Report::from_bytes(&v3.to_bytes()),
+            Err(Rejection::UnsupportedVersion { found: 4 })
         ));
     }
 
     #[test]
-    fn the_seeded_flag_is_optional_on_the_wire() {
+    fn the_seeded_flag_is_optional_in_json_and_mandatory_in_binary() {
         let plain = threshold_report();
         let seeded = threshold_report().with_seeded(true);
         let json = seeded.to_json_line();
@@ -273,10 +327,17 @@ pub(crate) mod tests {
         assert_eq!(Report::from_json(&json).unwrap(), seeded);
         // Absent = false (reports written before the flag existed).
         assert!(!Report::from_json(&plain.to_json_line()).unwrap().seeded);
-        let bytes = seeded.to_bytes();
-        assert_eq!(bytes.len(), 45);
-        assert_eq!(bytes[..44], plain.to_bytes()[..]);
-        assert_eq!(Report::from_bytes(&bytes).unwrap(), seeded);
+        // A cut JSON line never loses the flag: it is refused.
+        for n in 0..json.len() {
+            assert!(Report::from_json(&json[..n]).is_err(), "{n}");
+        }
+        // Binary: the seeded byte is always there, before the check.
+        let (b, p) = (seeded.to_bytes(), plain.to_bytes());
+        assert_eq!(b.len(), 47);
+        assert_eq!(b.len(), p.len());
+        assert_eq!((b[44], p[44]), (1, 0));
+        assert_eq!(b[..44], p[..44]);
+        assert_eq!(Report::from_bytes(&b).unwrap(), seeded);
         assert_eq!(Report::from_frame(&seeded.to_frame()).unwrap(), seeded);
         let mut odd = plain.to_bytes();
         odd.push(0);

@@ -2,7 +2,9 @@
 //! accepts, and every refusal is a [`Rejection`] that says why.
 
 use crate::error::{Error, Result};
-use crate::report::{QueryDescriptor, QueryKey, Report, FORMAT_VERSION, MIN_FORMAT_VERSION};
+use crate::report::{
+    QueryDescriptor, QueryKey, Report, BINARY_VERSION, FORMAT_VERSION, MIN_FORMAT_VERSION,
+};
 use crate::server::escape::Untrusted;
 use crate::MechanismName;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -35,7 +37,8 @@ pub enum Rejection {
     },
     /// A format version this server does not read.
     UnsupportedVersion {
-        /// The version in the report.
+        /// The version in the report (for binary input, its binary
+        /// version, [`BINARY_VERSION`](crate::report::BINARY_VERSION)).
         found: u16,
     },
     /// The value is NaN or infinite.
@@ -140,7 +143,7 @@ impl fmt::Display for Rejection {
             }
             Rejection::UnsupportedVersion { found } => write!(
                 f,
-                "report format version {found} is not supported (this server reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"
+                "report format version {found} is not supported (this server reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION}, binary versions {MIN_FORMAT_VERSION} to {BINARY_VERSION})"
             ),
             Rejection::NonFiniteValue { value } => {
                 write!(f, "released value {value} is not a finite number")

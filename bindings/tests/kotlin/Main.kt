@@ -498,6 +498,36 @@ private fun locationTests() {
 
 // ---- reports and the server's policy ----
 
+/** CRC-16/IBM-3740 (poly 0x1021, init 0xFFFF), the check of binary version 3. */
+private fun crc16(bytes: ByteArray): Int {
+    var crc = 0xffff
+    for (b in bytes) {
+        crc = crc xor ((b.toInt() and 0xff) shl 8)
+        repeat(8) { crc = if (crc and 0x8000 != 0) ((crc shl 1) xor 0x1021) and 0xffff else (crc shl 1) and 0xffff }
+    }
+    return crc
+}
+
+/**
+ * A polyplace threshold(100000, 20000) report at epsilon 1/8000 built by hand:
+ * binary version 2 (legacy: optional trailing 0x01 when seeded) or 3 (mandatory
+ * seeded byte, then the CRC-16 big-endian), as README's report format section says.
+ */
+private fun thresholdWire(version: Int, value: Double, reportId: ByteArray?, seeded: Boolean): ByteArray {
+    val buf = java.nio.ByteBuffer.allocate(80).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+    buf.put(version.toByte()).put(0).putDouble(100_000.0).putDouble(20_000.0).put(0)
+    buf.putDouble(1.0 / 8000).putDouble(0.0).putDouble(value)
+    if (reportId == null) buf.put(0) else buf.put(1).put(reportId)
+    if (version == 2) {
+        if (seeded) buf.put(1)
+        return buf.array().copyOf(buf.position())
+    }
+    buf.put(if (seeded) 1 else 0)
+    val body = buf.array().copyOf(buf.position())
+    val c = crc16(body)
+    return body + byteArrayOf((c shr 8).toByte(), c.toByte())
+}
+
 private fun reportCode(e: GeoprivException): String = (e.message ?: "").substringAfterLast('[').substringBefore(']')
 
 private fun reportTests() {
@@ -536,11 +566,11 @@ private fun reportTests() {
                 expect(reportCode(e) == code) { "'$json': code ${reportCode(e)}, expected $code (${e.message})" }
             }
         }
-        val v2 = r.bytes.copyOf().also { it[0] = 3 } // version 2 is current (report ids)
+        val v4 = r.bytes.copyOf().also { it[0] = 4 } // binary version 3 is current (mandatory seeded byte, check)
         val badBytes = listOf(
             ByteArray(0) to "empty", ByteArray(7) { 0xff.toByte() } to "malformed",
             r.bytes.copyOf(r.bytes.size - 1) to "truncated", r.bytes + byteArrayOf(0) to "trailing-bytes",
-            v2 to "unsupported-version", "garbage!".toByteArray() to "",
+            v4 to "unsupported-version", "garbage!".toByteArray() to "",
             r.json.toByteArray() to "",
         )
         for ((bytes, code) in badBytes) {
@@ -696,6 +726,75 @@ private fun budgetTests() {
         assertThrows<GeoprivException.InvalidReport>("seeded bytes", "[seeded]") { policy.acceptBytes(r.bytes) }
         expect(policy.acceptSeeded().acceptJson(r.json).seeded) { "acceptSeeded" }
         expect(!policy.acceptJson(secure.json).seeded) { "secure report" }
+    }
+
+    test("binary reports: no proper prefix is a report, seeded stays refused, legacy version 2 still read (attack7 O3)") {
+        expect(crc16(byteArrayOf(0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39)) == 0x29B1) { "CRC-16/IBM-3740" }
+        val queries = listOf(
+            GeoQuery.threshold(100.0, 10.0) to listOf(42.0),
+            GeoQuery.interval(10.0, 90.0, 10.0) to listOf(42.0),
+            GeoQuery.twoWay(30.0, 70.0, 10.0) to listOf(42.0, 42.0),
+            GeoQuery.kde(listOf(1.0, 2.0), 5.0) to listOf(1.5, 2.5),
+        )
+        val lax = ReportPolicy(1.0, 1e-5).allowLdp(1.0)
+        var n = 0
+        for ((name, make) in allMechanisms(0.05)) {
+            for (seed in listOf<ULong?>(null, 5uL)) {
+                val m0 = make()
+                val mech = if (seed == null) m0 else m0.seeded(seed)
+                for ((query, x) in queries) {
+                    val r = try {
+                        mech.privatizeUnmetered(query, x)
+                    } catch (e: GeoprivException.InvalidParameter) {
+                        continue // a family this mechanism does not answer
+                    }
+                    n++
+                    val b = r.bytes
+                    expect(b[0] == 3.toByte() && b[b.size - 3] == (if (seed == null) 0 else 1).toByte()) { "$name ${b.toList()}" }
+                    expect(lax.acceptSeeded().acceptBytes(b).value == r.value) { "$name round trip" }
+                    if (seed != null) assertThrows<GeoprivException.InvalidReport>("$name seeded", "[seeded]") { lax.acceptBytes(b) }
+                    for (cut in 0 until b.size) {
+                        try {
+                            lax.acceptSeeded().acceptBytes(b.copyOf(cut))
+                            throw AssertionError("$name: $cut of ${b.size} bytes accepted")
+                        } catch (e: GeoprivException.InvalidReport) {
+                            val want = if (cut == 0) "empty" else "truncated"
+                            expect(reportCode(e) == want) { "$name cut $cut: ${reportCode(e)}" }
+                        }
+                    }
+                }
+            }
+        }
+        expect(n >= 50) { "only $n reports" }
+        // The library's bytes are the documented layout.
+        val plain = GeoMechanism.polyplace(1.0 / 8000).privatizeUnmetered(GeoQuery.threshold(100_000.0, 20_000.0), listOf(123_456.0))
+        val plainId = if (plain.bytes[43] == 1.toByte()) plain.bytes.copyOfRange(44, 60) else null
+        expect(plain.bytes.contentEquals(thresholdWire(3, plain.value, plainId, false))) { "layout ${plain.bytes.toList()}" }
+        // Binary version 3 with an id: every cut refused, no id read from one.
+        val rid = ByteArray(16) { it.toByte() }
+        val ridHex = rid.joinToString("") { "%02x".format(it) }
+        val v3 = thresholdWire(3, 0.25, rid, true)
+        expect(reportIdOfFrame(v3) == ridHex) { "${reportIdOfFrame(v3)}" }
+        val strict = ReportPolicy(1e-3, 0.0)
+        assertThrows<GeoprivException.InvalidReport>("seeded v3", "[seeded]") { strict.acceptBytes(v3) }
+        for (cut in 0 until v3.size) {
+            expect(reportIdOfFrame(v3.copyOf(cut)) == null) { "id of a $cut-byte cut" }
+            assertThrows<GeoprivException.InvalidReport>("v3 cut $cut") { strict.acceptBytes(v3.copyOf(cut)) }
+        }
+        // One damaged byte anywhere (the seeded byte 1 -> 0 included) is refused.
+        for (pos in v3.indices) {
+            for (x in listOf(0x01, 0x80, 0xff)) {
+                val bad = v3.copyOf().also { it[pos] = (it[pos].toInt() xor x).toByte() }
+                assertThrows<GeoprivException.InvalidReport>("damage $pos^$x") { strict.acceptSeeded().acceptBytes(bad) }
+            }
+        }
+        // Legacy binary version 2 (devices in the field) is still read, with
+        // the documented hole: its seeded report cut by the last byte is unseeded.
+        val old = thresholdWire(2, 0.25, rid, true)
+        expect(old.size == 61 && reportIdOfFrame(old) == ridHex) { "${old.size}" }
+        assertThrows<GeoprivException.InvalidReport>("seeded v2", "[seeded]") { strict.acceptBytes(old) }
+        val got = strict.acceptBytes(old.copyOf(60))
+        expect(!got.seeded && got.value == 0.25 && reportIdOfFrame(old.copyOf(60)) == ridHex) { "$got" }
     }
 }
 

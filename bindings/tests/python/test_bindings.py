@@ -9,10 +9,12 @@ the exit code is non-zero when anything failed.
 The checks mirror bindings/tests/kotlin/Main.kt.
 """
 
+import binascii
 import math
 import os
 import random
 import re
+import struct
 import sys
 import threading
 import time
@@ -46,6 +48,7 @@ from geopriv_ffi import (
     library_version,
     plan_schedule,
     project,
+    report_id_of_frame,
     schedule_noise_constant,
     smooth_noisy_max_beta,
     smooth_noisy_max_select,
@@ -532,13 +535,13 @@ def _():
             raise AssertionError(f"accepted {line!r}")
         except InvalidReport as e:
             expect(report_code(e) == code, f"{line!r}: code {report_code(e)}, expected {code} ({e})")
-    v2 = bytes([3]) + r.bytes[1:]  # version 2 is current (report ids)
+    v4 = bytes([4]) + r.bytes[1:]  # binary version 3 is current (mandatory seeded byte, check)
     bad_bytes = [
         (b"", "empty"),
         (b"\xff" * 7, "malformed"),
         (r.bytes[:-1], "truncated"),
         (r.bytes + b"\x00", "trailing-bytes"),
-        (v2, "unsupported-version"),
+        (v4, "unsupported-version"),
         (b"garbage!", ""),
         (r.json.encode(), ""),
     ]
@@ -694,6 +697,81 @@ def _():
     assert_raises(InvalidReport, "seeded bytes", lambda: policy.accept_bytes(r.bytes), "[seeded]")
     expect(policy.accept_seeded().accept_json(r.json).seeded, "accept_seeded")
     expect(not policy.accept_json(secure.json).seeded, "secure report")
+
+
+def threshold_wire(version, value, report_id=None, seeded=False):
+    """A polyplace threshold(100000, 20000) report at epsilon 1/8000 built by
+    hand: binary version 2 (legacy: optional trailing 0x01 when seeded) or 3
+    (mandatory seeded byte, then CRC-16/IBM-3740 big-endian), as README's
+    report format section describes it."""
+    b = bytes([version, 0]) + struct.pack("<dd", 100_000.0, 20_000.0) + bytes([0])
+    b += struct.pack("<ddd", 1 / 8000, 0.0, value)
+    b += b"\x00" if report_id is None else b"\x01" + report_id
+    if version == 2:
+        return b + (b"\x01" if seeded else b"")
+    b += bytes([seeded])
+    return b + binascii.crc_hqx(b, 0xFFFF).to_bytes(2, "big")
+
+
+@test("binary reports: no proper prefix is a report, seeded stays refused, legacy version 2 still read (attack7 O3)")
+def _():
+    expect(binascii.crc_hqx(b"123456789", 0xFFFF) == 0x29B1, "CRC-16/IBM-3740 check value")
+    queries = [
+        (GeoQuery.threshold(100.0, 10.0), [42.0]),
+        (GeoQuery.interval(10.0, 90.0, 10.0), [42.0]),
+        (GeoQuery.two_way(30.0, 70.0, 10.0), [42.0, 42.0]),
+        (GeoQuery.kde([1.0, 2.0], 5.0), [1.5, 2.5]),
+    ]
+    policy = ReportPolicy(1.0, 1e-5).allow_ldp(1.0)
+    n = 0
+    for name, make in all_mechanisms(0.05):
+        for seed in [None, 5]:
+            m = make() if seed is None else make().seeded(seed)
+            for q, x in queries:
+                try:
+                    r = m.privatize_unmetered(q, x)
+                except InvalidParameter:
+                    continue  # a family this mechanism does not answer
+                n += 1
+                b = r.bytes
+                expect(b[0] == 3 and b[-3] == (1 if seed is not None else 0), f"{name} {b!r}")
+                expect(policy.accept_seeded().accept_bytes(b).value == r.value, f"{name} round trip")
+                if seed is not None:
+                    assert_raises(InvalidReport, f"{name} seeded", lambda: policy.accept_bytes(b), "[seeded]")
+                for cut in range(len(b)):
+                    try:
+                        policy.accept_seeded().accept_bytes(b[:cut])
+                        raise AssertionError(f"{name}: {cut} of {len(b)} bytes accepted")
+                    except InvalidReport as e:
+                        code = report_code(e)
+                        expect(code == ("empty" if cut == 0 else "truncated"), f"{name} cut {cut}: {code}")
+    expect(n >= 50, f"only {n} reports")
+    # The library's bytes are the documented layout.
+    r = REPORT_M.privatize_unmetered(REPORT_Q, [123_456.0])
+    rid = r.bytes[44:60] if r.bytes[43] == 1 else None  # the report's id, if it has one
+    expect(r.bytes == threshold_wire(3, r.value, rid), (r.bytes, threshold_wire(3, r.value, rid)))
+    # Binary version 3 with an id: every cut refused, no id read from one.
+    rid = bytes(range(16))
+    v3 = threshold_wire(3, 0.25, rid, seeded=True)
+    expect(report_id_of_frame(v3) == rid.hex(), report_id_of_frame(v3))
+    strict = ReportPolicy(1e-3, 0.0)
+    assert_raises(InvalidReport, "seeded v3", lambda: strict.accept_bytes(v3), "[seeded]")
+    for cut in range(len(v3)):
+        expect(report_id_of_frame(v3[:cut]) is None, f"id of a {cut}-byte cut")
+        assert_raises(InvalidReport, f"v3 cut {cut}", lambda: strict.accept_bytes(v3[:cut]))
+    # One damaged byte anywhere (the seeded byte 1 -> 0 included) is refused.
+    for pos in range(len(v3)):
+        for x in (0x01, 0x80, 0xFF):
+            bad = bytearray(v3)
+            bad[pos] ^= x
+            assert_raises(InvalidReport, f"damage {pos}^{x}", lambda: strict.accept_seeded().accept_bytes(bytes(bad)))
+    # Legacy binary version 2 (devices in the field) is still read, with the
+    # documented hole: its seeded report cut by the last byte is unseeded.
+    old = threshold_wire(2, 0.25, rid, seeded=True)
+    expect(len(old) == 61 and report_id_of_frame(old) == rid.hex(), len(old))
+    assert_raises(InvalidReport, "seeded v2", lambda: strict.accept_bytes(old), "[seeded]")
+    got = strict.accept_bytes(old[:60])
+    expect(not got.seeded and got.value == 0.25 and report_id_of_frame(old[:60]) == rid.hex(), got)
 
 
 # ---- aggregation ----
