@@ -432,28 +432,10 @@ fn legacy_binary_reports_are_still_read_with_their_documented_hole() {
     }
 }
 
-/// COBS encoding with the terminator (as `Report::to_frame` frames bytes).
+/// COBS encoding with the terminator (as `Report::to_frame` frames bytes),
+/// by the `cobs` crate: an encoder independent of the one under test.
 fn cobs(raw: &[u8]) -> Vec<u8> {
-    let mut out = vec![0];
-    let (mut code_at, mut code) = (0usize, 1u8);
-    for &b in raw {
-        if b == 0 {
-            out[code_at] = code;
-            code_at = out.len();
-            out.push(0);
-            code = 1;
-        } else {
-            out.push(b);
-            code += 1;
-            if code == 0xff {
-                out[code_at] = code;
-                code_at = out.len();
-                out.push(0);
-                code = 1;
-            }
-        }
-    }
-    out[code_at] = code;
+    let mut out = ::cobs::encode_vec(raw);
     out.push(0);
     out
 }
