@@ -100,7 +100,7 @@ pub struct AggregateArgs {
     /// dropped as a duplicate. Memory: a hash set of 16-byte ids, about
     /// 34 bytes per id once full but up to about 58 while it doubles (its
     /// old and new tables at once): at most about 54 MB at the default
-    /// 2^20 (measured: 52 MB above the process's 7 MB, docs/ATTACK-8.md).
+    /// 2^20.
     /// Past this many ids, repeats of the remembered ones are still
     /// dropped, but new ids are counted without being remembered (a later
     /// repeat of one of them is counted again); the summary says how many.
