@@ -21,7 +21,8 @@
 //!   `duplicates`, neither accepted nor rejected); an id is remembered only
 //!   once its report is accepted, so a refused record never censors a
 //!   later valid one. At most `ServerConfig.max_report_ids` ids are
-//!   remembered (2^20 by default, about 36 MB at the fullest, the CLI's
+//!   remembered (2^20 by default, about 36 MB once full and at most about
+//!   54 MB while the set doubles, the CLI's
 //!   `--max-report-ids`); past that, as in the CLI, new ids are accepted
 //!   without being remembered and counted in `unchecked` (a later repeat
 //!   of one of them is counted again). The ids live in one server only: a
@@ -49,10 +50,12 @@ use crate::{guard, lock, GeoprivError, MechanismName};
 pub const MAX_LISTED_REJECTIONS: usize = 1000;
 
 /// Default of `ServerConfig.max_report_ids` (and of `MapServer`): 2^20
-/// ids, at most about 36 MB (`geopriv aggregate --max-report-ids`).
+/// ids, about 36 MB once full, at most about 54 MB while the set doubles
+/// (`geopriv aggregate --max-report-ids`).
 pub const DEFAULT_MAX_REPORT_IDS: u64 = 1 << 20;
 
-/// Largest `max_report_ids` (2^26 ids, at most about 2.3 GB; the CLI's
+/// Largest `max_report_ids` (2^26 ids, about 2.3 GB once full, at most
+/// about 3.4 GB while the set doubles; the CLI's
 /// limit).
 pub const MAX_REPORT_IDS_LIMIT: u64 = 1 << 26;
 

@@ -97,8 +97,10 @@ pub struct AggregateArgs {
     pub buckets: u32,
     /// Report ids remembered to count a repeated report once (as the
     /// collector does): a report whose `report_id` was accepted before is
-    /// dropped as a duplicate. Memory: a hash set of 16-byte ids, at most
-    /// about 34 bytes per id at its fullest (36 MB at the default 2^20).
+    /// dropped as a duplicate. Memory: a hash set of 16-byte ids, about
+    /// 34 bytes per id once full but up to about 58 while it doubles (its
+    /// old and new tables at once): at most about 54 MB at the default
+    /// 2^20.
     /// Past this many ids, repeats of the remembered ones are still
     /// dropped, but new ids are counted without being remembered (a later
     /// repeat of one of them is counted again); the summary says how many.
@@ -116,10 +118,12 @@ pub struct AggregateArgs {
     pub threads: Option<usize>,
 }
 
-/// Default of `--max-report-ids`: 2^20 ids (at most about 36 MB).
+/// Default of `--max-report-ids`: 2^20 ids (about 36 MB once full, at
+/// most about 54 MB while the set doubles; docs/ATTACK-8.md).
 pub const DEFAULT_MAX_REPORT_IDS: usize = 1 << 20;
 
-/// Largest `--max-report-ids` (2^26 ids, at most about 2.3 GB).
+/// Largest `--max-report-ids` (2^26 ids: about 2.3 GB once full, at most
+/// about 3.4 GB while the set doubles).
 pub const MAX_REPORT_IDS_LIMIT: usize = 1 << 26;
 
 /// Counting each `report_id` once (moved to the core: `map aggregate`

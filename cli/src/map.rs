@@ -261,7 +261,8 @@ pub enum MapCommand {
         /// `aggregate` and the collector do: a report whose `report_id` was
         /// accepted before is dropped as a duplicate (an id is remembered
         /// only once its report is accepted; at most 67108864; about 34
-        /// bytes per id). Past this many ids, new ids are counted without
+        /// bytes per id once full, up to about 58 while the set doubles).
+        /// Past this many ids, new ids are counted without
         /// being remembered; the summary says how many. Reports without an
         /// id are all counted.
         #[arg(long, value_name = "N", default_value_t = crate::aggregate::DEFAULT_MAX_REPORT_IDS)]
@@ -282,7 +283,8 @@ pub enum MapCommand {
         #[arg(long)]
         reports: Option<std::path::PathBuf>,
         /// Report ids remembered for --reports (as `map aggregate`'s; at
-        /// most 67108864, about 34 bytes per id); past this many, new ids
+        /// most 67108864, about 34 bytes per id once full, up to about 58
+        /// while the set doubles); past this many, new ids
         /// are counted without being remembered.
         #[arg(long, value_name = "N", default_value_t = crate::aggregate::DEFAULT_MAX_REPORT_IDS)]
         max_report_ids: usize,

@@ -443,4 +443,164 @@ mod tests {
         }
         assert!(fast > texts.len() / 2, "{fast}");
     }
+
+    /// attack8: adversarial decimals against `str::parse`, bit for bit,
+    /// on whole tokens: 1-25 digit mantissas (leading and trailing zeros,
+    /// around 2^53 and 10^19), exponents near ±22, ±308 and ±324
+    /// (subnormals, overflow), signs, `-0` and `-0.0`, and spellings
+    /// outside the JSON grammar (`.5`, `5.`, `1e`, `+1`, `01`, `1e+`),
+    /// which must be refused. A token is taken iff it is a JSON number,
+    /// not the integer `-0`, and finite; then with `str::parse`'s bits.
+    #[test]
+    fn attack8_adversarial_decimals_match_str_parse() {
+        use rand::{Rng, SeedableRng};
+        fn json_number(t: &[u8]) -> bool {
+            let mut i = 0;
+            if t.first() == Some(&b'-') {
+                i += 1;
+            }
+            match t.get(i) {
+                Some(b'0') => i += 1,
+                Some(b'1'..=b'9') => {
+                    while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
+                        i += 1;
+                    }
+                }
+                _ => return false,
+            }
+            if t.get(i) == Some(&b'.') {
+                i += 1;
+                let d = i;
+                while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
+                    i += 1;
+                }
+                if i == d {
+                    return false;
+                }
+            }
+            if matches!(t.get(i), Some(b'e' | b'E')) {
+                i += 1;
+                if matches!(t.get(i), Some(b'+' | b'-')) {
+                    i += 1;
+                }
+                let d = i;
+                while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
+                    i += 1;
+                }
+                if i == d {
+                    return false;
+                }
+            }
+            i == t.len()
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+        let digits = |rng: &mut rand::rngs::StdRng, n: usize| -> String {
+            (0..n)
+                .map(|_| {
+                    let c: u32 = rng.random_range(0..14);
+                    // Bias to 0 and 9 (carries, trailing/leading zeros).
+                    (b'0'
+                        + match c {
+                            10 | 11 => 0,
+                            12 | 13 => 9,
+                            d => d as u8,
+                        }) as char
+                })
+                .collect()
+        };
+        let (mut taken, mut refused, mut n) = (0u64, 0u64, 0u64);
+        let mut check = |t: &str| {
+            n += 1;
+            let mut c = Cursor {
+                s: t.as_bytes(),
+                i: 0,
+            };
+            let got = c.number().filter(|_| c.i == t.len());
+            let want = if json_number(t.as_bytes()) && t != "-0" {
+                t.parse::<f64>().ok().filter(|v| v.is_finite())
+            } else {
+                None
+            };
+            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{t}");
+            if got.is_some() {
+                taken += 1;
+            } else {
+                refused += 1;
+            }
+        };
+        for t in [
+            "-0",
+            "-0.0",
+            "0",
+            "0.0",
+            "-0e5",
+            "0e-999999999999",
+            "1e",
+            ".5",
+            "5.",
+            "+1",
+            "01",
+            "1e+",
+            "-",
+            "",
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "2.4703282292062327e-324",
+            "2.4703282292062328e-324",
+            "4.9406564584124654e-324",
+            "1.7976931348623157e308",
+            "1.7976931348623158e308",
+            "1.7976931348623159e308",
+            "9007199254740993",
+            "9007199254740993e-22",
+            "9007199254740992e22",
+            "9007199254740993e22",
+            "1E22",
+            "1e23",
+            "8.98846567431158e307",
+            "1e-22",
+            "123456789012345678901234567890e-30",
+        ] {
+            check(t);
+        }
+        for _ in 0..400_000 {
+            let lead = if rng.random_range(0..4) == 0 { "0" } else { "" };
+            let int_len = rng.random_range(0..21usize);
+            let frac_len = rng.random_range(0..21usize);
+            let mut t = String::new();
+            if rng.random_range(0..3) == 0 {
+                t.push('-');
+            }
+            t.push_str(lead);
+            t.push_str(&digits(&mut rng, int_len));
+            if rng.random_range(0..3) != 0 {
+                t.push('.');
+                t.push_str(&digits(&mut rng, frac_len));
+            }
+            if rng.random_range(0..2) == 0 {
+                t.push(if rng.random() { 'e' } else { 'E' });
+                match rng.random_range(0..3) {
+                    0 => t.push('-'),
+                    1 => t.push('+'),
+                    _ => {}
+                }
+                let centre = [0i32, 22, 23, 290, 308, 309, 324, 343][rng.random_range(0..8)];
+                let e = (centre + rng.random_range(-25..=25)).max(0);
+                if rng.random_range(0..50) != 0 {
+                    t.push_str(&e.to_string());
+                }
+            }
+            check(&t);
+            // Around 2^53 with a decimal point somewhere and an exponent.
+            let m: u64 = (1u64 << 53) + rng.random_range(0..64) - 32;
+            let ms = m.to_string();
+            let k = rng.random_range(1..ms.len());
+            let e: i32 = rng.random_range(-30..=30);
+            check(&std::format!("{}.{}e{e}", &ms[..k], &ms[k..]));
+            check(&std::format!("{m}e{e}"));
+        }
+        std::eprintln!("{n} tokens: {taken} taken with str::parse bits, {refused} refused");
+        assert!(taken > n / 3, "{taken} of {n}");
+    }
 }

@@ -2345,7 +2345,10 @@ fn absorb_into(
 /// remembered only once its report is accepted, so a garbage record
 /// carrying an id cannot censor a later valid one; a report whose id was
 /// remembered is dropped as a duplicate. At most `cap` ids are remembered
-/// (about 34 bytes each at the fullest); past that new ids are accepted
+/// (about 34 bytes each once full; while the set doubles, its old and new
+/// tables at once: 17 bytes per slot over at most 3·2^⌈log2(8·cap/7)⌉/2
+/// slots, up to about 58 bytes per id of `cap`, 54 MB for 2^20, measured
+/// in docs/ATTACK-8.md); past that new ids are accepted
 /// without being remembered and counted in [`Dedup::unchecked`].
 #[derive(Debug, Default)]
 pub struct Dedup {
