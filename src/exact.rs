@@ -295,6 +295,82 @@ pub(crate) fn sub(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
+/// The number of significant bits of a trimmed magnitude (0 for zero).
+fn bit_length(words: &[u32]) -> u32 {
+    words
+        .last()
+        .map_or(0, |&top| words.len() as u32 * 32 - top.leading_zeros())
+}
+
+/// words · 2^k.
+fn shift_left(words: &[u32], k: u32) -> Vec<u32> {
+    if words.is_empty() {
+        return Vec::new();
+    }
+    let (whole, part) = ((k / 32) as usize, k % 32);
+    let mut out = vec![0u32; whole];
+    let mut carry = 0u32;
+    for &w in words {
+        if part == 0 {
+            out.push(w);
+        } else {
+            out.push((w << part) | carry);
+            carry = w >> (32 - part);
+        }
+    }
+    if carry != 0 {
+        out.push(carry);
+    }
+    out
+}
+
+/// (⌊a / d⌋, a mod d) for d >= 1 (schoolbook division by one u64).
+fn divide_small(a: &[u32], d: u64) -> (Vec<u32>, u64) {
+    let d = d as u128;
+    let mut quotient = vec![0u32; a.len()];
+    let mut rem = 0u128;
+    for i in (0..a.len()).rev() {
+        let cur = (rem << 32) | a[i] as u128;
+        quotient[i] = (cur / d) as u32;
+        rem = cur % d;
+    }
+    trim(&mut quotient);
+    (quotient, rem as u64)
+}
+
+/// The magnitude a · 2^[`SUM_EXP`] divided by d >= 1, **correctly
+/// rounded** to a double (to nearest, ties to even): one rounding of the
+/// exact quotient, so the mean of values in [lo, hi] is in [lo, hi].
+///
+/// Where a/d >= 2^52 (the quotient is a normal double) the division is
+/// carried to at least 66 bits and the remainder folded into a sticky bit,
+/// which [`to_f64_parts`] then rounds once; below, the quotient is rounded
+/// to an integer number of units 2^-1074, the subnormal spacing, which is
+/// exact as a double.
+pub(crate) fn quotient_to_f64(a: &[u32], d: u64) -> f64 {
+    let d = d.max(1);
+    let (whole, rem) = divide_small(a, d);
+    if bit_length(&whole) < 53 {
+        // Below 2^-1022: round ⌊a/d⌋ by the remainder, ties to even.
+        let mut q = whole
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (i, &w)| v | (w as u64) << (32 * i));
+        let twice = 2 * rem as u128;
+        if twice > d as u128 || (twice == d as u128 && q & 1 == 1) {
+            q += 1;
+        }
+        return libm::scalbn(q as f64, SUM_EXP);
+    }
+    let shift = (64 - d.leading_zeros() + 66).saturating_sub(bit_length(a));
+    let (mut q, rem) = divide_small(&shift_left(a, shift), d);
+    if rem != 0 {
+        q[0] |= 1;
+    }
+    let (m, e) = to_f64_parts(&q);
+    libm::scalbn(m, e - shift as i32 + SUM_EXP)
+}
+
 /// A magnitude as m · 2^e with m an integer-valued f64 (< 2^64, correctly
 /// rounded to 53 bits, ties to even) and e >= 0. Zero gives (0, 0).
 pub(crate) fn to_f64_parts(words: &[u32]) -> (f64, i32) {
@@ -327,6 +403,47 @@ pub(crate) fn to_f64_parts(words: &[u32]) -> (f64, i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// quotient_to_f64 of a · 2^1074 by d is the IEEE quotient of the two
+    /// exact doubles a and d (one correct rounding each way), and below
+    /// 2^-1022 it rounds to the nearest unit, ties to even.
+    #[test]
+    fn quotients_are_correctly_rounded() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for i in 0..20_000 {
+            let a = next() >> (11 + i % 40);
+            let d = (next() >> (11 + (i / 7) % 52)).max(1);
+            let scaled = shift_left(&from_u64(a), 1074);
+            let want = a as f64 / d as f64;
+            assert_eq!(
+                quotient_to_f64(&scaled, d).to_bits(),
+                want.to_bits(),
+                "{a}/{d}"
+            );
+        }
+        // Subnormal quotients, in units of 2^-1074: 2/3 -> 1, 1/2 -> 0
+        // (tie to even), 3/2 -> 2, 5/2 -> 2, 7/2 -> 4, 0 -> 0.
+        for (a, d, units) in [
+            (2u64, 3u64, 1u64),
+            (1, 2, 0),
+            (3, 2, 2),
+            (5, 2, 2),
+            (7, 2, 4),
+            (0, 5, 0),
+        ] {
+            let got = quotient_to_f64(&from_u64(a), d);
+            assert_eq!(got.to_bits(), units, "{a}/{d}");
+        }
+        // Just below and at 2^-1022 (2^52 units).
+        let edge = (1u64 << 52) * 3 - 1;
+        assert_eq!(quotient_to_f64(&from_u64(edge), 3).to_bits(), 1u64 << 52);
+    }
 
     fn value_of(parts: (f64, i32), unit: i32) -> f64 {
         libm::scalbn(parts.0, parts.1 + unit)

@@ -288,7 +288,10 @@ impl Aggregator {
         let (s_m, s_e) = exact::to_f64_parts(&s_mag);
         let sign = if negative { -1.0 } else { 1.0 };
         let total = sign * libm::scalbn(s_m, s_e + SUM_EXP);
-        let mean = sign * libm::scalbn(s_m / n, s_e + SUM_EXP);
+        // One rounding of the exact Σx / n (rounding Σx first and then
+        // dividing could leave a mean 1 ulp outside its summands' range:
+        // docs/ATTACK-8.md O2).
+        let mean = sign * exact::quotient_to_f64(&s_mag, self.n);
         let (sample_variance, standard_error, ci95) = if self.n < 2 {
             (None, None, None)
         } else {
