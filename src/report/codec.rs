@@ -327,6 +327,25 @@ fn from_checked_bytes(bytes: &[u8]) -> core::result::Result<Report, Rejection> {
             detail: "check bytes do not match (a damaged report)".to_string(),
         });
     }
+    // One byte form per report: postcard also reads padded varints (the
+    // version as `0x83 0x00`), which are longer than the shortest form
+    // `to_bytes` writes, so a body of another length is not canonical
+    // (docs/ATTACK-8.md O1).
+    let canonical = postcard::experimental::serialized_size(&WireRef3 {
+        version: BINARY_VERSION,
+        query: &w.query,
+        mechanism: w.mechanism,
+        epsilon: w.epsilon,
+        delta: w.delta,
+        value: w.value,
+        report_id: w.report_id,
+        seeded: w.seeded,
+    });
+    if canonical != Ok(body.len()) {
+        return Err(Rejection::Malformed {
+            detail: "not the canonical encoding (a padded number)".to_string(),
+        });
+    }
     Ok(Report {
         version: FORMAT_VERSION,
         query: w.query,
@@ -353,6 +372,26 @@ fn postcard_rejection(e: postcard::Error) -> Rejection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A padded varint (the version `3` as `0x83 0x00`, or the query's
+    /// tag padded) with its check recomputed decodes to the same report in
+    /// postcard, and is refused: one byte form per report (attack8 O1).
+    #[test]
+    fn padded_encodings_are_refused() {
+        let r = crate::report::tests::threshold_report().with_report_id(crate::ReportId([7; 16]));
+        let bytes = r.to_bytes();
+        assert_eq!(Report::from_bytes(&bytes).unwrap(), r);
+        let body = &bytes[..bytes.len() - CHECK_BYTES];
+        for at in [0usize, 1] {
+            let mut padded = body.to_vec();
+            padded[at] |= 0x80;
+            padded.insert(at + 1, 0x00);
+            let check = crc16(&padded);
+            padded.extend_from_slice(&check.to_be_bytes());
+            let err = Report::from_bytes(&padded).unwrap_err();
+            assert_eq!(err.code(), "malformed", "padded at {at}: {err}");
+        }
+    }
 
     #[test]
     fn crc16_is_ibm_3740() {
