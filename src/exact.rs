@@ -237,7 +237,8 @@ impl<const N: usize> PartialEq for Limbs<N> {
 // Unsigned big integers as little-endian u32 words (only what the estimate
 // needs).
 
-fn trim(words: &mut Vec<u32>) {
+/// Drop the zero words at the top.
+pub(crate) fn trim(words: &mut Vec<u32>) {
     while words.last() == Some(&0) {
         words.pop();
     }
@@ -302,8 +303,8 @@ fn bit_length(words: &[u32]) -> u32 {
         .map_or(0, |&top| words.len() as u32 * 32 - top.leading_zeros())
 }
 
-/// words · 2^k.
-fn shift_left(words: &[u32], k: u32) -> Vec<u32> {
+/// words · 2^k, trimmed.
+pub(crate) fn shift_left(words: &[u32], k: u32) -> Vec<u32> {
     if words.is_empty() {
         return Vec::new();
     }
@@ -318,9 +319,8 @@ fn shift_left(words: &[u32], k: u32) -> Vec<u32> {
             carry = w >> (32 - part);
         }
     }
-    if carry != 0 {
-        out.push(carry);
-    }
+    out.push(carry);
+    trim(&mut out);
     out
 }
 

@@ -313,40 +313,13 @@ impl ExactSum {
 #[cfg(test)]
 pub(crate) mod oracle {
     use super::SLACK_BITS;
-    use crate::exact::{cmp, decompose, from_u64, mul, to_f64_parts};
-    use alloc::vec;
+    use crate::exact::{cmp, decompose, from_u64, mul, shift_left, to_f64_parts, trim};
     use alloc::vec::Vec;
     use core::cmp::Ordering;
 
     /// An exact non-negative sum of doubles, in units of 2^-1074.
     #[derive(Clone, Debug, Default, PartialEq, Eq)]
     pub(crate) struct ExactSum(pub(crate) Vec<u32>);
-
-    fn trim(w: &mut Vec<u32>) {
-        while w.last() == Some(&0) {
-            w.pop();
-        }
-    }
-
-    fn shl(words: &[u32], bits: u32) -> Vec<u32> {
-        if words.is_empty() {
-            return Vec::new();
-        }
-        let (whole, part) = ((bits / 32) as usize, bits % 32);
-        let mut out = vec![0u32; whole];
-        let mut carry = 0u32;
-        for &w in words {
-            if part == 0 {
-                out.push(w);
-            } else {
-                out.push((w << part) | carry);
-                carry = w >> (32 - part);
-            }
-        }
-        out.push(carry);
-        trim(&mut out);
-        out
-    }
 
     fn add(a: &[u32], b: &[u32]) -> Vec<u32> {
         let n = a.len().max(b.len());
@@ -368,7 +341,7 @@ pub(crate) mod oracle {
         /// count · x exactly (x finite, >= 0).
         pub(crate) fn of(x: f64, count: u64) -> Self {
             let (_, m, pos) = decompose(x.abs());
-            ExactSum(shl(&mul(&from_u64(m), &from_u64(count)), pos))
+            ExactSum(shift_left(&mul(&from_u64(m), &from_u64(count)), pos))
         }
 
         /// self + other.
@@ -379,8 +352,8 @@ pub(crate) mod oracle {
         /// Whether self <= total · (1 + 2^-SLACK_BITS), exactly.
         pub(crate) fn fits(&self, total: f64) -> bool {
             let t = Self::of(total, 1);
-            let lhs = shl(&self.0, SLACK_BITS);
-            let rhs = add(&shl(&t.0, SLACK_BITS), &t.0);
+            let lhs = shift_left(&self.0, SLACK_BITS);
+            let rhs = add(&shift_left(&t.0, SLACK_BITS), &t.0);
             cmp(&lhs, &rhs) != Ordering::Greater
         }
 
