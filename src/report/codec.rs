@@ -50,6 +50,24 @@ struct WireRef3<'a> {
     seeded: bool,
 }
 
+impl<'a> WireRef3<'a> {
+    /// The body of `report` under binary `version`: what
+    /// [`Report::to_bytes`] writes before the check, and the length a
+    /// decoded body must have to be canonical.
+    fn of(report: &'a Report, version: u16) -> Self {
+        WireRef3 {
+            version,
+            query: &report.query,
+            mechanism: report.mechanism,
+            epsilon: report.epsilon,
+            delta: report.delta,
+            value: report.value,
+            report_id: report.report_id,
+            seeded: report.seeded,
+        }
+    }
+}
+
 /// [`WireRef3`], owned, for decoding.
 #[derive(Deserialize)]
 struct Wire3 {
@@ -224,17 +242,7 @@ impl Report {
             self.version.saturating_add(1).max(BINARY_VERSION + 1)
         };
         // Cannot fail for these types when writing to a growable vector.
-        let mut bytes = postcard::to_allocvec(&WireRef3 {
-            version,
-            query: &self.query,
-            mechanism: self.mechanism,
-            epsilon: self.epsilon,
-            delta: self.delta,
-            value: self.value,
-            report_id: self.report_id,
-            seeded: self.seeded,
-        })
-        .unwrap_or_default();
+        let mut bytes = postcard::to_allocvec(&WireRef3::of(self, version)).unwrap_or_default();
         let check = crc16(&bytes);
         bytes.extend_from_slice(&check.to_be_bytes());
         bytes
@@ -331,22 +339,7 @@ fn from_checked_bytes(bytes: &[u8]) -> core::result::Result<Report, Rejection> {
     // version as `0x83 0x00`), which are longer than the shortest form
     // `to_bytes` writes, so a body of another length is not canonical
     // (docs/ATTACK-8.md O1).
-    let canonical = postcard::experimental::serialized_size(&WireRef3 {
-        version: BINARY_VERSION,
-        query: &w.query,
-        mechanism: w.mechanism,
-        epsilon: w.epsilon,
-        delta: w.delta,
-        value: w.value,
-        report_id: w.report_id,
-        seeded: w.seeded,
-    });
-    if canonical != Ok(body.len()) {
-        return Err(Rejection::Malformed {
-            detail: "not the canonical encoding (a padded number)".to_string(),
-        });
-    }
-    Ok(Report {
+    let report = Report {
         version: FORMAT_VERSION,
         query: w.query,
         mechanism: w.mechanism,
@@ -355,7 +348,14 @@ fn from_checked_bytes(bytes: &[u8]) -> core::result::Result<Report, Rejection> {
         value: w.value,
         report_id: w.report_id,
         seeded: w.seeded,
-    })
+    };
+    let canonical = postcard::experimental::serialized_size(&WireRef3::of(&report, BINARY_VERSION));
+    if canonical != Ok(body.len()) {
+        return Err(Rejection::Malformed {
+            detail: "not the canonical encoding (a padded number)".to_string(),
+        });
+    }
+    Ok(report)
 }
 
 fn postcard_rejection(e: postcard::Error) -> Rejection {
