@@ -455,43 +455,32 @@ mod tests {
     fn attack8_adversarial_decimals_match_str_parse() {
         use rand::{Rng, SeedableRng};
         fn json_number(t: &[u8]) -> bool {
-            let mut i = 0;
-            if t.first() == Some(&b'-') {
-                i += 1;
-            }
-            match t.get(i) {
-                Some(b'0') => i += 1,
-                Some(b'1'..=b'9') => {
-                    while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
+            // The end of the digit run at i, if it holds a digit.
+            let digits = |i: usize| {
+                let run = t.get(i..).unwrap_or_default();
+                let n = run.iter().take_while(|c| c.is_ascii_digit()).count();
+                (n > 0).then_some(i + n)
+            };
+            let end = || -> Option<usize> {
+                let mut i = usize::from(t.first() == Some(&b'-'));
+                i = match t.get(i)? {
+                    b'0' => i + 1,
+                    b'1'..=b'9' => digits(i)?,
+                    _ => return None,
+                };
+                if t.get(i) == Some(&b'.') {
+                    i = digits(i + 1)?;
+                }
+                if matches!(t.get(i), Some(b'e' | b'E')) {
+                    i += 1;
+                    if matches!(t.get(i), Some(b'+' | b'-')) {
                         i += 1;
                     }
+                    i = digits(i)?;
                 }
-                _ => return false,
-            }
-            if t.get(i) == Some(&b'.') {
-                i += 1;
-                let d = i;
-                while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
-                    i += 1;
-                }
-                if i == d {
-                    return false;
-                }
-            }
-            if matches!(t.get(i), Some(b'e' | b'E')) {
-                i += 1;
-                if matches!(t.get(i), Some(b'+' | b'-')) {
-                    i += 1;
-                }
-                let d = i;
-                while t.get(i).is_some_and(|c| c.is_ascii_digit()) {
-                    i += 1;
-                }
-                if i == d {
-                    return false;
-                }
-            }
-            i == t.len()
+                Some(i)
+            };
+            end() == Some(t.len())
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(8);
         let digits = |rng: &mut rand::rngs::StdRng, n: usize| -> String {
