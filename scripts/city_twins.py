@@ -10,9 +10,15 @@ with the planar Laplace (ε²/2π)e^{−εr}, ε = εh/h, h = one cell diagonal
 of the 31 × 31 grid) and n·KL at the given n. Needs numpy and scipy. Run
 from the repo root.
 
-  city_twins.py EH N W[,W..] [D] [PAD]
-  city_twins.py path EH T [OUT]
-  city_twins.py maps N SPEC..  SPEC: a blob width in km or a `path` file
+  city_twins.py EH N W[,W..] [D] [PAD]   the blob twins' KL, and the
+                               signed-twin bound S on the city's box
+  city_twins.py path EH T [OUT] population EM on the city's exact report
+                               law from the uniform square, T steps (each
+                               iterate a twin; with OUT, written to
+                               OUT-<t>.txt for the test's `pc` cells)
+  city_twins.py maps N SPEC..  mean (F_T − F_A)² on the test's grid and
+                               the device map's own noise at n; SPEC a
+                               blob width in km or a `path` file
   city_twins.py atoms EH N K   the signed-twin bound for the atoms `m<K>`
 
 D: lattice side in metres (default 200; it must divide 20 km), PAD: the
