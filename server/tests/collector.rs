@@ -684,3 +684,64 @@ fn map_partial_states_of_two_collectors_merge_bit_for_bit() {
         );
     }
 }
+
+/// attack9: a period start read back from the database is whatever the
+/// file holds. A row whose period is near `i64::MAX` (a hand-edited or
+/// damaged file) made `GET .../estimate` compute `start + period` with an
+/// overflow: a panic in a build with overflow checks (the connection closed
+/// without an answer), a negative `end` in a release build. The end is now
+/// saturated.
+#[test]
+fn a_stored_period_near_the_end_of_time_is_answered() {
+    let dir = workdir("end-of-time");
+    Server::start(&dir).unwrap().kill9();
+    let start = i64::MAX - 10;
+    let r = &reports(1)[0];
+    let conn = rusqlite::Connection::open(dir.join("db")).unwrap();
+    conn.execute(
+        "INSERT INTO reports(task, report_id, period, body) VALUES ('income', ?1, ?2, ?3)",
+        rusqlite::params![&r.report_id.unwrap().0[..], start, r.to_json_line()],
+    )
+    .unwrap();
+    drop(conn);
+    let server = Server::start(&dir).unwrap();
+    let (status, body) = server
+        .request("GET", "/v1/tasks/income/estimate", "", b"")
+        .expect("an answer, not a closed connection");
+    assert_eq!(status, 200, "{body}");
+    let periods = json(&body)["periods"].as_array().unwrap().clone();
+    assert_eq!(periods.len(), 1, "{body}");
+    assert_eq!(periods[0]["start"], start);
+    assert_eq!(periods[0]["end"], i64::MAX);
+    assert_eq!(periods[0]["n"], 1);
+}
+
+/// attack9: a task period above `i64::MAX` seconds (expressible in a JSON
+/// tasks file, not in TOML) was accepted, and every period then had
+/// `end = start + period as i64` wrapped negative (`"end": -1` for
+/// 2^64 - 1). It is refused at start, as a period of 0 is.
+#[test]
+fn a_task_period_beyond_i64_is_refused() {
+    let dir = workdir("period-u64");
+    for (period, ok) in [
+        ("18446744073709551615", false),
+        ("9223372036854775808", false),
+        ("9223372036854775807", true),
+    ] {
+        std::fs::write(
+            dir.join("tasks.json"),
+            TASKS.replace("\"period\":86400", &format!("\"period\":{period}")),
+        )
+        .unwrap();
+        for f in ["db", "db-wal", "db-shm"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        match Server::start(&dir) {
+            Ok(_) => assert!(ok, "period {period} was accepted"),
+            Err(e) => assert!(
+                !ok && e.contains("period must be at most"),
+                "period {period}: {e}"
+            ),
+        }
+    }
+}
