@@ -19,7 +19,9 @@
 //!   code and reason, out of the retry loop (sending it again would be
 //!   rejected again); `408`, `429`, `5xx`, an unreadable `200` and no answer
 //!   at all are retried with the same report ids; `413` and `400` halve the
-//!   batch (a single report answered so is parked); `401`, `404`, `415` and
+//!   batch (a single report answered so is parked, but only once some batch
+//!   of the run was answered per record: an endpoint refusing everything
+//!   parks nothing and stops the run); `401`, `404`, `415` and
 //!   other 4xx stop the run and keep everything (a configuration error);
 //! * **retries** ([`Backoff`]): the i-th retry of a batch waits
 //!   `d/2 + U·d/2` with `d = min(cap, base·2^i)` and U uniform in [0, 1)
