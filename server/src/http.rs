@@ -592,6 +592,20 @@ async fn upload(
         Ok(t) => t,
         Err(r) => return r,
     };
+    // No request decompression (and none wanted: a compression bomb). A
+    // compressed body was read as plain bytes and every record rejected
+    // one by one with a 200; refuse it whole instead (RFC 9110 §8.4).
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        if !enc
+            .to_str()
+            .is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
+        {
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Encoding is not supported: send the body uncompressed",
+            );
+        }
+    }
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

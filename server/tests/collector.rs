@@ -745,3 +745,39 @@ fn a_task_period_beyond_i64_is_refused() {
         }
     }
 }
+
+/// attack9: the collector has no request decompression, but a body sent
+/// with `Content-Encoding: gzip` was read as plain bytes and answered 200
+/// with every record rejected one by one (and a body that was in fact
+/// plain was stored). A content coding other than `identity` is now
+/// refused whole: 415, nothing stored.
+#[test]
+fn a_compressed_upload_is_refused_whole() {
+    use std::io::{Read, Write};
+    let dir = workdir("content-encoding");
+    let server = Server::start(&dir).unwrap();
+    let body = ndjson(&reports(3));
+    let post = |encoding: &str| -> String {
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        let head = format!(
+            "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
+             Content-Encoding: {encoding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&body).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    for encoding in ["gzip", "br", "deflate, gzip", "x-unknown"] {
+        let answer = post(encoding);
+        assert!(answer.starts_with("HTTP/1.1 415"), "{encoding}: {answer}");
+        assert!(answer.contains("unsupported-media-type"), "{answer}");
+    }
+    let (_, est) = server.get("/v1/tasks/income/estimate");
+    assert_eq!(json(&est)["periods"].as_array().unwrap().len(), 0, "{est}");
+    let answer = post("identity");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"accepted\":3"), "{answer}");
+}
