@@ -6701,7 +6701,11 @@ class UploadVerdict:
     @dataclass
     class SPLIT:
         """
-        Send the batch in halves (a single report: park it).
+        Send the batch in halves (a single report: park it, but only once
+        some batch of this run was answered per record; if none was, stop
+        and park nothing, the rule of the core's `upload` driver: an
+        endpoint that refuses everything, e.g. a proxy, would otherwise
+        park the whole outbox).
 """
         
         def __init__(self, status:int, reason:str):

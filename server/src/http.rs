@@ -592,6 +592,20 @@ async fn upload(
         Ok(t) => t,
         Err(r) => return r,
     };
+    // No request decompression (and none wanted: a compression bomb). A
+    // compressed body was read as plain bytes and every record rejected
+    // one by one with a 200; refuse it whole instead (RFC 9110 §8.4).
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        if !enc
+            .to_str()
+            .is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
+        {
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Encoding is not supported: send the body uncompressed",
+            );
+        }
+    }
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -661,6 +675,19 @@ async fn upload(
     axum::Json(answer).into_response()
 }
 
+/// The end of the period starting at `start` (unix seconds): `start +
+/// period`, saturated at `i64::MAX`. A task's period is at most `i64::MAX`
+/// (`Task::new`), but a start read back from the database is whatever the
+/// file holds (a hand-edited row near `i64::MAX` made this sum overflow).
+///
+/// ```text
+/// period_end(86_400, task with period 86_400) == 172_800
+/// period_end(i64::MAX - 10, task with period 86_400) == i64::MAX
+/// ```
+fn period_end(start: i64, task: &Task) -> i64 {
+    start.saturating_add(i64::try_from(task.def.period).unwrap_or(i64::MAX))
+}
+
 /// `?period=` (unix seconds of a period's start).
 #[derive(Deserialize, Debug, Default)]
 pub struct PeriodQuery {
@@ -692,7 +719,7 @@ async fn estimate(
     for (&start, p) in &live.tasks[ti].periods {
         let mut entry = json!({
             "start": start,
-            "end": start + task.def.period as i64,
+            "end": period_end(start, &task),
             "n": p.n,
             "per_device_epsilon": task.def.epsilon,
             "per_device_delta": task.def.delta,
@@ -847,7 +874,7 @@ async fn map(
                 "status": "published",
                 "task": task.def.id,
                 "start": start,
-                "end": start + task.def.period as i64,
+                "end": period_end(start, &task),
                 "bbox": def.bbox,
                 "grid_points": def.grid.max(2),
                 "map": *m,

@@ -180,6 +180,14 @@ impl Task {
         if def.period == 0 {
             return Err(format!("task {id}: period must be at least 1 second"));
         }
+        // Period starts and ends are i64 unix seconds (the store's column,
+        // the API's `start`/`end`): a longer period would wrap negative.
+        if i64::try_from(def.period).is_err() {
+            return Err(format!(
+                "task {id}: period must be at most {} seconds",
+                i64::MAX
+            ));
+        }
         let kind = match (&def.query, &def.map) {
             (Some(q), None) => {
                 let mechanism = def

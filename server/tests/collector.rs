@@ -684,3 +684,100 @@ fn map_partial_states_of_two_collectors_merge_bit_for_bit() {
         );
     }
 }
+
+/// attack9: a period start read back from the database is whatever the
+/// file holds. A row whose period is near `i64::MAX` (a hand-edited or
+/// damaged file) made `GET .../estimate` compute `start + period` with an
+/// overflow: a panic in a build with overflow checks (the connection closed
+/// without an answer), a negative `end` in a release build. The end is now
+/// saturated.
+#[test]
+fn a_stored_period_near_the_end_of_time_is_answered() {
+    let dir = workdir("end-of-time");
+    Server::start(&dir).unwrap().kill9();
+    let start = i64::MAX - 10;
+    let r = &reports(1)[0];
+    let conn = rusqlite::Connection::open(dir.join("db")).unwrap();
+    conn.execute(
+        "INSERT INTO reports(task, report_id, period, body) VALUES ('income', ?1, ?2, ?3)",
+        rusqlite::params![&r.report_id.unwrap().0[..], start, r.to_json_line()],
+    )
+    .unwrap();
+    drop(conn);
+    let server = Server::start(&dir).unwrap();
+    let (status, body) = server
+        .request("GET", "/v1/tasks/income/estimate", "", b"")
+        .expect("an answer, not a closed connection");
+    assert_eq!(status, 200, "{body}");
+    let periods = json(&body)["periods"].as_array().unwrap().clone();
+    assert_eq!(periods.len(), 1, "{body}");
+    assert_eq!(periods[0]["start"], start);
+    assert_eq!(periods[0]["end"], i64::MAX);
+    assert_eq!(periods[0]["n"], 1);
+}
+
+/// attack9: a task period above `i64::MAX` seconds (expressible in a JSON
+/// tasks file, not in TOML) was accepted, and every period then had
+/// `end = start + period as i64` wrapped negative (`"end": -1` for
+/// 2^64 - 1). It is refused at start, as a period of 0 is.
+#[test]
+fn a_task_period_beyond_i64_is_refused() {
+    let dir = workdir("period-u64");
+    for (period, ok) in [
+        ("18446744073709551615", false),
+        ("9223372036854775808", false),
+        ("9223372036854775807", true),
+    ] {
+        std::fs::write(
+            dir.join("tasks.json"),
+            TASKS.replace("\"period\":86400", &format!("\"period\":{period}")),
+        )
+        .unwrap();
+        for f in ["db", "db-wal", "db-shm"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        match Server::start(&dir) {
+            Ok(_) => assert!(ok, "period {period} was accepted"),
+            Err(e) => assert!(
+                !ok && e.contains("period must be at most"),
+                "period {period}: {e}"
+            ),
+        }
+    }
+}
+
+/// attack9: the collector has no request decompression, but a body sent
+/// with `Content-Encoding: gzip` was read as plain bytes and answered 200
+/// with every record rejected one by one (and a body that was in fact
+/// plain was stored). A content coding other than `identity` is now
+/// refused whole: 415, nothing stored.
+#[test]
+fn a_compressed_upload_is_refused_whole() {
+    use std::io::{Read, Write};
+    let dir = workdir("content-encoding");
+    let server = Server::start(&dir).unwrap();
+    let body = ndjson(&reports(3));
+    let post = |encoding: &str| -> String {
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        let head = format!(
+            "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
+             Content-Encoding: {encoding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&body).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    for encoding in ["gzip", "br", "deflate, gzip", "x-unknown"] {
+        let answer = post(encoding);
+        assert!(answer.starts_with("HTTP/1.1 415"), "{encoding}: {answer}");
+        assert!(answer.contains("unsupported-media-type"), "{answer}");
+    }
+    let (_, est) = server.get("/v1/tasks/income/estimate");
+    assert_eq!(json(&est)["periods"].as_array().unwrap().len(), 0, "{est}");
+    let answer = post("identity");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"accepted\":3"), "{answer}");
+}

@@ -19,7 +19,9 @@
 //!   code and reason, out of the retry loop (sending it again would be
 //!   rejected again); `408`, `429`, `5xx`, an unreadable `200` and no answer
 //!   at all are retried with the same report ids; `413` and `400` halve the
-//!   batch (a single report answered so is parked); `401`, `404`, `415` and
+//!   batch (a single report answered so is parked, but only once some batch
+//!   of the run was answered per record: an endpoint refusing everything
+//!   parks nothing and stops the run); `401`, `404`, `415` and
 //!   other 4xx stop the run and keep everything (a configuration error);
 //! * **retries** ([`Backoff`]): the i-th retry of a batch waits
 //!   `d/2 + U·d/2` with `d = min(cap, base·2^i)` and U uniform in [0, 1)
@@ -445,6 +447,13 @@ pub struct UploadSummary {
 /// (added to `parked`, which also holds the ids parked by earlier runs).
 /// Returns `Err` only if the store fails; every network or server
 /// failure ends in [`UploadSummary::stopped`] with the reports kept.
+///
+/// A single report refused as a whole (`400`, `413`) is parked only if some
+/// batch of the same run was answered per record (`200`): an endpoint that
+/// refuses every request so (a proxy, a firewall, a wrong `--url` that
+/// reaches another server) would otherwise park the whole outbox one report
+/// at a time, and parked reports are never sent again. When no batch was
+/// answered, the run ends with `stopped` and nothing of it is parked.
 pub fn upload<S, T, R>(
     store: &mut S,
     transport: &mut T,
@@ -459,13 +468,69 @@ where
     R: rand::Rng + ?Sized,
 {
     let mut summary = UploadSummary::default();
+    // Reports parked this run because they were refused alone as a whole
+    // (400/413), and whether any batch of this run was answered per record.
+    let mut split_parked: Vec<u64> = Vec::new();
+    let mut answered = false;
+    upload_loop(
+        store,
+        transport,
+        config,
+        parked,
+        sleep,
+        rng,
+        &mut summary,
+        &mut split_parked,
+        &mut answered,
+    )?;
+    if !answered && !split_parked.is_empty() {
+        // No batch was ever answered per record: the endpoint, not these
+        // reports, refused them. Keep them in the retry loop.
+        for id in &split_parked {
+            parked.remove(id);
+        }
+        summary.rejected.retain(|r| !split_parked.contains(&r.id));
+        let why = summary
+            .stopped
+            .take()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        summary.stopped = Some(format!(
+            "every request was refused as a whole (HTTP 400 or 413, even a single report) and none \
+             was answered per record: nothing parked; check the collector's URL and any proxy{why}"
+        ));
+        summary.remaining = store.pending()?.len();
+    }
+    Ok(summary)
+}
+
+/// [`upload`]'s loop; notes the reports it parks on a whole-request
+/// refusal of a single report in `split_parked`, and sets `answered` on a
+/// per-record answer.
+#[allow(clippy::too_many_arguments)]
+fn upload_loop<S, T, R>(
+    store: &mut S,
+    transport: &mut T,
+    config: &UploadConfig,
+    parked: &mut BTreeSet<u64>,
+    sleep: &mut dyn FnMut(u64),
+    rng: &mut R,
+    summary: &mut UploadSummary,
+    split_parked: &mut Vec<u64>,
+    answered: &mut bool,
+) -> crate::Result<()>
+where
+    S: OutboxStore + ?Sized,
+    T: Transport + ?Sized,
+    R: rand::Rng + ?Sized,
+{
     let mut max_reports = config.max_reports.max(1);
     let mut attempt = 0u32;
     loop {
         let pending = store.pending()?;
         let Some(batch) = next_batch(&pending, parked, max_reports, config.max_bytes) else {
             summary.remaining = pending.len();
-            return Ok(summary);
+            return Ok(());
         };
         if let Some(r) = classify_local(&batch) {
             parked.insert(r.id);
@@ -486,6 +551,7 @@ where
                 duplicates,
                 rejected,
             } => {
+                *answered = true;
                 store.acknowledge(&acknowledge)?;
                 summary.duplicates += duplicates;
                 summary.accepted += acknowledge.len() as u64 - duplicates;
@@ -502,7 +568,7 @@ where
                         "gave up after {attempt} attempts of one batch: {reason}"
                     ));
                     summary.remaining = store.pending()?.len();
-                    return Ok(summary);
+                    return Ok(());
                 }
                 sleep(config.backoff.delay_after_ms(attempt - 1, after_ms, rng));
             }
@@ -518,6 +584,7 @@ where
                         reason,
                     };
                     parked.insert(r.id);
+                    split_parked.push(r.id);
                     summary.rejected.push(r);
                 } else {
                     max_reports = (batch.ids.len() / 2).max(1);
@@ -526,7 +593,7 @@ where
             Verdict::Fatal { reason, .. } => {
                 summary.stopped = Some(reason.to_string());
                 summary.remaining = pending.len();
-                return Ok(summary);
+                return Ok(());
             }
         }
     }
@@ -845,6 +912,85 @@ mod tests {
         .unwrap();
         assert!(s.stopped.unwrap().contains("gave up after 3"));
         assert_eq!((s.requests, s.remaining, store.0.len()), (3, 5, 5));
+    }
+
+    /// attack9: an endpoint that refuses every request as a whole (a proxy
+    /// answering 400 or 413 to everything, or a wrong URL that reaches
+    /// another server) parked the whole outbox one report at a time (100
+    /// of 100 after 106 requests), and parked reports are never sent
+    /// again. Without a single per-record answer nothing is parked now;
+    /// once the collector answers, the report it refuses alone is parked
+    /// as before.
+    #[test]
+    fn an_endpoint_refusing_everything_parks_nothing() {
+        struct Refuse(u16, u32);
+        impl Transport for Refuse {
+            fn post(&mut self, _: &[u8]) -> core::result::Result<HttpAnswer, String> {
+                self.1 += 1;
+                Ok(HttpAnswer {
+                    status: self.0,
+                    body: b"{\"code\":\"bad-request\",\"reason\":\"proxy says no\"}".to_vec(),
+                    retry_after: None,
+                })
+            }
+        }
+        for status in [400, 413] {
+            let mut store = MemStore(pending(100));
+            let mut parked = BTreeSet::new();
+            let mut t = Refuse(status, 0);
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+            let cfg = UploadConfig::default();
+            let s = upload(&mut store, &mut t, &cfg, &mut parked, &mut |_| {}, &mut rng).unwrap();
+            assert!(parked.is_empty(), "{status}: {} parked", parked.len());
+            assert!(s.rejected.is_empty(), "{status}");
+            assert!(s.stopped.unwrap().contains("nothing parked"), "{status}");
+            assert_eq!((s.remaining, store.0.len()), (100, 100));
+            // The next run (the URL fixed) sends them all.
+            let mut c = FakeCollector {
+                stored: BTreeSet::new(),
+                lose: 0,
+                down: 0,
+                reject: String::new(),
+            };
+            let s = upload(&mut store, &mut c, &cfg, &mut parked, &mut |_| {}, &mut rng).unwrap();
+            assert_eq!((s.accepted, s.remaining, s.stopped), (100, 0, None));
+        }
+        // A report the collector refuses alone, first in the outbox: parked
+        // once the reports behind it are answered (the collector works).
+        struct BigFirst;
+        impl Transport for BigFirst {
+            fn post(&mut self, body: &[u8]) -> core::result::Result<HttpAnswer, String> {
+                let n = body.iter().filter(|&&b| b == b'\n').count();
+                let (status, body) = if body.windows(3).any(|w| w == b"BIG") {
+                    (413, b"{}".to_vec())
+                } else {
+                    let a = format!("{{\"accepted\":{n},\"duplicates\":[],\"rejected\":[]}}");
+                    (200, a.into_bytes())
+                };
+                Ok(HttpAnswer {
+                    status,
+                    body,
+                    retry_after: None,
+                })
+            }
+        }
+        let mut store = MemStore(pending(10));
+        store.0[0].1 = "\"BIG\"".into();
+        let mut parked = BTreeSet::new();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        let cfg = UploadConfig::default();
+        let s = upload(
+            &mut store,
+            &mut BigFirst,
+            &cfg,
+            &mut parked,
+            &mut |_| {},
+            &mut rng,
+        )
+        .unwrap();
+        assert_eq!((s.accepted, s.remaining, s.stopped), (9, 1, None));
+        assert_eq!((s.rejected.len(), parked.len()), (1, 1));
+        assert_eq!(s.rejected[0].code, "too-large");
     }
 
     #[test]

@@ -13488,7 +13488,11 @@ sealed class UploadVerdict {
     }
     
     /**
-     * Send the batch in halves (a single report: park it).
+     * Send the batch in halves (a single report: park it, but only once
+     * some batch of this run was answered per record; if none was, stop
+     * and park nothing, the rule of the core's `upload` driver: an
+     * endpoint that refuses everything, e.g. a proxy, would otherwise
+     * park the whole outbox).
      */
     data class Split(
         /**
