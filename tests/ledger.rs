@@ -600,3 +600,29 @@ fn the_outbox_keeps_charged_reports_across_a_crash_until_acknowledged() {
     std::fs::write(&path, edited).unwrap();
     assert!(FileLedger::open(&path, &p).is_err());
 }
+
+/// attack10 (docs/ATTACK-10.md, finding 2): `commit_n` on a file ledger
+/// checks the n charges against the file (not this handle's older view)
+/// and writes them at once: refused with nothing added when another
+/// handle has charged meanwhile, all n when they fit.
+#[test]
+fn n_charges_on_a_shared_file_are_all_or_nothing() {
+    let dir = TempDir::new("commit-n");
+    let path = dir.file("ledger.json");
+    let p = policy(1.5, 0.0);
+    let mut this = FileLedger::create(&path, &p).unwrap();
+    let mut other = FileLedger::open(&path, &p).unwrap();
+    let c = metres(0.1, 0.0);
+    other.commit_n(&c, 10).unwrap();
+    assert!(matches!(
+        this.commit_n(&c, 10),
+        Err(Error::BudgetExceeded { .. })
+    ));
+    this.commit_n(&c, 5).unwrap();
+    assert_eq!(this.state().releases(), 15);
+    other.refresh().unwrap();
+    assert_eq!(other.state().releases(), 15);
+    this.commit_n(&c, 0).unwrap();
+    assert!(this.commit_n(&c, 1).is_err());
+    assert_eq!(FileLedger::open(&path, &p).unwrap().state().releases(), 15);
+}

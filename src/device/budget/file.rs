@@ -516,6 +516,25 @@ impl Ledger for FileLedger {
         self.locked_update(|b| b.after(charge).map(Some))
             .map(|_| ())
     }
+
+    /// The n charges checked against the file's current state and written
+    /// in one write, under one lock (attack10, docs/ATTACK-10.md: charged
+    /// one by one, a charge by another process in between left some
+    /// recorded and the call refused, with nothing released).
+    fn commit_n(&mut self, charge: &Charge, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.locked_update(|b| {
+            let mut next = b.clone();
+            for _ in 0..n {
+                let plan = next.check(charge)?;
+                next.apply(plan);
+            }
+            Ok(Some(next))
+        })
+        .map(|_| ())
+    }
 }
 
 /// fsync the directory holding `path`, so a rename or link in it is
