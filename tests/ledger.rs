@@ -600,3 +600,52 @@ fn the_outbox_keeps_charged_reports_across_a_crash_until_acknowledged() {
     std::fs::write(&path, edited).unwrap();
     assert!(FileLedger::open(&path, &p).is_err());
 }
+
+/// attack10 (docs/ATTACK-10.md, finding 2): `commit_n` on a file ledger
+/// checks the n charges against the file (not this handle's older view)
+/// and writes them at once: refused with nothing added when another
+/// handle has charged meanwhile, all n when they fit.
+#[test]
+fn n_charges_on_a_shared_file_are_all_or_nothing() {
+    let dir = TempDir::new("commit-n");
+    let path = dir.file("ledger.json");
+    let p = policy(1.5, 0.0);
+    let mut this = FileLedger::create(&path, &p).unwrap();
+    let mut other = FileLedger::open(&path, &p).unwrap();
+    let c = metres(0.1, 0.0);
+    other.commit_n(&c, 10).unwrap();
+    assert!(matches!(
+        this.commit_n(&c, 10),
+        Err(Error::BudgetExceeded { .. })
+    ));
+    this.commit_n(&c, 5).unwrap();
+    assert_eq!(this.state().releases(), 15);
+    other.refresh().unwrap();
+    assert_eq!(other.state().releases(), 15);
+    this.commit_n(&c, 0).unwrap();
+    assert!(this.commit_n(&c, 1).is_err());
+    assert_eq!(FileLedger::open(&path, &p).unwrap().state().releases(), 15);
+}
+
+/// attack10 (docs/ATTACK-10.md, finding 3): a ledger named like another
+/// ledger's lock file (`.x.json.lock` beside `x.json`). Charges to it
+/// rename new files over the name, so writers of `x.json` that opened the
+/// lock before and after held different inodes: 6 CLI writers of `x.json`
+/// released 772 reports and recorded 756. A lock file is never written,
+/// so one with content is refused.
+#[test]
+fn a_ledger_in_the_place_of_another_ledgers_lock_is_refused() {
+    let dir = TempDir::new("lock-name");
+    let p = policy(1.0, 0.0);
+    let mut other = FileLedger::create(dir.file(".x.json.lock"), &p).unwrap();
+    other.commit(&metres(0.1, 0.0)).unwrap();
+    let e = FileLedger::open_or_create(dir.file("x.json"), &p).unwrap_err();
+    assert!(matches!(e, Error::LedgerIo { .. }), "{e}");
+    assert!(e.to_string().contains("not empty"), "{e}");
+    assert!(!dir.file("x.json").exists());
+    // The other order: the lock file exists (empty), so a ledger cannot be
+    // created or opened in its place.
+    let dir = TempDir::new("lock-name-2");
+    FileLedger::create(dir.file("x.json"), &p).unwrap();
+    assert!(FileLedger::open_or_create(dir.file(".x.json.lock"), &p).is_err());
+}

@@ -592,7 +592,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_latlon_unmetered() != 58424:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 40741:
+    if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 33552:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() != 12524:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -8537,8 +8537,9 @@ class GeoMechanismProtocol(typing.Protocol):
         n releases **by one device** (its ledger), each charged: the ledger
         pays n × (ε, δ) by sequential composition. All or nothing: refused
         with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-        `InvalidInput`) unless all n fit. A file-backed ledger writes each
-        charge before the next release. Points as in
+        `InvalidInput`) unless all n fit, also when another process charges
+        the same file meanwhile. A file-backed ledger writes the n charges
+        in one write before any value is returned. Points as in
         `privatize_packed_unmetered`.
 """
         raise NotImplementedError
@@ -9067,8 +9068,9 @@ class GeoMechanism(GeoMechanismProtocol):
         n releases **by one device** (its ledger), each charged: the ledger
         pays n × (ε, δ) by sequential composition. All or nothing: refused
         with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-        `InvalidInput`) unless all n fit. A file-backed ledger writes each
-        charge before the next release. Points as in
+        `InvalidInput`) unless all n fit, also when another process charges
+        the same file meanwhile. A file-backed ledger writes the n charges
+        in one write before any value is returned. Points as in
         `privatize_packed_unmetered`.
 """
         

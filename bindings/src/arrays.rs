@@ -237,35 +237,35 @@ impl GeoMechanism {
         }
         let n = flat.len() / d;
         let mech = self.core();
-        let run = |ledger: Option<&mut dyn Ledger>| -> Result<Vec<geopriv::Report>, GeoprivError> {
+        // The n values (the same draws, in the same order, as n metered
+        // releases: a charge draws nothing).
+        let run = || -> Result<Vec<geopriv::Report>, GeoprivError> {
             self.with_rng(|rng| {
                 let mut out = Vec::with_capacity(n);
-                match ledger {
-                    Some(l) => {
-                        for x in flat.chunks_exact(d) {
-                            out.push(query.release(mech, x, rng, Some(&mut *l))?);
-                        }
-                    }
-                    None => {
-                        for x in flat.chunks_exact(d) {
-                            out.push(query.release(mech, x, rng, None)?);
-                        }
-                    }
+                for x in flat.chunks_exact(d) {
+                    out.push(query.release(mech, x, rng, None)?);
                 }
                 Ok(out)
             })
         };
         let reports = match ledger {
-            None => run(None)?,
+            None => run()?,
             Some(l) => l.with_ledger(|ledger| {
-                // All or nothing: the n charges must fit before the first
-                // release (checked on a copy of the state, under the lock).
+                // All or nothing: the n charges must fit (checked on a copy
+                // of the state before any noise is drawn), the n values are
+                // computed (they stay here), then the n charges are made in
+                // one write under the file's lock, and only then returned.
+                // Charged one by one, a charge by another process in
+                // between left some charged and the call refused (attack10,
+                // docs/ATTACK-10.md).
                 let charge = mech.charge_in(ledger.state().unit())?;
                 let mut dry = ledger.state().clone();
                 for _ in 0..n {
                     dry.commit(&charge)?;
                 }
-                run(Some(ledger))
+                let reports = run()?;
+                ledger.commit_n(&charge, n as u64)?;
+                Ok(reports)
             })?,
         };
         let template = match reports.first() {
@@ -315,8 +315,9 @@ impl GeoMechanism {
     /// n releases **by one device** (its ledger), each charged: the ledger
     /// pays n × (ε, δ) by sequential composition. All or nothing: refused
     /// with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-    /// `InvalidInput`) unless all n fit. A file-backed ledger writes each
-    /// charge before the next release. Points as in
+    /// `InvalidInput`) unless all n fit, also when another process charges
+    /// the same file meanwhile. A file-backed ledger writes the n charges
+    /// in one write before any value is returned. Points as in
     /// `privatize_packed_unmetered`.
     pub fn privatize_packed(
         &self,
@@ -499,6 +500,50 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, GeoprivError::UnitMismatch(_)), "{e:?}");
         assert_eq!(ledger.status().unwrap(), before);
+    }
+
+    /// attack10 (docs/ATTACK-10.md, finding 2): with a file ledger, the
+    /// "all or nothing" check ran on this handle's view of the file, then
+    /// each release charged the file on its own. Another handle (another
+    /// process) that charged in between made the call fail part-way:
+    /// refused, nothing returned, but 5 of 10 charges recorded. Now the n
+    /// charges are one write under the file's lock.
+    #[test]
+    fn a_device_array_on_a_shared_file_ledger_is_all_or_nothing() {
+        let dir = std::env::temp_dir().join(format!("geopriv-attack10-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.json").to_string_lossy().into_owned();
+        let policy = BudgetPolicy {
+            unit: BudgetUnit::PerMetre,
+            total_epsilon: 1.5,
+            total_delta: 0.0,
+            period: None,
+        };
+        let this = PrivacyLedger::open_or_create(path.clone(), policy.clone()).unwrap();
+        let other = PrivacyLedger::open(path, policy).unwrap();
+        let m = GeoMechanism::polyplace(0.1)
+            .unwrap()
+            .with_unit(BudgetUnit::PerMetre)
+            .unwrap();
+        let q = GeoQuery::threshold(0.0, 1.0).unwrap();
+        let ten = pack_f64(&[0.5; 10]);
+        assert_eq!(
+            m.privatize_packed(other.clone(), q.clone(), ten.clone())
+                .unwrap()
+                .len(),
+            10
+        );
+        // `this` still sees an empty ledger: 10 fit in its view, 5 on disk.
+        let e = m.privatize_packed(this.clone(), q, ten).unwrap_err();
+        assert!(matches!(e, GeoprivError::BudgetExceeded(_)), "{e:?}");
+        other.refresh().unwrap();
+        assert_eq!(
+            other.status().unwrap().releases,
+            10,
+            "a refused array left charges"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

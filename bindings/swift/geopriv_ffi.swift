@@ -958,8 +958,9 @@ public protocol GeoMechanismProtocol: AnyObject, Sendable {
      * n releases **by one device** (its ledger), each charged: the ledger
      * pays n × (ε, δ) by sequential composition. All or nothing: refused
      * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
-     * charge before the next release. Points as in
+     * `InvalidInput`) unless all n fit, also when another process charges
+     * the same file meanwhile. A file-backed ledger writes the n charges
+     * in one write before any value is returned. Points as in
      * `privatize_packed_unmetered`.
      */
     func privatizePacked(ledger: PrivacyLedger, query: GeoQuery, xs: Data) throws  -> ReleaseArray
@@ -1311,8 +1312,9 @@ public static func polyplaceWithin(radius: Double, level: Double)throws  -> GeoM
      * n releases **by one device** (its ledger), each charged: the ledger
      * pays n × (ε, δ) by sequential composition. All or nothing: refused
      * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
-     * charge before the next release. Points as in
+     * `InvalidInput`) unless all n fit, also when another process charges
+     * the same file meanwhile. A file-backed ledger writes the n charges
+     * in one write before any value is returned. Points as in
      * `privatize_packed_unmetered`.
      */
 open func privatizePacked(ledger: PrivacyLedger, query: GeoQuery, xs: Data)throws  -> ReleaseArray  {
@@ -11345,7 +11347,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_mapserver_to_json() != 36479) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 40741) {
+    if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() != 33552) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() != 12524) {

@@ -518,7 +518,7 @@ where
         let mid = mid3(&l, &h);
         best = best.max(point(&mid));
         heap.push(Cand {
-            upper: upper(&l, &h),
+            upper: certified(upper(&l, &h)),
             lo: l,
             hi: h,
         });
@@ -546,7 +546,7 @@ where
             }
             best = best.max(point(&mid3(&l, &h)));
             heap.push(Cand {
-                upper: upper(&l, &h),
+                upper: certified(upper(&l, &h)),
                 lo: l,
                 hi: h,
             });
@@ -554,6 +554,17 @@ where
         }
     }
     best
+}
+
+/// A box bound as an upper bound: NaN (an overflow inside it) is +∞, never
+/// a value that `f64::max` would drop in favour of the point values (a NaN
+/// bound made the "certified" L1 of a far lattice 0: attack10).
+fn certified(upper: f64) -> f64 {
+    if upper.is_nan() {
+        f64::INFINITY
+    } else {
+        upper
+    }
 }
 
 fn mid3(l: &[f64; 3], h: &[f64; 3]) -> [f64; 3] {
@@ -568,7 +579,17 @@ fn mid3(l: &[f64; 3], h: &[f64; 3]) -> [f64; 3] {
 /// H(ρ) = max(1, |ρ² - 1|) e^{-ρ²/2}, decreasing on [0, √2], increasing
 /// on [√2, √3], decreasing after.
 fn hessian_sup(a: f64, b: f64) -> f64 {
-    let hf = |r: f64| (r * r - 1.0).abs().max(1.0) * exp(-0.5 * r * r);
+    // Beyond r ≈ 1.34e154, r² overflows and (∞)·exp(−∞) would be NaN: the
+    // value there is 0 (it already is 0 in floating point from r ≈ 40), so
+    // say so; a NaN box bound made a far lattice's "certified" L1 0
+    // (attack10, docs/ATTACK-10.md).
+    let hf = |r: f64| {
+        let r2 = r * r;
+        if r2 == f64::INFINITY {
+            return 0.0;
+        }
+        (r2 - 1.0).abs().max(1.0) * exp(-0.5 * r2)
+    };
     hf(a).max(hf(libm::sqrt(3.0).clamp(a, b)))
 }
 
@@ -1034,6 +1055,27 @@ mod tests {
         let step = 20_000.0 / 60.0;
         let g = KdeGrid::new_2d([0.0, 20e3, 0.0, 20e3], [61, 61], 30.0 * step).unwrap();
         assert!(g.l1_bound().is_finite());
+    }
+
+    /// attack10 (docs/ATTACK-10.md, finding 1): with the step beyond about
+    /// 1.34e154 bandwidths, r² overflowed in the Hessian bound, every box
+    /// bound near a lattice point was NaN, and `f64::max` dropped it in
+    /// favour of the point values (all 0 that far out): a "certified" L1 of
+    /// 0, so vector Laplace added no noise and a device at a grid point
+    /// sent that cell as 1. Every grid's bound must be at least the
+    /// gradient of one kernel, e^{-1/2}/h (or +∞, still an upper bound).
+    #[test]
+    fn a_step_far_above_the_bandwidth_keeps_an_upper_bound() {
+        for h in [1e-10, 1e-153, 1e-154, 1e-160, 1e-200, 1e-300] {
+            let one_kernel = 0.6 / h;
+            let g = KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [2, 2], h).unwrap();
+            let b = g.l1_bound();
+            assert!(b >= one_kernel, "2-D, h = {h:e}: bound {b}");
+            assert_eq!(g.l1().bound.to_bits(), b.to_bits());
+            let g = KdeGrid::new_1d(0.0, 1.0, 2, h).unwrap();
+            let b = g.l1_bound();
+            assert!(b >= one_kernel, "1-D, h = {h:e}: bound {b}");
+        }
     }
 
     #[test]

@@ -460,8 +460,22 @@ impl MapRelease {
                     routine: "vector Laplace grid not finite",
                 })?;
                 let mut vals = self.set.values(x)?;
+                // Refused, not sent, if any exact value is not finite (a
+                // bandwidth whose square under- or overflows, a box near
+                // ±f64::MAX): the noise cannot hide a NaN, and where the
+                // NaNs fall depends on x (attack10, docs/ATTACK-10.md).
+                if vals.iter().any(|v| !v.is_finite()) {
+                    return Err(Error::Numerical {
+                        routine: "vector Laplace: a query value is not finite",
+                    });
+                }
                 for v in vals.iter_mut() {
                     *v = libm::round((*v + lap.sample(rng)) / grid) * grid;
+                    if !v.is_finite() {
+                        return Err(Error::Numerical {
+                            routine: "vector Laplace: a noisy value is not finite",
+                        });
+                    }
                 }
                 rep.values = Some(vals);
             }
@@ -508,6 +522,58 @@ mod tests {
 
     fn set() -> QuerySet {
         QuerySet::Kde(KdeGrid::square(1000.0, 5).unwrap())
+    }
+
+    /// attack10 (docs/ATTACK-10.md, finding 1): on a box near ±1e300 the
+    /// default bandwidth's square overflows, so every cell whose |t − x|²
+    /// also overflows had the value ∞/∞ = NaN and the device's own cell 1:
+    /// the report (NaN written as `null`) showed where the device was. Such
+    /// a release is refused before anything is charged; a grid whose
+    /// bandwidth squared underflows (h = 1e-300) gets no finite L1 and is
+    /// refused at construction.
+    #[test]
+    fn vector_laplace_never_sends_a_value_that_is_not_finite() {
+        use crate::device::budget::{BudgetPolicy, BudgetUnit, Ledger};
+        use crate::PrivacyBudget;
+        let mut rng = StdRng::seed_from_u64(5);
+        let far = KdeGrid::new_2d([-1e300, 1e300, -1e300, 1e300], [3, 3], 2f64.sqrt() * 1e300);
+        // h² = 0: K(0) = exp(-0/0) = NaN at a device exactly on a grid point.
+        let tiny = KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [2, 2], 1e-300);
+        for (grid, xs) in [
+            (
+                far,
+                [
+                    [-1e300, -1e300],
+                    [0.0, 0.0],
+                    [1e300, 1e300],
+                    [-1e300, 1e300],
+                ],
+            ),
+            (tiny, [[0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.5]]),
+        ] {
+            let Ok(rel) = MapRelease::new(
+                QuerySet::Kde(grid.unwrap()),
+                MapMechanism::VectorLaplace,
+                1.0,
+            ) else {
+                continue; // refused at construction: nothing can be sent
+            };
+            let rel = rel.with_unit(BudgetUnit::PerMetre);
+            let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 100.0, 0.0).unwrap();
+            let mut ledger = PrivacyBudget::new(policy);
+            let mut sent = 0;
+            for x in xs {
+                match rel.release(&mut ledger, &x, &mut rng) {
+                    Ok(r) => {
+                        let vals = r.values.unwrap();
+                        assert!(vals.iter().all(|v| v.is_finite()), "{x:?}: {vals:?}");
+                        sent += 1;
+                    }
+                    Err(e) => assert!(matches!(e, Error::Numerical { .. }), "{e}"),
+                }
+            }
+            assert_eq!(ledger.state().releases(), sent, "a refused release charged");
+        }
     }
 
     #[test]

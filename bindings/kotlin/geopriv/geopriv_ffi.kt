@@ -1817,7 +1817,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_mapserver_to_json() and 0xFFFF) != 36479) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() and 0xFFFF) != 40741) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed() and 0xFFFF) != 33552) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_geomechanism_privatize_packed_unmetered() and 0xFFFF) != 12524) {
@@ -3111,8 +3111,9 @@ public interface GeoMechanismInterface {
      * n releases **by one device** (its ledger), each charged: the ledger
      * pays n × (ε, δ) by sequential composition. All or nothing: refused
      * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
-     * charge before the next release. Points as in
+     * `InvalidInput`) unless all n fit, also when another process charges
+     * the same file meanwhile. A file-backed ledger writes the n charges
+     * in one write before any value is returned. Points as in
      * `privatize_packed_unmetered`.
      */
     fun `privatizePacked`(`ledger`: PrivacyLedger, `query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray
@@ -3350,8 +3351,9 @@ open class GeoMechanism: Disposable, AutoCloseable, GeoMechanismInterface
      * n releases **by one device** (its ledger), each charged: the ledger
      * pays n × (ε, δ) by sequential composition. All or nothing: refused
      * with nothing released or charged (`BudgetExceeded`, `UnitMismatch`,
-     * `InvalidInput`) unless all n fit. A file-backed ledger writes each
-     * charge before the next release. Points as in
+     * `InvalidInput`) unless all n fit, also when another process charges
+     * the same file meanwhile. A file-backed ledger writes the n charges
+     * in one write before any value is returned. Points as in
      * `privatize_packed_unmetered`.
      */
     @Throws(GeoprivException::class)override fun `privatizePacked`(`ledger`: PrivacyLedger, `query`: GeoQuery, `xs`: kotlin.ByteArray): ReleaseArray {

@@ -159,6 +159,37 @@ pub trait Ledger {
     /// ([`Error::LedgerIo`], [`Error::LedgerBusy`]).
     fn commit(&mut self, charge: &Charge) -> Result<()>;
 
+    /// Record `charge` `n` times, **all or nothing**: refused with nothing
+    /// recorded unless all n fit (Σ = n·ε, n·δ by sequential composition).
+    /// A persistent ledger writes the n charges in one durable write (the
+    /// check and the write under one lock), so another process charging
+    /// at the same time cannot leave some of them recorded and the call
+    /// refused. The default checks the n charges on a copy, then commits
+    /// them one by one (enough for a ledger owned by one caller, like
+    /// [`PrivacyBudget`]).
+    ///
+    /// ```
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, Ledger};
+    /// use geopriv::PrivacyBudget;
+    /// let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 1e-3, 0.0)?;
+    /// let mut ledger = PrivacyBudget::new(policy);
+    /// let c = Charge::new(BudgetUnit::PerDollar, 1e-4, 0.0)?;
+    /// ledger.commit_n(&c, 7)?;
+    /// assert!(ledger.commit_n(&c, 4).is_err()); // 11 > 10: nothing recorded
+    /// assert_eq!(ledger.state().releases(), 7);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    fn commit_n(&mut self, charge: &Charge, n: u64) -> Result<()> {
+        let mut dry = self.state().clone();
+        for _ in 0..n {
+            dry.try_charge(charge)?;
+        }
+        for _ in 0..n {
+            self.commit(charge)?;
+        }
+        Ok(())
+    }
+
     /// Run `release` under `charge` (the write-ahead protocol of the
     /// [module docs](self)):
     ///
