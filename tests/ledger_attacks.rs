@@ -434,3 +434,82 @@ fn ledger_errors_escape_paths_and_file_contents() {
     let msg = e.to_string();
     assert!(!has_raw_controls(&msg), "{msg:?}");
 }
+
+/// attack10 O1 (docs/ATTACK-10.md): the monotonic counter holds the release
+/// count. After a rollback (a backup restored: 3 releases back to 1), a
+/// writer without the counter (a background job, the CLI) made 2 more
+/// releases; the count was back at 3, and the app holding the counter
+/// accepted a file recording 3 of the 5 charges made. Now a file written
+/// under a counter is bound to it: the counter-less writer is refused, and
+/// the app sees the rollback.
+#[test]
+fn a_writer_without_the_counter_cannot_refill_a_rolled_back_count() {
+    use geopriv::device::budget::{MemoryCounter, MonotonicCounter};
+    let dir = TempDir::new("counter-refill");
+    let path = dir.file("ledger.json");
+    let p = policy(0.5);
+    let c = metres(0.1);
+    let counter = MemoryCounter::default();
+    let mut app = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    assert!(app.state().is_counter_bound());
+    app.commit(&c).unwrap();
+    let backup = std::fs::read_to_string(&path).unwrap();
+    app.commit(&c).unwrap();
+    app.commit(&c).unwrap();
+    drop(app);
+    assert_eq!(counter.read().unwrap(), 3);
+    std::fs::write(&path, &backup).unwrap(); // the rollback
+    let mut job = FileLedger::open(&path, &p).unwrap(); // no counter: may read
+    assert_eq!(job.state().releases(), 1);
+    let refused = job.commit(&c).unwrap_err().to_string();
+    assert!(refused.contains("monotonic counter"), "{refused}");
+    assert!(job.commit_once([9; 32], &c).is_err());
+    drop(job);
+    assert_eq!(FileLedger::open(&path, &p).unwrap().state().releases(), 1);
+    let reopened = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()));
+    assert!(
+        reopened.is_err(),
+        "the app accepted a rolled-back file (1 release on file, 3 made)"
+    );
+}
+
+/// A ledger that was never tied to a counter is charged by any writer, and
+/// its file does not carry the mark (files of ledgers without a counter
+/// are byte for byte what they were).
+#[test]
+fn a_ledger_without_a_counter_stays_unbound() {
+    let dir = TempDir::new("counter-unbound");
+    let path = dir.file("ledger.json");
+    let p = policy(0.5);
+    let mut a = FileLedger::create(&path, &p).unwrap();
+    a.commit(&metres(0.1)).unwrap();
+    let mut b = FileLedger::open(&path, &p).unwrap();
+    b.commit(&metres(0.1)).unwrap();
+    assert!(!b.state().is_counter_bound());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("counter_bound"), "{text}");
+}
+
+/// The mark cannot be dropped by a writer: a file edited to remove it is
+/// not accepted as the continuation of the bound state this process saw.
+#[test]
+fn a_file_that_drops_the_counter_mark_is_refused_by_its_holder() {
+    use geopriv::device::budget::MemoryCounter;
+    let dir = TempDir::new("counter-mark");
+    let path = dir.file("ledger.json");
+    let p = policy(0.5);
+    let mut app = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(MemoryCounter::default()))
+        .unwrap();
+    app.commit(&metres(0.1)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"counter_bound\":true"), "{text}");
+    std::fs::write(&path, text.replace(",\"counter_bound\":true", "")).unwrap();
+    assert!(app.commit(&metres(0.1)).is_err());
+}

@@ -387,12 +387,28 @@ impl FileLedger {
     /// the counter (the file was deleted and created again, restored from a
     /// backup or rolled back); otherwise the counter is advanced to the
     /// file's count, and after every charge to the new count.
+    ///
+    /// The file is marked as **bound to a counter** (written once, under
+    /// the lock; [`PrivacyBudget::is_counter_bound`]): from then on a
+    /// writer that does not hold the counter (a background job, the CLI)
+    /// is refused every charge ([`Error::InvalidLedgerState`]), reading
+    /// and acknowledging uploads stay allowed. Without that, such a writer
+    /// could charge a rolled-back file back up to the counter's count and
+    /// the app would accept it with charges lost (attack10 O1,
+    /// docs/ATTACK-10.md). Every process that charges the file must
+    /// therefore hold the counter (docs/MATH.md §8.3).
     pub fn with_counter(mut self, counter: Box<dyn MonotonicCounter>) -> Result<Self> {
         self.counter = Some(counter);
         let _lock = lock(&self.path, self.lock_timeout)?;
         let current = self.reload()?;
         self.advance_counter(current.releases())?;
-        self.budget = current;
+        if current.is_counter_bound() {
+            self.budget = current;
+        } else {
+            let bound = current.bound_to_counter();
+            replace(&self.path, &bound.to_json())?;
+            self.budget = bound;
+        }
         Ok(self)
     }
 
@@ -514,6 +530,18 @@ impl FileLedger {
         let Some(next) = next? else {
             return Ok(false);
         };
+        if self.counter.is_none()
+            && self.budget.is_counter_bound()
+            && next.releases() > self.budget.releases()
+        {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "{} is bound to a platform monotonic counter; only a writer holding it may charge it \
+                     (FileLedger::with_counter), so that a rolled-back file cannot be charged back up to the counter",
+                    UntrustedPath(&self.path)
+                ),
+            });
+        }
         replace(&self.path, &next.to_json())?;
         self.budget = next;
         self.advance_counter(self.budget.releases())?;

@@ -120,6 +120,10 @@ pub const MAX_OUTBOX: usize = 1024;
 /// At most this many bytes per report in the outbox.
 pub const MAX_UPLOAD_BYTES: usize = 64 << 10;
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -286,6 +290,11 @@ pub struct PrivacyBudget {
     outbox: Vec<(u64, String)>,
     /// The id of the next report put in the outbox.
     next_upload: u64,
+    /// Set once a [`FileLedger`] tied to a platform monotonic counter
+    /// wrote the file (`FileLedger::with_counter`); never cleared. A writer
+    /// without the counter is refused a charge on such a file (attack10
+    /// O1: it could refill a rolled-back release count to the counter's).
+    counter_bound: bool,
     // Derived from the above (checked on restore).
     lifetime_epsilon: ExactSum,
     lifetime_delta: ExactSum,
@@ -308,6 +317,7 @@ impl PartialEq for PrivacyBudget {
             && self.carried == other.carried
             && self.outbox == other.outbox
             && self.next_upload == other.next_upload
+            && self.counter_bound == other.counter_bound
     }
 }
 
@@ -377,6 +387,10 @@ struct StateV2 {
     outbox: Vec<(u64, String)>,
     #[serde(default, skip_serializing_if = "is_zero")]
     next_upload: u64,
+    /// Written only when true, so files of ledgers without a counter are
+    /// unchanged.
+    #[serde(default, skip_serializing_if = "is_false")]
+    counter_bound: bool,
 }
 
 /// Persisted form of a version-1 ledger.
@@ -529,6 +543,7 @@ impl PrivacyBudget {
             carried: None,
             outbox: Vec::new(),
             next_upload: 0,
+            counter_bound: false,
             lifetime_epsilon: ExactSum::default(),
             lifetime_delta: ExactSum::default(),
             period_epsilon: ExactSum::default(),
@@ -573,6 +588,7 @@ impl PrivacyBudget {
             device_secret: to_hex(&self.secret),
             outbox: self.outbox.clone(),
             next_upload: self.next_upload,
+            counter_bound: self.counter_bound,
         };
         // Cannot fail: plain fields, no maps; the numbers are finite.
         serde_json::to_string(&state).unwrap_or_default()
@@ -745,6 +761,7 @@ impl PrivacyBudget {
         }
         b.outbox = s.outbox;
         b.next_upload = s.next_upload;
+        b.counter_bound = s.counter_bound;
         b.recompute()
             .ok_or_else(|| invalid("the release count overflows"))?;
         // The history must add up to what the state says it spent.
@@ -1235,6 +1252,31 @@ impl PrivacyBudget {
                     .all(|e| counts.get(&key(e)).is_some_and(|&c| c >= e.count))
             }
             && self.memo.iter().all(|k| newer.memo.contains(k))
+            && (newer.counter_bound || !self.counter_bound)
+    }
+
+    /// Whether a writer tied to a platform monotonic counter has written
+    /// this state (see `FileLedger::with_counter`): such a ledger is
+    /// charged only by writers that hold the counter. A fresh state is not
+    /// bound, and a bound one stays bound (a state that drops the mark is
+    /// not accepted as the continuation of one that had it).
+    ///
+    /// ```
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, PrivacyBudget};
+    /// let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 0.5, 0.0)?;
+    /// assert!(!PrivacyBudget::with_secret(policy, [7; 32]).is_counter_bound());
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn is_counter_bound(&self) -> bool {
+        self.counter_bound
+    }
+
+    /// This state, marked as written under a monotonic counter.
+    #[cfg(feature = "std")]
+    pub(crate) fn bound_to_counter(&self) -> Self {
+        let mut next = self.clone();
+        next.counter_bound = true;
+        next
     }
 
     /// This ledger's clock (given to a state read from disk).
