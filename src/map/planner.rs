@@ -1966,22 +1966,35 @@ mod coincident_tests {
     /// answered 500, while the kernel maps (`--lambda 1`) are defined. The
     /// plan now ranks the kernel maps without EM; where EM saw any report,
     /// nothing changes.
-    #[test]
-    fn reports_all_outside_the_window_are_planned_without_em() {
+    /// A 21 x 21 kernel grid on the 20 km square at εh `eh`, and an
+    /// aggregator (512 bins per axis) of `n` noise-a-priori reports whose
+    /// locations are replaced by `at(i)` (seed `seed`).
+    fn moved_reports(
+        eh: f64,
+        n: u64,
+        seed: u64,
+        at: impl Fn(u64) -> Vec<f64>,
+    ) -> (QuerySet, f64, MapAggregator) {
         let grid = KdeGrid::square(20_000.0, 21).unwrap();
-        let eps = 0.3 / grid.bandwidth();
+        let eps = eh / grid.bandwidth();
         let set = QuerySet::Kde(grid);
         let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         let mut agg =
             MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
-        let mut rng = StdRng::seed_from_u64(6);
-        for i in 0..600 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for i in 0..n {
             let mut r = dev
                 .release_unmetered(&[10_000.0, 10_000.0], &mut rng)
                 .unwrap();
-            r.location = Some(vec![1e9 + i as f64, -1e9]);
+            r.location = Some(at(i));
             agg.add(&r).unwrap();
         }
+        (set, eps, agg)
+    }
+
+    #[test]
+    fn reports_all_outside_the_window_are_planned_without_em() {
+        let (set, eps, agg) = moved_reports(0.3, 600, 6, |i| vec![1e9 + i as f64, -1e9]);
         let (est, p, _) = agg.planned_estimate_and_mapper().unwrap();
         let p = p.unwrap();
         assert!(
@@ -2007,21 +2020,8 @@ mod coincident_tests {
     /// prediction (NaN), and the other mechanisms are still ranked.
     #[test]
     fn no_report_inside_the_bins_gives_no_prediction() {
-        let grid = KdeGrid::square(20_000.0, 21).unwrap();
-        let eps = 0.001 / grid.bandwidth();
-        let set = QuerySet::Kde(grid);
-        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         for (n, far) in [(1u64, 1e9), (2, -5e8)] {
-            let mut agg =
-                MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
-            let mut rng = StdRng::seed_from_u64(8);
-            for i in 0..n {
-                let mut r = dev
-                    .release_unmetered(&[10_000.0, 10_000.0 + 1e-6 * i as f64], &mut rng)
-                    .unwrap();
-                r.location = Some(vec![far, far]);
-                agg.add(&r).unwrap();
-            }
+            let (set, eps, agg) = moved_reports(0.001, n, 8, |_| vec![far, far]);
             let (est, p, m) = agg.planned_estimate_and_mapper().unwrap();
             let (p, m) = (p.unwrap(), m.unwrap());
             assert_eq!(m.counts().outside(), n);
