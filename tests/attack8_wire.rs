@@ -13,21 +13,10 @@
 use geopriv::report::{frames, read_frames};
 use geopriv::{MechanismName, QueryDescriptor, Report, ReportId};
 
+#[path = "common/wire.rs"]
+mod wire;
 /// CRC-16/IBM-3740, bit by bit (the README's check).
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0xFFFF;
-    for &b in bytes {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
+use wire::crc16_bitwise as crc16;
 
 fn reports() -> Vec<Report> {
     let queries = [

@@ -279,24 +279,10 @@ fn sample_variants() -> Vec<Report> {
     out
 }
 
-/// A legacy binary version 2 report as geopriv wrote it before binary
-/// version 3 (devices in the field): the body, then `0x01` if seeded.
-fn legacy_v2_bytes(r: &Report) -> Vec<u8> {
-    let mut b = postcard::to_allocvec(&(
-        2u16,
-        &r.query,
-        r.mechanism,
-        r.epsilon,
-        r.delta,
-        r.value,
-        r.report_id,
-    ))
-    .unwrap();
-    if r.seeded {
-        b.push(1);
-    }
-    b
-}
+#[path = "common/wire.rs"]
+mod wire;
+/// A legacy binary version 2 report (devices in the field).
+use wire::legacy_v2_bytes;
 
 /// Reports read from `stream` by the CLI's and the bindings' reader.
 fn ingested(stream: &[u8]) -> Vec<Result<Report, String>> {

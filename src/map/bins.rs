@@ -217,13 +217,16 @@ impl BinnedCounts {
     /// The bin [`add`](Self::add) counts `x` in (`None`: beyond the
     /// bins), or the error it refuses `x` with; nothing is counted
     /// ([`add_slot`](Self::add_slot) does it). `add(x)` is `slot_of(x)`
-    /// then `add_slot` of the result.
+    /// then `add_slot` of the result. Only the std reader
+    /// (`map::ingest`) judges a report before counting it.
+    #[cfg(feature = "std")]
     pub(crate) fn slot_of(&self, x: &[f64]) -> Result<Option<usize>> {
         crate::error::check_point(x, self.spec.dim)?;
         Ok(self.spec.bin_of(x))
     }
     /// Count one location in the bin `slot` from [`slot_of`](Self::slot_of)
     /// (`None`: beyond the bins). A slot past the bins is refused.
+    #[cfg(feature = "std")]
     pub(crate) fn add_slot(&mut self, slot: Option<usize>) -> Result<()> {
         match slot {
             Some(b) => match self.counts.get_mut(b) {

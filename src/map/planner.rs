@@ -43,11 +43,12 @@ use std::vec::Vec;
 pub struct Prediction {
     /// Mechanism name (`a-priori λ=0.6`, `vector-laplace`, `sampled-4`, ...).
     pub name: String,
-    /// Predicted ASE.
+    /// Predicted ASE; NaN where it is not predicted (the λ = 0 pick when
+    /// no report lies inside the map's bins, see [`Plan::predictions`]).
     pub ase: f64,
-    /// Its variance part.
+    /// Its variance part (NaN with `ase`).
     pub variance: f64,
-    /// Its squared-bias part (0 for unbiased mechanisms).
+    /// Its squared-bias part (0 for unbiased mechanisms; NaN with `ase`).
     pub bias2: f64,
     /// Whether `ase` is an upper bound rather than an estimate.
     pub upper_bound: bool,
@@ -62,7 +63,11 @@ pub struct Prediction {
 /// The planner's predictions and its pick.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    /// Every prediction, best first.
+    /// Every prediction, best first. Where reports on a kernel grid were
+    /// given and none lies inside the map's bins, the first is noise a
+    /// priori at λ = 0 with NaN numbers (every kernel map is then 0, and
+    /// the reports carry nothing to predict its error from; `line` says
+    /// so), then the other mechanisms, best first.
     pub predictions: Vec<Prediction>,
     /// The one-line explanation.
     pub line: String,
@@ -186,7 +191,8 @@ pub(crate) fn plan_building_mapper(
     build: impl FnOnce() -> Result<FftMapper>,
 ) -> Result<(Plan, FftMapper)> {
     let g = match set {
-        QuerySet::Kde(g) if g.dim() == 2 => g,
+        // Nothing binned: no EM to start (the plan makes none).
+        QuerySet::Kde(g) if g.dim() == 2 && counts.total() != counts.outside() => g,
         _ => {
             let mapper = build()?;
             return Ok((plan(set, epsilon, n, Some(&mapper))?, mapper));
@@ -259,7 +265,18 @@ fn plan_with_em(
     // (b) vector Laplace (with reports on a kernel grid its certified ℓ1
     // bound is computed beside the kernel maps and inserted first below).
     let kde_reports = matches!((set, reports), (QuerySet::Kde(_), Some(_)));
-    if !kde_reports {
+    // No report inside the bins (attack8 O3: n = 1 at εh 0.001, its noisy
+    // location beyond them): every kernel map is 0, with variance 0 and
+    // bias estimate 0 ± 0, which read "predicted ASE 0". The reports carry
+    // nothing to predict that map's error from: the kernel maps and EM are
+    // not computed; λ = 0 (the map made before) is the pick, with NaN for
+    // its numbers and the reason in the line; the other mechanisms are
+    // ranked as without reports.
+    let none_binned = match (set, reports) {
+        (QuerySet::Kde(_), Some(mp)) => mp.counts().total() == mp.counts().outside(),
+        _ => false,
+    };
+    if !kde_reports || none_binned {
         preds.push(vector_laplace(set.l1_bound(), epsilon, nf));
     }
     // (a) composition.
@@ -288,7 +305,9 @@ fn plan_with_em(
     let mut unranked: Vec<f64> = Vec::new();
     let mut em_only = false;
     let mut atom_note = String::new();
-    if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
+    if none_binned {
+        // Nothing binned: no kernel map or EM to rank (above).
+    } else if let (QuerySet::Kde(g), Some(mapper)) = (set, reports) {
         let n_rep = mapper.counts().total() as f64;
         // The ℓ1 bound, the coincident devices and the unrounded plain map
         // read only the grid and the counts: one more thread beside EM and
@@ -586,6 +605,21 @@ fn plan_with_em(
     }
 
     preds.sort_by(|a, b| a.ase.total_cmp(&b.ase));
+    if none_binned {
+        preds.insert(
+            0,
+            Prediction {
+                name: "a-priori λ=0.0".into(),
+                ase: f64::NAN,
+                variance: f64::NAN,
+                bias2: f64::NAN,
+                upper_bound: false,
+                lambda: Some(0.0),
+                k: None,
+                em_iterations: None,
+            },
+        );
+    }
     if em_only {
         if let Some(i) = preds.iter().position(|p| p.em_iterations.is_some()) {
             let p = preds.remove(i);
@@ -598,10 +632,20 @@ fn plan_with_em(
         .find(|p| !p.name.starts_with("a-priori") || !best.name.starts_with("a-priori"))
         .filter(|p| p.name != best.name);
     let plain = preds.iter().find(|p| p.lambda == Some(0.0));
-    let mut line = format!(
-        "pick {}: predicted ASE {:.2e} (variance {:.2e} + bias² {:.2e}) at per-device ε = {} and n = {}",
-        best.name, best.ase, best.variance, best.bias2, epsilon, n
-    );
+    let mut line = match reports.filter(|_| none_binned) {
+        Some(mp) => format!(
+            "pick {}: no prediction (none of the {} reports lies inside the map's bins, {} beyond them: every kernel map is 0 and nothing in the reports predicts its error) at per-device ε = {} and n = {}",
+            best.name,
+            mp.counts().total(),
+            mp.counts().outside(),
+            epsilon,
+            n
+        ),
+        None => format!(
+            "pick {}: predicted ASE {:.2e} (variance {:.2e} + bias² {:.2e}) at per-device ε = {} and n = {}",
+            best.name, best.ase, best.variance, best.bias2, epsilon, n
+        ),
+    };
     if let Some(p) = plain.filter(|p| p.name != best.name) {
         line.push_str(&format!("; plain a priori {:.2e}", p.ase));
     }
@@ -1922,22 +1966,35 @@ mod coincident_tests {
     /// answered 500, while the kernel maps (`--lambda 1`) are defined. The
     /// plan now ranks the kernel maps without EM; where EM saw any report,
     /// nothing changes.
-    #[test]
-    fn reports_all_outside_the_window_are_planned_without_em() {
+    /// A 21 x 21 kernel grid on the 20 km square at εh `eh`, and an
+    /// aggregator (512 bins per axis) of `n` noise-a-priori reports whose
+    /// locations are replaced by `at(i)` (seed `seed`).
+    fn moved_reports(
+        eh: f64,
+        n: u64,
+        seed: u64,
+        at: impl Fn(u64) -> Vec<f64>,
+    ) -> (QuerySet, f64, MapAggregator) {
         let grid = KdeGrid::square(20_000.0, 21).unwrap();
-        let eps = 0.3 / grid.bandwidth();
+        let eps = eh / grid.bandwidth();
         let set = QuerySet::Kde(grid);
         let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
         let mut agg =
             MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 512).unwrap();
-        let mut rng = StdRng::seed_from_u64(6);
-        for i in 0..600 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for i in 0..n {
             let mut r = dev
                 .release_unmetered(&[10_000.0, 10_000.0], &mut rng)
                 .unwrap();
-            r.location = Some(vec![1e9 + i as f64, -1e9]);
+            r.location = Some(at(i));
             agg.add(&r).unwrap();
         }
+        (set, eps, agg)
+    }
+
+    #[test]
+    fn reports_all_outside_the_window_are_planned_without_em() {
+        let (set, eps, agg) = moved_reports(0.3, 600, 6, |i| vec![1e9 + i as f64, -1e9]);
         let (est, p, _) = agg.planned_estimate_and_mapper().unwrap();
         let p = p.unwrap();
         assert!(
@@ -1953,6 +2010,54 @@ mod coincident_tests {
         );
         let m = agg.mapper().unwrap().unwrap();
         assert!(plan(&set, eps, 600, Some(&m)).is_ok());
+    }
+
+    /// attack8 O3: with no report inside the bins (n = 1 at εh 0.001, its
+    /// noisy location beyond them) every kernel map is 0 with variance 0
+    /// and bias estimate 0 ± 0, and the plan read "predicted ASE 0.00e0".
+    /// The reports carry nothing to predict that map's error from: the
+    /// pick (λ = 0, the same map as before) states why it has no
+    /// prediction (NaN), and the other mechanisms are still ranked.
+    #[test]
+    fn no_report_inside_the_bins_gives_no_prediction() {
+        for (n, far) in [(1u64, 1e9), (2, -5e8)] {
+            let (set, eps, agg) = moved_reports(0.001, n, 8, |_| vec![far, far]);
+            let (est, p, m) = agg.planned_estimate_and_mapper().unwrap();
+            let (p, m) = (p.unwrap(), m.unwrap());
+            assert_eq!(m.counts().outside(), n);
+            let pick = p.pick();
+            assert_eq!(pick.name, "a-priori λ=0.0", "{}", p.line);
+            assert!(
+                pick.ase.is_nan() && pick.variance.is_nan() && pick.bias2.is_nan(),
+                "{pick:?}"
+            );
+            assert!(!p.line.contains("predicted ASE 0.00e0"), "{}", p.line);
+            assert!(
+                p.line.contains(&format!(
+                    "no prediction (none of the {n} reports lies inside the map's bins"
+                )),
+                "{}",
+                p.line
+            );
+            assert!(
+                p.line.contains("next other mechanism vector-laplace"),
+                "{}",
+                p.line
+            );
+            // The map is the λ = 0 kernel map of no binned report, as before.
+            assert_eq!(est.lambda, 0.0);
+            assert!(est.values.iter().all(|v| *v == 0.0));
+            let k0 = m.estimate(&agg.kernel(0.0).unwrap()).unwrap();
+            assert_eq!(format!("{k0:?}"), format!("{est:?}"));
+            // Every other prediction is a number, best first.
+            let rest: Vec<f64> = p.predictions[1..].iter().map(|q| q.ase).collect();
+            assert!(rest.iter().all(|a| a.is_finite()), "{rest:?}");
+            assert!(rest.windows(2).all(|w| w[0] <= w[1]), "{rest:?}");
+            assert_eq!(
+                format!("{p:?}"),
+                format!("{:?}", plan(&set, eps, n, Some(&m)).unwrap())
+            );
+        }
     }
 
     /// Issue 19 item 15 (airports at εh 100, n = 10^7: 64x under): devices

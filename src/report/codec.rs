@@ -97,6 +97,12 @@ const CHECK_BYTES: usize = 2;
 /// independent table loads instead of a chain of eight, which is what
 /// decoding a report mostly waits on. The rest is byte by byte (`T_0`).
 ///
+/// Not the `crc` crate (`crc::CRC_16_IBM_3740`): its fast table is sliced
+/// by 16 and leaves up to 15 bytes of a 45–61-byte body to its byte-wise
+/// chain, and `Report::from_bytes` of 10⁶ reports took 56–64 ms with it
+/// against 46–48 ms with this (criterion, branch tidy12, BENCHMARKS.md);
+/// its slice-by-1 table is the byte-wise chain this replaced.
+///
 /// `crc16(b"123456789") == 0x29B1` (the catalogue's check value).
 fn crc16(bytes: &[u8]) -> u16 {
     let t = &CRC16_TABLES;
@@ -369,6 +375,11 @@ fn postcard_rejection(e: postcard::Error) -> Rejection {
     }
 }
 
+/// The binary report oracles shared with the integration tests.
+#[cfg(test)]
+#[path = "../../tests/common/wire.rs"]
+pub(super) mod wire_oracles;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,20 +409,7 @@ mod tests {
         // The catalogue's check value, and the bit-by-bit definition.
         assert_eq!(crc16(b"123456789"), 0x29B1);
         assert_eq!(crc16(b""), 0xFFFF);
-        let slow = |bytes: &[u8]| {
-            let mut crc: u16 = 0xFFFF;
-            for &b in bytes {
-                crc ^= (b as u16) << 8;
-                for _ in 0..8 {
-                    crc = if crc & 0x8000 != 0 {
-                        (crc << 1) ^ 0x1021
-                    } else {
-                        crc << 1
-                    };
-                }
-            }
-            crc
-        };
+        let slow = super::wire_oracles::crc16_bitwise;
         let data: Vec<u8> = (0..300u32).map(|i| (i * 37 % 251) as u8).collect();
         for n in 0..data.len() {
             assert_eq!(crc16(&data[..n]), slow(&data[..n]), "{n}");
@@ -440,24 +438,8 @@ mod legacy_tests {
     use super::*;
     use crate::report::tests::threshold_report;
 
-    /// A legacy binary version 2 report as geopriv wrote it before binary
-    /// version 3: the body, then `0x01` if seeded.
-    fn legacy_v2(r: &Report) -> Vec<u8> {
-        let mut b = postcard::to_allocvec(&(
-            2u16,
-            &r.query,
-            r.mechanism,
-            r.epsilon,
-            r.delta,
-            r.value,
-            r.report_id,
-        ))
-        .unwrap();
-        if r.seeded {
-            b.push(1);
-        }
-        b
-    }
+    /// The shared oracle (tests/common/wire.rs).
+    use super::wire_oracles::legacy_v2_bytes as legacy_v2;
 
     #[test]
     fn legacy_versions_are_read_with_their_known_hole() {

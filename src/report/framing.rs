@@ -248,17 +248,7 @@ mod tests {
         let r = threshold_report()
             .with_report_id(crate::ReportId([9; 16]))
             .with_seeded(true);
-        let body = (
-            3u16,
-            &r.query,
-            r.mechanism,
-            r.epsilon,
-            r.delta,
-            r.value,
-            r.report_id,
-            r.seeded,
-        );
-        let mut raw = postcard::to_allocvec(&body).unwrap();
+        let mut raw = crate::report::codec::wire_oracles::v3_body(&r);
         assert_eq!(raw.len(), 61);
         let check = r.to_bytes()[61..].to_vec();
         raw.extend_from_slice(&check);

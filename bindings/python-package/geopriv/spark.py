@@ -143,19 +143,23 @@ def _report_id(record: Any, frames: bool) -> Optional[str]:
     return geopriv.report_id_of_frame(data) if frames else geopriv.report_id_of_json(data)
 
 
-def _by_report_id(rdd: Any, frames: bool) -> Any:
+def _by_report_id(rdd: Any, frames: bool, with_ids: bool = False) -> Any:
     """The rows of ``rdd`` exchanged so that every copy of a ``report_id``
     is in one partition (partition crc32(id) mod P; a row without an id
     goes to partition position mod P), each partition in input order
     (sorted by the row's position, ``zipWithIndex``). Same number of
-    partitions."""
+    partitions. ``with_ids``: each row comes out as ``(row, report_id)``,
+    the id read here for the exchange (``None``: none, or the row does
+    not decode), so that a partition function that keeps its own id rule
+    (:func:`_partition`) does not parse it a second time; the native
+    servers read the id themselves, so the others take the rows alone."""
     n = max(1, rdd.getNumPartitions())
 
     def keyed(pair: Any) -> Any:
         row, position = pair
         rid = _report_id(_record(row), frames)
         part = position % n if rid is None else zlib.crc32(rid.encode("ascii")) % n
-        return ((part, position), row)
+        return ((part, position), (row, rid) if with_ids else row)
 
     return (
         rdd.zipWithIndex()
@@ -430,7 +434,9 @@ def _skippable(record: str) -> bool:
 def _partition(
     spec: PolicySpec, binary: bool, clip: Any, by_query: bool
 ) -> Callable[[int, Iterable[Any]], Iterator[Tuple[int, Dict[Any, str], int, int, Dict[str, int], List[Rejection]]]]:
-    """The function run on every partition (module-level, so it pickles)."""
+    """The function run on every partition (module-level, so it pickles),
+    on the ``(row, report_id)`` pairs of :func:`_by_report_id` with
+    ``with_ids``."""
 
     def run(index: int, rows: Iterable[Any]) -> Iterator[Any]:
         import geopriv
@@ -459,7 +465,9 @@ def _partition(
             agg.add_values(values)  # finite: the policy checked every value
             values.clear()
 
-        for row_number, row in enumerate(rows):
+        # Each row comes with its report_id, read once by the exchange
+        # (:func:`_by_report_id` with ``with_ids``).
+        for row_number, (row, rid) in enumerate(rows):
             record = _record(row)
             if record is None:
                 reject(row_number, "empty", "null report [empty]")
@@ -467,7 +475,6 @@ def _partition(
             if not binary and isinstance(record, str) and _skippable(record):
                 skipped += 1
                 continue
-            rid = _report_id(record, binary)
             if rid is not None and rid in seen:
                 duplicates += 1
                 continue
@@ -688,7 +695,7 @@ def _run(
 ) -> Tuple[Dict[Any, str], int, int, Dict[str, int], List[Rejection], int, int]:
     _clip_hook(clip)  # refuse an unsupported clip on the driver, before any job
     name, binary = _report_column(df, column)
-    rdd = _by_report_id(df.select(name).rdd, binary)
+    rdd = _by_report_id(df.select(name).rdd, binary, with_ids=True)
     partials = sorted(rdd.mapPartitionsWithIndex(_partition(spec, binary, clip, by_query)).collect(), key=lambda p: p[0])
     by_group: Dict[Any, List[str]] = {}
     rejections: Dict[str, int] = {}
