@@ -971,7 +971,9 @@ fn em_early_stop_floor(
     let spread_em = e.values.iter().map(|v| (v - mean_em).powi(2)).sum::<f64>() / mf;
     // The gate reads the reports (EM's map at n_rep), the floor the
     // planned n devices' map.
-    if !(spread_em <= (kernel2 - plain2) / n_rep) {
+    let chance = (kernel2 - plain2) / n_rep;
+    // Refused also for NaN.
+    if spread_em.is_nan() || chance.is_nan() || spread_em > chance {
         return None;
     }
     let lower = (kernel2 - plain2) / nf;
