@@ -75,13 +75,15 @@
 //! Branch cells22 (docs/MATH.md §9.4, "EM at an early stop"):
 //! `GEOPRIV_PLANNER_EARLY=1` prints, per cell with EM, the truth-free
 //! ends of what the reports allow for the structure EM leaves when it
-//! stops early (the devices' own sampling structure and the most a map
-//! in [0, 1] can carry) beside EM's measured ASE. The rule read from them
-//! (EM's bias² at least their log-centre less the distance EM moved) was
-//! measured and not adopted: it mends the city's early stops only with
-//! the plain map's mean as the top's mean, and then over-predicts the
-//! constructed population at εh 0.3, n = 10^3 (BENCHMARKS.md "Branch
-//! cells22").
+//! stops early (L, the devices' own sampling structure, and EM's mean for
+//! the most a map in [0, 1] can carry) beside EM's measured ASE and how
+//! far EM's map spreads. The planner now reads EM's bias² as at least
+//! √(L·U) − D where EM's map spreads no more than L: the city at εh 0.1,
+//! n = 10^3 is under-predicted beyond 3x at 7 of seeds 1–20 (13 before;
+//! left: EM stopped at t* 6–27 with a little structure), the constructed
+//! population there at 0 (9 before). Open, found here: the city and the
+//! constructed population at εh 0.3, n = 10^3 under-predicted 3.2–8.3x at
+//! 7 and 8 of seeds 1–20 (BENCHMARKS.md "Branch cells22").
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;
