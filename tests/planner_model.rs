@@ -71,6 +71,19 @@
 //! 1–20, fall where EM stops by t* = 27 and the twins read within 5x of
 //! it), and at the atoms (εh 0.3, n = 10^5) the signed bound leaves no
 //! room for one. Both stay open as the model's errors, measured here.
+//!
+//! Branch cells22 (docs/MATH.md §9.4, "EM at an early stop"):
+//! `GEOPRIV_PLANNER_EARLY=1` prints, per cell with EM, the truth-free
+//! ends of what the reports allow for the structure EM leaves when it
+//! stops early (L, the devices' own sampling structure, and EM's mean for
+//! the most a map in [0, 1] can carry) beside EM's measured ASE and how
+//! far EM's map spreads. The planner now reads EM's bias² as at least
+//! √(L·U) − D where EM's map spreads no more than L: the city at εh 0.1,
+//! n = 10^3 is under-predicted beyond 3x at 7 of seeds 1–20 (13 before;
+//! left: EM stopped at t* 6–27 with a little structure), the constructed
+//! population there at 0 (9 before). Open, found here: the city and the
+//! constructed population at εh 0.3, n = 10^3 under-predicted 3.2–8.3x at
+//! 7 and 8 of seeds 1–20 (BENCHMARKS.md "Branch cells22").
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;
@@ -521,6 +534,55 @@ fn candidates(
     })
 }
 
+/// Branch cells22 (`GEOPRIV_PLANNER_EARLY=1`; BENCHMARKS.md "Branch
+/// cells22"): the truth-free statistics measured as candidates for EM's
+/// prediction where its held-out stop comes early, beside EM's measured
+/// ASE. `EARLY t* a plain pred var bias2 D vEM varEM var0 mean0 shot
+/// meanEM`:
+/// t* the held-out stop, a and plain EM's and the plain map's measured
+/// ASE, pred/var/bias2 EM's prediction, D = mean (map₀ − EM)², vEM EM's
+/// conditioned bootstrap variance, varEM and var0 the two maps' spread
+/// over the grid (their distance from a flat map), mean0 the plain map's
+/// mean and shot the devices' own sampling structure,
+/// (mean_j (1/n)Σ_i K²(t_j − x̃_i) − mean_j map₀_j²)/n read at the grid's
+/// K² integral π h²/(cell area · cells) (the truth's structure from n
+/// devices drawn from any smooth law), meanEM EM's map's mean.
+fn early_stop_statistics(
+    p: &geopriv::map::Plan,
+    e: &geopriv::map::EmMap,
+    m: &geopriv::map::FftMapper,
+    agg: &MapAggregator,
+    truth: &[f64],
+    n: usize,
+) -> String {
+    let m0 = m.estimate(&agg.kernel(0.0).unwrap()).unwrap().values;
+    let q = p.predictions.iter().find(|q| q.name == "a-priori em");
+    let (pa, pv, pb) = q.map_or((f64::NAN, f64::NAN, f64::NAN), |q| {
+        (q.ase, q.variance, q.bias2)
+    });
+    let spread = |v: &[f64]| {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        (
+            v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64,
+            mean,
+        )
+    };
+    let (var_em, mean_em) = spread(&e.values);
+    let (var0, mean0) = spread(&m0);
+    // The grid's h is the diagonal spacing: π h² / (Δ² · 31²) = 2π/961.
+    let k2 = 2.0 * std::f64::consts::PI / m0.len() as f64;
+    let sq0 = m0.iter().map(|x| x * x).sum::<f64>() / m0.len() as f64;
+    let shot = (k2 - sq0) / n as f64;
+    format!(
+        "\n  EARLY {} {:.4e} {:.4e} {pa:.4e} {pv:.4e} {pb:.4e} {:.4e} {:.4e} {var_em:.4e} {var0:.4e} {mean0:.4e} {shot:.4e} {mean_em:.4e}",
+        e.iterations,
+        ase(&e.values, truth),
+        ase(&m0, truth),
+        ase(&m0, &e.values),
+        e.predicted_variance,
+    )
+}
+
 /// ASE contributions (1/N²)·Σ |X_k|² of a square map's DFT on the rings
 /// max(|kx|, |ky|) = 0, 1, …, 15 (N the cell count; the ASE is their sum
 /// over all rings, Parseval).
@@ -691,6 +753,10 @@ fn run_cell(pop: Pop, eh: f64, n: usize, seed: u64) -> Cell {
             )
         } else {
             String::new()
+        } + &if std::env::var("GEOPRIV_PLANNER_EARLY").is_ok() {
+            early_stop_statistics(&p, e, &m, &agg, &truth, n)
+        } else {
+            String::new()
         } + &if std::env::var("GEOPRIV_PLANNER_CAND").is_ok() {
             candidates(&p, e, &m, &agg, &truth, half1.as_ref())
         } else {
@@ -857,6 +923,33 @@ fn a_chance_low_bias_estimate_ranks_no_kernel_map() {
             let r = got / pred;
             let exempt = matches!(pop, Pop::Airports) && name.ends_with(" em");
             if !(1.0 / 3.0..=3.0).contains(&r) && !exempt {
+                bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
+            }
+        }
+        bad.extend(pick_beyond_1_5x(pop, eh, n, &c));
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Branch cells22 (docs/MATH.md §9.4, "EM at an early stop"): where EM's
+/// held-out stop leaves its map with no more structure than the devices'
+/// own sampling, its bias² is read at the log-centre of what the reports
+/// allow less the distance it moved. Without it EM was under-predicted
+/// 8.08x on the city at εh 0.1, n = 10³, seed 2 (t* = 4) and 5.27x on the
+/// constructed population there at seed 1 (t* = 1, a cell not used to
+/// choose the rule). About 0.7 s of CPU in the test profile.
+#[test]
+fn em_stopped_without_structure_is_predicted_within_3x() {
+    let mut bad = Vec::new();
+    for (pop, eh, n, seed) in [
+        (Pop::City, 0.1, 1_000, 2),
+        (Pop::Constructed, 0.1, 1_000, 1),
+    ] {
+        let c = run_cell(pop, eh, n, seed);
+        report(pop, eh, n, &c);
+        for (name, pred, got, _) in &c.rows {
+            let r = got / pred;
+            if name.ends_with(" em") && !(1.0 / 3.0..=3.0).contains(&r) {
                 bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
             }
         }

@@ -392,6 +392,16 @@ fn plan_with_em(
                         pred.ase = pred.variance + floor;
                     }
                 }
+                if let Some(floor) = em_early_stop_floor(g, &kernels, &e, nf, n_rep) {
+                    // EM stopped with no more structure than the devices'
+                    // own sampling (docs/MATH.md §9.4, branch cells22): the
+                    // log-centre of what the reports allow, less what EM
+                    // moved.
+                    if floor > pred.bias2 {
+                        pred.bias2 = floor;
+                        pred.ase = pred.variance + floor;
+                    }
+                }
                 if !kernel_plug_in {
                     if let Some(floor) = em_against_unbiased_floor(&kernels, &e, nf, n_rep) {
                         // Large n (docs/MATH.md §9.4, branch cells16): the
@@ -953,6 +963,66 @@ fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) ->
     }
     let d = mean_squared_distance(&k0.mean, &e.values);
     let floor = d - k0.var * nf / n_rep - e.predicted_variance;
+    (floor.is_finite() && floor > 0.0).then_some(floor)
+}
+
+/// EM's squared bias where its held-out stop leaves its map with no more
+/// structure than the devices' own sampling (docs/MATH.md §9.4, "EM at
+/// an early stop", branch cells22). The truth is the map of the n
+/// devices, F_j = (1/n)Σ_i K(t_j − x_i) with K unnormalised (peak 1), and
+/// where the reports do not resolve the plain map's bias they bound the
+/// structure EM leaves only between two truth-free ends: below, the
+/// structure n devices carry whatever their law,
+///
+///   L = (π h² / (Δ₀ Δ₁ m) − mean_j map₀_j²) / n
+///
+/// (∫K² = π h², m grid points of spacing Δ₀ × Δ₁; the variance of a
+/// cell's mean of n kernel values), and above, the most a map with values
+/// in [0, 1] and mean F̄ (EM's map's mean) can carry, U = F̄(1 − F̄). Their
+/// log-centre G = √(L·U) is within √(U/L) of every value between; under
+/// premise A EM's bias² is the plain map's less the distance D it moved
+/// from it, so
+///
+///   floor = G − D,  D = mean_j (map₀_j − EM_j)²,
+///
+/// used only where EM's map spreads over the grid by no more than L
+/// (mean_j (EM_j − F̄)² <= L: EM resolved nothing beyond what n devices
+/// drawn from a flat law show by chance), the plain map's bias is not
+/// resolved (λ = 0 not ranked), and on a 2-D grid. Measured: the city at
+/// εh 0.1, n = 10³ under-predicted beyond 3x at 13 of seeds 1–20, 7
+/// after; the constructed population there 9 of 20, 0 after (BENCHMARKS.md
+/// "Branch cells22"). `None` where it does not apply.
+fn em_early_stop_floor(
+    g: &super::query_set::KdeGrid,
+    kernels: &[KernelMap],
+    e: &EmMap,
+    nf: f64,
+    n_rep: f64,
+) -> Option<f64> {
+    let k0 = kernels.iter().find(|k| k.lambda == 0.0)?;
+    let b0 = k0.against_unbiased?;
+    let m = e.values.len();
+    if g.dim() != 2 || m == 0 || k0.mean.len() != m || kernel_prediction(k0.var, b0, 0.0).is_some()
+    {
+        return None;
+    }
+    let mf = m as f64;
+    let [d0, d1] = g.step();
+    let h = g.bandwidth();
+    let kernel2 = core::f64::consts::PI * h * h / (d0 * d1 * mf);
+    let plain2 = k0.mean.iter().map(|v| v * v).sum::<f64>() / mf;
+    let mean_em = e.values.iter().sum::<f64>() / mf;
+    let spread_em = e.values.iter().map(|v| (v - mean_em).powi(2)).sum::<f64>() / mf;
+    // The gate reads the reports (EM's map at n_rep), the floor the
+    // planned n devices' map.
+    let chance = (kernel2 - plain2) / n_rep;
+    // Refused also for NaN.
+    if spread_em.is_nan() || chance.is_nan() || spread_em > chance {
+        return None;
+    }
+    let lower = (kernel2 - plain2) / nf;
+    let upper = mean_em.clamp(0.0, 1.0) * (1.0 - mean_em.clamp(0.0, 1.0));
+    let floor = (lower * upper).sqrt() - mean_squared_distance(&k0.mean, &e.values);
     (floor.is_finite() && floor > 0.0).then_some(floor)
 }
 
@@ -1864,6 +1934,72 @@ mod coincident_tests {
         );
         assert_eq!(kernel_parts(&[1.0, 0.5]), [(m, 0), (m, 1), (b, 1)]);
         assert!(kernel_parts(&[]).is_empty());
+    }
+
+    #[test]
+    fn em_early_stop_floor_is_the_log_centre_less_the_move_and_only_without_structure() {
+        // A 31 x 31 grid over 20 km: h is the diagonal spacing, so
+        // π h²/(Δ₀Δ₁ m) = 2π/961.
+        let g = super::super::query_set::KdeGrid::square(20_000.0, 31).unwrap();
+        let m = g.len();
+        let unresolved = BiasEstimate { avg: 0.0, se: 1.0 };
+        let plain = vec![4e-3; m];
+        let kernels = |b: BiasEstimate| {
+            vec![KernelMap {
+                lambda: 0.0,
+                var: 1e-7,
+                against_unbiased: Some(b),
+                mean: plain.clone(),
+                unconditional: 1e-7,
+            }]
+        };
+        let em_map = |values: Vec<f64>| EmMap {
+            standard_errors: vec![0.0; values.len()],
+            bias: vec![0.0; values.len()],
+            pilot_values: Vec::new(),
+            values,
+            predicted_ase: 1e-6,
+            predicted_variance: 1e-7,
+            iterations: 2,
+            held_out_steps: 2,
+            work_cap: None,
+            n: 1_000,
+        };
+        // EM flat at 1e-2: spread 0 <= L, D = (6e-3)².
+        let e = em_map(vec![1e-2; m]);
+        let n = 1_000.0;
+        let h = g.bandwidth();
+        let [d0, d1] = g.step();
+        let lower = (core::f64::consts::PI * h * h / (d0 * d1 * m as f64) - 16e-6) / n;
+        assert!(
+            (core::f64::consts::PI * h * h / (d0 * d1 * m as f64)
+                - 2.0 * core::f64::consts::PI / 961.0)
+                .abs()
+                < 1e-12
+        );
+        let want = (lower * 1e-2 * (1.0 - 1e-2)).sqrt() - 36e-6;
+        let f = em_early_stop_floor(&g, &kernels(unresolved), &e, n, n).unwrap();
+        assert!((f - want).abs() < 1e-15, "{f} {want}");
+        // EM with structure beyond the devices' own sampling: not used.
+        let ridged: Vec<f64> = (0..m)
+            .map(|j| if j % 2 == 0 { 2e-2 } else { 0.0 })
+            .collect();
+        assert_eq!(
+            em_early_stop_floor(&g, &kernels(unresolved), &em_map(ridged), n, n),
+            None
+        );
+        // The plain map's bias resolved (λ = 0 ranked): not used.
+        let resolved = BiasEstimate {
+            avg: 1e-9,
+            se: 1e-12,
+        };
+        assert_eq!(em_early_stop_floor(&g, &kernels(resolved), &e, n, n), None);
+        // EM moved further than the centre: no floor.
+        let far = vec![4e-3 + 5e-2; m];
+        assert_eq!(
+            em_early_stop_floor(&g, &kernels(unresolved), &em_map(far), n, n),
+            None
+        );
     }
 
     #[test]
