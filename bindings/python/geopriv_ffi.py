@@ -474,7 +474,38 @@ class _UniffiConverterRustBuffer:
     def lower(cls, value):
         with _UniffiRustBuffer.alloc_with_builder() as builder:
             cls.write(value, builder)
-            return builder.finalize()
+            return builder.finalize()# Magic number for the Rust proxy to call using the same mechanism as every other method,
+# to free the callback once it's dropped by Rust.
+_UNIFFI_IDX_CALLBACK_FREE = 0
+# Return codes for callback calls
+_UNIFFI_CALLBACK_SUCCESS = 0
+_UNIFFI_CALLBACK_ERROR = 1
+_UNIFFI_CALLBACK_UNEXPECTED_ERROR = 2
+
+class _UniffiCallbackInterfaceFfiConverter:
+    _handle_map = _UniffiHandleMap()
+
+    @classmethod
+    def lift(cls, handle):
+        return cls._handle_map.get(handle)
+
+    @classmethod
+    def read(cls, buf):
+        handle = buf.read_u64()
+        cls.lift(handle)
+
+    @classmethod
+    def check_lower(cls, cb):
+        pass
+
+    @classmethod
+    def lower(cls, cb):
+        handle = cls._handle_map.insert(cb)
+        return handle
+
+    @classmethod
+    def write(cls, cb, buf):
+        buf.write_u64(cls.lower(cb))
 
 # Contains loading, initialization code, and the FFI Function declarations.
 # Define some ctypes FFI types that we use in the library
@@ -758,6 +789,8 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split() != 11784:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound() != 18834:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 57447:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() != 9776:
@@ -770,11 +803,17 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create() != 50189:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter() != 51192:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory() != 18967:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open() != 51393:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create() != 18991:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter() != 3342:
+        raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter() != 36253:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -1266,6 +1305,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_can_afford.restype =
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_even_split.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads.restype = ctypes.c_uint16
@@ -1284,6 +1326,9 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json.restype = ct
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_in_memory.restype = ctypes.c_uint16
@@ -1293,6 +1338,12 @@ _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open.restype = 
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter.restype = ctypes.c_uint16
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter.argtypes = (
+)
+_UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter.restype = ctypes.c_uint16
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.argtypes = (
 )
 _UniffiLib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore.restype = ctypes.c_uint16
@@ -2196,6 +2247,11 @@ _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split.restype = _UniffiRustBuffer
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound.argtypes = (
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound.restype = ctypes.c_int8
 _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads.argtypes = (
     ctypes.c_uint64,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2227,6 +2283,13 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_in_memory.argtypes = (
     _UniffiRustBuffer,
     ctypes.POINTER(_UniffiRustCallStatus),
@@ -2244,6 +2307,20 @@ _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create.argtyp
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter.restype = ctypes.c_uint64
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter.argtypes = (
+    _UniffiRustBuffer,
+    _UniffiRustBuffer,
+    ctypes.c_uint64,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter.restype = ctypes.c_uint64
 _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_restore.argtypes = (
     _UniffiRustBuffer,
     _UniffiRustBuffer,
@@ -2694,6 +2771,27 @@ _UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig.argtypes = (
     ctypes.POINTER(_UniffiRustCallStatus),
 )
 _UniffiLib.uniffi_geopriv_ffi_fn_free_serverconfig.restype = None
+_UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD0 = ctypes.CFUNCTYPE(None,ctypes.c_uint64,ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD1 = ctypes.CFUNCTYPE(None,ctypes.c_uint64,ctypes.c_uint64,ctypes.c_void_p,
+    ctypes.POINTER(_UniffiRustCallStatus),
+)
+_UNIFFI_CALLBACK_INTERFACE_CLONE_GEOPRIV_FFI_MONOTONIC_COUNTER = ctypes.CFUNCTYPE(ctypes.c_uint64,ctypes.c_uint64,
+)
+_UNIFFI_CALLBACK_INTERFACE_FREE_GEOPRIV_FFI_MONOTONIC_COUNTER = ctypes.CFUNCTYPE(None,ctypes.c_uint64,
+)
+class _UniffiVTableCallbackInterfaceGeoprivFfiMonotonicCounter(ctypes.Structure):
+    _fields_ = [
+        ("uniffi_free", _UNIFFI_CALLBACK_INTERFACE_FREE_GEOPRIV_FFI_MONOTONIC_COUNTER),
+        ("uniffi_clone", _UNIFFI_CALLBACK_INTERFACE_CLONE_GEOPRIV_FFI_MONOTONIC_COUNTER),
+        ("read", _UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD0),
+        ("advance_to", _UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD1),
+    ]
+_UniffiLib.uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter.argtypes = (
+    ctypes.POINTER(_UniffiVTableCallbackInterfaceGeoprivFfiMonotonicCounter),
+)
+_UniffiLib.uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter.restype = None
 
 _uniffi_check_contract_api_version(_UniffiLib)
 # _uniffi_check_api_checksums(_UniffiLib)
@@ -5866,6 +5964,84 @@ class _UniffiFfiConverterTypeCentralNoiseKind(_UniffiConverterRustBuffer):
 
 
 
+# CounterError
+# We want to define each variant as a nested class that's also a subclass,
+# which is tricky in Python.  To accomplish this we're going to create each
+# class separately, then manually add the child classes to the base class's
+# __dict__.  All of this happens in dummy class to avoid polluting the module
+# namespace.
+class CounterError(Exception):
+    """
+    A failure of the app's monotonic counter (the keystore is locked, the
+    TPM is busy, the counter service is unreachable). Thrown by the app's
+    [`MonotonicCounter`] implementation; the ledger call that needed the
+    counter then fails with `GeoprivError.LedgerIo` carrying `detail`
+    (nothing is released).
+
+    ```kotlin
+    throw CounterException.Unavailable("StrongBox is locked")
+    ```
+"""
+    pass
+
+_UniffiTempCounterError = CounterError
+
+class CounterError:  # type: ignore
+    """
+    A failure of the app's monotonic counter (the keystore is locked, the
+    TPM is busy, the counter service is unreachable). Thrown by the app's
+    [`MonotonicCounter`] implementation; the ledger call that needed the
+    counter then fails with `GeoprivError.LedgerIo` carrying `detail`
+    (nothing is released).
+
+    ```kotlin
+    throw CounterException.Unavailable("StrongBox is locked")
+    ```
+"""
+    
+    class Unavailable(_UniffiTempCounterError):
+        """
+        The counter could not be read or advanced now; `detail` says why.
+"""
+        
+        def __init__(self, detail):
+            super().__init__(", ".join([
+                "detail={!r}".format(detail),
+            ]))
+            self.detail = detail
+
+        def __repr__(self):
+            return "CounterError.Unavailable({})".format(str(self))
+    _UniffiTempCounterError.Unavailable = Unavailable # type: ignore
+
+CounterError = _UniffiTempCounterError # type: ignore
+del _UniffiTempCounterError
+
+
+class _UniffiFfiConverterTypeCounterError(_UniffiConverterRustBuffer):
+    @staticmethod
+    def read(buf):
+        variant = buf.read_i32()
+        if variant == 1:
+            return CounterError.Unavailable(
+                _UniffiFfiConverterString.read(buf),
+            )
+        raise InternalError("Raw enum value doesn't match any cases")
+
+    @staticmethod
+    def check_lower(value):
+        if isinstance(value, CounterError.Unavailable):
+            _UniffiFfiConverterString.check_lower(value.detail)
+            return
+
+    @staticmethod
+    def write(value, buf):
+        if isinstance(value, CounterError.Unavailable):
+            buf.write_i32(1)
+            _UniffiFfiConverterString.write(value.detail, buf)
+
+
+
 # GeoprivError
 # We want to define each variant as a nested class that's also a subclass,
 # which is tricky in Python.  To accomplish this we're going to create each
@@ -7320,6 +7496,17 @@ class PrivacyLedgerProtocol(typing.Protocol):
         `null` if `releases` is 0 or nothing is left.
 """
         raise NotImplementedError
+    def is_counter_bound(self, ) -> bool:
+        """
+        Whether the ledger's file is bound to a platform monotonic counter
+        (opened with one, now or before): such a file is charged only by
+        writers holding the counter. Always false for an in-memory ledger.
+
+        ```python
+        assert ledger.is_counter_bound()
+        ```
+"""
+        raise NotImplementedError
     def pending_uploads(self, ) -> typing.List[PendingUpload]:
         """
         The reports waiting in the outbox, oldest first (as this process
@@ -7391,6 +7578,37 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
     @classmethod
+    def create_with_counter(cls, path: str,policy: BudgetPolicy,counter: MonotonicCounter) -> PrivacyLedger:
+        """
+        `create`, tied to `counter` (see `open_with_counter`). Refused
+        (`LedgerRefused`) without creating anything if the counter is above
+        0: releases were made under it, so a ledger file existed and was
+        deleted.
+
+        ```python
+        ledger = PrivacyLedger.create_with_counter(path, policy, KeystoreCounter())
+        ```
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+
+        _UniffiFfiConverterTypeMonotonicCounter.check_lower(counter)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+            _UniffiFfiConverterTypeMonotonicCounter.lower(counter),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
     def in_memory(cls, policy: BudgetPolicy) -> PrivacyLedger:
         """
         A new ledger kept in memory only (lost when the process ends): for
@@ -7452,6 +7670,71 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def open_or_create_with_counter(cls, path: str,policy: BudgetPolicy,counter: MonotonicCounter) -> PrivacyLedger:
+        """
+        `open_or_create`, tied to `counter`: what an app with a platform
+        counter calls at start-up. A missing file while the counter is above
+        0 is refused (`LedgerRefused`) and no file is created; a file below
+        the counter is refused as in `open_with_counter`.
+
+        ```kotlin
+        val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+        ```
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+
+        _UniffiFfiConverterTypeMonotonicCounter.check_lower(counter)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+            _UniffiFfiConverterTypeMonotonicCounter.lower(counter),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter,
+            *_uniffi_lowered_args,
+        )
+        return cls._uniffi_make_instance(_uniffi_ffi_result)
+    @classmethod
+    def open_with_counter(cls, path: str,policy: BudgetPolicy,counter: MonotonicCounter) -> PrivacyLedger:
+        """
+        `open`, tied to the app's platform `counter`: `LedgerRefused` if the
+        file counts fewer releases than the counter (rolled back, restored,
+        replaced), `LedgerIo` if the counter fails. The file is then marked
+        counter-bound: every process that charges it must hold the counter
+        (the CLI and writers without it may read it, never charge it), and
+        after every charge the counter is advanced to the file's release
+        count (docs/MATH.md §8.3).
+
+        ```python
+        ledger = PrivacyLedger.open_with_counter(path, policy, KeystoreCounter())
+        ```
+"""
+        
+        _UniffiFfiConverterString.check_lower(path)
+
+        _UniffiFfiConverterTypeBudgetPolicy.check_lower(policy)
+
+        _UniffiFfiConverterTypeMonotonicCounter.check_lower(counter)
+        _uniffi_lowered_args = (
+            _UniffiFfiConverterString.lower(path),
+            _UniffiFfiConverterTypeBudgetPolicy.lower(policy),
+            _UniffiFfiConverterTypeMonotonicCounter.lower(counter),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterTypePrivacyLedger.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter,
             *_uniffi_lowered_args,
         )
         return cls._uniffi_make_instance(_uniffi_ffi_result)
@@ -7555,6 +7838,27 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         _uniffi_ffi_result = _uniffi_rust_call_with_error(
             _uniffi_error_converter,
             _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_even_split,
+            *_uniffi_lowered_args,
+        )
+        return _uniffi_lift_return(_uniffi_ffi_result)
+    def is_counter_bound(self, ) -> bool:
+        """
+        Whether the ledger's file is bound to a platform monotonic counter
+        (opened with one, now or before): such a file is charged only by
+        writers holding the counter. Always false for an in-memory ledger.
+
+        ```python
+        assert ledger.is_counter_bound()
+        ```
+"""
+        _uniffi_lowered_args = (
+            self._uniffi_clone_handle(),
+        )
+        _uniffi_lift_return = _UniffiFfiConverterBoolean.lift
+        _uniffi_error_converter = _UniffiFfiConverterTypeGeoprivError
+        _uniffi_ffi_result = _uniffi_rust_call_with_error(
+            _uniffi_error_converter,
+            _UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound,
             *_uniffi_lowered_args,
         )
         return _uniffi_lift_return(_uniffi_ffi_result)
@@ -12507,6 +12811,112 @@ class _UniffiFfiConverterTypeServerConfig:
     @classmethod
     def write(cls, value: ServerConfig, buf: _UniffiRustBuffer):
         buf.write_u64(cls.lower(value))
+
+
+
+
+class MonotonicCounter(typing.Protocol):
+    """
+    A platform monotonic counter, implemented by the app (Kotlin interface,
+    Swift protocol, Python class): a value that only grows and that is not
+    rolled back with the app's files. A `PrivacyLedger` opened with one
+    (`open_or_create_with_counter`) refuses a ledger file whose release
+    count is below `read()` and calls `advance_to(n)` with the file's new
+    release count `n` after every durable charge.
+
+    Contract: `read()` returns the value; `advance_to(v)` raises it to at
+    least `v` and never lowers it (a counter that moves in steps of one,
+    like a TPM NV counter, increments until it reaches `v`). Both are called
+    with the ledger's lock held: they must not call the ledger. Throw
+    `CounterError.Unavailable` (or any exception) when the counter cannot be
+    reached; the ledger call then fails with `LedgerIo`.
+
+    ```kotlin
+    class KeystoreCounter : MonotonicCounter {
+    override fun read(): ULong = platformCounter.value()
+    override fun advanceTo(value: ULong) = platformCounter.raiseTo(value)
+    }
+    val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+    ```
+"""
+    
+    def read(self, ) -> int:
+        """
+        The counter's current value.
+"""
+        raise NotImplementedError
+    def advance_to(self, value: int) -> None:
+        """
+        Raise the counter to at least `value` (never lower it).
+"""
+        raise NotImplementedError
+# Put all the bits inside a class to keep the top-level namespace clean
+class _UniffiTraitImplMonotonicCounterImpl:
+    # For each method, generate a callback function to pass to Rust
+
+    @_UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD0
+    def read(
+            uniffi_handle,
+            uniffi_out_return,
+            uniffi_call_status_ptr,
+        ):
+        uniffi_obj = _UniffiFfiConverterTypeMonotonicCounter._handle_map.get(uniffi_handle)
+        def make_call():
+            uniffi_args = ()
+            uniffi_method = uniffi_obj.read
+            return uniffi_method(*uniffi_args)
+        def write_return_value(v):
+            uniffi_out_return[0] = _UniffiFfiConverterUInt64.lower(v)
+        _uniffi_trait_interface_call_with_error(
+                uniffi_call_status_ptr.contents,
+                make_call,
+                write_return_value,
+                CounterError,
+                _UniffiFfiConverterTypeCounterError.lower,
+        )
+
+    @_UNIFFI_CALLBACK_INTERFACE_GEOPRIV_FFI_MONOTONIC_COUNTER_METHOD1
+    def advance_to(
+            uniffi_handle,
+            value,
+            uniffi_out_return,
+            uniffi_call_status_ptr,
+        ):
+        uniffi_obj = _UniffiFfiConverterTypeMonotonicCounter._handle_map.get(uniffi_handle)
+        def make_call():
+            uniffi_args = (_UniffiFfiConverterUInt64.lift(value), )
+            uniffi_method = uniffi_obj.advance_to
+            return uniffi_method(*uniffi_args)
+        write_return_value = lambda v: None
+        _uniffi_trait_interface_call_with_error(
+                uniffi_call_status_ptr.contents,
+                make_call,
+                write_return_value,
+                CounterError,
+                _UniffiFfiConverterTypeCounterError.lower,
+        )
+
+    @_UNIFFI_CALLBACK_INTERFACE_FREE_GEOPRIV_FFI_MONOTONIC_COUNTER
+    def _uniffi_free(uniffi_handle):
+        _UniffiFfiConverterTypeMonotonicCounter._handle_map.remove(uniffi_handle)
+
+    @_UNIFFI_CALLBACK_INTERFACE_CLONE_GEOPRIV_FFI_MONOTONIC_COUNTER
+    def _uniffi_clone(uniffi_handle):
+        return _UniffiFfiConverterTypeMonotonicCounter._handle_map.clone(uniffi_handle)
+
+    # Generate the FFI VTable.  This has a field for each callback interface method.
+    _uniffi_vtable = _UniffiVTableCallbackInterfaceGeoprivFfiMonotonicCounter(
+        _uniffi_free,
+        _uniffi_clone,
+        read,
+        advance_to,
+    )
+    # Send Rust a pointer to the VTable.  Note: this means we need to keep the struct alive forever,
+    # or else bad things will happen when Rust tries to access it.
+    _UniffiLib.uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter(ctypes.byref(_uniffi_vtable))
+
+# The _UniffiConverter which transforms the Callbacks in to Handles to pass to Rust.
+_UniffiFfiConverterTypeMonotonicCounter = _UniffiCallbackInterfaceFfiConverter()
 def central_quantile(values: typing.List[float],_lambda: float,quantile: float,epsilon: float,noise: CentralNoiseKind,seed: typing.Optional[int]) -> float:
     """
     Release the `quantile`-quantile (rank max(1, ⌈q n⌉)) of `values`, each
@@ -12888,6 +13298,7 @@ __all__ = [
     "MapMechanism",
     "QueryFamily",
     "CentralNoiseKind",
+    "CounterError",
     "GeoprivError",
     "Growth",
     "InputFormat",
@@ -12968,4 +13379,5 @@ __all__ = [
     "ReportServerProtocol",
     "ServerConfig",
     "ServerConfigProtocol",
+    "MonotonicCounter",
 ]

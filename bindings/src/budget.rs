@@ -92,7 +92,7 @@ pub struct BudgetPolicy {
 }
 
 impl BudgetPolicy {
-    fn to_core(&self) -> Result<geopriv::BudgetPolicy, GeoprivError> {
+    pub(crate) fn to_core(&self) -> Result<geopriv::BudgetPolicy, GeoprivError> {
         let unit = self.unit.clone().try_into()?;
         Ok(match &self.period {
             None => geopriv::BudgetPolicy::new(unit, self.total_epsilon, self.total_delta)?,
@@ -240,6 +240,11 @@ impl PrivacyLedger {
         f: impl FnOnce(&geopriv::PrivacyBudget) -> T,
     ) -> Result<T, GeoprivError> {
         Ok(f(lock(&self.store, "privacy ledger")?.state()))
+    }
+
+    /// A file-backed ledger (`counter.rs`: opened with the app's counter).
+    pub(crate) fn file(ledger: FileLedger) -> Arc<Self> {
+        Self::wrap(Store::File(ledger))
     }
 
     fn wrap(store: Store) -> Arc<Self> {

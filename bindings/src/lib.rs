@@ -53,6 +53,7 @@ mod aggregate;
 mod arrays;
 mod budget;
 mod central;
+mod counter;
 mod error;
 mod geo;
 mod growth;
@@ -69,6 +70,7 @@ pub use aggregate::{Aggregator, CellEstimate, Estimate, GridAggregator, GridPerD
 pub use arrays::{project_packed, ReleaseArray, MAX_PACKED_ELEMENTS};
 pub use budget::{BudgetPolicy, BudgetShare, BudgetStatus, BudgetUnit, PrivacyLedger};
 pub use central::CentralNoiseKind;
+pub use counter::{CounterError, MonotonicCounter};
 pub use error::GeoprivError;
 pub use geo::{project, Projection};
 pub use growth::Growth;
@@ -154,6 +156,7 @@ fn assert_thread_safe() {
     is_send_sync::<ReportServer>();
     is_send_sync::<ServerConfig>();
     is_send_sync::<GeoprivError>();
+    is_send_sync::<CounterError>();
     is_send_sync::<Growth>();
     is_send_sync::<Projection>();
     is_send_sync::<MapRelease>();

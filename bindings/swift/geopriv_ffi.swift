@@ -460,7 +460,13 @@ fileprivate final class UniffiHandleMap<T>: @unchecked Sendable {
 
 
 // Public interface members begin here.
-
+// Magic number for the Rust proxy to call using the same mechanism as every other method,
+// to free the callback once it's dropped by Rust.
+private let IDX_CALLBACK_FREE: Int32 = 0
+// Callback return codes
+private let UNIFFI_CALLBACK_SUCCESS: Int32 = 0
+private let UNIFFI_CALLBACK_ERROR: Int32 = 1
+private let UNIFFI_CALLBACK_UNEXPECTED_ERROR: Int32 = 2
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -3587,6 +3593,17 @@ public protocol PrivacyLedgerProtocol: AnyObject, Sendable {
     func toJson() throws  -> String
     
     /**
+     * Whether the ledger's file is bound to a platform monotonic counter
+     * (opened with one, now or before): such a file is charged only by
+     * writers holding the counter. Always false for an in-memory ledger.
+     *
+     * ```python
+     * assert ledger.is_counter_bound()
+     * ```
+     */
+    func isCounterBound() throws  -> Bool
+    
+    /**
      * Remove reports a collector stored (accepted or duplicate) from the
      * outbox, durably; unknown ids are ignored.
      */
@@ -3738,6 +3755,72 @@ public static func restore(json: String, policy: BudgetPolicy)throws  -> Privacy
 })
 }
     
+    /**
+     * `create`, tied to `counter` (see `open_with_counter`). Refused
+     * (`LedgerRefused`) without creating anything if the counter is above
+     * 0: releases were made under it, so a ledger file existed and was
+     * deleted.
+     *
+     * ```python
+     * ledger = PrivacyLedger.create_with_counter(path, policy, KeystoreCounter())
+     * ```
+     */
+public static func createWithCounter(path: String, policy: BudgetPolicy, counter: MonotonicCounter)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),
+        FfiConverterCallbackInterfaceMonotonicCounter_lower(counter),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `open_or_create`, tied to `counter`: what an app with a platform
+     * counter calls at start-up. A missing file while the counter is above
+     * 0 is refused (`LedgerRefused`) and no file is created; a file below
+     * the counter is refused as in `open_with_counter`.
+     *
+     * ```kotlin
+     * val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+     * ```
+     */
+public static func openOrCreateWithCounter(path: String, policy: BudgetPolicy, counter: MonotonicCounter)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),
+        FfiConverterCallbackInterfaceMonotonicCounter_lower(counter),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * `open`, tied to the app's platform `counter`: `LedgerRefused` if the
+     * file counts fewer releases than the counter (rolled back, restored,
+     * replaced), `LedgerIo` if the counter fails. The file is then marked
+     * counter-bound: every process that charges it must hold the counter
+     * (the CLI and writers without it may read it, never charge it), and
+     * after every charge the counter is advanced to the file's release
+     * count (docs/MATH.md §8.3).
+     *
+     * ```python
+     * ledger = PrivacyLedger.open_with_counter(path, policy, KeystoreCounter())
+     * ```
+     */
+public static func openWithCounter(path: String, policy: BudgetPolicy, counter: MonotonicCounter)throws  -> PrivacyLedger  {
+    return try  FfiConverterTypePrivacyLedger_lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter(
+        FfiConverterString.lower(path),
+        FfiConverterTypeBudgetPolicy_lower(policy),
+        FfiConverterCallbackInterfaceMonotonicCounter_lower(counter),uniffiCallStatus
+    )
+})
+}
+    
 
     
     /**
@@ -3814,6 +3897,24 @@ open func toJson()throws  -> String  {
     return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
         uniffiCallStatus in
     uniffi_geopriv_ffi_fn_method_privacyledger_to_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether the ledger's file is bound to a platform monotonic counter
+     * (opened with one, now or before): such a file is charged only by
+     * writers holding the counter. Always false for an in-memory ledger.
+     *
+     * ```python
+     * assert ledger.is_counter_bound()
+     * ```
+     */
+open func isCounterBound()throws  -> Bool  {
+    return try  FfiConverterBool.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
+        uniffiCallStatus in
+    uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -9124,6 +9225,98 @@ public func FfiConverterTypeCentralNoiseKind_lower(_ value: CentralNoiseKind) ->
 
 
 /**
+ * A failure of the app's monotonic counter (the keystore is locked, the
+ * TPM is busy, the counter service is unreachable). Thrown by the app's
+ * [`MonotonicCounter`] implementation; the ledger call that needed the
+ * counter then fails with `GeoprivError.LedgerIo` carrying `detail`
+ * (nothing is released).
+ *
+ * ```kotlin
+ * throw CounterException.Unavailable("StrongBox is locked")
+ * ```
+ */
+public 
+enum CounterError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
+
+    
+    
+    /**
+     * The counter could not be read or advanced now; `detail` says why.
+     */
+    case Unavailable(
+        /**
+         * What went wrong, for the log (escaped before it is shown).
+         */detail: String
+    )
+
+    
+
+    
+
+    
+    public var errorDescription: String? {
+        String(reflecting: self)
+    }
+    
+}
+
+#if compiler(>=6)
+extension CounterError: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCounterError: FfiConverterRustBuffer {
+    typealias SwiftType = CounterError
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CounterError {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+
+        
+
+        
+        case 1: return .Unavailable(
+            detail: try FfiConverterString.read(from: &buf)
+            )
+
+         default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: CounterError, into buf: inout [UInt8]) {
+        switch value {
+
+        
+
+        
+        
+        case let .Unavailable(detail):
+            writeInt(&buf, Int32(1))
+            FfiConverterString.write(detail, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCounterError_lift(_ buf: RustBuffer) throws -> CounterError {
+    return try FfiConverterTypeCounterError.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCounterError_lower(_ value: CounterError) -> RustBuffer {
+    return FfiConverterTypeCounterError.lower(value)
+}
+
+
+/**
  * Why a call failed. In Kotlin this is `GeoprivException` with one
  * subclass per variant, in Swift `GeoprivError`, in Python `GeoprivError`
  * with nested subclasses; the message says what to fix.
@@ -10120,6 +10313,196 @@ public func FfiConverterTypeUploadVerdict_lower(_ value: UploadVerdict) -> RustB
     return FfiConverterTypeUploadVerdict.lower(value)
 }
 
+
+
+
+
+/**
+ * A platform monotonic counter, implemented by the app (Kotlin interface,
+ * Swift protocol, Python class): a value that only grows and that is not
+ * rolled back with the app's files. A `PrivacyLedger` opened with one
+ * (`open_or_create_with_counter`) refuses a ledger file whose release
+ * count is below `read()` and calls `advance_to(n)` with the file's new
+ * release count `n` after every durable charge.
+ *
+ * Contract: `read()` returns the value; `advance_to(v)` raises it to at
+ * least `v` and never lowers it (a counter that moves in steps of one,
+ * like a TPM NV counter, increments until it reaches `v`). Both are called
+ * with the ledger's lock held: they must not call the ledger. Throw
+ * `CounterError.Unavailable` (or any exception) when the counter cannot be
+ * reached; the ledger call then fails with `LedgerIo`.
+ *
+ * ```kotlin
+ * class KeystoreCounter : MonotonicCounter {
+ * override fun read(): ULong = platformCounter.value()
+ * override fun advanceTo(value: ULong) = platformCounter.raiseTo(value)
+ * }
+ * val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+ * ```
+ */
+public protocol MonotonicCounter: AnyObject, Sendable {
+    
+    /**
+     * The counter's current value.
+     */
+    func read() throws  -> UInt64
+    
+    /**
+     * Raise the counter to at least `value` (never lower it).
+     */
+    func advanceTo(value: UInt64) throws 
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceMonotonicCounter {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceMonotonicCounter = UniffiVTableCallbackInterfaceMonotonicCounter(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceMonotonicCounter.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface MonotonicCounter: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceMonotonicCounter.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface MonotonicCounter: handle missing in uniffiClone")
+            }
+        },
+        read: { (
+            uniffiHandle: UInt64,
+            uniffiOutReturn: UnsafeMutablePointer<UInt64>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> UInt64 in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceMonotonicCounter.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return try uniffiObj.read(
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterUInt64.lower($0) }
+            uniffiTraitInterfaceCallWithError(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn,
+                lowerError: FfiConverterTypeCounterError_lower
+            )
+        },
+        advanceTo: { (
+            uniffiHandle: UInt64,
+            value: UInt64,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceMonotonicCounter.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return try uniffiObj.advanceTo(
+                     value: try FfiConverterUInt64.lift(value)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCallWithError(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn,
+                lowerError: FfiConverterTypeCounterError_lower
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceMonotonicCounter> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceMonotonicCounter>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitMonotonicCounter() {
+    uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter(UniffiCallbackInterfaceMonotonicCounter.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceMonotonicCounter {
+    fileprivate static let handleMap = UniffiHandleMap<MonotonicCounter>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceMonotonicCounter : FfiConverter {
+    typealias SwiftType = MonotonicCounter
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceMonotonicCounter_lift(_ handle: UInt64) throws -> MonotonicCounter {
+    return try FfiConverterCallbackInterfaceMonotonicCounter.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceMonotonicCounter_lower(_ v: MonotonicCounter) -> UInt64 {
+    return FfiConverterCallbackInterfaceMonotonicCounter.lower(v)
+}
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -11278,6 +11661,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() != 43953) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound() != 18834) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() != 28725) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -11566,6 +11952,15 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() != 16099) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter() != 51192) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter() != 3342) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter() != 36253) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() != 3990) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -11671,7 +12066,14 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_constructor_serverconfig_new() != 55988) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_geopriv_ffi_checksum_method_monotoniccounter_read() != 16705) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_geopriv_ffi_checksum_method_monotoniccounter_advance_to() != 342) {
+        return InitializationResult.apiChecksumMismatch
+    }
 
+    uniffiCallbackInitMonotonicCounter()
     return InitializationResult.ok
 }()
 

@@ -243,6 +243,30 @@ typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureRes
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_MONOTONIC_COUNTER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_MONOTONIC_COUNTER_METHOD0
+typedef void (*UniffiCallbackInterfaceMonotonicCounterMethod0)(uint64_t, uint64_t* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_MONOTONIC_COUNTER_METHOD1
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_MONOTONIC_COUNTER_METHOD1
+typedef void (*UniffiCallbackInterfaceMonotonicCounterMethod1)(uint64_t, uint64_t, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_MONOTONIC_COUNTER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_MONOTONIC_COUNTER
+typedef struct UniffiVTableCallbackInterfaceMonotonicCounter {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceMonotonicCounterMethod0 _Nonnull read;
+    UniffiCallbackInterfaceMonotonicCounterMethod1 _Nonnull advanceTo;
+} UniffiVTableCallbackInterfaceMonotonicCounter;
+
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_AGGREGATOR
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CLONE_AGGREGATOR
 uint64_t uniffi_geopriv_ffi_fn_clone_aggregator(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -479,6 +503,21 @@ uint64_t uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create(RustBuff
 uint64_t uniffi_geopriv_ffi_fn_constructor_privacyledger_restore(RustBuffer json, RustBuffer policy, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_CREATE_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_CREATE_WITH_COUNTER
+uint64_t uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter(RustBuffer path, RustBuffer policy, uint64_t counter, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_OPEN_OR_CREATE_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_OPEN_OR_CREATE_WITH_COUNTER
+uint64_t uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter(RustBuffer path, RustBuffer policy, uint64_t counter, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_OPEN_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_CONSTRUCTOR_PRIVACYLEDGER_OPEN_WITH_COUNTER
+uint64_t uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter(RustBuffer path, RustBuffer policy, uint64_t counter, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_CAN_AFFORD
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_CAN_AFFORD
 int8_t uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(uint64_t ptr, uint64_t mechanism, RustCallStatus *_Nonnull out_status
@@ -507,6 +546,11 @@ RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_status(uint64_t ptr, RustC
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_TO_JSON
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_TO_JSON
 RustBuffer uniffi_geopriv_ffi_fn_method_privacyledger_to_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_IS_COUNTER_BOUND
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_IS_COUNTER_BOUND
+int8_t uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
@@ -1225,6 +1269,11 @@ uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_with_median_of_means(uint64_t
 uint64_t uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_INIT_CALLBACK_VTABLE_MONOTONICCOUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_INIT_CALLBACK_VTABLE_MONOTONICCOUNTER
+void uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter(const UniffiVTableCallbackInterfaceMonotonicCounter* _Nonnull vtable
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_LIBRARY_VERSION
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_FN_FUNC_LIBRARY_VERSION
 RustBuffer uniffi_geopriv_ffi_fn_func_library_version(RustCallStatus *_Nonnull out_status
@@ -1861,6 +1910,12 @@ uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_IS_COUNTER_BOUND
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_IS_COUNTER_BOUND
+uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_PRIVACYLEDGER_ACKNOWLEDGE
 uint16_t uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge(void
@@ -2437,6 +2492,24 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_CREATE_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_CREATE_WITH_COUNTER
+uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_OPEN_OR_CREATE_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_OPEN_OR_CREATE_WITH_COUNTER
+uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_OPEN_WITH_COUNTER
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_PRIVACYLEDGER_OPEN_WITH_COUNTER
+uint16_t uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_MEMOIZEDRELEASE_NEW
 uint16_t uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new(void
@@ -2644,6 +2717,18 @@ uint16_t uniffi_geopriv_ffi_checksum_constructor_reportserver_new(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_SERVERCONFIG_NEW
 #define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_CONSTRUCTOR_SERVERCONFIG_NEW
 uint16_t uniffi_geopriv_ffi_checksum_constructor_serverconfig_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MONOTONICCOUNTER_READ
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MONOTONICCOUNTER_READ
+uint16_t uniffi_geopriv_ffi_checksum_method_monotoniccounter_read(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MONOTONICCOUNTER_ADVANCE_TO
+#define UNIFFI_FFIDEF_UNIFFI_GEOPRIV_FFI_CHECKSUM_METHOD_MONOTONICCOUNTER_ADVANCE_TO
+uint16_t uniffi_geopriv_ffi_checksum_method_monotoniccounter_advance_to(void
     
 );
 #endif

@@ -36,6 +36,7 @@ fn write_stdout_line(args: std::fmt::Arguments<'_>) {
 mod aggregate;
 mod audit;
 mod central;
+mod counter;
 mod experiment;
 mod map;
 mod mechanism_args;

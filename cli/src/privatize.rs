@@ -99,6 +99,14 @@ pub struct PrivatizeArgs {
     /// δ allowed per period (with --period-seconds).
     #[arg(long, value_name = "D", default_value = "0", requires = "ledger")]
     pub period_delta: f64,
+    /// A program holding the platform's monotonic counter (a wrapper
+    /// around a TPM NV counter, a counter service): `PROG read` prints it,
+    /// `PROG advance-to N` raises it to at least N. The ledger file is then
+    /// bound to the counter (refused if it counts fewer releases: rolled
+    /// back, restored, deleted) and every writer must hold it. Not a file
+    /// beside the ledger: it would roll back with it (docs/MATH.md §8.3).
+    #[arg(long, value_name = "PROG", requires = "ledger")]
+    pub counter_command: Option<std::path::PathBuf>,
     /// Also keep each report in the ledger's outbox, in the same atomic
     /// write as its charge, until `geopriv outbox upload` has it stored by
     /// a collector (a report charged while offline is never lost).
@@ -232,9 +240,31 @@ impl PrivatizeArgs {
             self.period_delta,
         )
         .map_err(LedgerOpenError::Flags)?;
+        let refused = |e: geopriv::Error| LedgerOpenError::Refused(e.to_string());
+        let Some(program) = &self.counter_command else {
+            return FileLedger::open_or_create(path, &policy)
+                .map(Some)
+                .map_err(refused);
+        };
+        let counter = crate::counter::CommandCounter::new(program.clone());
+        // A missing file while the counter counts releases was deleted: do
+        // not create a fresh (unbound) budget in its place.
+        if matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            use geopriv::device::budget::MonotonicCounter as _;
+            let floor = counter.read().map_err(refused)?;
+            if floor > 0 {
+                return Err(LedgerOpenError::Refused(format!(
+                    "no ledger file at {} but the monotonic counter says {floor} release(s) were made: \
+                     the file was deleted; not creating a fresh budget",
+                    geopriv::server::escape::UntrustedPath(path)
+                )));
+            }
+        }
         FileLedger::open_or_create(path, &policy)
+            .and_then(|l| l.with_counter(Box::new(counter)))
             .map(Some)
-            .map_err(|e| LedgerOpenError::Refused(e.to_string()))
+            .map_err(refused)
     }
 
     /// The projection for --latlon (None without it).

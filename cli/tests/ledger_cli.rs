@@ -160,3 +160,90 @@ fn a_periodic_budget_from_the_command_line() {
     assert!(text.contains("\"period_seconds\":86400"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A counter program the test controls (a stand-in for a TPM wrapper): the
+/// value lives in `count` beside it; with a file `fail` there it fails.
+fn counter_program(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let prog = dir.join("counter.sh");
+    std::fs::write(
+        &prog,
+        r#"#!/bin/sh
+d="$(dirname "$0")"
+if [ -e "$d/fail" ]; then echo "tpm busy" >&2; exit 1; fi
+cur="$(cat "$d/count" 2>/dev/null || echo 0)"
+case "$1" in
+  read) echo "$cur" ;;
+  advance-to) if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
+  *) exit 2 ;;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    prog
+}
+
+/// `--counter-command`: the rollback of tests/ledger_attacks.rs
+/// `a_writer_without_the_counter_cannot_refill_a_rolled_back_count` through
+/// the CLI: the counter advances with the charges, a rolled-back file is
+/// refused with the counter and cannot be charged without it, a deleted
+/// file is not recreated, and a failing counter is exit 3 with its message.
+#[test]
+fn counter_command_binds_the_ledger_to_the_counter() {
+    let dir = temp_dir("counter-command");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let prog = counter_program(&dir);
+    let mut with_counter = threshold_args(ledger, "1e-3", "0.25");
+    with_counter.extend(["--counter-command", prog.to_str().unwrap()]);
+    let count = || std::fs::read_to_string(dir.join("count")).unwrap_or_default();
+
+    let out = common::geopriv(&with_counter, b"95\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(count().trim(), "1");
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .contains("\"counter_bound\":true"));
+    let backup = std::fs::read_to_string(&path).unwrap();
+    let out = common::geopriv(&with_counter, b"95\n95\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!((ledger_totals(&path).0, count().trim()), (3, "3"));
+
+    std::fs::write(&path, &backup).unwrap(); // the rollback
+    let without = threshold_args(ledger, "1e-3", "0.25");
+    let out = common::geopriv(&without, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("monotonic counter"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let out = common::geopriv(&with_counter, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("counter says 3"), "{stderr}");
+    assert_eq!(ledger_totals(&path).0, 1, "charged a rolled-back file");
+
+    std::fs::remove_file(&path).unwrap(); // deleted
+    let out = common::geopriv(&with_counter, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("deleted"), "{stderr}");
+    assert!(!path.exists(), "a fresh budget was created");
+
+    std::fs::write(dir.join("count"), "0\n").unwrap();
+    std::fs::write(dir.join("fail"), "").unwrap();
+    let out = common::geopriv(&with_counter, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("tpm busy"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

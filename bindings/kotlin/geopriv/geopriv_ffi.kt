@@ -650,6 +650,34 @@ internal open class UniffiForeignFutureResultVoid(
 internal interface UniffiForeignFutureCompleteVoid : com.sun.jna.Callback {
     fun callback(`callbackData`: Long,`result`: UniffiForeignFutureResultVoid.UniffiByValue,)
 }
+internal interface UniffiCallbackInterfaceMonotonicCounterMethod0 : com.sun.jna.Callback {
+    fun callback(`uniffiHandle`: Long,`uniffiOutReturn`: LongByReference,uniffiCallStatus: UniffiRustCallStatus,)
+}
+internal interface UniffiCallbackInterfaceMonotonicCounterMethod1 : com.sun.jna.Callback {
+    fun callback(`uniffiHandle`: Long,`value`: Long,`uniffiOutReturn`: Pointer,uniffiCallStatus: UniffiRustCallStatus,)
+}
+@Structure.FieldOrder("uniffiFree", "uniffiClone", "read", "advanceTo")
+internal open class UniffiVTableCallbackInterfaceMonotonicCounter(
+    @JvmField internal var `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+    @JvmField internal var `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+    @JvmField internal var `read`: UniffiCallbackInterfaceMonotonicCounterMethod0? = null,
+    @JvmField internal var `advanceTo`: UniffiCallbackInterfaceMonotonicCounterMethod1? = null,
+) : Structure() {
+    class UniffiByValue(
+        `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+        `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+        `read`: UniffiCallbackInterfaceMonotonicCounterMethod0? = null,
+        `advanceTo`: UniffiCallbackInterfaceMonotonicCounterMethod1? = null,
+    ): UniffiVTableCallbackInterfaceMonotonicCounter(`uniffiFree`,`uniffiClone`,`read`,`advanceTo`,), Structure.ByValue
+
+   internal fun uniffiSetValue(other: UniffiVTableCallbackInterfaceMonotonicCounter) {
+        `uniffiFree` = other.`uniffiFree`
+        `uniffiClone` = other.`uniffiClone`
+        `read` = other.`read`
+        `advanceTo` = other.`advanceTo`
+    }
+
+}
 
 // A JNA Library to expose the extern-C FFI definitions.
 // This is an implementation detail which will be called internally by the public API.
@@ -774,6 +802,8 @@ internal object IntegrityCheckingUniffiLib {
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_status(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_to_json(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge(
     ): Int
@@ -967,6 +997,12 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter(
+    ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new(
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_reportschedule_bernoulli(
@@ -1037,6 +1073,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_geopriv_ffi_checksum_constructor_serverconfig_new(
     ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_monotoniccounter_read(
+    ): Int
+    external fun uniffi_geopriv_ffi_checksum_method_monotoniccounter_advance_to(
+    ): Int
     external fun ffi_geopriv_ffi_uniffi_contract_version(
     ): Int
 
@@ -1053,6 +1093,7 @@ internal object UniffiLib {
 
     init {
         Native.register(UniffiLib::class.java, findLibraryName(componentName = "geopriv_ffi"))
+        uniffiCallbackInterfaceMonotonicCounter.register(this)
         
     }
 
@@ -1151,6 +1192,12 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_restore(`json`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,`counter`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,`counter`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter(`path`: RustBuffer.ByValue,`policy`: RustBuffer.ByValue,`counter`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_can_afford(`ptr`: Long,`mechanism`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_even_split(`ptr`: Long,`releases`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1163,6 +1210,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_to_json(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_acknowledge(`ptr`: Long,`ids`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_geopriv_ffi_fn_method_privacyledger_pending_uploads(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1449,6 +1498,8 @@ internal object UniffiLib {
     ): Long
     external fun uniffi_geopriv_ffi_fn_method_serverconfig_without_clipping(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter(`vtable`: UniffiVTableCallbackInterfaceMonotonicCounter,
+    ): Unit
     external fun uniffi_geopriv_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_geopriv_ffi_fn_func_project_packed(`latlon`: RustBuffer.ByValue,`projection`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1748,6 +1799,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_to_json() and 0xFFFF) != 43953) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound() and 0xFFFF) != 18834) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() and 0xFFFF) != 28725) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -2036,6 +2090,15 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_restore() and 0xFFFF) != 16099) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_create_with_counter() and 0xFFFF) != 51192) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_or_create_with_counter() and 0xFFFF) != 3342) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_constructor_privacyledger_open_with_counter() and 0xFFFF) != 36253) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_memoizedrelease_new() and 0xFFFF) != 3990) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -2141,6 +2204,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_constructor_serverconfig_new() and 0xFFFF) != 55988) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_monotoniccounter_read() and 0xFFFF) != 16705) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_geopriv_ffi_checksum_method_monotoniccounter_advance_to() and 0xFFFF) != 342) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
 }
 
 /**
@@ -2232,7 +2301,38 @@ object UniffiWithHandle
  *
  * @suppress
  * */
-object NoHandle
+object NoHandle// Magic number for the Rust proxy to call using the same mechanism as every other method,
+// to free the callback once it's dropped by Rust.
+internal const val IDX_CALLBACK_FREE = 0
+// Callback return codes
+internal const val UNIFFI_CALLBACK_SUCCESS = 0
+internal const val UNIFFI_CALLBACK_ERROR = 1
+internal const val UNIFFI_CALLBACK_UNEXPECTED_ERROR = 2
+
+/**
+ * @suppress
+ */
+public abstract class FfiConverterCallbackInterface<CallbackInterface: Any>: FfiConverter<CallbackInterface, Long> {
+    internal val handleMap = UniffiHandleMap<CallbackInterface>()
+
+    internal fun drop(handle: Long) {
+        handleMap.remove(handle)
+    }
+
+    override fun lift(value: Long): CallbackInterface {
+        return handleMap.get(value)
+    }
+
+    override fun read(buf: ByteBuffer) = lift(buf.getLong())
+
+    override fun lower(value: CallbackInterface) = handleMap.insert(value)
+
+    override fun allocationSize(value: CallbackInterface) = 8UL
+
+    override fun write(value: CallbackInterface, buf: ByteBuffer) {
+        buf.putLong(lower(value))
+    }
+}
 /**
  * The cleaner interface for Object finalization code to run.
  * This is the entry point to any implementation that we're using.
@@ -7041,6 +7141,17 @@ public interface PrivacyLedgerInterface {
     fun `toJson`(): kotlin.String
     
     /**
+     * Whether the ledger's file is bound to a platform monotonic counter
+     * (opened with one, now or before): such a file is charged only by
+     * writers holding the counter. Always false for an in-memory ledger.
+     *
+     * ```python
+     * assert ledger.is_counter_bound()
+     * ```
+     */
+    fun `isCounterBound`(): kotlin.Boolean
+    
+    /**
      * Remove reports a collector stored (accepted or duplicate) from the
      * outbox, durably; unknown ids are ignored.
      */
@@ -7283,6 +7394,29 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
 
     
     /**
+     * Whether the ledger's file is bound to a platform monotonic counter
+     * (opened with one, now or before): such a file is charged only by
+     * writers holding the counter. Always false for an in-memory ledger.
+     *
+     * ```python
+     * assert ledger.is_counter_bound()
+     * ```
+     */
+    @Throws(GeoprivException::class)override fun `isCounterBound`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_method_privacyledger_is_counter_bound(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * Remove reports a collector stored (accepted or duplicate) from the
      * outbox, durably; unknown ids are ignored.
      */
@@ -7411,6 +7545,84 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
         
         FfiConverterString.lower(`json`),
         FfiConverterTypeBudgetPolicy.lower(`policy`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * `create`, tied to `counter` (see `open_with_counter`). Refused
+     * (`LedgerRefused`) without creating anything if the counter is above
+     * 0: releases were made under it, so a ledger file existed and was
+     * deleted.
+     *
+     * ```python
+     * ledger = PrivacyLedger.create_with_counter(path, policy, KeystoreCounter())
+     * ```
+     */
+    @Throws(GeoprivException::class) fun `createWithCounter`(`path`: kotlin.String, `policy`: BudgetPolicy, `counter`: MonotonicCounter): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_create_with_counter(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),
+        FfiConverterTypeMonotonicCounter.lower(`counter`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * `open_or_create`, tied to `counter`: what an app with a platform
+     * counter calls at start-up. A missing file while the counter is above
+     * 0 is refused (`LedgerRefused`) and no file is created; a file below
+     * the counter is refused as in `open_with_counter`.
+     *
+     * ```kotlin
+     * val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+     * ```
+     */
+    @Throws(GeoprivException::class) fun `openOrCreateWithCounter`(`path`: kotlin.String, `policy`: BudgetPolicy, `counter`: MonotonicCounter): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_or_create_with_counter(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),
+        FfiConverterTypeMonotonicCounter.lower(`counter`),_status)
+}
+    )
+    }
+    
+
+        
+    /**
+     * `open`, tied to the app's platform `counter`: `LedgerRefused` if the
+     * file counts fewer releases than the counter (rolled back, restored,
+     * replaced), `LedgerIo` if the counter fails. The file is then marked
+     * counter-bound: every process that charges it must hold the counter
+     * (the CLI and writers without it may read it, never charge it), and
+     * after every charge the counter is advanced to the file's release
+     * count (docs/MATH.md §8.3).
+     *
+     * ```python
+     * ledger = PrivacyLedger.open_with_counter(path, policy, KeystoreCounter())
+     * ```
+     */
+    @Throws(GeoprivException::class) fun `openWithCounter`(`path`: kotlin.String, `policy`: BudgetPolicy, `counter`: MonotonicCounter): PrivacyLedger {
+            return FfiConverterTypePrivacyLedger.lift(
+    uniffiRustCallWithError(GeoprivException) { _status ->
+    UniffiLib.uniffi_geopriv_ffi_fn_constructor_privacyledger_open_with_counter(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeBudgetPolicy.lower(`policy`),
+        FfiConverterTypeMonotonicCounter.lower(`counter`),_status)
 }
     )
     }
@@ -12732,6 +12944,85 @@ public object FfiConverterTypeCentralNoiseKind : FfiConverterRustBuffer<CentralN
 
 
 /**
+ * A failure of the app's monotonic counter (the keystore is locked, the
+ * TPM is busy, the counter service is unreachable). Thrown by the app's
+ * [`MonotonicCounter`] implementation; the ledger call that needed the
+ * counter then fails with `GeoprivError.LedgerIo` carrying `detail`
+ * (nothing is released).
+ *
+ * ```kotlin
+ * throw CounterException.Unavailable("StrongBox is locked")
+ * ```
+ */
+sealed class CounterException: kotlin.Exception() {
+    
+    /**
+     * The counter could not be read or advanced now; `detail` says why.
+     */
+    class Unavailable(
+        
+        /**
+         * What went wrong, for the log (escaped before it is shown).
+         */
+        val `detail`: kotlin.String
+        ) : CounterException() {
+        override val message
+            get() = "detail=${ `detail` }"
+    }
+    
+
+    
+
+
+    companion object ErrorHandler : UniffiRustCallStatusErrorHandler<CounterException> {
+        override fun lift(error_buf: RustBuffer.ByValue): CounterException = FfiConverterTypeCounterError.lift(error_buf)
+    }
+
+    
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeCounterError : FfiConverterRustBuffer<CounterException> {
+    override fun read(buf: ByteBuffer): CounterException {
+        
+
+        return when(buf.getInt()) {
+            1 -> CounterException.Unavailable(
+                FfiConverterString.read(buf),
+                )
+            else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: CounterException): ULong {
+        return when(value) {
+            is CounterException.Unavailable -> (
+                // Add the size for the Int that specifies the variant plus the size needed for all fields
+                4UL
+                + FfiConverterString.allocationSize(value.`detail`)
+            )
+        }
+    }
+
+    override fun write(value: CounterException, buf: ByteBuffer) {
+        when(value) {
+            is CounterException.Unavailable -> {
+                buf.putInt(1)
+                FfiConverterString.write(value.`detail`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
+    }
+
+}
+
+
+
+
+
+/**
  * Why a call failed. In Kotlin this is `GeoprivException` with one
  * subclass per variant, in Swift `GeoprivError`, in Python `GeoprivError`
  * with nested subclasses; the message says what to fix.
@@ -13636,6 +13927,119 @@ public object FfiConverterTypeUploadVerdict : FfiConverterRustBuffer<UploadVerdi
 }
 
 
+
+
+
+
+
+/**
+ * A platform monotonic counter, implemented by the app (Kotlin interface,
+ * Swift protocol, Python class): a value that only grows and that is not
+ * rolled back with the app's files. A `PrivacyLedger` opened with one
+ * (`open_or_create_with_counter`) refuses a ledger file whose release
+ * count is below `read()` and calls `advance_to(n)` with the file's new
+ * release count `n` after every durable charge.
+ *
+ * Contract: `read()` returns the value; `advance_to(v)` raises it to at
+ * least `v` and never lowers it (a counter that moves in steps of one,
+ * like a TPM NV counter, increments until it reaches `v`). Both are called
+ * with the ledger's lock held: they must not call the ledger. Throw
+ * `CounterError.Unavailable` (or any exception) when the counter cannot be
+ * reached; the ledger call then fails with `LedgerIo`.
+ *
+ * ```kotlin
+ * class KeystoreCounter : MonotonicCounter {
+ * override fun read(): ULong = platformCounter.value()
+ * override fun advanceTo(value: ULong) = platformCounter.raiseTo(value)
+ * }
+ * val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+ * ```
+ */
+public interface MonotonicCounter {
+    
+    /**
+     * The counter's current value.
+     */
+    fun `read`(): kotlin.ULong
+    
+    /**
+     * Raise the counter to at least `value` (never lower it).
+     */
+    fun `advanceTo`(`value`: kotlin.ULong)
+    
+    companion object
+}
+
+
+
+// Put the implementation in an object so we don't pollute the top-level namespace
+internal object uniffiCallbackInterfaceMonotonicCounter {
+    internal object `read`: UniffiCallbackInterfaceMonotonicCounterMethod0 {
+        override fun callback(`uniffiHandle`: Long,`uniffiOutReturn`: LongByReference,uniffiCallStatus: UniffiRustCallStatus,) {
+            val uniffiObj = FfiConverterTypeMonotonicCounter.handleMap.get(uniffiHandle)
+            val makeCall = { ->
+                uniffiObj.`read`(
+                )
+            }
+            val writeReturn = { value: kotlin.ULong -> uniffiOutReturn.setValue(FfiConverterULong.lower(value)) }
+            uniffiTraitInterfaceCallWithError(
+                uniffiCallStatus,
+                makeCall,
+                writeReturn,
+                { e: CounterException -> FfiConverterTypeCounterError.lower(e) }
+            )
+        }
+    }
+    internal object `advanceTo`: UniffiCallbackInterfaceMonotonicCounterMethod1 {
+        override fun callback(`uniffiHandle`: Long,`value`: Long,`uniffiOutReturn`: Pointer,uniffiCallStatus: UniffiRustCallStatus,) {
+            val uniffiObj = FfiConverterTypeMonotonicCounter.handleMap.get(uniffiHandle)
+            val makeCall = { ->
+                uniffiObj.`advanceTo`(
+                    FfiConverterULong.lift(`value`),
+                )
+            }
+            val writeReturn = { _: Unit -> Unit }
+            uniffiTraitInterfaceCallWithError(
+                uniffiCallStatus,
+                makeCall,
+                writeReturn,
+                { e: CounterException -> FfiConverterTypeCounterError.lower(e) }
+            )
+        }
+    }
+
+    internal object uniffiFree: UniffiCallbackInterfaceFree {
+        override fun callback(handle: Long) {
+            FfiConverterTypeMonotonicCounter.handleMap.remove(handle)
+        }
+    }
+
+    internal object uniffiClone: UniffiCallbackInterfaceClone {
+        override fun callback(handle: Long): Long {
+            return FfiConverterTypeMonotonicCounter.handleMap.clone(handle)
+        }
+    }
+
+    internal var vtable = UniffiVTableCallbackInterfaceMonotonicCounter.UniffiByValue(
+        uniffiFree,
+        uniffiClone,
+        `read`,
+        `advanceTo`,
+    )
+
+    // Registers the foreign callback with the Rust side.
+    // This method is generated for each callback interface.
+    internal fun register(lib: UniffiLib) {
+        lib.uniffi_geopriv_ffi_fn_init_callback_vtable_monotoniccounter(vtable)
+    }
+}
+
+/**
+ * The ffiConverter which transforms the Callbacks in to handles to pass to Rust.
+ *
+ * @suppress
+ */
+public object FfiConverterTypeMonotonicCounter: FfiConverterCallbackInterface<MonotonicCounter>()
 
 
 

@@ -67,6 +67,7 @@ from ._native.geopriv_ffi import (
     AggregatorProtocol as AggregatorProtocol,
     PrivacyLedger as PrivacyLedger,
     PrivacyLedgerProtocol as PrivacyLedgerProtocol,
+    MonotonicCounter as MonotonicCounter,
     GeoQuery as GeoQuery,
     GeoQueryProtocol as GeoQueryProtocol,
     ReleaseArrayProtocol as ReleaseArrayProtocol,
@@ -138,6 +139,15 @@ class GeoprivError(_GeoprivErrorBase):
     LedgerIo: ClassVar[type[_LedgerIo]]
     InvalidReport: ClassVar[type[_InvalidReport]]
     Internal: ClassVar[type[_Internal]]
+
+class CounterError(Exception):
+    """What an app's MonotonicCounter raises when its counter cannot be
+    read or advanced (the ledger call then raises GeoprivError.LedgerIo)."""
+    Unavailable: ClassVar[type[_CounterUnavailable]]
+
+class _CounterUnavailable(CounterError):
+    detail: str
+    def __init__(self, detail: str) -> None: ...
 
 class ReleaseArray(_ffi.ReleaseArray):
     @property

@@ -338,6 +338,7 @@ fun main() {
     locationTests()
     reportTests()
     budgetTests()
+    counterTests()
     aggregateTests()
     unbiasednessTests()
     concurrencyTests()
@@ -795,6 +796,94 @@ private fun budgetTests() {
         assertThrows<GeoprivException.InvalidReport>("seeded v2", "[seeded]") { strict.acceptBytes(old) }
         val got = strict.acceptBytes(old.copyOf(60))
         expect(!got.seeded && got.value == 0.25 && reportIdOfFrame(old.copyOf(60)) == ridHex) { "$got" }
+    }
+}
+
+// ---- the platform monotonic counter, implemented by the app (docs/MATH.md §8.3) ----
+
+/** An app-side counter: in memory here; a keystore or TPM counter in an app. */
+private class AppCounter(start: Long = 0) : MonotonicCounter {
+    val value = java.util.concurrent.atomic.AtomicLong(start)
+    var failWith: Throwable? = null
+    override fun read(): ULong {
+        failWith?.let { throw it }
+        return value.get().toULong()
+    }
+    override fun advanceTo(value: ULong) {
+        failWith?.let { throw it }
+        this.value.accumulateAndGet(value.toLong()) { a, b -> max(a, b) }
+    }
+}
+
+private fun counterTests() {
+    val q = GeoQuery.threshold(0.0, 1.0)
+    val m = GeoMechanism.polyplace(0.1).withUnit(BudgetUnit.PerMetre)
+    val policy = BudgetPolicy(BudgetUnit.PerMetre, 0.5, 0.0)
+
+    test("counter: a rolled-back file is refused; a writer without the counter cannot refill it (attack10 O1)") {
+        val path = tempLedgerPath("ledger.json")
+        val counter = AppCounter()
+        val app = PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        expect(app.isCounterBound()) { "not bound" }
+        m.privatize(app, q, listOf(0.3))
+        val backup = java.io.File(path).readText()
+        repeat(2) { m.privatize(app, q, listOf(0.3)) }
+        app.close()
+        expect(counter.value.get() == 3L) { "counter ${counter.value.get()}" }
+        expect(java.io.File(path).readText().contains("\"counter_bound\":true")) { "mark" }
+        java.io.File(path).writeText(backup) // the rollback
+        // A writer without the counter (a background job) may read, not charge.
+        val job = PrivacyLedger.open(path, policy)
+        expect(job.status().releases == 1uL && job.isCounterBound()) { "${job.status()}" }
+        assertThrows<GeoprivException.LedgerRefused>("charge without the counter", "monotonic counter") {
+            m.privatize(job, q, listOf(0.3))
+        }
+        job.close()
+        expect(PrivacyLedger.open(path, policy).status().releases == 1uL) { "refilled" }
+        // The app, with its counter, refuses the rolled-back file.
+        assertThrows<GeoprivException.LedgerRefused>("the app reopens the rolled-back file", "platform counter says 3") {
+            PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        }
+        assertThrows<GeoprivException.LedgerRefused>("openWithCounter", "rolled back") {
+            PrivacyLedger.openWithCounter(path, policy, counter)
+        }
+    }
+
+    test("counter: a deleted ledger file is not recreated while the counter counts releases") {
+        val path = tempLedgerPath("ledger.json")
+        val counter = AppCounter(start = 2)
+        assertThrows<GeoprivException.LedgerRefused>("openOrCreate", "deleted") { PrivacyLedger.openOrCreateWithCounter(path, policy, counter) }
+        assertThrows<GeoprivException.LedgerRefused>("create", "deleted") { PrivacyLedger.createWithCounter(path, policy, counter) }
+        expect(!java.io.File(path).exists()) { "a fresh file was left behind" }
+        // A fresh device (counter 0) creates and binds it.
+        val fresh = PrivacyLedger.createWithCounter(path, policy, AppCounter())
+        expect(fresh.isCounterBound() && !PrivacyLedger.inMemory(policy).isCounterBound()) { "binding" }
+    }
+
+    test("counter: a counter that throws is a LedgerIo exception, never a crash; nothing is released") {
+        val path = tempLedgerPath("ledger.json")
+        val counter = AppCounter()
+        counter.failWith = CounterException.Unavailable("StrongBox is locked\n\u001b[2J")
+        assertThrows<GeoprivException.LedgerIo>("open with a locked counter", "StrongBox is locked\\n") {
+            PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        }
+        counter.failWith = null
+        val app = PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        m.privatize(app, q, listOf(0.3))
+        // Declared and undeclared exceptions alike.
+        for (e in listOf(CounterException.Unavailable("TPM busy"), IllegalStateException("keystore gone"))) {
+            counter.failWith = e
+            val needle = if (e is CounterException) "TPM busy" else "keystore gone"
+            assertThrows<GeoprivException.LedgerIo>("release with a failing counter ($e)", needle) { m.privatize(app, q, listOf(0.3)) }
+            assertThrows<GeoprivException.LedgerIo>("refresh with a failing counter") { app.refresh() }
+        }
+        counter.failWith = null
+        expect(app.status().releases == 1uL) { "${app.status()}" }
+        m.privatize(app, q, listOf(0.3))
+        expect(app.status().releases == 2uL && counter.value.get() == 2L) { "${app.status()} ${counter.value.get()}" }
+        // A counter that goes back is not monotonic: refused.
+        counter.value.set(0)
+        assertThrows<GeoprivException.LedgerRefused>("counter went back", "went back") { m.privatize(app, q, listOf(0.3)) }
     }
 }
 

@@ -687,6 +687,108 @@ def _():
             os.rename(tmp + ".moved", tmp)
 
 
+# ---- the platform monotonic counter, implemented by the app (docs/MATH.md §8.3) ----
+
+
+class AppCounter:
+    """An app-side counter (MonotonicCounter): in memory here; a keystore,
+    Secure Enclave or TPM counter in an app. ``fail_with``: raise it."""
+
+    def __init__(self, start=0):
+        self.value = start
+        self.fail_with = None
+        self.lock = threading.Lock()
+
+    def read(self):
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            return self.value
+
+    def advance_to(self, value):
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            self.value = max(self.value, value)
+
+
+COUNTER_POLICY = budget_policy(BudgetUnit.PER_METRE(), 0.5, 0.0)
+COUNTED = GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.PER_METRE())
+
+
+@test("counter: a rolled-back file is refused; a writer without the counter cannot refill it (attack10 O1)")
+def _():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter()
+        app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+        expect(app.is_counter_bound(), "not bound")
+        COUNTED.privatize(app, Q01, [0.3])
+        with open(path) as f:
+            backup = f.read()
+        for _ in range(2):
+            COUNTED.privatize(app, Q01, [0.3])
+        del app
+        expect(counter.value == 3, f"counter {counter.value}")
+        with open(path, "w") as f:
+            f.write(backup)  # the rollback
+        # A writer without the counter (a background job) may read, not charge.
+        job = PrivacyLedger.open(path, COUNTER_POLICY)
+        expect(job.status().releases == 1 and job.is_counter_bound(), str(job.status()))
+        assert_raises(LedgerRefused, "charge without the counter", lambda: COUNTED.privatize(job, Q01, [0.3]), "monotonic counter")
+        del job
+        expect(PrivacyLedger.open(path, COUNTER_POLICY).status().releases == 1, "refilled")
+        # The app, with its counter, refuses the rolled-back file.
+        assert_raises(LedgerRefused, "the app reopens the rolled-back file",
+                      lambda: PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter), "platform counter says 3")
+        assert_raises(LedgerRefused, "open_with_counter",
+                      lambda: PrivacyLedger.open_with_counter(path, COUNTER_POLICY, counter), "rolled back")
+
+
+@test("counter: a deleted ledger file is not recreated while the counter counts releases")
+def _():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter(start=2)
+        assert_raises(LedgerRefused, "open_or_create", lambda: PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter), "deleted")
+        assert_raises(LedgerRefused, "create", lambda: PrivacyLedger.create_with_counter(path, COUNTER_POLICY, counter), "deleted")
+        expect(not os.path.exists(path), "a fresh file was left behind")
+        fresh = PrivacyLedger.create_with_counter(path, COUNTER_POLICY, AppCounter())
+        expect(fresh.is_counter_bound() and not PrivacyLedger.in_memory(COUNTER_POLICY).is_counter_bound(), "binding")
+
+
+@test("counter: a counter that raises is a LedgerIo error, never a crash; nothing is released")
+def _():
+    import tempfile
+
+    from geopriv_ffi import CounterError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter()
+        counter.fail_with = CounterError.Unavailable("TPM busy\n\x1b[2J")
+        assert_raises(LedgerIo, "open with a busy counter",
+                      lambda: PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter), "TPM busy\\n")
+        counter.fail_with = None
+        app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+        COUNTED.privatize(app, Q01, [0.3])
+        # Declared and undeclared exceptions alike.
+        for e, needle in [(CounterError.Unavailable("keystore locked"), "keystore locked"), (ValueError("no counter"), "no counter")]:
+            counter.fail_with = e
+            assert_raises(LedgerIo, f"release with a failing counter ({e!r})", lambda: COUNTED.privatize(app, Q01, [0.3]), needle)
+            assert_raises(LedgerIo, "refresh with a failing counter", app.refresh)
+        counter.fail_with = None
+        expect(app.status().releases == 1, str(app.status()))
+        COUNTED.privatize(app, Q01, [0.3])
+        expect(app.status().releases == 2 and counter.value == 2, f"{app.status()} {counter.value}")
+        counter.value = 0  # a counter that goes back is not monotonic
+        assert_raises(LedgerRefused, "counter went back", lambda: COUNTED.privatize(app, Q01, [0.3]), "went back")
+
+
 @test("ledger: seeded reports are marked and refused by servers unless accepted")
 def _():
     r = GeoMechanism.polyplace(0.1).seeded(3).privatize_unmetered(Q01, [0.3])

@@ -1,0 +1,410 @@
+//! The platform's monotonic counter, implemented by the app: a uniffi
+//! callback interface ([`MonotonicCounter`]) over the core's
+//! `geopriv::device::budget::MonotonicCounter`, and the ledger
+//! constructors that take one (`PrivacyLedger.open_with_counter`,
+//! `create_with_counter`, `open_or_create_with_counter`).
+//!
+//! Why the app implements it: the counters that survive a rollback of the
+//! app's files live in the platform (an Android keystore or StrongBox
+//! counter, the iOS Secure Enclave or DeviceCheck, a TPM NV counter, a
+//! server the app trusts), reachable from Kotlin or Swift, not from Rust.
+//! A ledger file opened with one is refused when its release count is
+//! below the counter (deleted, restored from a backup, rolled back), and
+//! the counter is advanced to the new count after every durable charge
+//! (docs/MATH.md §8.3, docs/ATTACK-10.md O1).
+//!
+//! Failures of the app's counter never panic: what its methods throw (a
+//! [`CounterError`] or any other exception) becomes a `LedgerIo` error of
+//! the call that needed the counter, with the app's message escaped; a
+//! counter that reads lower than a value it was read at or advanced to
+//! within this ledger's life is refused (`LedgerRefused`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use geopriv::device::budget::FileLedger;
+use geopriv::server::escape::Untrusted;
+
+use crate::budget::BudgetPolicy;
+use crate::{guard, GeoprivError, PrivacyLedger};
+
+/// A failure of the app's monotonic counter (the keystore is locked, the
+/// TPM is busy, the counter service is unreachable). Thrown by the app's
+/// [`MonotonicCounter`] implementation; the ledger call that needed the
+/// counter then fails with `GeoprivError.LedgerIo` carrying `detail`
+/// (nothing is released).
+///
+/// ```kotlin
+/// throw CounterException.Unavailable("StrongBox is locked")
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Error)]
+pub enum CounterError {
+    /// The counter could not be read or advanced now; `detail` says why.
+    Unavailable {
+        /// What went wrong, for the log (escaped before it is shown).
+        detail: String,
+    },
+}
+
+impl std::fmt::Display for CounterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CounterError::Unavailable { detail } => f.write_str(detail),
+        }
+    }
+}
+
+impl std::error::Error for CounterError {}
+
+/// Any other exception the app's counter throws (a `RuntimeException`, a
+/// Python `ValueError`) arrives here, as `Unavailable` with its text:
+/// never a panic.
+impl From<uniffi::UnexpectedUniFFICallbackError> for CounterError {
+    fn from(e: uniffi::UnexpectedUniFFICallbackError) -> Self {
+        CounterError::Unavailable { detail: e.reason }
+    }
+}
+
+/// A platform monotonic counter, implemented by the app (Kotlin interface,
+/// Swift protocol, Python class): a value that only grows and that is not
+/// rolled back with the app's files. A `PrivacyLedger` opened with one
+/// (`open_or_create_with_counter`) refuses a ledger file whose release
+/// count is below `read()` and calls `advance_to(n)` with the file's new
+/// release count `n` after every durable charge.
+///
+/// Contract: `read()` returns the value; `advance_to(v)` raises it to at
+/// least `v` and never lowers it (a counter that moves in steps of one,
+/// like a TPM NV counter, increments until it reaches `v`). Both are called
+/// with the ledger's lock held: they must not call the ledger. Throw
+/// `CounterError.Unavailable` (or any exception) when the counter cannot be
+/// reached; the ledger call then fails with `LedgerIo`.
+///
+/// ```kotlin
+/// class KeystoreCounter : MonotonicCounter {
+///     override fun read(): ULong = platformCounter.value()
+///     override fun advanceTo(value: ULong) = platformCounter.raiseTo(value)
+/// }
+/// val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+/// ```
+#[uniffi::export(callback_interface)]
+pub trait MonotonicCounter: Send + Sync {
+    /// The counter's current value.
+    fn read(&self) -> Result<u64, CounterError>;
+    /// Raise the counter to at least `value` (never lower it).
+    fn advance_to(&self, value: u64) -> Result<(), CounterError>;
+}
+
+/// The app's counter as the core's `MonotonicCounter`: its failures become
+/// `LedgerIo` (escaped), and a value below one it reported or was raised to
+/// earlier is refused (the counter itself went back).
+struct AppCounter {
+    counter: Box<dyn MonotonicCounter>,
+    /// The highest value this counter was read at or raised to.
+    seen: AtomicU64,
+}
+
+impl AppCounter {
+    fn new(counter: Box<dyn MonotonicCounter>) -> Self {
+        Self {
+            counter,
+            seen: AtomicU64::new(0),
+        }
+    }
+}
+
+fn counter_failed(op: &str, e: &CounterError) -> geopriv::Error {
+    let CounterError::Unavailable { detail } = e;
+    geopriv::Error::LedgerIo {
+        detail: format!(
+            "the platform monotonic counter could not be {op}: {}",
+            Untrusted(detail)
+        ),
+    }
+}
+
+impl geopriv::device::budget::MonotonicCounter for AppCounter {
+    fn read(&self) -> geopriv::Result<u64> {
+        let value = self
+            .counter
+            .read()
+            .map_err(|e| counter_failed("read", &e))?;
+        let seen = self.seen.fetch_max(value, Ordering::SeqCst);
+        if value < seen {
+            return Err(geopriv::Error::InvalidLedgerState {
+                reason: format!(
+                    "the platform monotonic counter went back from {seen} to {value}: it is not monotonic"
+                ),
+            });
+        }
+        Ok(value)
+    }
+
+    fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+        self.counter
+            .advance_to(value)
+            .map_err(|e| counter_failed("advanced", &e))?;
+        self.seen.fetch_max(value, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Refuse to create a ledger file when the counter already counts releases:
+/// the file was deleted, and a fresh one would not be bound to the counter
+/// (a writer without it could charge it) until the refusal that follows.
+fn refuse_fresh_file(path: &str, counter: &AppCounter) -> Result<(), GeoprivError> {
+    use geopriv::device::budget::MonotonicCounter as _;
+    let floor = counter.read()?;
+    if floor > 0 {
+        return Err(GeoprivError::LedgerRefused(format!(
+            "no ledger file at {} but the platform counter says {floor} release(s) were made: \
+             the file was deleted; not creating a fresh budget",
+            Untrusted(path)
+        )));
+    }
+    Ok(())
+}
+
+fn bind(ledger: FileLedger, counter: AppCounter) -> Result<Arc<PrivacyLedger>, GeoprivError> {
+    Ok(PrivacyLedger::file(ledger.with_counter(Box::new(counter))?))
+}
+
+#[uniffi::export]
+impl PrivacyLedger {
+    /// `open`, tied to the app's platform `counter`: `LedgerRefused` if the
+    /// file counts fewer releases than the counter (rolled back, restored,
+    /// replaced), `LedgerIo` if the counter fails. The file is then marked
+    /// counter-bound: every process that charges it must hold the counter
+    /// (the CLI and writers without it may read it, never charge it), and
+    /// after every charge the counter is advanced to the file's release
+    /// count (docs/MATH.md §8.3).
+    ///
+    /// ```python
+    /// ledger = PrivacyLedger.open_with_counter(path, policy, KeystoreCounter())
+    /// ```
+    #[uniffi::constructor]
+    pub fn open_with_counter(
+        path: String,
+        policy: BudgetPolicy,
+        counter: Box<dyn MonotonicCounter>,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let counter = AppCounter::new(counter);
+            bind(FileLedger::open(path, &policy.to_core()?)?, counter)
+        })
+    }
+
+    /// `create`, tied to `counter` (see `open_with_counter`). Refused
+    /// (`LedgerRefused`) without creating anything if the counter is above
+    /// 0: releases were made under it, so a ledger file existed and was
+    /// deleted.
+    ///
+    /// ```python
+    /// ledger = PrivacyLedger.create_with_counter(path, policy, KeystoreCounter())
+    /// ```
+    #[uniffi::constructor]
+    pub fn create_with_counter(
+        path: String,
+        policy: BudgetPolicy,
+        counter: Box<dyn MonotonicCounter>,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let policy = policy.to_core()?;
+            let counter = AppCounter::new(counter);
+            refuse_fresh_file(&path, &counter)?;
+            bind(FileLedger::create(path, &policy)?, counter)
+        })
+    }
+
+    /// `open_or_create`, tied to `counter`: what an app with a platform
+    /// counter calls at start-up. A missing file while the counter is above
+    /// 0 is refused (`LedgerRefused`) and no file is created; a file below
+    /// the counter is refused as in `open_with_counter`.
+    ///
+    /// ```kotlin
+    /// val ledger = PrivacyLedger.openOrCreateWithCounter(path, policy, KeystoreCounter())
+    /// ```
+    #[uniffi::constructor]
+    pub fn open_or_create_with_counter(
+        path: String,
+        policy: BudgetPolicy,
+        counter: Box<dyn MonotonicCounter>,
+    ) -> Result<Arc<Self>, GeoprivError> {
+        guard(|| {
+            let policy = policy.to_core()?;
+            let counter = AppCounter::new(counter);
+            match std::fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    refuse_fresh_file(&path, &counter)?;
+                }
+                _ => {}
+            }
+            bind(FileLedger::open_or_create(path, &policy)?, counter)
+        })
+    }
+
+    /// Whether the ledger's file is bound to a platform monotonic counter
+    /// (opened with one, now or before): such a file is charged only by
+    /// writers holding the counter. Always false for an in-memory ledger.
+    ///
+    /// ```python
+    /// assert ledger.is_counter_bound()
+    /// ```
+    pub fn is_counter_bound(&self) -> Result<bool, GeoprivError> {
+        guard(|| self.with_ledger(|l| Ok(l.state().is_counter_bound())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::BudgetUnit;
+    use crate::{GeoMechanism, GeoQuery};
+    use std::sync::Mutex;
+
+    /// An app-side counter in memory; `fail` makes every call throw.
+    #[derive(Clone, Default)]
+    struct TestCounter {
+        value: Arc<Mutex<u64>>,
+        fail: Arc<Mutex<Option<String>>>,
+    }
+
+    impl MonotonicCounter for TestCounter {
+        fn read(&self) -> Result<u64, CounterError> {
+            if let Some(d) = self.fail.lock().unwrap().clone() {
+                return Err(CounterError::Unavailable { detail: d });
+            }
+            Ok(*self.value.lock().unwrap())
+        }
+        fn advance_to(&self, value: u64) -> Result<(), CounterError> {
+            if let Some(d) = self.fail.lock().unwrap().clone() {
+                return Err(CounterError::Unavailable { detail: d });
+            }
+            let mut v = self.value.lock().unwrap();
+            *v = (*v).max(value);
+            Ok(())
+        }
+    }
+
+    fn policy() -> BudgetPolicy {
+        BudgetPolicy {
+            unit: BudgetUnit::PerMetre,
+            total_epsilon: 0.5,
+            total_delta: 0.0,
+            period: None,
+        }
+    }
+
+    fn release(ledger: &Arc<PrivacyLedger>) -> Result<(), GeoprivError> {
+        let m = GeoMechanism::polyplace(0.1)?.with_unit(BudgetUnit::PerMetre)?;
+        let q = GeoQuery::threshold(0.0, 1.0)?;
+        m.privatize(ledger.clone(), q, vec![0.3]).map(|_| ())
+    }
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("geopriv-ffi-counter-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_rolled_back_file_is_refused_and_cannot_be_refilled() {
+        let d = dir("rollback");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = TestCounter::default();
+        let app = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(counter.clone()),
+        )
+        .unwrap();
+        assert!(app.is_counter_bound().unwrap());
+        release(&app).unwrap();
+        let backup = std::fs::read_to_string(&path).unwrap();
+        release(&app).unwrap();
+        release(&app).unwrap();
+        drop(app);
+        assert_eq!(*counter.value.lock().unwrap(), 3);
+        std::fs::write(&path, &backup).unwrap();
+        let job = PrivacyLedger::open(path.clone(), policy()).unwrap();
+        assert_eq!(job.status().unwrap().releases, 1);
+        let refused = release(&job).unwrap_err();
+        assert!(
+            matches!(refused, GeoprivError::LedgerRefused(_)),
+            "{refused:?}"
+        );
+        drop(job);
+        let again = PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter))
+            .unwrap_err();
+        assert!(matches!(again, GeoprivError::LedgerRefused(_)), "{again:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_deleted_file_is_not_recreated() {
+        let d = dir("deleted");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = TestCounter::default();
+        *counter.value.lock().unwrap() = 2;
+        for make in [
+            PrivacyLedger::open_or_create_with_counter,
+            PrivacyLedger::create_with_counter,
+        ] {
+            let e = make(path.clone(), policy(), Box::new(counter.clone())).unwrap_err();
+            assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+            assert!(!std::path::Path::new(&path).exists());
+        }
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_failing_counter_is_a_typed_error_with_an_escaped_message() {
+        let d = dir("failing");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = TestCounter::default();
+        *counter.fail.lock().unwrap() = Some("locked\n\x1b[2J".into());
+        let e = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(counter.clone()),
+        )
+        .unwrap_err();
+        match &e {
+            GeoprivError::LedgerIo(m) => {
+                assert!(m.contains("locked\\n\\u{1b}[2J"), "{m}");
+                assert!(!m.contains('\n'), "{m}");
+            }
+            other => panic!("expected LedgerIo, got {other:?}"),
+        }
+        *counter.fail.lock().unwrap() = None;
+        let app =
+            PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter.clone()))
+                .unwrap();
+        release(&app).unwrap();
+        *counter.fail.lock().unwrap() = Some("gone".into());
+        assert!(matches!(release(&app), Err(GeoprivError::LedgerIo(_))));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_counter_that_goes_back_is_refused() {
+        let d = dir("back");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = TestCounter::default();
+        let app =
+            PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter.clone()))
+                .unwrap();
+        release(&app).unwrap();
+        *counter.value.lock().unwrap() = 0;
+        let e = release(&app).unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn an_unexpected_foreign_exception_becomes_unavailable() {
+        let e = CounterError::from(uniffi::UnexpectedUniFFICallbackError::new("boom"));
+        assert_eq!(e.to_string(), "boom");
+    }
+}
