@@ -457,11 +457,13 @@ pub struct MapPrediction {
     pub mechanism: MapMechanism,
     /// λ of the server's kernel (noise a priori).
     pub kernel_lambda: Option<f64>,
-    /// Predicted ASE = variance + bias².
+    /// Predicted ASE = variance + bias². NaN when nothing predicts it: no
+    /// report lies inside the map's bins (every kernel map is 0; the plan's
+    /// `line` says so).
     pub ase: f64,
-    /// Its variance part.
+    /// Its variance part (NaN with `ase`).
     pub variance: f64,
-    /// Its squared-bias part.
+    /// Its squared-bias part (NaN with `ase`).
     pub bias2: f64,
     /// `ase` is an upper bound rather than an estimate.
     pub upper_bound: bool,

@@ -7649,15 +7649,17 @@ public struct MapPrediction: Equatable, Hashable {
      */
     public var kernelLambda: Double?
     /**
-     * Predicted ASE = variance + bias².
+     * Predicted ASE = variance + bias². NaN when nothing predicts it: no
+     * report lies inside the map's bins (every kernel map is 0; the plan's
+     * `line` says so).
      */
     public var ase: Double
     /**
-     * Its variance part.
+     * Its variance part (NaN with `ase`).
      */
     public var variance: Double
     /**
-     * Its squared-bias part.
+     * Its squared-bias part (NaN with `ase`).
      */
     public var bias2: Double
     /**
@@ -7678,13 +7680,15 @@ public struct MapPrediction: Equatable, Hashable {
          * λ of the server's kernel (noise a priori).
          */kernelLambda: Double?, 
         /**
-         * Predicted ASE = variance + bias².
+         * Predicted ASE = variance + bias². NaN when nothing predicts it: no
+         * report lies inside the map's bins (every kernel map is 0; the plan's
+         * `line` says so).
          */ase: Double, 
         /**
-         * Its variance part.
+         * Its variance part (NaN with `ase`).
          */variance: Double, 
         /**
-         * Its squared-bias part.
+         * Its squared-bias part (NaN with `ase`).
          */bias2: Double, 
         /**
          * `ase` is an upper bound rather than an estimate.

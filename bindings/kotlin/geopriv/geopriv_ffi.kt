@@ -11693,17 +11693,19 @@ data class MapPrediction (
     var `kernelLambda`: kotlin.Double?
     , 
     /**
-     * Predicted ASE = variance + bias².
+     * Predicted ASE = variance + bias². NaN when nothing predicts it: no
+     * report lies inside the map's bins (every kernel map is 0; the plan's
+     * `line` says so).
      */
     var `ase`: kotlin.Double
     , 
     /**
-     * Its variance part.
+     * Its variance part (NaN with `ase`).
      */
     var `variance`: kotlin.Double
     , 
     /**
-     * Its squared-bias part.
+     * Its squared-bias part (NaN with `ase`).
      */
     var `bias2`: kotlin.Double
     , 
