@@ -928,7 +928,8 @@ mod tests {
         assert_eq!(submit(&rt, &s, &[3, 1, 4]).unwrap(), [D, D, A]);
         assert_eq!((n(&s), stored(&db)), (4, 4));
         // One collector per database: its own commits never look like
-        // another connection's.
+        // another connection's, for the writer or for a read's sync.
+        rt.block_on(s.sync()).unwrap();
         assert_eq!(s.metrics.reloads.load(Ordering::Relaxed), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -965,11 +966,20 @@ mod tests {
         assert_eq!(submit(&rt, &a, &[1, 2]).unwrap(), [A, A]);
         assert_eq!(submit(&rt, &b, &[2, 3]).unwrap(), [D, A]);
         assert_eq!(n(&b), 3);
+        // A read's sync takes in b's commit without a write of a's
+        // (attack9 O1), once: a second sync finds nothing new.
+        assert_eq!(n(&a), 2);
+        rt.block_on(a.sync()).unwrap();
+        rt.block_on(a.sync()).unwrap();
+        assert_eq!(n(&a), 3);
+        assert_eq!(a.metrics.reloads.load(Ordering::Relaxed), 1);
         assert_eq!(submit(&rt, &a, &[3, 4]).unwrap(), [D, A]);
         assert_eq!(n(&a), 4);
         assert_eq!(stored(&db), 4);
         assert_eq!(a.metrics.reloads.load(Ordering::Relaxed), 1);
-        assert_eq!(b.metrics.reloads.load(Ordering::Relaxed), 1);
+        rt.block_on(b.sync()).unwrap();
+        assert_eq!(n(&b), 4);
+        assert_eq!(b.metrics.reloads.load(Ordering::Relaxed), 2);
         let _ = std::fs::remove_dir_all(&d);
     }
 
