@@ -129,11 +129,57 @@ fn read_parked(path: &Path) -> Result<Vec<ParkedLine>, String> {
         .collect()
 }
 
+/// JSON in printable ASCII: every character of a string outside U+0020 to
+/// U+007E is written as a `\uXXXX` escape (UTF-16 units, a surrogate pair
+/// above U+FFFF). Lossless (any JSON reader gets the same text back), and
+/// the file holds no terminal control, bidi or format character (attack9
+/// O3: the collector's codes and reasons were stored raw, so `cat
+/// LEDGER.parked` reordered or drove the terminal).
+///
+/// ```text
+/// {"reason":"a\u202eb"}  for the reason "a", U+202E, "b"
+/// ```
+struct AsciiJson;
+
+impl serde_json::ser::Formatter for AsciiJson {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        for c in fragment.chars() {
+            if (' '..='~').contains(&c) {
+                writer.write_all(&[c as u8])?;
+            } else {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(writer, "\\u{u:04x}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One parked line in [`AsciiJson`].
+fn parked_json(line: &ParkedLine) -> Result<String, String> {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    line.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out, AsciiJson,
+    ))
+    .map_err(|e| e.to_string())?;
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
 /// Keep the parked reports still in the outbox (temporary file + rename).
+/// The collector's codes and reasons are kept exactly, written as ASCII
+/// JSON ([`AsciiJson`]): a program that shows the decoded text to a
+/// person must still escape it (as `geopriv` does with `Untrusted`).
 fn write_parked(path: &Path, lines: &[ParkedLine]) -> Result<(), String> {
     let mut text = String::new();
     for l in lines {
-        text.push_str(&serde_json::to_string(l).map_err(|e| e.to_string())?);
+        text.push_str(&parked_json(l)?);
         text.push('\n');
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -237,4 +283,62 @@ fn upload(a: &UploadArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// attack9 O3: codes and reasons from a hostile collector (bidi,
+    /// format, C0/C1 controls, DEL, a character above U+FFFF) are written
+    /// as printable ASCII and read back exactly.
+    #[test]
+    fn the_parked_file_is_ascii_and_keeps_the_collectors_text() {
+        let d = std::env::temp_dir().join(format!("geopriv-parked-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join("ledger.parked");
+        let reason = "a\u{202e}b\u{2066}c\u{200b}\u{1b}[2J\u{7f}\u{9b}31m\u{1F600}\"\\\u{e9}\n";
+        let lines = [
+            ParkedLine {
+                id: 7,
+                code: "evil\u{202e}code".into(),
+                reason: reason.into(),
+            },
+            ParkedLine {
+                id: u64::MAX,
+                code: "malformed".into(),
+                reason: "plain".into(),
+            },
+        ];
+        write_parked(&path, &lines).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            bytes
+                .iter()
+                .all(|&b| b == b'\n' || (0x20..0x7f).contains(&b)),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.contains("\\u202e") && text.contains("\\ud83d\\ude00"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "{\"id\":18446744073709551615,\"code\":\"malformed\",\"reason\":\"plain\"}\n"
+            ),
+            "{text}"
+        );
+        let back = read_parked(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!((back[0].id, back[0].code.as_str()), (7, "evil\u{202e}code"));
+        assert_eq!(back[0].reason, reason);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(text.lines().next().unwrap()).unwrap()
+                ["reason"],
+            reason
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

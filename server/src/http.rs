@@ -4,7 +4,7 @@
 use crate::store::{Decoded, Item, Outcome, Store};
 use crate::task::{Kind, MapDef, PeriodAgg, Task};
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -281,6 +281,25 @@ fn analyst_task(app: &App, headers: &HeaderMap, id: &str) -> Result<(usize, Task
     find_task(app, id)
 }
 
+/// Before an analyst read of the live aggregates: take in what another
+/// collector on the same database committed ([`crate::store::Store::sync`]),
+/// so a read after its acknowledged write counts it (attack9 O1: reads
+/// showed what this collector saw at its own last write). 503 if the
+/// writer cannot tell (the reason escaped by [`error`]).
+async fn sync_live(app: &App) -> Result<(), Response> {
+    app.store.sync().await.map_err(|e| {
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "the aggregates could not be brought up to date with the database ({e}); retry later"
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        r
+    })
+}
+
 /// The live aggregates (a poisoned lock still holds consistent data: the
 /// writer replaces it whole on failure).
 fn read_live(app: &App) -> std::sync::RwLockReadGuard<'_, crate::store::Live> {
@@ -357,6 +376,9 @@ async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
 
 async fn list_tasks(State(app): State<App>, headers: HeaderMap) -> Response {
     if let Err(r) = authorized(&app, &headers) {
+        return r;
+    }
+    if let Err(r) = sync_live(&app).await {
         return r;
     }
     let live = read_live(&app);
@@ -582,46 +604,84 @@ fn decode_maps(
     Ok((items, rejected))
 }
 
-async fn upload(
-    State(app): State<App>,
-    Path(task_id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (ti, task) = match find_task(&app, &task_id) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    // No request decompression (and none wanted: a compression bomb). A
-    // compressed body was read as plain bytes and every record rejected
-    // one by one with a 200; refuse it whole instead (RFC 9110 §8.4).
+/// How an upload's body is read, from its headers alone (so a refusal
+/// comes before the body is read): `Ok(true)` binary frames, `Ok(false)`
+/// JSON lines, `Err(why)` for 415.
+///
+/// - `Content-Encoding` other than `identity`: refused (no request
+///   decompression; a compressed body was read as plain bytes and every
+///   record rejected one by one with a 200, attack9 4; RFC 9110 §8.4).
+/// - `Content-Type` given more than once: refused (the first one used to
+///   win, so `octet-stream` then `x-ndjson` was read as binary; attack9
+///   O2). The media type is case-insensitive.
+/// - JSON (`application/x-ndjson`, `application/jsonl`,
+///   `application/json`) with a `charset` parameter other than `utf-8`
+///   (case-insensitive, quoted or not): refused (a UTF-16 body was read as
+///   UTF-8 and rejected record by record; attack9 O2). Other parameters
+///   are ignored, as are parameters of `application/octet-stream`.
+///
+/// ```text
+/// application/x-ndjson; charset="UTF-8"   -> Ok(false)
+/// application/x-ndjson; charset=utf-16    -> Err(415)
+/// application/octet-stream                -> Ok(true)
+/// ```
+fn upload_format(headers: &HeaderMap) -> Result<bool, &'static str> {
     if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
         if !enc
             .to_str()
             .is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
         {
-            return error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "Content-Encoding is not supported: send the body uncompressed",
-            );
+            return Err("Content-Encoding is not supported: send the body uncompressed");
         }
     }
-    let ctype = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let binary = match ctype.as_str() {
+    const WHICH: &str =
+        "send application/x-ndjson (JSON lines) or application/octet-stream (binary frames)";
+    let mut ctypes = headers.get_all(header::CONTENT_TYPE).iter();
+    let ctype = ctypes.next();
+    if ctypes.next().is_some() {
+        return Err("Content-Type was given more than once: send it once");
+    }
+    let ctype = ctype.and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mut parts = ctype.split(';');
+    let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    let binary = match media.as_str() {
         "application/x-ndjson" | "application/jsonl" | "application/json" => false,
         "application/octet-stream" => true,
-        _ => return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send application/x-ndjson (JSON lines) or application/octet-stream (binary frames)",
-        ),
+        _ => return Err(WHICH),
+    };
+    if !binary {
+        for p in parts {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            if name.trim().eq_ignore_ascii_case("charset") {
+                let v = value.trim();
+                let v = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v);
+                if !v.eq_ignore_ascii_case("utf-8") {
+                    return Err("JSON lines are read as UTF-8: send charset=utf-8 or no charset");
+                }
+            }
+        }
+    }
+    Ok(binary)
+}
+
+async fn upload(State(app): State<App>, Path(task_id): Path<String>, request: Request) -> Response {
+    let (ti, task) = match find_task(&app, &task_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    // The headers decide first: a refused upload is answered before its
+    // body is read (or waited for).
+    let binary = match upload_format(request.headers()) {
+        Ok(b) => b,
+        Err(why) => return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, why),
+    };
+    // Bytes honours DefaultBodyLimit (413) as the extractor did.
+    let body = match Bytes::from_request(request, &()).await {
+        Ok(b) => b,
+        Err(rejection) => return rejection.into_response(),
     };
     let limits = app.limits.clone();
     let decoded = match task.kind {
@@ -714,6 +774,9 @@ async fn estimate(
         Ok(t) => t,
         Err(r) => return r,
     };
+    if let Err(r) = sync_live(&app).await {
+        return r;
+    }
     let live = read_live(&app);
     let mut periods = Vec::new();
     for (&start, p) in &live.tasks[ti].periods {
@@ -818,6 +881,9 @@ async fn map(
     let Some(def) = task.def.map.clone() else {
         return error(StatusCode::NOT_FOUND, "not a map task");
     };
+    if let Err(r) = sync_live(&app).await {
+        return r;
+    }
     let agg = {
         let live = read_live(&app);
         let periods = &live.tasks[ti].periods;
@@ -1055,6 +1121,9 @@ async fn state(
         Ok(t) => t,
         Err(r) => return r,
     };
+    if let Err(r) = sync_live(&app).await {
+        return r;
+    }
     let live = read_live(&app);
     let mut periods = Vec::new();
     for (&start, p) in &live.tasks[ti].periods {
@@ -1077,4 +1146,69 @@ async fn state(
         StatusCode::OK,
         serde_json::to_string(&s).unwrap_or_default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                header::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    /// attack9 O2: a JSON upload's charset must be utf-8 (any case,
+    /// quoted or not); a repeated Content-Type is refused; other
+    /// parameters and octet-stream's parameters are ignored.
+    #[test]
+    fn an_upload_is_read_only_as_its_headers_allow() {
+        let ct = |v: &str| upload_format(&headers(&[("content-type", v)]));
+        for ok in [
+            "application/x-ndjson",
+            "Application/X-NDJSON",
+            "application/x-ndjson; charset=utf-8",
+            "application/x-ndjson;charset=UTF-8",
+            "application/jsonl; Charset=\"Utf-8\"",
+            "application/json; profile=x; charset = utf-8 ",
+        ] {
+            assert_eq!(ct(ok), Ok(false), "{ok}");
+        }
+        assert_eq!(ct("application/octet-stream"), Ok(true));
+        assert_eq!(ct("application/octet-stream; charset=utf-16"), Ok(true));
+        for bad in [
+            "application/x-ndjson; charset=utf-16",
+            "application/x-ndjson; charset=UTF-16LE",
+            "application/x-ndjson; charset=iso-8859-1",
+            "application/x-ndjson; charset=utf8",
+            "application/x-ndjson; charset=",
+            "application/x-ndjson; charset",
+            "application/json; charset=utf-8; charset=utf-16",
+            "text/plain",
+            "",
+        ] {
+            assert!(ct(bad).is_err(), "{bad}");
+        }
+        assert!(upload_format(&HeaderMap::new()).is_err());
+        for twice in [
+            ["application/octet-stream", "application/x-ndjson"],
+            ["application/x-ndjson", "application/x-ndjson"],
+        ] {
+            let h = headers(&[("content-type", twice[0]), ("content-type", twice[1])]);
+            assert!(
+                upload_format(&h).unwrap_err().contains("more than once"),
+                "{twice:?}"
+            );
+        }
+        let h = headers(&[
+            ("content-type", "application/x-ndjson"),
+            ("content-encoding", "gzip"),
+        ]);
+        assert!(upload_format(&h).unwrap_err().contains("Content-Encoding"));
+    }
 }

@@ -781,3 +781,114 @@ fn a_compressed_upload_is_refused_whole() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"accepted\":3"), "{answer}");
 }
+
+/// attack9 O1: two collectors on one database. A collector's analyst
+/// reads (`estimate`, `state`, `/v1/tasks`) showed only what it saw at its
+/// own last write: after B stored 100 reports, A's estimate said n = 3,000
+/// while A's export held 3,100 rows. A read now takes in the other
+/// collector's acknowledged writes first (`PRAGMA data_version`).
+#[test]
+fn a_read_counts_another_collectors_acknowledged_writes() {
+    let dir = workdir("two-on-one");
+    let a = Server::start(&dir).unwrap();
+    let b = Server::start(&dir).unwrap();
+    let rs = reports(200);
+    let post = |s: &Server, rs: &[geopriv::Report]| {
+        let (st, body) = s
+            .request(
+                "POST",
+                "/v1/tasks/income/reports",
+                "application/x-ndjson",
+                &ndjson(rs),
+            )
+            .unwrap();
+        assert_eq!(st, 200, "{body}");
+        assert_eq!(json(&body)["accepted"], rs.len(), "{body}");
+    };
+    post(&a, &rs[..100]);
+    assert_eq!(published_line(&a).0, 100);
+    // B stores 100 (acknowledged); A has not written since.
+    post(&b, &rs[100..]);
+    let (n, line) = published_line(&a);
+    assert_eq!(n, 200, "A's estimate lacks B's reports");
+    let (st, export) = a.get("/v1/tasks/income/export");
+    assert_eq!(st, 200);
+    assert_eq!(export.lines().count(), 200);
+    assert_eq!(line.unwrap(), cli_estimate(&export));
+    let (_, tasks) = a.get("/v1/tasks");
+    assert_eq!(json(&tasks)["tasks"][0]["reports"], 200, "{tasks}");
+    let (_, state) = a.get("/v1/tasks/income/state");
+    let n: u64 = json(&state)["periods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["n"].as_u64().unwrap())
+        .sum();
+    assert_eq!(n, 200, "A's state lacks B's reports");
+    // Exactly once still holds: B's retry of A's reports is all
+    // duplicates, and B's reads count A's.
+    let (st, body) = b
+        .request(
+            "POST",
+            "/v1/tasks/income/reports",
+            "application/x-ndjson",
+            &ndjson(&rs[..100]),
+        )
+        .unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(json(&body)["duplicates"].as_array().unwrap().len(), 100);
+    assert_eq!(published_line(&b).0, 200);
+}
+
+/// attack9 O2: `application/x-ndjson; charset=utf-16` was read as UTF-8
+/// (a UTF-16 body rejected record by record, 200), and of two
+/// `Content-Type` headers the first won. Both are now refused whole with
+/// 415, from the headers alone: the answer comes without the body being
+/// sent, and nothing is stored.
+#[test]
+fn a_foreign_charset_or_a_repeated_content_type_is_refused_before_the_body() {
+    use std::io::{Read, Write};
+    let dir = workdir("content-type");
+    let server = Server::start(&dir).unwrap();
+    let body = ndjson(&reports(3));
+    // Headers only, announcing the body; the answer must not wait for it.
+    let head_only = |ctypes: &[&str]| -> String {
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut head = "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\n".to_string();
+        for c in ctypes {
+            head.push_str(&format!("Content-Type: {c}\r\n"));
+        }
+        head.push_str(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        ));
+        s.write_all(head.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    for ctypes in [
+        &["application/x-ndjson; charset=utf-16"][..],
+        &["application/x-ndjson; charset=\"ISO-8859-1\""],
+        &["application/octet-stream", "application/x-ndjson"],
+        &["application/x-ndjson", "application/x-ndjson"],
+    ] {
+        let answer = head_only(ctypes);
+        assert!(answer.starts_with("HTTP/1.1 415"), "{ctypes:?}: {answer}");
+        assert!(answer.contains("unsupported-media-type"), "{answer}");
+    }
+    let (_, est) = server.get("/v1/tasks/income/estimate");
+    assert_eq!(json(&est)["periods"].as_array().unwrap().len(), 0, "{est}");
+    for (ctype, accepted) in [
+        ("application/x-ndjson; charset=UTF-8", 3),
+        ("application/x-ndjson; charset=\"utf-8\"", 0),
+    ] {
+        let (s, answer) = server
+            .request("POST", "/v1/tasks/income/reports", ctype, &body)
+            .unwrap();
+        assert_eq!(s, 200, "{ctype}: {answer}");
+        assert_eq!(json(&answer)["accepted"], accepted, "{answer}");
+    }
+}
