@@ -595,16 +595,17 @@ async fn upload(
     // No request decompression (and none wanted: a compression bomb). A
     // compressed body was read as plain bytes and every record rejected
     // one by one with a 200; refuse it whole instead (RFC 9110 §8.4).
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
-        if !enc
-            .to_str()
+    // Every Content-Encoding field, not only the first: two fields
+    // `identity` and `gzip` are the list "identity, gzip" (RFC 9110 §5.3),
+    // a gzip body (attack11: the first field alone let it through).
+    if headers.get_all(header::CONTENT_ENCODING).iter().any(|enc| {
+        !enc.to_str()
             .is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
-        {
-            return error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "Content-Encoding is not supported: send the body uncompressed",
-            );
-        }
+    }) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Encoding is not supported: send the body uncompressed",
+        );
     }
     let ctype = headers
         .get(header::CONTENT_TYPE)
