@@ -130,6 +130,27 @@ fn every_counterless_charge_is_refused_and_the_mark_survives() {
     assert_eq!(counter.read().unwrap(), 3);
 }
 
+/// A writer without the counter that opened the file before it was bound
+/// is refused once it is: the gate reads the state under the lock.
+#[test]
+fn a_handle_opened_before_the_binding_is_refused_after_it() {
+    let dir = TempDir::new("a11-race");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut job = FileLedger::create(&path, &p).unwrap();
+    job.commit(&metres(0.1)).unwrap();
+    let counter = MemoryCounter::default();
+    let mut app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    assert!(!job.state().is_counter_bound()); // its stale view
+    assert!(job.commit(&metres(0.1)).is_err());
+    assert!(job.commit_n(&metres(0.1), 3).is_err());
+    app.commit(&metres(0.1)).unwrap();
+    assert_eq!(counter.read().unwrap(), 2);
+}
+
 /// A counter whose `advance_to` fails, and one that reads an error: the
 /// ledger is refused, never charged without the counter's knowledge.
 #[test]
