@@ -626,13 +626,14 @@ fn decode_maps(
 /// application/octet-stream                -> Ok(true)
 /// ```
 fn upload_format(headers: &HeaderMap) -> Result<bool, &'static str> {
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
-        if !enc
-            .to_str()
+    // Every Content-Encoding field, not only the first: two fields
+    // `identity` and `gzip` are the list "identity, gzip" (RFC 9110 §5.3),
+    // a gzip body (attack11: the first field alone let it through).
+    if headers.get_all(header::CONTENT_ENCODING).iter().any(|enc| {
+        !enc.to_str()
             .is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
-        {
-            return Err("Content-Encoding is not supported: send the body uncompressed");
-        }
+    }) {
+        return Err("Content-Encoding is not supported: send the body uncompressed");
     }
     const WHICH: &str =
         "send application/x-ndjson (JSON lines) or application/octet-stream (binary frames)";

@@ -892,3 +892,44 @@ fn a_foreign_charset_or_a_repeated_content_type_is_refused_before_the_body() {
         assert_eq!(json(&answer)["accepted"], accepted, "{answer}");
     }
 }
+
+/// attack11 (docs/ATTACK-11.md, finding 3): the 415 rule read only the
+/// first `Content-Encoding` field, so `Content-Encoding: identity` then
+/// `Content-Encoding: gzip` (the list "identity, gzip", RFC 9110 §5.3: a
+/// gzip body) was read as plain bytes, every record rejected with a 200
+/// (which makes the device park them all). Every field is read now.
+#[test]
+fn a_second_content_encoding_field_is_not_ignored() {
+    use std::io::{Read, Write};
+    let dir = workdir("content-encoding-2");
+    let server = Server::start(&dir).unwrap();
+    let body = ndjson(&reports(3));
+    let post = |fields: &[&str]| -> String {
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        let enc: String = fields
+            .iter()
+            .map(|f| format!("Content-Encoding: {f}\r\n"))
+            .collect();
+        let head = format!(
+            "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
+             {enc}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&body).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    for fields in [
+        &["identity", "gzip"][..],
+        &["Identity", "br"],
+        &["gzip", "identity"],
+    ] {
+        let answer = post(fields);
+        assert!(answer.starts_with("HTTP/1.1 415"), "{fields:?}: {answer}");
+    }
+    let answer = post(&["identity", "IDENTITY"]);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"accepted\":3"), "{answer}");
+}

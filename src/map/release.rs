@@ -165,6 +165,25 @@ impl MapRelease {
                 });
             }
         }
+        // A mechanism that evaluates the kernels at x on the device needs
+        // h² positive and finite: with h² = 0 (h below about 1.5e-154) the
+        // device's own cell is e^(−0/0) = NaN exactly when x lies on a grid
+        // point, with h² = ∞ a cell is ∞/∞ = NaN exactly when |t − x|²
+        // overflows, so a release refused there (it must be: a NaN cannot
+        // be hidden) is refused or not *depending on x*, and the refusal
+        // itself tells where the device is (attack11, docs/ATTACK-11.md).
+        // Refused here, for every x alike.
+        if let (QuerySet::Kde(g), false) = (&set, mechanism == MapMechanism::APriori) {
+            let h2 = g.bandwidth() * g.bandwidth();
+            if !(h2.is_finite() && h2 > 0.0) {
+                return Err(Error::InvalidParameter {
+                    name: "bandwidth",
+                    value: g.bandwidth(),
+                    requirement: "with its square positive and finite (about 1.5e-154 to 1.3e154) \
+                                  for a mechanism that evaluates the kernels on the device",
+                });
+            }
+        }
         let l1 = match mechanism {
             MapMechanism::VectorLaplace => Some(set.l1()),
             _ => None,
@@ -522,6 +541,61 @@ mod tests {
 
     fn set() -> QuerySet {
         QuerySet::Kde(KdeGrid::square(1000.0, 5).unwrap())
+    }
+
+    /// attack11 (docs/ATTACK-11.md, finding 2): with h² = 0 (h = 1e-300) a
+    /// device exactly on a grid point was refused (its own cell e^(−0/0)
+    /// is NaN) and one off the grid points released, by vector Laplace and
+    /// by composition: whether a report exists told where the device was.
+    /// Now such a grid is refused for every x at construction by every
+    /// mechanism that evaluates the kernels on the device; where it is
+    /// built, refusal does not depend on x (on or off a grid point),
+    /// except PolyPlace's at h below about 1e-75 (open finding O2).
+    #[test]
+    fn whether_a_map_release_is_refused_does_not_depend_on_x() {
+        use crate::device::budget::{BudgetPolicy, BudgetUnit};
+        use crate::PrivacyBudget;
+        let mut rng = StdRng::seed_from_u64(11);
+        let on = [[0.0, 0.0], [1.0, 1.0], [0.0, 1.0]];
+        let off = [[0.5, 0.5], [0.25, 0.0], [0.3, 0.9]];
+        for h in [1e-300, 1e-160, 1e-150, 1e-3, 1.0, 1e150, 1e160, 1e300] {
+            for mechanism in [
+                MapMechanism::VectorLaplace,
+                MapMechanism::Composition,
+                MapMechanism::Sampled { k: 4 },
+                MapMechanism::APriori,
+            ] {
+                let grid = KdeGrid::new_2d([0.0, 1.0, 0.0, 1.0], [2, 2], h).unwrap();
+                let built = MapRelease::new(QuerySet::Kde(grid), mechanism, 1.0);
+                let h2 = h * h;
+                if mechanism != MapMechanism::APriori && !(h2 > 0.0 && h2.is_finite()) {
+                    assert!(built.is_err(), "h {h} {mechanism:?} built");
+                    continue;
+                }
+                let polyplace = matches!(
+                    mechanism,
+                    MapMechanism::Composition | MapMechanism::Sampled { .. }
+                );
+                if polyplace && h < 1e-50 {
+                    // Open finding O2 of docs/ATTACK-11.md: PolyPlace's
+                    // certified maximiser refuses a device on a grid point
+                    // and releases one off it for h below about 1e-75.
+                    continue;
+                }
+                let Ok(rel) = built else { continue };
+                let rel = rel.with_unit(BudgetUnit::PerMetre);
+                let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 100.0, 0.0).unwrap();
+                let mut outcomes = Vec::new();
+                for x in on.iter().chain(&off) {
+                    let mut ledger = PrivacyBudget::new(policy.clone());
+                    outcomes.push(rel.release(&mut ledger, x, &mut rng).is_ok());
+                }
+                assert!(
+                    outcomes.iter().all(|&o| o == outcomes[0]),
+                    "h {h} {mechanism:?}: released on/off grid points {outcomes:?}"
+                );
+            }
+        }
     }
 
     /// attack10 (docs/ATTACK-10.md, finding 1): on a box near ±1e300 the

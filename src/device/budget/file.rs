@@ -397,18 +397,42 @@ impl FileLedger {
     /// the app would accept it with charges lost (attack10 O1,
     /// docs/ATTACK-10.md). Every process that charges the file must
     /// therefore hold the counter (docs/MATH.md §8.3).
+    ///
+    /// The file is marked before the counter first moves, so a counter
+    /// above 0 beside an unmarked file is refused too
+    /// ([`Error::InvalidLedgerState`]): the bound file was deleted and
+    /// created anew, or replaced by a copy from before the binding, and a
+    /// writer without the counter may have charged it back up to the
+    /// counter's count (attack11, docs/ATTACK-11.md). Bind a fresh counter
+    /// (at 0) to an existing ledger only once.
     pub fn with_counter(mut self, counter: Box<dyn MonotonicCounter>) -> Result<Self> {
         self.counter = Some(counter);
         let _lock = lock(&self.path, self.lock_timeout)?;
         let current = self.reload()?;
-        self.advance_counter(current.releases())?;
         if current.is_counter_bound() {
             self.budget = current;
         } else {
+            // Only a holder advances the counter, and it marks the file
+            // first (below): a counter above 0 beside an unmarked file
+            // means the bound file was replaced (deleted and created anew,
+            // or restored from a backup made before the binding), and a
+            // writer without the counter may have refilled its count
+            // (attack11 finding 1, docs/ATTACK-11.md).
+            let floor = self.counter.as_ref().map_or(Ok(0), |c| c.read())?;
+            if floor > 0 {
+                return Err(Error::InvalidLedgerState {
+                    reason: format!(
+                        "{} is not marked as bound to a counter, but the platform counter says {floor}: \
+                         the bound file was deleted or replaced by an older copy",
+                        UntrustedPath(&self.path)
+                    ),
+                });
+            }
             let bound = current.bound_to_counter();
             replace(&self.path, &bound.to_json())?;
             self.budget = bound;
         }
+        self.advance_counter(self.budget.releases())?;
         Ok(self)
     }
 

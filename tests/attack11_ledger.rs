@@ -1,0 +1,211 @@
+//! attack11 (docs/ATTACK-11.md): the counter-bound ledger (d2f636b,
+//! docs/MATH.md §8.3) and `Ledger::commit_n` attacked by a tester who did
+//! not write them.
+
+use geopriv::device::budget::{
+    BudgetPolicy, BudgetUnit, Charge, FileLedger, Ledger, MemoryCounter, MonotonicCounter,
+};
+
+mod common;
+use common::TempDir;
+
+fn policy(total_epsilon: f64) -> BudgetPolicy {
+    BudgetPolicy::new(BudgetUnit::PerMetre, total_epsilon, 0.0).unwrap()
+}
+
+fn metres(epsilon: f64) -> Charge {
+    Charge::new(BudgetUnit::PerMetre, epsilon, 0.0).unwrap()
+}
+
+/// Bind the ledger at `path` to `counter` and charge `n` more releases.
+fn bound_with(path: &std::path::Path, p: &BudgetPolicy, counter: &MemoryCounter, n: u64) {
+    let mut app = FileLedger::open_or_create(path, p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    app.commit_n(&metres(0.1), n).unwrap();
+    assert_eq!(counter.read().unwrap(), app.state().releases());
+}
+
+/// Finding 1: the file is deleted and a writer without the counter (the
+/// CLI's `privatize --ledger`, which opens or creates) creates it anew and
+/// charges it up to the counter's count. The new file carries no mark, so
+/// before the fix the app's `with_counter` accepted it (3 releases on file,
+/// 3 on the counter) and bound it: the 3 charges made before the deletion
+/// were lost. A counter above 0 means some holder bound a file: an
+/// unbound file under it is refused.
+#[test]
+fn a_deleted_bound_file_refilled_by_a_counterless_writer_is_refused() {
+    let dir = TempDir::new("a11-delete-refill");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let counter = MemoryCounter::default();
+    bound_with(&path, &p, &counter, 3);
+    std::fs::remove_file(&path).unwrap();
+    let mut job = FileLedger::open_or_create(&path, &p).unwrap(); // no counter
+    job.commit_n(&metres(0.1), 3).unwrap();
+    drop(job);
+    let app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()));
+    let e =
+        app.expect_err("a re-created file refilled to the counter was accepted: 3 charges lost");
+    assert!(e.to_string().contains("counter"), "{e}");
+}
+
+/// Finding 1, second door: a backup taken before the file was first bound
+/// (an app that adopts a counter in an update) is restored and refilled by
+/// a writer without the counter.
+#[test]
+fn a_pre_binding_backup_refilled_by_a_counterless_writer_is_refused() {
+    let dir = TempDir::new("a11-prebind-refill");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut old_app = FileLedger::create(&path, &p).unwrap();
+    old_app.commit(&metres(0.1)).unwrap();
+    drop(old_app);
+    let backup = std::fs::read_to_string(&path).unwrap(); // unbound, 1 release
+    let counter = MemoryCounter::default();
+    bound_with(&path, &p, &counter, 3); // binds at 1, then 3 more: counter 4
+    assert_eq!(counter.read().unwrap(), 4);
+    std::fs::write(&path, &backup).unwrap();
+    let mut job = FileLedger::open(&path, &p).unwrap();
+    job.commit_n(&metres(0.1), 3).unwrap(); // back to 4, no mark
+    drop(job);
+    let app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()));
+    assert!(
+        app.is_err(),
+        "a pre-binding backup refilled to the counter was accepted: 3 charges lost"
+    );
+}
+
+/// What held: every charging entry point of a counter-less writer is
+/// refused on a bound file, whatever it charges; reading, acknowledging
+/// and a memo key already charged stay allowed; the mark survives them.
+#[test]
+fn every_counterless_charge_is_refused_and_the_mark_survives() {
+    let dir = TempDir::new("a11-paths");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let counter = MemoryCounter::default();
+    {
+        let mut app = FileLedger::create(&path, &p)
+            .unwrap()
+            .with_counter(Box::new(counter.clone()))
+            .unwrap();
+        assert!(app.commit_once([1; 32], &metres(0.1)).unwrap());
+        app.spend_to_outbox(&metres(0.1), || Ok("r".into()))
+            .unwrap();
+    }
+    let before = std::fs::read_to_string(&path).unwrap();
+    let mut job = FileLedger::open(&path, &p).unwrap();
+    assert!(job.commit(&metres(0.1)).is_err());
+    assert!(job.commit_n(&metres(0.1), 1).is_err());
+    assert!(job.commit_n(&metres(0.1), 2).is_err());
+    assert!(job.commit_once([2; 32], &metres(0.1)).is_err());
+    assert!(job
+        .spend_to_outbox(&metres(0.1), || Ok("s".into()))
+        .is_err());
+    assert!(job.spend(&metres(0.1), || Ok(1)).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+    // Allowed: nothing charged.
+    job.commit_n(&metres(0.1), 0).unwrap();
+    assert!(!job.commit_once([1; 32], &metres(0.1)).unwrap());
+    let ids: Vec<u64> = job.pending_uploads().iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 1);
+    job.acknowledge(&ids).unwrap();
+    job.refresh().unwrap();
+    assert!(job.state().is_counter_bound());
+    assert_eq!(job.state().releases(), 2);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"counter_bound\":true"), "{text}");
+    // And the app goes on.
+    let mut app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    app.commit(&metres(0.1)).unwrap();
+    assert_eq!(counter.read().unwrap(), 3);
+}
+
+/// A writer without the counter that opened the file before it was bound
+/// is refused once it is: the gate reads the state under the lock.
+#[test]
+fn a_handle_opened_before_the_binding_is_refused_after_it() {
+    let dir = TempDir::new("a11-race");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut job = FileLedger::create(&path, &p).unwrap();
+    job.commit(&metres(0.1)).unwrap();
+    let counter = MemoryCounter::default();
+    let mut app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    assert!(!job.state().is_counter_bound()); // its stale view
+    assert!(job.commit(&metres(0.1)).is_err());
+    assert!(job.commit_n(&metres(0.1), 3).is_err());
+    app.commit(&metres(0.1)).unwrap();
+    assert_eq!(counter.read().unwrap(), 2);
+}
+
+/// A counter whose `advance_to` fails, and one that reads an error: the
+/// ledger is refused, never charged without the counter's knowledge.
+#[test]
+fn a_failing_counter_refuses_and_a_backward_counter_only_weakens_itself() {
+    struct Broken {
+        read_fails: bool,
+    }
+    impl MonotonicCounter for Broken {
+        fn read(&self) -> geopriv::Result<u64> {
+            if self.read_fails {
+                Err(geopriv::Error::LedgerIo {
+                    detail: "counter unreadable".into(),
+                })
+            } else {
+                Ok(0)
+            }
+        }
+        fn advance_to(&mut self, _: u64) -> geopriv::Result<()> {
+            Err(geopriv::Error::LedgerIo {
+                detail: "counter stuck".into(),
+            })
+        }
+    }
+    let dir = TempDir::new("a11-broken-counter");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    for read_fails in [true, false] {
+        let _ = std::fs::remove_file(&path);
+        let l = FileLedger::create(&path, &p).unwrap();
+        assert!(l.with_counter(Box::new(Broken { read_fails })).is_err());
+        // Nothing charged (a failed advance may leave the file marked:
+        // the mark is written before the counter first moves).
+        let l = FileLedger::open(&path, &p).unwrap();
+        assert_eq!(l.state().releases(), 0);
+    }
+}
+
+/// commit_n on a shared file at the budget's edge: exactly the charges
+/// that fit, all or nothing (the ledger's slack, MATH §8.3: k charges of
+/// fl(T/k) fit, k + 1 never do), and a huge n refused at the first charge
+/// that does not fit, not after n steps.
+#[test]
+fn commit_n_at_the_edge_is_all_or_nothing() {
+    let dir = TempDir::new("a11-commit-n");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut a = FileLedger::create(&path, &p).unwrap();
+    assert!(a.commit_n(&metres(0.1), 11).is_err());
+    assert_eq!(a.state().releases(), 0);
+    a.commit_n(&metres(0.1), 10).unwrap();
+    assert!(a.commit_n(&metres(0.1), 1).is_err());
+    assert!(a.commit_n(&metres(0.1), u64::MAX).is_err());
+    let mut b = FileLedger::open(&path, &p).unwrap();
+    assert!(b.commit_n(&metres(1e-3), 2).is_err());
+    assert_eq!(b.state().releases(), 10);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"releases\":10"), "{text}");
+}
