@@ -448,12 +448,18 @@ pub struct UploadSummary {
 /// Returns `Err` only if the store fails; every network or server
 /// failure ends in [`UploadSummary::stopped`] with the reports kept.
 ///
-/// A single report refused as a whole (`400`, `413`) is parked only if some
-/// batch of the same run was answered per record (`200`): an endpoint that
-/// refuses every request so (a proxy, a firewall, a wrong `--url` that
-/// reaches another server) would otherwise park the whole outbox one report
-/// at a time, and parked reports are never sent again. When no batch was
-/// answered, the run ends with `stopped` and nothing of it is parked.
+/// A single report refused as a whole (`400`, `413`) is parked only if the
+/// endpoint still answers per record (`200`): an endpoint that refuses
+/// every request so (a proxy, a firewall, a wrong `--url` that reaches
+/// another server) would otherwise park the whole outbox one report at a
+/// time, and parked reports are never sent again. Such a refusal is
+/// confirmed by a later per-record answer in the same run; the refusals
+/// after the last one stand only if there is exactly one of them and some
+/// batch of the run was answered (one bad report at the end of the
+/// outbox). Otherwise (no batch answered, or two or more single reports
+/// refused in a row at the end: the endpoint turned to refusing, attack11
+/// O1) the run ends with `stopped` and those reports are not parked; they
+/// are sent again next run.
 pub fn upload<S, T, R>(
     store: &mut S,
     transport: &mut T,
@@ -468,8 +474,9 @@ where
     R: rand::Rng + ?Sized,
 {
     let mut summary = UploadSummary::default();
-    // Reports parked this run because they were refused alone as a whole
-    // (400/413), and whether any batch of this run was answered per record.
+    // Reports parked because they were refused alone as a whole (400/413)
+    // since the last per-record answer, and whether any batch of this run
+    // was answered per record.
     let mut split_parked: Vec<u64> = Vec::new();
     let mut answered = false;
     upload_loop(
@@ -483,9 +490,9 @@ where
         &mut split_parked,
         &mut answered,
     )?;
-    if !answered && !split_parked.is_empty() {
-        // No batch was ever answered per record: the endpoint, not these
-        // reports, refused them. Keep them in the retry loop.
+    if !split_parked.is_empty() && (!answered || split_parked.len() >= 2) {
+        // No per-record answer came after these refusals: the endpoint, not
+        // these reports, refused them. Keep them in the retry loop.
         for id in &split_parked {
             parked.remove(id);
         }
@@ -496,8 +503,10 @@ where
             .map(|s| format!(" ({s})"))
             .unwrap_or_default();
         summary.stopped = Some(format!(
-            "every request was refused as a whole (HTTP 400 or 413, even a single report) and none \
-             was answered per record: nothing parked; check the collector's URL and any proxy{why}"
+            "{} request(s) of a single report were refused as a whole (HTTP 400 or 413) with no \
+             per-record answer after them: those reports are not parked; check the collector's URL \
+             and any proxy{why}",
+            split_parked.len()
         ));
         summary.remaining = store.pending()?.len();
     }
@@ -505,8 +514,9 @@ where
 }
 
 /// [`upload`]'s loop; notes the reports it parks on a whole-request
-/// refusal of a single report in `split_parked`, and sets `answered` on a
-/// per-record answer.
+/// refusal of a single report in `split_parked` (cleared by a per-record
+/// answer, which confirms them), and sets `answered` on a per-record
+/// answer.
 #[allow(clippy::too_many_arguments)]
 fn upload_loop<S, T, R>(
     store: &mut S,
@@ -552,6 +562,7 @@ where
                 rejected,
             } => {
                 *answered = true;
+                split_parked.clear();
                 store.acknowledge(&acknowledge)?;
                 summary.duplicates += duplicates;
                 summary.accepted += acknowledge.len() as u64 - duplicates;
@@ -943,7 +954,7 @@ mod tests {
             let s = upload(&mut store, &mut t, &cfg, &mut parked, &mut |_| {}, &mut rng).unwrap();
             assert!(parked.is_empty(), "{status}: {} parked", parked.len());
             assert!(s.rejected.is_empty(), "{status}");
-            assert!(s.stopped.unwrap().contains("nothing parked"), "{status}");
+            assert!(s.stopped.unwrap().contains("are not parked"), "{status}");
             assert_eq!((s.remaining, store.0.len()), (100, 100));
             // The next run (the URL fixed) sends them all.
             let mut c = FakeCollector {

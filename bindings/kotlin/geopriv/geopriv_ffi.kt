@@ -13783,11 +13783,12 @@ sealed class UploadVerdict {
     }
     
     /**
-     * Send the batch in halves (a single report: park it, but only once
-     * some batch of this run was answered per record; if none was, stop
-     * and park nothing, the rule of the core's `upload` driver: an
-     * endpoint that refuses everything, e.g. a proxy, would otherwise
-     * park the whole outbox).
+     * Send the batch in halves (a single report: park it only once a
+     * later batch of this run is answered per record, or if it is the one
+     * such refusal after the run's last per-record answer; otherwise stop
+     * and park none of them, the rule of the core's `upload` driver: an
+     * endpoint that refuses everything, e.g. a proxy, or turns to refusing
+     * mid-run, would otherwise park the whole outbox).
      */
     data class Split(
         /**
