@@ -402,17 +402,6 @@ fn plan_with_em(
                         pred.ase = pred.variance + floor;
                     }
                 }
-                if let Some(floor) = em_beyond_band_floor(g, epsilon, &kernels, &e, nf, n_rep) {
-                    // The devices' structure beyond the band n reports
-                    // resolve, which neither EM nor its bootstrap sees
-                    // (docs/MATH.md §9.4, branch cells23): the log-centre
-                    // of its truth-free ends, where the band holds at
-                    // least half the kernel's energy.
-                    if floor > pred.bias2 {
-                        pred.bias2 = floor;
-                        pred.ase = pred.variance + floor;
-                    }
-                }
                 if !kernel_plug_in {
                     if let Some(floor) = em_against_unbiased_floor(&kernels, &e, nf, n_rep) {
                         // Large n (docs/MATH.md §9.4, branch cells16): the
@@ -1034,99 +1023,6 @@ fn em_early_stop_floor(
     let lower = (kernel2 - plain2) / nf;
     let upper = mean_em.clamp(0.0, 1.0) * (1.0 - mean_em.clamp(0.0, 1.0));
     let floor = (lower * upper).sqrt() - mean_squared_distance(&k0.mean, &e.values);
-    (floor.is_finite() && floor > 0.0).then_some(floor)
-}
-
-/// The share of the kernel's energy ∫K̂² beyond the band that n reports
-/// at εh resolve (docs/MATH.md §9.4, "Beyond the band", branch cells23):
-/// the unbiased estimate of the devices' characteristic function μ̂(ω)
-/// has variance 1/(n·L̂(ω)²) with L̂ = (1 + |ω|²/ε²)^{−3/2} the planar
-/// Laplace noise's transform, so it resolves |μ̂| <= 1 where n·L̂² > 1,
-/// i.e. h²|ω|² < εh²(n^{1/3} − 1), and with K̂² ∝ e^{−h²|ω|²} (the
-/// Gaussian kernel, in the plane)
-///
-///   s = exp(−εh² (n^{1/3} − 1)).
-///
-/// 0.914 at εh 0.1, n = 10³; 0.445 at εh 0.3, n = 10³; 2e-4 at εh 1.
-fn share_beyond_band(eps_h: f64, n: f64) -> f64 {
-    (-(eps_h * eps_h) * (n.cbrt() - 1.0).max(0.0)).exp()
-}
-
-/// Where the band holds at least this share of the kernel's energy
-/// (s <= 1/2 in [`share_beyond_band`]) the beyond-band floor is used
-/// (branch cells23): at εh 0.1, n = 10³ (s = 0.91) the city's twins at
-/// n·KL <= 0.1 put EM's ASE 5–10x below the city's there (branch twins19),
-/// so no centre is within 3x of both and the floor over-predicted them.
-const BAND_SHARE_GATE: f64 = 0.5;
-
-/// The beyond-band floor is used only where EM's map spreads over the
-/// grid by at most this many times the devices' own chance structure L
-/// (branch cells23): read off the cells where the floor without it failed
-/// (the atoms at εh 0.3, n = 10³ spread 24–33 L where it over-predicted
-/// them, the city's misses 8–14 L), then checked on seeds 21–40.
-const BAND_SPREAD_GATE: f64 = 20.0;
-
-/// EM's squared bias is at least the true map's energy beyond the band
-/// the reports resolve (docs/MATH.md §9.4, "Beyond the band", branch
-/// cells23). EM fits the reports, so it leaves the devices' structure at
-/// frequencies the reports do not resolve where the plain map leaves it
-/// (the noise's transform there is below 1/√n), and its bootstrap, whose
-/// truth is EM's own band-limited fit, does not see it. With s the share
-/// of ∫K̂² beyond the band ([`share_beyond_band`]), that energy lies
-/// between two truth-free ends: below, the devices' own sampling
-/// structure there, s·L with L = (π h²/(Δ₀Δ₁ m) − mean_j map₀_j²)/n (as
-/// in [`em_early_stop_floor`]); above, the most it can be, |μ̂| <= 1,
-/// s·π h²/(Δ₀Δ₁ m), and at most F̄(1 − F̄) (F̄ EM's map's mean). The floor
-/// is their log-centre,
-///
-///   floor = √(s·L · min(F̄(1 − F̄), s·π h²/(Δ₀Δ₁ m))),
-///
-/// about s·π h²/(Δ₀Δ₁ m √n) (9.1e-5 on the test's grids at εh 0.3,
-/// n = 10³). Used only where the plain map's bias is not resolved
-/// (λ = 0 not ranked), on a 2-D grid, and where the band holds at least
-/// half the kernel's energy (s <= [`BAND_SHARE_GATE`]) and EM's map
-/// spreads at most [`BAND_SPREAD_GATE`] × L. Measured
-/// (BENCHMARKS.md "Branch cells23"): the city and the constructed
-/// population at εh 0.3, n = 10³ under-predicted beyond 3x at 7 and 8 of
-/// seeds 1–20 before, 0 after. `None` where it does not apply.
-fn em_beyond_band_floor(
-    g: &super::query_set::KdeGrid,
-    epsilon: f64,
-    kernels: &[KernelMap],
-    e: &EmMap,
-    nf: f64,
-    n_rep: f64,
-) -> Option<f64> {
-    let k0 = kernels.iter().find(|k| k.lambda == 0.0)?;
-    let b0 = k0.against_unbiased?;
-    let m = e.values.len();
-    if g.dim() != 2 || m == 0 || k0.mean.len() != m || kernel_prediction(k0.var, b0, 0.0).is_some()
-    {
-        return None;
-    }
-    let h = g.bandwidth();
-    // The band is what the reports resolve.
-    let s = share_beyond_band(epsilon * h, n_rep);
-    // Refused also for NaN.
-    if s.is_nan() || s > BAND_SHARE_GATE {
-        return None;
-    }
-    let mf = m as f64;
-    let [d0, d1] = g.step();
-    let kernel2 = core::f64::consts::PI * h * h / (d0 * d1 * mf);
-    let plain2 = k0.mean.iter().map(|v| v * v).sum::<f64>() / mf;
-    let raw_mean = e.values.iter().sum::<f64>() / mf;
-    let spread_em = e.values.iter().map(|v| (v - raw_mean).powi(2)).sum::<f64>() / mf;
-    // EM's map spreads no more than BAND_SPREAD_GATE times the devices'
-    // own chance structure at the reports' n (refused also for NaN).
-    let chance = (kernel2 - plain2) / n_rep;
-    if spread_em.is_nan() || chance.is_nan() || spread_em > BAND_SPREAD_GATE * chance {
-        return None;
-    }
-    let mean_em = raw_mean.clamp(0.0, 1.0);
-    let lower = s * (kernel2 - plain2) / nf;
-    let upper = (mean_em * (1.0 - mean_em)).min(s * kernel2);
-    let floor = (lower * upper).sqrt();
     (floor.is_finite() && floor > 0.0).then_some(floor)
 }
 
@@ -2104,83 +2000,6 @@ mod coincident_tests {
             em_early_stop_floor(&g, &kernels(unresolved), &em_map(far), n, n),
             None
         );
-    }
-
-    #[test]
-    fn em_beyond_band_floor_is_the_log_centre_of_the_unresolved_share() {
-        // s = exp(−εh²(n^{1/3} − 1)): 0.914 at εh 0.1, 0.445 at εh 0.3
-        // (n = 10³), and 1 where one report resolves nothing.
-        assert!((share_beyond_band(0.1, 1_000.0) - (-0.09f64).exp()).abs() < 1e-12);
-        assert!((share_beyond_band(0.3, 1_000.0) - (-0.81f64).exp()).abs() < 1e-12);
-        assert_eq!(share_beyond_band(0.3, 1.0), 1.0);
-        let g = super::super::query_set::KdeGrid::square(20_000.0, 31).unwrap();
-        let m = g.len();
-        let unresolved = BiasEstimate { avg: 0.0, se: 1.0 };
-        let plain = vec![4e-3; m];
-        let kernels = |b: BiasEstimate| {
-            vec![KernelMap {
-                lambda: 0.0,
-                var: 1e-7,
-                against_unbiased: Some(b),
-                mean: plain.clone(),
-                unconditional: 1e-7,
-            }]
-        };
-        // EM's map with some structure: spread 1e-4 <= 20 L = 1.3e-4.
-        let values: Vec<f64> = (0..m)
-            .map(|j| if j % 2 == 0 { 2e-2 } else { 0.0 })
-            .collect();
-        let e = EmMap {
-            standard_errors: vec![0.0; m],
-            bias: vec![0.0; m],
-            pilot_values: Vec::new(),
-            values,
-            predicted_ase: 1e-6,
-            predicted_variance: 1e-7,
-            iterations: 8,
-            held_out_steps: 8,
-            work_cap: None,
-            n: 1_000,
-        };
-        let n = 1_000.0;
-        let h = g.bandwidth();
-        let k2 = 2.0 * core::f64::consts::PI / 961.0;
-        let s = (-0.81f64).exp();
-        let mean_em = (m / 2 + 1) as f64 * 2e-2 / m as f64;
-        let want = (s * (k2 - 16e-6) / n * (s * k2).min(mean_em * (1.0 - mean_em))).sqrt();
-        let f = em_beyond_band_floor(&g, 0.3 / h, &kernels(unresolved), &e, n, n).unwrap();
-        assert!((f - want).abs() < 1e-12 * want, "{f} {want}");
-        assert!((8e-5..1e-4).contains(&f), "{f}");
-        // At εh 0.1 (s = 0.91 > 1/2) and where λ = 0 is ranked: not used.
-        assert_eq!(
-            em_beyond_band_floor(&g, 0.1 / h, &kernels(unresolved), &e, n, n),
-            None
-        );
-        let resolved = BiasEstimate {
-            avg: 1e-9,
-            se: 1e-12,
-        };
-        assert_eq!(
-            em_beyond_band_floor(&g, 0.3 / h, &kernels(resolved), &e, n, n),
-            None
-        );
-        // EM's map spreading beyond 20 L: the same map read from 10⁴
-        // reports (20 L = 1.3e-5 < 1e-4): not used.
-        assert_eq!(
-            em_beyond_band_floor(&g, 0.3 / h, &kernels(unresolved), &e, n, 1e4),
-            None
-        );
-        // The band is the reports': 10⁴ reports planned for 10³ devices
-        // narrow s to 0.157 and the lower end stays at the planned n
-        // (a flat EM map at 1e-2).
-        let flat = EmMap {
-            values: vec![1e-2; m],
-            ..e
-        };
-        let f4 = em_beyond_band_floor(&g, 0.3 / h, &kernels(unresolved), &flat, n, 1e4).unwrap();
-        let s4 = (-0.09 * (1e4f64.cbrt() - 1.0)).exp();
-        let want4 = (s4 * (k2 - 16e-6) / n * (s4 * k2).min(1e-2 * (1.0 - 1e-2))).sqrt();
-        assert!((f4 - want4).abs() < 1e-12 * want4, "{f4} {want4}");
     }
 
     #[test]
