@@ -199,38 +199,28 @@ fn city_hoods() -> Vec<([f64; 2], f64, f64)> {
         .collect()
 }
 
+/// Every device of `(xs, b)` moved by a Gaussian of sd `w` per axis (the
+/// twins `t<w>` and `c<w>`), redrawn until it lies inside the box.
+fn blurred((xs, b): (Vec<[f64; 2]>, [f64; 4]), w: f64, seed: u64) -> (Vec<[f64; 2]>, [f64; 4]) {
+    let mut g = StdRng::seed_from_u64(seed);
+    let xs = xs
+        .iter()
+        .map(|x| loop {
+            let p = [x[0] + w * gauss(&mut g), x[1] + w * gauss(&mut g)];
+            if (b[0]..=b[1]).contains(&p[0]) && (b[2]..=b[3]).contains(&p[1]) {
+                break p;
+            }
+        })
+        .collect();
+    (xs, b)
+}
+
 /// (devices, bounding box) of `pop` with n devices.
 fn population(pop: Pop, n: usize, seed: u64) -> (Vec<[f64; 2]>, [f64; 4]) {
     let mut rng = StdRng::seed_from_u64(seed);
     match pop {
-        Pop::Twin(w) => {
-            let (xs, b) = population(Pop::Airports, n, seed);
-            let mut g = StdRng::seed_from_u64(seed ^ 0x7317);
-            let xs = xs
-                .iter()
-                .map(|x| loop {
-                    let p = [x[0] + w * gauss(&mut g), x[1] + w * gauss(&mut g)];
-                    if (b[0]..=b[1]).contains(&p[0]) && (b[2]..=b[3]).contains(&p[1]) {
-                        break p;
-                    }
-                })
-                .collect();
-            (xs, b)
-        }
-        Pop::CityTwin(w) => {
-            let (xs, b) = population(Pop::City, n, seed);
-            let mut g = StdRng::seed_from_u64(seed ^ 0xC17_7317);
-            let xs = xs
-                .iter()
-                .map(|x| loop {
-                    let p = [x[0] + w * gauss(&mut g), x[1] + w * gauss(&mut g)];
-                    if (b[0]..=b[1]).contains(&p[0]) && (b[2]..=b[3]).contains(&p[1]) {
-                        break p;
-                    }
-                })
-                .collect();
-            (xs, b)
-        }
+        Pop::Twin(w) => blurred(population(Pop::Airports, n, seed), w, seed ^ 0x7317),
+        Pop::CityTwin(w) => blurred(population(Pop::City, n, seed), w, seed ^ 0xC17_7317),
         Pop::FileTwin | Pop::CityFileTwin => {
             let base = match pop {
                 Pop::FileTwin => Pop::Airports,

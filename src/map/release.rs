@@ -1,7 +1,7 @@
 //! The device side of a map: one metered release of a whole query set at a
 //! per-device total ε (docs/MATH.md §9.1, §9.2), and the report it sends.
 
-use super::query_set::{L1Bound, QuerySet};
+use super::query_set::{KdeGrid, L1Bound, QuerySet};
 use crate::device::budget::{spend_dyn, BudgetUnit, Charge, Ledger};
 use crate::error::{positive_finite, Error, Result};
 use crate::mechanism::Mechanism;
@@ -151,6 +151,21 @@ pub struct MapRelease {
     unit: Option<BudgetUnit>,
 }
 
+/// The smallest bandwidth a PolyPlace map (composition, sampled) accepts:
+/// max(1e-40 · E, 1e-60), E the larger extent of the grid's box and its
+/// public domain over the two axes (∞ when an extent overflows, so such a
+/// map is refused). See `MapRelease::new`.
+fn polyplace_bandwidth_floor(g: &KdeGrid) -> f64 {
+    let (step, points, domain) = (g.step(), g.points(), g.domain());
+    let extent = (0..2)
+        .map(|a| {
+            let span = step[a] * (points[a] - 1) as f64;
+            span.max(domain[2 * a + 1] - domain[2 * a])
+        })
+        .fold(0.0f64, f64::max);
+    (1e-40 * extent).max(1e-60)
+}
+
 impl MapRelease {
     /// A release of `set` with `mechanism` at per-device total `epsilon`
     /// (finite, > 0). Vector Laplace computes the certified L1 here.
@@ -181,6 +196,26 @@ impl MapRelease {
                     value: g.bandwidth(),
                     requirement: "with its square positive and finite (about 1.5e-154 to 1.3e154) \
                                   for a mechanism that evaluates the kernels on the device",
+                });
+            }
+        }
+        // PolyPlace's certified maximiser (composition, sampled) fails to
+        // certify at a device on a grid point and succeeds off it when the
+        // bandwidth is 1e-80 to 1e-153 of the box (attack11 O2: a refusal
+        // that tells where the device is); at 1e-70 of the box it certifies
+        // everywhere. Bandwidths below 1e-40 of the map's extent (box or
+        // domain) or below 1e-60 in any unit are refused here, for every x
+        // alike: a 30-decade margin, and no use for such a map.
+        if let (QuerySet::Kde(g), MapMechanism::Composition | MapMechanism::Sampled { .. }) =
+            (&set, mechanism)
+        {
+            let floor = polyplace_bandwidth_floor(g);
+            if !(g.bandwidth() >= floor) {
+                return Err(Error::InvalidParameter {
+                    name: "bandwidth",
+                    value: g.bandwidth(),
+                    requirement: "at least 1e-40 of the map's extent and at least 1e-60 for \
+                                  composition and sampled maps (PolyPlace's maximiser certifies there)",
                 });
             }
         }
@@ -549,8 +584,9 @@ mod tests {
     /// by composition: whether a report exists told where the device was.
     /// Now such a grid is refused for every x at construction by every
     /// mechanism that evaluates the kernels on the device; where it is
-    /// built, refusal does not depend on x (on or off a grid point),
-    /// except PolyPlace's at h below about 1e-75 (open finding O2).
+    /// built, refusal does not depend on x (on or off a grid point). O2 of
+    /// the same attack: PolyPlace's maximiser did so at h of 1e-80 to
+    /// 1e-153 of the box; PolyPlace grids below 1e-40 are refused now.
     #[test]
     fn whether_a_map_release_is_refused_does_not_depend_on_x() {
         use crate::device::budget::{BudgetPolicy, BudgetUnit};
@@ -558,7 +594,10 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(11);
         let on = [[0.0, 0.0], [1.0, 1.0], [0.0, 1.0]];
         let off = [[0.5, 0.5], [0.25, 0.0], [0.3, 0.9]];
-        for h in [1e-300, 1e-160, 1e-150, 1e-3, 1.0, 1e150, 1e160, 1e300] {
+        for h in [
+            1e-300, 1e-160, 1e-150, 1e-120, 1e-100, 1e-90, 1e-80, 1e-70, 1e-50, 1e-40, 1e-30, 1e-3,
+            1.0, 1e150, 1e160, 1e300,
+        ] {
             for mechanism in [
                 MapMechanism::VectorLaplace,
                 MapMechanism::Composition,
@@ -576,10 +615,12 @@ mod tests {
                     mechanism,
                     MapMechanism::Composition | MapMechanism::Sampled { .. }
                 );
-                if polyplace && h < 1e-50 {
-                    // Open finding O2 of docs/ATTACK-11.md: PolyPlace's
-                    // certified maximiser refuses a device on a grid point
-                    // and releases one off it for h below about 1e-75.
+                if polyplace && h < 1e-40 {
+                    // attack11 O2: PolyPlace's certified maximiser refused
+                    // a device on a grid point and released one off it for
+                    // h of 1e-80 to 1e-153 of the box; such grids are now
+                    // refused at construction.
+                    assert!(built.is_err(), "h {h} {mechanism:?} built");
                     continue;
                 }
                 let Ok(rel) = built else { continue };
