@@ -210,7 +210,7 @@ impl MapRelease {
             (&set, mechanism)
         {
             let floor = polyplace_bandwidth_floor(g);
-            if !(g.bandwidth() >= floor) {
+            if g.bandwidth() < floor {
                 return Err(Error::InvalidParameter {
                     name: "bandwidth",
                     value: g.bandwidth(),
