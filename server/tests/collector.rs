@@ -753,22 +753,12 @@ fn a_task_period_beyond_i64_is_refused() {
 /// refused whole: 415, nothing stored.
 #[test]
 fn a_compressed_upload_is_refused_whole() {
-    use std::io::{Read, Write};
     let dir = workdir("content-encoding");
     let server = Server::start(&dir).unwrap();
     let body = ndjson(&reports(3));
     let post = |encoding: &str| -> String {
-        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
-        let head = format!(
-            "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
-             Content-Encoding: {encoding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(&body).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        let enc = format!("Content-Encoding: {encoding}");
+        server.raw_upload(&["Content-Type: application/x-ndjson", &enc], &body, true)
     };
     for encoding in ["gzip", "br", "deflate, gzip", "x-unknown"] {
         let answer = post(encoding);
@@ -847,27 +837,17 @@ fn a_read_counts_another_collectors_acknowledged_writes() {
 /// sent, and nothing is stored.
 #[test]
 fn a_foreign_charset_or_a_repeated_content_type_is_refused_before_the_body() {
-    use std::io::{Read, Write};
     let dir = workdir("content-type");
     let server = Server::start(&dir).unwrap();
     let body = ndjson(&reports(3));
     // Headers only, announcing the body; the answer must not wait for it.
     let head_only = |ctypes: &[&str]| -> String {
-        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
-        let mut head = "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\n".to_string();
-        for c in ctypes {
-            head.push_str(&format!("Content-Type: {c}\r\n"));
-        }
-        head.push_str(&format!(
-            "Content-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        ));
-        s.write_all(head.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        let fields: Vec<String> = ctypes
+            .iter()
+            .map(|c| format!("Content-Type: {c}"))
+            .collect();
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        server.raw_upload(&fields, &body, false)
     };
     for ctypes in [
         &["application/x-ndjson; charset=utf-16"][..],
@@ -900,26 +880,14 @@ fn a_foreign_charset_or_a_repeated_content_type_is_refused_before_the_body() {
 /// (which makes the device park them all). Every field is read now.
 #[test]
 fn a_second_content_encoding_field_is_not_ignored() {
-    use std::io::{Read, Write};
     let dir = workdir("content-encoding-2");
     let server = Server::start(&dir).unwrap();
     let body = ndjson(&reports(3));
     let post = |fields: &[&str]| -> String {
-        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
-        let enc: String = fields
-            .iter()
-            .map(|f| format!("Content-Encoding: {f}\r\n"))
-            .collect();
-        let head = format!(
-            "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n\
-             {enc}Content-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(&body).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        let mut all = vec!["Content-Type: application/x-ndjson".to_string()];
+        all.extend(fields.iter().map(|f| format!("Content-Encoding: {f}")));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        server.raw_upload(&all, &body, true)
     };
     for fields in [
         &["identity", "gzip"][..],

@@ -119,6 +119,34 @@ impl Server {
     pub fn get(&self, path: &str) -> (u16, String) {
         self.request("GET", path, "", b"").unwrap()
     }
+
+    /// A POST of `body` to the income task's upload URL over a raw socket,
+    /// with `headers` (each `Name: value`) as the only header fields besides
+    /// Host, Content-Length and Connection, for what an HTTP client will
+    /// not send (repeated fields, a body announced and never sent: then the
+    /// answer must come from the headers alone, within 5 s). The whole
+    /// answer (status line, headers, body) as text.
+    pub fn raw_upload(&self, headers: &[&str], body: &[u8], send_body: bool) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut head = "POST /v1/tasks/income/reports HTTP/1.1\r\nHost: x\r\n".to_string();
+        for h in headers {
+            head.push_str(&format!("{h}\r\n"));
+        }
+        head.push_str(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        ));
+        s.write_all(head.as_bytes()).unwrap();
+        if send_body {
+            s.write_all(body).unwrap();
+        }
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
 }
 
 impl Drop for Server {
