@@ -148,26 +148,6 @@ impl geopriv::device::budget::MonotonicCounter for AppCounter {
     }
 }
 
-/// Refuse to create a ledger file when the counter already counts releases:
-/// the file was deleted, and a fresh one would not be bound to the counter
-/// (a writer without it could charge it) until the refusal that follows.
-fn refuse_fresh_file(path: &str, counter: &AppCounter) -> Result<(), GeoprivError> {
-    use geopriv::device::budget::MonotonicCounter as _;
-    let floor = counter.read()?;
-    if floor > 0 {
-        return Err(GeoprivError::LedgerRefused(format!(
-            "no ledger file at {} but the platform counter says {floor} release(s) were made: \
-             the file was deleted; not creating a fresh budget",
-            Untrusted(path)
-        )));
-    }
-    Ok(())
-}
-
-fn bind(ledger: FileLedger, counter: AppCounter) -> Result<Arc<PrivacyLedger>, GeoprivError> {
-    Ok(PrivacyLedger::file(ledger.with_counter(Box::new(counter))?))
-}
-
 #[uniffi::export]
 impl PrivacyLedger {
     /// `open`, tied to the app's platform `counter`: `LedgerRefused` if the
@@ -188,8 +168,10 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            let counter = AppCounter::new(counter);
-            bind(FileLedger::open(path, &policy.to_core()?)?, counter)
+            let counter = Box::new(AppCounter::new(counter));
+            Ok(PrivacyLedger::file(
+                FileLedger::open(path, &policy.to_core()?)?.with_counter(counter)?,
+            ))
         })
     }
 
@@ -208,10 +190,12 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            let policy = policy.to_core()?;
-            let counter = AppCounter::new(counter);
-            refuse_fresh_file(&path, &counter)?;
-            bind(FileLedger::create(path, &policy)?, counter)
+            let counter = Box::new(AppCounter::new(counter));
+            Ok(PrivacyLedger::file(FileLedger::create_with_counter(
+                path,
+                &policy.to_core()?,
+                counter,
+            )?))
         })
     }
 
@@ -230,15 +214,10 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
-            let policy = policy.to_core()?;
-            let counter = AppCounter::new(counter);
-            match std::fs::symlink_metadata(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    refuse_fresh_file(&path, &counter)?;
-                }
-                _ => {}
-            }
-            bind(FileLedger::open_or_create(path, &policy)?, counter)
+            let counter = Box::new(AppCounter::new(counter));
+            Ok(PrivacyLedger::file(
+                FileLedger::open_or_create_with_counter(path, &policy.to_core()?, counter)?,
+            ))
         })
     }
 

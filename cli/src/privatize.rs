@@ -246,23 +246,10 @@ impl PrivatizeArgs {
                 .map(Some)
                 .map_err(refused);
         };
+        // A missing file while the counter counts releases was deleted: it
+        // is refused, not created afresh (unbound).
         let counter = crate::counter::CommandCounter::new(program.clone());
-        // A missing file while the counter counts releases was deleted: do
-        // not create a fresh (unbound) budget in its place.
-        if matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        {
-            use geopriv::device::budget::MonotonicCounter as _;
-            let floor = counter.read().map_err(refused)?;
-            if floor > 0 {
-                return Err(LedgerOpenError::Refused(format!(
-                    "no ledger file at {} but the monotonic counter says {floor} release(s) were made: \
-                     the file was deleted; not creating a fresh budget",
-                    geopriv::server::escape::UntrustedPath(path)
-                )));
-            }
-        }
-        FileLedger::open_or_create(path, &policy)
-            .and_then(|l| l.with_counter(Box::new(counter)))
+        FileLedger::open_or_create_with_counter(path, &policy, Box::new(counter))
             .map(Some)
             .map_err(refused)
     }

@@ -302,6 +302,23 @@ fn replace(path: &Path, contents: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuse to create a ledger file at `path` while `counter` counts
+/// releases: the bound file was deleted, and a fresh budget would not be
+/// bound to the counter.
+fn refuse_fresh_file(path: &Path, counter: &dyn MonotonicCounter) -> Result<()> {
+    let floor = counter.read()?;
+    if floor > 0 {
+        return Err(Error::InvalidLedgerState {
+            reason: format!(
+                "no ledger file at {} but the platform monotonic counter says {floor} release(s) were made: \
+                 the file was deleted; not creating a fresh budget",
+                UntrustedPath(path)
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl FileLedger {
     fn new(path: PathBuf, budget: PrivacyBudget) -> Self {
         Self {
@@ -360,13 +377,82 @@ impl FileLedger {
     /// [`create`](Self::create) (decided under the lock, so two processes
     /// starting at once share one new ledger).
     pub fn open_or_create(path: impl AsRef<Path>, policy: &BudgetPolicy) -> Result<Self> {
-        let path = resolve(path.as_ref())?;
+        Self::open_or_create_checked(path.as_ref(), policy, |_| Ok(()))
+    }
+
+    /// [`open_or_create`](Self::open_or_create), running `before_create`
+    /// under the lock when the file is missing (a refusal creates nothing).
+    fn open_or_create_checked(
+        path: &Path,
+        policy: &BudgetPolicy,
+        before_create: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<Self> {
+        let path = resolve(path)?;
         let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
         match fs::symlink_metadata(&path) {
             Ok(_) => Self::open_locked(path, policy),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::create_locked(path, policy),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                before_create(&path)?;
+                Self::create_locked(path, policy)
+            }
             Err(e) => Err(io_error("reading", &path, e)),
         }
+    }
+
+    /// [`open_or_create`](Self::open_or_create) tied to `counter`
+    /// ([`with_counter`](Self::with_counter)): what an app or the CLI with a
+    /// platform counter calls at start-up. A missing file while the counter
+    /// is above 0 is refused ([`Error::InvalidLedgerState`]) **without
+    /// creating one**: releases were made under the counter, so the file
+    /// was deleted, and a fresh, unmarked file left behind could be charged
+    /// by a writer without the counter. The file is created only when the
+    /// counter reads 0.
+    ///
+    /// ```
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, FileLedger, Ledger, MemoryCounter, MonotonicCounter};
+    /// # let dir = std::env::temp_dir().join(format!("geopriv-doc-cnt-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("ledger.json");
+    /// # let _ = std::fs::remove_file(&path);
+    /// let policy = BudgetPolicy::new(BudgetUnit::PerMetre, 0.5, 0.0)?;
+    /// let mut counter = MemoryCounter::default();
+    /// let ledger = FileLedger::open_or_create_with_counter(&path, &policy, Box::new(counter.clone()))?;
+    /// assert!(ledger.state().is_counter_bound());
+    /// drop(ledger);
+    /// std::fs::remove_file(&path)?; // deleted after releases were made
+    /// counter.advance_to(3)?;
+    /// assert!(FileLedger::open_or_create_with_counter(&path, &policy, Box::new(counter)).is_err());
+    /// assert!(!path.exists());
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_or_create_with_counter(
+        path: impl AsRef<Path>,
+        policy: &BudgetPolicy,
+        counter: Box<dyn MonotonicCounter>,
+    ) -> Result<Self> {
+        Self::open_or_create_checked(path.as_ref(), policy, |p| {
+            refuse_fresh_file(p, counter.as_ref())
+        })?
+        .with_counter(counter)
+    }
+
+    /// [`create`](Self::create) tied to `counter`
+    /// ([`with_counter`](Self::with_counter)); refused without creating
+    /// anything ([`Error::InvalidLedgerState`]) while the counter is above 0,
+    /// as in [`open_or_create_with_counter`](Self::open_or_create_with_counter).
+    pub fn create_with_counter(
+        path: impl AsRef<Path>,
+        policy: &BudgetPolicy,
+        counter: Box<dyn MonotonicCounter>,
+    ) -> Result<Self> {
+        let path = resolve(path.as_ref())?;
+        let created = {
+            let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
+            refuse_fresh_file(&path, counter.as_ref())?;
+            Self::create_locked(path, policy)?
+        };
+        created.with_counter(counter)
     }
 
     /// Read the time for periods from `clock` instead of the system clock.
