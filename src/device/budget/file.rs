@@ -677,12 +677,12 @@ impl Ledger for FileLedger {
         if n == 0 {
             return Ok(());
         }
+        // Checked in closed form (one exact product and compare, not n
+        // checks under the lock: attack11 O3).
         self.locked_update(|b| {
+            let plan = b.check_n(charge, n)?;
             let mut next = b.clone();
-            for _ in 0..n {
-                let plan = next.check(charge)?;
-                next.apply(plan);
-            }
+            next.apply(plan);
             Ok(Some(next))
         })
         .map(|_| ())
