@@ -234,3 +234,42 @@ fn commit_n_of_a_huge_n_that_fits_is_immediate() {
         [(0, 2f64.powi(-70), 0.0, u64::MAX - 1), (0, 0.5, 0.0, 1)]
     );
 }
+
+/// Review leftover (tidy13): binding an unmarked file reads the counter
+/// once (reload's floor check and the unmarked-file check used to read it
+/// once each; a counter that moved between the two reads was judged on
+/// two values). The refusals are those of the tests above.
+#[test]
+fn binding_a_file_reads_the_counter_once() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    struct Counting {
+        inner: MemoryCounter,
+        reads: Arc<AtomicU64>,
+    }
+    impl MonotonicCounter for Counting {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            self.inner.advance_to(value)
+        }
+    }
+    let dir = TempDir::new("a11-counter-reads");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut job = FileLedger::create(&path, &p).unwrap();
+    job.commit(&metres(0.1)).unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let counter = Counting {
+        inner: MemoryCounter::default(),
+        reads: reads.clone(),
+    };
+    let app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter))
+        .unwrap();
+    assert!(app.state().is_counter_bound());
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+}
