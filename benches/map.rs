@@ -106,13 +106,7 @@ fn bench_em(c: &mut Criterion) {
 /// one point, 61 × 61 over the city's 20 km square, at εh = 10 (the work
 /// cap binds: t* <= 18; main ran to t* = 164, 10.5 s of CPU) and εh = 1.
 fn bench_em_coincident(c: &mut Criterion) {
-    let step = 20_000.0 / 60.0;
-    let grid = KdeGrid::new_2d(
-        [0.0, 20_000.0, 0.0, 20_000.0],
-        [61, 61],
-        f64::hypot(step, step),
-    )
-    .unwrap();
+    let grid = KdeGrid::with_cell_diagonal([0.0, 20_000.0, 0.0, 20_000.0], [61, 61]).unwrap();
     let h = grid.bandwidth();
     let set = QuerySet::Kde(grid.clone());
     let mut group = c.benchmark_group("map_em_coincident");

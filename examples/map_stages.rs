@@ -17,13 +17,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1e-3);
     // The CLI's default: the 20 km square, 61 x 61, h one cell diagonal.
-    let step = 20_000.0 / 60.0;
-    let grid = KdeGrid::new_2d(
-        [0.0, 20_000.0, 0.0, 20_000.0],
-        [61, 61],
-        f64::hypot(step, step),
-    )
-    .unwrap();
+    let grid = KdeGrid::with_cell_diagonal([0.0, 20_000.0, 0.0, 20_000.0], [61, 61]).unwrap();
 
     let set = QuerySet::Kde(grid.clone());
     let t = Instant::now();

@@ -209,3 +209,67 @@ fn commit_n_at_the_edge_is_all_or_nothing() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("\"releases\":10"), "{text}");
 }
+
+/// attack11 O3 (fixed in tidy13): a huge n that fits is checked in closed
+/// form, not one charge at a time under the file's lock (about 82 ns a
+/// charge: u64::MAX charges held the lock for ~48,000 years and every
+/// other writer got `LedgerBusy`). One entry with count n is written, and
+/// another handle charges the file right after.
+#[test]
+fn commit_n_of_a_huge_n_that_fits_is_immediate() {
+    let dir = TempDir::new("a11-commit-n-huge");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut a = FileLedger::create(&path, &p).unwrap();
+    let tiny = metres(2f64.powi(-70)); // u64::MAX of them sum below 2^-6
+    a.commit_n(&tiny, u64::MAX - 1).unwrap();
+    assert_eq!(a.state().releases(), u64::MAX - 1);
+    let mut b = FileLedger::open(&path, &p).unwrap();
+    b.commit(&metres(0.5)).unwrap();
+    assert_eq!(b.state().releases(), u64::MAX);
+    assert!(b.commit_n(&tiny, 1).is_err()); // the release counter is full
+    let history: Vec<_> = b.state().history().collect();
+    assert_eq!(
+        history,
+        [(0, 2f64.powi(-70), 0.0, u64::MAX - 1), (0, 0.5, 0.0, 1)]
+    );
+}
+
+/// Review leftover (tidy13): binding an unmarked file reads the counter
+/// once (reload's floor check and the unmarked-file check used to read it
+/// once each; a counter that moved between the two reads was judged on
+/// two values). The refusals are those of the tests above.
+#[test]
+fn binding_a_file_reads_the_counter_once() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    struct Counting {
+        inner: MemoryCounter,
+        reads: Arc<AtomicU64>,
+    }
+    impl MonotonicCounter for Counting {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            self.inner.advance_to(value)
+        }
+    }
+    let dir = TempDir::new("a11-counter-reads");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut job = FileLedger::create(&path, &p).unwrap();
+    job.commit(&metres(0.1)).unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let counter = Counting {
+        inner: MemoryCounter::default(),
+        reads: reads.clone(),
+    };
+    let app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter))
+        .unwrap();
+    assert!(app.state().is_counter_bound());
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+}

@@ -1070,13 +1070,7 @@ fn em_on_coincident_reports_stops_at_its_work_cap() {
     // the search at T_c = ⌊(100/6)·B0·B1/(N0·N1)⌋ = 18 steps here, so the
     // fit is at most 18 steps and the pilot 54, through the function the
     // CLI and the collector use (`MapAggregator::planned_estimate`).
-    let step = 20_000.0 / 60.0;
-    let grid = KdeGrid::new_2d(
-        [0.0, 20_000.0, 0.0, 20_000.0],
-        [61, 61],
-        f64::hypot(step, step),
-    )
-    .unwrap();
+    let grid = KdeGrid::with_cell_diagonal([0.0, 20_000.0, 0.0, 20_000.0], [61, 61]).unwrap();
     let eps = 10.0 / grid.bandwidth();
     let set = QuerySet::Kde(grid.clone());
     let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();

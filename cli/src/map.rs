@@ -182,9 +182,11 @@ impl SetArgs {
             ));
         }
         let k = self.grid;
-        let diag = ((b[1] - b[0]) / (k - 1) as f64).hypot((b[3] - b[2]) / (k - 1) as f64);
-        let g = KdeGrid::new_2d(b, [k, k], self.bandwidth.unwrap_or(diag))
-            .map_err(|e| e.to_string())?;
+        let g = match self.bandwidth {
+            Some(h) => KdeGrid::new_2d(b, [k, k], h),
+            None => KdeGrid::with_cell_diagonal(b, [k, k]),
+        }
+        .map_err(|e| e.to_string())?;
         Ok(QuerySet::Kde(g))
     }
     /// The flags with `epsilon` resolved from --epsilon or --within

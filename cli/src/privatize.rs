@@ -357,6 +357,14 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                     Format::Json => report.write_json_line(&mut out)?,
                     Format::Binary => report.write_frame(&mut out)?,
                 }
+                // With a ledger, each report leaves before the next line is
+                // charged (attack10 O2): a failing output (a full disk, a
+                // reader that quit) stops the run with at most this one
+                // report charged and lost, not a buffer of them. The flush
+                // is one write(2) next to the ledger's fsync'd write.
+                if plan.ledger.is_some() {
+                    out.flush()?;
+                }
                 Ok(())
             }
             Err(reason) => Err(reason),

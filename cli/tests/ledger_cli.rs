@@ -247,3 +247,36 @@ fn counter_command_binds_the_ledger_to_the_counter() {
     assert!(out.stdout.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// attack10 O2: with `--ledger`, a failing stdout stops the run after the
+/// first report that could not be written: one release charged and lost,
+/// not every line in the output buffer (5 of 5 to /dev/full before). (A
+/// pipe whose reader quits also loses what its buffer held when it quit;
+/// not tested here: how much that is depends on timing.)
+#[test]
+fn a_failing_output_stops_the_charges_at_the_first_lost_report() {
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("failing-output");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let args = threshold_args(ledger, "1e-3", "1");
+    // A full device: the first report's write fails (skipped where there
+    // is no /dev/full).
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_geopriv"))
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, "95\n".repeat(5).as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(ledger_totals(&path).0, 1, "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

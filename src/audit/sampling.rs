@@ -8,17 +8,24 @@
 //!    pilot values build `bins` bins with edges at the pooled quantiles;
 //!    values that the pilot hits often (atoms, e.g. snapped outputs of a
 //!    tiny noise scale, or a clamped f of noise a priori) get a bin each.
-//! 2. **Candidate sets** (all unions of bins, fixed before the main sample):
-//!    each bin, every cumulative tail (bins below / above each edge), and
-//!    the unions of the top-j bins ranked by the pilot likelihood ratio,
-//!    in both directions.
+//! 2. **Candidate sets** (fixed before the main sample): each bin, every
+//!    cumulative tail (bins below / above each edge), and the unions of
+//!    the top-j bins ranked by the pilot likelihood ratio, in both
+//!    directions; and four **tail sets** (attack10 O3): the values beyond
+//!    each input's largest pilot release and below its smallest. A noise
+//!    whose tail is cut (or piled onto one value) a few scales out has no
+//!    mass beyond its own pilot's extreme and a positive mass there under
+//!    the other input; the outer quantile bin, which holds the whole
+//!    tail, barely moves.
 //! 3. **Main sample.** Draw `samples` fresh releases under each input and
 //!    count, per set O, k_x(O) and k_x'(O).
 //! 4. **Bound.** With one-sided Clopper–Pearson bounds p_lo(O) <= P_x(O) and
 //!    P_x'(O) <= q_hi(O), each at level α/(2M) (Bonferroni over the M
 //!    set-direction tests), ln(p_lo/q_hi) <= ln(P_x(O)/P_x'(O)) for all O
 //!    with probability >= 1 - α. The pair **fails** when some lower bound
-//!    exceeds ε d: a geo-private mechanism fails with probability <= α.
+//!    exceeds ε d: a geo-private mechanism fails with probability <= α
+//!    (the tail sets are 4 of the sets, 8 of the M tests: alone they fail
+//!    a geo-private mechanism with probability <= 4α/M).
 //!
 //! The Clopper–Pearson bounds are beta quantiles: p_lo = B⁻¹(α'; k, n-k+1),
 //! q_hi = B⁻¹(1-α'; k+1, n-k), computed by bisection (64 halvings of
@@ -301,23 +308,68 @@ fn absorb_sets(
     for set in sets {
         let kx: u64 = set.bins.iter().map(|&b| main_x[b]).sum();
         let ky: u64 = set.bins.iter().map(|&b| main_y[b]).sum();
-        for (a, b, dir) in [(kx, ky, "x vs x'"), (ky, kx, "x' vs x")] {
-            // p_lo <= a/n and q_hi >= b/n, so the bound is at most
-            // ln(a/b): skip sets that cannot beat the best so far.
-            if a == 0 || (b > 0 && (a as f64 / b as f64).ln() <= best.0) {
-                continue;
-            }
-            let lo = clopper_pearson_lower(a, n, level) - delta;
-            if lo <= 0.0 {
-                continue;
-            }
-            let hi = clopper_pearson_upper(b, n, level);
-            let bound = (lo / hi).ln();
-            if bound > best.0 {
-                *best = (bound, std::format!("{prefix}{} under {dir}", set.name));
-            }
+        absorb_counts(kx, ky, &set.name, n, level, delta, prefix, best);
+    }
+}
+
+/// [`absorb_sets`] for one set O with counts `kx` = k_x(O), `ky` = k_x'(O).
+#[allow(clippy::too_many_arguments)]
+fn absorb_counts(
+    kx: u64,
+    ky: u64,
+    name: &str,
+    n: u64,
+    level: f64,
+    delta: f64,
+    prefix: &str,
+    best: &mut (f64, String),
+) {
+    for (a, b, dir) in [(kx, ky, "x vs x'"), (ky, kx, "x' vs x")] {
+        // p_lo <= a/n and q_hi >= b/n, so the bound is at most
+        // ln(a/b): skip sets that cannot beat the best so far.
+        if a == 0 || (b > 0 && (a as f64 / b as f64).ln() <= best.0) {
+            continue;
+        }
+        let lo = clopper_pearson_lower(a, n, level) - delta;
+        if lo <= 0.0 {
+            continue;
+        }
+        let hi = clopper_pearson_upper(b, n, level);
+        let bound = (lo / hi).ln();
+        if bound > best.0 {
+            *best = (bound, std::format!("{prefix}{name} under {dir}"));
         }
     }
+}
+
+/// The tail sets of a pair (attack10 O3), fixed by the pilot: beyond each
+/// input's largest pilot release, (max pilot_x, ∞) and (max pilot_x', ∞),
+/// and below each one's smallest, (−∞, min pilot_x) and (−∞, min pilot_x').
+/// The quantile bins put a whole tail in one outer bin whose mass barely
+/// moves when the tail beyond a few scales is cut (or piled onto one
+/// value); these sets isolate what lies beyond what one input ever showed
+/// in the pilot, where a cut tail has mass 0 under that input and a
+/// positive mass under the other. As (threshold, above, name).
+fn tail_sets(pilot_x: &[f64], pilot_y: &[f64]) -> Vec<(f64, bool, String)> {
+    let mut out = Vec::with_capacity(4);
+    for (pilot, who) in [(pilot_x, "x"), (pilot_y, "x'")] {
+        let max = pilot.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let min = pilot.iter().copied().fold(f64::INFINITY, f64::min);
+        out.push((max, true, std::format!("({max}, ∞) (beyond {who}'s pilot)")));
+        out.push((
+            min,
+            false,
+            std::format!("(−∞, {min}) (below {who}'s pilot)"),
+        ));
+    }
+    out
+}
+
+/// How many of `ys` lie in the tail set (threshold, above).
+fn tail_count(ys: &[f64], threshold: f64, above: bool) -> u64 {
+    ys.iter()
+        .filter(|&&y| if above { y > threshold } else { y < threshold })
+        .count() as u64
 }
 
 /// Check δ and the sizes of a tester run; the base of its seed streams.
@@ -532,21 +584,23 @@ pub fn test_pair_approx(
     }
     let bins = build_bins(&mut pooled, options.bins);
     let sets = candidates(&bins, &counts(&bins, &pilot_x), &counts(&bins, &pilot_y));
-    let main_x = counts(&bins, &draw(release, x, options.samples, s ^ 3)?);
-    let main_y = counts(&bins, &draw(release, x_prime, options.samples, s ^ 4)?);
-    let tests = 2 * sets.len();
+    let tails = tail_sets(&pilot_x, &pilot_y);
+    let draws_x = draw(release, x, options.samples, s ^ 3)?;
+    let draws_y = draw(release, x_prime, options.samples, s ^ 4)?;
+    let (main_x, main_y) = (counts(&bins, &draws_x), counts(&bins, &draws_y));
+    // One Bonferroni union over the bin sets and the tail sets, both
+    // directions: every test at level α/(2M), so the pair still fails
+    // falsely with probability <= α (the tail tests' share: 4α/M).
+    let tests = 2 * (sets.len() + tails.len());
     let level = options.alpha / (2.0 * tests as f64);
+    let n = options.samples as u64;
     let mut best = (f64::NEG_INFINITY, String::new());
-    absorb_sets(
-        &sets,
-        &main_x,
-        &main_y,
-        options.samples as u64,
-        level,
-        delta,
-        "",
-        &mut best,
-    );
+    absorb_sets(&sets, &main_x, &main_y, n, level, delta, "", &mut best);
+    for (threshold, above, name) in &tails {
+        let kx = tail_count(&draws_x, *threshold, *above);
+        let ky = tail_count(&draws_y, *threshold, *above);
+        absorb_counts(kx, ky, name, n, level, delta, "", &mut best);
+    }
     let ratio = if epsilon_d > 0.0 {
         best.0 / epsilon_d
     } else {

@@ -394,6 +394,11 @@ struct Ids<'a> {
     keep: bool,
     /// Decide ids on the workers by shard where that is the sequential
     /// rule (a fresh `dedup`); else every id on the calling thread.
+    /// Always true outside the tests; it stays (tidy13 review) because
+    /// `false` is the tests' oracle: it runs the calling-thread path (the
+    /// one a non-fresh `dedup` takes in production) on the same fresh
+    /// input, so the workers' decisions are compared with the sequential
+    /// rule record for record, ids remembered included.
     shard: bool,
 }
 

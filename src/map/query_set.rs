@@ -107,6 +107,27 @@ impl KdeGrid {
         })
     }
 
+    /// A two-dimensional grid ([`new_2d`](Self::new_2d)) whose bandwidth is
+    /// one cell diagonal, h = hypot(Δx, Δy) with Δx = (xmax − xmin) /
+    /// (points[0] − 1) and Δy likewise: the CLI's `map` default (20 km
+    /// square, 61 × 61: h = hypot(20000/60, 20000/60) ≈ 471.4 m), built
+    /// here once for the CLI, the benches, the examples and the tests.
+    /// Refused like [`new_2d`](Self::new_2d) (fewer than 2 points per axis,
+    /// a box that is not finite or has no area).
+    ///
+    /// ```
+    /// use geopriv::map::KdeGrid;
+    /// let g = KdeGrid::with_cell_diagonal([0.0, 20_000.0, 0.0, 20_000.0], [61, 61])?;
+    /// assert_eq!(g.bandwidth(), f64::hypot(20_000.0 / 60.0, 20_000.0 / 60.0));
+    /// assert!(KdeGrid::with_cell_diagonal([0.0, 1.0, 0.0, 1.0], [1, 61]).is_err());
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn with_cell_diagonal(bbox: [f64; 4], points: [usize; 2]) -> Result<Self> {
+        // max(2): fewer points are refused by new_2d, by name.
+        let cell = |a: usize| (bbox[2 * a + 1] - bbox[2 * a]) / (points[a].max(2) - 1) as f64;
+        Self::new_2d(bbox, points, cell(0).hypot(cell(1)))
+    }
+
     /// A square map of `side` metres (origin at 0) with `points × points`
     /// cells and h = one cell diagonal (the demo's convention).
     pub fn square(side: f64, points: usize) -> Result<Self> {
@@ -1086,8 +1107,7 @@ mod tests {
         }
         // The CLI's default grid (20 km, 61 x 61, h one cell diagonal) is in
         // the table, and a ratio outside it is computed.
-        let step = 20_000.0 / 60.0;
-        let g = KdeGrid::new_2d([0.0, 20e3, 0.0, 20e3], [61, 61], f64::hypot(step, step)).unwrap();
+        let g = KdeGrid::with_cell_diagonal([0.0, 20e3, 0.0, 20e3], [61, 61]).unwrap();
         let (sx, sy) = (g.step[0] / g.bandwidth, g.step[1] / g.bandwidth);
         assert!(KNOWN_LATTICE_L1_2D
             .iter()

@@ -494,7 +494,9 @@ impl FileLedger {
     pub fn with_counter(mut self, counter: Box<dyn MonotonicCounter>) -> Result<Self> {
         self.counter = Some(counter);
         let _lock = lock(&self.path, self.lock_timeout)?;
-        let current = self.reload()?;
+        // The counter is read once: reload's floor check and the unmarked
+        // file's check below see the same value.
+        let (current, floor) = self.reload_with_floor()?;
         if current.is_counter_bound() {
             self.budget = current;
         } else {
@@ -504,7 +506,6 @@ impl FileLedger {
             // or restored from a backup made before the binding), and a
             // writer without the counter may have refilled its count
             // (attack11 finding 1, docs/ATTACK-11.md).
-            let floor = self.counter.as_ref().map_or(Ok(0), |c| c.read())?;
             if floor > 0 {
                 return Err(Error::InvalidLedgerState {
                     reason: format!(
@@ -594,6 +595,12 @@ impl FileLedger {
     /// this ledger's clock; refused if it does not extend what this
     /// process last saw or is below the monotonic counter.
     fn reload(&self) -> Result<PrivacyBudget> {
+        self.reload_with_floor().map(|(current, _)| current)
+    }
+
+    /// [`reload`](Self::reload), with the counter's value it was checked
+    /// against (0 without a counter).
+    fn reload_with_floor(&self) -> Result<(PrivacyBudget, u64)> {
         let (current, _) = read_state(&self.path, self.budget.policy())?;
         let current = current.with_clock(self.budget.clock());
         if !self.budget.is_prefix_of(&current) {
@@ -605,19 +612,20 @@ impl FileLedger {
                 ),
             });
         }
-        if let Some(counter) = &self.counter {
-            let floor = counter.read()?;
-            if current.releases() < floor {
-                return Err(Error::InvalidLedgerState {
-                    reason: format!(
-                        "{} counts {} release(s) but the platform counter says {floor}: the file was rolled back or deleted",
-                        UntrustedPath(&self.path),
-                        current.releases()
-                    ),
-                });
-            }
+        let floor = match &self.counter {
+            Some(counter) => counter.read()?,
+            None => 0,
+        };
+        if current.releases() < floor {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "{} counts {} release(s) but the platform counter says {floor}: the file was rolled back or deleted",
+                    UntrustedPath(&self.path),
+                    current.releases()
+                ),
+            });
         }
-        Ok(current)
+        Ok((current, floor))
     }
 
     fn advance_counter(&mut self, releases: u64) -> Result<()> {
@@ -677,12 +685,12 @@ impl Ledger for FileLedger {
         if n == 0 {
             return Ok(());
         }
+        // Checked in closed form (one exact product and compare, not n
+        // checks under the lock: attack11 O3).
         self.locked_update(|b| {
+            let plan = b.check_n(charge, n)?;
             let mut next = b.clone();
-            for _ in 0..n {
-                let plan = next.check(charge)?;
-                next.apply(plan);
-            }
+            next.apply(plan);
             Ok(Some(next))
         })
         .map(|_| ())

@@ -169,8 +169,10 @@ pub trait Ledger {
     /// check and the write under one lock), so another process charging
     /// at the same time cannot leave some of them recorded and the call
     /// refused. The default checks the n charges on a copy, then commits
-    /// them one by one (enough for a ledger owned by one caller, like
-    /// [`PrivacyBudget`]).
+    /// them one by one (enough for a ledger owned by one caller).
+    /// [`PrivacyBudget`] and [`FileLedger`] check and record the n charges
+    /// in closed form, at a cost that does not depend on n (one history
+    /// entry gains n; attack11 O3).
     ///
     /// ```
     /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, Charge, Ledger};
@@ -184,10 +186,11 @@ pub trait Ledger {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     fn commit_n(&mut self, charge: &Charge, n: u64) -> Result<()> {
-        let mut dry = self.state().clone();
-        for _ in 0..n {
-            dry.try_charge(charge)?;
+        if n == 0 {
+            return Ok(());
         }
+        // The n charges checked in closed form (cost independent of n).
+        self.state().check_n(charge, n)?;
         for _ in 0..n {
             self.commit(charge)?;
         }
@@ -950,6 +953,34 @@ impl PrivacyBudget {
     /// period's and the lifetime's running sums each take one exact
     /// addition and one compare against the total's exact bound.
     pub(crate) fn check(&self, charge: &Charge) -> Result<Plan> {
+        self.check_n(charge, 1)
+    }
+
+    /// Whether `n ≥ 1` equal charges can be made now, in closed form
+    /// (attack11 O3): the exact sum of n charges of ε is the integer
+    /// n·m·2^p for ε = m·2^p (m < 2^53, n < 2^64: one product below 2^117,
+    /// [`Window::of`]), compared once with each total's exact bound. The
+    /// charges are non-negative, so n fit iff every prefix does, and the
+    /// answer (and the refusal's kind) is the one of [`check`](Self::check)
+    /// and [`apply`](Self::apply) repeated n times on one clock reading:
+    ///
+    /// * the first charge is checked as [`check`](Self::check) does (unit,
+    ///   clock, budget, release counter, history size);
+    /// * with `room` = u64::MAX − releases, the repetition stops at charge
+    ///   min(n, room + 1): a budget refusal if that many charges do not fit
+    ///   (some charge up to it is the first that does not), otherwise the
+    ///   release counter's overflow if n > room, otherwise all n fit.
+    ///
+    /// A refusal reports the budget left before the call (nothing is
+    /// charged). The cost does not depend on n. All n charges go to the
+    /// period read once from the clock (a repeated check reads the clock
+    /// per charge; a period that ends mid-loop could only have admitted
+    /// more, never fewer).
+    pub(crate) fn check_n(&self, charge: &Charge, n: u64) -> Result<Plan> {
+        if n == 0 {
+            // Callers return early; a plan must record at least one charge.
+            return Err(invalid("a plan of zero charges"));
+        }
         if charge.unit() != self.unit() {
             return Err(Error::UnitMismatch {
                 ledger: self.unit().clone(),
@@ -966,33 +997,39 @@ impl PrivacyBudget {
             (&ZERO, &ZERO)
         };
         let p = &self.policy;
-        let (ce, cd) = (Window::of(epsilon, 1), Window::of(delta, 1));
-        if !(pe.window_fits(&ce, &Window::cap(p.period_epsilon()))
-            && pd.window_fits(&cd, &Window::cap(p.period_delta()))
-            && self
-                .lifetime_epsilon
-                .window_fits(&ce, &Window::cap(p.total_epsilon()))
-            && self
-                .lifetime_delta
-                .window_fits(&cd, &Window::cap(p.total_delta())))
-        {
+        let fit = |count: u64| {
+            let (ce, cd) = (Window::of(epsilon, count), Window::of(delta, count));
+            pe.window_fits(&ce, &Window::cap(p.period_epsilon()))
+                && pd.window_fits(&cd, &Window::cap(p.period_delta()))
+                && self
+                    .lifetime_epsilon
+                    .window_fits(&ce, &Window::cap(p.total_epsilon()))
+                && self
+                    .lifetime_delta
+                    .window_fits(&cd, &Window::cap(p.total_delta()))
+        };
+        let over = || {
             let left = self.remaining();
-            return Err(Error::BudgetExceeded {
+            Error::BudgetExceeded {
                 requested_epsilon: epsilon,
                 remaining_epsilon: left.epsilon,
                 requested_delta: delta,
                 remaining_delta: left.delta,
-            });
+            }
+        };
+        if !fit(1) {
+            return Err(over());
         }
-        let releases = self
-            .releases
-            .checked_add(1)
-            .ok_or_else(|| invalid("the release counter would overflow"))?;
+        let overflow = || invalid("the release counter would overflow");
+        let room = u64::MAX - self.releases;
+        if room == 0 {
+            return Err(overflow());
+        }
         let entry = Entry {
             period,
             epsilon,
             delta,
-            count: 1,
+            count: n,
         };
         // Keys are unique, so searching from the end finds the same entry
         // (the current period's entries are the latest ones).
@@ -1007,10 +1044,20 @@ impl PrivacyBudget {
             }
             None => None,
         };
+        if n > 1 {
+            // room + 1 <= n <= u64::MAX when n > room.
+            let last = if n > room { room + 1 } else { n };
+            if !fit(last) {
+                return Err(over());
+            }
+            if n > room {
+                return Err(overflow());
+            }
+        }
         Ok(Plan {
             entry,
             slot,
-            releases,
+            releases: self.releases + n,
         })
     }
 
@@ -1022,15 +1069,18 @@ impl PrivacyBudget {
             releases,
         } = plan;
         match slot.and_then(|i| self.entries.get_mut(i)) {
-            // Cannot overflow: count <= releases < u64::MAX.
-            Some(e) => e.count += 1,
+            // Cannot overflow: count + entry.count <= releases (checked).
+            Some(e) => e.count += entry.count,
             None => self.entries.push(entry),
         }
         if entry.period != self.last_period {
             self.period_epsilon = ZERO;
             self.period_delta = ZERO;
         }
-        let (ce, cd) = (Window::of(entry.epsilon, 1), Window::of(entry.delta, 1));
+        let (ce, cd) = (
+            Window::of(entry.epsilon, entry.count),
+            Window::of(entry.delta, entry.count),
+        );
         self.period_epsilon.add_window(&ce);
         self.period_delta.add_window(&cd);
         self.lifetime_epsilon.add_window(&ce);
@@ -1207,8 +1257,10 @@ impl PrivacyBudget {
     }
 
     /// The largest (ε, δ) share such that `releases` charges of it fit
-    /// what is left now (this period and the lifetime), checked by
-    /// replaying the charges. `None` if `releases` is 0 or nothing is left.
+    /// what is left now (this period and the lifetime), checked exactly as
+    /// `releases` charges one after the other would be (in closed form, at
+    /// a cost independent of `releases`). `None` if `releases` is 0 or
+    /// nothing is left.
     pub fn even_split(&self, releases: u64) -> Option<(f64, f64)> {
         if releases == 0 {
             return None;
@@ -1220,8 +1272,9 @@ impl PrivacyBudget {
             let e = left.epsilon / n * (1.0 - shrink);
             let d = left.delta / n * (1.0 - shrink);
             let charge = Charge::new(self.unit().clone(), e, d).ok()?;
-            let mut probe = self.clone();
-            if (0..releases).all(|_| probe.try_charge(&charge).is_ok()) {
+            // The replay in closed form (attack11 O3): cost independent of
+            // `releases`.
+            if self.check_n(&charge, releases).is_ok() {
                 return Some((e, d));
             }
             shrink = if shrink == 0.0 {
@@ -1286,8 +1339,9 @@ impl PrivacyBudget {
     }
 }
 
-/// A checked charge: its history entry (count 1), the index of the entry
-/// with the same key if there is one, and the release count after it.
+/// Checked charges: their history entry (count n, the number of equal
+/// charges), the index of the entry with the same key if there is one,
+/// and the release count after them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
     entry: Entry,
@@ -1311,6 +1365,16 @@ impl Ledger for PrivacyBudget {
 
     fn commit(&mut self, charge: &Charge) -> Result<()> {
         self.try_charge(charge)
+    }
+
+    /// The n charges in closed form (see [`Ledger::commit_n`]).
+    fn commit_n(&mut self, charge: &Charge, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let plan = self.check_n(charge, n)?;
+        self.apply(plan);
+        Ok(())
     }
 }
 
@@ -1708,5 +1772,335 @@ mod tests {
             PrivacyBudget::restore(v1, &other),
             Err(Error::LedgerPolicyMismatch { .. })
         ));
+    }
+
+    /// The check of n equal charges as it was before attack11 O3 (kept as
+    /// the oracle of `check_n`): `check` and `apply` of one charge,
+    /// verbatim, repeated on a copy until one is refused. `None` if that
+    /// takes more than `cap` charges.
+    fn commit_n_by_loop(
+        b: &PrivacyBudget,
+        c: &Charge,
+        n: u64,
+        cap: u64,
+    ) -> Option<Result<PrivacyBudget>> {
+        fn old_check(b: &PrivacyBudget, charge: &Charge) -> Result<Plan> {
+            if charge.unit() != b.unit() {
+                return Err(Error::UnitMismatch {
+                    ledger: b.unit().clone(),
+                    charge: Some(charge.unit().clone()),
+                });
+            }
+            let period = b.current_period()?;
+            let (epsilon, delta) = (charge.epsilon(), charge.delta());
+            let (pe, pd) = if period == b.last_period {
+                (&b.period_epsilon, &b.period_delta)
+            } else {
+                (&ZERO, &ZERO)
+            };
+            let p = &b.policy;
+            let (ce, cd) = (Window::of(epsilon, 1), Window::of(delta, 1));
+            if !(pe.window_fits(&ce, &Window::cap(p.period_epsilon()))
+                && pd.window_fits(&cd, &Window::cap(p.period_delta()))
+                && b.lifetime_epsilon
+                    .window_fits(&ce, &Window::cap(p.total_epsilon()))
+                && b.lifetime_delta
+                    .window_fits(&cd, &Window::cap(p.total_delta())))
+            {
+                let left = b.remaining();
+                return Err(Error::BudgetExceeded {
+                    requested_epsilon: epsilon,
+                    remaining_epsilon: left.epsilon,
+                    requested_delta: delta,
+                    remaining_delta: left.delta,
+                });
+            }
+            let releases = b
+                .releases
+                .checked_add(1)
+                .ok_or_else(|| invalid("the release counter would overflow"))?;
+            let entry = Entry {
+                period,
+                epsilon,
+                delta,
+                count: 1,
+            };
+            let slot = match b.entries.iter().rposition(|e| same_key(e, &entry)) {
+                Some(i) => Some(i),
+                None if b.entries.len() >= MAX_LEDGER_ENTRIES => {
+                    return Err(Error::LimitExceeded {
+                        what: "distinct (period, epsilon, delta) entries in a ledger",
+                        requested: b.entries.len() as u64 + 1,
+                        limit: MAX_LEDGER_ENTRIES as u64,
+                    })
+                }
+                None => None,
+            };
+            Ok(Plan {
+                entry,
+                slot,
+                releases,
+            })
+        }
+        fn old_apply(b: &mut PrivacyBudget, plan: Plan) {
+            let Plan {
+                entry,
+                slot,
+                releases,
+            } = plan;
+            match slot.and_then(|i| b.entries.get_mut(i)) {
+                Some(e) => e.count += 1,
+                None => b.entries.push(entry),
+            }
+            if entry.period != b.last_period {
+                b.period_epsilon = ZERO;
+                b.period_delta = ZERO;
+            }
+            let (ce, cd) = (Window::of(entry.epsilon, 1), Window::of(entry.delta, 1));
+            b.period_epsilon.add_window(&ce);
+            b.period_delta.add_window(&cd);
+            b.lifetime_epsilon.add_window(&ce);
+            b.lifetime_delta.add_window(&cd);
+            b.last_period = entry.period;
+            b.releases = releases;
+        }
+        let mut dry = b.clone();
+        for i in 0..n {
+            if i >= cap {
+                return None;
+            }
+            match old_check(&dry, c) {
+                Ok(plan) => old_apply(&mut dry, plan),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(dry))
+    }
+
+    /// `check_n` + `apply` against the loop: the same (n, charge, state)
+    /// accepted, the same refusal kind, the same state after (history,
+    /// exact sums, count); a refusal reports the budget left before the
+    /// call.
+    fn same_as_the_loop(
+        b: &PrivacyBudget,
+        c: &Charge,
+        n: u64,
+    ) -> core::result::Result<bool, String> {
+        let Some(expected) = commit_n_by_loop(b, c, n, 300_000) else {
+            return Ok(false); // too long for the oracle: not compared
+        };
+        let mut got = b.clone();
+        let outcome = got.commit_n(c, n);
+        match (outcome, expected) {
+            (Ok(()), Ok(want)) => {
+                if got != want
+                    || (got.releases, got.lifetime_epsilon, got.lifetime_delta)
+                        != (want.releases, want.lifetime_epsilon, want.lifetime_delta)
+                    || (got.period_epsilon, got.period_delta)
+                        != (want.period_epsilon, want.period_delta)
+                {
+                    return Err(format!("states differ: {got:?} vs {want:?}"));
+                }
+            }
+            (Err(g), Err(w)) => {
+                if core::mem::discriminant(&g) != core::mem::discriminant(&w) {
+                    return Err(format!("refusals differ: {g:?} vs {w:?}"));
+                }
+                if got != *b {
+                    return Err("a refusal changed the state".into());
+                }
+                if let Error::BudgetExceeded {
+                    remaining_epsilon, ..
+                } = g
+                {
+                    if remaining_epsilon.to_bits() != b.remaining().epsilon.to_bits() {
+                        return Err(format!(
+                            "remaining {remaining_epsilon:e} is not the budget left"
+                        ));
+                    }
+                }
+            }
+            (g, w) => {
+                return Err(format!(
+                    "closed form {g:?}, loop {:?}",
+                    w.map(|s| s.releases)
+                ))
+            }
+        }
+        Ok(true)
+    }
+
+    /// attack11 O3: `commit_n` of n equal charges in closed form accepts
+    /// and refuses exactly what n charges one at a time did: the k-th
+    /// share of a total (and a few ulps and slack steps either side of
+    /// it), the 2^-50 slack's exact edge, n·ε past f64::MAX, the release
+    /// counter's overflow, a period change before the call, δ limits.
+    #[test]
+    fn commit_n_in_closed_form_is_the_loop() {
+        use proptest::prelude::*;
+        let total = prop_oneof![
+            Just(1.0),
+            Just(1e-3),
+            Just(1e300), // the largest total a policy takes
+            Just(f64::from_bits(1)),
+            (1e-300f64..1e300),
+        ];
+        let cfg = ProptestConfig::with_cases(3_000);
+        proptest::test_runner::TestRunner::new(cfg)
+            .run(
+                &(
+                    total,
+                    0u8..8,            // how ε is made
+                    1u64..3000,        // k: ε near T/k
+                    -3i64..=3,         // ulps / slack steps / n offset
+                    0u8..6,            // how n is made
+                    (0u8..4, 0u64..6), // preload: kind, count
+                    any::<bool>(),     // periodic (period total T/2)
+                    any::<bool>(),     // next period before the call
+                    0u8..3,            // δ: none, within, over
+                ),
+                |(
+                    t,
+                    eps_kind,
+                    k,
+                    d,
+                    n_kind,
+                    (pre_kind, pre),
+                    periodic,
+                    next_period,
+                    delta_kind,
+                )| {
+                    let policy = if periodic {
+                        BudgetPolicy::periodic(BudgetUnit::PerMetre, t / 2.0, 1e-6, 100, t, 1e-5)
+                    } else {
+                        BudgetPolicy::new(BudgetUnit::PerMetre, t, 1e-5)
+                    };
+                    let Ok(policy) = policy else { return Ok(()) };
+                    let clock = ManualClock::new(1_000);
+                    let mut b = PrivacyBudget::with_secret(policy, [9; 32])
+                        .with_clock(Arc::new(clock.clone()));
+                    let cap = if periodic { t / 2.0 } else { t };
+                    let ulps =
+                        |x: f64, d: i64| f64::from_bits((x.to_bits() as i64 + d).max(1) as u64);
+                    // A state: nothing, a few shares, or a release count
+                    // near u64::MAX of tiny charges.
+                    let pre_charge = match pre_kind {
+                        0 => None,
+                        1 => Some((cap / k as f64, pre.min(k))),
+                        2 => Some((cap * 2f64.powi(-80), u64::MAX - pre)),
+                        _ => Some((cap / 3.0, pre % 3)),
+                    };
+                    if let Some((e, count)) = pre_charge {
+                        if let (Ok(c), true) =
+                            (Charge::new(BudgetUnit::PerMetre, e, 0.0), count > 0)
+                        {
+                            if let Ok(plan) = b.check_n(&c, count) {
+                                b.apply(plan);
+                            }
+                        }
+                    }
+                    if next_period {
+                        clock.advance(100);
+                    }
+                    let slack = 1.0 + 2f64.powi(-50);
+                    let eps = match eps_kind {
+                        0 => cap / k as f64,
+                        1 => ulps(cap / k as f64, d),
+                        2 => ulps(cap * slack / k as f64, d),
+                        3 => ulps(cap * slack * 2f64.powi(-((k % 12) as i32)), d),
+                        4 => cap * (1.0 + d as f64 * 2f64.powi(-52)),
+                        5 => ulps(f64::MAX / (k % 4 + 1) as f64, d),
+                        6 => cap * 2f64.powi(-70),
+                        _ => f64::from_bits(k),
+                    };
+                    let delta = [0.0, 1e-9, 4e-6][delta_kind as usize];
+                    let Ok(c) = Charge::new(BudgetUnit::PerMetre, eps, delta) else {
+                        return Ok(());
+                    };
+                    let room = u64::MAX - b.releases();
+                    let n = match n_kind {
+                        0 => (k as i64 + d).max(0) as u64,
+                        1 => u64::MAX,
+                        2 => u64::MAX - d.unsigned_abs(),
+                        3 => room.saturating_add_signed(d),
+                        4 => (1u64 << (k % 12)).saturating_add_signed(d),
+                        _ => ((k % 4) as i64 + d).max(0) as u64,
+                    };
+                    same_as_the_loop(&b, &c, n).map_err(TestCaseError::fail)?;
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+
+    /// The edges named, each compared with the loop (not left to chance).
+    #[test]
+    fn commit_n_edges_are_the_loops() {
+        let one = |e: f64| charge(e, 0.0);
+        // The 2^-50 slack exactly: 2^j charges of (1 + 2^-50)·2^-j sum to
+        // 1 + 2^-50 = the cap of a total 1; one ulp more does not fit.
+        for j in [0, 1, 5, 11] {
+            let e = (1.0 + 2f64.powi(-50)) * 2f64.powi(-j);
+            let n = 1u64 << j;
+            for (eps, fits) in [(e, true), (f64::from_bits(e.to_bits() + 1), false)] {
+                let b = budget(1.0, 0.0);
+                assert_eq!(same_as_the_loop(&b, &one(eps), n), Ok(true));
+                assert_eq!(b.clone().commit_n(&one(eps), n).is_ok(), fits, "j {j}");
+            }
+        }
+        // n·ε past f64::MAX (and n·m past 2^64) against the largest total
+        // (1e300) and charges up to f64::MAX.
+        for (eps, n) in [
+            (f64::MAX, 2),
+            (f64::MAX, u64::MAX),
+            (1e300 / 2.0, 2),
+            (1e300 / 2.0, 3),
+            (1e300 / 3.0, u64::MAX),
+            (1e300 / 7.0, u64::MAX - 1),
+        ] {
+            let b = budget(1e300, 0.0);
+            assert_eq!(
+                same_as_the_loop(&b, &one(eps), n),
+                Ok(true),
+                "{eps:e} × {n}"
+            );
+        }
+        let mut b = budget(1e300, 0.0);
+        assert!(b.commit_n(&one(f64::MAX), u64::MAX).is_err());
+        b.commit_n(&one(1e300 / 2.0), 2).unwrap();
+        assert!(b.commit_n(&one(f64::from_bits(1)), u64::MAX).is_err());
+        // The release counter's overflow, with the budget room to spare.
+        let mut b = budget(1.0, 0.0);
+        b.commit_n(&one(2f64.powi(-80)), u64::MAX - 2).unwrap();
+        for n in [1, 2, 3, 4, u64::MAX] {
+            assert_eq!(
+                same_as_the_loop(&b, &one(2f64.powi(-80)), n),
+                Ok(true),
+                "n {n}"
+            );
+        }
+        assert!(b.clone().commit_n(&one(2f64.powi(-80)), 2).is_ok());
+        assert!(b.clone().commit_n(&one(2f64.powi(-80)), 3).is_err());
+    }
+
+    /// attack11 O3: a huge n that fits is checked (and recorded) at once:
+    /// one history entry gains n (the loop took about 82 ns a charge,
+    /// 48,000 years for u64::MAX; this test would not end).
+    #[test]
+    fn commit_n_of_u64_max_tiny_charges_is_immediate() {
+        let mut b = budget(1.0, 0.0);
+        let c = charge(2f64.powi(-70), 0.0);
+        b.commit_n(&c, u64::MAX).unwrap();
+        assert_eq!(b.releases(), u64::MAX);
+        assert_eq!(
+            b.history().collect::<Vec<_>>(),
+            [(0, 2f64.powi(-70), 0.0, u64::MAX)]
+        );
+        // u64::MAX·2^-70 < 2^-6, rounded up.
+        assert!(b.spent_epsilon() <= 2f64.powi(-6));
+        assert!(b.commit_n(&c, 1).is_err()); // the counter is full
+                                             // even_split replayed its share `releases` times too.
+        let (e, _) = budget(1.0, 0.0).even_split(u64::MAX).unwrap();
+        assert!(e > 0.0 && e <= 1.0 / u64::MAX as f64);
     }
 }
