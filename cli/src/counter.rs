@@ -5,7 +5,9 @@
 //! `PROG advance-to N` raises it to at least N (never lowers it). Both exit
 //! 0; any other exit, or an unreadable value, is a failure of the counter
 //! (`LedgerIo`, nothing released), with the program's stderr (escaped) in
-//! the message. PROG is run directly, not through a shell, with no stdin.
+//! the message. PROG is run directly, not through a shell, with no stdin;
+//! at most 4096 bytes of its output are kept (a `read` printing more is a
+//! failure; what `advance-to` prints is dropped).
 //! A wrapper around `tpm2_nvread` / `tpm2_nvincrement` (a TPM NV counter
 //! increments by one: `advance-to N` increments until it reads N) or a
 //! client of a counter service the device trusts is what this is for; a
