@@ -273,3 +273,31 @@ fn binding_a_file_reads_the_counter_once() {
     assert!(app.state().is_counter_bound());
     assert_eq!(reads.load(Ordering::SeqCst), 1);
 }
+
+/// attack12 (docs/ATTACK-12.md): `create_with_counter` on a file that
+/// exists was refused with "no ledger file at ... the platform monotonic
+/// counter says 1 ...: the file was deleted" (false, and another error
+/// kind than `create`'s). It is `create`'s refusal now (`LedgerIo`, "already
+/// exists"), the file untouched; the deleted case keeps its message.
+#[test]
+fn create_with_counter_on_an_existing_file_says_it_exists() {
+    let dir = TempDir::new("a12-create-existing");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let counter = MemoryCounter::default();
+    let mut app = FileLedger::create_with_counter(&path, &p, Box::new(counter.clone())).unwrap();
+    app.commit(&metres(0.1)).unwrap();
+    drop(app);
+    let before = std::fs::read(&path).unwrap();
+    for c in [counter.clone(), MemoryCounter::default()] {
+        let e = FileLedger::create_with_counter(&path, &p, Box::new(c)).unwrap_err();
+        assert!(matches!(e, geopriv::Error::LedgerIo { .. }), "{e:?}");
+        assert!(e.to_string().contains("exists"), "{e}");
+        assert!(!e.to_string().contains("deleted"), "{e}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    std::fs::remove_file(&path).unwrap();
+    let e = FileLedger::create_with_counter(&path, &p, Box::new(counter)).unwrap_err();
+    assert!(e.to_string().contains("deleted"), "{e}");
+    assert!(!path.exists());
+}

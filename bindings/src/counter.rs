@@ -19,6 +19,7 @@
 //! counter that reads lower than a value it was read at or advanced to
 //! within this ledger's life is refused (`LedgerRefused`).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -75,9 +76,13 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for CounterError {
 /// Contract: `read()` returns the value; `advance_to(v)` raises it to at
 /// least `v` and never lowers it (a counter that moves in steps of one,
 /// like a TPM NV counter, increments until it reaches `v`). Both are called
-/// with the ledger's lock held: they must not call the ledger. Throw
-/// `CounterError.Unavailable` (or any exception) when the counter cannot be
-/// reached; the ledger call then fails with `LedgerIo`.
+/// with the ledger's lock held: they must not call geopriv objects (such a
+/// call raises `InvalidInput`, and the ledger call then fails with
+/// `LedgerIo`). Throw `CounterError.Unavailable` (or any exception) when
+/// the counter cannot be reached; the ledger call then fails with
+/// `LedgerIo`. After `advance_to(v)` the ledger reads the counter back and
+/// requires exactly `v` (a Python `KeyboardInterrupt` or a JVM `Error`
+/// thrown in the callback reaches the library as a success).
 ///
 /// ```kotlin
 /// class KeystoreCounter : MonotonicCounter {
@@ -94,9 +99,46 @@ pub trait MonotonicCounter: Send + Sync {
     fn advance_to(&self, value: u64) -> Result<(), CounterError>;
 }
 
+thread_local! {
+    /// How many calls into the app's counter this thread is inside.
+    static IN_COUNTER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread is inside the app's `read` or `advance_to` (the
+/// ledger's lock is then held by the caller: `crate::lock` refuses to wait
+/// for it).
+pub(crate) fn inside_counter() -> bool {
+    IN_COUNTER.with(|c| c.get() > 0)
+}
+
+/// Run `f` (a call into the app's counter) marked as inside the counter.
+fn in_counter<T>(f: impl FnOnce() -> T) -> T {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_COUNTER.with(|c| c.set(c.get().saturating_sub(1)));
+        }
+    }
+    IN_COUNTER.with(|c| c.set(c.get().saturating_add(1)));
+    let _leave = Leave;
+    f()
+}
+
 /// The app's counter as the core's `MonotonicCounter`: its failures become
 /// `LedgerIo` (escaped), and a value below one it reported or was raised to
 /// earlier is refused (the counter itself went back).
+///
+/// `advance_to(v)` is checked by reading the counter back: it must read
+/// exactly `v` (attack12, docs/ATTACK-12.md). A foreign exception the
+/// binding cannot deliver (a Python `KeyboardInterrupt` or `SystemExit`,
+/// which uniffi's `except Exception` does not catch; a JVM `Error`) reaches
+/// Rust as *success* with a zeroed result: a `read` that "returned 0" and
+/// an `advance_to` that did nothing. Python's uniffi also stores a returned
+/// value of 2^64 + k as k. Below `v`: the counter did not move (`LedgerIo`,
+/// nothing released). Above `v`: the counter counts more releases than the
+/// file just written, i.e. the file was rolled back and an earlier read of
+/// the counter was wrong (`LedgerRefused`, nothing released). Cost: one
+/// more `read` per charge.
 struct AppCounter {
     counter: Box<dyn MonotonicCounter>,
     /// The highest value this counter was read at or raised to.
@@ -124,10 +166,7 @@ fn counter_failed(op: &str, e: &CounterError) -> geopriv::Error {
 
 impl geopriv::device::budget::MonotonicCounter for AppCounter {
     fn read(&self) -> geopriv::Result<u64> {
-        let value = self
-            .counter
-            .read()
-            .map_err(|e| counter_failed("read", &e))?;
+        let value = in_counter(|| self.counter.read()).map_err(|e| counter_failed("read", &e))?;
         let seen = self.seen.fetch_max(value, Ordering::SeqCst);
         if value < seen {
             return Err(geopriv::Error::InvalidLedgerState {
@@ -140,9 +179,24 @@ impl geopriv::device::budget::MonotonicCounter for AppCounter {
     }
 
     fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
-        self.counter
-            .advance_to(value)
+        in_counter(|| self.counter.advance_to(value))
             .map_err(|e| counter_failed("advanced", &e))?;
+        let now = geopriv::device::budget::MonotonicCounter::read(self)?;
+        if now < value {
+            return Err(geopriv::Error::LedgerIo {
+                detail: format!(
+                    "the platform monotonic counter did not advance: it reads {now} after advance_to({value})"
+                ),
+            });
+        }
+        if now > value {
+            return Err(geopriv::Error::InvalidLedgerState {
+                reason: format!(
+                    "the platform monotonic counter reads {now} after advance_to({value}), the ledger file's \
+                     release count: the file was rolled back or deleted"
+                ),
+            });
+        }
         self.seen.fetch_max(value, Ordering::SeqCst);
         Ok(())
     }
@@ -378,6 +432,151 @@ mod tests {
         *counter.value.lock().unwrap() = 0;
         let e = release(&app).unwrap_err();
         assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// A counter whose `advance_to` "succeeds" without moving on chosen
+    /// calls (0-based), as a Python `KeyboardInterrupt` or `SystemExit`
+    /// raised in it reaches Rust (uniffi catches only `Exception`; ctypes
+    /// prints the rest and returns success), and one that calls a ledger
+    /// from inside `advance_to`.
+    #[derive(Clone, Default)]
+    struct SwallowingCounter {
+        inner: TestCounter,
+        calls: Arc<Mutex<u32>>,
+        swallow: Arc<Mutex<Vec<u32>>>,
+        reenter: Arc<Mutex<Option<Arc<PrivacyLedger>>>>,
+        inner_result: Arc<Mutex<Option<String>>>,
+    }
+
+    impl MonotonicCounter for SwallowingCounter {
+        fn read(&self) -> Result<u64, CounterError> {
+            self.inner.read()
+        }
+        fn advance_to(&self, value: u64) -> Result<(), CounterError> {
+            let call = {
+                let mut c = self.calls.lock().unwrap();
+                *c += 1;
+                *c - 1
+            };
+            let ledger = self.reenter.lock().unwrap().clone();
+            if let Some(ledger) = ledger {
+                let r = ledger.status().map(|s| s.releases);
+                *self.inner_result.lock().unwrap() = Some(format!("{r:?}"));
+                // As a Python exception raised inside the callback would.
+                r.map_err(|e| CounterError::Unavailable {
+                    detail: e.to_string(),
+                })?;
+            }
+            if self.swallow.lock().unwrap().contains(&call) {
+                return Ok(());
+            }
+            self.inner.advance_to(value)
+        }
+    }
+
+    #[test]
+    fn an_advance_that_did_not_happen_is_not_taken_for_one() {
+        // attack12 (docs/ATTACK-12.md): the second release's advance_to is
+        // swallowed (Ctrl-C in the app's counter); the app exits; the file
+        // is restored to the first release. Before the read-back, the
+        // second release was returned, the counter stayed at 1 and the
+        // restored file (1 release) was accepted: a charge lost, 3 values
+        // released against a file that says 2.
+        let d = dir("swallowed");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = SwallowingCounter::default();
+        *counter.swallow.lock().unwrap() = vec![2]; // bind = call 0, release 1 = call 1
+        let app = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(counter.clone()),
+        )
+        .unwrap();
+        let mut released = 0;
+        released += u32::from(release(&app).is_ok());
+        let backup = std::fs::read_to_string(&path).unwrap();
+        match release(&app) {
+            Ok(()) => released += 1,
+            Err(e) => assert!(
+                matches!(e, GeoprivError::LedgerIo(ref m) if m.contains("did not advance")),
+                "{e:?}"
+            ),
+        }
+        drop(app);
+        std::fs::write(&path, &backup).unwrap();
+        if let Ok(app) = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(counter.inner.clone()),
+        ) {
+            released += u32::from(release(&app).is_ok());
+        }
+        let recorded = PrivacyLedger::open(path, policy())
+            .unwrap()
+            .status()
+            .unwrap()
+            .releases;
+        assert!(
+            u64::from(released) <= recorded,
+            "{released} values released, the ledger the app uses records {recorded}: a charge lost"
+        );
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_counter_that_lies_after_advancing_is_refused_both_ways() {
+        // advance_to that raises the counter past the file (a counter
+        // shared with another ledger, or an earlier read that said 0 for a
+        // rolled-back file): refused, nothing released.
+        let d = dir("past");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = TestCounter::default();
+        let app =
+            PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter.clone()))
+                .unwrap();
+        release(&app).unwrap();
+        *counter.value.lock().unwrap() = 5; // moved by someone else
+        let e = release(&app).unwrap_err();
+        assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_counter_that_calls_the_ledger_gets_an_error_not_a_hang() {
+        // attack12: advance_to calling ledger.status() waited for the
+        // ledger's own lock, held by the release that called it: the host
+        // hung for good. Run on a thread so that the old behaviour fails
+        // the test instead of hanging it.
+        let d = dir("reenter");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let counter = SwallowingCounter::default();
+        let app = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(counter.clone()),
+        )
+        .unwrap();
+        *counter.reenter.lock().unwrap() = Some(app.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = app.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(release(&worker));
+        });
+        let outcome = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a counter that calls the ledger hung the release (20 s)");
+        assert!(
+            matches!(outcome, Err(GeoprivError::LedgerIo(ref m)) if m.contains("inside a MonotonicCounter")),
+            "{outcome:?}"
+        );
+        let inner = counter.inner_result.lock().unwrap().clone().unwrap();
+        assert!(inner.contains("InvalidInput"), "{inner}");
+        // Outside the callback the ledger works: the refused release was
+        // charged (written before the counter was called), not released.
+        *counter.reenter.lock().unwrap() = None;
+        assert_eq!(app.status().unwrap().releases, 1);
+        release(&app).unwrap();
         let _ = std::fs::remove_dir_all(d);
     }
 

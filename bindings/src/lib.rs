@@ -134,7 +134,20 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T,
 /// Lock `m`, reporting a poisoned lock (a panic, i.e. a bug, happened while
 /// it was held, caught by [`guard`]) as [`GeoprivError::Internal`] instead
 /// of using a state that may be half-updated.
+///
+/// Refused (`InvalidInput`) on a thread that is inside the app's
+/// [`counter::MonotonicCounter`] callback: the ledger's lock (and perhaps a
+/// generator's) is held by the call that invoked the counter, so taking a
+/// lock there would wait for itself forever (attack12, docs/ATTACK-12.md:
+/// a counter whose `advance_to` called `ledger.status()` hung the Python
+/// host).
 pub(crate) fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>, GeoprivError> {
+    if counter::inside_counter() {
+        return Err(GeoprivError::InvalidInput(format!(
+            "the {what} was called from inside a MonotonicCounter's read or advance_to, \
+             which run while the ledger is locked: a counter must not call geopriv objects"
+        )));
+    }
     m.lock().map_err(|_| {
         GeoprivError::Internal(format!(
             "the {what} is unusable after an earlier internal error (please report it)"

@@ -5,13 +5,16 @@
 //! `PROG advance-to N` raises it to at least N (never lowers it). Both exit
 //! 0; any other exit, or an unreadable value, is a failure of the counter
 //! (`LedgerIo`, nothing released), with the program's stderr (escaped) in
-//! the message. PROG is run directly, not through a shell, with no stdin.
+//! the message. PROG is run directly, not through a shell, with no stdin;
+//! at most 4096 bytes of its output are kept (a `read` printing more is a
+//! failure; what `advance-to` prints is dropped).
 //! A wrapper around `tpm2_nvread` / `tpm2_nvincrement` (a TPM NV counter
 //! increments by one: `advance-to N` increments until it reads N) or a
 //! client of a counter service the device trusts is what this is for; a
 //! counter kept in a file beside the ledger is not (MATH §8.3: it rolls
 //! back with the ledger).
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -35,8 +38,10 @@ impl CommandCounter {
         Self { program }
     }
 
-    /// Run `program args...`; its stdout, or `LedgerIo`.
-    fn run(&self, args: &[&str]) -> Result<String> {
+    /// Run `program args...`; its stdout, or `LedgerIo`. Only the first
+    /// [`MAX_OUTPUT`] bytes of stdout are kept: more is a failure when
+    /// `output_needed` (a `read`), dropped otherwise (`advance-to`).
+    fn run(&self, args: &[&str], output_needed: bool) -> Result<String> {
         let what = || format!("{} {}", self.program.display(), args.join(" "));
         let failed = |why: String| Error::LedgerIo {
             detail: format!(
@@ -44,36 +49,71 @@ impl CommandCounter {
                 Untrusted(&what())
             ),
         };
-        let out = Command::new(&self.program)
+        let mut child = Command::new(&self.program)
             .args(args)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| failed(e.to_string()))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            return Err(failed(format!(
-                "{}: {}",
-                out.status,
-                Untrusted(stderr.trim())
-            )));
+        // stderr on its own thread (a program blocked writing a full stderr
+        // pipe would never close stdout); both kept to MAX_OUTPUT bytes.
+        let stderr = child
+            .stderr
+            .take()
+            .map(|e| std::thread::spawn(move || bounded(e, true)));
+        let mut stdout = child
+            .stdout
+            .take()
+            .map(|o| bounded(o, !output_needed))
+            .unwrap_or_default();
+        if stdout.len() as u64 > MAX_OUTPUT && output_needed {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(failed(format!("it printed more than {MAX_OUTPUT} bytes")));
         }
-        String::from_utf8(out.stdout).map_err(|_| failed("its output is not UTF-8".into()))
+        stdout.truncate(MAX_OUTPUT as usize);
+        let status = child.wait().map_err(|e| failed(e.to_string()))?;
+        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        if !status.success() {
+            let stderr = String::from_utf8_lossy(&stderr);
+            return Err(failed(format!("{status}: {}", Untrusted(stderr.trim()))));
+        }
+        String::from_utf8(stdout).map_err(|_| failed("its output is not UTF-8".into()))
     }
+}
+
+/// The most a counter program's stdout (and the part of its stderr kept)
+/// may hold: a count is at most 20 digits. Its output was read whole:
+/// 200 MB printed took 203 MB of memory (attack12, docs/ATTACK-12.md O1).
+const MAX_OUTPUT: u64 = 4096;
+
+/// The first `MAX_OUTPUT + 1` bytes of `pipe`; the rest is read and
+/// dropped (so the program is not blocked on a full pipe) if `drain` or
+/// there was no more, else left for the caller to kill the program.
+fn bounded(mut pipe: impl Read, drain: bool) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let _ = (&mut pipe).take(MAX_OUTPUT + 1).read_to_end(&mut kept);
+    if drain || kept.len() as u64 <= MAX_OUTPUT {
+        let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+    }
+    kept
 }
 
 impl MonotonicCounter for CommandCounter {
     fn read(&self) -> Result<u64> {
-        let text = self.run(&["read"])?;
+        let text = self.run(&["read"], true)?;
         text.trim().parse::<u64>().map_err(|_| Error::LedgerIo {
             detail: format!(
                 "the monotonic counter (--counter-command {} read) printed {:?}, not a count",
-                self.program.display(),
+                Untrusted(&self.program.display().to_string()),
                 Untrusted(text.trim()).to_string()
             ),
         })
     }
 
     fn advance_to(&mut self, value: u64) -> Result<()> {
-        self.run(&["advance-to", &value.to_string()]).map(|_| ())
+        self.run(&["advance-to", &value.to_string()], false)
+            .map(|_| ())
     }
 }

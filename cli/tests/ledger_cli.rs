@@ -280,3 +280,50 @@ fn a_failing_output_stops_the_charges_at_the_first_lost_report() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--counter-command` output is bounded (attack12, docs/ATTACK-12.md O1):
+/// a `read` that prints more than 4096 bytes is refused without keeping it
+/// (200 MB printed took 203 MB of memory before, refused only as "not a
+/// count"); an `advance-to` that prints a lot is fine, its output dropped.
+#[test]
+fn counter_command_output_is_bounded() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("counter-output");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let prog = dir.join("chatty.sh");
+    std::fs::write(
+        &prog,
+        r#"#!/bin/sh
+d="$(dirname "$0")"
+cur="$(cat "$d/count" 2>/dev/null || echo 0)"
+case "$1" in
+  read) if [ -e "$d/flood" ]; then head -c 1000000 /dev/zero | tr '\0' 1; else echo "$cur"; fi ;;
+  advance-to) head -c 1000000 /dev/zero; if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
+  *) exit 2 ;;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut args = threshold_args(ledger, "1e-3", "0.25");
+    args.extend(["--counter-command", prog.to_str().unwrap()]);
+
+    let out = common::geopriv(&args, b"95\n95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(ledger_totals(&path).0, 2);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("count")).unwrap().trim(),
+        "2"
+    );
+
+    std::fs::write(dir.join("flood"), "").unwrap();
+    let out = common::geopriv(&args, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("more than 4096 bytes"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(ledger_totals(&path).0, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

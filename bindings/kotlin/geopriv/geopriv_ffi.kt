@@ -13946,9 +13946,13 @@ public object FfiConverterTypeUploadVerdict : FfiConverterRustBuffer<UploadVerdi
  * Contract: `read()` returns the value; `advance_to(v)` raises it to at
  * least `v` and never lowers it (a counter that moves in steps of one,
  * like a TPM NV counter, increments until it reaches `v`). Both are called
- * with the ledger's lock held: they must not call the ledger. Throw
- * `CounterError.Unavailable` (or any exception) when the counter cannot be
- * reached; the ledger call then fails with `LedgerIo`.
+ * with the ledger's lock held: they must not call geopriv objects (such a
+ * call raises `InvalidInput`, and the ledger call then fails with
+ * `LedgerIo`). Throw `CounterError.Unavailable` (or any exception) when
+ * the counter cannot be reached; the ledger call then fails with
+ * `LedgerIo`. After `advance_to(v)` the ledger reads the counter back and
+ * requires exactly `v` (a Python `KeyboardInterrupt` or a JVM `Error`
+ * thrown in the callback reaches the library as a success).
  *
  * ```kotlin
  * class KeystoreCounter : MonotonicCounter {

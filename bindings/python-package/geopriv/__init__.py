@@ -240,10 +240,17 @@ def _pack_records(records: list) -> "tuple[bytes, bytes, bool]":
             break
     parts = []
     lengths = _array("q")
-    for r in records:
+    for i, r in enumerate(records):
         if r is None or (isinstance(r, float) and r != r):
             lengths.append(-1)
             continue
+        if binary and not isinstance(r, (bytes, bytearray, memoryview)):
+            # bytes(n) of an int n is n zero bytes: a column [b"..", 10**9]
+            # allocated a gigabyte before any size check (attack12).
+            raise TypeError(
+                f"record {i}: a column of binary reports holds a {type(r).__name__}; "
+                "only bytes, bytearray, memoryview, None or NaN"
+            )
         b = r if isinstance(r, bytes) else (bytes(r) if binary else str(r).encode())
         parts.append(b)
         lengths.append(len(b))

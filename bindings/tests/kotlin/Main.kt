@@ -885,6 +885,46 @@ private fun counterTests() {
         counter.value.set(0)
         assertThrows<GeoprivException.LedgerRefused>("counter went back", "went back") { m.privatize(app, q, listOf(0.3)) }
     }
+
+    test("counter: an Error thrown in advanceTo (uniffi catches only Exception) is caught by the read-back (attack12)") {
+        // TODO() throws NotImplementedError, a kotlin.Error: JNA prints it
+        // and the call reached Rust as a success, the counter unmoved.
+        val path = tempLedgerPath("ledger.json")
+        val counter = object : MonotonicCounter {
+            val inner = AppCounter()
+            var broken = false
+            override fun read(): ULong = inner.read()
+            override fun advanceTo(value: ULong) = if (broken) TODO("keystore counter") else inner.advanceTo(value)
+        }
+        val app = PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        m.privatize(app, q, listOf(0.3))
+        counter.broken = true
+        assertThrows<GeoprivException.LedgerIo>("release whose advanceTo threw an Error", "did not advance") {
+            m.privatize(app, q, listOf(0.3))
+        }
+        expect(counter.inner.value.get() == 1L) { "counter ${counter.inner.value.get()}" }
+    }
+
+    test("counter: a counter that calls its ledger gets an exception, the app does not hang (attack12)") {
+        val path = tempLedgerPath("ledger.json")
+        val inner = AppCounter()
+        var ledger: PrivacyLedger? = null
+        val counter = object : MonotonicCounter {
+            override fun read(): ULong = inner.read()
+            override fun advanceTo(value: ULong) {
+                ledger?.status()
+                inner.advanceTo(value)
+            }
+        }
+        val app = PrivacyLedger.openOrCreateWithCounter(path, policy, counter)
+        ledger = app
+        val outcome = java.util.concurrent.Executors.newSingleThreadExecutor { r -> Thread(r).apply { isDaemon = true } }
+            .submit<Throwable?> { try { m.privatize(app, q, listOf(0.3)); null } catch (e: Throwable) { e } }
+        val e = outcome.get(20, java.util.concurrent.TimeUnit.SECONDS)
+        expect(e is GeoprivException.LedgerIo && e.message!!.contains("inside a MonotonicCounter")) { "$e" }
+        ledger = null
+        expect(app.status().releases == 1uL) { "${app.status()}" }
+    }
 }
 
 // ---- aggregation ----

@@ -789,6 +789,73 @@ def _():
         assert_raises(LedgerRefused, "counter went back", lambda: COUNTED.privatize(app, Q01, [0.3]), "went back")
 
 
+@test("counter: KeyboardInterrupt/SystemExit in advance_to (uniffi reports them as success) is caught by the read-back (attack12)")
+def _():
+    import tempfile
+
+    for exc in (KeyboardInterrupt, SystemExit):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "ledger.json")
+            counter = AppCounter()
+            app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+            COUNTED.privatize(app, Q01, [0.3])
+            with open(path) as f:
+                backup = f.read()
+            real_advance = counter.advance_to
+
+            def interrupted(value):
+                raise exc()
+
+            counter.advance_to = interrupted
+            # ctypes prints "Exception ignored on calling ctypes callback function" here.
+            assert_raises(LedgerIo, f"release whose advance_to raised {exc.__name__}",
+                          lambda: COUNTED.privatize(app, Q01, [0.3]), "did not advance")
+            counter.advance_to = real_advance
+            del app
+            with open(path, "w") as f:
+                f.write(backup)  # the rollback the lagging counter would not see
+            again = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+            COUNTED.privatize(again, Q01, [0.3])
+            # Two values released (the refused one was not), two recorded.
+            expect(again.status().releases == 2 and counter.value == 2, f"{again.status()} {counter.value}")
+
+
+@test("counter: a counter that calls its ledger gets an error, the host does not hang (attack12)")
+def _():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter()
+        app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+        real_advance = counter.advance_to
+
+        def reentrant(value):
+            app.status()
+            real_advance(value)
+
+        counter.advance_to = reentrant
+        outcome = []
+
+        def attempt():  # on a daemon thread: a hang fails the test instead of the suite
+            try:
+                COUNTED.privatize(app, Q01, [0.3])
+                outcome.append(None)
+            except GeoprivError as e:
+                outcome.append(e)
+
+        worker = threading.Thread(target=attempt, daemon=True)
+        worker.start()
+        worker.join(20)
+        expect(not worker.is_alive(), "a counter that calls its ledger hung the release (20 s)")
+        if worker.is_alive():
+            return
+        expect(type(outcome[0]) is LedgerIo and "inside a MonotonicCounter" in str(outcome[0]), repr(outcome[0]))
+        counter.advance_to = real_advance
+        expect(app.status().releases == 1, str(app.status()))  # charged, not released
+        COUNTED.privatize(app, Q01, [0.3])
+
+
 @test("ledger: seeded reports are marked and refused by servers unless accepted")
 def _():
     r = GeoMechanism.polyplace(0.1).seeded(3).privatize_unmetered(Q01, [0.3])

@@ -191,6 +191,17 @@ def _():
     if pd is not None:
         nan = server().add_reports(pd.Series([lines[0], float("nan")]))
         expect(nan.accepted == 1 and nan.rejected_by_code == {"empty": 1}, nan)
+    # attack12: an int in a bytes column was bytes(n), n zero bytes (10**9:
+    # a gigabyte allocated, then copied across the FFI); now a TypeError
+    # before anything is allocated or ingested.
+    for bad in (10**9, True, [1, 2], 3.5, "text"):
+        s = server()
+        try:
+            s.add_reports(blobs[:2] + [bad])
+            expect(False, f"a binary column with a {type(bad).__name__} was ingested")
+        except TypeError as e:
+            expect("binary reports" in str(e), str(e))
+        expect(s.to_json() == server().to_json(), f"{type(bad).__name__}: ingested before the refusal")
 
 
 @test("privacy stated as a radius: ε = level / radius, both forms described")

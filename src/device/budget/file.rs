@@ -449,7 +449,16 @@ impl FileLedger {
         let path = resolve(path.as_ref())?;
         let created = {
             let _lock = lock(&path, DEFAULT_LOCK_TIMEOUT)?;
-            refuse_fresh_file(&path, counter.as_ref())?;
+            // A refusal while the file exists is `create`'s ("already
+            // exists"), not "no ledger file ... deleted" (attack12,
+            // docs/ATTACK-12.md). The counter is still checked first, so a
+            // file removed by another program in between is not created.
+            if let Err(refused) = refuse_fresh_file(&path, counter.as_ref()) {
+                return Err(match fs::symlink_metadata(&path) {
+                    Ok(_) => io_error("creating", &path, std::io::ErrorKind::AlreadyExists.into()),
+                    Err(_) => refused,
+                });
+            }
             Self::create_locked(path, policy)?
         };
         created.with_counter(counter)
