@@ -7,7 +7,12 @@
 //! (`LedgerIo`, nothing released), with the program's stderr (escaped) in
 //! the message. PROG is run directly, not through a shell, with no stdin;
 //! at most 4096 bytes of its output are kept (a `read` printing more is a
-//! failure; what `advance-to` prints is dropped).
+//! failure; what `advance-to` prints is dropped). Each run must finish
+//! (exit and close its stdout) within a timeout (`--counter-timeout`,
+//! default 10 s, the ledger lock's own wait): a program that hangs, or
+//! that exits but leaves a background child holding its stdout, is killed
+//! (the program itself, not its children) and is a failure of the counter
+//! (attack12 O1: it held the ledger's lock for as long as it hung).
 //! A wrapper around `tpm2_nvread` / `tpm2_nvincrement` (a TPM NV counter
 //! increments by one: `advance-to N` increments until it reads N) or a
 //! client of a counter service the device trusts is what this is for; a
@@ -17,6 +22,8 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use geopriv::device::budget::MonotonicCounter;
 use geopriv::server::escape::Untrusted;
@@ -30,12 +37,16 @@ use geopriv::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct CommandCounter {
     program: PathBuf,
+    timeout: Duration,
 }
 
 impl CommandCounter {
-    /// The counter held by `program`.
-    pub fn new(program: PathBuf) -> Self {
-        Self { program }
+    /// The counter held by `program`; each run must finish within
+    /// `timeout` (exit and close its stdout; at most a year, so the
+    /// deadline is a time), else it is killed and the counter has failed.
+    pub fn new(program: PathBuf, timeout: Duration) -> Self {
+        let timeout = timeout.min(Duration::from_secs(365 * 86_400));
+        Self { program, timeout }
     }
 
     /// Run `program args...`; its stdout, or `LedgerIo`. Only the first
@@ -49,6 +60,7 @@ impl CommandCounter {
                 Untrusted(&what())
             ),
         };
+        let deadline = Instant::now() + self.timeout;
         let mut child = Command::new(&self.program)
             .args(args)
             .stdin(Stdio::null())
@@ -56,25 +68,53 @@ impl CommandCounter {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| failed(e.to_string()))?;
-        // stderr on its own thread (a program blocked writing a full stderr
-        // pipe would never close stdout); both kept to MAX_OUTPUT bytes.
-        let stderr = child
-            .stderr
-            .take()
-            .map(|e| std::thread::spawn(move || bounded(e, true)));
-        let mut stdout = child
-            .stdout
-            .take()
-            .map(|o| bounded(o, !output_needed))
-            .unwrap_or_default();
+        let late = || {
+            failed(format!(
+                "it did not finish within {} s (--counter-timeout)",
+                self.timeout.as_secs_f64()
+            ))
+        };
+        // stdout and stderr on their own threads (a program blocked
+        // writing a full stderr pipe would never close stdout), both kept
+        // to MAX_OUTPUT bytes; the answers wait at most until the deadline
+        // (a reader left behind by a timeout ends with the process).
+        let (err_tx, err_rx) = mpsc::channel();
+        if let Some(e) = child.stderr.take() {
+            std::thread::spawn(move || err_tx.send(bounded(e, true)));
+        }
+        let (out_tx, out_rx) = mpsc::channel();
+        if let Some(o) = child.stdout.take() {
+            std::thread::spawn(move || out_tx.send(bounded(o, !output_needed)));
+        }
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let mut stdout = match out_rx.recv_timeout(left()) {
+            Ok(out) => out,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Vec::new(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(late());
+            }
+        };
         if stdout.len() as u64 > MAX_OUTPUT && output_needed {
             let _ = child.kill();
             let _ = child.wait();
             return Err(failed(format!("it printed more than {MAX_OUTPUT} bytes")));
         }
         stdout.truncate(MAX_OUTPUT as usize);
-        let status = child.wait().map_err(|e| failed(e.to_string()))?;
-        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        // stdout is closed; the program must also exit in time.
+        let status = loop {
+            match child.try_wait().map_err(|e| failed(e.to_string()))? {
+                Some(status) => break status,
+                None if left().is_zero() => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(late());
+                }
+                None => std::thread::sleep(left().min(Duration::from_millis(2))),
+            }
+        };
+        let stderr = err_rx.recv_timeout(left()).unwrap_or_default();
         if !status.success() {
             let stderr = String::from_utf8_lossy(&stderr);
             return Err(failed(format!("{status}: {}", Untrusted(stderr.trim()))));

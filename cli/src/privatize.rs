@@ -107,6 +107,11 @@ pub struct PrivatizeArgs {
     /// beside the ledger: it would roll back with it (docs/MATH.md §8.3).
     #[arg(long, value_name = "PROG", requires = "ledger")]
     pub counter_command: Option<std::path::PathBuf>,
+    /// Seconds a run of the --counter-command program may take (exit and
+    /// close its stdout); a program still running then is killed and
+    /// nothing is released.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::query_args::positive, requires = "counter_command")]
+    pub counter_timeout: f64,
     /// Also keep each report in the ledger's outbox, in the same atomic
     /// write as its charge, until `geopriv outbox upload` has it stored by
     /// a collector (a report charged while offline is never lost).
@@ -248,7 +253,9 @@ impl PrivatizeArgs {
         };
         // A missing file while the counter counts releases was deleted: it
         // is refused, not created afresh (unbound).
-        let counter = crate::counter::CommandCounter::new(program.clone());
+        let timeout = std::time::Duration::try_from_secs_f64(self.counter_timeout)
+            .unwrap_or(std::time::Duration::MAX);
+        let counter = crate::counter::CommandCounter::new(program.clone(), timeout);
         FileLedger::open_or_create_with_counter(path, &policy, Box::new(counter))
             .map(Some)
             .map_err(refused)

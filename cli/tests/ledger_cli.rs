@@ -327,3 +327,39 @@ esac
     assert_eq!(ledger_totals(&path).0, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// attack12 O1: a `--counter-command` program that hangs, or that exits
+/// but leaves a background child holding its stdout, held the release
+/// (and the ledger's lock) for as long as it hung. Now each run must
+/// finish within `--counter-timeout` seconds: the program is killed and
+/// nothing is released or charged. (Without the timeout this test does
+/// not return for 30 s per case.)
+#[test]
+fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("counter-hang");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    for (name, body) in [
+        ("hang.sh", "#!/bin/sh\nexec sleep 30\n"),
+        ("leaves-a-child.sh", "#!/bin/sh\n(sleep 30 &)\necho 0\n"),
+    ] {
+        let prog = dir.join(name);
+        std::fs::write(&prog, body).unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut args = threshold_args(ledger, "1e-3", "0.25");
+        args.extend([
+            "--counter-command",
+            prog.to_str().unwrap(),
+            "--counter-timeout",
+            "0.3",
+        ]);
+        let out = common::geopriv(&args, b"95\n");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
+        assert!(stderr.contains("did not finish within"), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(!path.exists() || ledger_totals(&path).0 == 0, "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
