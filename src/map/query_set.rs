@@ -125,7 +125,14 @@ impl KdeGrid {
     pub fn with_cell_diagonal(bbox: [f64; 4], points: [usize; 2]) -> Result<Self> {
         // max(2): fewer points are refused by new_2d, by name.
         let cell = |a: usize| (bbox[2 * a + 1] - bbox[2 * a]) / (points[a].max(2) - 1) as f64;
-        Self::new_2d(bbox, points, cell(0).hypot(cell(1)))
+        // std's hypot (the platform's) where std is there: the CLI's
+        // default grid always used it, so its bandwidth keeps its bits;
+        // libm's without std.
+        #[cfg(feature = "std")]
+        let diagonal = cell(0).hypot(cell(1));
+        #[cfg(not(feature = "std"))]
+        let diagonal = libm::hypot(cell(0), cell(1));
+        Self::new_2d(bbox, points, diagonal)
     }
 
     /// A square map of `side` metres (origin at 0) with `points × points`
