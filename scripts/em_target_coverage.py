@@ -61,6 +61,7 @@ def main():
         groups[(m.group(1), int(m.group(2)), float(m.group(3)))].append((int(m.group(4)), p))
     print("| population | n | εh | K | EM picked | t* | T: all | T: live | T, no t-widening: live | m*_T live | F, bias-aware (today): all | F: live | F by spread-only: live | live cells |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    band = collections.Counter()
     order = ["Neighbourhoods", "Coast", "Sprawl", "City", "AirportsLike"]
     for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 9, k[1], k[2])):
         runs = sorted(groups[key])
@@ -94,8 +95,13 @@ def main():
         # m*_T: the factor on SE giving 0.95 over live cells and draws
         zs = np.concatenate([np.abs((M[k] - (tot - M[k]) / (K - 1))[live]) / (infl * np.maximum(S[k] * T3, 64 * EPS * np.abs(M[k]).max())[live]) for k in range(K)])
         mstar = float(np.quantile(zs[np.isfinite(zs)], 0.95) / 1.96)
+        for name, xs in [("T all", cT), ("T live", cTl), ("F all", cF), ("F live", cFl)]:
+            band[name] += 0.93 <= round(float(np.mean(xs)), 3) <= 0.97
+        band["rows"] += 1
         f = lambda xs: f"{np.mean(xs):.3f}"
         print(f"| {key[0]} | {key[1]:.0e} | {key[2]:g} | {K} | {picks}/{K} | {min(ts)}–{max(ts)} | {f(cT)} | {f(cTl)} | {f(cTn)} | {mstar:.2f} | {f(cF)} | {f(cFl)} | {f(cFs)} | {int(live.sum())} |")
+    print()
+    print(f"rows in [0.93, 0.97] of {band['rows']}: " + ", ".join(f"{k} {band[k]}" for k in ["T all", "T live", "F all", "F live"]))
 
 
 if __name__ == "__main__":
