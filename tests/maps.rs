@@ -927,7 +927,9 @@ fn em_spread_only_interval_against_ems_mean_given_the_devices() {
     for eh in [0.3, 1.0, 10.0] {
         let eps = eh / grid.bandwidth();
         // per draw: values, [cond4, uncond4, cond16, uncond16] SEs, t*
-        let mut runs: Vec<(Vec<f64>, Vec<Vec<f64>>, usize, f64)> = Vec::new();
+        // Per draw: the map, its SEs (the five columns), t* and the share.
+        type Draw = (Vec<f64>, Vec<Vec<f64>>, usize, f64);
+        let mut runs: Vec<Draw> = Vec::new();
         for rep in 0..K as u64 {
             let agg = aggregated(&grid, eh, &xs, 500 + rep);
             let m = agg.mapper().unwrap().unwrap();
