@@ -22,7 +22,12 @@ same without the t-widening; m*_T, the factor on s' that gives 0.95 over
 the live cells and draws; the coverage of F by the stated (bias-aware)
 interval, all and live; of F by the spread-only interval (live).
 
-usage: em_target_coverage.py DUMPDIR [POP ...]
+With --detail, per row after the table: the coverage of T by cells binned
+by T's level (the mean map over the peak), and the draws' variance over
+the bootstrap's E[s²] over the live cells (1 is right), before and after a
+regression of the draws on log t*.
+
+usage: em_target_coverage.py [--detail] DUMPDIR [POP ...]
 """
 import collections
 import glob
@@ -51,8 +56,12 @@ def cover(v, se, tgt):
 
 
 def main():
-    d = sys.argv[1]
-    want = set(p.lower() for p in sys.argv[2:])
+    args = sys.argv[1:]
+    detail = "--detail" in args
+    args = [a for a in args if a != "--detail"]
+    d = args[0]
+    want = set(p.lower() for p in args[1:])
+    notes = []
     groups = collections.defaultdict(list)
     for p in glob.glob(os.path.join(d, "*.csv")):
         m = re.match(r"(\w+)-(\d+)-([\d.]+)-(\d+)\.csv", os.path.basename(p))
@@ -98,8 +107,34 @@ def main():
         for name, xs in [("T all", cT), ("T live", cTl), ("F all", cF), ("F live", cFl)]:
             band[name] += 0.93 <= round(float(np.mean(xs)), 3) <= 0.97
         band["rows"] += 1
+        if detail:
+            mean = tot / K
+            rel = mean / mean.max()
+            parts = []
+            for lo, hi in [(1e-1, 2), (1e-3, 1e-1), (1e-6, 1e-3), (1e-12, 1e-6), (-1, 1e-12)]:
+                idx = (rel >= lo) & (rel < hi)
+                if idx.sum() == 0:
+                    continue
+                c = []
+                for k in range(K):
+                    loo = (tot - M[k]) / (K - 1)
+                    se = np.maximum(S[k] * T3, 64 * EPS * np.abs(M[k]).max())
+                    c.append(np.mean(np.abs(M[k] - loo)[idx] <= 1.96 * infl * se[idx]))
+                parts.append(f"[{lo:.0e}, {hi:.0e}) {int(idx.sum())} {np.mean(c):.3f}")
+            v = M.var(axis=0, ddof=1)
+            s2 = (S**2).mean(axis=0)
+            t = np.log(np.array(ts, float))
+            vr = v
+            if np.ptp(t) > 0 and K > 2:
+                X = np.c_[np.ones(K), t]
+                beta = np.linalg.lstsq(X, M, rcond=None)[0]
+                vr = ((M - X @ beta) ** 2).sum(axis=0) / (K - 2)
+            notes.append(f"{key[0]} {key[1]:.0e} εh {key[2]:g}: " + "; ".join(parts)
+                         + f"; var/E[s²] {v[live].sum() / s2[live].sum():.2f}, after log t* {vr[live].sum() / s2[live].sum():.2f}")
         f = lambda xs: f"{np.mean(xs):.3f}"
         print(f"| {key[0]} | {key[1]:.0e} | {key[2]:g} | {K} | {picks}/{K} | {min(ts)}–{max(ts)} | {f(cT)} | {f(cTl)} | {f(cTn)} | {mstar:.2f} | {f(cF)} | {f(cFl)} | {f(cFs)} | {int(live.sum())} |")
+    for n in notes:
+        print(n)
     print()
     print(f"rows in [0.93, 0.97] of {band['rows']}: " + ", ".join(f"{k} {band[k]}" for k in ["T all", "T live", "F all", "F live"]))
 
