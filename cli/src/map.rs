@@ -330,7 +330,10 @@ pub enum MapCommand {
         /// for every estimator the planner can pick (each λ against its
         /// target: the true map at λ = 1, the map smoothed by the residual
         /// noise below; EM against the true map), and each estimator's
-        /// measured / predicted ASE (docs/MATH.md §9.7).
+        /// measured / predicted ASE (docs/MATH.md §9.7). Beside EM's, the
+        /// coverage of EM's mean given the devices by the bootstrap spread
+        /// alone (measured, not EM's stated interval; scored against the
+        /// other draws' mean, so --reps 2 or more).
         #[arg(long)]
         coverage: bool,
         /// Noise draws per (n, εh) for --coverage.
@@ -1058,7 +1061,7 @@ fn coverage(
     }
     head.push_str(" EM cover | EM spread-only (T) | EM meas/pred | pick |");
     outln!("{head}");
-    outln!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 4));
+    outln!("|{}", "---|".repeat(2 + 2 * LAMBDAS.len() + 4));
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
