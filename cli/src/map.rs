@@ -332,7 +332,10 @@ pub enum MapCommand {
         /// for every estimator the planner can pick (each λ against its
         /// target: the true map at λ = 1, the map smoothed by the residual
         /// noise below; EM against the true map), and each estimator's
-        /// measured / predicted ASE (docs/MATH.md §9.7).
+        /// measured / predicted ASE (docs/MATH.md §9.7). Beside EM's, the
+        /// coverage of EM's mean given the devices by the bootstrap spread
+        /// alone (measured, not EM's stated interval; scored against the
+        /// other draws' mean, so --reps 2 or more).
         #[arg(long)]
         coverage: bool,
         /// Noise draws per (n, εh) for --coverage.
@@ -1050,7 +1053,7 @@ fn coverage(
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     outln!(
-        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); ratio = measured / predicted ASE",
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); ratio = measured / predicted ASE",
         pop,
         side / 1000.0,
     );
@@ -1058,9 +1061,9 @@ fn coverage(
     for l in LAMBDAS {
         head.push_str(&format!(" λ={l:.1} cover (true) | λ={l:.1} meas/pred |"));
     }
-    head.push_str(" EM cover | EM meas/pred | pick |");
+    head.push_str(" EM cover | EM spread-only (T) | EM meas/pred | pick |");
     outln!("{head}");
-    outln!("|{}", "---|".repeat(3 + 2 * LAMBDAS.len() + 3));
+    outln!("|{}", "---|".repeat(2 + 2 * LAMBDAS.len() + 4));
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
@@ -1090,6 +1093,9 @@ fn coverage(
             let (mut cov, mut covt, mut ratio) =
                 (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
             let mut picks = Vec::new();
+            // EM per draw: its map and the spread-only SE, scored against
+            // T = E[EM | devices] after the draws (branch emtarget).
+            let mut em_runs: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
             for r in 0..reps {
                 let agg = aggregate_noisy(&set, &xs, eps, seed.wrapping_add(1000 * r as u64))?;
                 let mapper: FftMapper = agg.mapper()?.ok_or("no counts")?;
@@ -1145,10 +1151,8 @@ fn coverage(
                     ratio[i] += ase(&est.values, &truth) / pred;
                 }
                 if let Some(em) = &p.em {
-                    let se = geopriv::map::em_standard_errors(
-                        em,
-                        geopriv::map::EmOptions::default().replicates,
-                    );
+                    let replicates = geopriv::map::EmOptions::default().replicates;
+                    let se = geopriv::map::em_standard_errors(em, replicates);
                     // Per-cell dump for offline scoring of interval rules
                     // (GEOPRIV_SWEEP_EM_DUMP=dir; branch emcov3): truth, EM's
                     // map, pilot, bootstrap spread and bias, stated SE, and
@@ -1221,6 +1225,7 @@ fn coverage(
                         crate::output::create_file(&path, opts.force)?.write_all(out.as_bytes())?;
                     }
                     cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
+                    em_runs.push((em.values.clone(), em_spread_standard_errors(em, replicates)));
                     let pred = p
                         .predictions
                         .iter()
@@ -1240,8 +1245,9 @@ fn coverage(
                 ));
             }
             row.push_str(&format!(
-                " {:.3} | {:.2} | {} |",
+                " {:.3} | {:.3} | {:.2} | {} |",
                 cov[nl] / rf,
+                em_target_coverage(&em_runs),
                 ratio[nl] / rf,
                 picks.join(", ")
             ));
@@ -1251,9 +1257,103 @@ fn coverage(
     Ok(())
 }
 
+/// EM's spread-only SE (branch emtarget, docs/MATH.md §9.7; measured, not
+/// adopted): SE_j = max(s_j·t_{0.975, R−1}/1.96, 64·ε_mach·max_k |M_k|),
+/// s_j the conditioned bootstrap spread, no bias term.
+fn em_spread_standard_errors(em: &geopriv::map::EmMap, replicates: usize) -> Vec<f64> {
+    let widen = geopriv::map::student_t_975(replicates.saturating_sub(1)) / 1.959_963_984_540_054;
+    let peak = em
+        .values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |a, v| a.max(v.abs()));
+    let floor = 64.0 * f64::EPSILON * peak;
+    em.standard_errors
+        .iter()
+        .map(|s| (s * widen).max(floor))
+        .collect()
+}
+
+/// The coverage of EM's mean given the devices, T_j = E[M_j | devices]
+/// (docs/MATH.md §9.7), over K noise draws of the same devices: draw k's interval
+/// M_k ± 1.96·SE_k against the mean of the other K − 1 maps, the
+/// half-width × √(K/(K − 1)) because that mean carries the target's own
+/// Monte-Carlo error (M_k − mean_{−k} has variance σ²·K/(K − 1) for
+/// independent draws of variance σ², so for Gaussian errors this is the
+/// coverage of T itself). NaN below two draws.
+fn em_target_coverage(runs: &[(Vec<f64>, Vec<f64>)]) -> f64 {
+    let k = runs.len();
+    if k < 2 {
+        return f64::NAN;
+    }
+    let m = runs.iter().map(|r| r.0.len()).min().unwrap_or(0);
+    let mut tot = vec![0.0; m];
+    for (v, _) in runs {
+        for (t, x) in tot.iter_mut().zip(v) {
+            *t += x;
+        }
+    }
+    let inflate = (k as f64 / (k - 1) as f64).sqrt();
+    let mut cover = 0.0;
+    for (v, se) in runs {
+        let loo: Vec<f64> = tot
+            .iter()
+            .zip(v)
+            .map(|(t, x)| (t - x) / (k - 1) as f64)
+            .collect();
+        let wide: Vec<f64> = se.iter().map(|s| s * inflate).collect();
+        cover += geopriv::map::interval_coverage(&v[..m], &wide, &loo);
+    }
+    cover / k as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The leave-one-out scoring of EM's mean given the devices (branch
+    /// emtarget): Gaussian draws around a known T with SE their true sd
+    /// score 0.95 once the half-width is widened by √(K/(K − 1)); scored
+    /// without it (the other draws' mean taken as exact) the same intervals
+    /// read P(|Z| <= 1.96·√(3/4)) = 0.910 at K = 4.
+    #[test]
+    fn em_target_coverage_corrects_for_the_targets_own_error() {
+        use rand::Rng;
+        let mut rng = StdRng::seed_from_u64(7);
+        let (k, m) = (4, 20_000);
+        let sd: Vec<f64> = (0..m).map(|j| 0.5 + (j % 7) as f64).collect();
+        let runs: Vec<(Vec<f64>, Vec<f64>)> = (0..k)
+            .map(|_| {
+                let v = sd
+                    .iter()
+                    .enumerate()
+                    .map(|(j, s)| {
+                        // Box-Muller
+                        let (u, w): (f64, f64) = (rng.random(), rng.random());
+                        let z = (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * w).cos();
+                        j as f64 + s * z
+                    })
+                    .collect();
+                (v, sd.clone())
+            })
+            .collect();
+        // 80,000 scores, draws of a cell correlated through the shared
+        // mean: sd of the coverage about 0.002; 0.01 is 5 of them.
+        let c = em_target_coverage(&runs);
+        assert!((c - 0.95).abs() < 0.01, "{c}");
+        let shrunk: Vec<(Vec<f64>, Vec<f64>)> = runs
+            .iter()
+            .map(|(v, s)| {
+                (
+                    v.clone(),
+                    s.iter().map(|x| x * (3.0f64 / 4.0).sqrt()).collect(),
+                )
+            })
+            .collect();
+        let c0 = em_target_coverage(&shrunk);
+        assert!((c0 - 0.910).abs() < 0.01, "{c0}");
+        assert!(em_target_coverage(&runs[..1]).is_nan());
+    }
 
     /// The λ < 1 target of devices on a few atoms (branch kcovair): binning
     /// the atoms 8x finer than the reports moves the target to within a
