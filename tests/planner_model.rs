@@ -982,3 +982,52 @@ fn the_city_twin_script_carries_the_citys_neighbourhoods() {
         lines.join("\n")
     );
 }
+
+/// Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the reports
+/// pin it"): EM is ranked only where its ASE interval from the reports,
+/// [var + L, var + U], spans at most 9x, and its prediction is clamped
+/// into [(var + U)/3, 3(var + L)]; elsewhere its number is the upper end
+/// (`upper_bound`) and the line gives the interval. Every ranked
+/// prediction within 3x, every upper end at least a third of the
+/// measured ASE, the pick within 1.5x of the best. On main: the city at
+/// εh 0.3, n = 10³, seed 4 ranked EM 8.32x under its measured ASE (EM
+/// stopped at t* = 6), and the atoms at εh 0.3, n = 10⁵, seed 7 0.11
+/// (over: the emlow floor; now ranked and clamped to 3(var + L)).
+#[test]
+fn em_is_ranked_only_where_the_reports_pin_its_error() {
+    let mut bad = Vec::new();
+    for (pop, eh, n, seed) in [
+        (Pop::City, 0.3, 1_000, 4),
+        (Pop::Atoms(3000), 0.3, 100_000, 7),
+    ] {
+        let c = run_cell(pop, eh, n, seed);
+        report(pop, eh, n, &c);
+        for (name, pred, got, upper) in &c.rows {
+            let r = got / pred;
+            let held = if *upper {
+                r <= 3.0
+            } else {
+                (1.0 / 3.0..=3.0).contains(&r)
+            };
+            if !held {
+                bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
+            }
+        }
+        let em = c.rows.iter().find(|r| r.0.ends_with(" em"));
+        match (pop, em) {
+            (Pop::City, Some(r)) if !r.3 || !c.line.contains("ASE in [") => {
+                bad.push(format!(
+                    "EM ranked on the city at εh 0.3, n = 10³: {}",
+                    c.line
+                ));
+            }
+            (Pop::Atoms(_), Some(r)) if r.3 => {
+                bad.push(format!("EM not ranked on the atoms at n = 10⁵: {}", c.line));
+            }
+            (_, None) => bad.push(format!("{pop:?}: no EM row")),
+            _ => {}
+        }
+        bad.extend(pick_beyond_1_5x(pop, eh, n, &c));
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
