@@ -97,6 +97,14 @@
 //! (13 under), εh 0.2 and 0.3, n = 3000 (11, 6); the constructed
 //! population at εh 0.25, n = 10^3 (7) and εh 0.3, n = 3000 (5); the city
 //! at εh 0.5, n = 10^3, seed 20 picks λ = 0.6 at 2.05x the best.
+//!
+//! Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the reports
+//! pin it"): at εh <= 3 EM is ranked only where its ASE interval from the
+//! reports spans at most 9x, and clamped into it like the kernel maps;
+//! elsewhere its row is the interval's upper end (`upper_bound`, held to
+//! measured <= 3x predicted) and the line gives the interval. The misses
+//! above are then not ranked predictions; what remains ranked beyond 3x
+//! is in BENCHMARKS.md "Branch rank15".
 
 use geopriv::map::{plan, KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
 use rand::rngs::StdRng;
@@ -906,10 +914,11 @@ fn planner_predicts_within_3x_full_grid() {
 /// the interval [avg − 2se, avg + 2se] closed to the point 0 and λ = 0
 /// was ranked at its variance alone (482x and 13,520x under the measured
 /// ASE) and picked at 2.57x and 5.82x the best map (EM). Every ranked
-/// kernel map within 3x and the pick within 1.5x of the best; EM on the
-/// airports at εh 0.1, n = 10⁵ stays exempt (measured/predicted 0.18, the
-/// emlow floor's known over-prediction there at every seed, docs/MATH.md
-/// §9.4, branches cells17 and cells20). The city at εh 0.3, n = 10³,
+/// prediction within 3x and the pick within 1.5x of the best; EM on the
+/// airports at εh 0.1, n = 10⁵ was exempt (measured/predicted 0.18, the
+/// emlow floor's over-prediction, branches cells17 and cells20) until
+/// branch rank15, which no longer ranks it there (its ASE interval spans
+/// more than 9x; its upper end is held to measured <= 3x). The city at εh 0.3, n = 10³,
 /// seed 3 is a third such cell. About 1.4 s of CPU in the test profile.
 #[test]
 fn a_chance_low_bias_estimate_ranks_no_kernel_map() {
@@ -922,10 +931,12 @@ fn a_chance_low_bias_estimate_ranks_no_kernel_map() {
     ] {
         let c = run_cell(pop, eh, n, seed);
         report(pop, eh, n, &c);
-        for (name, pred, got, _) in &c.rows {
+        for (name, pred, got, upper) in &c.rows {
             let r = got / pred;
-            let exempt = matches!(pop, Pop::Airports) && name.ends_with(" em");
-            if !(1.0 / 3.0..=3.0).contains(&r) && !exempt {
+            // An upper end (EM not ranked, branch rank15) is held to
+            // measured <= 3 x predicted only.
+            let held = (1.0 / 3.0..=3.0).contains(&r) || (*upper && r <= 3.0);
+            if !held {
                 bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
             }
         }

@@ -24,7 +24,11 @@
 //! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
 //!   conditioned on the devices, plus 2 × its bias²; above, the plain
 //!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
-//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6).
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); up
+//!   to εh = 3 ranked only where its ASE interval from the reports
+//!   (`em_interval`) spans at most 9x, clamped like the kernel maps'
+//!   (elsewhere its number is the interval's upper end, `upper_bound`,
+//!   and the pick reads its point estimate within it; branch rank15).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -50,7 +54,9 @@ pub struct Prediction {
     pub variance: f64,
     /// Its squared-bias part (0 for unbiased mechanisms; NaN with `ase`).
     pub bias2: f64,
-    /// Whether `ase` is an upper bound rather than an estimate.
+    /// Whether `ase` is an upper bound rather than an estimate (also EM
+    /// where its error is not pinned by the reports: `ase` is then the top
+    /// of its ASE interval, docs/MATH.md §9.4).
     pub upper_bound: bool,
     /// λ for noise a priori.
     pub lambda: Option<f64>,
@@ -385,11 +391,13 @@ fn plan_with_em(
             let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
-            // The ends of EM's ASE interval that read the bootstrap and
-            // the floor against the unbiased map (docs/MATH.md §9.4, "EM
-            // ranked only where the reports pin it", branch rank15).
-            let mut em_lower_bias2 =
-                (e.predicted_ase - e.predicted_variance).max(0.0) * n_rep / nf + disc2;
+            // The lower end of EM's squared bias (docs/MATH.md §9.4, "EM
+            // ranked only where the reports pin it", branch rank15): the
+            // lattice term and the floor against the unbiased map. Not the
+            // bootstrap's bias: its pilot (EM at 3t*) can carry more
+            // structure than the truth, and its bias alone measured above
+            // EM's whole ASE in 52 of 351 seed-cells (up to 2.77x).
+            let mut em_lower_bias2 = disc2;
             if noise_given_devices.is_none() {
                 if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
                     // Low εh, few reports (docs/MATH.md §9.4, branch
@@ -1086,13 +1094,12 @@ fn em_early_stop_floor(
 /// rank15): lo = var + L, hi = var + U with `var` EM's conditioned
 /// bootstrap variance at the planned n and
 ///
-///   L = max(b²_boot + disc², floor₁)   (`lower_bias2`),
+///   L = max(disc², floor₁)   (`lower_bias2`),
 ///   U = max(min(v₀ + U₀ − D, (√s_EM + √(F̄(1 − F̄)))²) − v_EM, L),
 ///
-/// b²_boot the bootstrap's squared bias once (its pilot is smoother than
-/// the devices, so its bias is a lower end; the point prediction charges
-/// it twice), disc² the lattice term, floor₁ the floor against the
-/// unbiased map (|b_EM| >= |b_EM − b₁| − |b₁|, b₁ = 0); U₀ = avg₀₊ + 2 se₀
+/// disc² the lattice term, floor₁ the floor against the unbiased map
+/// (|b_EM| >= |b_EM − b₁| − |b₁|, b₁ = 0; the bootstrap's bias is not a
+/// lower end: its pilot can carry more structure than the truth); U₀ = avg₀₊ + 2 se₀
 /// the top of the plain map's bias², v₀ and v_EM the plain map's and EM's
 /// variances and D = mean_j (map₀_j − EM_j)² at the reports' n (premise A:
 /// EM's error is the plain map's less the distance it moved), and the box
@@ -1102,7 +1109,7 @@ fn em_early_stop_floor(
 /// end is not finite (the rule is then not applied).
 ///
 /// ```text
-/// v₀ + U₀ = 3e-4, D = 1e-4, v_EM = var = 1e-5, b²_boot = 2e-5:
+/// v₀ + U₀ = 3e-4, D = 1e-4, v_EM = var = 1e-5, L = 2e-5:
 /// [3e-5, 2e-4]: ranked (2e-4 <= 9 · 3e-5), clamped into [6.7e-5, 9e-5]
 /// ```
 fn em_interval(
