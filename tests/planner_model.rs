@@ -785,6 +785,20 @@ fn run_cell(pop: Pop, eh: f64, n: usize, seed: u64) -> Cell {
     }
 }
 
+/// Branch rank15: EM's ASE interval `[lo, hi]` and, where EM is the
+/// pick, its point estimate, as the plan's line states them where EM is
+/// not ranked.
+fn em_interval_in_line(line: &str) -> Option<(f64, f64, Option<f64>)> {
+    let rest = &line[line.find("ASE in [")? + "ASE in [".len()..];
+    let (lo, rest) = rest.split_once(", ")?;
+    let (hi, rest) = rest.split_once(']')?;
+    let point = rest
+        .split_once("point estimate ")
+        .and_then(|(_, r)| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok());
+    Some((lo.parse().ok()?, hi.parse().ok()?, point))
+}
+
 /// Item 15's rule on the pick: a message if the picked map's measured
 /// ASE is more than 1.5x the best measured map's.
 fn pick_beyond_1_5x(pop: Pop, eh: f64, n: usize, c: &Cell) -> Option<String> {
@@ -961,8 +975,15 @@ fn em_stopped_without_structure_is_predicted_within_3x() {
     ] {
         let c = run_cell(pop, eh, n, seed);
         report(pop, eh, n, &c);
-        for (name, pred, got, _) in &c.rows {
-            let r = got / pred;
+        for (name, pred, got, upper) in &c.rows {
+            // EM is not ranked here since branch rank15 (its interval spans
+            // more than 9x); the early-stop centre is then the pick's point
+            // estimate, stated in the line, and held to 3x here.
+            let point = match em_interval_in_line(&c.line) {
+                Some((_, _, Some(p))) if *upper => p,
+                _ => *pred,
+            };
+            let r = got / point;
             if name.ends_with(" em") && !(1.0 / 3.0..=3.0).contains(&r) {
                 bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
             }
@@ -1000,10 +1021,12 @@ fn the_city_twin_script_carries_the_citys_neighbourhoods() {
 /// into [(var + U)/3, 3(var + L)]; elsewhere its number is the upper end
 /// (`upper_bound`) and the line gives the interval. Every ranked
 /// prediction within 3x, every upper end at least a third of the
-/// measured ASE, the pick within 1.5x of the best. On main: the city at
-/// εh 0.3, n = 10³, seed 4 ranked EM 8.32x under its measured ASE (EM
-/// stopped at t* = 6), and the atoms at εh 0.3, n = 10⁵, seed 7 0.11
-/// (over: the emlow floor; now ranked and clamped to 3(var + L)).
+/// measured ASE, the pick within 1.5x of the best, and EM not ranked at
+/// either cell with its measured ASE inside the line's interval. On main
+/// EM was ranked at both: 8.32x under its measured ASE on the city at
+/// εh 0.3, n = 10³, seed 4 (EM stopped at t* = 6), and 0.11 (over: the
+/// emlow floor) on the atoms at εh 0.3, n = 10⁵, seed 7. About 3 s of
+/// CPU in the test profile.
 #[test]
 fn em_is_ranked_only_where_the_reports_pin_its_error() {
     let mut bad = Vec::new();
@@ -1024,19 +1047,15 @@ fn em_is_ranked_only_where_the_reports_pin_its_error() {
                 bad.push(format!("{pop:?} εh {eh} n {n} seed {seed}: {name} {r:.2}"));
             }
         }
+        // Not ranked at either cell: the line's interval holds EM's
+        // measured ASE.
         let em = c.rows.iter().find(|r| r.0.ends_with(" em"));
-        match (pop, em) {
-            (Pop::City, Some(r)) if !r.3 || !c.line.contains("ASE in [") => {
-                bad.push(format!(
-                    "EM ranked on the city at εh 0.3, n = 10³: {}",
-                    c.line
-                ));
-            }
-            (Pop::Atoms(_), Some(r)) if r.3 => {
-                bad.push(format!("EM not ranked on the atoms at n = 10⁵: {}", c.line));
-            }
-            (_, None) => bad.push(format!("{pop:?}: no EM row")),
-            _ => {}
+        match (em, em_interval_in_line(&c.line)) {
+            (Some(r), Some((lo, hi, _))) if r.3 && (lo..=hi).contains(&r.2) => {}
+            (r, i) => bad.push(format!(
+                "{pop:?} seed {seed}: EM {r:?}, interval {i:?}: {}",
+                c.line
+            )),
         }
         bad.extend(pick_beyond_1_5x(pop, eh, n, &c));
     }
