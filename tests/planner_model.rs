@@ -795,7 +795,7 @@ fn em_interval_in_line(line: &str) -> Option<(f64, f64, Option<f64>)> {
     let point = rest
         .split_once("point estimate ")
         .and_then(|(_, r)| r.split_whitespace().next())
-        .and_then(|v| v.trim_end_matches([')', ',']).parse().ok());
+        .and_then(|v| v.parse().ok());
     Some((lo.parse().ok()?, hi.parse().ok()?, point))
 }
 

@@ -28,7 +28,7 @@
 //!   to εh = 3 ranked only where its ASE interval from the reports
 //!   (`em_interval`) spans at most 9x, clamped like the kernel maps'
 //!   (elsewhere its number is the interval's upper end, `upper_bound`,
-//!   and the pick reads the interval's log-centre; branch rank15).
+//!   and the pick reads its point estimate within it; branch rank15).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -311,9 +311,8 @@ fn plan_with_em(
     let mut unranked: Vec<f64> = Vec::new();
     let mut em_only = false;
     // EM not ranked (docs/MATH.md §9.4, branch rank15): its ASE interval
-    // [lo, hi], the key the pick reads (the log-centre) and EM's point
-    // prediction.
-    let mut em_unranked: Option<(f64, f64, f64, f64)> = None;
+    // [lo, hi] and the key the pick reads.
+    let mut em_unranked: Option<(f64, f64, f64)> = None;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -485,11 +484,10 @@ fn plan_with_em(
                         }
                         None => {
                             // Not ranked: the number is the interval's upper
-                            // end (an upper bound); the pick reads the
-                            // interval's log-centre √(lo·hi), within the
-                            // smallest factor of every ASE in it (docs/MATH.md
-                            // §9.4); the point estimate is printed beside it.
-                            em_unranked = Some((lo, hi, (lo * hi).sqrt(), pred.ase));
+                            // end (an upper bound); the pick reads the point
+                            // estimate within the interval (docs/MATH.md
+                            // §9.4).
+                            em_unranked = Some((lo, hi, pred.ase.max(lo).min(hi)));
                             pred.ase = hi;
                             pred.bias2 = hi - pred.variance;
                             pred.upper_bound = true;
@@ -658,10 +656,10 @@ fn plan_with_em(
         k *= 2;
     }
 
-    // EM where it is not ranked sorts at its interval's log-centre: the
-    // pick, not a prediction (docs/MATH.md §9.4).
+    // EM where it is not ranked sorts at its point estimate within its
+    // interval: the pick, not a prediction (docs/MATH.md §9.4).
     let key = |p: &Prediction| match em_unranked {
-        Some((_, _, k, _)) if p.em_iterations.is_some() => k,
+        Some((_, _, k)) if p.em_iterations.is_some() => k,
         _ => p.ase,
     };
     preds.sort_by(|a, b| key(a).total_cmp(&key(b)));
@@ -702,8 +700,8 @@ fn plan_with_em(
             n
         ),
         None => match em_unranked.filter(|_| best.em_iterations.is_some()) {
-            Some((lo, hi, k, point)) => format!(
-                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}], point estimate {point:.2e}), picked at the interval's log-centre {k:.2e} at per-device ε = {} and n = {}",
+            Some((lo, hi, k)) => format!(
+                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its point estimate {k:.2e} within it at per-device ε = {} and n = {}",
                 best.name,
                 reports.map_or(0, |r| r.counts().total()),
                 epsilon,
@@ -718,7 +716,7 @@ fn plan_with_em(
     if let Some(p) = plain.filter(|p| p.name != best.name) {
         line.push_str(&format!("; plain a priori {:.2e}", p.ase));
     }
-    if let Some((lo, hi, _, _)) = em_unranked.filter(|_| best.em_iterations.is_none()) {
+    if let Some((lo, hi, _)) = em_unranked.filter(|_| best.em_iterations.is_none()) {
         line.push_str(&format!(
             "; EM not ranked (its error is not pinned by {} reports): ASE in [{lo:.2e}, {hi:.2e}]",
             reports.map_or(0, |r| r.counts().total())
