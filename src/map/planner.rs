@@ -313,6 +313,9 @@ fn plan_with_em(
     // EM not ranked (docs/MATH.md §9.4, branch rank15): its ASE interval
     // [lo, hi] and the key the pick reads.
     let mut em_unranked: Option<(f64, f64, f64)> = None;
+    // EM's key for the pick where its interval was formed: its point
+    // prediction clamped into the interval.
+    let mut em_key: Option<f64> = None;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -477,6 +480,11 @@ fn plan_with_em(
             if epsilon * g.bandwidth() <= EM_ESTIMATED_UP_TO_EPS_H {
                 let ends = em_interval(&kernels, &e, nf, n_rep, pred.variance, em_lower_bias2);
                 if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
+                    // The pick orders EM by its point prediction within its
+                    // interval, ranked or not (docs/MATH.md §9.4): the 3x
+                    // clamp below is what the prediction promises, not a
+                    // better guess of EM's ASE.
+                    em_key = Some(pred.ase.max(lo).min(hi));
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
                             pred.ase = a;
@@ -656,10 +664,12 @@ fn plan_with_em(
         k *= 2;
     }
 
-    // EM where it is not ranked sorts at its point estimate within its
-    // interval: the pick, not a prediction (docs/MATH.md §9.4).
-    let key = |p: &Prediction| match em_unranked {
-        Some((_, _, k)) if p.em_iterations.is_some() => k,
+    // EM sorts at its point estimate within its interval, ranked or not:
+    // the pick, not a prediction (docs/MATH.md §9.4). Sorting a ranked EM
+    // at its clamped prediction made the pick worse on tests/maps.rs's
+    // population at εh 0.3 (EM clamped up 1.3x to above λ = 0.8).
+    let key = |p: &Prediction| match em_key {
+        Some(k) if p.em_iterations.is_some() => k,
         _ => p.ase,
     };
     preds.sort_by(|a, b| key(a).total_cmp(&key(b)));
