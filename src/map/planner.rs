@@ -24,7 +24,11 @@
 //! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
 //!   conditioned on the devices, plus 2 × its bias²; above, the plain
 //!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
-//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6).
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); up
+//!   to εh = 3 ranked only where its ASE interval from the reports
+//!   (`em_interval`) spans at most 9x, clamped like the kernel maps'
+//!   (elsewhere its number is the interval's upper end, `upper_bound`,
+//!   and the pick reads its point estimate within it; branch rank15).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -50,7 +54,9 @@ pub struct Prediction {
     pub variance: f64,
     /// Its squared-bias part (0 for unbiased mechanisms; NaN with `ase`).
     pub bias2: f64,
-    /// Whether `ase` is an upper bound rather than an estimate.
+    /// Whether `ase` is an upper bound rather than an estimate (also EM
+    /// where its error is not pinned by the reports: `ase` is then the top
+    /// of its ASE interval, docs/MATH.md §9.4).
     pub upper_bound: bool,
     /// λ for noise a priori.
     pub lambda: Option<f64>,
@@ -304,6 +310,12 @@ fn plan_with_em(
     // Kernel maps whose bias the reports do not resolve (not ranked).
     let mut unranked: Vec<f64> = Vec::new();
     let mut em_only = false;
+    // EM not ranked (docs/MATH.md §9.4, branch rank15): its ASE interval
+    // [lo, hi] and the key the pick reads.
+    let mut em_unranked: Option<(f64, f64, f64)> = None;
+    // EM's key for the pick where its interval was formed: its point
+    // prediction clamped into the interval.
+    let mut em_key: Option<f64> = None;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -382,6 +394,13 @@ fn plan_with_em(
             let share = conditional_share(&kernels, e.predicted_variance * n_rep / nf);
             e.condition(share);
             let mut pred = em_prediction(&e, disc2, n_rep / nf);
+            // The lower end of EM's squared bias (docs/MATH.md §9.4, "EM
+            // ranked only where the reports pin it", branch rank15): the
+            // lattice term and the floor against the unbiased map. Not the
+            // bootstrap's bias: its pilot (EM at 3t*) can carry more
+            // structure than the truth, and its bias alone measured above
+            // EM's whole ASE in 52 of 351 seed-cells (up to 2.77x).
+            let mut em_lower_bias2 = disc2;
             if noise_given_devices.is_none() {
                 if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
                     // Low εh, few reports (docs/MATH.md §9.4, branch
@@ -407,6 +426,7 @@ fn plan_with_em(
                         // Large n (docs/MATH.md §9.4, branch cells16): the
                         // bootstrap's pilot misses structure the unbiased
                         // map resolves.
+                        em_lower_bias2 = em_lower_bias2.max(floor);
                         if floor > pred.bias2 {
                             pred.bias2 = floor;
                             pred.ase = pred.variance + floor;
@@ -445,16 +465,46 @@ fn plan_with_em(
                     pred.ase = v + b2;
                 }
             }
+            let mut atoms_t = 0.0;
             if let Some(at) = &atoms {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
                 // rounding into EM's lattice cells, dithered by the noise.
                 let t = at.em_term(epsilon, cell);
                 pred.bias2 += t;
                 pred.ase += t;
+                atoms_t = t;
             }
-            preds.push(pred.clone());
+            // The kernel maps' floor against EM reads EM's point
+            // prediction (unchanged by the ranking below).
+            em_pred = Some(pred.clone());
+            if epsilon * g.bandwidth() <= EM_ESTIMATED_UP_TO_EPS_H {
+                let ends = em_interval(&kernels, &e, nf, n_rep, pred.variance, em_lower_bias2);
+                if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
+                    // The pick orders EM by its point prediction within its
+                    // interval, ranked or not (docs/MATH.md §9.4): the 3x
+                    // clamp below is what the prediction promises, not a
+                    // better guess of EM's ASE.
+                    em_key = Some(pred.ase.max(lo).min(hi));
+                    match em_ranked_prediction(pred.ase, lo, hi) {
+                        Some(a) => {
+                            pred.ase = a;
+                            pred.bias2 = a - pred.variance;
+                        }
+                        None => {
+                            // Not ranked: the number is the interval's upper
+                            // end (an upper bound); the pick reads the point
+                            // estimate within the interval (docs/MATH.md
+                            // §9.4).
+                            em_unranked = Some((lo, hi, pred.ase.max(lo).min(hi)));
+                            pred.ase = hi;
+                            pred.bias2 = hi - pred.variance;
+                            pred.upper_bound = true;
+                        }
+                    }
+                }
+            }
+            preds.push(pred);
             em = Some(e);
-            em_pred = Some(pred);
         }
         for km in kernels {
             let KernelMap {
@@ -614,7 +664,15 @@ fn plan_with_em(
         k *= 2;
     }
 
-    preds.sort_by(|a, b| a.ase.total_cmp(&b.ase));
+    // EM sorts at its point estimate within its interval, ranked or not:
+    // the pick, not a prediction (docs/MATH.md §9.4). Sorting a ranked EM
+    // at its clamped prediction made the pick worse on tests/maps.rs's
+    // population at εh 0.3 (EM clamped up 1.3x to above λ = 0.8).
+    let key = |p: &Prediction| match em_key {
+        Some(k) if p.em_iterations.is_some() => k,
+        _ => p.ase,
+    };
+    preds.sort_by(|a, b| key(a).total_cmp(&key(b)));
     if none_binned {
         preds.insert(
             0,
@@ -651,13 +709,28 @@ fn plan_with_em(
             epsilon,
             n
         ),
-        None => format!(
-            "pick {}: predicted ASE {:.2e} (variance {:.2e} + bias² {:.2e}) at per-device ε = {} and n = {}",
-            best.name, best.ase, best.variance, best.bias2, epsilon, n
-        ),
+        None => match em_unranked.filter(|_| best.em_iterations.is_some()) {
+            Some((lo, hi, k)) => format!(
+                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its point estimate {k:.2e} within it at per-device ε = {} and n = {}",
+                best.name,
+                reports.map_or(0, |r| r.counts().total()),
+                epsilon,
+                n
+            ),
+            None => format!(
+                "pick {}: predicted ASE {:.2e} (variance {:.2e} + bias² {:.2e}) at per-device ε = {} and n = {}",
+                best.name, best.ase, best.variance, best.bias2, epsilon, n
+            ),
+        },
     };
     if let Some(p) = plain.filter(|p| p.name != best.name) {
         line.push_str(&format!("; plain a priori {:.2e}", p.ase));
+    }
+    if let Some((lo, hi, _)) = em_unranked.filter(|_| best.em_iterations.is_none()) {
+        line.push_str(&format!(
+            "; EM not ranked (its error is not pinned by {} reports): ASE in [{lo:.2e}, {hi:.2e}]",
+            reports.map_or(0, |r| r.counts().total())
+        ));
     }
     if let Some(r) = runner {
         line.push_str(&format!(
@@ -1024,6 +1097,82 @@ fn em_early_stop_floor(
     let upper = mean_em.clamp(0.0, 1.0) * (1.0 - mean_em.clamp(0.0, 1.0));
     let floor = (lower * upper).sqrt() - mean_squared_distance(&k0.mean, &e.values);
     (floor.is_finite() && floor > 0.0).then_some(floor)
+}
+
+/// EM's ASE interval [lo, hi] at the planned n, from the reports alone
+/// (docs/MATH.md §9.4, "EM ranked only where the reports pin it", branch
+/// rank15): lo = var + L, hi = var + U with `var` EM's conditioned
+/// bootstrap variance at the planned n and
+///
+///   L = max(disc², floor₁)   (`lower_bias2`),
+///   U = max(min(v₀ + U₀ − D, (√s_EM + √(F̄(1 − F̄)))²) − v_EM, L),
+///
+/// disc² the lattice term, floor₁ the floor against the unbiased map
+/// (|b_EM| >= |b_EM − b₁| − |b₁|, b₁ = 0; the bootstrap's bias is not a
+/// lower end: its pilot can carry more structure than the truth); U₀ = avg₀₊ + 2 se₀
+/// the top of the plain map's bias², v₀ and v_EM the plain map's and EM's
+/// variances and D = mean_j (map₀_j − EM_j)² at the reports' n (premise A:
+/// EM's error is the plain map's less the distance it moved), and the box
+/// bound: EM's map and the truth lie in [0, 1], the truth's spread over
+/// the grid is at most F̄(1 − F̄) (F̄ EM's map's mean) and EM's is s_EM,
+/// so their distance is at most the sum of the two roots. `None` where an
+/// end is not finite (the rule is then not applied).
+///
+/// ```text
+/// v₀ + U₀ = 3e-4, D = 1e-4, v_EM = var = 1e-5, L = 2e-5:
+/// [3e-5, 2e-4]: ranked (2e-4 <= 9 · 3e-5), clamped into [6.7e-5, 9e-5]
+/// ```
+fn em_interval(
+    kernels: &[KernelMap],
+    e: &EmMap,
+    nf: f64,
+    n_rep: f64,
+    var: f64,
+    lower_bias2: f64,
+) -> Option<(f64, f64)> {
+    let m = e.values.len();
+    if m == 0 {
+        return None;
+    }
+    let mf = m as f64;
+    let v_em = e.predicted_variance;
+    let mean_em = e.values.iter().sum::<f64>() / mf;
+    let spread_em = e.values.iter().map(|v| (v - mean_em).powi(2)).sum::<f64>() / mf;
+    let fbar = mean_em.clamp(0.0, 1.0);
+    let boxed = (spread_em.max(0.0).sqrt() + (fbar * (1.0 - fbar)).sqrt()).powi(2);
+    let mut upper = boxed - v_em;
+    if let Some(k0) = kernels.iter().find(|k| k.lambda == 0.0) {
+        if let (Some(b0), true) = (k0.against_unbiased, k0.mean.len() == m) {
+            let u0 = b0.avg.max(0.0) + 2.0 * b0.se;
+            let a = k0.var * nf / n_rep + u0 - mean_squared_distance(&k0.mean, &e.values);
+            // f64::min keeps the box where this is NaN.
+            upper = upper.min(a - v_em);
+        }
+    }
+    let lower = lower_bias2.max(0.0);
+    let upper = upper.max(lower);
+    let (lo, hi) = (var + lower, var + upper);
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+}
+
+/// EM's ranked prediction from its point prediction `point` and its ASE
+/// interval [lo, hi] ([`em_interval`]): ranked only where hi <= 9 lo, the
+/// point clamped into [lo, hi] and then into [hi/3, 3 lo], within 3x of
+/// every ASE in the interval (the kernel maps' rule, [`kernel_prediction`];
+/// docs/MATH.md §9.4). `None`: not ranked.
+///
+/// ```text
+/// point 3e-4 in [3e-5, 2e-4]: 9e-5;  point 1e-5 in [1e-5, 1e-3]: None
+/// ```
+fn em_ranked_prediction(point: f64, lo: f64, hi: f64) -> Option<f64> {
+    use core::cmp::Ordering::{Equal, Less};
+    // Refused also for NaN and for lo > hi (f64::clamp would panic).
+    if !matches!(hi.partial_cmp(&(9.0 * lo)), Some(Less | Equal))
+        || !matches!(lo.partial_cmp(&hi), Some(Less | Equal))
+    {
+        return None;
+    }
+    Some(point.clamp(lo, hi).clamp(hi / 3.0, 3.0 * lo))
 }
 
 /// The mean squared distance of two maps of the same cells,
@@ -2000,6 +2149,60 @@ mod coincident_tests {
             em_early_stop_floor(&g, &kernels(unresolved), &em_map(far), n, n),
             None
         );
+    }
+
+    /// Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the
+    /// reports pin it"): EM's interval from premise A and the box bound,
+    /// and its ranking by the kernel maps' rule.
+    #[test]
+    fn em_is_ranked_only_where_its_interval_spans_at_most_9x() {
+        let m = 961;
+        let kernels = |avg: f64, se: f64, plain: f64| {
+            vec![KernelMap {
+                lambda: 0.0,
+                var: 2e-5,
+                against_unbiased: Some(BiasEstimate { avg, se }),
+                mean: vec![plain; m],
+                unconditional: 2e-5,
+            }]
+        };
+        let e = EmMap {
+            standard_errors: vec![0.0; m],
+            bias: vec![0.0; m],
+            pilot_values: Vec::new(),
+            values: vec![1e-2; m],
+            predicted_ase: 3e-5,
+            predicted_variance: 1e-5,
+            iterations: 9,
+            held_out_steps: 9,
+            work_cap: None,
+            n: 1_000,
+        };
+        // Premise A: v₀ + U₀ − D = 2e-5 + (1e-4 + 2·5e-5) − (1e-2 − 9e-3)²
+        // = 2.19e-4, less v_EM: U = 2.09e-4; L = 2e-5 (the bootstrap once).
+        let (lo, hi) = em_interval(&kernels(1e-4, 5e-5, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        assert!(
+            (lo - 3e-5).abs() < 1e-15 && (hi - 2.19e-4).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        // Ranked (2.19e-4 <= 2.7e-4): a point above 3 lo is clamped to it,
+        // one below hi/3 up to it, one between kept.
+        assert_eq!(em_ranked_prediction(5e-4, lo, hi), Some(3.0 * lo));
+        assert!((em_ranked_prediction(1e-5, lo, hi).unwrap() - hi / 3.0).abs() < 1e-18);
+        assert_eq!(em_ranked_prediction(8e-5, lo, hi), Some(8e-5));
+        // A plain map's bias the reports do not resolve (se₀ = 1): the box
+        // bound, (0 + √(1e-2 · 0.99))² − v_EM, far above 9 lo: not ranked.
+        let (lo, hi) = em_interval(&kernels(0.5, 1.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        assert!((hi - (1e-2 * 0.99)).abs() < 1e-12, "{hi}");
+        assert_eq!(em_ranked_prediction(5e-5, lo, hi), None);
+        // An upper end below the lower is raised to it; NaN is refused.
+        let (lo, hi) = em_interval(&kernels(0.0, 0.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        assert_eq!(lo, hi);
+        assert_eq!(
+            em_ranked_prediction(f64::NAN, lo, hi).map(f64::is_nan),
+            Some(true)
+        );
+        assert_eq!(em_ranked_prediction(1e-5, f64::NAN, hi), None);
     }
 
     #[test]
