@@ -1225,7 +1225,10 @@ fn coverage(
                         crate::output::create_file(&path, opts.force)?.write_all(out.as_bytes())?;
                     }
                     cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
-                    em_runs.push((em.values.clone(), em_spread_standard_errors(em, replicates)));
+                    em_runs.push((
+                        em.values.clone(),
+                        geopriv::map::em_spread_standard_errors(em, replicates),
+                    ));
                     let pred = p
                         .predictions
                         .iter()
@@ -1255,23 +1258,6 @@ fn coverage(
         }
     }
     Ok(())
-}
-
-/// EM's spread-only SE (branch emtarget, docs/MATH.md §9.7; measured, not
-/// adopted): SE_j = max(s_j·t_{0.975, R−1}/1.96, 64·ε_mach·max_k |M_k|),
-/// s_j the conditioned bootstrap spread, no bias term.
-fn em_spread_standard_errors(em: &geopriv::map::EmMap, replicates: usize) -> Vec<f64> {
-    let widen = geopriv::map::student_t_975(replicates.saturating_sub(1)) / 1.959_963_984_540_054;
-    let peak = em
-        .values
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |a, v| a.max(v.abs()));
-    let floor = 64.0 * f64::EPSILON * peak;
-    em.standard_errors
-        .iter()
-        .map(|s| (s * widen).max(floor))
-        .collect()
 }
 
 /// The coverage of EM's mean given the devices, T_j = E[M_j | devices]

@@ -176,13 +176,7 @@ pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
 /// map and the truth are both 0 up to it). NaN spreads stay NaN (no
 /// replicates); a map without a pilot falls back to the spread alone.
 pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
-    let widen = student_t_975(replicates.saturating_sub(1)) / Z_95;
-    let peak = em
-        .values
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |a, v| a.max(v.abs()));
-    let floor = 64.0 * f64::EPSILON * peak;
+    let (widen, floor) = em_widening_and_floor(em, replicates);
     em.standard_errors
         .iter()
         .enumerate()
@@ -194,6 +188,52 @@ pub fn em_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
             let boot = em.bias.get(j).map_or(0.0, |b| EM_BIAS_FACTOR * b.abs());
             let b = path.max(boot);
             let se = bias_aware_standard_error(b, s * widen);
+            if se.is_nan() {
+                se
+            } else {
+                se.max(floor)
+            }
+        })
+        .collect()
+}
+
+/// The t-widening t_{0.975, R−1}/1.96 of a spread from `replicates`
+/// replicates and the map's round-off 64·ε_mach·max_k |M_k|: what both EM
+/// intervals ([`em_standard_errors`], [`em_spread_standard_errors`]) share.
+fn em_widening_and_floor(em: &EmMap, replicates: usize) -> (f64, f64) {
+    let widen = student_t_975(replicates.saturating_sub(1)) / Z_95;
+    let peak = em
+        .values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |a, v| a.max(v.abs()));
+    (widen, 64.0 * f64::EPSILON * peak)
+}
+
+/// EM's spread-only standard errors, an interval for EM's own mean given
+/// the devices (docs/MATH.md §9.7, branch emtarget: measured and **not
+/// adopted**; the sweep's `--coverage` scores it beside the stated
+/// interval):
+///
+/// ```text
+/// SE_j = max( s_j · t_{0.975, R−1}/1.96 , 64·ε_mach·max_k |M_k| )
+/// ```
+///
+/// with s_j the conditioned bootstrap spread of `replicates` replicates
+/// and no bias term. NaN spreads (no replicates) stay NaN.
+///
+/// ```
+/// # fn demo(em: &geopriv::map::EmMap) {
+/// let se = geopriv::map::em_spread_standard_errors(em, 4);
+/// assert_eq!(se.len(), em.standard_errors.len());
+/// # }
+/// ```
+pub fn em_spread_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
+    let (widen, floor) = em_widening_and_floor(em, replicates);
+    em.standard_errors
+        .iter()
+        .map(|s| {
+            let se = s * widen;
             if se.is_nan() {
                 se
             } else {
