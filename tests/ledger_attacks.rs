@@ -513,3 +513,40 @@ fn a_file_that_drops_the_counter_mark_is_refused_by_its_holder() {
     std::fs::write(&path, text.replace(",\"counter_bound\":true", "")).unwrap();
     assert!(app.commit(&metres(0.1)).is_err());
 }
+
+/// attack12 O5: a writer killed between writing its temporary file and
+/// renaming it left `.NAME.<pid>.<n>.tmp` beside the ledger for good (0–8
+/// per storm of 100 killed runs). Opening the ledger (under its lock, under
+/// which every temporary file of it is written) removes exactly those; a
+/// name of another form, another ledger's, or a directory stays.
+#[test]
+fn opening_a_ledger_removes_the_temporary_files_of_killed_writers() {
+    let dir = TempDir::new("stale-temps");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    FileLedger::create(&path, &p)
+        .unwrap()
+        .commit(&metres(0.1))
+        .unwrap();
+    let litter = [".ledger.json.4242.7.tmp", ".ledger.json.1.0.tmp"];
+    let kept = [
+        ".ledger.json.7.tmp",
+        ".ledger.json.x.1.2.tmp",
+        ".ledger.json.1.2.3.tmp",
+        ".ledger.json.1.2.tmp.bak",
+        ".other.json.1.2.tmp",
+        "ledger.json.1.2.tmp",
+    ];
+    for name in litter.iter().chain(kept.iter()) {
+        std::fs::write(dir.file(name), "{}").unwrap();
+    }
+    std::fs::create_dir(dir.file(".ledger.json.5.6.tmp")).unwrap();
+    let ledger = FileLedger::open(&path, &p).unwrap();
+    assert_eq!(ledger.state().releases(), 1);
+    for name in litter {
+        assert!(!dir.file(name).exists(), "{name} left behind");
+    }
+    for name in kept.iter().chain([".ledger.json.5.6.tmp"].iter()) {
+        assert!(dir.file(name).exists(), "{name} removed");
+    }
+}
