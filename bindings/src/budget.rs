@@ -263,6 +263,7 @@ impl PrivacyLedger {
     #[uniffi::constructor]
     pub fn open(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             Ok(Self::wrap(Store::File(FileLedger::open(
                 path,
                 &policy.to_core()?,
@@ -275,6 +276,7 @@ impl PrivacyLedger {
     #[uniffi::constructor]
     pub fn create(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             Ok(Self::wrap(Store::File(FileLedger::create(
                 path,
                 &policy.to_core()?,
@@ -287,6 +289,7 @@ impl PrivacyLedger {
     #[uniffi::constructor]
     pub fn open_or_create(path: String, policy: BudgetPolicy) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             Ok(Self::wrap(Store::File(FileLedger::open_or_create(
                 path,
                 &policy.to_core()?,

@@ -222,6 +222,7 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             let counter = Box::new(AppCounter::new(counter));
             Ok(PrivacyLedger::file(
                 FileLedger::open(path, &policy.to_core()?)?.with_counter(counter)?,
@@ -244,6 +245,7 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             let counter = Box::new(AppCounter::new(counter));
             Ok(PrivacyLedger::file(FileLedger::create_with_counter(
                 path,
@@ -268,6 +270,7 @@ impl PrivacyLedger {
         counter: Box<dyn MonotonicCounter>,
     ) -> Result<Arc<Self>, GeoprivError> {
         guard(|| {
+            crate::outside_counter("ledger file constructor")?;
             let counter = Box::new(AppCounter::new(counter));
             Ok(PrivacyLedger::file(
                 FileLedger::open_or_create_with_counter(path, &policy.to_core()?, counter)?,
@@ -577,6 +580,72 @@ mod tests {
         *counter.reenter.lock().unwrap() = None;
         assert_eq!(app.status().unwrap().releases, 1);
         release(&app).unwrap();
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_counter_that_opens_a_ledger_file_is_refused_at_once() {
+        // attack12 O4: a ledger constructor called from inside the counter
+        // (whose caller holds the file's lock) waited the lock's 10 s and
+        // then failed LedgerBusy; every file constructor now refuses at
+        // once with InvalidInput. The counter below tries all six on the
+        // file being charged, then advances.
+        struct Opening {
+            inner: TestCounter,
+            path: String,
+            results: Arc<Mutex<Vec<String>>>,
+        }
+        impl MonotonicCounter for Opening {
+            fn read(&self) -> Result<u64, CounterError> {
+                self.inner.read()
+            }
+            fn advance_to(&self, value: u64) -> Result<(), CounterError> {
+                let p = || self.path.clone();
+                let c = || Box::new(self.inner.clone()) as Box<dyn MonotonicCounter>;
+                let tries = [
+                    PrivacyLedger::open(p(), policy()),
+                    PrivacyLedger::create(p(), policy()),
+                    PrivacyLedger::open_or_create(p(), policy()),
+                    PrivacyLedger::open_with_counter(p(), policy(), c()),
+                    PrivacyLedger::create_with_counter(p(), policy(), c()),
+                    PrivacyLedger::open_or_create_with_counter(p(), policy(), c()),
+                ];
+                let mut results = self.results.lock().unwrap();
+                for t in tries {
+                    results.push(match t {
+                        Ok(_) => "opened".into(),
+                        Err(e) => format!("{e:?}"),
+                    });
+                }
+                self.inner.advance_to(value)
+            }
+        }
+        let d = dir("reopen");
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let inner = TestCounter::default();
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let app = PrivacyLedger::open_or_create_with_counter(
+            path.clone(),
+            policy(),
+            Box::new(inner.clone()),
+        )
+        .unwrap();
+        drop(app);
+        let counter = Opening {
+            inner,
+            path: path.clone(),
+            results: results.clone(),
+        };
+        let app = PrivacyLedger::open_with_counter(path, policy(), Box::new(counter)).unwrap();
+        release(&app).unwrap();
+        let results = results.lock().unwrap().clone();
+        assert!(!results.is_empty());
+        for r in &results {
+            assert!(
+                r.starts_with("InvalidInput") && r.contains("inside a MonotonicCounter"),
+                "{r}"
+            );
+        }
         let _ = std::fs::remove_dir_all(d);
     }
 

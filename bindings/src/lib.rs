@@ -142,17 +142,27 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, GeoprivError>) -> Result<T,
 /// a counter whose `advance_to` called `ledger.status()` hung the Python
 /// host).
 pub(crate) fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>, GeoprivError> {
+    outside_counter(what)?;
+    m.lock().map_err(|_| {
+        GeoprivError::Internal(format!(
+            "the {what} is unusable after an earlier internal error (please report it)"
+        ))
+    })
+}
+
+/// `InvalidInput` on a thread that is inside the app's
+/// [`counter::MonotonicCounter`] callback, where the ledger's file lock (and
+/// the calling object's own lock) is held: [`lock`] and the file ledgers'
+/// constructors ask first. A constructor there waited the file lock's 10 s
+/// and then failed `LedgerBusy` (attack12 O4).
+pub(crate) fn outside_counter(what: &str) -> Result<(), GeoprivError> {
     if counter::inside_counter() {
         return Err(GeoprivError::InvalidInput(format!(
             "the {what} was called from inside a MonotonicCounter's read or advance_to, \
              which run while the ledger is locked: a counter must not call geopriv objects"
         )));
     }
-    m.lock().map_err(|_| {
-        GeoprivError::Internal(format!(
-            "the {what} is unusable after an earlier internal error (please report it)"
-        ))
-    })
+    Ok(())
 }
 
 /// Compile-time check that every exported object can be shared between
