@@ -13,6 +13,8 @@
 //! that exits but leaves a background child holding its stdout, is killed
 //! (the program itself, not its children) and is a failure of the counter
 //! (attack12 O1: it held the ledger's lock for as long as it hung).
+//! Its stderr is read only for a failure's message: a child left holding
+//! only stderr does not delay a run that exited 0 (attack13 F1).
 //! A wrapper around `tpm2_nvread` / `tpm2_nvincrement` (a TPM NV counter
 //! increments by one: `advance-to N` increments until it reads N) or a
 //! client of a counter service the device trusts is what this is for; a
@@ -114,8 +116,12 @@ impl CommandCounter {
                 None => std::thread::sleep(left().min(Duration::from_millis(2))),
             }
         };
-        let stderr = err_rx.recv_timeout(left()).unwrap_or_default();
         if !status.success() {
+            // Only a failure's message reads stderr: a program that exits 0
+            // but leaves a child holding its stderr (a daemon it started)
+            // made every run wait out the whole timeout and then succeed,
+            // with the ledger's lock held (attack13, docs/ATTACK-13.md F1).
+            let stderr = err_rx.recv_timeout(left()).unwrap_or_default();
             let stderr = String::from_utf8_lossy(&stderr);
             return Err(failed(format!("{status}: {}", Untrusted(stderr.trim()))));
         }

@@ -363,3 +363,57 @@ fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// attack13 F1 (docs/ATTACK-13.md): a `--counter-command` program that
+/// works (exits 0, closes its stdout) but leaves a child holding its
+/// stderr, as one that starts a daemon does. Its stderr was awaited until
+/// the timeout on every run, success or not: each of the release's five
+/// counter runs took the whole `--counter-timeout` (50 s for one report at
+/// the default 10 s, the ledger locked meanwhile) and then succeeded. A
+/// success does not need stderr: the release takes no longer than the
+/// program does.
+#[test]
+fn a_counter_program_leaving_its_stderr_open_does_not_wait_for_the_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("counter-stderr-open");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let prog = dir.join("daemon.sh");
+    std::fs::write(
+        &prog,
+        r#"#!/bin/sh
+d="$(dirname "$0")"
+(sleep 20) >/dev/null </dev/null &
+cur="$(cat "$d/count" 2>/dev/null || echo 0)"
+case "$1" in
+  read) echo "$cur" ;;
+  advance-to) if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
+  *) exit 2 ;;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut args = threshold_args(ledger, "1e-3", "0.25");
+    args.extend([
+        "--counter-command",
+        prog.to_str().unwrap(),
+        "--counter-timeout",
+        "8",
+    ]);
+    let start = std::time::Instant::now();
+    let out = common::geopriv(&args, b"95\n");
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(ledger_totals(&path).0, 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("count")).unwrap().trim(),
+        "1"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "one release took {took:?}: the counter's stderr, held by its child, was awaited until the timeout"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,7 +10,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use geopriv::map::{plan, MapAggregator, MapRelease, MapReport};
+use geopriv::map::{MapAggregator, MapRelease, MapReport};
 use geopriv::server::escape::Untrusted;
 use geopriv::server::ingest::{Decoded as Record, FormatChoice, RecordReader};
 use geopriv::Report;
@@ -835,20 +835,25 @@ pub fn map_json(
     let mut line = None;
     let est = match agg.mapper().map_err(|e| e.to_string())? {
         Some(m) => {
-            let lam = match def.lambda {
-                Some(l) => l,
-                None => {
-                    let p = plan(&set, eps, agg.accepted(), Some(&m)).map_err(|e| e.to_string())?;
-                    line = Some(p.line.clone());
-                    p.pick().lambda.unwrap_or(1.0)
-                }
-            };
-            let k = agg.kernel(lam).map_err(|e| e.to_string())?;
             parts = Some(json!({
                 "fft": m.fft_len(), "bins": m.counts().spec().bins(),
                 "outside": m.counts().outside(),
             }));
-            m.estimate(&k).map_err(|e| e.to_string())?
+            match def.lambda {
+                Some(l) => {
+                    let k = agg.kernel(l).map_err(|e| e.to_string())?;
+                    m.estimate(&k).map_err(|e| e.to_string())?
+                }
+                None => {
+                    // The planner's pick, EM included, as `geopriv map
+                    // aggregate` makes it (the plan has already run EM).
+                    // Before, a pick of EM served the λ = 1 map (attack13
+                    // F2, docs/ATTACK-13.md): the noisiest kernel map.
+                    let (est, p) = agg.planned_estimate_with(&m).map_err(|e| e.to_string())?;
+                    line = p.map(|p| p.line);
+                    est
+                }
+            }
         }
         None => agg.estimate(None).map_err(|e| e.to_string())?,
     };
@@ -858,6 +863,8 @@ pub fn map_json(
         "mechanism": mech.name(),
         "n": est.n,
         "lambda": est.lambda,
+        "estimator": if est.em_iterations.is_some() { "em" } else { "kernel" },
+        "em_iterations": est.em_iterations,
         "grid": def.grid,
         // null: no discretisation bound is stated (docs/MATH.md §9.3).
         "discretisation_bound": est.discretisation_bound,
@@ -1211,5 +1218,47 @@ mod tests {
             ("content-encoding", "gzip"),
         ]);
         assert!(upload_format(&h).unwrap_err().contains("Content-Encoding"));
+    }
+
+    /// attack13 F2 (docs/ATTACK-13.md): a map task without a fixed λ
+    /// serves the planner's pick as `geopriv map aggregate` does. When the
+    /// planner picked EM the collector served the λ = 1 kernel map (the
+    /// pick's λ is None for EM, read as 1.0): 20 devices at εh ≈ 0.94,
+    /// EM picked at a predicted 7.3e-5 against the plain map's 1.2e-4, the
+    /// unbiased map's noise served instead.
+    #[test]
+    fn a_map_task_serves_the_planners_pick_em_included() {
+        const N_DEV: u64 = 20;
+        use rand::SeedableRng;
+        let def: crate::task::TaskDef = serde_json::from_value(json!({
+            "id": "m", "epsilon": 0.002, "min_batch": 1, "period": 86400,
+            "map": {"bbox": [0.0, 20000.0, 0.0, 20000.0], "grid": 61, "mechanism": "a-priori"}
+        }))
+        .unwrap();
+        let task = Task::new(def).unwrap();
+        let map = task.def.map.clone().unwrap();
+        let crate::task::PeriodAgg::Map(mut agg) = task.new_agg() else {
+            panic!("a map task")
+        };
+        let dev = MapRelease::new(map.set().unwrap(), map.mechanism().unwrap(), 0.002).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for i in 0..N_DEV {
+            let x = [(i * 7919 % 20_000) as f64, (i * 104_729 % 20_000) as f64];
+            let r = dev.release_unmetered(&x, &mut rng).unwrap();
+            agg.add(&r).unwrap();
+        }
+        let (want, p) = agg.planned_estimate().unwrap();
+        assert!(
+            p.unwrap().pick().em_iterations.is_some(),
+            "the planner no longer picks EM here: the test needs another case"
+        );
+        let got = map_json(&task, &map, &agg).unwrap();
+        let values: Vec<f64> = serde_json::from_value(got["values"].clone()).unwrap();
+        assert!(
+            values == want.values,
+            "served λ = {} instead of the pick (EM)",
+            got["lambda"]
+        );
+        assert_eq!(got["estimator"], "em");
     }
 }
