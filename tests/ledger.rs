@@ -228,14 +228,15 @@ fn a_crash_between_charge_and_upload_loses_the_release_not_the_charge() {
 
     // A crash in the middle of a write leaves a stale temporary file and the
     // previous state (and that release was never returned): the ledger
-    // opens, and the next charge writes a temporary file of its own (a
-    // unique name, created new) and leaves the stale one alone.
+    // opens (and, under its lock, removes that litter: attack12 O5), and
+    // the next charge writes a temporary file of its own (a unique name,
+    // created new).
     let stale = dir.file(format!(".ledger.json.{}.0.tmp", std::process::id()).as_str());
     std::fs::write(&stale, "{\"partial").unwrap();
     let mut ledger = FileLedger::open(&path, &p).unwrap();
+    assert!(!stale.exists(), "a killed writer's temporary file was left");
     Report::release(&mut ledger, &m, &q, &[95.0], &mut geopriv::SecureRng::new()).unwrap();
     assert_eq!(FileLedger::open(&path, &p).unwrap().state().releases(), 2);
-    assert_eq!(std::fs::read_to_string(&stale).unwrap(), "{\"partial");
 
     // The reverse never happens: if the charge cannot be written, no value
     // is returned. (The directory is replaced by a file, so every write

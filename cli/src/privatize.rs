@@ -110,7 +110,7 @@ pub struct PrivatizeArgs {
     /// Seconds a run of the --counter-command program may take (exit and
     /// close its stdout); a program still running then is killed and
     /// nothing is released.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::query_args::positive, requires = "counter_command")]
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = counter_timeout_seconds, requires = "counter_command")]
     pub counter_timeout: f64,
     /// Also keep each report in the ledger's outbox, in the same atomic
     /// write as its charge, until `geopriv outbox upload` has it stored by
@@ -383,4 +383,16 @@ pub fn run<R: BufRead, W: Write, E: Write>(
         malformed,
         ledger_refused,
     })
+}
+
+/// `--counter-timeout`: a finite number of seconds, at least 1 ms (below
+/// that no program can answer, and the message rounded it to "0 s":
+/// attack13 O4).
+fn counter_timeout_seconds(s: &str) -> Result<f64, String> {
+    let v = crate::query_args::positive(s)?;
+    if v >= 1e-3 {
+        Ok(v)
+    } else {
+        Err(format!("{v} s is too short: at least 0.001 s"))
+    }
 }

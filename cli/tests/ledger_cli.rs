@@ -161,27 +161,48 @@ fn a_periodic_budget_from_the_command_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A counter program the test controls (a stand-in for a TPM wrapper): the
-/// value lives in `count` beside it; with a file `fail` there it fails.
-fn counter_program(dir: &std::path::Path) -> std::path::PathBuf {
+/// An executable script `name` in `dir`, holding `body`.
+fn executable(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let prog = dir.join("counter.sh");
-    std::fs::write(
-        &prog,
-        r#"#!/bin/sh
-d="$(dirname "$0")"
-if [ -e "$d/fail" ]; then echo "tpm busy" >&2; exit 1; fi
-cur="$(cat "$d/count" 2>/dev/null || echo 0)"
-case "$1" in
-  read) echo "$cur" ;;
-  advance-to) if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
-  *) exit 2 ;;
-esac
-"#,
-    )
-    .unwrap();
+    let prog = dir.join(name);
+    std::fs::write(&prog, body).unwrap();
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
     prog
+}
+
+/// A counter program's script (a stand-in for a TPM wrapper) whose value
+/// lives in `count` beside it: `prelude` runs first, then `read` or
+/// `advance` ([`READ_COUNT`], [`ADVANCE_COUNT`] for an honest counter).
+fn counter_script(prelude: &str, read: &str, advance: &str) -> String {
+    format!(
+        "#!/bin/sh\nd=\"$(dirname \"$0\")\"\n{prelude}cur=\"$(cat \"$d/count\" 2>/dev/null || echo 0)\"\n\
+         case \"$1\" in\n  read) {read} ;;\n  advance-to) {advance} ;;\n  *) exit 2 ;;\nesac\n"
+    )
+}
+
+/// An honest counter's `read`: print the count.
+const READ_COUNT: &str = r#"echo "$cur""#;
+/// An honest counter's `advance-to N`: raise the count to N, never lower it.
+const ADVANCE_COUNT: &str = r#"if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi"#;
+
+/// The threshold release of [`threshold_args`] with `--counter-command
+/// prog` and `extra` flags.
+fn counter_args<'a>(ledger: &'a str, prog: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = threshold_args(ledger, "1e-3", "0.25");
+    args.extend(["--counter-command", prog.to_str().unwrap()]);
+    args.extend(extra);
+    args
+}
+
+/// A counter program the test controls: the value lives in `count`
+/// beside it; with a file `fail` there it fails.
+fn counter_program(dir: &std::path::Path) -> std::path::PathBuf {
+    let prelude = "if [ -e \"$d/fail\" ]; then echo \"tpm busy\" >&2; exit 1; fi\n";
+    executable(
+        dir,
+        "counter.sh",
+        &counter_script(prelude, READ_COUNT, ADVANCE_COUNT),
+    )
 }
 
 /// `--counter-command`: the rollback of tests/ledger_attacks.rs
@@ -195,8 +216,7 @@ fn counter_command_binds_the_ledger_to_the_counter() {
     let path = dir.join("device.json");
     let ledger = path.to_str().unwrap();
     let prog = counter_program(&dir);
-    let mut with_counter = threshold_args(ledger, "1e-3", "0.25");
-    with_counter.extend(["--counter-command", prog.to_str().unwrap()]);
+    let with_counter = counter_args(ledger, &prog, &[]);
     let count = || std::fs::read_to_string(dir.join("count")).unwrap_or_default();
 
     let out = common::geopriv(&with_counter, b"95\n");
@@ -287,27 +307,14 @@ fn a_failing_output_stops_the_charges_at_the_first_lost_report() {
 /// count"); an `advance-to` that prints a lot is fine, its output dropped.
 #[test]
 fn counter_command_output_is_bounded() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = temp_dir("counter-output");
     let path = dir.join("device.json");
     let ledger = path.to_str().unwrap();
-    let prog = dir.join("chatty.sh");
-    std::fs::write(
-        &prog,
-        r#"#!/bin/sh
-d="$(dirname "$0")"
-cur="$(cat "$d/count" 2>/dev/null || echo 0)"
-case "$1" in
-  read) if [ -e "$d/flood" ]; then head -c 1000000 /dev/zero | tr '\0' 1; else echo "$cur"; fi ;;
-  advance-to) head -c 1000000 /dev/zero; if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
-  *) exit 2 ;;
-esac
-"#,
-    )
-    .unwrap();
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut args = threshold_args(ledger, "1e-3", "0.25");
-    args.extend(["--counter-command", prog.to_str().unwrap()]);
+    let read =
+        r#"if [ -e "$d/flood" ]; then head -c 1000000 /dev/zero | tr '\0' 1; else echo "$cur"; fi"#;
+    let advance = format!("head -c 1000000 /dev/zero; {ADVANCE_COUNT}");
+    let prog = executable(&dir, "chatty.sh", &counter_script("", read, &advance));
+    let args = counter_args(ledger, &prog, &[]);
 
     let out = common::geopriv(&args, b"95\n95\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -336,7 +343,6 @@ esac
 /// not return for 30 s per case.)
 #[test]
 fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = temp_dir("counter-hang");
     let path = dir.join("device.json");
     let ledger = path.to_str().unwrap();
@@ -344,16 +350,8 @@ fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
         ("hang.sh", "#!/bin/sh\nexec sleep 30\n"),
         ("leaves-a-child.sh", "#!/bin/sh\n(sleep 30 &)\necho 0\n"),
     ] {
-        let prog = dir.join(name);
-        std::fs::write(&prog, body).unwrap();
-        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut args = threshold_args(ledger, "1e-3", "0.25");
-        args.extend([
-            "--counter-command",
-            prog.to_str().unwrap(),
-            "--counter-timeout",
-            "0.3",
-        ]);
+        let prog = executable(&dir, name, body);
+        let args = counter_args(ledger, &prog, &["--counter-timeout", "0.3"]);
         let out = common::geopriv(&args, b"95\n");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{name}: {stderr}");
@@ -361,6 +359,20 @@ fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
         assert!(out.stdout.is_empty(), "{name}");
         assert!(!path.exists() || ledger_totals(&path).0 == 0, "{name}");
     }
+    // attack13 O4: a timeout below 1 ms is refused as a flag (it was
+    // accepted and reported as "0 s").
+    let prog = executable(
+        &dir,
+        "counter.sh",
+        &counter_script("", READ_COUNT, ADVANCE_COUNT),
+    );
+    let out = common::geopriv(
+        &counter_args(ledger, &prog, &["--counter-timeout", "1e-300"]),
+        b"95\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("too short"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -374,33 +386,13 @@ fn a_counter_program_that_hangs_is_killed_at_the_timeout() {
 /// program does.
 #[test]
 fn a_counter_program_leaving_its_stderr_open_does_not_wait_for_the_timeout() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = temp_dir("counter-stderr-open");
     let path = dir.join("device.json");
     let ledger = path.to_str().unwrap();
-    let prog = dir.join("daemon.sh");
-    std::fs::write(
-        &prog,
-        r#"#!/bin/sh
-d="$(dirname "$0")"
-(sleep 20) >/dev/null </dev/null &
-cur="$(cat "$d/count" 2>/dev/null || echo 0)"
-case "$1" in
-  read) echo "$cur" ;;
-  advance-to) if [ "$2" -gt "$cur" ]; then echo "$2" > "$d/count"; fi ;;
-  *) exit 2 ;;
-esac
-"#,
-    )
-    .unwrap();
-    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut args = threshold_args(ledger, "1e-3", "0.25");
-    args.extend([
-        "--counter-command",
-        prog.to_str().unwrap(),
-        "--counter-timeout",
-        "8",
-    ]);
+    let prelude = "(sleep 20) >/dev/null </dev/null &\n";
+    let script = counter_script(prelude, READ_COUNT, ADVANCE_COUNT);
+    let prog = executable(&dir, "daemon.sh", &script);
+    let args = counter_args(ledger, &prog, &["--counter-timeout", "8"]);
     let start = std::time::Instant::now();
     let out = common::geopriv(&args, b"95\n");
     let took = start.elapsed();
