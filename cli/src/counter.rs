@@ -93,14 +93,12 @@ impl CommandCounter {
             Ok(out) => out,
             Err(mpsc::RecvTimeoutError::Disconnected) => Vec::new(),
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                stop(&mut child);
                 return Err(late());
             }
         };
         if stdout.len() as u64 > MAX_OUTPUT && output_needed {
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(&mut child);
             return Err(failed(format!("it printed more than {MAX_OUTPUT} bytes")));
         }
         stdout.truncate(MAX_OUTPUT as usize);
@@ -109,8 +107,7 @@ impl CommandCounter {
             match child.try_wait().map_err(|e| failed(e.to_string()))? {
                 Some(status) => break status,
                 None if left().is_zero() => {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    stop(&mut child);
                     return Err(late());
                 }
                 None => std::thread::sleep(left().min(Duration::from_millis(2))),
@@ -127,6 +124,13 @@ impl CommandCounter {
         }
         String::from_utf8(stdout).map_err(|_| failed("its output is not UTF-8".into()))
     }
+}
+
+/// Kill a counter program that failed its protocol (too slow, too much
+/// output) and reap it; its own children are left alone.
+fn stop(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The most a counter program's stdout (and the part of its stderr kept)
