@@ -311,8 +311,8 @@ fn plan_with_em(
     let mut unranked: Vec<f64> = Vec::new();
     let mut em_only = false;
     // EM not ranked (docs/MATH.md §9.4, branch rank15): its ASE interval
-    // [lo, hi] and the key the pick reads.
-    let mut em_unranked: Option<(f64, f64, f64)> = None;
+    // [lo, hi] (the key the pick reads is `em_key`).
+    let mut em_unranked: Option<(f64, f64)> = None;
     // EM's key for the pick where its interval was formed: its point
     // prediction clamped into the interval.
     let mut em_key: Option<f64> = None;
@@ -502,7 +502,7 @@ fn plan_with_em(
                             // end (an upper bound); the pick reads the point
                             // estimate within the interval (docs/MATH.md
                             // §9.4).
-                            em_unranked = Some((lo, hi, point_in));
+                            em_unranked = Some((lo, hi));
                             pred.ase = hi;
                             pred.bias2 = hi - pred.variance;
                             pred.upper_bound = true;
@@ -716,8 +716,11 @@ fn plan_with_em(
             epsilon,
             n
         ),
-        None => match em_unranked.filter(|_| best.em_iterations.is_some()) {
-            Some((lo, hi, k)) => format!(
+        None => match em_unranked
+            .zip(em_key)
+            .filter(|_| best.em_iterations.is_some())
+        {
+            Some(((lo, hi), k)) => format!(
                 "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its point estimate {k:.2e} within it at per-device ε = {} and n = {}",
                 best.name,
                 reports.map_or(0, |r| r.counts().total()),
@@ -733,7 +736,7 @@ fn plan_with_em(
     if let Some(p) = plain.filter(|p| p.name != best.name) {
         line.push_str(&format!("; plain a priori {:.2e}", p.ase));
     }
-    if let Some((lo, hi, _)) = em_unranked.filter(|_| best.em_iterations.is_none()) {
+    if let Some((lo, hi)) = em_unranked.filter(|_| best.em_iterations.is_none()) {
         line.push_str(&format!(
             "; EM not ranked (its error is not pinned by {} reports): ASE in [{lo:.2e}, {hi:.2e}]",
             reports.map_or(0, |r| r.counts().total())
