@@ -4888,7 +4888,7 @@ class MapPrediction:
     One mechanism's predicted map error (ASE: mean over cells of the
     expected squared error against the devices' own map).
 """
-    def __init__(self, *, name:str, mechanism:MapMechanism, kernel_lambda:typing.Optional[float], ase:float, variance:float, bias2:float, upper_bound:bool):
+    def __init__(self, *, name:str, mechanism:MapMechanism, kernel_lambda:typing.Optional[float], ase:float, variance:float, bias2:float, upper_bound:bool, order_key:float):
         self.name = name
         self.mechanism = mechanism
         self.kernel_lambda = kernel_lambda
@@ -4896,12 +4896,13 @@ class MapPrediction:
         self.variance = variance
         self.bias2 = bias2
         self.upper_bound = upper_bound
+        self.order_key = order_key
         
         
 
     
     def __str__(self):
-        return "MapPrediction(name={}, mechanism={}, kernel_lambda={}, ase={}, variance={}, bias2={}, upper_bound={})".format(self.name, self.mechanism, self.kernel_lambda, self.ase, self.variance, self.bias2, self.upper_bound)
+        return "MapPrediction(name={}, mechanism={}, kernel_lambda={}, ase={}, variance={}, bias2={}, upper_bound={}, order_key={})".format(self.name, self.mechanism, self.kernel_lambda, self.ase, self.variance, self.bias2, self.upper_bound, self.order_key)
     def __eq__(self, other):
         if self.name != other.name:
             return False
@@ -4917,6 +4918,8 @@ class MapPrediction:
             return False
         if self.upper_bound != other.upper_bound:
             return False
+        if self.order_key != other.order_key:
+            return False
         return True
 
 class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
@@ -4930,6 +4933,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
             variance=_UniffiFfiConverterFloat64.read(buf),
             bias2=_UniffiFfiConverterFloat64.read(buf),
             upper_bound=_UniffiFfiConverterBoolean.read(buf),
+            order_key=_UniffiFfiConverterFloat64.read(buf),
         )
 
     @staticmethod
@@ -4941,6 +4945,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.check_lower(value.variance)
         _UniffiFfiConverterFloat64.check_lower(value.bias2)
         _UniffiFfiConverterBoolean.check_lower(value.upper_bound)
+        _UniffiFfiConverterFloat64.check_lower(value.order_key)
 
     @staticmethod
     def write(value, buf):
@@ -4951,6 +4956,7 @@ class _UniffiFfiConverterTypeMapPrediction(_UniffiConverterRustBuffer):
         _UniffiFfiConverterFloat64.write(value.variance, buf)
         _UniffiFfiConverterFloat64.write(value.bias2, buf)
         _UniffiFfiConverterBoolean.write(value.upper_bound, buf)
+        _UniffiFfiConverterFloat64.write(value.order_key, buf)
 
 class _UniffiFfiConverterSequenceTypeMapPrediction(_UniffiConverterRustBuffer):
     @classmethod

@@ -467,6 +467,12 @@ pub struct MapPrediction {
     pub bias2: f64,
     /// `ase` is an upper bound rather than an estimate.
     pub upper_bound: bool,
+    /// The number `predictions` is sorted by: `ase`, except EM where its
+    /// ASE interval is formed (εh <= 3), whose point estimate within the
+    /// interval orders it while `ase` is that point clamped further (ranked)
+    /// or the interval's top (`upper_bound`, not ranked); docs/MATH.md
+    /// §9.4. NaN with a NaN `ase`.
+    pub order_key: f64,
 }
 
 /// The planner's pick and every prediction, best first.
@@ -476,7 +482,7 @@ pub struct MapPlan {
     pub pick: MapPrediction,
     /// The explanation, one line.
     pub line: String,
-    /// Every prediction, best first.
+    /// Every prediction, best first: in the order of their `order_key`.
     pub predictions: Vec<MapPrediction>,
 }
 
@@ -499,6 +505,7 @@ fn plan_record(p: geopriv::map::Plan) -> MapPlan {
             variance: q.variance,
             bias2: q.bias2,
             upper_bound: q.upper_bound,
+            order_key: q.order_key,
         })
         .collect();
     MapPlan {

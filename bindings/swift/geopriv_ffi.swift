@@ -7565,7 +7565,7 @@ public struct MapPlan: Equatable, Hashable {
      */
     public var line: String
     /**
-     * Every prediction, best first.
+     * Every prediction, best first: in the order of their `order_key`.
      */
     public var predictions: [MapPrediction]
 
@@ -7579,7 +7579,7 @@ public struct MapPlan: Equatable, Hashable {
          * The explanation, one line.
          */line: String, 
         /**
-         * Every prediction, best first.
+         * Every prediction, best first: in the order of their `order_key`.
          */predictions: [MapPrediction]) {
         self.pick = pick
         self.line = line
@@ -7666,6 +7666,14 @@ public struct MapPrediction: Equatable, Hashable {
      * `ase` is an upper bound rather than an estimate.
      */
     public var upperBound: Bool
+    /**
+     * The number `predictions` is sorted by: `ase`, except EM where its
+     * ASE interval is formed (εh <= 3), whose point estimate within the
+     * interval orders it while `ase` is that point clamped further (ranked)
+     * or the interval's top (`upper_bound`, not ranked); docs/MATH.md
+     * §9.4. NaN with a NaN `ase`.
+     */
+    public var orderKey: Double
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -7692,7 +7700,14 @@ public struct MapPrediction: Equatable, Hashable {
          */bias2: Double, 
         /**
          * `ase` is an upper bound rather than an estimate.
-         */upperBound: Bool) {
+         */upperBound: Bool, 
+        /**
+         * The number `predictions` is sorted by: `ase`, except EM where its
+         * ASE interval is formed (εh <= 3), whose point estimate within the
+         * interval orders it while `ase` is that point clamped further (ranked)
+         * or the interval's top (`upper_bound`, not ranked); docs/MATH.md
+         * §9.4. NaN with a NaN `ase`.
+         */orderKey: Double) {
         self.name = name
         self.mechanism = mechanism
         self.kernelLambda = kernelLambda
@@ -7700,6 +7715,7 @@ public struct MapPrediction: Equatable, Hashable {
         self.variance = variance
         self.bias2 = bias2
         self.upperBound = upperBound
+        self.orderKey = orderKey
     }
 
     
@@ -7724,7 +7740,8 @@ public struct FfiConverterTypeMapPrediction: FfiConverterRustBuffer {
                 ase: FfiConverterDouble.read(from: &buf), 
                 variance: FfiConverterDouble.read(from: &buf), 
                 bias2: FfiConverterDouble.read(from: &buf), 
-                upperBound: FfiConverterBool.read(from: &buf)
+                upperBound: FfiConverterBool.read(from: &buf), 
+                orderKey: FfiConverterDouble.read(from: &buf)
         )
     }
 
@@ -7736,6 +7753,7 @@ public struct FfiConverterTypeMapPrediction: FfiConverterRustBuffer {
         FfiConverterDouble.write(value.variance, into: &buf)
         FfiConverterDouble.write(value.bias2, into: &buf)
         FfiConverterBool.write(value.upperBound, into: &buf)
+        FfiConverterDouble.write(value.orderKey, into: &buf)
     }
 }
 

@@ -714,8 +714,15 @@ fn plan_cmd(
     outln!("{}", p.line);
     if verbose {
         for q in &p.predictions {
+            // Where the list is not sorted by the ASE printed (EM with its
+            // interval formed), the number it is sorted by (attack13 O2).
+            let key = if q.order_key.to_bits() == q.ase.to_bits() {
+                String::new()
+            } else {
+                format!("  ordered at {:.3e} (its point estimate)", q.order_key)
+            };
             outln!(
-                "  {:<18} ASE {}{:.3e}  (variance {:.3e}, bias² {:.3e})",
+                "  {:<18} ASE {}{:.3e}  (variance {:.3e}, bias² {:.3e}){key}",
                 q.name,
                 if q.upper_bound { "<= " } else { "" },
                 q.ase,

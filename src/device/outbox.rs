@@ -473,23 +473,13 @@ where
     T: Transport + ?Sized,
     R: rand::Rng + ?Sized,
 {
-    let mut summary = UploadSummary::default();
-    // Reports parked because they were refused alone as a whole (400/413)
-    // since the last per-record answer, and whether any batch of this run
-    // was answered per record.
-    let mut split_parked: Vec<u64> = Vec::new();
-    let mut answered = false;
-    upload_loop(
-        store,
-        transport,
-        config,
-        parked,
-        sleep,
-        rng,
-        &mut summary,
-        &mut split_parked,
-        &mut answered,
-    )?;
+    let mut run = UploadRun::default();
+    upload_loop(store, transport, config, parked, sleep, rng, &mut run)?;
+    let UploadRun {
+        mut summary,
+        split_parked,
+        answered,
+    } = run;
     if !split_parked.is_empty() && (!answered || split_parked.len() >= 2) {
         // No per-record answer came after these refusals: the endpoint, not
         // these reports, refused them. Keep them in the retry loop.
@@ -513,11 +503,22 @@ where
     Ok(summary)
 }
 
+/// The state of one [`upload`] run that its loop updates.
+#[derive(Default)]
+struct UploadRun {
+    /// What the run returns.
+    summary: UploadSummary,
+    /// Reports parked because they were refused alone as a whole (400/413)
+    /// since the last per-record answer.
+    split_parked: Vec<u64>,
+    /// Whether any batch of this run was answered per record.
+    answered: bool,
+}
+
 /// [`upload`]'s loop; notes the reports it parks on a whole-request
-/// refusal of a single report in `split_parked` (cleared by a per-record
-/// answer, which confirms them), and sets `answered` on a per-record
-/// answer.
-#[allow(clippy::too_many_arguments)]
+/// refusal of a single report in `run.split_parked` (cleared by a
+/// per-record answer, which confirms them), and sets `run.answered` on a
+/// per-record answer.
 fn upload_loop<S, T, R>(
     store: &mut S,
     transport: &mut T,
@@ -525,15 +526,18 @@ fn upload_loop<S, T, R>(
     parked: &mut BTreeSet<u64>,
     sleep: &mut dyn FnMut(u64),
     rng: &mut R,
-    summary: &mut UploadSummary,
-    split_parked: &mut Vec<u64>,
-    answered: &mut bool,
+    run: &mut UploadRun,
 ) -> crate::Result<()>
 where
     S: OutboxStore + ?Sized,
     T: Transport + ?Sized,
     R: rand::Rng + ?Sized,
 {
+    let UploadRun {
+        summary,
+        split_parked,
+        answered,
+    } = run;
     let mut max_reports = config.max_reports.max(1);
     let mut attempt = 0u32;
     loop {

@@ -64,12 +64,19 @@ pub struct Prediction {
     pub k: Option<usize>,
     /// For the EM deconvolution estimator: its held-out iteration count.
     pub em_iterations: Option<usize>,
+    /// The number [`Plan::predictions`] is sorted by: `ase`, except EM
+    /// where its ASE interval [lo, hi] is formed (εh <= 3): there EM's point
+    /// prediction clamped into [lo, hi], which a ranked EM's `ase` clamps
+    /// further into [hi/3, 3 lo] and an unranked EM's `ase` replaces by hi
+    /// (docs/MATH.md §9.4, attack13 O2). NaN with a NaN `ase`.
+    pub order_key: f64,
 }
 
 /// The planner's predictions and its pick.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    /// Every prediction, best first. Where reports on a kernel grid were
+    /// Every prediction, best first: sorted by [`Prediction::order_key`]
+    /// (`ase`, except an EM whose interval is formed). Where reports on a kernel grid were
     /// given and none lies inside the map's bins, the first is noise a
     /// priori at λ = 0 with NaN numbers (every kernel map is then 0, and
     /// the reports carry nothing to predict its error from; `line` says
@@ -296,6 +303,7 @@ fn plan_with_em(
             lambda: None,
             k: None,
             em_iterations: None,
+            order_key: f64::NAN,
         });
     }
 
@@ -578,6 +586,7 @@ fn plan_with_em(
                 lambda: Some(lam),
                 k: None,
                 em_iterations: None,
+                order_key: f64::NAN,
             });
         }
     } else if let QuerySet::Kde(g) = set {
@@ -598,6 +607,7 @@ fn plan_with_em(
             lambda: Some(1.0),
             k: None,
             em_iterations: None,
+            order_key: f64::NAN,
         });
     }
     // Districts (docs/MATH.md §13.6, §13.8): noise a priori, plain
@@ -619,6 +629,7 @@ fn plan_with_em(
                 lambda: Some(0.0),
                 k: None,
                 em_iterations: None,
+                order_key: f64::NAN,
             });
             // A channel that cannot be inverted at this ε has no debiased
             // prediction.
@@ -632,6 +643,7 @@ fn plan_with_em(
                     lambda: None,
                     k: None,
                     em_iterations: None,
+                    order_key: f64::NAN,
                 });
             }
         } else {
@@ -646,6 +658,7 @@ fn plan_with_em(
                 lambda: Some(0.0),
                 k: None,
                 em_iterations: None,
+                order_key: f64::NAN,
             });
         }
     }
@@ -666,6 +679,7 @@ fn plan_with_em(
                 lambda: None,
                 k: Some(k),
                 em_iterations: None,
+                order_key: f64::NAN,
             });
         }
         k *= 2;
@@ -675,11 +689,15 @@ fn plan_with_em(
     // the pick, not a prediction (docs/MATH.md §9.4). Sorting a ranked EM
     // at its clamped prediction made the pick worse on tests/maps.rs's
     // population at εh 0.3 (EM clamped up 1.3x to above λ = 0.8).
-    let key = |p: &Prediction| match em_key {
-        Some(k) if p.em_iterations.is_some() => k,
-        _ => p.ase,
-    };
-    preds.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    // The key is kept in each prediction (`order_key`), so that what is
+    // printed explains the order (attack13 O2).
+    for p in &mut preds {
+        p.order_key = match em_key {
+            Some(k) if p.em_iterations.is_some() => k,
+            _ => p.ase,
+        };
+    }
+    preds.sort_by(|a, b| a.order_key.total_cmp(&b.order_key));
     if none_binned {
         preds.insert(
             0,
@@ -692,6 +710,7 @@ fn plan_with_em(
                 lambda: Some(0.0),
                 k: None,
                 em_iterations: None,
+                order_key: f64::NAN,
             },
         );
     }
@@ -796,6 +815,7 @@ fn vector_laplace(l1: f64, epsilon: f64, nf: f64) -> Prediction {
         lambda: None,
         k: None,
         em_iterations: None,
+        order_key: f64::NAN,
     }
 }
 
@@ -1017,6 +1037,7 @@ fn em_prediction(e: &EmMap, disc2: f64, scale: f64) -> Prediction {
         lambda: None,
         k: None,
         em_iterations: Some(e.iterations),
+        order_key: f64::NAN,
     }
 }
 

@@ -11632,7 +11632,7 @@ data class MapPlan (
     var `line`: kotlin.String
     , 
     /**
-     * Every prediction, best first.
+     * Every prediction, best first: in the order of their `order_key`.
      */
     var `predictions`: List<MapPrediction>
     
@@ -11713,6 +11713,15 @@ data class MapPrediction (
      * `ase` is an upper bound rather than an estimate.
      */
     var `upperBound`: kotlin.Boolean
+    , 
+    /**
+     * The number `predictions` is sorted by: `ase`, except EM where its
+     * ASE interval is formed (εh <= 3), whose point estimate within the
+     * interval orders it while `ase` is that point clamped further (ranked)
+     * or the interval's top (`upper_bound`, not ranked); docs/MATH.md
+     * §9.4. NaN with a NaN `ase`.
+     */
+    var `orderKey`: kotlin.Double
     
 ){
     
@@ -11736,6 +11745,7 @@ public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPredictio
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterBoolean.read(buf),
+            FfiConverterDouble.read(buf),
         )
     }
 
@@ -11746,7 +11756,8 @@ public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPredictio
             FfiConverterDouble.allocationSize(value.`ase`) +
             FfiConverterDouble.allocationSize(value.`variance`) +
             FfiConverterDouble.allocationSize(value.`bias2`) +
-            FfiConverterBoolean.allocationSize(value.`upperBound`)
+            FfiConverterBoolean.allocationSize(value.`upperBound`) +
+            FfiConverterDouble.allocationSize(value.`orderKey`)
     )
 
     override fun write(value: MapPrediction, buf: ByteBuffer) {
@@ -11757,6 +11768,7 @@ public object FfiConverterTypeMapPrediction: FfiConverterRustBuffer<MapPredictio
             FfiConverterDouble.write(value.`variance`, buf)
             FfiConverterDouble.write(value.`bias2`, buf)
             FfiConverterBoolean.write(value.`upperBound`, buf)
+            FfiConverterDouble.write(value.`orderKey`, buf)
     }
 }
 

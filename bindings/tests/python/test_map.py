@@ -260,6 +260,10 @@ def _():
     expect(p.pick.mechanism == A_PRIORI and p.line.startswith("pick a-priori") and p.predictions[0] == p.pick, p.line)
     expect(any(q.mechanism == MapMechanism.VECTOR_LAPLACE() for q in p.predictions), p.predictions)
     expect(p.pick.kernel_lambda == 1.0 and "(no reports" in p.line, p.line)
+    # Sorted by the key each carries (without reports: the ASE; attack13 O2).
+    expect(all(q.order_key == q.ase for q in p.predictions), p.predictions)
+    keys = [q.order_key for q in p.predictions]
+    expect(keys == sorted(keys), keys)
     # (vector Laplace works alike; its certified L1 takes seconds in a debug build)
     for mech in [MapMechanism.COMPOSITION(), MapMechanism.SAMPLED(5)]:
         rel, srv = MapRelease(GRID, mech, EPS), MapServer(GRID, mech, EPS)
