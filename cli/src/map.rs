@@ -332,10 +332,13 @@ pub enum MapCommand {
         /// for every estimator the planner can pick (each λ against its
         /// target: the true map at λ = 1, the map smoothed by the residual
         /// noise below; EM against the true map), and each estimator's
-        /// measured / predicted ASE (docs/MATH.md §9.7). Beside EM's, the
-        /// coverage of EM's mean given the devices by the bootstrap spread
-        /// alone (measured, not EM's stated interval; scored against the
-        /// other draws' mean, so --reps 2 or more).
+        /// measured / predicted ASE (docs/MATH.md §9.7). EM's published
+        /// interval is the λ = 1 map's (centres and SE; branch emk1); beside
+        /// it EM's own bias-aware interval (published before), both also
+        /// over the draws where the planner picked EM, and the coverage of
+        /// EM's mean given the devices by the bootstrap spread alone
+        /// (measured, not published; scored against the other draws' mean,
+        /// so --reps 2 or more).
         #[arg(long)]
         coverage: bool,
         /// Noise draws per (n, εh) for --coverage.
