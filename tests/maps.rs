@@ -682,6 +682,24 @@ fn planner_picks_em_at_low_eps_h_and_the_debiased_kernel_at_high_eps_h() {
         }
         let got = ase(&est.values, &truth);
         assert!(got <= 1.5 * best, "εh = {eh}: {got} vs best {best}");
+        // The published interval (docs/MATH.md §9.7, branch emk1): for EM
+        // the λ = 1 map's, bit for bit (its centres and SE beside EM's
+        // values); a kernel map's is centred on its values.
+        let k1 = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+        if want_em {
+            assert!(est.interval_centres.as_ref() == Some(&k1.values));
+            assert!(est.standard_errors == k1.standard_errors);
+            assert!(est.values != k1.values);
+            let em = p.em.as_ref().unwrap();
+            // The same map through the public constructor (λ is NaN
+            // for EM: compared field by field).
+            let again = agg.em_estimate(em, &m).unwrap();
+            assert!(again.values == est.values && again.standard_errors == est.standard_errors);
+            assert!(again.interval_centres == est.interval_centres);
+            assert_eq!(again.em_iterations, est.em_iterations);
+        } else {
+            assert_eq!(est.interval_centres, None);
+        }
     }
 }
 

@@ -4432,6 +4432,31 @@ class _UniffiFfiConverterSequenceFloat64(_UniffiConverterRustBuffer):
             _UniffiFfiConverterFloat64.read(buf) for i in range(count)
         ]
 
+class _UniffiFfiConverterOptionalSequenceFloat64(_UniffiConverterRustBuffer):
+    @classmethod
+    def check_lower(cls, value):
+        if value is not None:
+            _UniffiFfiConverterSequenceFloat64.check_lower(value)
+
+    @classmethod
+    def write(cls, value, buf):
+        if value is None:
+            buf.write_u8(0)
+            return
+
+        buf.write_u8(1)
+        _UniffiFfiConverterSequenceFloat64.write(value, buf)
+
+    @classmethod
+    def read(cls, buf):
+        flag = buf.read_u8()
+        if flag == 0:
+            return None
+        elif flag == 1:
+            return _UniffiFfiConverterSequenceFloat64.read(buf)
+        else:
+            raise InternalError("Unexpected flag byte for optional type")
+
 class _UniffiFfiConverterOptionalString(_UniffiConverterRustBuffer):
     @classmethod
     def check_lower(cls, value):
@@ -4495,9 +4520,10 @@ class MapEstimate:
     mechanisms it is the mean of the cell's released values and its
     standard error (NaN value, infinite error for a cell nobody answered).
 """
-    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str], clip:typing.Optional[MapClipInfo]):
+    def __init__(self, *, values:typing.List[float], standard_errors:typing.List[float], interval_centres:typing.Optional[typing.List[float]], xs:typing.List[float], ys:typing.List[float], n:int, kernel_lambda:float, mechanism:str, per_device_epsilon:float, accounting:str, discretisation_bound:float, planner:typing.Optional[str], clip:typing.Optional[MapClipInfo]):
         self.values = values
         self.standard_errors = standard_errors
+        self.interval_centres = interval_centres
         self.xs = xs
         self.ys = ys
         self.n = n
@@ -4513,11 +4539,13 @@ class MapEstimate:
 
     
     def __str__(self):
-        return "MapEstimate(values={}, standard_errors={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={}, clip={})".format(self.values, self.standard_errors, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner, self.clip)
+        return "MapEstimate(values={}, standard_errors={}, interval_centres={}, xs={}, ys={}, n={}, kernel_lambda={}, mechanism={}, per_device_epsilon={}, accounting={}, discretisation_bound={}, planner={}, clip={})".format(self.values, self.standard_errors, self.interval_centres, self.xs, self.ys, self.n, self.kernel_lambda, self.mechanism, self.per_device_epsilon, self.accounting, self.discretisation_bound, self.planner, self.clip)
     def __eq__(self, other):
         if self.values != other.values:
             return False
         if self.standard_errors != other.standard_errors:
+            return False
+        if self.interval_centres != other.interval_centres:
             return False
         if self.xs != other.xs:
             return False
@@ -4547,6 +4575,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
         return MapEstimate(
             values=_UniffiFfiConverterSequenceFloat64.read(buf),
             standard_errors=_UniffiFfiConverterSequenceFloat64.read(buf),
+            interval_centres=_UniffiFfiConverterOptionalSequenceFloat64.read(buf),
             xs=_UniffiFfiConverterSequenceFloat64.read(buf),
             ys=_UniffiFfiConverterSequenceFloat64.read(buf),
             n=_UniffiFfiConverterUInt64.read(buf),
@@ -4563,6 +4592,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
     def check_lower(value):
         _UniffiFfiConverterSequenceFloat64.check_lower(value.values)
         _UniffiFfiConverterSequenceFloat64.check_lower(value.standard_errors)
+        _UniffiFfiConverterOptionalSequenceFloat64.check_lower(value.interval_centres)
         _UniffiFfiConverterSequenceFloat64.check_lower(value.xs)
         _UniffiFfiConverterSequenceFloat64.check_lower(value.ys)
         _UniffiFfiConverterUInt64.check_lower(value.n)
@@ -4578,6 +4608,7 @@ class _UniffiFfiConverterTypeMapEstimate(_UniffiConverterRustBuffer):
     def write(value, buf):
         _UniffiFfiConverterSequenceFloat64.write(value.values, buf)
         _UniffiFfiConverterSequenceFloat64.write(value.standard_errors, buf)
+        _UniffiFfiConverterOptionalSequenceFloat64.write(value.interval_centres, buf)
         _UniffiFfiConverterSequenceFloat64.write(value.xs, buf)
         _UniffiFfiConverterSequenceFloat64.write(value.ys, buf)
         _UniffiFfiConverterUInt64.write(value.n, buf)

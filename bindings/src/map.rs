@@ -422,8 +422,15 @@ pub struct MapServerStatus {
 pub struct MapEstimate {
     /// Estimated mean of f_j over the devices, per cell.
     pub values: Vec<f64>,
-    /// Standard error per cell.
+    /// Standard error per cell: the 95% interval for the true map is
+    /// centre ± 1.96·SE, the centre the value or, where given,
+    /// `interval_centres`.
     pub standard_errors: Vec<f64>,
+    /// The centres of the 95% intervals where they are not the values:
+    /// for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
+    /// its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
+    /// for the kernel maps and the other mechanisms.
+    pub interval_centres: Option<Vec<f64>>,
     /// Cell centres along x (metres).
     pub xs: Vec<f64>,
     /// Cell centres along y.
@@ -1222,6 +1229,7 @@ impl MapServer {
             Ok(MapEstimate {
                 values: est.values,
                 standard_errors: est.standard_errors,
+                interval_centres: est.interval_centres,
                 xs,
                 ys,
                 n: est.n,

@@ -7262,9 +7262,18 @@ public struct MapEstimate: Equatable, Hashable {
      */
     public var values: [Double]
     /**
-     * Standard error per cell.
+     * Standard error per cell: the 95% interval for the true map is
+     * centre ± 1.96·SE, the centre the value or, where given,
+     * `interval_centres`.
      */
     public var standardErrors: [Double]
+    /**
+     * The centres of the 95% intervals where they are not the values:
+     * for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
+     * its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
+     * for the kernel maps and the other mechanisms.
+     */
+    public var intervalCentres: [Double]?
     /**
      * Cell centres along x (metres).
      */
@@ -7314,8 +7323,16 @@ public struct MapEstimate: Equatable, Hashable {
          * Estimated mean of f_j over the devices, per cell.
          */values: [Double], 
         /**
-         * Standard error per cell.
+         * Standard error per cell: the 95% interval for the true map is
+         * centre ± 1.96·SE, the centre the value or, where given,
+         * `interval_centres`.
          */standardErrors: [Double], 
+        /**
+         * The centres of the 95% intervals where they are not the values:
+         * for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
+         * its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
+         * for the kernel maps and the other mechanisms.
+         */intervalCentres: [Double]?, 
         /**
          * Cell centres along x (metres).
          */xs: [Double], 
@@ -7349,6 +7366,7 @@ public struct MapEstimate: Equatable, Hashable {
          */clip: MapClipInfo?) {
         self.values = values
         self.standardErrors = standardErrors
+        self.intervalCentres = intervalCentres
         self.xs = xs
         self.ys = ys
         self.n = n
@@ -7379,6 +7397,7 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
             try MapEstimate(
                 values: FfiConverterSequenceDouble.read(from: &buf), 
                 standardErrors: FfiConverterSequenceDouble.read(from: &buf), 
+                intervalCentres: FfiConverterOptionSequenceDouble.read(from: &buf), 
                 xs: FfiConverterSequenceDouble.read(from: &buf), 
                 ys: FfiConverterSequenceDouble.read(from: &buf), 
                 n: FfiConverterUInt64.read(from: &buf), 
@@ -7395,6 +7414,7 @@ public struct FfiConverterTypeMapEstimate: FfiConverterRustBuffer {
     public static func write(_ value: MapEstimate, into buf: inout [UInt8]) {
         FfiConverterSequenceDouble.write(value.values, into: &buf)
         FfiConverterSequenceDouble.write(value.standardErrors, into: &buf)
+        FfiConverterOptionSequenceDouble.write(value.intervalCentres, into: &buf)
         FfiConverterSequenceDouble.write(value.xs, into: &buf)
         FfiConverterSequenceDouble.write(value.ys, into: &buf)
         FfiConverterUInt64.write(value.n, into: &buf)
@@ -10886,6 +10906,30 @@ fileprivate struct FfiConverterOptionTypeGrowth: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeGrowth.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionSequenceDouble: FfiConverterRustBuffer {
+    typealias SwiftType = [Double]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterSequenceDouble.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterSequenceDouble.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }

@@ -332,10 +332,13 @@ pub enum MapCommand {
         /// for every estimator the planner can pick (each λ against its
         /// target: the true map at λ = 1, the map smoothed by the residual
         /// noise below; EM against the true map), and each estimator's
-        /// measured / predicted ASE (docs/MATH.md §9.7). Beside EM's, the
-        /// coverage of EM's mean given the devices by the bootstrap spread
-        /// alone (measured, not EM's stated interval; scored against the
-        /// other draws' mean, so --reps 2 or more).
+        /// measured / predicted ASE (docs/MATH.md §9.7). EM's published
+        /// interval is the λ = 1 map's (centres and SE; branch emk1); beside
+        /// it EM's own bias-aware interval (published before), both also
+        /// over the draws where the planner picked EM, and the coverage of
+        /// EM's mean given the devices by the bootstrap spread alone
+        /// (measured, not published; scored against the other draws' mean,
+        /// so --reps 2 or more).
         #[arg(long)]
         coverage: bool,
         /// Noise draws per (n, εh) for --coverage.
@@ -670,6 +673,14 @@ fn aggregate(
             })
         }),
     });
+    let mut out = out;
+    // The EM map's intervals are the λ = 1 map's: their centres beside
+    // EM's values (docs/MATH.md §9.7, branch emk1); absent for the kernel
+    // maps, whose intervals are centred on the values (their output is
+    // unchanged).
+    if let Some(c) = &est.interval_centres {
+        out["interval_centres"] = serde_json::json!(c);
+    }
     outln!("{out}");
     Ok(ok)
 }
@@ -1060,7 +1071,7 @@ fn coverage(
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     outln!(
-        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); ratio = measured / predicted ASE",
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE",
         pop,
         side / 1000.0,
     );
@@ -1068,9 +1079,11 @@ fn coverage(
     for l in LAMBDAS {
         head.push_str(&format!(" λ={l:.1} cover (true) | λ={l:.1} meas/pred |"));
     }
-    head.push_str(" EM cover | EM spread-only (T) | EM meas/pred | pick |");
+    head.push_str(
+        " EM cover | EM own (old) | EM spread-only (T) | EM meas/pred | EM-picked: cover, own (old) | pick |",
+    );
     outln!("{head}");
-    outln!("|{}", "---|".repeat(2 + 2 * LAMBDAS.len() + 4));
+    outln!("|{}", "---|".repeat(2 + 2 * LAMBDAS.len() + 6));
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
@@ -1100,6 +1113,12 @@ fn coverage(
             let (mut cov, mut covt, mut ratio) =
                 (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
             let mut picks = Vec::new();
+            // The published EM interval (the λ = 1 map's) and EM's own,
+            // summed over the draws where EM was picked, and their count.
+            let (mut picked_new, mut picked_old, mut picked) = (0.0, 0.0, 0usize);
+            // EM's own interval over every draw with an EM map (before
+            // emk1 the "EM cover" column).
+            let mut cov_old = 0.0;
             // EM per draw: its map and the spread-only SE, scored against
             // T = E[EM | devices] after the draws (branch emtarget).
             let mut em_runs: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
@@ -1231,7 +1250,23 @@ fn coverage(
                             std::path::Path::new(&dir).join(format!("{pop:?}-{n}-{eh}-{r}.csv"));
                         crate::output::create_file(&path, opts.force)?.write_all(out.as_bytes())?;
                     }
-                    cov[nl] += geopriv::map::interval_coverage(&em.values, &se, &truth);
+                    // The interval the map publishes when EM is picked
+                    // (`MapAggregator::em_estimate`: the λ = 1 map's).
+                    let published = agg.em_estimate(em, &mapper)?;
+                    let centres = published.interval_centres.as_deref().unwrap_or(&em.values);
+                    let c_new = geopriv::map::interval_coverage(
+                        centres,
+                        &published.standard_errors,
+                        &truth,
+                    );
+                    let c_old = geopriv::map::interval_coverage(&em.values, &se, &truth);
+                    cov[nl] += c_new;
+                    cov_old += c_old;
+                    if p.pick().em_iterations.is_some() {
+                        picked_new += c_new;
+                        picked_old += c_old;
+                        picked += 1;
+                    }
                     em_runs.push((
                         em.values.clone(),
                         geopriv::map::em_spread_standard_errors(em, replicates),
@@ -1254,9 +1289,19 @@ fn coverage(
                     ratio[i] / rf
                 ));
             }
+            let em_picked = if picked == 0 {
+                "–".to_string()
+            } else {
+                format!(
+                    "{:.3} ({:.3})",
+                    picked_new / picked as f64,
+                    picked_old / picked as f64
+                )
+            };
             row.push_str(&format!(
-                " {:.3} | {:.3} | {:.2} | {} |",
+                " {:.3} | {:.3} | {:.3} | {:.2} | {em_picked} | {} |",
                 cov[nl] / rf,
+                cov_old / rf,
                 em_target_coverage(&em_runs),
                 ratio[nl] / rf,
                 picks.join(", ")

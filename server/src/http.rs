@@ -872,6 +872,12 @@ pub fn map_json(
         "values": est.values,
         "standard_errors": est.standard_errors,
     });
+    // EM's intervals are the λ = 1 map's, centred here (docs/MATH.md
+    // §9.7, branch emk1); absent for the kernel maps.
+    let mut out = out;
+    if let Some(c) = &est.interval_centres {
+        out["interval_centres"] = json!(c);
+    }
     let _ = line;
     Ok(out)
 }

@@ -901,3 +901,78 @@ fn a_second_content_encoding_field_is_not_ignored() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"accepted\":3"), "{answer}");
 }
+
+/// Issue 22 item 2 (branch emk1, docs/MATH.md §9.7): where the planner picks
+/// EM, the collector's map JSON publishes EM's values with the λ = 1 map's
+/// interval (`interval_centres` and `standard_errors`), as the library's
+/// `MapAggregator::planned_estimate` (the function `geopriv map aggregate`
+/// prints) on the same reports.
+#[test]
+fn an_em_map_task_publishes_the_unbiased_maps_interval() {
+    // 11 × 11 over 20 km: h = 2,828 m; ε = 0.3/h (εh 0.3).
+    let eps = 0.3 / 2_000f64.hypot(2_000.0);
+    let tasks = format!(
+        r#"{{"tasks":[{{"id":"em","epsilon":{eps:?},"min_batch":5,"period":86400,
+  "map":{{"bbox":[0.0,20000.0,0.0,20000.0],"grid":11,"mechanism":"a-priori"}}}}]}}"#
+    );
+    let dir = workdir("emk1-map");
+    std::fs::write(dir.join("tasks.json"), &tasks).unwrap();
+    let server = Server::start(&dir).unwrap();
+    let t = &geopriv_server::task::load(&dir.join("tasks.json")).unwrap()[0];
+    let def = t.def.map.clone().unwrap();
+    let set = def.set().unwrap();
+    let release =
+        geopriv::map::MapRelease::new(set.clone(), def.mechanism().unwrap(), eps).unwrap();
+    let mut agg =
+        geopriv::map::MapAggregator::new(set, geopriv::map::MapMechanism::APriori, eps).unwrap();
+    // Seeded: the pick depends on the draw (at 3,000 reports of one
+    // unseeded draw the planner left EM unranked).
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let lines: Vec<String> = (0..10_000u32)
+        .map(|i| {
+            // Two clusters (as cli/tests/map_intervals_cli.rs).
+            let c = if i % 3 == 0 {
+                [5_000.0, 6_000.0]
+            } else {
+                [14_000.0, 12_000.0]
+            };
+            let x = [
+                c[0] + f64::from(i * 37 % 1_500),
+                c[1] + f64::from(i * 91 % 1_500),
+            ];
+            let r = release.release_unmetered(&x, &mut rng).unwrap();
+            agg.add(&r).unwrap();
+            serde_json::to_string(&r.with_random_id(&mut rng)).unwrap()
+        })
+        .collect();
+    for chunk in lines.chunks(1_000) {
+        let (st, a) = server
+            .request(
+                "POST",
+                "/v1/tasks/em/reports",
+                "application/x-ndjson",
+                chunk.join("\n").as_bytes(),
+            )
+            .unwrap();
+        assert_eq!(st, 200, "{a}");
+    }
+    let (st, body) = server.get("/v1/tasks/em/map");
+    assert_eq!(st, 200, "{body}");
+    let map = &json(&body)["map"];
+    let (est, plan) = agg.planned_estimate().unwrap();
+    let k1 = agg.estimate(Some(1.0)).unwrap();
+    assert!(est.em_iterations.is_some(), "{}", plan.unwrap().line);
+    assert_eq!(map["estimator"], "em", "{body}");
+    let bits = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap().to_bits())
+            .collect()
+    };
+    let want = |v: &[f64]| -> Vec<u64> { v.iter().map(|x| x.to_bits()).collect() };
+    assert_eq!(bits(&map["values"]), want(&est.values));
+    assert_eq!(bits(&map["interval_centres"]), want(&k1.values));
+    assert_eq!(bits(&map["standard_errors"]), want(&k1.standard_errors));
+}

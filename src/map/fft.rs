@@ -38,11 +38,28 @@ use std::vec::Vec;
 pub struct MapEstimate {
     /// Estimated mean of f_j over the devices, per map point j.
     pub values: Vec<f64>,
-    /// Standard error of each value given the devices (docs/MATH.md §9.7):
-    /// value ± 1.96·SE is a 95% interval for the true map (λ = 1), for the
-    /// map smoothed by the residual noise (λ < 1), or, for the EM map, for
-    /// the true map with a bias bound folded in (`em_standard_errors`).
+    /// Standard error of each interval (docs/MATH.md §9.7): centre ±
+    /// 1.96·SE is a 95% interval for the true map (λ = 1) or for the map
+    /// smoothed by the residual noise (λ < 1), centred on the value; for
+    /// the EM map it is the λ = 1 map's standard error, its interval for
+    /// the true map centred on [`interval_centres`](Self::interval_centres)
+    /// (branch emk1: EM's bias is not pinned by the reports, the unbiased
+    /// map's interval is what they support about the true map).
     pub standard_errors: Vec<f64>,
+    /// The centres of the 95% intervals where they are not the values:
+    /// for the EM map the λ = 1 map's values (its interval for the true
+    /// map is interval_centres ± 1.96·standard_errors, docs/MATH.md §9.7);
+    /// None for the kernel maps (the interval is values ± 1.96·SE).
+    ///
+    /// ```
+    /// # fn demo(m: &geopriv::map::MapEstimate) {
+    /// let centres = m.interval_centres.as_deref().unwrap_or(&m.values);
+    /// let lower: Vec<f64> =
+    ///     centres.iter().zip(&m.standard_errors).map(|(c, s)| c - 1.96 * s).collect();
+    /// # let _ = lower;
+    /// # }
+    /// ```
+    pub interval_centres: Option<Vec<f64>>,
     /// Devices (reports) used.
     pub n: u64,
     /// λ of the kernel (0 plain, 1 fully debiased).
@@ -794,6 +811,7 @@ impl FftMapper {
         Ok(MapEstimate {
             values: mean,
             standard_errors,
+            interval_centres: None,
             n: self.counts.total(),
             lambda: kernel.lambda(),
             // Not stated (docs/MATH.md §9.3): the certified bound of

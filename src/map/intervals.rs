@@ -1,7 +1,8 @@
 //! Interval formation for the maps (std only; docs/MATH.md §9.7).
 //!
-//! Every map states one standard error per cell, and value ± 1.96·SE is its
-//! 95% interval. For an estimator with an estimated bias b̂ and standard
+//! Every map states one standard error per cell, and centre ± 1.96·SE is
+//! its 95% interval (the centre the value; for the EM map the λ = 1 map's
+//! value, whose interval it publishes, branch emk1). For an estimator with an estimated bias b̂ and standard
 //! error s, the interval is the bias-aware one (Armstrong & Kolesár): the
 //! half-width c·s with c = [`bias_aware_critical_value`]`(|b̂|/s)`, the
 //! 95% quantile of |N(t, 1)| at t = |b̂|/s, so that an estimate with
@@ -158,8 +159,11 @@ pub const EM_BIAS_FACTOR: f64 = core::f64::consts::SQRT_2;
 /// |β(t)| <= |M_t − M_3t|/(1 − 3^{−1/2}) in expectation, M_3t the pilot.
 pub const EM_PATH_BIAS_FACTOR: f64 = 2.366_025_403_784_438;
 
-/// The EM map's stated standard errors (docs/MATH.md §9.7): per cell the
-/// bias-aware interval (Armstrong & Kolesár) of a bias bound and a spread,
+/// EM's own bias-aware standard errors (docs/MATH.md §9.7; the EM map's
+/// stated SE until branch emk1, now measured beside the published one,
+/// the λ = 1 map's: [`MapAggregator::em_estimate`](super::MapAggregator::em_estimate)):
+/// per cell the bias-aware interval (Armstrong & Kolesár) of a bias bound
+/// and a spread,
 ///
 /// ```text
 /// B_j = max( κ·|M_t,j − M_3t,j| , √2·|b̂_j| ),   s'_j = s_j · t_{0.975, R−1}/1.96,

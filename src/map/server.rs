@@ -557,8 +557,9 @@ impl MapAggregator {
         Ok((est, Some(p)))
     }
 
-    /// The map of the plan's pick: EM's (made by the plan) with its
-    /// bias-aware standard errors, or the picked kernel's.
+    /// The map of the plan's pick: EM's (made by the plan, with the λ = 1
+    /// map's interval, [`em_estimate`](Self::em_estimate)), or the picked
+    /// kernel's.
     ///
     /// Where the pick is another device mechanism (composition, vector
     /// Laplace, sampled: reports it cannot map), the map is λ = 1's, not
@@ -570,24 +571,69 @@ impl MapAggregator {
     /// `another_mechanisms_pick_serves_the_lambda_1_map_…`).
     fn picked_estimate(&self, p: &super::planner::Plan, mapper: &FftMapper) -> Result<MapEstimate> {
         let pick = p.pick();
-        let est = match (&p.em, pick.em_iterations) {
-            (Some(em), Some(_)) => MapEstimate {
-                values: em.values.clone(),
-                // The bias-aware interval of a bias bound (EM's path to
-                // the pilot, the bootstrap's bias) and the bootstrap's
-                // spread (docs/MATH.md §9.7).
-                standard_errors: super::intervals::em_standard_errors(
-                    em,
-                    super::deconv::EmOptions::default().replicates,
-                ),
-                n: self.accepted,
-                lambda: f64::NAN,
-                discretisation_bound: f64::NAN,
-                em_iterations: Some(em.iterations),
-            },
-            _ => mapper.estimate(&self.kernel(pick.lambda.unwrap_or(1.0))?)?,
-        };
-        Ok(est)
+        match (&p.em, pick.em_iterations) {
+            (Some(em), Some(_)) => self.em_estimate(em, mapper),
+            _ => mapper.estimate(&self.kernel(pick.lambda.unwrap_or(1.0))?),
+        }
+    }
+
+    /// The published map of an EM fit `em` of these counts (docs/MATH.md
+    /// §9.7, branch emk1): EM's values as the point map, and per cell the
+    /// λ = 1 map's 95% interval for the true map,
+    ///
+    /// ```text
+    /// interval_j = map₁_j ± 1.96·SE₁_j   (interval_centres = map₁, standard_errors = SE₁)
+    /// ```
+    ///
+    /// with map₁, SE₁ exactly [`FftMapper::estimate`] of K_1 on `mapper`
+    /// (no second pass over the reports: the FFT of the counts is
+    /// reused). EM's bias is not pinned by the reports (its own bias-aware
+    /// interval, [`em_standard_errors`](super::em_standard_errors), covered
+    /// 0.83–0.99 where it was picked, branch emcov5); the unbiased map's
+    /// interval is what they support about the true map. Refused if
+    /// `mapper` holds other counts than this server's or the set is not a
+    /// kernel grid.
+    ///
+    /// ```
+    /// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+    /// # use rand::SeedableRng;
+    /// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    /// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+    /// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 3e-4)?;
+    /// let mut server = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, 3e-4, 256)?;
+    /// for i in 0..500 {
+    ///     server.add(&device.release_unmetered(&[2_000.0 + 10.0 * i as f64, 5_000.0], &mut rng)?)?;
+    /// }
+    /// let mapper = server.mapper()?.unwrap();
+    /// let plan = geopriv::map::plan(&set, 3e-4, 500, Some(&mapper))?;
+    /// let em = server.em_estimate(plan.em.as_ref().unwrap(), &mapper)?;
+    /// let k1 = server.estimate(Some(1.0))?;
+    /// assert_eq!(em.interval_centres, Some(k1.values));
+    /// assert_eq!(em.standard_errors, k1.standard_errors);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn em_estimate(
+        &self,
+        em: &super::deconv::EmMap,
+        mapper: &FftMapper,
+    ) -> Result<MapEstimate> {
+        if self.counts.as_ref() != Some(mapper.counts()) {
+            return Err(Error::InvalidParameter {
+                name: "mapper",
+                value: mapper.counts().total() as f64,
+                requirement: "the FFT of this server's own counts",
+            });
+        }
+        let k1 = mapper.estimate(&self.kernel(1.0)?)?;
+        Ok(MapEstimate {
+            values: em.values.clone(),
+            standard_errors: k1.standard_errors,
+            interval_centres: Some(k1.values),
+            n: self.accepted,
+            lambda: f64::NAN,
+            discretisation_bound: f64::NAN,
+            em_iterations: Some(em.iterations),
+        })
     }
 
     /// The map. For noise a priori on a kernel grid, `lambda` chooses the
@@ -621,6 +667,7 @@ impl MapAggregator {
         Ok(MapEstimate {
             values,
             standard_errors,
+            interval_centres: None,
             n: self.accepted,
             lambda: lam,
             discretisation_bound: 0.0,

@@ -11403,9 +11403,19 @@ data class MapEstimate (
     var `values`: List<kotlin.Double>
     , 
     /**
-     * Standard error per cell.
+     * Standard error per cell: the 95% interval for the true map is
+     * centre ± 1.96·SE, the centre the value or, where given,
+     * `interval_centres`.
      */
     var `standardErrors`: List<kotlin.Double>
+    , 
+    /**
+     * The centres of the 95% intervals where they are not the values:
+     * for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
+     * its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
+     * for the kernel maps and the other mechanisms.
+     */
+    var `intervalCentres`: List<kotlin.Double>?
     , 
     /**
      * Cell centres along x (metres).
@@ -11475,6 +11485,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
         return MapEstimate(
             FfiConverterSequenceDouble.read(buf),
             FfiConverterSequenceDouble.read(buf),
+            FfiConverterOptionalSequenceDouble.read(buf),
             FfiConverterSequenceDouble.read(buf),
             FfiConverterSequenceDouble.read(buf),
             FfiConverterULong.read(buf),
@@ -11491,6 +11502,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
     override fun allocationSize(value: MapEstimate) = (
             FfiConverterSequenceDouble.allocationSize(value.`values`) +
             FfiConverterSequenceDouble.allocationSize(value.`standardErrors`) +
+            FfiConverterOptionalSequenceDouble.allocationSize(value.`intervalCentres`) +
             FfiConverterSequenceDouble.allocationSize(value.`xs`) +
             FfiConverterSequenceDouble.allocationSize(value.`ys`) +
             FfiConverterULong.allocationSize(value.`n`) +
@@ -11506,6 +11518,7 @@ public object FfiConverterTypeMapEstimate: FfiConverterRustBuffer<MapEstimate> {
     override fun write(value: MapEstimate, buf: ByteBuffer) {
             FfiConverterSequenceDouble.write(value.`values`, buf)
             FfiConverterSequenceDouble.write(value.`standardErrors`, buf)
+            FfiConverterOptionalSequenceDouble.write(value.`intervalCentres`, buf)
             FfiConverterSequenceDouble.write(value.`xs`, buf)
             FfiConverterSequenceDouble.write(value.`ys`, buf)
             FfiConverterULong.write(value.`n`, buf)
@@ -14536,6 +14549,38 @@ public object FfiConverterOptionalTypeGrowth: FfiConverterRustBuffer<Growth?> {
         } else {
             buf.put(1)
             FfiConverterTypeGrowth.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalSequenceDouble: FfiConverterRustBuffer<List<kotlin.Double>?> {
+    override fun read(buf: ByteBuffer): List<kotlin.Double>? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterSequenceDouble.read(buf)
+    }
+
+    override fun allocationSize(value: List<kotlin.Double>?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterSequenceDouble.allocationSize(value)
+        }
+    }
+
+    override fun write(value: List<kotlin.Double>?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterSequenceDouble.write(value, buf)
         }
     }
 }

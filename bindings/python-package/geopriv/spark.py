@@ -894,7 +894,9 @@ class SparkDeviceMap:
 
     #: The map: ``values`` and ``standard_errors`` per cell (cell
     #: i·len(ys) + k at (xs[i], ys[k])), ``mechanism``,
-    #: ``per_device_epsilon``, ``accounting``, ``kernel_lambda``, ``n``.
+    #: ``per_device_epsilon``, ``accounting``, ``kernel_lambda``, ``n``;
+    #: ``interval_centres`` for an EM map (the λ = 1 map's values: its 95%
+    #: intervals are centres ± 1.96·SE), else ``None``.
     #: ``None`` when no report was accepted.
     estimate: Any
     accepted: int

@@ -158,6 +158,20 @@ fun main() {
         expect(out.contains("\"n\":${m.n}") && out.contains("\"mechanism\":\"a-priori\"")) { out.take(200) }
     }
 
+    test("server: an EM map (εh 0.3) publishes the λ = 1 map's interval; a kernel map none") {
+        val eps = 0.3 / h
+        val rel = MapRelease(GRID, MapMechanism.APriori, eps)
+        val srv = MapServer(GRID, MapMechanism.APriori, eps).also { s ->
+            s.addAllJson(points.map { rel.release(ledger(eps), it).json })
+        }
+        val (m, k1) = srv.estimate(null) to srv.estimate(1.0)
+        expect(m.kernelLambda.isNaN() && m.planner!!.startsWith("pick a-priori em")) { "${m.planner}" }
+        // Point map: EM's values; interval: map1 ± 1.96·SE1 (docs/MATH.md §9.7).
+        expect(m.intervalCentres!!.map { it.toRawBits() } == k1.values.map { it.toRawBits() }) { "centres" }
+        expect(m.standardErrors.map { it.toRawBits() } == k1.standardErrors.map { it.toRawBits() }) { "SEs" }
+        expect(m.values != k1.values && k1.intervalCentres == null) { "EM's values, kernel centres" }
+    }
+
     test("planner: a pick and its reason in one line; sampled reports round-trip") {
         val plan = planMap(GRID, EPS, 100_000uL)
         expect(plan.pick.mechanism == MapMechanism.APriori && plan.line.startsWith("pick a-priori")) { plan.line }

@@ -156,6 +156,21 @@ def _():
     expect(plain.kernel_lambda == 0.0 and plain.standard_errors != m.standard_errors, "plain map")
 
 
+@test("server: an EM map (εh 0.3) publishes the λ = 1 map's interval; a kernel map none")
+def _():
+    eps = 0.3 / math.hypot(SIDE / (K - 1), SIDE / (K - 1))
+    release = MapRelease(GRID, A_PRIORI, eps)
+    server = MapServer(GRID, A_PRIORI, eps)
+    server.add_all_json([release.release(ledger(eps), list(p)).json for p in POINTS])
+    m, k1 = server.estimate(None), server.estimate(1.0)
+    expect(math.isnan(m.kernel_lambda) and m.planner.startswith("pick a-priori em"), m.planner)
+    # Point map: EM's values; interval: map1 ± 1.96·SE1 (docs/MATH.md §9.7).
+    expect([bits(v) for v in m.interval_centres] == [bits(v) for v in k1.values], "centres are not the λ = 1 map")
+    expect([bits(v) for v in m.standard_errors] == [bits(v) for v in k1.standard_errors], "SEs are not the λ = 1 map's")
+    expect(m.values != k1.values, "EM's values")
+    expect(k1.interval_centres is None and server.estimate(0.0).interval_centres is None, "kernel maps state no centres")
+
+
 @test("server: bad reports are refused one by one with a reason and counted")
 def _():
     other_eps = MapRelease(GRID, A_PRIORI, 1e-3).release_unmetered([5.0, 5.0]).json
@@ -247,6 +262,11 @@ def _():
     expect([bits(v) for v in cli["standard_errors"]] == [bits(v) for v in m.standard_errors],
            "standard errors differ from the CLI")
     expect(cli["per_device_epsilon"] == m.per_device_epsilon and cli["accounting"] == m.accounting, cli)
+    # The intervals' centres (EM: the λ = 1 map's values; absent for a kernel map).
+    expect((cli.get("interval_centres") is None) == (m.interval_centres is None), "interval centres")
+    if m.interval_centres is not None:
+        expect([bits(v) for v in cli["interval_centres"]] == [bits(v) for v in m.interval_centres],
+               "interval centres differ from the CLI")
     expect(m.planner is not None and m.planner in p.stderr, (m.planner, p.stderr))
     # The planner's pick is no worse than plain noise a priori here.
     ase = lambda values: sum((v - t) ** 2 for v, t in zip(values, TRUTH)) / len(TRUTH)  # noqa: E731
