@@ -15,7 +15,7 @@
 //!   cells of b̂_j² − Var b̂_j, b̂ = map_λ − map_1, not clipped, with its
 //!   standard error (from the correlation of the cells' noise,
 //!   [`FftMapper::correlation_sums`]) and a floor from the EM map; ranked
-//!   only where the ASE interval [var + L, var + U] (two standard errors)
+//!   only where the ASE interval [var + L, var + U] ([`BIAS_BOUND_Z`] = 2.713 standard errors)
 //!   spans at most 9x, predicted within 3x of every ASE in it; above
 //!   εh = [`KERNEL_PLUG_IN_ABOVE_EPS_H`] the variance is the noise-law
 //!   plug-in; ranked at every εh ([`EM_ONLY_ABOVE_EPS_H`] is ∞);
@@ -1348,15 +1348,17 @@ struct BiasEstimate {
 
 /// A kernel map's predicted ASE from its variance `var`, the unbiased
 /// bias² estimate `b` and a lower estimate `floor` of its bias² (against
-/// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − 2 se,
-/// floor, 0) and U = max(avg₊ + 2 se, L), avg₊ = max(avg, 0) (two
-/// standard errors each side of the estimate clipped to B² >= 0).
+/// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − z se,
+/// floor, 0) and U = max(avg₊ + z se, L), avg₊ = max(avg, 0) (z =
+/// [`BIAS_BOUND_Z`] = 2.713 standard errors each side of the estimate
+/// clipped to B² >= 0, a 1% miss probability per ranked prediction; 2
+/// before branch plan19).
 /// Ranked only where U + var <= 9 (L + var), i.e. where the reports pin the
 /// ASE within a factor 9: the prediction, var + avg clamped into
 /// [(var + U)/3, 3 (var + L)], is then within 3x of every ASE in the
 /// interval. None where the bias is not resolved (docs/MATH.md §9.4).
 ///
-/// U is never below 2 se (branch cells21): with U = max(avg + 2 se, L) an
+/// U is never below z se (branch cells21, at z = 2): with U = max(avg + 2 se, L) an
 /// estimate that fell more than two standard errors below 0 (a chance-low
 /// draw of the unbiased map's noise, which every λ shares) closed the
 /// interval to the single point L = 0 and read "bias² resolved at 0". On
