@@ -15,7 +15,7 @@
 //!   cells of b̂_j² − Var b̂_j, b̂ = map_λ − map_1, not clipped, with its
 //!   standard error (from the correlation of the cells' noise,
 //!   [`FftMapper::correlation_sums`]) and a floor from the EM map; ranked
-//!   only where the ASE interval [var + L, var + U] (two standard errors)
+//!   only where the ASE interval [var + L, var + U] ([`BIAS_BOUND_Z`] = 2.713 standard errors)
 //!   spans at most 9x, predicted within 3x of every ASE in it; above
 //!   εh = [`KERNEL_PLUG_IN_ABOVE_EPS_H`] the variance is the noise-law
 //!   plug-in; ranked at every εh ([`EM_ONLY_ABOVE_EPS_H`] is ∞);
@@ -1062,7 +1062,7 @@ fn em_prediction(e: &EmMap, disc2: f64, scale: f64) -> Prediction {
 fn em_unresolved_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64) -> Option<f64> {
     let k0 = kernels.iter().find(|k| k.lambda == 0.0)?;
     let b0 = k0.against_unbiased?;
-    if kernel_prediction(k0.var, b0, 0.0).is_some() || k0.mean.len() != e.values.len() {
+    if plain_bias_resolved(k0.var, b0) || k0.mean.len() != e.values.len() {
         return None;
     }
     let d = mean_squared_distance(&k0.mean, &e.values);
@@ -1106,8 +1106,7 @@ fn em_early_stop_floor(
     let k0 = kernels.iter().find(|k| k.lambda == 0.0)?;
     let b0 = k0.against_unbiased?;
     let m = e.values.len();
-    if g.dim() != 2 || m == 0 || k0.mean.len() != m || kernel_prediction(k0.var, b0, 0.0).is_some()
-    {
+    if g.dim() != 2 || m == 0 || k0.mean.len() != m || plain_bias_resolved(k0.var, b0) {
         return None;
     }
     let mf = m as f64;
@@ -1174,7 +1173,7 @@ fn em_interval(
     let mut upper = boxed - v_em;
     if let Some(k0) = kernels.iter().find(|k| k.lambda == 0.0) {
         if let (Some(b0), true) = (k0.against_unbiased, k0.mean.len() == m) {
-            let u0 = b0.avg.max(0.0) + 2.0 * b0.se;
+            let u0 = b0.avg.max(0.0) + PLAIN_RESOLVED_Z * b0.se;
             let a = k0.var * nf / n_rep + u0 - mean_squared_distance(&k0.mean, &e.values);
             // f64::min keeps the box where this is NaN.
             upper = upper.min(a - v_em);
@@ -1319,6 +1318,46 @@ struct KernelMap {
     unconditional: f64,
 }
 
+/// How many standard errors the ends of a kernel map's bias² interval
+/// lie from the estimate (branch plan19; docs/MATH.md §9.4, "The bounds'
+/// confidence"): z = Φ⁻¹(1 − α/3) for a miss probability α = 1% per
+/// ranked prediction, a union over the three one-sided bounds a kernel
+/// map's prediction reads (avg − z·se, avg₊ + z·se and its EM floor).
+/// Before: 2 (Φ(−2) = 2.3% per bound, 6.8% for three). EM's reading of
+/// the plain map's interval stays at [`PLAIN_RESOLVED_Z`]: its top U₀ is
+/// also the clamp of EM's pick key, and at z it picked λ = 0.8 over a
+/// better EM (measured; docs/MATH.md §9.4).
+///
+/// ```text
+/// Φ(−2.7131) = 0.00333 = 1% / 3
+/// ```
+pub const BIAS_BOUND_Z: f64 = 2.713_051_888_472_720_4;
+
+/// The standard errors of the plain map's (λ = 0) bias² interval as EM
+/// reads it: the gate "the plain map's bias is resolved"
+/// ([`plain_bias_resolved`]) where EM's point prediction switches to its
+/// floors (branches emlow, cells22), and the top U₀ = avg₀₊ + 2 se₀ of
+/// EM's interval (branch rank15), which also clamps EM's pick key. Both
+/// choose EM's model and order, so [`BIAS_BOUND_Z`] (branch plan19) does
+/// not move them (measured: at z the pick got worse in three seed-cells
+/// and in `experiment.kde-equal`; docs/MATH.md §9.4).
+///
+/// ```text
+/// λ = 0: var + avg₊ + 2 se <= 9 (var + (avg − 2 se)₊): resolved
+/// ```
+pub const PLAIN_RESOLVED_Z: f64 = 2.0;
+
+/// Whether the plain map's (λ = 0) ASE interval at [`PLAIN_RESOLVED_Z`]
+/// standard errors spans at most 9x: the gate of EM's floors
+/// ([`em_unresolved_floor`], [`em_early_stop_floor`]).
+///
+/// ```text
+/// var 2.2e-8, avg −3.4e-2 ± 1.4e-2: not resolved
+/// ```
+fn plain_bias_resolved(var: f64, b: BiasEstimate) -> bool {
+    kernel_prediction_at(var, b, 0.0, PLAIN_RESOLVED_Z).is_some()
+}
+
 /// The unbiased estimate of a kernel map's mean squared bias B² (the
 /// average over the cells of b̂_j² − Var b̂_j, not clipped) and its
 /// standard error (docs/MATH.md §9.4).
@@ -1330,15 +1369,17 @@ struct BiasEstimate {
 
 /// A kernel map's predicted ASE from its variance `var`, the unbiased
 /// bias² estimate `b` and a lower estimate `floor` of its bias² (against
-/// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − 2 se,
-/// floor, 0) and U = max(avg₊ + 2 se, L), avg₊ = max(avg, 0) (two
-/// standard errors each side of the estimate clipped to B² >= 0).
+/// the EM map): the ASE lies in [var + L, var + U] with L = max(avg − z se,
+/// floor, 0) and U = max(avg₊ + z se, L), avg₊ = max(avg, 0) (z =
+/// [`BIAS_BOUND_Z`] = 2.713 standard errors each side of the estimate
+/// clipped to B² >= 0, a 1% miss probability per ranked prediction; 2
+/// before branch plan19).
 /// Ranked only where U + var <= 9 (L + var), i.e. where the reports pin the
 /// ASE within a factor 9: the prediction, var + avg clamped into
 /// [(var + U)/3, 3 (var + L)], is then within 3x of every ASE in the
 /// interval. None where the bias is not resolved (docs/MATH.md §9.4).
 ///
-/// U is never below 2 se (branch cells21): with U = max(avg + 2 se, L) an
+/// U is never below z se (branch cells21, at z = 2): with U = max(avg + 2 se, L) an
 /// estimate that fell more than two standard errors below 0 (a chance-low
 /// draw of the unbiased map's noise, which every λ shares) closed the
 /// interval to the single point L = 0 and read "bias² resolved at 0". On
@@ -1346,8 +1387,19 @@ struct BiasEstimate {
 /// every λ < 1 ranked λ = 0 at its variance 2.2e-8 against a measured ASE
 /// of 3.0e-4 (13,520x) and picked it at 5.8x the best map.
 fn kernel_prediction(var: f64, b: BiasEstimate, floor: f64) -> Option<(f64, f64)> {
-    let lower = (b.avg - 2.0 * b.se).max(floor).max(0.0);
-    let upper = (b.avg.max(0.0) + 2.0 * b.se).max(lower);
+    kernel_prediction_at(var, b, floor, BIAS_BOUND_Z)
+}
+
+/// [`kernel_prediction`] with the interval's ends `z` standard errors
+/// from the estimate: [`BIAS_BOUND_Z`] for a prediction, [`PLAIN_RESOLVED_Z`]
+/// for the gate "the plain map's bias is resolved" that EM's floors read.
+///
+/// ```text
+/// var 1e-8, avg 1e-9 ± 1e-9, z = 2: [1e-8, 1.3e-8], 1.1e-8
+/// ```
+fn kernel_prediction_at(var: f64, b: BiasEstimate, floor: f64, z: f64) -> Option<(f64, f64)> {
+    let lower = (b.avg - z * b.se).max(floor).max(0.0);
+    let upper = (b.avg.max(0.0) + z * b.se).max(lower);
     let (lo, hi) = (var + lower, var + upper);
     // Refused also for NaN.
     if !matches!(
@@ -2213,6 +2265,7 @@ mod coincident_tests {
         };
         // Premise A: v₀ + U₀ − D = 2e-5 + (1e-4 + 2·5e-5) − (1e-2 − 9e-3)²
         // = 2.19e-4, less v_EM: U = 2.09e-4; L = 2e-5 (the bootstrap once).
+        // U₀ reads PLAIN_RESOLVED_Z = 2 standard errors, not BIAS_BOUND_Z.
         let (lo, hi) = em_interval(&kernels(1e-4, 5e-5, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
         assert!(
             (lo - 3e-5).abs() < 1e-15 && (hi - 2.19e-4).abs() < 1e-12,
@@ -2256,28 +2309,70 @@ mod coincident_tests {
         };
         assert_eq!(kernel_prediction(2.219e-8, low, 0.0), None);
         // λ = 0.8 there: its variance alone is large enough to pin the
-        // ASE; the prediction is at least (var + 2se)/3.
+        // ASE; the prediction is at least (var + z·se)/3.
         let low8 = BiasEstimate {
             avg: -2.370e-2,
             se: 9.484e-3,
         };
         let (a, b2) = kernel_prediction(5.220e-3, low8, 0.0).unwrap();
-        assert!((a - (5.220e-3 + 2.0 * 9.484e-3) / 3.0).abs() < 1e-12, "{a}");
+        assert!(
+            (a - (5.220e-3 + BIAS_BOUND_Z * 9.484e-3) / 3.0).abs() < 1e-12,
+            "{a}"
+        );
         assert!((b2 - (a - 5.220e-3)).abs() < 1e-15);
-        // An estimate at or above 0 keeps the interval avg ± 2se.
+        // An estimate at or above 0 keeps the interval avg ± z·se.
         let pos = BiasEstimate {
             avg: 1e-9,
             se: 1e-9,
         };
         let (a, _) = kernel_prediction(1e-8, pos, 0.0).unwrap();
         assert!((a - 1.1e-8).abs() < 1e-20, "{a}");
-        // Whatever the draw, U >= 2se: a bias the noise can hide is never
-        // read as resolved below the noise (var + 2se <= 9 var needed).
+        // Whatever the draw, U >= z·se: a bias the noise can hide is never
+        // read as resolved below the noise (var + z·se <= 9 var needed,
+        // var >= 3.39e-7 here).
         for avg in [-1.0, -1e-3, -2e-6, -1e-9, 0.0] {
             let b = BiasEstimate { avg, se: 1e-6 };
-            assert_eq!(kernel_prediction(1e-7, b, 0.0), None, "avg {avg}");
-            assert!(kernel_prediction(3e-7, b, 0.0).is_some(), "avg {avg}");
+            assert_eq!(kernel_prediction(3e-7, b, 0.0), None, "avg {avg}");
+            assert!(kernel_prediction(3.5e-7, b, 0.0).is_some(), "avg {avg}");
         }
+    }
+
+    /// Branch plan19 (docs/MATH.md §9.4, "The bounds' confidence"): the
+    /// three kernel maps ranked beyond 3x of their measured ASE at 2
+    /// standard errors in branch rank15's seed-cells, with the numbers
+    /// the planner read there (var, avg, se; EM floor 0). At z = 2 each
+    /// was ranked and predicted more than 3x its measured ASE; at
+    /// BIAS_BOUND_Z its interval spans more than 9x: not ranked.
+    #[test]
+    fn bias_intervals_at_one_percent_unrank_the_chance_draws() {
+        // (var, avg, se, measured ASE): the airports at εh 0.1, n = 10⁵,
+        // seed 36, λ = 0.8; the city at εh 0.1, n = 10³, seed 2, λ = 0.8;
+        // the constructed population at εh 0.5, n = 10³, seed 4, λ = 0.6.
+        for (var, avg, se, measured) in [
+            (5.2300e-3, 1.0209e-2, 1.2253e-2, 5.091e-3),
+            (4.7646e-1, 1.0628e0, 1.0627e0, 4.637e-1),
+            (1.5111e-4, 6.6778e-4, 2.9331e-4, 2.113e-4),
+        ] {
+            let b = BiasEstimate { avg, se };
+            let (at2, _) = kernel_prediction_at(var, b, 0.0, 2.0).unwrap();
+            assert!(at2 > 3.0 * measured, "{var} {at2} {measured}");
+            assert_eq!(kernel_prediction(var, b, 0.0), None, "{var}");
+        }
+        // The gate EM's floors read keeps 2 standard errors: the plain
+        // map resolved at avg 1e-4 ± 1e-5, var 1e-4 at both z.
+        let b = BiasEstimate {
+            avg: 1e-4,
+            se: 1e-5,
+        };
+        assert!(plain_bias_resolved(1e-4, b));
+        let tight = BiasEstimate {
+            avg: 0.0,
+            se: 3.5e-7,
+        };
+        // var + 2 se <= 9 var at var = 1e-7 (resolved at 0), while
+        // var + z·se > 9 var: not ranked as a prediction.
+        assert!(plain_bias_resolved(1e-7, tight));
+        assert_eq!(kernel_prediction(1e-7, tight, 0.0), None);
     }
 
     #[test]
