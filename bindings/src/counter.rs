@@ -128,8 +128,10 @@ fn in_counter<T>(f: impl FnOnce() -> T) -> T {
 /// `LedgerIo` (escaped), and a value below one it reported or was raised to
 /// earlier is refused (the counter itself went back).
 ///
-/// `advance_to(v)` is checked by reading the counter back: it must read
-/// exactly `v` (attack12, docs/ATTACK-12.md). A foreign exception the
+/// `advance_to(v)` is checked by the core reading the counter back
+/// (`FileLedger::advance_counter`, moved there in tidy14 from here, where
+/// attack12 put it, docs/ATTACK-12.md): it must read exactly `v`. A
+/// foreign exception the
 /// binding cannot deliver (a Python `KeyboardInterrupt` or `SystemExit`,
 /// which uniffi's `except Exception` does not catch; a JVM `Error`) reaches
 /// Rust as *success* with a zeroed result: a `read` that "returned 0" and
@@ -178,27 +180,11 @@ impl geopriv::device::budget::MonotonicCounter for AppCounter {
         Ok(value)
     }
 
+    /// The core reads the counter back after this and requires exactly
+    /// `value` (`FileLedger::advance_counter`), through `read` above, which
+    /// also records it as seen.
     fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
-        in_counter(|| self.counter.advance_to(value))
-            .map_err(|e| counter_failed("advanced", &e))?;
-        let now = geopriv::device::budget::MonotonicCounter::read(self)?;
-        if now < value {
-            return Err(geopriv::Error::LedgerIo {
-                detail: format!(
-                    "the platform monotonic counter did not advance: it reads {now} after advance_to({value})"
-                ),
-            });
-        }
-        if now > value {
-            return Err(geopriv::Error::InvalidLedgerState {
-                reason: format!(
-                    "the platform monotonic counter reads {now} after advance_to({value}), the ledger file's \
-                     release count: the file was rolled back or deleted"
-                ),
-            });
-        }
-        self.seen.fetch_max(value, Ordering::SeqCst);
-        Ok(())
+        in_counter(|| self.counter.advance_to(value)).map_err(|e| counter_failed("advanced", &e))
     }
 }
 

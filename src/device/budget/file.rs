@@ -574,7 +574,16 @@ impl FileLedger {
             replace(&self.path, &bound.to_json())?;
             self.budget = bound;
         }
-        self.advance_counter(self.budget.releases())?;
+        // The floor just read is the counter's value. When it already
+        // equals the file's count, the advance only probes the counter (a
+        // counter that cannot advance is refused here, not at the first
+        // charge) and cannot leave it below the file: no read-back, which
+        // saves a CLI counter program one run per process.
+        let releases = self.budget.releases();
+        match &mut self.counter {
+            Some(c) if floor == releases => c.advance_to(releases)?,
+            _ => self.advance_counter(releases)?,
+        }
         Ok(self)
     }
 
@@ -683,11 +692,40 @@ impl FileLedger {
         Ok((current, floor))
     }
 
+    /// Advance the counter to the file's `releases` and read it back: it
+    /// must read exactly `releases` (tidy14; attack12, docs/ATTACK-12.md,
+    /// had this check only in the bindings' app counter). A counter whose
+    /// `advance_to` returns `Ok` without moving (a CLI counter program
+    /// that exits 0, a Rust counter that does nothing, a foreign exception
+    /// the binding cannot deliver) would otherwise be believed, and a
+    /// rollback of the file to a count at or above the unmoved counter
+    /// later accepted: a charge lost. Below `releases`:
+    /// [`Error::LedgerIo`] (the charge is on file, nothing is released).
+    /// Above: the counter counts releases the file does not, i.e. the file
+    /// was rolled back or deleted ([`Error::InvalidLedgerState`]). Cost:
+    /// one more `read` per advance.
     fn advance_counter(&mut self, releases: u64) -> Result<()> {
-        match &mut self.counter {
-            Some(c) => c.advance_to(releases),
-            None => Ok(()),
+        let Some(c) = &mut self.counter else {
+            return Ok(());
+        };
+        c.advance_to(releases)?;
+        let now = c.read()?;
+        if now < releases {
+            return Err(Error::LedgerIo {
+                detail: format!(
+                    "the platform monotonic counter did not advance: it reads {now} after advance_to({releases})"
+                ),
+            });
         }
+        if now > releases {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "the platform monotonic counter reads {now} after advance_to({releases}), the ledger file's \
+                     release count: the file was rolled back or deleted"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Under the lock: re-read, compute the next state with `step` (`None`:
