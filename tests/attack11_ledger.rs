@@ -422,3 +422,60 @@ fn create_with_counter_on_an_existing_file_says_it_exists() {
     assert!(e.to_string().contains("deleted"), "{e}");
     assert!(!path.exists());
 }
+
+/// attack12 O3 (docs/ATTACK-12.md), tidy14: `spend_to_outbox` whose
+/// counter then fails said "ledger I/O failed, nothing released" while
+/// the report was charged and queued (it is uploaded with the outbox). It
+/// says so now: `CounterNotAdvanced` with the queued report's id.
+#[test]
+fn an_outbox_release_whose_counter_fails_says_it_is_queued() {
+    struct Busy {
+        inner: MemoryCounter,
+        busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+    impl MonotonicCounter for Busy {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.inner.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            if self.busy.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(geopriv::Error::LedgerIo {
+                    detail: "TPM busy".into(),
+                });
+            }
+            self.inner.advance_to(value)
+        }
+    }
+    let dir = TempDir::new("t14-outbox-counter");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut app = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(Busy {
+            inner: MemoryCounter::default(),
+            busy: busy.clone(),
+        }))
+        .unwrap();
+    busy.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = app
+        .spend_to_outbox(&metres(0.1), || Ok("r".into()))
+        .unwrap_err();
+    let id = app.pending_uploads()[0].0;
+    assert!(
+        matches!(e, geopriv::Error::CounterNotAdvanced { id: i, ref detail } if i == id && detail == "TPM busy"),
+        "{e:?}"
+    );
+    let message = e.to_string();
+    assert!(
+        message.starts_with("charged and queued in the outbox"),
+        "{message}"
+    );
+    assert!(message.contains("TPM busy"), "{message}");
+    assert!(!message.contains("nothing released"), "{message}");
+    assert_eq!(app.pending_uploads().len(), 1);
+    assert_eq!(app.state().releases(), 1);
+    // Any other charge keeps LedgerIo's message (nothing was released).
+    let e = app.commit(&metres(0.1)).unwrap_err();
+    assert!(matches!(e, geopriv::Error::LedgerIo { .. }), "{e:?}");
+}

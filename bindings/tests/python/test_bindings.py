@@ -789,6 +789,33 @@ def _():
         assert_raises(LedgerRefused, "counter went back", lambda: COUNTED.privatize(app, Q01, [0.3]), "went back")
 
 
+@test("counter: an outbox release whose counter fails says it is charged and queued (attack12 O3)")
+def _():
+    import tempfile
+
+    from geopriv_ffi import CounterError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter()
+        app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+        real_advance = counter.advance_to
+
+        def busy(value):  # read works, the advance after the write fails
+            raise CounterError.Unavailable("TPM busy")
+
+        counter.advance_to = busy
+        try:
+            COUNTED.privatize_to_outbox(app, Q01, [0.3])
+            raise AssertionError("released with a failing counter")
+        except LedgerIo as e:
+            message = str(e)
+        expect("charged and queued in the outbox" in message and "TPM busy" in message, message)
+        expect("nothing released" not in message, message)
+        counter.advance_to = real_advance
+        expect(len(app.pending_uploads()) == 1 and app.status().releases == 1, str(app.status()))
+
+
 @test("counter: KeyboardInterrupt/SystemExit in advance_to (uniffi reports them as success) is caught by the read-back (attack12)")
 def _():
     import tempfile

@@ -624,7 +624,11 @@ impl FileLedger {
     /// [`Ledger::spend`], and also when the outbox is full
     /// ([`MAX_OUTBOX`](super::MAX_OUTBOX) reports of at most
     /// [`MAX_UPLOAD_BYTES`](super::MAX_UPLOAD_BYTES)); a refusal releases
-    /// and records nothing. Returns the report's id.
+    /// and records nothing. Returns the report's id. When the charge and
+    /// the report are written but the counter then fails to advance, the
+    /// error is [`Error::CounterNotAdvanced`] (the report is queued and
+    /// will be uploaded), not [`Error::LedgerIo`]'s "nothing released"
+    /// (attack12 O3).
     pub fn spend_to_outbox(
         &mut self,
         charge: &Charge,
@@ -633,13 +637,22 @@ impl FileLedger {
         self.budget.check(charge)?;
         self.budget.outbox_room(0)?;
         let report = release()?;
-        let mut id = 0;
-        self.locked_update(|b| {
-            let (next, new_id) = b.after_to_outbox(charge, report)?;
-            id = new_id;
-            Ok(Some(next))
-        })?;
-        Ok(id)
+        let id = core::cell::Cell::new(0);
+        self.locked_update_or(
+            |b| {
+                let (next, new_id) = b.after_to_outbox(charge, report)?;
+                id.set(new_id);
+                Ok(Some(next))
+            },
+            |e| match e {
+                Error::LedgerIo { detail } => Error::CounterNotAdvanced {
+                    id: id.get(),
+                    detail,
+                },
+                other => other,
+            },
+        )?;
+        Ok(id.get())
     }
 
     /// Reports charged and waiting for upload (oldest first) with their
@@ -734,6 +747,16 @@ impl FileLedger {
         &mut self,
         step: impl FnOnce(&PrivacyBudget) -> Result<Option<PrivacyBudget>>,
     ) -> Result<bool> {
+        self.locked_update_or(step, |e| e)
+    }
+
+    /// [`locked_update`](Self::locked_update), with `counter_failed`
+    /// applied to an error of the counter's advance (after the write).
+    fn locked_update_or(
+        &mut self,
+        step: impl FnOnce(&PrivacyBudget) -> Result<Option<PrivacyBudget>>,
+        counter_failed: impl FnOnce(Error) -> Error,
+    ) -> Result<bool> {
         let _lock = lock(&self.path, self.lock_timeout)?;
         let current = self.reload()?;
         let next = step(&current);
@@ -755,7 +778,8 @@ impl FileLedger {
         }
         replace(&self.path, &next.to_json())?;
         self.budget = next;
-        self.advance_counter(self.budget.releases())?;
+        self.advance_counter(self.budget.releases())
+            .map_err(counter_failed)?;
         Ok(true)
     }
 }
