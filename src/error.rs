@@ -113,6 +113,17 @@ pub enum Error {
         /// The operation and the operating system's message.
         detail: alloc::string::String,
     },
+    /// [`FileLedger::spend_to_outbox`](crate::device::budget::FileLedger::spend_to_outbox)
+    /// charged the release and queued its report in the outbox (one
+    /// durable write), then the platform monotonic counter could not be
+    /// advanced (attack12 O3): the report **will be uploaded** with the
+    /// outbox; releasing again releases (and charges) a second report.
+    CounterNotAdvanced {
+        /// The queued report's outbox id.
+        id: u64,
+        /// Why the counter did not advance.
+        detail: alloc::string::String,
+    },
     /// Another process held the ledger file's lock longer than the
     /// ledger's timeout: nothing was charged or released; try again later.
     LedgerBusy {
@@ -235,6 +246,11 @@ impl fmt::Display for Error {
             Error::LedgerIo { detail } => {
                 write!(f, "ledger I/O failed, nothing released: {detail}")
             }
+            Error::CounterNotAdvanced { id, detail } => write!(
+                f,
+                "charged and queued in the outbox as report {id} (it will be uploaded), but the platform \
+                 monotonic counter was not advanced: {detail}"
+            ),
             Error::LedgerBusy { path, waited_ms } => write!(
                 f,
                 "ledger {} is locked by another process (waited {waited_ms} ms), nothing released",

@@ -239,6 +239,13 @@ fn commit_n_of_a_huge_n_that_fits_is_immediate() {
 /// once (reload's floor check and the unmarked-file check used to read it
 /// once each; a counter that moved between the two reads was judged on
 /// two values). The refusals are those of the tests above.
+///
+/// tidy14: every advance is read back (`FileLedger::advance_counter`), so
+/// the count is: one read to bind (the floor both checks use), plus one
+/// read after each advance. Binding this file (1 release, counter at 0)
+/// advances the counter to 1: 2 reads; each charge then adds 1 (advance
+/// and read back). Binding a file whose count the counter already reads
+/// advances nothing: 1 read.
 #[test]
 fn binding_a_file_reads_the_counter_once() {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -271,7 +278,121 @@ fn binding_a_file_reads_the_counter_once() {
         .with_counter(Box::new(counter))
         .unwrap();
     assert!(app.state().is_counter_bound());
-    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    // The floor, then the read-back of the advance to 1.
+    assert_eq!(reads.load(Ordering::SeqCst), 2);
+    let mut app = app;
+    app.commit(&metres(0.1)).unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), 4); // reload's floor, read-back
+    drop(app);
+    let counter = Counting {
+        inner: MemoryCounter::default(),
+        reads: reads.clone(),
+    };
+    let mut at_two = counter.inner.clone();
+    at_two.advance_to(2).unwrap();
+    reads.store(0, Ordering::SeqCst);
+    let _app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(counter))
+        .unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), 1); // at the file's count: no advance
+}
+
+/// tidy14: a Rust counter whose `advance_to` returns `Ok` without moving
+/// (on the second charge) was believed: the bindings' app counter read it
+/// back (attack12), the core did not. The app released the second value,
+/// the counter stayed at 1, the file was restored to its first charge and
+/// accepted: two values released, one recorded. The core now reads every
+/// advance back: the release that would lose the charge fails `LedgerIo`
+/// ("did not advance"), nothing released, and the restored copy is refused.
+#[test]
+fn a_counter_that_says_it_advanced_without_advancing_is_caught() {
+    struct Lying {
+        inner: MemoryCounter,
+        advances: u32,
+        skip: u32,
+    }
+    impl MonotonicCounter for Lying {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.inner.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            self.advances += 1;
+            if self.advances == self.skip {
+                return Ok(()); // "advanced"
+            }
+            self.inner.advance_to(value)
+        }
+    }
+    let dir = TempDir::new("t14-lying-counter");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let inner = MemoryCounter::default();
+    FileLedger::create(&path, &p).unwrap();
+    let mut app = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(Lying {
+            inner: inner.clone(),
+            advances: 0,
+            skip: 3, // the second charge's (the binding at 0 probes advance_to(0))
+        }))
+        .unwrap();
+    let mut released = 0u64;
+    app.commit(&metres(0.1)).unwrap();
+    released += 1;
+    let backup = std::fs::read(&path).unwrap();
+    match app.commit(&metres(0.1)) {
+        Ok(()) => released += 1,
+        Err(e) => assert!(
+            matches!(e, geopriv::Error::LedgerIo { ref detail } if detail.contains("did not advance")),
+            "{e:?}"
+        ),
+    }
+    drop(app);
+    std::fs::write(&path, &backup).unwrap();
+    if let Ok(mut again) = FileLedger::open(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(inner.clone()))
+    {
+        if again.commit(&metres(0.1)).is_ok() {
+            released += 1;
+        }
+    }
+    let recorded = FileLedger::open(&path, &p).unwrap().state().releases();
+    assert!(
+        released <= recorded,
+        "{released} values released, the file the app uses records {recorded}: a charge lost"
+    );
+}
+
+/// tidy14: an `advance_to` that moves the counter past the file's count
+/// (someone else advanced it) is refused by the core's read-back as the
+/// bindings refused it: `InvalidLedgerState`, nothing released.
+#[test]
+fn a_counter_ahead_of_the_file_after_advancing_is_refused() {
+    struct Ahead(MemoryCounter);
+    impl MonotonicCounter for Ahead {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.0.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            // The binding's advance_to(0) is honest; the first charge's
+            // lands past the file.
+            self.0.advance_to(if value == 0 { 0 } else { value + 4 })
+        }
+    }
+    let dir = TempDir::new("t14-ahead-counter");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let mut app = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(Ahead(MemoryCounter::default())))
+        .unwrap();
+    let e = app.commit(&metres(0.1)).unwrap_err();
+    assert!(
+        matches!(e, geopriv::Error::InvalidLedgerState { ref reason } if reason.contains("after advance_to(1)")),
+        "{e:?}"
+    );
 }
 
 /// attack12 (docs/ATTACK-12.md): `create_with_counter` on a file that
@@ -300,4 +421,61 @@ fn create_with_counter_on_an_existing_file_says_it_exists() {
     let e = FileLedger::create_with_counter(&path, &p, Box::new(counter)).unwrap_err();
     assert!(e.to_string().contains("deleted"), "{e}");
     assert!(!path.exists());
+}
+
+/// attack12 O3 (docs/ATTACK-12.md), tidy14: `spend_to_outbox` whose
+/// counter then fails said "ledger I/O failed, nothing released" while
+/// the report was charged and queued (it is uploaded with the outbox). It
+/// says so now: `CounterNotAdvanced` with the queued report's id.
+#[test]
+fn an_outbox_release_whose_counter_fails_says_it_is_queued() {
+    struct Busy {
+        inner: MemoryCounter,
+        busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+    impl MonotonicCounter for Busy {
+        fn read(&self) -> geopriv::Result<u64> {
+            self.inner.read()
+        }
+        fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
+            if self.busy.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(geopriv::Error::LedgerIo {
+                    detail: "TPM busy".into(),
+                });
+            }
+            self.inner.advance_to(value)
+        }
+    }
+    let dir = TempDir::new("t14-outbox-counter");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0);
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut app = FileLedger::create(&path, &p)
+        .unwrap()
+        .with_counter(Box::new(Busy {
+            inner: MemoryCounter::default(),
+            busy: busy.clone(),
+        }))
+        .unwrap();
+    busy.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = app
+        .spend_to_outbox(&metres(0.1), || Ok("r".into()))
+        .unwrap_err();
+    let id = app.pending_uploads()[0].0;
+    assert!(
+        matches!(e, geopriv::Error::CounterNotAdvanced { id: i, ref detail } if i == id && detail == "TPM busy"),
+        "{e:?}"
+    );
+    let message = e.to_string();
+    assert!(
+        message.starts_with("charged and queued in the outbox"),
+        "{message}"
+    );
+    assert!(message.contains("TPM busy"), "{message}");
+    assert!(!message.contains("nothing released"), "{message}");
+    assert_eq!(app.pending_uploads().len(), 1);
+    assert_eq!(app.state().releases(), 1);
+    // Any other charge keeps LedgerIo's message (nothing was released).
+    let e = app.commit(&metres(0.1)).unwrap_err();
+    assert!(matches!(e, geopriv::Error::LedgerIo { .. }), "{e:?}");
 }

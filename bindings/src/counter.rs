@@ -128,8 +128,10 @@ fn in_counter<T>(f: impl FnOnce() -> T) -> T {
 /// `LedgerIo` (escaped), and a value below one it reported or was raised to
 /// earlier is refused (the counter itself went back).
 ///
-/// `advance_to(v)` is checked by reading the counter back: it must read
-/// exactly `v` (attack12, docs/ATTACK-12.md). A foreign exception the
+/// `advance_to(v)` is checked by the core reading the counter back
+/// (`FileLedger::advance_counter`, moved there in tidy14 from here, where
+/// attack12 put it, docs/ATTACK-12.md): it must read exactly `v`. A
+/// foreign exception the
 /// binding cannot deliver (a Python `KeyboardInterrupt` or `SystemExit`,
 /// which uniffi's `except Exception` does not catch; a JVM `Error`) reaches
 /// Rust as *success* with a zeroed result: a `read` that "returned 0" and
@@ -178,27 +180,11 @@ impl geopriv::device::budget::MonotonicCounter for AppCounter {
         Ok(value)
     }
 
+    /// The core reads the counter back after this and requires exactly
+    /// `value` (`FileLedger::advance_counter`), through `read` above, which
+    /// also records it as seen.
     fn advance_to(&mut self, value: u64) -> geopriv::Result<()> {
-        in_counter(|| self.counter.advance_to(value))
-            .map_err(|e| counter_failed("advanced", &e))?;
-        let now = geopriv::device::budget::MonotonicCounter::read(self)?;
-        if now < value {
-            return Err(geopriv::Error::LedgerIo {
-                detail: format!(
-                    "the platform monotonic counter did not advance: it reads {now} after advance_to({value})"
-                ),
-            });
-        }
-        if now > value {
-            return Err(geopriv::Error::InvalidLedgerState {
-                reason: format!(
-                    "the platform monotonic counter reads {now} after advance_to({value}), the ledger file's \
-                     release count: the file was rolled back or deleted"
-                ),
-            });
-        }
-        self.seen.fetch_max(value, Ordering::SeqCst);
-        Ok(())
+        in_counter(|| self.counter.advance_to(value)).map_err(|e| counter_failed("advanced", &e))
     }
 }
 
@@ -336,25 +322,46 @@ mod tests {
         m.privatize(ledger.clone(), q, vec![0.3]).map(|_| ())
     }
 
-    fn dir(name: &str) -> std::path::PathBuf {
+    /// A fresh directory for test `name` (removed when the guard drops,
+    /// also when the test fails) and the ledger path in it.
+    fn scratch(name: &str) -> (TempDir, String) {
         let d =
             std::env::temp_dir().join(format!("geopriv-ffi-counter-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        (TempDir(d), path)
     }
 
-    #[test]
-    fn a_rolled_back_file_is_refused_and_cannot_be_refilled() {
-        let d = dir("rollback");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
-        let counter = TestCounter::default();
+    /// [`scratch`]'s directory and path, and that ledger created and
+    /// bound to `counter` (the setup most tests here share).
+    fn bound(
+        name: &str,
+        counter: &(impl MonotonicCounter + Clone + 'static),
+    ) -> (TempDir, String, Arc<PrivacyLedger>) {
+        let (d, path) = scratch(name);
         let app = PrivacyLedger::open_or_create_with_counter(
             path.clone(),
             policy(),
             Box::new(counter.clone()),
         )
         .unwrap();
+        (d, path, app)
+    }
+
+    /// Removes its directory when dropped.
+    struct TempDir(std::path::PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_rolled_back_file_is_refused_and_cannot_be_refilled() {
+        let counter = TestCounter::default();
+        let (_d, path, app) = bound("rollback", &counter);
         assert!(app.is_counter_bound().unwrap());
         release(&app).unwrap();
         let backup = std::fs::read_to_string(&path).unwrap();
@@ -374,13 +381,11 @@ mod tests {
         let again = PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter))
             .unwrap_err();
         assert!(matches!(again, GeoprivError::LedgerRefused(_)), "{again:?}");
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
     fn a_deleted_file_is_not_recreated() {
-        let d = dir("deleted");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let (_d, path) = scratch("deleted");
         let counter = TestCounter::default();
         *counter.value.lock().unwrap() = 2;
         for make in [
@@ -391,13 +396,11 @@ mod tests {
             assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
             assert!(!std::path::Path::new(&path).exists());
         }
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
     fn a_failing_counter_is_a_typed_error_with_an_escaped_message() {
-        let d = dir("failing");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
+        let (_d, path) = scratch("failing");
         let counter = TestCounter::default();
         *counter.fail.lock().unwrap() = Some("locked\n\x1b[2J".into());
         let e = PrivacyLedger::open_or_create_with_counter(
@@ -420,22 +423,16 @@ mod tests {
         release(&app).unwrap();
         *counter.fail.lock().unwrap() = Some("gone".into());
         assert!(matches!(release(&app), Err(GeoprivError::LedgerIo(_))));
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
     fn a_counter_that_goes_back_is_refused() {
-        let d = dir("back");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
         let counter = TestCounter::default();
-        let app =
-            PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter.clone()))
-                .unwrap();
+        let (_d, _, app) = bound("back", &counter);
         release(&app).unwrap();
         *counter.value.lock().unwrap() = 0;
         let e = release(&app).unwrap_err();
         assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
-        let _ = std::fs::remove_dir_all(d);
     }
 
     /// A counter whose `advance_to` "succeeds" without moving on chosen
@@ -486,16 +483,9 @@ mod tests {
         // second release was returned, the counter stayed at 1 and the
         // restored file (1 release) was accepted: a charge lost, 3 values
         // released against a file that says 2.
-        let d = dir("swallowed");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
         let counter = SwallowingCounter::default();
         *counter.swallow.lock().unwrap() = vec![2]; // bind = call 0, release 1 = call 1
-        let app = PrivacyLedger::open_or_create_with_counter(
-            path.clone(),
-            policy(),
-            Box::new(counter.clone()),
-        )
-        .unwrap();
+        let (_d, path, app) = bound("swallowed", &counter);
         let mut released = 0;
         released += u32::from(release(&app).is_ok());
         let backup = std::fs::read_to_string(&path).unwrap();
@@ -524,7 +514,6 @@ mod tests {
             u64::from(released) <= recorded,
             "{released} values released, the ledger the app uses records {recorded}: a charge lost"
         );
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
@@ -532,17 +521,12 @@ mod tests {
         // advance_to that raises the counter past the file (a counter
         // shared with another ledger, or an earlier read that said 0 for a
         // rolled-back file): refused, nothing released.
-        let d = dir("past");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
         let counter = TestCounter::default();
-        let app =
-            PrivacyLedger::open_or_create_with_counter(path, policy(), Box::new(counter.clone()))
-                .unwrap();
+        let (_d, _, app) = bound("past", &counter);
         release(&app).unwrap();
         *counter.value.lock().unwrap() = 5; // moved by someone else
         let e = release(&app).unwrap_err();
         assert!(matches!(e, GeoprivError::LedgerRefused(_)), "{e:?}");
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
@@ -551,15 +535,8 @@ mod tests {
         // ledger's own lock, held by the release that called it: the host
         // hung for good. Run on a thread so that the old behaviour fails
         // the test instead of hanging it.
-        let d = dir("reenter");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
         let counter = SwallowingCounter::default();
-        let app = PrivacyLedger::open_or_create_with_counter(
-            path.clone(),
-            policy(),
-            Box::new(counter.clone()),
-        )
-        .unwrap();
+        let (_d, _, app) = bound("reenter", &counter);
         *counter.reenter.lock().unwrap() = Some(app.clone());
         let (tx, rx) = std::sync::mpsc::channel();
         let worker = app.clone();
@@ -580,7 +557,6 @@ mod tests {
         *counter.reenter.lock().unwrap() = None;
         assert_eq!(app.status().unwrap().releases, 1);
         release(&app).unwrap();
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]
@@ -620,16 +596,9 @@ mod tests {
                 self.inner.advance_to(value)
             }
         }
-        let d = dir("reopen");
-        let path = d.join("ledger.json").to_string_lossy().into_owned();
         let inner = TestCounter::default();
         let results = Arc::new(Mutex::new(Vec::new()));
-        let app = PrivacyLedger::open_or_create_with_counter(
-            path.clone(),
-            policy(),
-            Box::new(inner.clone()),
-        )
-        .unwrap();
+        let (_d, path, app) = bound("reopen", &inner);
         drop(app);
         let counter = Opening {
             inner,
@@ -646,7 +615,6 @@ mod tests {
                 "{r}"
             );
         }
-        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]

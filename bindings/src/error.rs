@@ -74,7 +74,11 @@ impl From<geopriv::Error> for GeoprivError {
             E::LedgerPolicyMismatch { .. } | E::InvalidLedgerState { .. } => {
                 GeoprivError::LedgerRefused(msg)
             }
-            E::LedgerIo { .. } | E::LedgerBusy { .. } => GeoprivError::LedgerIo(msg),
+            // Charged and queued, the counter not advanced (attack12 O3):
+            // LedgerIo's kind, with its own message.
+            E::LedgerIo { .. } | E::LedgerBusy { .. } | E::CounterNotAdvanced { .. } => {
+                GeoprivError::LedgerIo(msg)
+            }
             // Parameters too extreme for a finite release.
             E::NonFiniteRelease { .. } => GeoprivError::InvalidParameter(msg),
             // A size above its limit (e.g. a 200k x 200k grid) or an input

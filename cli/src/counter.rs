@@ -2,7 +2,8 @@
 //! program the CLI runs (docs/MATH.md §8.3, "A counter for the CLI").
 //!
 //! Protocol: `PROG read` prints the counter as a decimal integer on stdout;
-//! `PROG advance-to N` raises it to at least N (never lowers it). Both exit
+//! `PROG advance-to N` raises it to at least N (never lowers it; the ledger
+//! then runs `PROG read` and requires exactly N, tidy14). Both exit
 //! 0; any other exit, or an unreadable value, is a failure of the counter
 //! (`LedgerIo`, nothing released), with the program's stderr (escaped) in
 //! the message. PROG is run directly, not through a shell, with no stdin;

@@ -101,7 +101,8 @@ pub struct PrivatizeArgs {
     pub period_delta: f64,
     /// A program holding the platform's monotonic counter (a wrapper
     /// around a TPM NV counter, a counter service): `PROG read` prints it,
-    /// `PROG advance-to N` raises it to at least N. The ledger file is then
+    /// `PROG advance-to N` raises it to at least N (then `PROG read` must
+    /// print exactly N, else nothing is released). The ledger file is then
     /// bound to the counter (refused if it counts fewer releases: rolled
     /// back, restored, deleted) and every writer must hold it. Not a file
     /// beside the ledger: it would roll back with it (docs/MATH.md §8.3).
@@ -343,6 +344,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
                         | geopriv::Error::LedgerPolicyMismatch { .. }
                         | geopriv::Error::InvalidLedgerState { .. }
                         | geopriv::Error::LedgerIo { .. }
+                        | geopriv::Error::CounterNotAdvanced { .. }
                 ) {
                     ledger_refused += 1;
                 }

@@ -205,6 +205,23 @@ fn counter_program(dir: &std::path::Path) -> std::path::PathBuf {
     )
 }
 
+/// The release of `args`, which must succeed (else its stderr is shown).
+fn geopriv_ok(args: &[&str], stdin: &[u8]) {
+    let out = common::geopriv(args, stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The value a test counter program keeps in `count` in `dir` ("" before
+/// its first advance).
+fn count_in(dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(dir.join("count")).unwrap_or_default();
+    text.trim().to_string()
+}
+
 /// `--counter-command`: the rollback of tests/ledger_attacks.rs
 /// `a_writer_without_the_counter_cannot_refill_a_rolled_back_count` through
 /// the CLI: the counter advances with the charges, a rolled-back file is
@@ -217,26 +234,15 @@ fn counter_command_binds_the_ledger_to_the_counter() {
     let ledger = path.to_str().unwrap();
     let prog = counter_program(&dir);
     let with_counter = counter_args(ledger, &prog, &[]);
-    let count = || std::fs::read_to_string(dir.join("count")).unwrap_or_default();
 
-    let out = common::geopriv(&with_counter, b"95\n");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(count().trim(), "1");
+    geopriv_ok(&with_counter, b"95\n");
+    assert_eq!(count_in(&dir), "1");
     assert!(std::fs::read_to_string(&path)
         .unwrap()
         .contains("\"counter_bound\":true"));
     let backup = std::fs::read_to_string(&path).unwrap();
-    let out = common::geopriv(&with_counter, b"95\n95\n");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!((ledger_totals(&path).0, count().trim()), (3, "3"));
+    geopriv_ok(&with_counter, b"95\n95\n");
+    assert_eq!((ledger_totals(&path).0, count_in(&dir)), (3, "3".into()));
 
     std::fs::write(&path, &backup).unwrap(); // the rollback
     let without = threshold_args(ledger, "1e-3", "0.25");
@@ -265,6 +271,55 @@ fn counter_command_binds_the_ledger_to_the_counter() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("tpm busy"), "{stderr}");
     assert!(out.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// tidy14: a counter program whose `advance-to` exits 0 without advancing
+/// (here: once a file `stuck` is beside it) was believed by the CLI (only
+/// the bindings read the counter back): the second release was printed,
+/// the counter stayed at 1, and the file restored to its first charge was
+/// then accepted and charged: a charge lost. The core reads every advance
+/// back: the release fails (exit 3, nothing printed; the charge is on
+/// file), so a rollback to before it loses no released value.
+#[test]
+fn a_counter_program_that_does_not_advance_is_caught() {
+    let dir = temp_dir("counter-stuck");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    let advance = format!("if [ -e \"$d/stuck\" ]; then exit 0; fi; {ADVANCE_COUNT}");
+    let prog = executable(
+        &dir,
+        "counter.sh",
+        &counter_script("", READ_COUNT, &advance),
+    );
+    let with_counter = counter_args(ledger, &prog, &[]);
+
+    geopriv_ok(&with_counter, b"95\n");
+    assert_eq!(count_in(&dir), "1");
+    let backup = std::fs::read_to_string(&path).unwrap();
+
+    std::fs::write(dir.join("stuck"), "").unwrap();
+    let out = common::geopriv(&with_counter, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("did not advance"), "{stderr}");
+    assert!(out.stdout.is_empty(), "released with the counter unmoved");
+    assert_eq!((ledger_totals(&path).0, count_in(&dir)), (2, "1".into()));
+
+    std::fs::remove_file(dir.join("stuck")).unwrap();
+    std::fs::write(&path, &backup).unwrap(); // the rollback
+    let out = common::geopriv(&with_counter, b"95\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The counter (1) cannot tell the restored file (1) from the one it
+    // replaced: it is accepted, but the charge it drops released nothing,
+    // so the values released never exceed the charges the file records
+    // (before the fix: 3 released, 2 recorded).
+    let released = 1 + u64::from(!out.stdout.is_empty());
+    assert!(
+        released <= ledger_totals(&path).0,
+        "{released} released, the file records {}: {stderr}",
+        ledger_totals(&path).0
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

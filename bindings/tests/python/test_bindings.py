@@ -10,6 +10,7 @@ The checks mirror bindings/tests/kotlin/Main.kt.
 """
 
 import binascii
+import contextlib
 import math
 import os
 import random
@@ -716,6 +717,17 @@ COUNTER_POLICY = budget_policy(BudgetUnit.PER_METRE(), 0.5, 0.0)
 COUNTED = GeoMechanism.polyplace(0.1).with_unit(BudgetUnit.PER_METRE())
 
 
+@contextlib.contextmanager
+def bound_ledger():
+    """A ledger file in a fresh directory bound to a new AppCounter: (path, counter, ledger)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ledger.json")
+        counter = AppCounter()
+        yield path, counter, PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+
+
 @test("counter: a rolled-back file is refused; a writer without the counter cannot refill it (attack10 O1)")
 def _():
     import tempfile
@@ -789,15 +801,32 @@ def _():
         assert_raises(LedgerRefused, "counter went back", lambda: COUNTED.privatize(app, Q01, [0.3]), "went back")
 
 
+@test("counter: an outbox release whose counter fails says it is charged and queued (attack12 O3)")
+def _():
+    from geopriv_ffi import CounterError
+
+    with bound_ledger() as (_, counter, app):
+        real_advance = counter.advance_to
+
+        def busy(value):  # read works, the advance after the write fails
+            raise CounterError.Unavailable("TPM busy")
+
+        counter.advance_to = busy
+        try:
+            COUNTED.privatize_to_outbox(app, Q01, [0.3])
+            raise AssertionError("released with a failing counter")
+        except LedgerIo as e:
+            message = str(e)
+        expect("charged and queued in the outbox" in message and "TPM busy" in message, message)
+        expect("nothing released" not in message, message)
+        counter.advance_to = real_advance
+        expect(len(app.pending_uploads()) == 1 and app.status().releases == 1, str(app.status()))
+
+
 @test("counter: KeyboardInterrupt/SystemExit in advance_to (uniffi reports them as success) is caught by the read-back (attack12)")
 def _():
-    import tempfile
-
     for exc in (KeyboardInterrupt, SystemExit):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "ledger.json")
-            counter = AppCounter()
-            app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+        with bound_ledger() as (path, counter, app):
             COUNTED.privatize(app, Q01, [0.3])
             with open(path) as f:
                 backup = f.read()
@@ -822,12 +851,7 @@ def _():
 
 @test("counter: a counter that calls its ledger gets an error, the host does not hang (attack12)")
 def _():
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "ledger.json")
-        counter = AppCounter()
-        app = PrivacyLedger.open_or_create_with_counter(path, COUNTER_POLICY, counter)
+    with bound_ledger() as (_, counter, app):
         real_advance = counter.advance_to
 
         def reentrant(value):

@@ -106,7 +106,9 @@ pub(crate) fn default_clock() -> Arc<dyn Clock> {
 /// ([`with_counter`](super::FileLedger::with_counter)) advances it to the
 /// ledger's release count after every durable charge, and refuses a
 /// ledger file whose count is below the counter (a deleted, restored or
-/// rolled-back file).
+/// rolled-back file). After every `advance_to(v)` it reads the counter
+/// back and requires exactly `v` (an `advance_to` that returns `Ok`
+/// without moving is caught: `LedgerIo`, nothing released).
 ///
 /// ```
 /// use geopriv::device::budget::{MonotonicCounter, MemoryCounter};

@@ -574,7 +574,16 @@ impl FileLedger {
             replace(&self.path, &bound.to_json())?;
             self.budget = bound;
         }
-        self.advance_counter(self.budget.releases())?;
+        // The floor just read is the counter's value. When it already
+        // equals the file's count, the advance only probes the counter (a
+        // counter that cannot advance is refused here, not at the first
+        // charge) and cannot leave it below the file: no read-back, which
+        // saves a CLI counter program one run per process.
+        let releases = self.budget.releases();
+        match &mut self.counter {
+            Some(c) if floor == releases => c.advance_to(releases)?,
+            _ => self.advance_counter(releases)?,
+        }
         Ok(self)
     }
 
@@ -615,7 +624,11 @@ impl FileLedger {
     /// [`Ledger::spend`], and also when the outbox is full
     /// ([`MAX_OUTBOX`](super::MAX_OUTBOX) reports of at most
     /// [`MAX_UPLOAD_BYTES`](super::MAX_UPLOAD_BYTES)); a refusal releases
-    /// and records nothing. Returns the report's id.
+    /// and records nothing. Returns the report's id. When the charge and
+    /// the report are written but the counter then fails to advance, the
+    /// error is [`Error::CounterNotAdvanced`] (the report is queued and
+    /// will be uploaded), not [`Error::LedgerIo`]'s "nothing released"
+    /// (attack12 O3).
     pub fn spend_to_outbox(
         &mut self,
         charge: &Charge,
@@ -624,13 +637,22 @@ impl FileLedger {
         self.budget.check(charge)?;
         self.budget.outbox_room(0)?;
         let report = release()?;
-        let mut id = 0;
-        self.locked_update(|b| {
-            let (next, new_id) = b.after_to_outbox(charge, report)?;
-            id = new_id;
-            Ok(Some(next))
-        })?;
-        Ok(id)
+        let id = core::cell::Cell::new(0);
+        self.locked_update_or(
+            |b| {
+                let (next, new_id) = b.after_to_outbox(charge, report)?;
+                id.set(new_id);
+                Ok(Some(next))
+            },
+            |e| match e {
+                Error::LedgerIo { detail } => Error::CounterNotAdvanced {
+                    id: id.get(),
+                    detail,
+                },
+                other => other,
+            },
+        )?;
+        Ok(id.get())
     }
 
     /// Reports charged and waiting for upload (oldest first) with their
@@ -683,11 +705,40 @@ impl FileLedger {
         Ok((current, floor))
     }
 
+    /// Advance the counter to the file's `releases` and read it back: it
+    /// must read exactly `releases` (tidy14; attack12, docs/ATTACK-12.md,
+    /// had this check only in the bindings' app counter). A counter whose
+    /// `advance_to` returns `Ok` without moving (a CLI counter program
+    /// that exits 0, a Rust counter that does nothing, a foreign exception
+    /// the binding cannot deliver) would otherwise be believed, and a
+    /// rollback of the file to a count at or above the unmoved counter
+    /// later accepted: a charge lost. Below `releases`:
+    /// [`Error::LedgerIo`] (the charge is on file, nothing is released).
+    /// Above: the counter counts releases the file does not, i.e. the file
+    /// was rolled back or deleted ([`Error::InvalidLedgerState`]). Cost:
+    /// one more `read` per advance.
     fn advance_counter(&mut self, releases: u64) -> Result<()> {
-        match &mut self.counter {
-            Some(c) => c.advance_to(releases),
-            None => Ok(()),
+        let Some(c) = &mut self.counter else {
+            return Ok(());
+        };
+        c.advance_to(releases)?;
+        let now = c.read()?;
+        if now < releases {
+            return Err(Error::LedgerIo {
+                detail: format!(
+                    "the platform monotonic counter did not advance: it reads {now} after advance_to({releases})"
+                ),
+            });
         }
+        if now > releases {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "the platform monotonic counter reads {now} after advance_to({releases}), the ledger file's \
+                     release count: the file was rolled back or deleted"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Under the lock: re-read, compute the next state with `step` (`None`:
@@ -695,6 +746,16 @@ impl FileLedger {
     fn locked_update(
         &mut self,
         step: impl FnOnce(&PrivacyBudget) -> Result<Option<PrivacyBudget>>,
+    ) -> Result<bool> {
+        self.locked_update_or(step, |e| e)
+    }
+
+    /// [`locked_update`](Self::locked_update), with `counter_failed`
+    /// applied to an error of the counter's advance (after the write).
+    fn locked_update_or(
+        &mut self,
+        step: impl FnOnce(&PrivacyBudget) -> Result<Option<PrivacyBudget>>,
+        counter_failed: impl FnOnce(Error) -> Error,
     ) -> Result<bool> {
         let _lock = lock(&self.path, self.lock_timeout)?;
         let current = self.reload()?;
@@ -717,7 +778,8 @@ impl FileLedger {
         }
         replace(&self.path, &next.to_json())?;
         self.budget = next;
-        self.advance_counter(self.budget.releases())?;
+        self.advance_counter(self.budget.releases())
+            .map_err(counter_failed)?;
         Ok(true)
     }
 }
