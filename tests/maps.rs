@@ -1401,3 +1401,66 @@ fn predictions_are_sorted_by_the_order_key_they_carry() {
     // The reproduction: EM out of the order of its printed ASE somewhere.
     assert!(out_of_ase_order > 0);
 }
+
+/// Branch emzero: EM's map of near-noiseless reports is the plain map's
+/// (the devices' own map), at εh 10^6, 10^8 and the largest ε the CLI
+/// accepts (any finite positive: f64::MAX). Before the fix the channel's
+/// densities ε²/(2π)·e^{-ε r} all underflowed to 0 from εh ≈ 10^6 (grid
+/// 3 on 20 km), the normalised channel was 0/0 and the map all zeros.
+#[test]
+fn em_map_of_near_noiseless_reports_is_the_plain_map_up_to_the_largest_epsilon() {
+    for (g, side, n) in [
+        (3usize, 20_000.0, 50usize),
+        (5, 10_000.0, 500),
+        (21, 10_000.0, 2_000),
+    ] {
+        let grid = KdeGrid::square(side, g).unwrap();
+        let xs = uniform(n, side, 0);
+        let truth = grid.exact_map(&xs);
+        let scale = truth.iter().map(|v| v * v).sum::<f64>() / truth.len() as f64;
+        let h = grid.bandwidth();
+        let mut plain = f64::NAN;
+        for eps in [1e6 / h, 1e8 / h, 1e300, f64::MAX] {
+            let set = QuerySet::Kde(grid.clone());
+            let em = if eps < 1e300 {
+                let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+                let mut agg =
+                    MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, 512).unwrap();
+                let mut rng = StdRng::seed_from_u64(32);
+                for x in &xs {
+                    agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                        .unwrap();
+                }
+                let m = agg.mapper().unwrap().unwrap();
+                plain = ase(
+                    &m.estimate(&agg.kernel(0.0).unwrap()).unwrap().values,
+                    &truth,
+                );
+                EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), EmOptions::default())
+            } else {
+                // The CLI accepts any finite ε > 0; a device's noise is then
+                // below the float spacing of its location (and its release
+                // snaps to a grid that underflows): bin the locations.
+                let mut c = BinnedCounts::new(BinSpec::for_estimation(&grid, eps, 512).unwrap());
+                for x in &xs {
+                    c.add(x).unwrap();
+                }
+                EmDeconvolution::new(&grid, eps, &c, EmOptions::default())
+            }
+            .unwrap()
+            .estimate()
+            .unwrap();
+            let e = ase(&em.values, &truth);
+            println!(
+                "grid {g} n {n} ε {eps:.3e}: EM {e:.3e} (predicted {:.3e}), plain {plain:.3e}, truth² {scale:.3e}",
+                em.predicted_ase
+            );
+            assert!(em.values.iter().all(|v| v.is_finite() && *v >= 0.0));
+            assert!(
+                e <= 2.0 * plain + 1e-6 * scale,
+                "grid {g} ε {eps:e}: EM {e:e} vs plain {plain:e}"
+            );
+            assert!(em.predicted_ase.is_finite() && em.predicted_ase >= 0.0);
+        }
+    }
+}
