@@ -1254,7 +1254,9 @@ fn another_mechanisms_pick_serves_the_lambda_1_map_not_the_first_a_priori_predic
     // εh 1000: pick vector-laplace, EM predicted 1.69e-7 but measured
     // 7.81e-7, λ = 1 1.24e-7 (6.3x); (b) attack13's case, 50 uniform
     // devices on 20 km, grid 3, ε 1000 (εh 1.4e7): pick composition, EM's
-    // map is all zeros (ASE 4.16e-1) against λ = 1's 1.13e-5. If the
+    // map was all zeros (ASE 4.16e-1) against λ = 1's 1.13e-5 (fixed on
+    // branch emzero: the first a-priori prediction is now λ = 0, whose
+    // map measures the same 1.13e-5). If the
     // first a-priori map ever measures better here, revisit O5
     // (docs/ATTACK-13.md).
     let grid = KdeGrid::square(10_000.0, 5).unwrap();
