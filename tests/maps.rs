@@ -1272,7 +1272,9 @@ fn another_mechanisms_pick_serves_the_lambda_1_map_not_the_first_a_priori_predic
     // εh 1000: pick vector-laplace, EM predicted 1.69e-7 but measured
     // 7.81e-7, λ = 1 1.24e-7 (6.3x); (b) attack13's case, 50 uniform
     // devices on 20 km, grid 3, ε 1000 (εh 1.4e7): pick composition, EM's
-    // map is all zeros (ASE 4.16e-1) against λ = 1's 1.13e-5. If the
+    // map was all zeros (ASE 4.16e-1) against λ = 1's 1.13e-5 (fixed on
+    // branch emzero: the first a-priori prediction is now λ = 0, whose
+    // map measures the same 1.13e-5). If the
     // first a-priori map ever measures better here, revisit O5
     // (docs/ATTACK-13.md).
     let grid = KdeGrid::square(10_000.0, 5).unwrap();
@@ -1418,4 +1420,168 @@ fn predictions_are_sorted_by_the_order_key_they_carry() {
     }
     // The reproduction: EM out of the order of its printed ASE somewhere.
     assert!(out_of_ase_order > 0);
+}
+
+/// Branch emzero: EM's map of near-noiseless reports is the plain map's
+/// (the devices' own map), at εh 10^6, 10^8 and the largest ε the CLI
+/// accepts (any finite positive: f64::MAX). Before the fix the channel's
+/// densities ε²/(2π)·e^{-ε r} all underflowed to 0 from εh ≈ 10^6 (grid
+/// 3 on 20 km), the normalised channel was 0/0 and the map all zeros.
+#[test]
+fn em_map_of_near_noiseless_reports_is_the_plain_map_up_to_the_largest_epsilon() {
+    for (g, side, n) in [
+        (3usize, 20_000.0, 50usize),
+        (5, 10_000.0, 500),
+        (21, 10_000.0, 2_000),
+    ] {
+        let grid = KdeGrid::square(side, g).unwrap();
+        let xs = uniform(n, side, 0);
+        let truth = grid.exact_map(&xs);
+        let scale = truth.iter().map(|v| v * v).sum::<f64>() / truth.len() as f64;
+        let h = grid.bandwidth();
+        let mut plain = f64::NAN;
+        for eps in [1e6 / h, 1e8 / h, 1e300, f64::MAX] {
+            let set = QuerySet::Kde(grid.clone());
+            let em = if eps < 1e300 {
+                let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+                let mut agg =
+                    MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, 512).unwrap();
+                let mut rng = StdRng::seed_from_u64(32);
+                for x in &xs {
+                    agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                        .unwrap();
+                }
+                let m = agg.mapper().unwrap().unwrap();
+                plain = ase(
+                    &m.estimate(&agg.kernel(0.0).unwrap()).unwrap().values,
+                    &truth,
+                );
+                EmDeconvolution::new(&grid, eps, agg.counts().unwrap(), EmOptions::default())
+            } else {
+                // The CLI accepts any finite ε > 0; a device's noise is then
+                // below the float spacing of its location (and its release
+                // snaps to a grid that underflows): bin the locations.
+                let mut c = BinnedCounts::new(BinSpec::for_estimation(&grid, eps, 512).unwrap());
+                for x in &xs {
+                    c.add(x).unwrap();
+                }
+                EmDeconvolution::new(&grid, eps, &c, EmOptions::default())
+            }
+            .unwrap()
+            .estimate()
+            .unwrap();
+            let e = ase(&em.values, &truth);
+            println!(
+                "grid {g} n {n} ε {eps:.3e}: EM {e:.3e} (predicted {:.3e}), plain {plain:.3e}, truth² {scale:.3e}",
+                em.predicted_ase
+            );
+            assert!(em.values.iter().all(|v| v.is_finite() && *v >= 0.0));
+            assert!(
+                e <= 2.0 * plain + 1e-6 * scale,
+                "grid {g} ε {eps:e}: EM {e:e} vs plain {plain:e}"
+            );
+            assert!(em.predicted_ase.is_finite() && em.predicted_ase >= 0.0);
+        }
+    }
+}
+
+/// Branch emzero, issue 19 item 15: EM's ranked predictions above εh 3
+/// against its measured ASE, with the o5 sweep's populations on grids
+/// 3–61 (to see whether the misses are a small-grid effect). Prints each
+/// miss beyond 3x and the counts per grid (BENCHMARKS.md "Branch emzero").
+#[test]
+#[ignore]
+fn em_sweep_ranked_predictions_above_eps_h_3() {
+    let grids: Vec<usize> = std::env::var("EMZERO_GRIDS")
+        .ok()
+        .map(|s| s.split(',').map(|g| g.parse().unwrap()).collect())
+        .unwrap_or(vec![3, 5, 7, 11, 21, 31, 61]);
+    let seeds: u64 = std::env::var("EMZERO_SEEDS")
+        .ok()
+        .map_or(2, |s| s.parse().unwrap());
+    for g in grids {
+        let (mut ranked, mut low, mut high, mut unranked) = (0, 0, 0, 0);
+        let grid = KdeGrid::square(10_000.0, g).unwrap();
+        for pop in ["discs", "uniform"] {
+            for n in [50usize, 500, 5_000] {
+                for seed in 0..seeds {
+                    let xs = if pop == "discs" {
+                        devices(n, 31 + seed)
+                    } else {
+                        uniform(n, 10_000.0, seed)
+                    };
+                    let truth = grid.exact_map(&xs);
+                    for eh in [10.0, 30.0, 100.0, 300.0, 1000.0] {
+                        let agg = aggregated(&grid, eh, &xs, 32 + seed);
+                        let p = agg.planned_estimate().unwrap().1.unwrap();
+                        let (Some(q), Some(em)) = (
+                            p.predictions.iter().find(|q| q.em_iterations.is_some()),
+                            &p.em,
+                        ) else {
+                            continue;
+                        };
+                        if q.upper_bound {
+                            unranked += 1;
+                            continue;
+                        }
+                        ranked += 1;
+                        let measured = ase(&em.values, &truth);
+                        let r = measured / q.ase;
+                        if r > 3.0 {
+                            low += 1;
+                        } else if r < 1.0 / 3.0 {
+                            high += 1;
+                        }
+                        if !(1.0 / 3.0..=3.0).contains(&r) {
+                            let m = agg.mapper().unwrap().unwrap();
+                            let plain = m.estimate(&agg.kernel(0.0).unwrap()).unwrap().values;
+                            let p0 = p.predictions.iter().find(|q| q.lambda == Some(0.0));
+                            println!(
+                                "{pop} grid {g} n {n} seed {seed} εh {eh}: EM predicted {:.3e}, measured {measured:.3e} (x{r:.2}, t* {}); plain measured {:.3e} predicted {:.3e}, EM-plain {:.3e}",
+                                q.ase, em.iterations, ase(&plain, &truth), p0.map_or(f64::NAN, |q| q.ase), ase(&plain, &em.values)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "grid {g}: {ranked} ranked EM predictions, {low} more than 3x below the measured ASE, {high} more than 3x above; {unranked} unranked"
+        );
+    }
+}
+
+/// Branch emzero, issue 19 item 15: on a 3-point grid at εh 300 and 1000
+/// EM's held-out stop runs long (t* 161, 326) and its map moves 1.15e-6
+/// to 1.33e-6 (mean square) away from a plain map predicted near the
+/// truth; the bootstrap, whose replicates move the same way, predicted
+/// 4.55e-8 and 8.29e-8 against 1.89e-6 and 2.29e-6 measured (41x, 28x
+/// low). The floor (√D − √ASE₀⁺)² from EM's distance to the plain map
+/// (docs/MATH.md §9.4) brings them to 3.8x and 3.7x: not yet the 3x of
+/// item 15, hence the 5x here.
+#[test]
+fn em_prediction_on_a_3_point_grid_at_high_eps_h_sees_its_distance_to_the_plain_map() {
+    let grid = KdeGrid::square(10_000.0, 3).unwrap();
+    let xs = devices(5_000, 31);
+    let truth = grid.exact_map(&xs);
+    for eh in [300.0, 1000.0] {
+        let agg = aggregated(&grid, eh, &xs, 32);
+        let p = agg.planned_estimate().unwrap().1.unwrap();
+        let q = p
+            .predictions
+            .iter()
+            .find(|q| q.em_iterations.is_some())
+            .unwrap();
+        let measured = ase(&p.em.as_ref().unwrap().values, &truth);
+        println!(
+            "εh {eh}: EM predicted {:.3e}, measured {measured:.3e}",
+            q.ase
+        );
+        assert!(!q.upper_bound);
+        assert!(
+            measured < 5.0 * q.ase && q.ase < 3.0 * measured,
+            "εh {eh}: predicted {:e}, measured {measured:e}",
+            q.ase
+        );
+    }
 }

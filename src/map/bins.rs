@@ -336,8 +336,18 @@ impl BinSpec {
             // (1 + εR)e^{-εR}, and then its term is at most T(R) (the
             // truncation part of the discretisation bound states the
             // observed effect).
-            let tail =
-                |r: f64| k.tail_bound(r) * ((1.0 + epsilon * r) * libm::exp(-epsilon * r)).min(1.0);
+            // (ε r infinite, at ε near f64::MAX: the probability is 0, not
+            // inf·0 = NaN, which read as 1 and took the bins to refine 1
+            // with a 254-bin margin; branch emzero.)
+            let tail = |r: f64| {
+                let x = epsilon * r;
+                let p = if x.is_finite() {
+                    ((1.0 + x) * libm::exp(-x)).min(1.0)
+                } else {
+                    0.0
+                };
+                k.tail_bound(r) * p
+            };
             let mut hi = h;
             while tail(hi) > 1e-7 && hi < 1e4 * h.max(1.0 / epsilon) {
                 hi *= 2.0;

@@ -390,9 +390,11 @@ impl EmDeconvolution {
         // the finest whose FFT fits (fine lattices matter at large εh,
         // where the channel is narrow and the counts already show the
         // devices' structure below a map step).
+        // At least one cell (branch emzero: at ε = f64::MAX, ε·δ is
+        // infinite and the window's R was 0 cells, dropping the edge bins).
         let radius_for = |gl: usize, a: usize| -> usize {
             let delta = step[a] / gl as f64;
-            let want = libm::ceil(opts.window / (epsilon * delta)).min(1e6) as usize;
+            let want = libm::ceil(opts.window / (epsilon * delta)).clamp(1.0, 1e6) as usize;
             want.min(spec.margin() / (refine / gl))
         };
         let fits = |gl: usize| {
@@ -442,7 +444,7 @@ impl EmDeconvolution {
             let r = if sup == 1 {
                 radius_for(gl, a)
             } else {
-                let want = libm::ceil(opts.window / (epsilon * delta)).min(1e6) as usize;
+                let want = libm::ceil(opts.window / (epsilon * delta)).clamp(1.0, 1e6) as usize;
                 want.min(spec.margin() / g)
             }
             .min(fit);
@@ -491,7 +493,26 @@ impl EmDeconvolution {
         let fwd = [planner.plan_fft_forward(n0), planner.plan_fft_forward(n1)];
         let inv = [planner.plan_fft_inverse(n0), planner.plan_fft_inverse(n1)];
         // Channel k(d), |d_a| <= R_a cells, normalised.
-        let pdf = |x: f64, y: f64| epsilon * epsilon / (2.0 * PI) * (-epsilon * x.hypot(y)).exp();
+        //
+        // The density is ε²/(2π)·e^{-ε r}; its constant cancels in the
+        // normalisation. Where it would underflow (ε r_0 > 600, r_0 the
+        // nearest quadrature point to the centre, |v| = 1/(2·48) cell per
+        // axis: εh ≳ 10^6 on small grids, or ε² not finite) it is
+        // e^{-ε(r - r_0)} instead, 1 at the nearest point, so the channel
+        // tends to the identity (a delta) and never to 0/0 (branch emzero:
+        // before, every tap was 0, k = 0/0 and EM's map all zeros). Below
+        // that the unshifted form is kept bit for bit.
+        let v_near = -1.0 + (47.0 + 0.5) / 48.0;
+        let r_near = (v_near * step[0]).hypot(v_near * step[1]);
+        let shifted = !(epsilon * epsilon).is_finite() || epsilon * r_near > 600.0;
+        let pdf = |x: f64, y: f64| {
+            if shifted {
+                // ε·(r - r_0) with r >= r_0 up to rounding: clamp at 0.
+                (-(epsilon * (x.hypot(y) - r_near)).max(0.0)).exp()
+            } else {
+                epsilon * epsilon / (2.0 * PI) * (-epsilon * x.hypot(y)).exp()
+            }
+        };
         let mut k = vec![Complex64::new(0.0, 0.0); n0 * n1];
         let mut ksum = 0.0;
         let r = radius;
