@@ -1061,7 +1061,8 @@ fn em_prediction(e: &EmMap, disc2: f64, scale: f64) -> Prediction {
 ///   √ASE_EM >= √D − √ASE₀,  D = mean_j (EM_j − map₀_j)²,
 ///
 /// and ASE₀ <= v₀ + U₀, v₀ the plain map's variance at the reports' n and
-/// U₀ = max(avg, 0) + 2 se its bias²'s upper end (two standard errors), so
+/// U₀ = max(avg, 0) + 2 se its bias²'s upper end ([`PLAIN_RESOLVED_Z`] = 2
+/// standard errors, EM's side of the model, as in `em_interval`), so
 ///
 ///   floor = (√D − √(v₀ + U₀))₊².
 ///
@@ -1082,7 +1083,7 @@ fn em_far_from_plain_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f64
         return None;
     }
     let d = mean_squared_distance(&k0.mean, &e.values);
-    let a0 = k0.var * nf / n_rep + b0.avg.max(0.0) + 2.0 * b0.se;
+    let a0 = k0.var * nf / n_rep + b0.avg.max(0.0) + PLAIN_RESOLVED_Z * b0.se;
     let gap = d.sqrt() - a0.max(0.0).sqrt();
     (gap.is_finite() && gap > 0.0).then_some(gap * gap)
 }
