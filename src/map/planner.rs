@@ -24,11 +24,12 @@
 //! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
 //!   conditioned on the devices, plus 2 × its bias²; above, the plain
 //!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
-//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); up
-//!   to εh = 3 ranked only where its ASE interval from the reports
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); at
+//!   every εh ranked only where its ASE interval from the reports
 //!   (`em_interval`) spans at most 9x, clamped like the kernel maps'
 //!   (elsewhere its number is the interval's upper end, `upper_bound`,
-//!   and the pick reads its point estimate within it; branch rank15).
+//!   and the pick reads its point estimate within it; branch rank15, and
+//!   above εh 3 branch small19).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -65,7 +66,8 @@ pub struct Prediction {
     /// For the EM deconvolution estimator: its held-out iteration count.
     pub em_iterations: Option<usize>,
     /// The number [`Plan::predictions`] is sorted by: `ase`, except EM
-    /// where its ASE interval [lo, hi] is formed (εh <= 3): there EM's point
+    /// where its ASE interval [lo, hi] is formed (every εh since branch
+    /// small19; εh <= 3 before): there EM's point
     /// prediction clamped into [lo, hi], which a ranked EM's `ase` clamps
     /// further into [hi/3, 3 lo] and an unranked EM's `ase` replaces by hi
     /// (docs/MATH.md §9.4, attack13 O2). NaN with a NaN `ase`.
@@ -1205,6 +1207,14 @@ fn em_early_stop_floor(
 /// the grid is at most F̄(1 − F̄) (F̄ EM's map's mean) and EM's is s_EM,
 /// so their distance is at most the sum of the two roots. `None` where an
 /// end is not finite (the rule is then not applied).
+///
+/// Above εh 3 (`above_eps_h_3`; docs/MATH.md §9.4, "EM's interval above
+/// εh 3", branch small19) the caller's `lower_bias2` also carries the
+/// far-from-plain floor (√D − √(v₀ + U₀))₊² less `var`, U also takes the
+/// triangle's top (√D + √(v₀ + U₀))² − v_EM (no premise beyond U₀), and
+/// premise A's top is read only where it is not below L (where EM moved
+/// farther from the plain map than the plain map's error it is refuted:
+/// measured, EM's ASE is then about D + ASE₀, not ASE₀ − D).
 ///
 /// ```text
 /// v₀ + U₀ = 3e-4, D = 1e-4, v_EM = var = 1e-5, L = 2e-5:
