@@ -24,11 +24,12 @@
 //! * EM: up to εh = [`EM_ESTIMATED_UP_TO_EPS_H`] the bootstrap
 //!   conditioned on the devices, plus 2 × its bias²; above, the plain
 //!   map's noise and rounding given the devices (× [`EM_HIGH_FACTOR`]) plus
-//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); up
-//!   to εh = 3 ranked only where its ASE interval from the reports
+//!   its bias² scaled by EM's extra blur (docs/MATH.md §9.4, §9.6); at
+//!   every εh ranked only where its ASE interval from the reports
 //!   (`em_interval`) spans at most 9x, clamped like the kernel maps'
 //!   (elsewhere its number is the interval's upper end, `upper_bound`,
-//!   and the pick reads its point estimate within it; branch rank15).
+//!   and the pick reads its point estimate within it; branch rank15, and
+//!   above εh 3 branch small19).
 //!   Without reports only λ = 1 (unbiased) is predicted, from ∫K̃²/|D|/n
 //!   (devices spread over the map's area |D|).
 
@@ -65,7 +66,8 @@ pub struct Prediction {
     /// For the EM deconvolution estimator: its held-out iteration count.
     pub em_iterations: Option<usize>,
     /// The number [`Plan::predictions`] is sorted by: `ase`, except EM
-    /// where its ASE interval [lo, hi] is formed (εh <= 3): there EM's point
+    /// where its ASE interval [lo, hi] is formed (every εh since branch
+    /// small19; εh <= 3 before): there EM's point
     /// prediction clamped into [lo, hi], which a ranked EM's `ase` clamps
     /// further into [hi/3, 3 lo] and an unranked EM's `ase` replaces by hi
     /// (docs/MATH.md §9.4, attack13 O2). NaN with a NaN `ase`.
@@ -475,6 +477,9 @@ fn plan_with_em(
             }
             if epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H {
                 if let Some(floor) = em_far_from_plain_floor(&kernels, &e, nf, n_rep) {
+                    // A lower end of EM's ASE too (the triangle
+                    // inequality, not a premise): its interval's L below.
+                    em_lower_bias2 = em_lower_bias2.max(floor - pred.variance);
                     // EM's map far from a plain map that is near the truth
                     // (docs/MATH.md §9.4, "EM far from the plain map",
                     // branch emzero): on grids of 3-5 points the bootstrap
@@ -497,8 +502,16 @@ fn plan_with_em(
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
             em_pred = Some(pred.clone());
-            if epsilon * g.bandwidth() <= EM_ESTIMATED_UP_TO_EPS_H {
-                let ends = em_interval(&kernels, &e, nf, n_rep, pred.variance, em_lower_bias2);
+            {
+                let ends = em_interval(
+                    &kernels,
+                    &e,
+                    nf,
+                    n_rep,
+                    pred.variance,
+                    em_lower_bias2,
+                    epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
+                );
                 if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
@@ -1195,6 +1208,14 @@ fn em_early_stop_floor(
 /// so their distance is at most the sum of the two roots. `None` where an
 /// end is not finite (the rule is then not applied).
 ///
+/// Above εh 3 (`above_eps_h_3`; docs/MATH.md §9.4, "EM's interval above
+/// εh 3", branch small19) the caller's `lower_bias2` also carries the
+/// far-from-plain floor (√D − √(v₀ + U₀))₊² less `var`, U also takes the
+/// triangle's top (√D + √(v₀ + U₀))² − v_EM (no premise beyond U₀), and
+/// premise A's top is read only where it is not below L (where EM moved
+/// farther from the plain map than the plain map's error it is refuted:
+/// measured, EM's ASE is then about D + ASE₀, not ASE₀ − D).
+///
 /// ```text
 /// v₀ + U₀ = 3e-4, D = 1e-4, v_EM = var = 1e-5, L = 2e-5:
 /// [3e-5, 2e-4]: ranked (2e-4 <= 9 · 3e-5), clamped into [6.7e-5, 9e-5]
@@ -1206,6 +1227,7 @@ fn em_interval(
     n_rep: f64,
     var: f64,
     lower_bias2: f64,
+    above_eps_h_3: bool,
 ) -> Option<(f64, f64)> {
     let m = e.values.len();
     if m == 0 {
@@ -1218,15 +1240,29 @@ fn em_interval(
     let fbar = mean_em.clamp(0.0, 1.0);
     let boxed = (spread_em.max(0.0).sqrt() + (fbar * (1.0 - fbar)).sqrt()).powi(2);
     let mut upper = boxed - v_em;
+    let lower = lower_bias2.max(0.0);
     if let Some(k0) = kernels.iter().find(|k| k.lambda == 0.0) {
         if let (Some(b0), true) = (k0.against_unbiased, k0.mean.len() == m) {
             let u0 = b0.avg.max(0.0) + PLAIN_RESOLVED_Z * b0.se;
-            let a = k0.var * nf / n_rep + u0 - mean_squared_distance(&k0.mean, &e.values);
-            // f64::min keeps the box where this is NaN.
-            upper = upper.min(a - v_em);
+            let a0 = k0.var * nf / n_rep + u0;
+            let d = mean_squared_distance(&k0.mean, &e.values);
+            let premise_a = a0 - d - v_em;
+            if above_eps_h_3 {
+                // The triangle's top (no premise): √ASE_EM <= √D + √ASE₀.
+                let tri = (d.max(0.0).sqrt() + a0.max(0.0).sqrt()).powi(2) - v_em;
+                upper = upper.min(tri);
+                // Premise A refuted by the reports (its top below a lower
+                // end that holds without it: EM moved farther from the
+                // plain map than the plain map's own error): not read.
+                if premise_a >= lower {
+                    upper = upper.min(premise_a);
+                }
+            } else {
+                // f64::min keeps the box where this is NaN.
+                upper = upper.min(premise_a);
+            }
         }
     }
-    let lower = lower_bias2.max(0.0);
     let upper = upper.max(lower);
     let (lo, hi) = (var + lower, var + upper);
     (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
@@ -2313,7 +2349,8 @@ mod coincident_tests {
         // Premise A: v₀ + U₀ − D = 2e-5 + (1e-4 + 2·5e-5) − (1e-2 − 9e-3)²
         // = 2.19e-4, less v_EM: U = 2.09e-4; L = 2e-5 (the bootstrap once).
         // U₀ reads PLAIN_RESOLVED_Z = 2 standard errors, not BIAS_BOUND_Z.
-        let (lo, hi) = em_interval(&kernels(1e-4, 5e-5, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        let (lo, hi) =
+            em_interval(&kernels(1e-4, 5e-5, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5, false).unwrap();
         assert!(
             (lo - 3e-5).abs() < 1e-15 && (hi - 2.19e-4).abs() < 1e-12,
             "{lo} {hi}"
@@ -2325,11 +2362,13 @@ mod coincident_tests {
         assert_eq!(em_ranked_prediction(8e-5, lo, hi), Some(8e-5));
         // A plain map's bias the reports do not resolve (se₀ = 1): the box
         // bound, (0 + √(1e-2 · 0.99))² − v_EM, far above 9 lo: not ranked.
-        let (lo, hi) = em_interval(&kernels(0.5, 1.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        let (lo, hi) =
+            em_interval(&kernels(0.5, 1.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5, false).unwrap();
         assert!((hi - (1e-2 * 0.99)).abs() < 1e-12, "{hi}");
         assert_eq!(em_ranked_prediction(5e-5, lo, hi), None);
         // An upper end below the lower is raised to it; NaN is refused.
-        let (lo, hi) = em_interval(&kernels(0.0, 0.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5).unwrap();
+        let (lo, hi) =
+            em_interval(&kernels(0.0, 0.0, 9e-3), &e, 1e3, 1e3, 1e-5, 2e-5, false).unwrap();
         assert_eq!(lo, hi);
         assert_eq!(em_ranked_prediction(f64::NAN, lo, hi), None);
         assert_eq!(em_ranked_prediction(1e-5, f64::NAN, hi), None);
