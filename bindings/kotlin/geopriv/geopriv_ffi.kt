@@ -11729,7 +11729,7 @@ data class MapPrediction (
     , 
     /**
      * The number `predictions` is sorted by: `ase`, except EM where its
-     * ASE interval is formed (εh <= 3), whose point estimate within the
+     * ASE interval is formed (at every εh since branch small19), whose point estimate within the
      * interval orders it while `ase` is that point clamped further (ranked)
      * or the interval's top (`upper_bound`, not ranked); docs/MATH.md
      * §9.4. NaN with a NaN `ase`.
