@@ -1632,3 +1632,36 @@ fn em_interval_above_eps_h_3_holds_em_within_3x() {
         }
     }
 }
+
+/// docs/ATTACK-14.md O1: where no report lies inside the map's bins (ε
+/// 1e-7 per metre on a 20 km square, grid 3: the noise is 10⁴ km), the
+/// first prediction is the λ = 0 map with NaN numbers, NaN `order_key`
+/// included (the pick, "no prediction"); the others follow in the order of
+/// their `order_key`, all finite. The documented exception to "sorted by
+/// `order_key`" (`Plan::predictions`, the bindings' `MapPlan.predictions`);
+/// the map served there is finite and, not being EM's, has no interval
+/// centres.
+#[test]
+fn with_no_report_in_the_bins_only_the_first_prediction_is_nan() {
+    let grid = KdeGrid::square(20_000.0, 3).unwrap();
+    let xs = [[10_000.0, 10_000.0], [3_000.0, 17_000.0]];
+    let agg = aggregated(&grid, 1e-7 * grid.bandwidth(), &xs, 7);
+    let (est, p) = agg.planned_estimate().unwrap();
+    let p = p.unwrap();
+    let q = &p.predictions;
+    assert!(q[0].order_key.is_nan() && q[0].ase.is_nan(), "{}", p.line);
+    assert_eq!(q[0].lambda, Some(0.0), "{}", p.line);
+    // The same prediction (NaN fields: not `==`).
+    assert!(std::ptr::eq(p.pick(), &q[0]));
+    assert!(p.line.contains("no prediction"), "{}", p.line);
+    for w in q[1..].windows(2) {
+        assert!(w[0].order_key <= w[1].order_key, "{}", p.line);
+    }
+    assert!(q[1..].iter().all(|x| x.order_key.is_finite()), "{}", p.line);
+    assert!(est
+        .values
+        .iter()
+        .chain(&est.standard_errors)
+        .all(|v| v.is_finite()));
+    assert_eq!(est.interval_centres, None);
+}

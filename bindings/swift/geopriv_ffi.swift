@@ -7585,7 +7585,11 @@ public struct MapPlan: Equatable, Hashable {
      */
     public var line: String
     /**
-     * Every prediction, best first: in the order of their `order_key`.
+     * Every prediction, best first: in the order of their `order_key`,
+     * except where reports were given and none lies inside the map's
+     * bins: then the first is noise a priori at λ = 0 with NaN numbers
+     * (`order_key` NaN; the pick, "no prediction"), the rest in order
+     * (docs/ATTACK-14.md O1).
      */
     public var predictions: [MapPrediction]
 
@@ -7599,7 +7603,11 @@ public struct MapPlan: Equatable, Hashable {
          * The explanation, one line.
          */line: String, 
         /**
-         * Every prediction, best first: in the order of their `order_key`.
+         * Every prediction, best first: in the order of their `order_key`,
+         * except where reports were given and none lies inside the map's
+         * bins: then the first is noise a priori at λ = 0 with NaN numbers
+         * (`order_key` NaN; the pick, "no prediction"), the rest in order
+         * (docs/ATTACK-14.md O1).
          */predictions: [MapPrediction]) {
         self.pick = pick
         self.line = line

@@ -11645,7 +11645,11 @@ data class MapPlan (
     var `line`: kotlin.String
     , 
     /**
-     * Every prediction, best first: in the order of their `order_key`.
+     * Every prediction, best first: in the order of their `order_key`,
+     * except where reports were given and none lies inside the map's
+     * bins: then the first is noise a priori at λ = 0 with NaN numbers
+     * (`order_key` NaN; the pick, "no prediction"), the rest in order
+     * (docs/ATTACK-14.md O1).
      */
     var `predictions`: List<MapPrediction>
     
