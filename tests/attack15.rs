@@ -297,3 +297,89 @@ fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolle
         "rollback accepted with {charges_surviving} charge(s) for {uploaded} uploaded report(s)"
     );
 }
+
+/// Item 3 (emzero): EM's channel on both sides of the shifted form's
+/// switch (ε r₀ = 600, r₀ the nearest quadrature point's distance,
+/// |v| = 1/96 cell per axis) and of e^{-745} (the smallest exponent
+/// whose exponential is not 0), ± 1 and 4 ulps, and at tiny ε (ε² in
+/// the subnormals and 0): every value, standard error, bias and the
+/// prediction finite (or the call refused with a typed error), the map's
+/// mass where the devices are. Grids 2, 3 and 21, 1 and 200 devices.
+#[test]
+fn em_is_finite_on_both_sides_of_its_thresholds() {
+    use geopriv::map::{BinSpec, BinnedCounts, EmDeconvolution, EmOptions, KdeGrid};
+    let mut tried = 0;
+    let mut refused = 0;
+    for (g, side, n) in [
+        (2usize, 20_000.0, 1usize),
+        (3, 20_000.0, 200),
+        (21, 10_000.0, 200),
+    ] {
+        let grid = KdeGrid::square(side, g).unwrap();
+        let xs: Vec<[f64; 2]> = (0..n)
+            .map(|i| {
+                let t = i as f64 / n as f64;
+                [side * (0.3 + 0.4 * t), side * (0.6 - 0.2 * t)]
+            })
+            .collect();
+        let build = |eps: f64| {
+            let spec = BinSpec::for_estimation(&grid, eps, 512)?;
+            let mut c = BinnedCounts::new(spec);
+            for x in &xs {
+                c.add(x)?;
+            }
+            EmDeconvolution::new(&grid, eps, &c, EmOptions::default())
+        };
+        let mut eps_list = vec![1e-170, 1e-160, 1e-155, 1e-150, 5e-324, 1e-310];
+        for target in [600.0, 745.0, 700.0] {
+            // r₀ from the lattice at a first guess, then again at the
+            // threshold (the lattice may depend on ε).
+            let mut eps = target / side;
+            for _ in 0..4 {
+                let c = build(eps).unwrap().cell_size();
+                let r0 = (c[0] / 96.0).hypot(c[1] / 96.0);
+                eps = target / r0;
+            }
+            let mut e = eps;
+            for _ in 0..4 {
+                e = f64::from_bits(e.to_bits() - 1);
+            }
+            for k in 0..9 {
+                eps_list.push(e);
+                if k < 8 {
+                    e = f64::from_bits(e.to_bits() + 1);
+                }
+            }
+        }
+        for eps in eps_list {
+            tried += 1;
+            let m = match build(eps).and_then(|em| em.estimate()) {
+                Ok(m) => m,
+                Err(e) => {
+                    refused += 1;
+                    println!("grid {g} n {n} ε {eps:e}: refused: {e}");
+                    continue;
+                }
+            };
+            let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
+            let mass: f64 = m.values.iter().sum();
+            println!(
+                "grid {g} n {n} ε {eps:e}: t {} mass {mass:e} predicted {:e} se[0] {:e}",
+                m.iterations, m.predicted_ase, m.standard_errors[0]
+            );
+            assert!(
+                finite(&m.values)
+                    && finite(&m.standard_errors)
+                    && finite(&m.bias)
+                    && m.predicted_ase.is_finite()
+                    && m.values.iter().all(|v| *v >= 0.0),
+                "grid {g} n {n} ε {eps:e}: values {:?} se {:?} predicted {}",
+                &m.values[..m.values.len().min(6)],
+                &m.standard_errors[..m.standard_errors.len().min(6)],
+                m.predicted_ase
+            );
+            assert!(mass > 0.0, "grid {g} n {n} ε {eps:e}: all-zero map");
+        }
+    }
+    println!("{tried} ε tried, {refused} refused");
+}
