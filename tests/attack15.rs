@@ -323,7 +323,13 @@ fn em_is_finite_on_both_sides_of_its_thresholds() {
             })
             .collect();
         let build = |eps: f64| {
-            let spec = BinSpec::for_estimation(&grid, eps, 512)?;
+            // Below εh = 1e-75 the estimation binning is refused (F4):
+            // bin as an API user may (`BinSpec::new`) to reach EM's channel.
+            let spec = if eps * grid.bandwidth() < 1e-75 {
+                BinSpec::new(&grid, 2, 8)?
+            } else {
+                BinSpec::for_estimation(&grid, eps, 512)?
+            };
             let mut c = BinnedCounts::new(spec);
             for x in &xs {
                 c.add(x)?;
@@ -382,4 +388,68 @@ fn em_is_finite_on_both_sides_of_its_thresholds() {
         }
     }
     println!("{tried} ε tried, {refused} refused");
+}
+
+/// F4: kernel maps were NaN everywhere (JSON null, `map aggregate` exit
+/// 0; `map plan` "ASE NaN" for every λ and a NaN pick): λ = 1 from ε·h ≈
+/// 1e-102, every λ from ε·h ≈ 3e-154. The kernel (and with it the
+/// aggregator, the binning and the planner) now refuses ε·h < 1e-75 with a
+/// typed error; just above it every kernel map (λ 0, 0.5, 1) is finite.
+#[test]
+fn kernel_maps_at_tiny_epsilon_are_finite_or_refused() {
+    use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+    let mut checked = 0;
+    for g in [2usize, 3, 61] {
+        let grid = KdeGrid::square(20_000.0, g).unwrap();
+        let h = grid.bandwidth();
+        for eps in [
+            1e-300,
+            1e-158,
+            1e-100,
+            0.99e-75 / h,
+            1.01e-75 / h,
+            1e-60,
+            1e-20,
+        ] {
+            let set = QuerySet::Kde(grid.clone());
+            let agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps);
+            if eps * h < 1e-75 {
+                let e = agg.err().expect("refused below εh = 1e-75");
+                assert!(
+                    matches!(
+                        e,
+                        geopriv::Error::InvalidParameter {
+                            name: "epsilon",
+                            ..
+                        }
+                    ),
+                    "{e:?}"
+                );
+                continue;
+            }
+            let mut agg = agg.unwrap();
+            // Reports inside the box (a server takes the location it is sent).
+            let dev = MapRelease::new(set, MapMechanism::APriori, eps).unwrap();
+            let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
+            let mut r = dev.release_unmetered(&[7000.0, 9000.0], &mut rng).unwrap();
+            for i in 0..20 {
+                let mut q = r.clone();
+                q.location = Some(vec![5000.0 + 50.0 * i as f64, 7000.0 + 30.0 * i as f64]);
+                agg.add(&q).unwrap();
+            }
+            r.location = Some(vec![1.0, 1.0]);
+            agg.add(&r).unwrap();
+            let m = agg.mapper().unwrap().unwrap();
+            for lambda in [0.0, 0.5, 1.0] {
+                let est = m.estimate(&agg.kernel(lambda).unwrap()).unwrap();
+                assert!(
+                    est.values.iter().all(|v| v.is_finite()),
+                    "grid {g} ε {eps:e} λ {lambda}: {:?}",
+                    &est.values[..est.values.len().min(4)]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 18, "{checked}");
 }
