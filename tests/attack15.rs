@@ -414,7 +414,9 @@ fn kernel_maps_at_tiny_epsilon_are_finite_or_refused() {
             let set = QuerySet::Kde(grid.clone());
             let agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps);
             if eps * h < 1e-75 {
-                let e = agg.err().expect("refused below εh = 1e-75");
+                let Err(e) = agg else {
+                    panic!("grid {g} ε {eps:e}: not refused below εh = 1e-75");
+                };
                 assert!(
                     matches!(
                         e,

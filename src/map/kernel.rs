@@ -68,7 +68,7 @@ impl DebiasKernel {
         // came out NaN everywhere (JSON null) with exit status 0, λ = 1
         // from εh ≈ 1e-102, every λ from εh ≈ 3e-154 (attack15 F4,
         // docs/ATTACK-15.md). Such an ε hides a location within 10^70 m.
-        if !(epsilon * bandwidth >= 1e-75) {
+        if epsilon * bandwidth < 1e-75 {
             return Err(Error::InvalidParameter {
                 name: "epsilon",
                 value: epsilon,
