@@ -504,7 +504,13 @@ impl EmDeconvolution {
         // that the unshifted form is kept bit for bit.
         let v_near = -1.0 + (47.0 + 0.5) / 48.0;
         let r_near = (v_near * step[0]).hypot(v_near * step[1]);
-        let shifted = !(epsilon * epsilon).is_finite() || epsilon * r_near > 600.0;
+        // ε² below the normal range (ε < 1.5e-154: the density's constant
+        // is 0 or subnormal) is shifted too: unshifted, every tap was 0
+        // (or a few subnormal bits) and EM's map all zeros with a
+        // predicted ASE of 0 (attack15 F3, docs/ATTACK-15.md).
+        let shifted = !(epsilon * epsilon).is_finite()
+            || epsilon * epsilon < f64::MIN_POSITIVE
+            || epsilon * r_near > 600.0;
         let pdf = |x: f64, y: f64| {
             if shifted {
                 // ε·(r - r_0) with r >= r_0 up to rounding: clamp at 0.

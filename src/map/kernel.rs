@@ -63,6 +63,19 @@ impl DebiasKernel {
         }
         let bandwidth = positive_finite("bandwidth", bandwidth)?;
         let epsilon = positive_finite("epsilon", epsilon)?;
+        // εh >= 1e-75, so that the polynomial's c^p = (εh)^{-2p} (p <= 2)
+        // and what is built on it stay finite with room: below, kernel maps
+        // came out NaN everywhere (JSON null) with exit status 0, λ = 1
+        // from εh ≈ 1e-102, every λ from εh ≈ 3e-154 (attack15 F4,
+        // docs/ATTACK-15.md). Such an ε hides a location within 10^70 m.
+        if epsilon * bandwidth < 1e-75 {
+            return Err(Error::InvalidParameter {
+                name: "epsilon",
+                value: epsilon,
+                requirement:
+                    "epsilon x bandwidth at least 1e-75 (the kernel's (epsilon h)^-4 finite)",
+            });
+        }
         if !(0.0..=1.0).contains(&lambda) {
             return Err(Error::InvalidParameter {
                 name: "lambda",

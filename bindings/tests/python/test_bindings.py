@@ -823,6 +823,37 @@ def _():
         expect(len(app.pending_uploads()) == 1 and app.status().releases == 1, str(app.status()))
 
 
+@test("counter: an outbox release whose read-back is interrupted says it is charged and queued (attack15 F1)")
+def _():
+    with bound_ledger() as (_, counter, app):
+        COUNTED.privatize(app, Q01, [0.3])  # the binding has now seen 1
+        real_read, real_advance = counter.read, counter.advance_to
+        armed = []
+
+        def advance(value):  # moves, then the read-back is interrupted
+            real_advance(value)
+            armed.append(value)
+
+        def read():
+            if armed:
+                armed.clear()
+                raise KeyboardInterrupt()  # reaches Rust as "read returned 0"
+            return real_read()
+
+        counter.advance_to, counter.read = advance, read
+        try:
+            # ctypes prints "Exception ignored on calling ctypes callback function" here.
+            COUNTED.privatize_to_outbox(app, Q01, [0.3])
+            raise AssertionError("released with an interrupted read-back")
+        except LedgerIo as e:
+            message = str(e)
+        # Before attack15 F1: LedgerRefused "the platform monotonic counter
+        # went back from 1 to 0", while the report waited in the outbox.
+        expect("charged and queued in the outbox" in message and "went back" in message, message)
+        counter.advance_to, counter.read = real_advance, real_read
+        expect(len(app.pending_uploads()) == 1 and app.status().releases == 2, str(app.status()))
+
+
 @test("counter: KeyboardInterrupt/SystemExit in advance_to (uniffi reports them as success) is caught by the read-back (attack12)")
 def _():
     for exc in (KeyboardInterrupt, SystemExit):

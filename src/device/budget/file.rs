@@ -644,12 +644,16 @@ impl FileLedger {
                 id.set(new_id);
                 Ok(Some(next))
             },
-            |e| match e {
-                Error::LedgerIo { detail } => Error::CounterNotAdvanced {
-                    id: id.get(),
-                    detail,
+            // Every error of the counter's advance comes after the write
+            // (the read-back's too: a counter read ahead of the file, or a
+            // binding's "the counter went back"): the report is queued
+            // whatever the kind (attack15 F1, docs/ATTACK-15.md).
+            |e| Error::CounterNotAdvanced {
+                id: id.get(),
+                detail: match e {
+                    Error::LedgerIo { detail } => detail,
+                    other => other.to_string(),
                 },
-                other => other,
             },
         )?;
         Ok(id.get())
@@ -758,10 +762,19 @@ impl FileLedger {
         counter_failed: impl FnOnce(Error) -> Error,
     ) -> Result<bool> {
         let _lock = lock(&self.path, self.lock_timeout)?;
-        let current = self.reload()?;
+        let (current, floor) = self.reload_with_floor()?;
         let next = step(&current);
         self.budget = current;
         let Some(next) = next? else {
+            // Nothing to write, but the caller may release on this answer
+            // (a memoized key already on file: `commit_once`'s `Ok(false)`).
+            // A counter behind the file's count (an earlier advance failed
+            // after its write) is advanced first, or the released value's
+            // charge could be rolled back and accepted (attack15 F2,
+            // docs/ATTACK-15.md). floor == releases: no counter call.
+            if floor < self.budget.releases() {
+                self.advance_counter(self.budget.releases())?;
+            }
             return Ok(false);
         };
         if self.counter.is_none()
