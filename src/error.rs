@@ -248,8 +248,9 @@ impl fmt::Display for Error {
             }
             Error::CounterNotAdvanced { id, detail } => write!(
                 f,
-                "charged and queued in the outbox as report {id} (it will be uploaded), but the platform \
-                 monotonic counter was not advanced: {detail}"
+                "charged and queued in the outbox as report {id} (it is uploaded once the counter has been \
+                 advanced to the file, by the next call through the counter), but the platform monotonic counter was \
+                 not advanced: {detail}"
             ),
             Error::LedgerBusy { path, waited_ms } => write!(
                 f,

@@ -258,14 +258,15 @@ fn commit_n_through_a_lying_counter_releases_nothing() {
         .is_err());
 }
 
-/// Open finding O1 (docs/ATTACK-15.md): an outbox report queued while the
-/// counter failed is uploadable at once (`pending_uploads`, as the error
-/// says), with the counter behind the file; writing back the file from
-/// before its charge is then accepted by a new process holding the
-/// counter: one uploaded report, no charge on file. Ignored: it fails
-/// (the finding is open).
+/// Finding O1 (docs/ATTACK-15.md), fixed by the lead: an outbox report
+/// queued while the counter failed was uploadable at once
+/// (`pending_uploads`), with the counter behind the file; writing back the
+/// file from before its charge was then accepted by a new process holding
+/// the counter: one uploaded report, no charge on file. Now what may leave
+/// is `uploadable_reports`, which first moves the counter to the file (and
+/// hands out nothing while it cannot), and a ledger without the counter is
+/// refused on a bound file.
 #[test]
-#[ignore = "open finding attack15 O1: an outbox report is uploadable while the counter is behind"]
 fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolled_back() {
     let dir = TempDir::new("a15-outbox-rollback");
     let path = dir.file("ledger.json");
@@ -281,11 +282,21 @@ fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolle
         .spend_to_outbox(&metres(0.4), || Ok("r".into()))
         .unwrap_err();
     assert!(matches!(e, geopriv::Error::CounterNotAdvanced { .. }));
-    // The uploader sends what is pending (the collector stores it).
-    let uploaded = app.pending_uploads().len() as u64;
+    // While the counter cannot move, nothing may leave.
+    assert!(app.uploadable_reports().is_err());
+    // An uploader without the counter is refused on the bound file.
+    let counterless = FileLedger::open(&path, &p).unwrap().uploadable_reports();
+    assert!(
+        matches!(counterless, Err(geopriv::Error::InvalidLedgerState { .. })),
+        "{counterless:?}"
+    );
+    // The counter works again: it is moved to the file first, then the
+    // report is handed out.
+    counter.set(Fault::None);
+    let uploaded = app.uploadable_reports().unwrap().len() as u64;
+    assert_eq!(uploaded, 1);
     drop(app);
     std::fs::write(&path, &before).unwrap();
-    counter.set(Fault::None);
     let reopened =
         FileLedger::open(&path, &p).and_then(|l| l.with_counter(Box::new(counter.clone())));
     let charges_surviving = match &reopened {

@@ -233,12 +233,18 @@ impl GeoMechanism {
 
 #[uniffi::export]
 impl PrivacyLedger {
-    /// The reports waiting in the outbox, oldest first (as this process
-    /// last read the file; `refresh` first to see other processes').
+    /// The reports waiting in the outbox that may be uploaded now, oldest
+    /// first, read from the file under its lock. A ledger bound to a
+    /// monotonic counter first moves a counter left behind by a failed
+    /// advance (`CounterNotAdvanced`, a crash) to the file's count and
+    /// reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+    /// report leaves whose charge a rolled-back file could drop (attack15
+    /// O1). A ledger opened without its counter on a bound file is refused
+    /// (`LedgerRefused`): open it with the counter to upload.
     pub fn pending_uploads(&self) -> Result<Vec<PendingUpload>, GeoprivError> {
         guard(|| {
             self.with_file(|f| {
-                Ok(f.pending_uploads()
+                Ok(f.uploadable_reports()?
                     .into_iter()
                     .map(|(id, report)| PendingUpload { id, report })
                     .collect())

@@ -62,6 +62,15 @@ pub struct LedgerArgs {
     /// A periodic ledger's δ per period.
     #[arg(long, value_name = "D", default_value = "0")]
     period_delta: f64,
+    /// The program holding the ledger's platform monotonic counter, as
+    /// given to `privatize --counter-command`. Needed for a ledger bound to
+    /// a counter: its reports leave only once the counter counts them
+    /// (a counter left behind by a failed advance is moved first).
+    #[arg(long, value_name = "PROGRAM")]
+    counter_command: Option<PathBuf>,
+    /// Seconds the counter program may take per call (as `privatize`'s).
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = crate::privatize::counter_timeout_seconds, requires = "counter_command")]
+    counter_timeout: f64,
 }
 
 impl LedgerArgs {
@@ -73,7 +82,15 @@ impl LedgerArgs {
             self.period_seconds.zip(self.period_epsilon),
             self.period_delta,
         )?;
-        FileLedger::open(&self.ledger, &policy).map_err(|e| e.to_string())
+        let Some(program) = &self.counter_command else {
+            return FileLedger::open(&self.ledger, &policy).map_err(|e| e.to_string());
+        };
+        let timeout = std::time::Duration::try_from_secs_f64(self.counter_timeout)
+            .unwrap_or(std::time::Duration::MAX);
+        let counter = crate::counter::CommandCounter::new(program.clone(), timeout);
+        FileLedger::open(&self.ledger, &policy)
+            .and_then(|l| l.with_counter(Box::new(counter)))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -190,11 +207,14 @@ fn write_parked(path: &Path, lines: &[ParkedLine]) -> Result<(), String> {
 
 pub fn run(cmd: OutboxCommand) -> ExitCode {
     let res = match cmd {
-        OutboxCommand::List(a) => a.open().and_then(|l| {
+        OutboxCommand::List(a) => a.open().and_then(|mut l| {
+            // What is printed may be sent on: the same check as an upload
+            // (a counter left behind is moved first; attack15 O1).
+            let reports = l.uploadable_reports().map_err(|e| e.to_string())?;
             // A reader that stops early (`| head`) ends the listing quietly;
             // `println!` would panic on the closed pipe.
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for (_, report) in l.pending_uploads() {
+            for (_, report) in reports {
                 match writeln!(out, "{report}") {
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                         return Ok(ExitCode::SUCCESS)
@@ -223,7 +243,12 @@ fn upload(a: &UploadArgs) -> Result<ExitCode, String> {
         p.push(".parked");
         PathBuf::from(p)
     });
-    let pending: BTreeSet<u64> = ledger.pending_uploads().iter().map(|(i, _)| *i).collect();
+    let pending: BTreeSet<u64> = ledger
+        .uploadable_reports()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|(i, _)| *i)
+        .collect();
     let mut lines: Vec<ParkedLine> = read_parked(&parked_path)?
         .into_iter()
         .filter(|l| pending.contains(&l.id))

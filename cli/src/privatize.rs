@@ -390,7 +390,7 @@ pub fn run<R: BufRead, W: Write, E: Write>(
 /// `--counter-timeout`: a finite number of seconds, at least 1 ms (below
 /// that no program can answer, and the message rounded it to "0 s":
 /// attack13 O4).
-fn counter_timeout_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn counter_timeout_seconds(s: &str) -> Result<f64, String> {
     let v = crate::query_args::positive(s)?;
     if v >= 1e-3 {
         Ok(v)

@@ -464,3 +464,74 @@ fn a_counter_program_leaving_its_stderr_open_does_not_wait_for_the_timeout() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// docs/ATTACK-15.md O1 (fixed by the lead): a report queued by
+/// `privatize --outbox` whose counter advance failed must not leave before
+/// the counter counts it. `outbox list` (whose output may be sent on) and
+/// `outbox upload` hand the outbox out only through the counter: without
+/// `--counter-command` a bound ledger is refused; with a counter that still
+/// fails, nothing is printed; once it works, it is first advanced to the
+/// file, then the report is printed, and a rollback of the file to before
+/// the charge is refused.
+#[test]
+fn a_queued_report_leaves_the_outbox_only_once_the_counter_counts_it() {
+    let dir = temp_dir("outbox-counter-behind");
+    let path = dir.join("device.json");
+    let ledger = path.to_str().unwrap();
+    // A counter whose advance beyond its value fails (after the write)
+    // while `fail` exists (the binding's probe at the same value works).
+    let advance = format!(
+        "if [ -e \"$d/fail\" ] && [ \"$2\" -gt \"$cur\" ]; then echo \"tpm busy\" >&2; exit 1; fi; {ADVANCE_COUNT}"
+    );
+    let prog = executable(
+        &dir,
+        "counter.sh",
+        &counter_script("", READ_COUNT, &advance),
+    );
+    geopriv_ok(&counter_args(ledger, &prog, &[]), b"95\n");
+    let before = std::fs::read(&path).unwrap();
+    std::fs::write(dir.join("fail"), "").unwrap();
+    let out = common::geopriv(&counter_args(ledger, &prog, &["--outbox"]), b"96\n");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("charged and queued"));
+    assert_eq!(count_in(&dir), "1");
+    let list = |counter: bool| {
+        let mut args = vec![
+            "outbox",
+            "list",
+            "--ledger",
+            ledger,
+            "--unit",
+            "per-dollar",
+            "--budget-epsilon",
+            "0.25",
+        ];
+        if counter {
+            args.extend(["--counter-command", prog.to_str().unwrap()]);
+        }
+        common::geopriv(&args, b"")
+    };
+    let counterless = list(false);
+    assert_eq!(counterless.status.code(), Some(2));
+    assert!(counterless.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&counterless.stderr)
+        .contains("bound to a platform monotonic counter"));
+    let failing = list(true);
+    assert_eq!(failing.status.code(), Some(2));
+    assert!(failing.stdout.is_empty());
+    std::fs::remove_file(dir.join("fail")).unwrap();
+    let listed = list(true);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert_eq!(String::from_utf8(listed.stdout).unwrap().lines().count(), 1);
+    assert_eq!(count_in(&dir), "2");
+    // The file from before the queued report's charge is now refused.
+    std::fs::write(&path, &before).unwrap();
+    let rolled_back = common::geopriv(&counter_args(ledger, &prog, &[]), b"97\n");
+    assert!(!rolled_back.status.success());
+    assert!(rolled_back.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -415,8 +415,10 @@ pub trait OutboxStore {
 
 #[cfg(feature = "std")]
 impl OutboxStore for super::budget::FileLedger {
+    /// [`FileLedger::uploadable_reports`](super::budget::FileLedger::uploadable_reports):
+    /// a counter left behind the file is advanced first (attack15 O1).
     fn pending(&mut self) -> crate::Result<Vec<(u64, String)>> {
-        Ok(self.pending_uploads())
+        self.uploadable_reports()
     }
     fn acknowledge(&mut self, ids: &[u64]) -> crate::Result<()> {
         super::budget::FileLedger::acknowledge(self, ids)

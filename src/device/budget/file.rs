@@ -660,9 +660,60 @@ impl FileLedger {
     }
 
     /// Reports charged and waiting for upload (oldest first) with their
-    /// ids, as this process last read the file.
+    /// ids, as this process last read the file. For display: what may be
+    /// uploaded is [`uploadable_reports`](Self::uploadable_reports), which
+    /// first brings a counter left behind up to the file.
     pub fn pending_uploads(&self) -> Vec<(u64, String)> {
         self.budget.pending_uploads().to_vec()
+    }
+
+    /// The reports that may leave the device now, oldest first with their
+    /// ids: the outbox as on disk, read under the lock (attack15 O1,
+    /// docs/ATTACK-15.md). A report is queued in the same write as its
+    /// charge and the counter is advanced after it; if that advance failed
+    /// ([`Error::CounterNotAdvanced`]) or the process died before it, the
+    /// counter is behind the file, and a report uploaded then could have its
+    /// charge rolled back (an older copy of the file, accepted by a counter
+    /// that never counted it). So for a file bound to a counter
+    /// ([`PrivacyBudget::is_counter_bound`]) whose counter reads below its
+    /// release count, the counter is first advanced to the count (and read
+    /// back); if it cannot be, nothing is handed out (the error of the
+    /// advance). A ledger without a counter cannot check a bound file's
+    /// counter and is refused ([`Error::InvalidLedgerState`]): open it with
+    /// [`with_counter`](Self::with_counter) to upload. Unbound files: the
+    /// outbox as on disk. [`pending_uploads`](Self::pending_uploads) stays
+    /// the in-memory view, for display only.
+    ///
+    /// ```
+    /// use geopriv::device::budget::{BudgetPolicy, BudgetUnit, FileLedger};
+    /// # let dir = std::env::temp_dir().join(format!("gp-uploadable-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("device.json");
+    /// let policy = BudgetPolicy::new(BudgetUnit::PerDollar, 1e-3, 0.0)?;
+    /// let mut ledger = FileLedger::open_or_create(&path, &policy)?;
+    /// assert!(ledger.uploadable_reports()?.is_empty());
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn uploadable_reports(&mut self) -> Result<Vec<(u64, String)>> {
+        let _lock = lock(&self.path, self.lock_timeout)?;
+        let (current, floor) = self.reload_with_floor()?;
+        self.budget = current;
+        let releases = self.budget.releases();
+        if self.budget.is_counter_bound() && floor < releases {
+            if self.counter.is_none() {
+                return Err(Error::InvalidLedgerState {
+                    reason: format!(
+                        "{} is bound to a platform monotonic counter; its outbox is handed out only through a \
+                         ledger holding the counter (FileLedger::with_counter, `--counter-command`), which first \
+                         moves a counter left behind by a failed advance to the file's {releases} release(s)",
+                        UntrustedPath(&self.path)
+                    ),
+                });
+            }
+            self.advance_counter(releases)?;
+        }
+        Ok(self.budget.pending_uploads().to_vec())
     }
 
     /// Remove uploaded reports from the outbox (durably; unknown ids are
