@@ -791,7 +791,7 @@ def _uniffi_check_api_checksums(lib):
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_is_counter_bound() != 18834:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
-    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 57447:
+    if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 28059:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     if lib.uniffi_geopriv_ffi_checksum_method_privacyledger_refresh() != 9776:
         raise InternalError("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
@@ -7547,8 +7547,14 @@ class PrivacyLedgerProtocol(typing.Protocol):
         raise NotImplementedError
     def pending_uploads(self, ) -> typing.List[PendingUpload]:
         """
-        The reports waiting in the outbox, oldest first (as this process
-        last read the file; `refresh` first to see other processes').
+        The reports waiting in the outbox that may be uploaded now, oldest
+        first, read from the file under its lock. A ledger bound to a
+        monotonic counter first moves a counter left behind by a failed
+        advance (`CounterNotAdvanced`, a crash) to the file's count and
+        reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+        report leaves whose charge a rolled-back file could drop (attack15
+        O1). A ledger opened without its counter on a bound file is refused
+        (`LedgerRefused`): open it with the counter to upload.
 """
         raise NotImplementedError
     def refresh(self, ) -> None:
@@ -7902,8 +7908,14 @@ class PrivacyLedger(PrivacyLedgerProtocol):
         return _uniffi_lift_return(_uniffi_ffi_result)
     def pending_uploads(self, ) -> typing.List[PendingUpload]:
         """
-        The reports waiting in the outbox, oldest first (as this process
-        last read the file; `refresh` first to see other processes').
+        The reports waiting in the outbox that may be uploaded now, oldest
+        first, read from the file under its lock. A ledger bound to a
+        monotonic counter first moves a counter left behind by a failed
+        advance (`CounterNotAdvanced`, a crash) to the file's count and
+        reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+        report leaves whose charge a rolled-back file could drop (attack15
+        O1). A ledger opened without its counter on a bound file is refused
+        (`LedgerRefused`): open it with the counter to upload.
 """
         _uniffi_lowered_args = (
             self._uniffi_clone_handle(),

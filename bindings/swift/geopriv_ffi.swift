@@ -3610,8 +3610,14 @@ public protocol PrivacyLedgerProtocol: AnyObject, Sendable {
     func acknowledge(ids: [UInt64]) throws 
     
     /**
-     * The reports waiting in the outbox, oldest first (as this process
-     * last read the file; `refresh` first to see other processes').
+     * The reports waiting in the outbox that may be uploaded now, oldest
+     * first, read from the file under its lock. A ledger bound to a
+     * monotonic counter first moves a counter left behind by a failed
+     * advance (`CounterNotAdvanced`, a crash) to the file's count and
+     * reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+     * report leaves whose charge a rolled-back file could drop (attack15
+     * O1). A ledger opened without its counter on a bound file is refused
+     * (`LedgerRefused`): open it with the counter to upload.
      */
     func pendingUploads() throws  -> [PendingUpload]
     
@@ -3934,8 +3940,14 @@ open func acknowledge(ids: [UInt64])throws   {try rustCallWithError(FfiConverter
 }
     
     /**
-     * The reports waiting in the outbox, oldest first (as this process
-     * last read the file; `refresh` first to see other processes').
+     * The reports waiting in the outbox that may be uploaded now, oldest
+     * first, read from the file under its lock. A ledger bound to a
+     * monotonic counter first moves a counter left behind by a failed
+     * advance (`CounterNotAdvanced`, a crash) to the file's count and
+     * reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+     * report leaves whose charge a rolled-back file could drop (attack15
+     * O1). A ledger opened without its counter on a bound file is refused
+     * (`LedgerRefused`): open it with the counter to upload.
      */
 open func pendingUploads()throws  -> [PendingUpload]  {
     return try  FfiConverterSequenceTypePendingUpload.lift(try rustCallWithError(FfiConverterTypeGeoprivError_lift) {
@@ -11746,7 +11758,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() != 28725) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 57447) {
+    if (uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() != 28059) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() != 32170) {

@@ -1805,7 +1805,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_acknowledge() and 0xFFFF) != 28725) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() and 0xFFFF) != 57447) {
+    if ((lib.uniffi_geopriv_ffi_checksum_method_privacyledger_pending_uploads() and 0xFFFF) != 28059) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_geopriv_ffi_checksum_method_memoizedrelease_instantaneous_epsilon() and 0xFFFF) != 32170) {
@@ -7158,8 +7158,14 @@ public interface PrivacyLedgerInterface {
     fun `acknowledge`(`ids`: List<kotlin.ULong>)
     
     /**
-     * The reports waiting in the outbox, oldest first (as this process
-     * last read the file; `refresh` first to see other processes').
+     * The reports waiting in the outbox that may be uploaded now, oldest
+     * first, read from the file under its lock. A ledger bound to a
+     * monotonic counter first moves a counter left behind by a failed
+     * advance (`CounterNotAdvanced`, a crash) to the file's count and
+     * reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+     * report leaves whose charge a rolled-back file could drop (attack15
+     * O1). A ledger opened without its counter on a bound file is refused
+     * (`LedgerRefused`): open it with the counter to upload.
      */
     fun `pendingUploads`(): List<PendingUpload>
     
@@ -7435,8 +7441,14 @@ open class PrivacyLedger: Disposable, AutoCloseable, PrivacyLedgerInterface
 
     
     /**
-     * The reports waiting in the outbox, oldest first (as this process
-     * last read the file; `refresh` first to see other processes').
+     * The reports waiting in the outbox that may be uploaded now, oldest
+     * first, read from the file under its lock. A ledger bound to a
+     * monotonic counter first moves a counter left behind by a failed
+     * advance (`CounterNotAdvanced`, a crash) to the file's count and
+     * reads it back; if it cannot, nothing is returned (`LedgerIo`), so no
+     * report leaves whose charge a rolled-back file could drop (attack15
+     * O1). A ledger opened without its counter on a bound file is refused
+     * (`LedgerRefused`): open it with the counter to upload.
      */
     @Throws(GeoprivException::class)override fun `pendingUploads`(): List<PendingUpload> {
             return FfiConverterSequenceTypePendingUpload.lift(
