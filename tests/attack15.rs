@@ -23,6 +23,33 @@ fn metres(epsilon: f64) -> Charge {
     Charge::new(BudgetUnit::PerMetre, epsilon, 0.0).unwrap()
 }
 
+/// A new ledger file (total ε 1 per metre) bound to a scripted counter,
+/// and the file's bytes before any charge (what a rollback writes back).
+fn bound_to_scripted(name: &str) -> (TempDir, std::path::PathBuf, Scripted, FileLedger, Vec<u8>) {
+    let dir = TempDir::new(name);
+    let path = dir.file("ledger.json");
+    let counter = Scripted::new();
+    let app = FileLedger::create(&path, &policy(1.0))
+        .unwrap()
+        .with_counter(Box::new(counter.clone()))
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    (dir, path, counter, app, before)
+}
+
+/// Writes `before` back over the ledger at `path` and reopens it with
+/// `counter`: the releases the accepted file records, or `u64::MAX` when
+/// the rollback is refused (caught).
+fn charges_after_rollback(path: &std::path::Path, before: &[u8], counter: &Scripted) -> u64 {
+    std::fs::write(path, before).unwrap();
+    match FileLedger::open(path, &policy(1.0))
+        .and_then(|l| l.with_counter(Box::new(counter.clone())))
+    {
+        Ok(l) => l.state().releases(),
+        Err(_) => u64::MAX,
+    }
+}
+
 /// What a scripted counter does on its next calls.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -164,15 +191,7 @@ fn every_counter_fault_after_the_outbox_write_says_the_report_is_queued() {
 /// counter that reads below the file's count before it answers.
 #[test]
 fn a_memoized_retry_after_a_failed_advance_moves_the_counter_before_releasing() {
-    let dir = TempDir::new("a15-memo-retry");
-    let path = dir.file("ledger.json");
-    let p = policy(1.0);
-    let counter = Scripted::new();
-    let mut app = FileLedger::create(&path, &p)
-        .unwrap()
-        .with_counter(Box::new(counter.clone()))
-        .unwrap();
-    let before = std::fs::read(&path).unwrap();
+    let (_dir, path, counter, mut app, before) = bound_to_scripted("a15-memo-retry");
     let key = [7u8; 32];
     counter.set(Fault::AdvanceFails);
     let e = app.commit_once(key, &metres(0.4)).unwrap_err();
@@ -186,13 +205,7 @@ fn a_memoized_retry_after_a_failed_advance_moves_the_counter_before_releasing() 
     let (on_counter, on_file) = (counter.read().unwrap(), app.state().releases());
     drop(app);
     // Roll the file back to before the key's charge.
-    std::fs::write(&path, &before).unwrap();
-    let reopened =
-        FileLedger::open(&path, &p).and_then(|l| l.with_counter(Box::new(counter.clone())));
-    let charges_surviving = match &reopened {
-        Ok(l) => l.state().releases(),
-        Err(_) => u64::MAX, // refused: the rollback is caught
-    };
+    let charges_surviving = charges_after_rollback(&path, &before, &counter);
     assert!(
         charges_surviving >= released,
         "rollback accepted with {charges_surviving} charge(s) for {released} release(s)"
@@ -268,15 +281,7 @@ fn commit_n_through_a_lying_counter_releases_nothing() {
 /// refused on a bound file.
 #[test]
 fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolled_back() {
-    let dir = TempDir::new("a15-outbox-rollback");
-    let path = dir.file("ledger.json");
-    let p = policy(1.0);
-    let counter = Scripted::new();
-    let mut app = FileLedger::create(&path, &p)
-        .unwrap()
-        .with_counter(Box::new(counter.clone()))
-        .unwrap();
-    let before = std::fs::read(&path).unwrap();
+    let (_dir, path, counter, mut app, before) = bound_to_scripted("a15-outbox-rollback");
     counter.set(Fault::AdvanceFails);
     let e = app
         .spend_to_outbox(&metres(0.4), || Ok("r".into()))
@@ -285,7 +290,9 @@ fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolle
     // While the counter cannot move, nothing may leave.
     assert!(app.uploadable_reports().is_err());
     // An uploader without the counter is refused on the bound file.
-    let counterless = FileLedger::open(&path, &p).unwrap().uploadable_reports();
+    let counterless = FileLedger::open(&path, &policy(1.0))
+        .unwrap()
+        .uploadable_reports();
     assert!(
         matches!(counterless, Err(geopriv::Error::InvalidLedgerState { .. })),
         "{counterless:?}"
@@ -296,13 +303,7 @@ fn an_outbox_report_queued_with_the_counter_behind_cannot_be_uploaded_then_rolle
     let uploaded = app.uploadable_reports().unwrap().len() as u64;
     assert_eq!(uploaded, 1);
     drop(app);
-    std::fs::write(&path, &before).unwrap();
-    let reopened =
-        FileLedger::open(&path, &p).and_then(|l| l.with_counter(Box::new(counter.clone())));
-    let charges_surviving = match &reopened {
-        Ok(l) => l.state().releases(),
-        Err(_) => u64::MAX,
-    };
+    let charges_surviving = charges_after_rollback(&path, &before, &counter);
     assert!(
         charges_surviving >= uploaded,
         "rollback accepted with {charges_surviving} charge(s) for {uploaded} uploaded report(s)"

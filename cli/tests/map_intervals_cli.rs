@@ -22,25 +22,8 @@ fn reports(eh: f64) -> (String, Vec<u8>) {
             format!("{},{}\n", cx + (i * 37) % 1_500, cy + (i * 91) % 1_500)
         })
         .collect();
-    let out = geopriv(
-        &[
-            "map",
-            "release",
-            "--grid",
-            "11",
-            "--epsilon",
-            &eps,
-            "--seed",
-            "7",
-        ],
-        locations.as_bytes(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (eps, out.stdout)
+    let stdout = common::map_release_11(&locations, &eps, "7");
+    (eps, stdout)
 }
 
 fn aggregate(eps: &str, lambda: Option<&str>, reports: &[u8]) -> serde_json::Value {

@@ -113,25 +113,8 @@ fn released(n: u64, seed: &str) -> Vec<String> {
     let locations: String = (0..n)
         .map(|i| format!("{},{}\n", (i * 37) % 20_000, (i * 91 + i / 7) % 20_000))
         .collect();
-    let out = geopriv(
-        &[
-            "map",
-            "release",
-            "--grid",
-            "11",
-            "--epsilon",
-            "0.001",
-            "--seed",
-            seed,
-        ],
-        locations.as_bytes(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
+    let stdout = common::map_release_11(&locations, "0.001", seed);
+    String::from_utf8(stdout)
         .unwrap()
         .lines()
         .map(|l| match l.find(",\"report_id\":") {

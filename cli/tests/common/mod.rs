@@ -74,3 +74,28 @@ pub fn small_coverage_sweep(population: &str, extra: &[&str], envs: &[(&str, &Os
     }
     cmd.output().unwrap()
 }
+
+/// `geopriv map release --grid 11 --epsilon EPS --seed SEED` of
+/// `locations` (`x,y` lines over the default 20 km box), which must
+/// succeed: its stdout, one report line per device.
+pub fn map_release_11(locations: &str, epsilon: &str, seed: &str) -> Vec<u8> {
+    let out = geopriv(
+        &[
+            "map",
+            "release",
+            "--grid",
+            "11",
+            "--epsilon",
+            epsilon,
+            "--seed",
+            seed,
+        ],
+        locations.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
