@@ -1277,31 +1277,24 @@ fn another_mechanisms_pick_serves_the_lambda_1_map_not_the_first_a_priori_predic
     // map measures the same 1.13e-5). If the
     // first a-priori map ever measures better here, revisit O5
     // (docs/ATTACK-13.md).
-    let grid = KdeGrid::square(10_000.0, 5).unwrap();
-    let xs = devices(5_000, 31);
-    let truth = grid.exact_map(&xs);
-    let agg = aggregated(&grid, 1000.0, &xs, 32);
-    let (pick, first, served, l1, first_ase) = o5_case(&agg, &truth);
-    println!("(a) pick {pick}, first a-priori {first}: served {served:.3e}, λ = 1 {l1:.3e}, first a-priori {first_ase:.3e}");
-    assert_eq!(pick, "vector-laplace");
-    assert_eq!(served, l1);
-    assert!(
-        first_ase >= served,
-        "{first} now measures better: revisit O5"
-    );
-
-    let grid = KdeGrid::square(20_000.0, 3).unwrap();
-    let xs = uniform(50, 20_000.0, 0);
-    let truth = grid.exact_map(&xs);
-    let agg = aggregated(&grid, 1000.0 * grid.bandwidth(), &xs, 32);
-    let (pick, first, served, l1, first_ase) = o5_case(&agg, &truth);
-    println!("(b) pick {pick}, first a-priori {first}: served {served:.3e}, λ = 1 {l1:.3e}, first a-priori {first_ase:.3e}");
-    assert_eq!(pick, "composition");
-    assert_eq!(served, l1);
-    assert!(
-        first_ase >= served,
-        "{first} now measures better: revisit O5"
-    );
+    let grid_a = KdeGrid::square(10_000.0, 5).unwrap();
+    let grid_b = KdeGrid::square(20_000.0, 3).unwrap();
+    let eh_b = 1000.0 * grid_b.bandwidth();
+    for (case, grid, xs, eh, expected) in [
+        ("(a)", grid_a, devices(5_000, 31), 1000.0, "vector-laplace"),
+        ("(b)", grid_b, uniform(50, 20_000.0, 0), eh_b, "composition"),
+    ] {
+        let truth = grid.exact_map(&xs);
+        let agg = aggregated(&grid, eh, &xs, 32);
+        let (pick, first, served, l1, first_ase) = o5_case(&agg, &truth);
+        println!("{case} pick {pick}, first a-priori {first}: served {served:.3e}, λ = 1 {l1:.3e}, first a-priori {first_ase:.3e}");
+        assert_eq!(pick, expected);
+        assert_eq!(served, l1);
+        assert!(
+            first_ase >= served,
+            "{case} {first} now measures better: revisit O5"
+        );
+    }
 }
 
 /// attack13 O5's sweep (BENCHMARKS.md "Branch maptidy"): every cell where
