@@ -1297,6 +1297,16 @@ fn another_mechanisms_pick_serves_the_lambda_1_map_not_the_first_a_priori_predic
     }
 }
 
+/// The sweeps' populations on 10 km: "discs" ([`devices`], seed 31 +
+/// `seed`) or uniform.
+fn discs_or_uniform(pop: &str, n: usize, seed: u64) -> Vec<[f64; 2]> {
+    if pop == "discs" {
+        devices(n, 31 + seed)
+    } else {
+        uniform(n, 10_000.0, seed)
+    }
+}
+
 /// attack13 O5's sweep (BENCHMARKS.md "Branch maptidy"): every cell where
 /// the pick is another mechanism, the served (λ = 1) map against the
 /// plan's first a-priori prediction's, both measured against the truth.
@@ -1310,11 +1320,7 @@ fn o5_sweep_another_mechanisms_pick() {
             let grid = KdeGrid::square(10_000.0, g).unwrap();
             for n in [50usize, 500, 5_000] {
                 for seed in 0..4u64 {
-                    let xs = if pop == "discs" {
-                        devices(n, 31 + seed)
-                    } else {
-                        uniform(n, 10_000.0, seed)
-                    };
+                    let xs = discs_or_uniform(pop, n, seed);
                     let truth = grid.exact_map(&xs);
                     for eh in [30.0, 100.0, 300.0, 1000.0, 3000.0] {
                         let agg = aggregated(&grid, eh, &xs, 32 + seed);
@@ -1500,11 +1506,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
         for pop in ["discs", "uniform"] {
             for n in [50usize, 500, 5_000] {
                 for seed in 0..seeds {
-                    let xs = if pop == "discs" {
-                        devices(n, 31 + seed)
-                    } else {
-                        uniform(n, 10_000.0, seed)
-                    };
+                    let xs = discs_or_uniform(pop, n, seed);
                     let truth = grid.exact_map(&xs);
                     for eh in [10.0, 30.0, 100.0, 300.0, 1000.0] {
                         let agg = aggregated(&grid, eh, &xs, 32 + seed);
