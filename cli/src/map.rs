@@ -174,6 +174,20 @@ impl SetArgs {
             },
             None => [0.0, SyntheticCity::SIDE, 0.0, SyntheticCity::SIDE],
         };
+        // A box of no width (or reversed, or not finite) is refused as a
+        // box, not later as a bandwidth of 0 (docs/ATTACK-15.md O2).
+        let [x0, x1, y0, y1] = b;
+        if !(x0.is_finite()
+            && x1.is_finite()
+            && y0.is_finite()
+            && y1.is_finite()
+            && x0 < x1
+            && y0 < y1)
+        {
+            return Err(format!(
+                "--bbox is xmin,xmax,ymin,ymax with xmin < xmax and ymin < ymax, all finite; got {x0},{x1},{y0},{y1}"
+            ));
+        }
         // A 0 or 1 point grid has no cells: an error, not a silent 2 x 2.
         if self.grid < 2 {
             return Err(format!(

@@ -73,3 +73,28 @@ fn a_kernel_map_has_no_interval_centres() {
     assert_eq!(m["estimator"], "kernel", "{m}");
     assert!(m.get("interval_centres").is_none());
 }
+
+/// docs/ATTACK-15.md O2: a box of no width (`--bbox 0 0 20000 20000`,
+/// xmin = xmax) or a reversed one is refused as a box (exit 2), not as a
+/// bandwidth of 0.
+#[test]
+fn a_degenerate_box_is_refused_as_a_box() {
+    for bbox in ["0,0,0,20000", "0,20000,5,5", "20000,0,0,20000"] {
+        let out = geopriv(
+            &[
+                "map",
+                "aggregate",
+                "--grid",
+                "11",
+                "--epsilon",
+                "0.001",
+                "--bbox",
+                bbox,
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(2), "{bbox}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("xmin < xmax and ymin < ymax"), "{bbox}: {err}");
+    }
+}
