@@ -696,22 +696,20 @@ impl FileLedger {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn uploadable_reports(&mut self) -> Result<Vec<(u64, String)>> {
-        let _lock = lock(&self.path, self.lock_timeout)?;
-        let (current, floor) = self.reload_with_floor()?;
-        self.budget = current;
+        // Nothing to write: the re-read under the lock, and the advance of
+        // a counter behind the file that every answer the caller acts on
+        // gets (`locked_update_or`'s no-write branch, attack15 F2).
+        self.locked_update(|_| Ok(None))?;
         let releases = self.budget.releases();
-        if self.budget.is_counter_bound() && floor < releases {
-            if self.counter.is_none() {
-                return Err(Error::InvalidLedgerState {
-                    reason: format!(
-                        "{} is bound to a platform monotonic counter; its outbox is handed out only through a \
-                         ledger holding the counter (FileLedger::with_counter, `--counter-command`), which first \
-                         moves a counter left behind by a failed advance to the file's {releases} release(s)",
-                        UntrustedPath(&self.path)
-                    ),
-                });
-            }
-            self.advance_counter(releases)?;
+        if self.counter.is_none() && self.budget.is_counter_bound() && releases > 0 {
+            return Err(Error::InvalidLedgerState {
+                reason: format!(
+                    "{} is bound to a platform monotonic counter; its outbox is handed out only through a \
+                     ledger holding the counter (FileLedger::with_counter, `--counter-command`), which first \
+                     moves a counter left behind by a failed advance to the file's {releases} release(s)",
+                    UntrustedPath(&self.path)
+                ),
+            });
         }
         Ok(self.budget.pending_uploads().to_vec())
     }
