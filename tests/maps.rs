@@ -4,7 +4,7 @@
 
 use geopriv::map::{
     direct_map, plan, BinSpec, BinnedCounts, DebiasKernel, EmDeconvolution, EmOptions, FftMapper,
-    KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet,
+    KdeGrid, MapAggregator, MapMechanism, MapRelease, Prediction, QuerySet,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -1550,6 +1550,19 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
     }
 }
 
+/// The planner's EM prediction for `agg`'s reports and EM's measured ASE
+/// against `truth`.
+fn em_prediction_and_ase(agg: &MapAggregator, truth: &[f64]) -> (Prediction, f64) {
+    let p = agg.planned_estimate().unwrap().1.unwrap();
+    let q = p
+        .predictions
+        .iter()
+        .find(|q| q.em_iterations.is_some())
+        .unwrap()
+        .clone();
+    (q, ase(&p.em.as_ref().unwrap().values, truth))
+}
+
 /// Branch emzero, issue 19 item 15: on a 3-point grid at εh 300 and 1000
 /// EM's held-out stop runs long (t* 161, 326) and its map moves 1.15e-6
 /// to 1.33e-6 (mean square) away from a plain map predicted near the
@@ -1565,13 +1578,7 @@ fn em_prediction_on_a_3_point_grid_at_high_eps_h_sees_its_distance_to_the_plain_
     let truth = grid.exact_map(&xs);
     for eh in [300.0, 1000.0] {
         let agg = aggregated(&grid, eh, &xs, 32);
-        let p = agg.planned_estimate().unwrap().1.unwrap();
-        let q = p
-            .predictions
-            .iter()
-            .find(|q| q.em_iterations.is_some())
-            .unwrap();
-        let measured = ase(&p.em.as_ref().unwrap().values, &truth);
+        let (q, measured) = em_prediction_and_ase(&agg, &truth);
         println!(
             "εh {eh}: EM predicted {:.3e}, measured {measured:.3e}",
             q.ase
@@ -1603,13 +1610,7 @@ fn em_interval_above_eps_h_3_holds_em_within_3x() {
             let truth = grid.exact_map(&xs);
             for eh in ehs {
                 let agg = aggregated(&grid, eh, &xs, 32 + seed);
-                let p = agg.planned_estimate().unwrap().1.unwrap();
-                let q = p
-                    .predictions
-                    .iter()
-                    .find(|q| q.em_iterations.is_some())
-                    .unwrap();
-                let measured = ase(&p.em.as_ref().unwrap().values, &truth);
+                let (q, measured) = em_prediction_and_ase(&agg, &truth);
                 println!(
                     "grid {g} seed {seed} εh {eh}: EM predicted {:.3e} (upper bound {}), measured {measured:.3e}",
                     q.ase, q.upper_bound
