@@ -566,8 +566,8 @@ impl MapAggregator {
     /// the plan's first noise-a-priori prediction (attack13 O5, measured
     /// and not adopted, docs/ATTACK-13.md): wherever that rule changed the
     /// map it was worse, EM at 1.4–11x λ = 1's measured ASE where the
-    /// planner's EM prediction at εh >= 1000 is 1.6–28x low, and an all-zero
-    /// EM map at εh 1.4·10⁷ (tests/maps.rs,
+    /// planner's EM prediction at εh >= 1000 was 1.6–28x low, and an
+    /// all-zero EM map at εh 1.4·10⁷ before branch emzero (tests/maps.rs,
     /// `another_mechanisms_pick_serves_the_lambda_1_map_…`).
     fn picked_estimate(&self, p: &super::planner::Plan, mapper: &FftMapper) -> Result<MapEstimate> {
         let pick = p.pick();
