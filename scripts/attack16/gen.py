@@ -24,6 +24,10 @@ elif pop == "corner":  # a city centred 2 km outside the box's (0,0) corner, exp
 elif pop == "atoms":  # 500 random sites (Zipf weights), every device exactly at its site
     srng = np.random.default_rng(8); sx, sy = 1000 + 18000*srng.random(500), 1000 + 18000*srng.random(500)
     w = 1.0/np.arange(1, 501)**1.1; w /= w.sum(); s = rng.choice(500, n, p=w); P = np.c_[sx[s], sy[s]]
+elif pop == "atomsc":  # the atoms moved to the nearest multiple of 20000/360 m (bin centres at εh >= 100)
+    srng = np.random.default_rng(8); sx, sy = 1000 + 18000*srng.random(500), 1000 + 18000*srng.random(500)
+    D = 20000/360; sx, sy = np.round(sx/D)*D, np.round(sy/D)*D
+    w = 1.0/np.arange(1, 501)**1.1; w /= w.sum(); s = rng.choice(500, n, p=w); P = np.c_[sx[s], sy[s]]
 elif pop == "ring20":  # the ring, 20 m thick
     a = rng.random(n)*2*np.pi; r = 6000 + 20*rng.random(n)
     P = np.c_[10300 + r*np.cos(a), 9700 + r*np.sin(a)]
