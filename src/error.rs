@@ -187,11 +187,13 @@ impl fmt::Display for Error {
                 requirement,
             } => write!(
                 f,
-                "invalid parameter `{name}` = {value}: must be {requirement}"
+                "invalid parameter `{name}` = {}: must be {requirement}",
+                ShortNumber(*value)
             ),
             Error::NonFinitePoint { coordinate, value } => write!(
                 f,
-                "point coordinate {coordinate} is {value}: coordinates must be finite"
+                "point coordinate {coordinate} is {}: coordinates must be finite",
+                ShortNumber(*value)
             ),
             Error::DimensionMismatch { expected, found } => write!(
                 f,
@@ -213,7 +215,11 @@ impl fmt::Display for Error {
                 index,
                 value,
                 reason,
-            } => write!(f, "invalid data: record {index} = {value}: {reason}"),
+            } => write!(
+                f,
+                "invalid data: record {index} = {}: {reason}",
+                ShortNumber(*value)
+            ),
             Error::Numerical { routine } => {
                 write!(f, "numerical routine `{routine}` could not certify its result")
             }
@@ -259,8 +265,9 @@ impl fmt::Display for Error {
             ),
             Error::NonFiniteRelease { what, value } => write!(
                 f,
-                "release refused (nothing charged): its {what} would be {value}, not a finite normal number; \
-                 use a larger epsilon or narrower query parameters"
+                "release refused (nothing charged): its {what} would be {}, not a finite normal number; \
+                 use a larger epsilon or narrower query parameters",
+                ShortNumber(*value)
             ),
             Error::LimitExceeded {
                 what,
@@ -285,6 +292,41 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// A number in a message, short and exact: `{}` for 0 and for
+/// magnitudes in [1e-6, 1e6], `{:e}` outside (and `inf`, `-inf`, `NaN`
+/// as they are). Both forms are Rust's shortest round-trip digits, so
+/// `"{}".parse::<f64>()` of the text gives the number back bit for bit;
+/// only the decimal point's place differs. Every message that prints an
+/// ε, a radius, a level or a budget (this crate's [`Error`] and
+/// [`crate::Rejection`] texts, the CLI's and the server's lines) goes
+/// through it, so ε = 1e-300 prints as `1e-300`, not as 300 digits
+/// (attack15 O2). Numbers a machine reads (JSON, ledger files, report
+/// fields) are not formatted with it.
+///
+/// ```
+/// use geopriv::ShortNumber;
+/// assert_eq!(ShortNumber(0.002).to_string(), "0.002");
+/// assert_eq!(ShortNumber(500.0).to_string(), "500");
+/// assert_eq!(ShortNumber(1e-300).to_string(), "1e-300");
+/// assert_eq!(ShortNumber(1e300).to_string(), "1e300");
+/// assert_eq!(ShortNumber(5e-324).to_string(), "5e-324");
+/// assert_eq!(ShortNumber(f64::INFINITY).to_string(), "inf");
+/// assert_eq!(ShortNumber(1e-300).to_string().parse::<f64>(), Ok(1e-300));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShortNumber(pub f64);
+
+impl fmt::Display for ShortNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if !x.is_finite() || x == 0.0 || (1e-6..=1e6).contains(&x.abs()) {
+            write!(f, "{x}")
+        } else {
+            write!(f, "{x:e}")
+        }
+    }
+}
 
 /// Check that `value` is finite and strictly positive.
 pub(crate) fn positive_finite(name: &'static str, value: f64) -> Result<f64> {
@@ -384,6 +426,37 @@ mod tests {
         assert!(positive_finite("width", f64::INFINITY).is_err());
         assert!(finite("threshold", f64::NEG_INFINITY).is_err());
         assert_eq!(positive_finite("width", 2.0), Ok(2.0));
+    }
+
+    /// attack15 O2: numbers in messages are short and read back exactly.
+    #[test]
+    fn extreme_numbers_in_messages_are_short() {
+        let e = query_parameter("threshold", 1e301).unwrap_err().to_string();
+        assert!(e.contains("`threshold` = 1e301:"), "{e}");
+        let e = positive_finite("epsilon", -1e-300).unwrap_err().to_string();
+        assert!(e.contains("`epsilon` = -1e-300:"), "{e}");
+        let e = release_number("scale", 5e-324, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("would be 5e-324,"), "{e}");
+        for x in [
+            1e-300,
+            5e-324,
+            1e300,
+            f64::MAX,
+            1e-6,
+            1e6,
+            0.5,
+            123.25,
+            -7.0,
+        ] {
+            let t = alloc::format!("{}", ShortNumber(x));
+            assert!(t.len() <= 24, "{t}");
+            assert_eq!(t.parse::<f64>().map(f64::to_bits), Ok(x.to_bits()), "{t}");
+        }
+        assert_eq!(alloc::format!("{}", ShortNumber(1e6)), "1000000");
+        assert_eq!(alloc::format!("{}", ShortNumber(1.5e6)), "1.5e6");
+        assert_eq!(alloc::format!("{}", ShortNumber(-0.0)), "-0");
     }
 
     #[test]

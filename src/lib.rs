@@ -68,7 +68,7 @@ mod secure_rng;
 
 pub use self::geo::{LatLon, LocalEquirectangular, Projection, WebMercator};
 pub use device::budget::{BudgetPolicy, BudgetUnit, Ledger, PrivacyBudget};
-pub use error::{Error, Result};
+pub use error::{Error, Result, ShortNumber};
 pub use growth::{Growth, GrowthKind};
 pub use mechanism::{Mechanism, MechanismName, MechanismParams, NoiseShape, OutputDensity};
 #[cfg(feature = "std")]

@@ -91,9 +91,9 @@ impl fmt::Display for PrivacyRadius {
         write!(
             f,
             "ε = {} per unit, i.e. level {} within {}",
-            self.epsilon(),
-            self.level,
-            self.radius
+            crate::ShortNumber(self.epsilon()),
+            crate::ShortNumber(self.level),
+            crate::ShortNumber(self.radius)
         )
     }
 }

@@ -471,6 +471,38 @@ fn a_rolled_back_file_is_caught_by_the_process_and_by_a_monotonic_counter() {
     assert!(fresh.with_counter(Box::new(counter.clone())).is_err());
 }
 
+/// tidy15: a charge reads the counter under its own hold of the lock; the
+/// value read when the ledger was bound (an earlier hold) is not reused.
+/// Between the two, another holder of the file and the counter may charge
+/// and advance the counter, and the file may then be rolled back to what
+/// this process saw when binding: only a fresh read of the counter sees the
+/// other's charge missing (docs/MATH.md §8.3, "One counter read per
+/// hold"). With the binding's read reused, the charge below was accepted
+/// and the other process's released value lost its charge.
+#[test]
+fn a_rollback_between_binding_and_charge_is_caught_by_the_charges_own_read() {
+    use geopriv::device::budget::{MemoryCounter, MonotonicCounter};
+    let dir = TempDir::new("bind-then-rollback");
+    let path = dir.file("ledger.json");
+    let p = policy(1.0, 0.0);
+    let counter = MemoryCounter::default();
+    let mut a =
+        FileLedger::open_or_create_with_counter(&path, &p, Box::new(counter.clone())).unwrap();
+    let before = std::fs::read_to_string(&path).unwrap();
+    // Process B, sharing the file and the counter, releases once.
+    let mut b =
+        FileLedger::open_or_create_with_counter(&path, &p, Box::new(counter.clone())).unwrap();
+    b.commit(&metres(0.1, 0.0)).unwrap();
+    assert_eq!(counter.read().unwrap(), 1);
+    drop(b);
+    // The file is rolled back to what A saw when it bound.
+    std::fs::write(&path, &before).unwrap();
+    let e = a.commit(&metres(0.1, 0.0)).unwrap_err();
+    assert!(matches!(e, Error::InvalidLedgerState { .. }), "{e}");
+    assert!(e.to_string().contains("platform counter says 1"), "{e}");
+    assert_eq!(counter.read().unwrap(), 1);
+}
+
 #[test]
 fn periodic_file_ledger_with_memo_charges_and_secret() {
     use geopriv::device::budget::ManualClock;

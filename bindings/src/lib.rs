@@ -13,10 +13,10 @@
 //! ## Nothing panics across the boundary
 //!
 //! * Inputs are validated before any arithmetic: parameters by the core
-//!   constructors, points (length and finiteness) here in [`query`], so a
+//!   constructors, points (length and finiteness) here in `query`, so a
 //!   NaN, an infinity, a negative width or an empty list is an
 //!   `InvalidParameter`/`InvalidInput` exception, not a number.
-//! * Every exported function runs inside [`guard`], which catches a panic
+//! * Every exported function runs inside `guard`, which catches a panic
 //!   (a bug) and reports it as `GeoprivError::Internal`. uniffi's own
 //!   scaffolding catches panics too (as a generic internal exception);
 //!   `guard` makes the failure typed and its message clear.

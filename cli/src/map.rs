@@ -997,7 +997,7 @@ fn aggregate_noisy_split(
 /// convergence.
 ///
 /// The target is the transform of the binned true locations times
-/// F[B_λ] and the sinc correction of §9.3, which is exact only when the
+/// F\[B_λ\] and the sinc correction of §9.3, which is exact only when the
 /// rounding offsets are uniform over a bin. Spread devices have uniform
 /// offsets; devices on a few thousand atoms (the airports-like population)
 /// each keep one fixed offset, so every atom is moved by up to Δ_t/2 and

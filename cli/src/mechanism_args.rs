@@ -2,7 +2,7 @@
 
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
-use geopriv::{Mechanism, MechanismName, MechanismParams};
+use geopriv::{Mechanism, MechanismName, MechanismParams, ShortNumber};
 
 /// clap's `ValueEnum` over the core's [`MechanismName`]: the flag values
 /// are the wire names (`polyplace`, `student-t`, ...), the help the labels.
@@ -105,7 +105,9 @@ pub fn resolve_epsilon(
 /// Both forms of a privacy level, for stderr: `privacy: ε = 0.002 per
 /// metre, i.e. level 1 within 500 m` (`unit` the word after "per",
 /// `short` the radius' unit). With `--within R --level L` the radius and
-/// level given; with `--epsilon` alone, level 1 within 1/ε.
+/// level given; with `--epsilon` alone, level 1 within 1/ε. Numbers go
+/// through [`geopriv::ShortNumber`] (`1e-300`, not 300 digits); a radius
+/// 1/ε beyond f64 (ε below 1/f64::MAX ≈ 5.6e-309) is "more than 1.8e308".
 pub fn describe(
     epsilon: f64,
     within: Option<f64>,
@@ -117,7 +119,16 @@ pub fn describe(
         (Some(r), Some(l)) => (r, l),
         _ => (1.0 / epsilon, 1.0),
     };
-    format!("privacy: ε = {epsilon} per {unit}, i.e. level {level} within {radius}{short}")
+    let radius = if radius.is_finite() {
+        ShortNumber(radius).to_string()
+    } else {
+        "more than 1.8e308".to_string()
+    };
+    format!(
+        "privacy: ε = {} per {unit}, i.e. level {} within {radius}{short}",
+        ShortNumber(epsilon),
+        ShortNumber(level)
+    )
 }
 
 #[cfg(test)]
@@ -137,6 +148,24 @@ mod tests {
         assert_eq!(
             describe(2e-3, None, None, "metre", " m"),
             "privacy: ε = 0.002 per metre, i.e. level 1 within 500 m"
+        );
+    }
+
+    /// attack15 O2: extreme ε printed short (it printed 300 digits at
+    /// 1e-300 and "within inf m" at 5e-324).
+    #[test]
+    fn extreme_epsilons_are_printed_short() {
+        assert_eq!(
+            describe(1e-300, None, None, "metre", " m"),
+            "privacy: ε = 1e-300 per metre, i.e. level 1 within 9.999999999999999e299 m"
+        );
+        assert_eq!(
+            describe(5e-324, None, None, "metre", " m"),
+            "privacy: ε = 5e-324 per metre, i.e. level 1 within more than 1.8e308 m"
+        );
+        assert_eq!(
+            describe(1e300, None, None, "metre", " m"),
+            "privacy: ε = 1e300 per metre, i.e. level 1 within 1e-300 m"
         );
     }
 }

@@ -13,7 +13,7 @@ use axum::Router;
 use geopriv::map::{MapAggregator, MapRelease, MapReport};
 use geopriv::server::escape::Untrusted;
 use geopriv::server::ingest::{Decoded as Record, FormatChoice, RecordReader};
-use geopriv::Report;
+use geopriv::{Report, ShortNumber};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashMap;
@@ -492,12 +492,12 @@ fn decode_values(
                     "report of ({}, {}, ε {}, δ {}), the task collects ({}, {}, ε {}, δ {})",
                     r.query.canonical_id(),
                     r.mechanism.as_str(),
-                    r.epsilon,
-                    r.delta,
+                    ShortNumber(r.epsilon),
+                    ShortNumber(r.delta),
                     query_id,
                     mechanism.as_str(),
-                    task.def.epsilon,
-                    task.def.delta
+                    ShortNumber(task.def.epsilon),
+                    ShortNumber(task.def.delta)
                 ),
             ));
             continue;

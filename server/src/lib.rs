@@ -17,7 +17,7 @@
 //! | [`store`] | SQLite in WAL mode, one writer with group commit, live aggregates |
 //! | [`http`] | the routes (docs/openapi.yaml) |
 //! | [`listen`] | the accept loop: header read timeout, connections per client |
-//! | [`bench`] | the load generator used by scripts/test-collector.sh |
+//! | [`bench`](mod@bench) | the load generator used by scripts/test-collector.sh |
 
 #![forbid(unsafe_code)]
 // Handlers answer early with a ready `Response` as the error; boxing it

@@ -208,7 +208,7 @@ impl SmoothNoisyMax {
     }
 
     /// The exact selection probabilities
-    /// P[r] = ∫ p_Z(z) Π_{s≠r} F_Z(z + (u_r - u_s)/S) dz, by adaptive
+    /// P\[r\] = ∫ p_Z(z) Π_{s≠r} F_Z(z + (u_r - u_s)/S) dz, by adaptive
     /// Simpson quadrature after z = t/(1 - t²) (absolute error ~1e-12).
     pub fn probabilities(&self, utilities: &[f64], smooth_sensitivity: f64) -> Result<Vec<f64>> {
         check_candidates(utilities, self.max_candidates)?;
@@ -244,7 +244,7 @@ impl SmoothNoisyMax {
     }
 }
 
-/// Exponential mechanism: P[r] ∝ exp(ε u_r / (2Δ)) with Δ the global
+/// Exponential mechanism: P\[r\] ∝ exp(ε u_r / (2Δ)) with Δ the global
 /// sensitivity of the utility.
 pub fn exponential_probabilities(
     utilities: &[f64],

@@ -572,7 +572,7 @@ impl Memoized {
 
     /// The memo key of a cell: K = S[0..32] of the cell stream
     /// S = BLAKE3-XOF_{K_q}(enc("cell", c)) under the query key
-    /// [`K_q`](Self::query_key).
+    /// `K_q` (`query_key`).
     pub fn memo_key<Q: Query + ?Sized>(
         &self,
         query: &Q,

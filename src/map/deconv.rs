@@ -100,17 +100,17 @@ pub struct EmOptions {
     /// ([`work_per_report`](Self::work_per_report)), i.e. the search is
     /// capped at T_c = ⌊max(C·B0·B1 + D·n, W_0) / ((1 + pilot +
     /// ⌈replicates/2⌉)·N0·N1)⌋ steps (B the bins, N the EM window's FFT
-    /// per axis, W_0 = [`EM_WORK_FLOOR`]; [`EmDeconvolution::work_cap`]).
-    /// 0 (or not finite) turns the cap off. Default [`EM_WORK_BUDGET`].
+    /// per axis, W_0 = `EM_WORK_FLOOR`; [`EmDeconvolution::work_cap`]).
+    /// 0 (or not finite) turns the cap off. Default `EM_WORK_BUDGET`.
     pub work_budget: f64,
     /// D of [`work_budget`](Self::work_budget): EM cell-steps allowed per
-    /// counted report. Default [`EM_WORK_PER_REPORT`].
+    /// counted report. Default `EM_WORK_PER_REPORT`.
     pub work_per_report: f64,
 }
 
 impl Default for EmOptions {
     /// 2000 iterations, window 8/ε, FFT at most 400 per axis, 4
-    /// replicates, pilot 3, the noise lattice at κ = [`NOISE_LATTICE`]
+    /// replicates, pilot 3, the noise lattice at κ = `NOISE_LATTICE`
     /// (a map step where the noise is under 2.2 map steps).
     fn default() -> Self {
         Self {
@@ -1017,7 +1017,7 @@ impl EmDeconvolution {
     ///
     /// T_c = max(⌊max(C·B0·B1 + D·n, W_0) / ((1 + pilot + ⌈replicates/2⌉)·N0·N1)⌋, 1),
     ///
-    /// W_0 = [`EM_WORK_FLOOR`].
+    /// W_0 = `EM_WORK_FLOOR`.
     ///
     /// The search runs at most T_c + 1 steps of the two folds (they share
     /// one transform pair per step), so t* <= T_c; the fit and the pilot

@@ -672,7 +672,7 @@ impl FftMapper {
     /// correlation is ρ(t_j - t_k) = A(t_j - t_k)/A(0). Returns
     /// ((1/m) Σ_jk |ρ|, (1/m) Σ_jk ρ²) over the m map points: 1 for
     /// independent cells, m for fully correlated ones (docs/MATH.md §9.4).
-    /// A is computed on the bin lattice by FFT (F[A] = F[g]², with the
+    /// A is computed on the bin lattice by FFT (F\[A\] = F\[g\]², with the
     /// same sinc correction as [`spatial_kernel`](Self::spatial_kernel)).
     pub fn correlation_sums<F: Fn(f64) -> f64>(&self, fourier: F) -> (f64, f64) {
         let ft = self.radial(fourier);
@@ -736,7 +736,7 @@ impl FftMapper {
     }
 
     /// (1/n) Σ_bins count · B_λ(t_j - c), B_λ = E[K_λ(t - x̃) | x] (transform
-    /// F[K_λ]·φ_N, φ_N(ω) = (1 + |ω|²/ε²)^{-(d+1)/2}): for counts of the
+    /// F\[K_λ\]·φ_N, φ_N(ω) = (1 + |ω|²/ε²)^{-(d+1)/2}): for counts of the
     /// true locations, the mean of the λ map given the devices, i.e. the
     /// target of its interval (the true map at λ = 1, the map smoothed by
     /// the residual noise φ_N^{1-λ} below; docs/MATH.md §9.7).
@@ -832,10 +832,10 @@ impl FftMapper {
     ///     = (1/n)Σ_i E[K_λ²(t_j - x̃_i) | x_i] - (1/n)Σ_i B_λ(t_j - x_i)²,
     /// ```
     ///
-    /// B_λ = E[K_λ(t - x̃) | x] = K_λ * p_N (transform F[K_λ]·φ_N). Both sums
+    /// B_λ = E[K_λ(t - x̃) | x] = K_λ * p_N (transform F\[K_λ\]·φ_N). Both sums
     /// are estimated without bias from the noisy locations: the first by
     /// (1/n)Σ K_λ²(t_j - x̃_i), the second by (1/n)Σ D_λ(t_j - x̃_i) with
-    /// F[D_λ] = F[B_λ²]/φ_N (deconvolving B_λ², exact for every λ ∈ [0, 1];
+    /// F\[D_λ\] = F\[B_λ²\]/φ_N (deconvolving B_λ², exact for every λ ∈ [0, 1];
     /// B_λ² is computed on the bin lattice, its transform by FFT). So
     /// v̂_j = (1/n)Σ_i (K_λ² - D_λ)(t_j - x̃_i) has E v̂_j = v_j, and
     /// SE_j = √(v̂_j/n) is the standard error of the map about its mean

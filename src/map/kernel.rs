@@ -128,7 +128,7 @@ impl DebiasKernel {
         self.lambda * (self.dim as f64 + 1.0) / 2.0
     }
 
-    /// F[K_λ](ω) at |ω| = w.
+    /// F\[K_λ\](ω) at |ω| = w.
     pub fn fourier(&self, w: f64) -> f64 {
         let h = self.bandwidth;
         let w2 = w * w;
@@ -176,24 +176,24 @@ impl DebiasKernel {
             / libm::pow(2.0 * PI, (self.dim as i32) as f64)
     }
 
-    /// An upper bound of sup_z |K_λ(z)|: (2π)^{-d} ∫ |F[K_λ]|.
+    /// An upper bound of sup_z |K_λ(z)|: (2π)^{-d} ∫ |F\[K_λ\]|.
     pub fn sup_bound(&self) -> f64 {
         self.radial_moment(0, 1)
     }
 
     /// An upper bound of the Lipschitz constant of K_λ:
-    /// (2π)^{-d} ∫ |ω| |F[K_λ](ω)| dω.
+    /// (2π)^{-d} ∫ |ω| |F\[K_λ\](ω)| dω.
     pub fn lipschitz_bound(&self) -> f64 {
         self.radial_moment(1, 1)
     }
 
     /// An upper bound of sup_z ‖Hess K_λ(z)‖ (operator norm):
-    /// (2π)^{-d} ∫ |ω|² |F[K_λ](ω)| dω.
+    /// (2π)^{-d} ∫ |ω|² |F\[K_λ\](ω)| dω.
     pub fn hessian_bound(&self) -> f64 {
         self.radial_moment(2, 1)
     }
 
-    /// ∫ K_λ(z)² dz = (2π)^{-d} ∫ F[K_λ]² (Plancherel): the size that sets
+    /// ∫ K_λ(z)² dz = (2π)^{-d} ∫ F\[K_λ\]² (Plancherel): the size that sets
     /// the estimator's variance.
     pub fn squared_integral(&self) -> f64 {
         self.radial_moment(0, 2)

@@ -102,7 +102,7 @@ impl Plan {
 /// Above it the bootstrap's bias (the pilot EM at 3t* against a fit of
 /// t* = 1-4 iterations, its replicates new devices whose spread swamps so
 /// small a bias) over-predicted up to 250x; the prediction there is the
-/// plain map's noise, rounding and blurred bias ([`EM_HIGH_FACTOR`],
+/// plain map's noise, rounding and blurred bias (`EM_HIGH_FACTOR`,
 /// measured/predicted 0.47-1.76 on the three populations).
 pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 
@@ -114,7 +114,7 @@ pub const EM_ESTIMATED_UP_TO_EPS_H: f64 = 3.0;
 /// and the rounding of coincident devices (now charged, `Atoms`), and
 /// with EM taken the city at εh 100, n = 10⁴ was picked at 2.39x the best
 /// measured map. Every map is ranked at every εh (kernel maps above
-/// εh = [`KERNEL_PLUG_IN_ABOVE_EPS_H`] with the plug-in variance).
+/// εh = `KERNEL_PLUG_IN_ABOVE_EPS_H` with the plug-in variance).
 pub const EM_ONLY_ABOVE_EPS_H: f64 = f64::INFINITY;
 
 /// EM's prediction above εh = [`EM_ESTIMATED_UP_TO_EPS_H`] charges this

@@ -109,7 +109,7 @@ impl KdeGrid {
 
     /// A two-dimensional grid ([`new_2d`](Self::new_2d)) whose bandwidth is
     /// one cell diagonal, h = hypot(Δx, Δy) with Δx = (xmax − xmin) /
-    /// (points[0] − 1) and Δy likewise: the CLI's `map` default (20 km
+    /// (points\[0\] − 1) and Δy likewise: the CLI's `map` default (20 km
     /// square, 61 × 61: h = hypot(20000/60, 20000/60) ≈ 471.4 m), built
     /// here once for the CLI, the benches, the examples and the tests.
     /// Refused like [`new_2d`](Self::new_2d) (fewer than 2 points per axis,
@@ -237,7 +237,7 @@ impl KdeGrid {
     /// are summed in blocks of 4,096 in order, each block's partial sum
     /// then added in block order, so the bits do not depend on the number
     /// of threads (with `std` the blocks run on all cores). A 1-D grid
-    /// reads only x[0]. An empty slice gives zeros.
+    /// reads only x\[0\]. An empty slice gives zeros.
     ///
     /// ```
     /// use geopriv::map::KdeGrid;

@@ -63,7 +63,8 @@ impl core::fmt::Display for PerDeviceTotal {
         write!(
             f,
             "per-device total ε = {} ({})",
-            self.epsilon, self.accounting
+            crate::ShortNumber(self.epsilon),
+            self.accounting
         )
     }
 }

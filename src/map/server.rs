@@ -450,7 +450,7 @@ impl MapAggregator {
     }
 
     /// The planner's map (the default of `geopriv map aggregate` and of the
-    /// bindings): for noise a priori on a kernel grid, [`plan`] with these
+    /// bindings): for noise a priori on a kernel grid, [`plan`](crate::map::plan) with these
     /// reports at their n picks the estimator (a kernel K_λ, or the EM
     /// deconvolution map of docs/MATH.md §9.6) and its map is returned with
     /// the plan; for noise a priori on districts, the plain shares or the

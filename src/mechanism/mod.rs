@@ -26,8 +26,8 @@
 //! most η d in units of the scale):
 //!
 //! Each mechanism's file finishes the argument for its own density:
-//! [`polyplace`], [`student_t`], [`cauchy`], [`laplace`]; the baselines
-//! [`global_laplace`], [`noise_a_priori`] and [`local_dp`] are private by
+//! `polyplace`, `student_t`, `cauchy`, `laplace`; the baselines
+//! `global_laplace`, `noise_a_priori` and `local_dp` are private by
 //! simpler arguments stated there.
 //!
 //! [`crate::audit`] is the executable form of these arguments: it

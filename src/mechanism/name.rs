@@ -33,7 +33,7 @@ pub enum MechanismName {
     /// Local differential privacy reference: f(x) + Laplace(range/ε). Its ε
     /// is a **local-DP ε** (any two inputs, whatever their distance), not a
     /// budget per unit distance, so it is policed separately
-    /// ([`ValidationPolicy::allow_ldp`]); δ = 0.
+    /// ([`ValidationPolicy::allow_ldp`](crate::ValidationPolicy::allow_ldp)); δ = 0.
     Ldp,
 }
 

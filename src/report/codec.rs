@@ -189,7 +189,7 @@ impl Report {
     /// ignored). Refuses with a reason: empty input, syntax errors,
     /// truncation, missing or unknown fields, and versions outside
     /// [`MIN_FORMAT_VERSION`]..=[`FORMAT_VERSION`]. The content is not validated (see
-    /// [`ValidationPolicy`]).
+    /// [`ValidationPolicy`](crate::ValidationPolicy)).
     pub fn from_json(line: &str) -> core::result::Result<Report, Rejection> {
         let line = line.trim();
         if line.is_empty() {
@@ -260,7 +260,7 @@ impl Report {
     /// trailing bytes, and binary versions this crate does not read
     /// (checked before the rest is read; [`Rejection::UnsupportedVersion`]
     /// then carries the binary version). The content is not validated (see
-    /// [`ValidationPolicy`]).
+    /// [`ValidationPolicy`](crate::ValidationPolicy)).
     ///
     /// **Legacy binary versions 1 and 2** (written by geopriv before binary
     /// version 3, by devices still in the field) are read as before:

@@ -79,9 +79,9 @@
 //! # Validation
 //!
 //! A server decodes each report, then checks it against its
-//! [`ValidationPolicy`]: known version, finite value, valid and known query,
+//! [`ValidationPolicy`](crate::ValidationPolicy): known version, finite value, valid and known query,
 //! allowed mechanism, ε and δ within the policy. Every refusal is a
-//! [`Rejection`] that says why (with a stable [`code`](Rejection::code) for
+//! [`Rejection`](crate::Rejection) that says why (with a stable [`code`](crate::Rejection::code) for
 //! counters), and no input, however malformed, makes the decoders panic.
 //!
 //! ```
@@ -192,7 +192,7 @@ fn is_false(b: &bool) -> bool {
 
 impl Report {
     /// A report in the current format version. Nothing is checked here; the
-    /// server checks with [`ValidationPolicy::validate`].
+    /// server checks with [`ValidationPolicy::validate`](crate::ValidationPolicy::validate).
     pub fn new(
         query: QueryDescriptor,
         mechanism: MechanismName,

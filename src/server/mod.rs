@@ -9,7 +9,7 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`ingest`] | the byte-level reader: JSON lines or binary frames, one rejection per bad record |
-//! | [`validation`] | [`ValidationPolicy`]: which reports a server accepts, with a reason for each refusal |
+//! | `validation` | [`ValidationPolicy`]: which reports a server accepts, with a reason for each refusal |
 //! | [`clip`] | public clipping bounds per group and the honest bias they cost (`docs/MATH.md §10`) |
 //! | [`robust`] | median of means over report buckets |
 //! | [`aggregate`] | exactly mergeable sums: bit-identical under any sharding |

@@ -1,7 +1,7 @@
 //! The server's side: [`ValidationPolicy`] decides which decoded reports it
 //! accepts, and every refusal is a [`Rejection`] that says why.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ShortNumber as S};
 use crate::report::{
     QueryDescriptor, QueryKey, Report, BINARY_VERSION, FORMAT_VERSION, MIN_FORMAT_VERSION,
 };
@@ -146,7 +146,7 @@ impl fmt::Display for Rejection {
                 "report format version {found} is not supported (this server reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION}, binary versions {MIN_FORMAT_VERSION} to {BINARY_VERSION})"
             ),
             Rejection::NonFiniteValue { value } => {
-                write!(f, "released value {value} is not a finite number")
+                write!(f, "released value {} is not a finite number", S(*value))
             }
             Rejection::InvalidQuery { error } => write!(f, "invalid query: {error}"),
             Rejection::UnknownQuery { id } => {
@@ -157,17 +157,21 @@ impl fmt::Display for Rejection {
             }
             Rejection::EpsilonOutOfPolicy { epsilon, max } => write!(
                 f,
-                "epsilon {epsilon} is outside the policy: must be finite, > 0 and <= {max}"
+                "epsilon {} is outside the policy: must be finite, > 0 and <= {}",
+                S(*epsilon),
+                S(*max)
             ),
             Rejection::DeltaOutOfPolicy { delta, max } => write!(
                 f,
-                "delta {delta} is outside the policy: must be finite, >= 0 and <= {max}"
+                "delta {} is outside the policy: must be finite, >= 0 and <= {}",
+                S(*delta),
+                S(*max)
             ),
             Rejection::DeltaMismatch { mechanism, delta } => {
                 if mechanism.is_pure() {
-                    write!(f, "mechanism {mechanism} is pure but the report claims delta {delta}")
+                    write!(f, "mechanism {mechanism} is pure but the report claims delta {}", S(*delta))
                 } else {
-                    write!(f, "mechanism {mechanism} needs delta > 0 but the report has delta {delta}")
+                    write!(f, "mechanism {mechanism} needs delta > 0 but the report has delta {}", S(*delta))
                 }
             }
             Rejection::Seeded => write!(
@@ -182,7 +186,9 @@ impl fmt::Display for Rejection {
                 delta,
             } => write!(
                 f,
-                "({mechanism}, epsilon {epsilon}, delta {delta}) is not a configured task of query {}",
+                "({mechanism}, epsilon {}, delta {}) is not a configured task of query {}",
+                S(*epsilon),
+                S(*delta),
                 Untrusted(id)
             ),
         }

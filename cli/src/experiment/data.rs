@@ -131,21 +131,21 @@ impl IncomeModel {
         (self.mu + self.sigma * z).exp()
     }
 
-    /// E[income] = exp(μ + σ²/2).
+    /// E\[income\] = exp(μ + σ²/2).
     pub fn mean(&self) -> f64 {
         (self.mu + self.sigma * self.sigma / 2.0).exp()
     }
 }
 
 /// Correlated (income, debt), docs/MATH.md §7: (ln income, ln debt) bivariate
-/// normal, equal σ, correlation ρ of the logs, E[debt] = ratio · E[income].
+/// normal, equal σ, correlation ρ of the logs, E\[debt\] = ratio · E\[income\].
 #[derive(Clone, Copy, Debug)]
 pub struct IncomeDebtModel {
     /// The income marginal.
     pub income: IncomeModel,
     /// Correlation of ln income and ln debt.
     pub log_correlation: f64,
-    /// E[debt] / E[income].
+    /// E\[debt\] / E\[income\].
     pub debt_mean_ratio: f64,
 }
 

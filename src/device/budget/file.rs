@@ -34,7 +34,7 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// unique name, `fsync`, renaming it over the ledger (atomic on POSIX
 /// filesystems), `fsync` of the directory, and reading the file back. A
 /// second writer waits for the lock (at most
-/// [`DEFAULT_LOCK_TIMEOUT`], see [`with_lock_timeout`](Self::with_lock_timeout))
+/// `DEFAULT_LOCK_TIMEOUT`, see [`with_lock_timeout`](Self::with_lock_timeout))
 /// and is then refused ([`Error::LedgerBusy`]); it never overwrites. A
 /// crash at any point leaves either the old state (and the release was
 /// never returned) or the new one (and the release may be lost before
