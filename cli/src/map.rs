@@ -854,8 +854,8 @@ fn sweep(
                     }
                 }
             }
-            // 1024 bins per axis keep the sweep's FFTs small; the
-            // discretisation bound says what that costs.
+            // 1024 bins per axis keep the sweep's FFTs small (no
+            // discretisation bound is stated: docs/MATH.md §9.3).
             let mut agg =
                 MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
             for r in &reports {
