@@ -1355,8 +1355,8 @@ fn coverage(
                 ratio[nl] / rf,
                 picks.join(", ")
             ));
-            for i in 0..=nl {
-                row.push_str(&format!(" {:.3} |", cov_live[i] / rf));
+            for c in &cov_live {
+                row.push_str(&format!(" {:.3} |", c / rf));
             }
             row.push_str(&format!(" {:.3} ({:.3}) |", pub_all / rf, pub_live / rf));
             outln!("{row}");
