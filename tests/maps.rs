@@ -1112,10 +1112,11 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
             live.len(),
             truth.len()
         );
-        // At εh = 10 this square's live cells read 0.975 (two draws; the
-        // land alone 0.965-0.974, the shore's cells between 1e-12 and 1e-6
-        // of the peak about 0.98): the gap left open (docs/MATH.md §9.7,
-        // "The adopted criterion"); held at 0.98 so that it does not grow.
+        // At εh = 10 this square's live cells read 0.975 (two draws, λ = 1
+        // picked; the land above 1e-6 of the peak alone 0.965-0.974 per
+        // draw, the near-shore cells between 1e-12 and 1e-6 raise it): the
+        // gap left open (docs/MATH.md §9.7, "The adopted criterion"); held
+        // at 0.98 so that it does not grow.
         let top = if eh < 10.0 { 0.97 } else { 0.98 };
         assert!(
             (0.93..=top).contains(&pub_live),
