@@ -854,8 +854,8 @@ fn sweep(
                     }
                 }
             }
-            // 1024 bins per axis keep the sweep's FFTs small; the
-            // discretisation bound says what that costs.
+            // 1024 bins per axis keep the sweep's FFTs small (no
+            // discretisation bound is stated: docs/MATH.md §9.3).
             let mut agg =
                 MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, eps, 1024)?;
             for r in &reports {
@@ -1085,7 +1085,7 @@ fn coverage(
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     outln!(
-        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE",
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE; after the pick (branch cover22): each λ's and EM cover's coverage over the live cells (true map >= 1e-12 of its peak, MATH §9.7), and \"published\": the interval the server publishes for the planner's pick on that draw (a λ pick: that λ's against its target; an EM pick: λ = 1's against the true map), all cells (live cells)",
         pop,
         side / 1000.0,
     );
@@ -1096,12 +1096,26 @@ fn coverage(
     head.push_str(
         " EM cover | EM own (old) | EM spread-only (T) | EM meas/pred | EM-picked: cover, own (old) | pick |",
     );
+    for l in LAMBDAS {
+        head.push_str(&format!(" λ={l:.1} live |"));
+    }
+    head.push_str(" EM cover live | published (live) |");
     outln!("{head}");
-    outln!("|{}", "---|".repeat(2 + 2 * LAMBDAS.len() + 6));
+    outln!("|{}", "---|".repeat(2 + 3 * LAMBDAS.len() + 8));
+    // Rows in [0.93, 0.97] per column, all cells and live cells: the
+    // λ columns, EM cover (rows with an EM map), published.
+    let nl = LAMBDAS.len();
+    let mut tally = CoverageTally::new(nl + 2);
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
         let fine = target_fine(&xs);
+        // The cells with something to estimate (docs/MATH.md §9.7).
+        let live = live_cells(&truth);
+        let live_cov = |v: &[f64], se: &[f64], t: &[f64]| {
+            let pick = |a: &[f64]| live.iter().map(|&j| a[j]).collect::<Vec<_>>();
+            geopriv::map::interval_coverage(&pick(v), &pick(se), &pick(t))
+        };
         // Split-sample check (GEOPRIV_SWEEP_EM_SPLIT=1 with the dump;
         // branch emcov4): the true maps of the two halves' devices.
         let split = std::env::var("GEOPRIV_SWEEP_EM_SPLIT").is_ok_and(|v| v == "1")
@@ -1123,9 +1137,12 @@ fn coverage(
         });
         for &eh in eps_h {
             let eps = eh / h;
-            let nl = LAMBDAS.len();
             let (mut cov, mut covt, mut ratio) =
                 (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
+            // Live-cell coverage of each λ and of EM cover; the published
+            // interval's, all cells and live cells.
+            let mut cov_live = vec![0.0; nl + 1];
+            let (mut pub_all, mut pub_live) = (0.0, 0.0);
             let mut picks = Vec::new();
             // The published EM interval (the λ = 1 map's) and EM's own,
             // summed over the draws where EM was picked, and their count.
@@ -1153,6 +1170,9 @@ fn coverage(
                 } else {
                     p.pick().name.clone()
                 });
+                // This draw's (all, live) coverage per λ and of the
+                // published EM interval (NaN: no EM map).
+                let mut draw_cov = vec![(f64::NAN, f64::NAN); nl + 1];
                 for (i, &l) in LAMBDAS.iter().enumerate() {
                     let kern = agg.kernel(l)?;
                     let est = mapper.estimate(&kern)?;
@@ -1161,8 +1181,12 @@ fn coverage(
                     } else {
                         tm.smoothed_target(&kern)
                     };
-                    cov[i] +=
+                    let c_all =
                         geopriv::map::interval_coverage(&est.values, &est.standard_errors, &target);
+                    cov[i] += c_all;
+                    let c_live = live_cov(&est.values, &est.standard_errors, &target);
+                    cov_live[i] += c_live;
+                    draw_cov[i] = (c_all, c_live);
                     if opts.by_truth {
                         let tmax = truth.iter().fold(0.0f64, |a, b| a.max(*b));
                         let mut parts = String::new();
@@ -1275,6 +1299,9 @@ fn coverage(
                     );
                     let c_old = geopriv::map::interval_coverage(&em.values, &se, &truth);
                     cov[nl] += c_new;
+                    let c_new_live = live_cov(centres, &published.standard_errors, &truth);
+                    cov_live[nl] += c_new_live;
+                    draw_cov[nl] = (c_new, c_new_live);
                     cov_old += c_old;
                     if p.pick().em_iterations.is_some() {
                         picked_new += c_new;
@@ -1292,6 +1319,14 @@ fn coverage(
                         .map_or(f64::NAN, |q| q.ase);
                     ratio[nl] += ase(&em.values, &truth) / pred;
                 }
+                // What the server publishes for this draw's pick.
+                let (pa, pl) = draw_cov[published_column(p.pick())];
+                pub_all += pa;
+                pub_live += pl;
+                outln!(
+                    "#   n {n} εh {eh} r {r} pick {}: published {pa:.4} (live {pl:.4})",
+                    p.pick().name
+                );
             }
             let rf = reps as f64;
             let mut row = format!("| {n} | {eh} |");
@@ -1320,10 +1355,70 @@ fn coverage(
                 ratio[nl] / rf,
                 picks.join(", ")
             ));
+            for c in &cov_live {
+                row.push_str(&format!(" {:.3} |", c / rf));
+            }
+            row.push_str(&format!(" {:.3} ({:.3}) |", pub_all / rf, pub_live / rf));
             outln!("{row}");
+            for i in 0..nl {
+                tally.add(i, cov[i] / rf, cov_live[i] / rf);
+            }
+            if !em_runs.is_empty() {
+                tally.add(nl, cov[nl] / rf, cov_live[nl] / rf);
+            }
+            tally.add(nl + 1, pub_all / rf, pub_live / rf);
         }
     }
+    let mut names: Vec<String> = LAMBDAS.iter().map(|l| format!("λ={l:.1}")).collect();
+    names.push("EM cover".into());
+    names.push("published".into());
+    for (name, (rows, all, live)) in names.iter().zip(&tally.0) {
+        outln!("# tally {name}: rows in [0.93, 0.97]: all cells {all} of {rows}, live cells {live} of {rows}");
+    }
     Ok(())
+}
+
+/// Rows in [0.93, 0.97] per column of `map sweep --coverage`: (rows, all
+/// cells in band, live cells in band).
+struct CoverageTally(Vec<(usize, usize, usize)>);
+
+impl CoverageTally {
+    fn new(columns: usize) -> Self {
+        CoverageTally(vec![(0, 0, 0); columns])
+    }
+
+    fn add(&mut self, column: usize, all: f64, live: f64) {
+        let band = |c: f64| (0.93..=0.97).contains(&c);
+        if let Some(t) = self.0.get_mut(column) {
+            t.0 += 1;
+            t.1 += usize::from(band(all));
+            t.2 += usize::from(band(live));
+        }
+    }
+}
+
+/// The cells with something to estimate (docs/MATH.md §9.7, "Cells with
+/// nothing to estimate"): true map F_j >= 1e-12 · max_k F_k.
+fn live_cells(truth: &[f64]) -> Vec<usize> {
+    let tmax = truth.iter().fold(0.0f64, |a, b| a.max(*b));
+    (0..truth.len())
+        .filter(|&j| truth[j] >= LIVE_CELL_SHARE * tmax)
+        .collect()
+}
+
+/// A cell is live when its true map is at least this share of the peak.
+const LIVE_CELL_SHARE: f64 = 1e-12;
+
+/// The sweep's column of the interval the server publishes for a pick
+/// (`MapAggregator::picked_estimate`): the picked λ's, and λ = 1's for an EM
+/// pick (`MapAggregator::em_estimate`) or a pick without a λ.
+fn published_column(pick: &geopriv::map::Prediction) -> usize {
+    let l1 = LAMBDAS.len() - 1;
+    if pick.em_iterations.is_some() {
+        return l1;
+    }
+    let lam = pick.lambda.unwrap_or(1.0);
+    LAMBDAS.iter().position(|&l| l == lam).unwrap_or(l1)
 }
 
 /// The coverage of EM's mean given the devices, T_j = E[M_j | devices]

@@ -196,3 +196,51 @@ fn map_sweep_em_split_dump_writes_both_halves() {
         assert!(r[12] > 0.0 && r[17] > 0.0 && r[14] > 0.0 && r[19] > 0.0);
     }
 }
+
+/// `map sweep --coverage` (branch cover22, issue 22 item 2): after the
+/// existing columns, each λ's and EM cover's live-cell coverage and the
+/// published interval's (the pick's λ, λ = 1's for an EM pick), all cells
+/// and live cells, then a tally of rows in [0.93, 0.97] per column. The
+/// published all-cells number is the picked λ's own column.
+#[test]
+fn map_sweep_coverage_prints_live_cells_and_the_published_interval() {
+    let out = small_coverage_sweep("coast", &[], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let head = cells(text.lines().find(|l| l.starts_with("| n |")).unwrap());
+    assert_eq!(head.len(), 28, "{head:?}");
+    assert_eq!(head[20], "λ=0.0 live");
+    assert_eq!(head[27], "published (live)");
+    let row = cells(text.lines().find(|l| l.starts_with("| 2000 |")).unwrap());
+    assert_eq!(row.len(), 28, "{row:?}");
+    let num = |c: &str| -> f64 { c.split_whitespace().next().unwrap().parse().unwrap() };
+    let pick = &row[19];
+    let col = if pick == "a-priori em" {
+        5
+    } else {
+        let lam: f64 = pick.trim_start_matches("a-priori λ=").parse().unwrap();
+        (lam * 5.0).round() as usize
+    };
+    // The published interval is the picked λ's (λ = 1's for EM): the
+    // same all-cells and live-cells coverage as that λ's columns.
+    assert_eq!(num(&row[27]), num(&row[2 + 2 * col]), "{row:?}");
+    let live: f64 = row[27].split(['(', ')']).nth(1).unwrap().parse().unwrap();
+    assert_eq!(live, num(&row[20 + col]), "{row:?}");
+    let tally: Vec<&str> = text.lines().filter(|l| l.starts_with("# tally")).collect();
+    assert_eq!(tally.len(), 8, "{tally:?}");
+    assert!(tally[7].starts_with("# tally published: rows in [0.93, 0.97]: all cells "));
+    assert!(tally.iter().all(|l| l.ends_with(" of 1")), "{tally:?}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("#   n 2000 εh 1 r 0 pick "))
+            .count(),
+        1
+    );
+}

@@ -61,3 +61,44 @@ pub fn kernel_maps_against_targets(
         })
         .collect()
 }
+
+/// The cells with something to estimate (docs/MATH.md §9.7, "Cells with
+/// nothing to estimate"): true map F_j >= 1e-12 · max_k F_k.
+pub fn live_cells(truth: &[f64]) -> Vec<usize> {
+    let tmax = truth.iter().fold(0.0f64, |a, b| a.max(*b));
+    (0..truth.len())
+        .filter(|&j| truth[j] >= 1e-12 * tmax)
+        .collect()
+}
+
+/// The coverage of the interval the server publishes for the planner's
+/// pick (`MapAggregator::planned_estimate`) against its target, over all
+/// cells and over the cells in `live`, with the pick's name: a kernel
+/// pick's map ± 1.96 SE against its smoothed target (the true map at
+/// λ = 1), an EM pick's `interval_centres` (the λ = 1 map) ± 1.96 SE
+/// against the true map.
+pub fn published_coverage(
+    grid: &geopriv::map::KdeGrid,
+    agg: &geopriv::map::MapAggregator,
+    xs: &[[f64; 2]],
+    truth: &[f64],
+    live: &[usize],
+) -> (f64, f64, String) {
+    let (est, plan) = agg.planned_estimate().unwrap();
+    let pick = plan.unwrap().pick().clone();
+    let target = match (pick.em_iterations, pick.lambda) {
+        (None, Some(lam)) if lam != 1.0 => {
+            kernel_maps_against_targets(grid, agg, xs, truth, &[lam])
+                .pop()
+                .unwrap()
+                .1
+        }
+        _ => truth.to_vec(),
+    };
+    let centres = est.interval_centres.as_deref().unwrap_or(&est.values);
+    let all = geopriv::map::interval_coverage(centres, &est.standard_errors, &target);
+    let sub = |v: &[f64]| live.iter().map(|&j| v[j]).collect::<Vec<_>>();
+    let live =
+        geopriv::map::interval_coverage(&sub(centres), &sub(&est.standard_errors), &sub(&target));
+    (all, live, pick.name)
+}

@@ -109,7 +109,7 @@ pub struct KdeArgs {
     #[arg(long, value_parser = parse_count, default_value = "5M")]
     pub max_releases: usize,
     /// Bins per axis (at most) of the noise-a-priori server map (fewer:
-    /// faster, with a larger stated discretisation error).
+    /// faster, with a larger discretisation error; no bound is stated).
     #[arg(long, default_value_t = maps::MAX_BINS)]
     pub map_bins: usize,
     /// Grid points per axis [default: 31; full: 61].
