@@ -1501,7 +1501,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
     for g in grids {
         let (mut ranked, mut low, mut high, mut unranked) = (0, 0, 0, 0);
         // The same counts at n >= 10³ (issue 19 item 15's range).
-        let (mut low_big, mut high_big) = (0, 0);
+        let (mut low_big, mut high_big, mut ranked_big) = (0, 0, 0);
         let grid = KdeGrid::square(10_000.0, g).unwrap();
         for pop in ["discs", "uniform"] {
             for n in [50usize, 500, 5_000] {
@@ -1522,6 +1522,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
                             continue;
                         }
                         ranked += 1;
+                        ranked_big += usize::from(n >= 1_000);
                         let measured = ase(&em.values, &truth);
                         let r = measured / q.ase;
                         if r > 3.0 {
@@ -1545,7 +1546,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
             }
         }
         println!(
-            "grid {g}: {ranked} ranked EM predictions, {low} more than 3x below the measured ASE, {high} more than 3x above; {unranked} unranked; at n >= 10³: {low_big} below, {high_big} above"
+            "grid {g}: {ranked} ranked EM predictions, {low} more than 3x below the measured ASE, {high} more than 3x above; {unranked} unranked; at n >= 10³: {ranked_big} ranked, {low_big} below, {high_big} above"
         );
     }
 }
