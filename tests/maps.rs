@@ -1662,3 +1662,41 @@ fn with_no_report_in_the_bins_only_the_first_prediction_is_nan() {
         .all(|v| v.is_finite()));
     assert_eq!(est.interval_centres, None);
 }
+
+/// Branch plan20, attack14 O2: a ranked EM ordered at its point estimate
+/// went ahead of λ = 1 while its interval reached well above λ = 1's
+/// prediction, and measured worse (the river town at εh 10: 1.65x). Now
+/// EM goes ahead of λ = 1 (when λ = 1 comes right after it) only where
+/// its interval's log-centre is below λ = 1's prediction
+/// (docs/MATH.md §9.4, "A ranked EM against λ = 1"). Here (uniform on
+/// 10 km, 5,000 devices, grid 11, εh 3) main picked EM, which measured
+/// 1.32x λ = 1's ASE (3.04e-6 against 2.31e-6).
+#[test]
+fn a_ranked_em_yields_to_lambda_1_where_its_interval_does_not_put_it_ahead() {
+    let grid = KdeGrid::square(10_000.0, 11).unwrap();
+    let xs = discs_or_uniform("uniform", 5_000, 2);
+    let truth = grid.exact_map(&xs);
+    let agg = aggregated(&grid, 3.0, &xs, 34);
+    let p = agg.planned_estimate().unwrap().1.unwrap();
+    let em = p
+        .predictions
+        .iter()
+        .find(|q| q.em_iterations.is_some())
+        .unwrap();
+    let l1 = p
+        .predictions
+        .iter()
+        .find(|q| q.lambda == Some(1.0))
+        .unwrap();
+    assert!(!em.upper_bound, "EM ranked: {}", p.line);
+    assert_eq!(em.order_key.to_bits(), l1.ase.to_bits(), "{}", p.line);
+    assert_eq!(p.predictions[0].lambda, Some(1.0), "{}", p.line);
+    let m = agg.mapper().unwrap().unwrap();
+    let k1 = ase(
+        &m.estimate(&agg.kernel(1.0).unwrap()).unwrap().values,
+        &truth,
+    );
+    let e = ase(&p.em.as_ref().unwrap().values, &truth);
+    println!("EM {e:.3e}, λ = 1 {k1:.3e}; {}", p.line);
+    assert!(k1 < e, "λ = 1 {k1:e} vs EM {e:e}");
+}
