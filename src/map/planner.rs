@@ -437,11 +437,13 @@ fn plan_with_em(
                         pred.ase = pred.variance + floor;
                     }
                 }
-                if !kernel_plug_in {
+                if !kernel_plug_in && epsilon * g.bandwidth() <= EM_ESTIMATED_UP_TO_EPS_H {
                     if let Some(floor) = em_against_unbiased_floor(&kernels, &e, nf, n_rep) {
                         // Large n (docs/MATH.md §9.4, branch cells16): the
                         // bootstrap's pilot misses structure the unbiased
-                        // map resolves.
+                        // map resolves. At εh <= 3 only (branch plan20):
+                        // above, its premise b₁ = 0 failed (the discs,
+                        // grid 31, εh 10: L above EM's measured ASE).
                         em_lower_bias2 = em_lower_bias2.max(floor);
                         if floor > pred.bias2 {
                             pred.bias2 = floor;
