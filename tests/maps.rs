@@ -1532,7 +1532,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
     for g in grids {
         let (mut ranked, mut low, mut high, mut unranked) = (0, 0, 0, 0);
         // The same counts at n >= 10³ (issue 19 item 15's range).
-        let (mut low_big, mut high_big) = (0, 0);
+        let (mut low_big, mut high_big, mut ranked_big) = (0, 0, 0);
         let grid = KdeGrid::square(10_000.0, g).unwrap();
         for pop in ["discs", "uniform"] {
             for n in [50usize, 500, 5_000] {
@@ -1553,6 +1553,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
                             continue;
                         }
                         ranked += 1;
+                        ranked_big += usize::from(n >= 1_000);
                         let measured = ase(&em.values, &truth);
                         let r = measured / q.ase;
                         if r > 3.0 {
@@ -1576,7 +1577,7 @@ fn em_sweep_ranked_predictions_above_eps_h_3() {
             }
         }
         println!(
-            "grid {g}: {ranked} ranked EM predictions, {low} more than 3x below the measured ASE, {high} more than 3x above; {unranked} unranked; at n >= 10³: {low_big} below, {high_big} above"
+            "grid {g}: {ranked} ranked EM predictions, {low} more than 3x below the measured ASE, {high} more than 3x above; {unranked} unranked; at n >= 10³: {ranked_big} ranked, {low_big} below, {high_big} above"
         );
     }
 }
@@ -1691,4 +1692,69 @@ fn with_no_report_in_the_bins_only_the_first_prediction_is_nan() {
         .chain(&est.standard_errors)
         .all(|v| v.is_finite()));
     assert_eq!(est.interval_centres, None);
+}
+
+/// Branch plan20, attack14 O2: a ranked EM ordered at its point estimate
+/// went ahead of λ = 1 while its interval reached well above λ = 1's
+/// prediction, and measured worse (the river town at εh 10: 1.65x). Now
+/// EM goes ahead of λ = 1 (when λ = 1 comes right after it) only where
+/// its interval's log-centre is below λ = 1's prediction
+/// (docs/MATH.md §9.4, "A ranked EM against λ = 1"). Here (uniform on
+/// 10 km, 5,000 devices, grid 11, εh 3) main picked EM, which measured
+/// 1.32x λ = 1's ASE (3.04e-6 against 2.31e-6).
+#[test]
+fn a_ranked_em_yields_to_lambda_1_where_its_interval_does_not_put_it_ahead() {
+    let grid = KdeGrid::square(10_000.0, 11).unwrap();
+    let xs = discs_or_uniform("uniform", 5_000, 2);
+    let truth = grid.exact_map(&xs);
+    let agg = aggregated(&grid, 3.0, &xs, 34);
+    let p = agg.planned_estimate().unwrap().1.unwrap();
+    let em = p
+        .predictions
+        .iter()
+        .find(|q| q.em_iterations.is_some())
+        .unwrap();
+    let l1 = p
+        .predictions
+        .iter()
+        .find(|q| q.lambda == Some(1.0))
+        .unwrap();
+    assert!(!em.upper_bound, "EM ranked: {}", p.line);
+    assert_eq!(em.order_key.to_bits(), l1.ase.to_bits(), "{}", p.line);
+    assert_eq!(p.predictions[0].lambda, Some(1.0), "{}", p.line);
+    let m = agg.mapper().unwrap().unwrap();
+    let k1 = ase(
+        &m.estimate(&agg.kernel(1.0).unwrap()).unwrap().values,
+        &truth,
+    );
+    let e = ase(&p.em.as_ref().unwrap().values, &truth);
+    println!("EM {e:.3e}, λ = 1 {k1:.3e}; {}", p.line);
+    assert!(k1 < e, "λ = 1 {k1:e} vs EM {e:e}");
+}
+
+/// Branch plan20 (issue 19 item 15, emzero's sweep at n = 5,000): above
+/// εh 3 EM's lower end no longer reads the floor against the unbiased
+/// map, whose premise (λ = 1 unbiased up to a binning the noise dithers
+/// away) fails at εh 10 on a 31-point grid over 10 km (the noise, 47 m,
+/// no longer spans the bins): there it put L at var + 2.45e-8 = 6.9e-8
+/// above EM's measured 5.53e-8, and EM was predicted at 3 lo = 2.07e-7
+/// (0.27x). docs/MATH.md §9.4.
+#[test]
+fn em_above_eps_h_3_does_not_read_the_unbiased_maps_floor() {
+    let grid = KdeGrid::square(10_000.0, 31).unwrap();
+    let xs = discs_or_uniform("discs", 5_000, 0);
+    let truth = grid.exact_map(&xs);
+    let agg = aggregated(&grid, 10.0, &xs, 32);
+    let (q, measured) = em_prediction_and_ase(&agg, &truth);
+    let r = measured / q.ase;
+    println!(
+        "EM predicted {}{:.3e}, measured {measured:.3e} ({r:.2})",
+        if q.upper_bound { "<= " } else { "" },
+        q.ase
+    );
+    if q.upper_bound {
+        assert!(r <= 3.0, "{r}");
+    } else {
+        assert!((1.0 / 3.0..=3.0).contains(&r), "{r}");
+    }
 }

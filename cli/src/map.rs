@@ -741,8 +741,19 @@ fn plan_cmd(
         for q in &p.predictions {
             // Where the list is not sorted by the ASE printed (EM with its
             // interval formed), the number it is sorted by (attack13 O2).
+            // A ranked EM that yields to λ = 1 is keyed at λ = 1's
+            // prediction (branch plan20, attack14 O2).
+            let at_unbiased = p
+                .predictions
+                .iter()
+                .any(|u| u.lambda == Some(1.0) && u.ase.to_bits() == q.order_key.to_bits());
             let key = if q.order_key.to_bits() == q.ase.to_bits() {
                 String::new()
+            } else if at_unbiased {
+                format!(
+                    "  ordered at {:.3e} (λ = 1's prediction: its interval does not put it ahead)",
+                    q.order_key
+                )
             } else {
                 format!("  ordered at {:.3e} (its point estimate)", q.order_key)
             };

@@ -70,7 +70,10 @@ pub struct Prediction {
     /// small19; εh <= 3 before): there EM's point
     /// prediction clamped into [lo, hi], which a ranked EM's `ase` clamps
     /// further into [hi/3, 3 lo] and an unranked EM's `ase` replaces by hi
-    /// (docs/MATH.md §9.4, attack13 O2). NaN with a NaN `ase`.
+    /// (docs/MATH.md §9.4, attack13 O2); a ranked EM whose interval's
+    /// log-centre √(lo·hi) is not below λ = 1's prediction is keyed at
+    /// that prediction instead and goes after it (branch plan20, attack14
+    /// O2). NaN with a NaN `ase`.
     pub order_key: f64,
 }
 
@@ -326,6 +329,9 @@ fn plan_with_em(
     // EM's key for the pick where its interval was formed: its point
     // prediction clamped into the interval.
     let mut em_key: Option<f64> = None;
+    // A ranked EM's ASE interval [lo, hi] (its tie with λ = 1: `em_key`
+    // below).
+    let mut em_ranked_ends: Option<(f64, f64)> = None;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -431,11 +437,13 @@ fn plan_with_em(
                         pred.ase = pred.variance + floor;
                     }
                 }
-                if !kernel_plug_in {
+                if !kernel_plug_in && epsilon * g.bandwidth() <= EM_ESTIMATED_UP_TO_EPS_H {
                     if let Some(floor) = em_against_unbiased_floor(&kernels, &e, nf, n_rep) {
                         // Large n (docs/MATH.md §9.4, branch cells16): the
                         // bootstrap's pilot misses structure the unbiased
-                        // map resolves.
+                        // map resolves. At εh <= 3 only (branch plan20):
+                        // above, its premise b₁ = 0 failed (the discs,
+                        // grid 31, εh 10: L above EM's measured ASE).
                         em_lower_bias2 = em_lower_bias2.max(floor);
                         if floor > pred.bias2 {
                             pred.bias2 = floor;
@@ -527,6 +535,7 @@ fn plan_with_em(
                     em_key = Some(point_in);
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
+                            em_ranked_ends = Some((lo, hi));
                             pred.ase = a;
                             pred.bias2 = a - pred.variance;
                         }
@@ -710,19 +719,45 @@ fn plan_with_em(
         k *= 2;
     }
 
-    // EM sorts at its point estimate within its interval, ranked or not:
+    // EM sorts at its point estimate within its interval, ranked or not
+    // (a ranked EM that yields to λ = 1 at λ = 1's prediction, above):
     // the pick, not a prediction (docs/MATH.md §9.4). Sorting a ranked EM
     // at its clamped prediction made the pick worse on tests/maps.rs's
     // population at εh 0.3 (EM clamped up 1.3x to above λ = 0.8).
     // The key is kept in each prediction (`order_key`), so that what is
     // printed explains the order (attack13 O2).
+    // A ranked EM against the unbiased map (docs/MATH.md §9.4, "A ranked
+    // EM against λ = 1", branch plan20, attack14 O2): where λ = 1 comes
+    // next after EM (no other prediction sorts between them) EM stays
+    // ahead only where the log-centre of its interval is below λ = 1's
+    // prediction; otherwise it is keyed at that prediction and the tie
+    // (the sort below) goes to λ = 1. EM's order against every other
+    // prediction is unchanged.
+    let unbiased = preds
+        .iter()
+        .find(|p| p.lambda == Some(1.0) && !p.upper_bound)
+        .map(|p| p.ase);
+    if let (Some(k), Some((lo, hi)), Some(a1)) = (em_key, em_ranked_ends, unbiased) {
+        let between = preds.iter().any(|p| {
+            p.em_iterations.is_none() && p.lambda != Some(1.0) && p.ase >= k && p.ase < a1
+        });
+        if k < a1 && !between && em_yields_to_unbiased(lo, hi, a1) {
+            em_key = Some(a1);
+        }
+    }
     for p in &mut preds {
         p.order_key = match em_key {
             Some(k) if p.em_iterations.is_some() => k,
             _ => p.ase,
         };
     }
-    preds.sort_by(|a, b| a.order_key.total_cmp(&b.order_key));
+    // On equal keys a kernel map goes before EM (EM's tie with λ = 1
+    // above).
+    preds.sort_by(|a, b| {
+        a.order_key
+            .total_cmp(&b.order_key)
+            .then(a.em_iterations.is_some().cmp(&b.em_iterations.is_some()))
+    });
     if none_binned {
         preds.insert(
             0,
@@ -1288,6 +1323,24 @@ fn em_ranked_prediction(point: f64, lo: f64, hi: f64) -> Option<f64> {
         return None;
     }
     Some(point.clamp(lo, hi).clamp(hi / 3.0, 3.0 * lo))
+}
+
+/// Whether a ranked EM, its ASE in [lo, hi] (hi <= 9 lo), yields to the
+/// unbiased map (λ = 1) predicted at `a1` (docs/MATH.md §9.4, "A ranked EM
+/// against λ = 1", branch plan20, attack14 O2): where √(lo·hi) >= a1.
+/// The caller asks only where λ = 1 comes right after EM's point.
+/// Picking EM can cost up to hi/a1 times the better of the two, picking
+/// λ = 1 up to a1/lo; the smaller worst case goes. λ = 1's prediction is
+/// its variance (no bias to bound), so its ASE is taken as known; EM's
+/// point estimate inside [lo, hi] is not a bound and does not enter.
+/// False for NaN.
+///
+/// ```text
+/// [1.016e-9, 3.352e-9], λ = 1 at 1.114e-9: √ = 1.845e-9 >= 1.114e-9, yields
+/// [1e-9, 3e-9], λ = 1 at 2e-9: √ = 1.73e-9, EM kept ahead
+/// ```
+fn em_yields_to_unbiased(lo: f64, hi: f64, a1: f64) -> bool {
+    (lo * hi).sqrt() >= a1
 }
 
 /// The mean squared distance of two maps of the same cells,
@@ -2322,6 +2375,25 @@ mod coincident_tests {
     /// Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the
     /// reports pin it"): EM's interval from premise A and the box bound,
     /// and its ranking by the kernel maps' rule.
+    /// attack14 O2 (branch plan20): on the river town at εh 10 (n 49,892,
+    /// grid 61) a ranked EM sorted at its point, the lower end of its
+    /// interval, 2–9% below λ = 1's prediction and measured 1.65x and
+    /// 1.62x λ = 1's ASE (seeds 4, 5). Its interval's log-centre lies above
+    /// λ = 1's prediction: it yields. Where the centre is below, EM stays
+    /// ahead; NaN never yields.
+    #[test]
+    fn a_ranked_em_goes_ahead_of_lambda_1_only_below_its_interval_centre() {
+        // Seed 4: [1.016e-9, 3.352e-9], λ = 1 1.114e-9; seed 5:
+        // [1.090e-9, 3.310e-9], λ = 1 1.11e-9.
+        assert!(em_yields_to_unbiased(1.016e-9, 3.352e-9, 1.114e-9));
+        assert!(em_yields_to_unbiased(1.090e-9, 3.310e-9, 1.11e-9));
+        // Worst cases: EM picked costs up to hi/a1, λ = 1 up to a1/lo.
+        assert!(!em_yields_to_unbiased(1e-9, 3e-9, 2e-9));
+        assert!(em_yields_to_unbiased(1e-9, 4e-9, 2e-9));
+        assert!(!em_yields_to_unbiased(f64::NAN, 3e-9, 2e-9));
+        assert!(!em_yields_to_unbiased(1e-9, 3e-9, f64::NAN));
+    }
+
     #[test]
     fn em_is_ranked_only_where_its_interval_spans_at_most_9x() {
         let m = 961;
