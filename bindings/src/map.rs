@@ -477,8 +477,10 @@ pub struct MapPrediction {
     /// The number `predictions` is sorted by: `ase`, except EM where its
     /// ASE interval is formed (at every εh since branch small19), whose point estimate within the
     /// interval orders it while `ase` is that point clamped further (ranked)
-    /// or the interval's top (`upper_bound`, not ranked); docs/MATH.md
-    /// §9.4. NaN with a NaN `ase`.
+    /// or the interval's top (`upper_bound`, not ranked); a ranked EM
+    /// whose interval's log-centre √(lo·hi) is not below λ = 1's
+    /// prediction is keyed at that prediction and goes after λ = 1
+    /// (branch plan20); docs/MATH.md §9.4. NaN with a NaN `ase`.
     pub order_key: f64,
 }
 
