@@ -1923,6 +1923,66 @@ fn atom_share_two_resolutions(mapper: &FftMapper, epsilon: f64) -> [[f64; 2]; 3]
     [share, fine, coarse]
 }
 
+/// The coincident devices' rounding field of a published kernel map's
+/// standard error (docs/MATH.md §9.7 "Coincident devices", branch
+/// round16): per axis a and bin b (row-major over the bins),
+///
+///   E_a(b) = V_a · (Â_a / A_a(Δ)) · (D_b² − (c_{b−e} + 4c_b + c_{b+e})) / q_a,
+///
+/// the per-bin terms of [`atom_excess`]'s sum (whose total over the bins
+/// is n·A_a(Δ), an estimate of Σ_l n_l(n_l − 1) localised at each
+/// location's bins), scaled to the point share Â_a of
+/// [`atom_share_two_resolutions`] and by V_a, the dithered rounding
+/// variance of one location's mean offset ([`dithered_rounding_variance`]).
+/// The map adds (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))² to the per-device
+/// variance of each map point: the planner's charge T with the slope
+/// energy and the atoms' sizes read per map point instead of averaged.
+/// `None` on a one-dimensional grid and wherever the counts show no point
+/// mass (every Â_a = 0: every population whose noise spans a bin,
+/// q_a < [`ATOM_MIN_CONTRAST`]), so those maps are unchanged.
+pub(super) fn atom_rounding_field(mapper: &FftMapper, epsilon: f64) -> Option<[Vec<f64>; 2]> {
+    let counts = mapper.counts();
+    let spec = counts.spec();
+    if spec.dim() != 2 {
+        return None;
+    }
+    let [share, fine, _] = atom_share_two_resolutions(mapper, epsilon);
+    if share.iter().all(|&s| s <= 0.0) {
+        return None;
+    }
+    let [b0, b1] = spec.bins();
+    let d = spec.delta();
+    let q = same_location_lag_law(epsilon, d);
+    let c = counts.counts();
+    let mut out = [std::vec![0.0f64; b0 * b1], std::vec![0.0f64; b0 * b1]];
+    for (a, field) in out.iter_mut().enumerate() {
+        let qa = 6.0 * q[a][0] - 8.0 * q[a][1] + 2.0 * q[a][2];
+        let readable = share[a] > 0.0 && fine[a] > 0.0 && qa >= ATOM_MIN_CONTRAST;
+        if !readable {
+            continue;
+        }
+        let scale = dithered_rounding_variance(epsilon, d[a]) * share[a] / fine[a] / qa;
+        if !scale.is_finite() {
+            continue;
+        }
+        let (len, stride) = if a == 0 { (b0, b1) } else { (b1, 1) };
+        for (flat, e) in field.iter_mut().enumerate() {
+            let pos = if a == 0 { flat / b1 } else { flat % b1 };
+            if pos == 0 || pos + 1 >= len {
+                continue;
+            }
+            let (l, m, r) = (
+                c[flat - stride] as f64,
+                c[flat] as f64,
+                c[flat + stride] as f64,
+            );
+            let dd = l - 2.0 * m + r;
+            *e = scale * (dd * dd - (l + 4.0 * m + r));
+        }
+    }
+    Some(out)
+}
+
 /// Below this contrast q_a of [`atom_excess`] (6 for locations far from
 /// the bins' edges with no noise; falling like (Δ·ε)⁵ as the noise spans
 /// many bins) the counts are not read for coincident devices.
@@ -2226,6 +2286,32 @@ mod coincident_tests {
             share.iter().all(|&v| v < 0.2 * fine[0].min(fine[1])),
             "{share:?} {fine:?} {coarse:?}"
         );
+    }
+
+    /// Branch round16: the atoms' rounding field sums to n·Â_a·V_a per axis
+    /// (its per-bin terms are those of `atom_excess`), and is absent where
+    /// the noise spans a bin or no location is shared.
+    #[test]
+    fn atom_rounding_field_sums_to_the_charged_share() {
+        let (xs, _, eps, m, _) = spots(40, 500, 100.0);
+        let field = atom_rounding_field(&m, eps).unwrap();
+        let [share, _, _] = atom_share_two_resolutions(&m, eps);
+        let d = m.counts().spec().delta();
+        for a in 0..2 {
+            let want = xs.len() as f64 * share[a] * dithered_rounding_variance(eps, d[a]);
+            let got: f64 = field[a].iter().sum();
+            assert!((got / want - 1.0).abs() < 1e-6, "axis {a}: {got} vs {want}");
+        }
+        let (_, _, eps, m, _) = spots(40, 500, 1.0);
+        assert!(atom_rounding_field(&m, eps).is_none());
+        // Distinct locations: no point share, hence no field (or, if the
+        // counts show a chance excess, its share's, which is small).
+        let (_, _, eps, m, _) = spots(20_000, 1, 100.0);
+        let [share, _, _] = atom_share_two_resolutions(&m, eps);
+        assert!(share.iter().all(|&v| v < 0.5), "{share:?}");
+        if share.iter().all(|&v| v == 0.0) {
+            assert!(atom_rounding_field(&m, eps).is_none());
+        }
     }
 
     /// The derived part order is the one branch speed04 measured (its
