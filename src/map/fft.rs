@@ -330,6 +330,10 @@ pub(crate) struct PlannerMap {
     pub(crate) diff_map: Option<Vec<f64>>,
 }
 
+/// The sub-bin lines' rounding variance per map point (or none) and the
+/// bits of the (ε, h) it was computed for.
+type KeyedLines = ((u64, u64), Option<Vec<f64>>);
+
 /// The FFT of one set of binned counts, ready to apply kernels.
 pub struct FftMapper {
     counts: BinnedCounts,
@@ -343,6 +347,10 @@ pub struct FftMapper {
     /// φ_N at every flat DFT index for the first (ε, d) a variance asked
     /// for, keyed by their bits ([`noise_transfer`](Self::noise_transfer)).
     phi_n: std::sync::OnceLock<((u64, u64), Vec<f64>)>,
+    /// The sub-bin lines' rounding variance per map point for the first
+    /// (ε, h) asked (`planner::coherent_line_variance`: the same for every
+    /// λ, so the maps of one mapper share it; branch round16).
+    lines: std::sync::OnceLock<KeyedLines>,
 }
 
 impl core::fmt::Debug for FftMapper {
@@ -477,6 +485,7 @@ impl FftMapper {
             fwd,
             inv,
             phi_n: std::sync::OnceLock::new(),
+            lines: std::sync::OnceLock::new(),
         };
         me.fft2(&mut hat, true);
         me.hat = hat;
@@ -872,13 +881,30 @@ impl FftMapper {
         s: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let atoms = super::planner::atom_rounding_field(self, kernel.epsilon());
-        self.variances_of(
+        let (mut v, u) = self.variances_of(
             kernel,
             &self.kernel_transform(kernel),
             s,
             None,
             atoms.as_ref(),
-        )
+        )?;
+        // Sub-bin lines along a bin axis (docs/MATH.md §9.7 "Lines along
+        // a bin axis"): nothing computed where the noise spans a bin.
+        let (eps, h) = (kernel.epsilon(), kernel.bandwidth());
+        let key = (eps.to_bits(), h.to_bits());
+        let compute = || super::planner::coherent_line_variance(self, eps, h);
+        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
+        let lines = if *k == key {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(compute())
+        };
+        if let Some(lines) = lines.as_ref() {
+            for (x, l) in v.iter_mut().zip(lines) {
+                *x += l;
+            }
+        }
+        Ok((v, u))
     }
 
     /// φ_N(|ω|) = (1 + |ω|²/ε²)^{-(d+1)/2}, the planar-Laplace noise's
