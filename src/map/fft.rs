@@ -791,7 +791,10 @@ impl FftMapper {
     /// [`super::intervals::kernel_standard_error`]):
     /// ±1.96 SE is a 95% interval for the true map at λ = 1 and for the
     /// map smoothed by the residual noise at λ < 1
-    /// ([`smoothed_target`](Self::smoothed_target)). No discretisation bound
+    /// ([`smoothed_target`](Self::smoothed_target)). Where the noise does
+    /// not dither the binning, v̂ also carries the rounding of coincident
+    /// devices and of sub-bin lines along a bin axis (docs/MATH.md §9.7,
+    /// branch round16; nothing is added elsewhere). No discretisation bound
     /// is stated (NaN); [`discretisation`](Self::discretisation) gives the
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
