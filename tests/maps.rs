@@ -1758,3 +1758,121 @@ fn em_above_eps_h_3_does_not_read_the_unbiased_maps_floor() {
         assert!((1.0 / 3.0..=3.0).contains(&r), "{r}");
     }
 }
+
+/// Devices on `sites` atoms (coincident locations) uniform in a square of
+/// `side` metres, `n` devices spread evenly over them.
+fn atoms(n: usize, sites: usize, side: f64, seed: u64) -> Vec<[f64; 2]> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let at: Vec<[f64; 2]> = (0..sites)
+        .map(|_| [rng.random::<f64>() * side, rng.random::<f64>() * side])
+        .collect();
+    (0..n).map(|i| at[i % sites]).collect()
+}
+
+/// Coverage of the λ = 1 map's 95% interval of the true map, over the
+/// cells whose true map is above 1e-6 of its peak, with the z-scores' sd.
+fn atoms_coverage(grid: &KdeGrid, xs: &[[f64; 2]], eh: f64, seed: u64) -> (f64, f64) {
+    let truth = grid.exact_map(xs);
+    let eps = eh / grid.bandwidth();
+    let set = QuerySet::Kde(grid.clone());
+    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+    // The server's default binning (1024 bins per axis at most).
+    let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for x in xs {
+        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+            .unwrap();
+    }
+    let m = agg.mapper().unwrap().unwrap();
+    let est = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+    let top = truth.iter().cloned().fold(0.0, f64::max);
+    let z: Vec<f64> = est
+        .values
+        .iter()
+        .zip(&truth)
+        .zip(&est.standard_errors)
+        .filter(|((_, t), _)| **t > 1e-6 * top)
+        .map(|((v, t), s)| (v - t) / s)
+        .collect();
+    let sd = (z.iter().map(|v| v * v).sum::<f64>() / z.len() as f64).sqrt();
+    let cover = z.iter().filter(|v| v.abs() <= 1.96).count() as f64 / z.len() as f64;
+    (cover, sd)
+}
+
+/// attack16 F1 (docs/ATTACK-16.md; docs/MATH.md §9.7 "Coincident
+/// devices", branch round16): devices on 200 atoms, n = 10⁴, εh = 100. The
+/// noise (1/ε = h/100) no longer dithers the rounding into bins of about
+/// h/50: each atom's reports round as a whole, an error that does not
+/// average over its 50 devices. Before the atoms' rounding term joined
+/// the kernel map's SE, the 95% interval covered 0.58 of the cells (z sd
+/// 2.6, first draw); with it 0.941 and 0.966 (z sd 0.96, 0.93), and with
+/// the lines' term too (atoms sharing a bin column) 0.961 and 0.973.
+#[test]
+fn kernel_intervals_charge_the_rounding_of_coincident_devices() {
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let xs = atoms(10_000, 200, 10_000.0, 61);
+    for seed in [62, 63] {
+        let (cover, sd) = atoms_coverage(&grid, &xs, 100.0, seed);
+        println!("seed {seed}: coverage {cover:.3}, z sd {sd:.2}");
+        assert!(cover >= 0.9, "coverage {cover} (z sd {sd})");
+        assert!(sd < 2.0, "z sd {sd} (coverage {cover})");
+    }
+}
+
+/// attack16 F2 (docs/ATTACK-16.md; docs/MATH.md §9.7 "Lines along a bin
+/// axis", branch round16): half of 10⁴ devices on a 1 m street along y
+/// (the other half uniform), εh = 100. The street's devices share one
+/// offset along x in every bin row, so their rounding errors add up over
+/// the rows within the kernel's reach; the two-resolution rule reads the
+/// street as a ridge (Â = 0) and the SE charged nothing for it. Coverage
+/// of the street's 42 cells (within h of it) without the lines' term:
+/// 0.333 (first draw); with it 1.000 on both draws.
+#[test]
+fn kernel_intervals_charge_the_rounding_of_a_street_along_a_bin_axis() {
+    let grid = KdeGrid::square(10_000.0, 21).unwrap();
+    let h = grid.bandwidth();
+    let mut rng = StdRng::seed_from_u64(71);
+    let street = 4_013.0;
+    let xs: Vec<[f64; 2]> = (0..10_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                [
+                    street + rng.random::<f64>(),
+                    1_000.0 + 8_000.0 * rng.random::<f64>(),
+                ]
+            } else {
+                [
+                    10_000.0 * rng.random::<f64>(),
+                    10_000.0 * rng.random::<f64>(),
+                ]
+            }
+        })
+        .collect();
+    let truth = grid.exact_map(&xs);
+    for seed in [72, 73] {
+        let eps = 100.0 / h;
+        let set = QuerySet::Kde(grid.clone());
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+        let mut r = StdRng::seed_from_u64(seed);
+        for x in &xs {
+            agg.add(&dev.release_unmetered(x, &mut r).unwrap()).unwrap();
+        }
+        let m = agg.mapper().unwrap().unwrap();
+        let est = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+        let (mut hit, mut all) = (0usize, 0usize);
+        for (j, t) in truth.iter().enumerate() {
+            let p = grid.center(j);
+            if (p[0] - street).abs() > h || !(1_500.0..8_500.0).contains(&p[1]) {
+                continue;
+            }
+            all += 1;
+            if (est.values[j] - t).abs() <= 1.96 * est.standard_errors[j] {
+                hit += 1;
+            }
+        }
+        let cover = hit as f64 / all as f64;
+        println!("seed {seed}: street cells {all}, coverage {cover:.3}");
+        assert!(all >= 10 && cover >= 0.85, "coverage {cover} of {all}");
+    }
+}

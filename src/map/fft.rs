@@ -330,6 +330,10 @@ pub(crate) struct PlannerMap {
     pub(crate) diff_map: Option<Vec<f64>>,
 }
 
+/// The sub-bin lines' rounding variance per map point (or none) and the
+/// bits of the (ε, h) it was computed for.
+type KeyedLines = ((u64, u64), Option<Vec<f64>>);
+
 /// The FFT of one set of binned counts, ready to apply kernels.
 pub struct FftMapper {
     counts: BinnedCounts,
@@ -343,6 +347,10 @@ pub struct FftMapper {
     /// φ_N at every flat DFT index for the first (ε, d) a variance asked
     /// for, keyed by their bits ([`noise_transfer`](Self::noise_transfer)).
     phi_n: std::sync::OnceLock<((u64, u64), Vec<f64>)>,
+    /// The sub-bin lines' rounding variance per map point for the first
+    /// (ε, h) asked (`planner::coherent_line_variance`: the same for every
+    /// λ, so the maps of one mapper share it; branch round16).
+    lines: std::sync::OnceLock<KeyedLines>,
 }
 
 impl core::fmt::Debug for FftMapper {
@@ -477,6 +485,7 @@ impl FftMapper {
             fwd,
             inv,
             phi_n: std::sync::OnceLock::new(),
+            lines: std::sync::OnceLock::new(),
         };
         me.fft2(&mut hat, true);
         me.hat = hat;
@@ -782,7 +791,10 @@ impl FftMapper {
     /// [`super::intervals::kernel_standard_error`]):
     /// ±1.96 SE is a 95% interval for the true map at λ = 1 and for the
     /// map smoothed by the residual noise at λ < 1
-    /// ([`smoothed_target`](Self::smoothed_target)). No discretisation bound
+    /// ([`smoothed_target`](Self::smoothed_target)). Where the noise does
+    /// not dither the binning, v̂ also carries the rounding of coincident
+    /// devices and of sub-bin lines along a bin axis (docs/MATH.md §9.7,
+    /// branch round16; nothing is added elsewhere). No discretisation bound
     /// is stated (NaN); [`discretisation`](Self::discretisation) gives the
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
@@ -860,12 +872,42 @@ impl FftMapper {
     /// of per-device variances, so >= 0 up to round-off; docs/MATH.md §9.7,
     /// [`super::intervals::kernel_standard_error`]). Same FFT count; needs
     /// no map, so it can run beside [`apply_spatial`](Self::apply_spatial).
+    /// The first field also carries the coincident devices' rounding,
+    /// (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))² with E_a of
+    /// `planner::atom_rounding_field` (≈ Σ_l n_l(n_l − 1)·V_a at each
+    /// location's bins; docs/MATH.md §9.7 "Coincident devices", branch
+    /// round16): nothing is added where the counts show no point mass,
+    /// e.g. wherever the noise spans a bin.
     pub fn variances_with_plug_in(
         &self,
         kernel: &DebiasKernel,
         s: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        self.variances(kernel, s, None)
+        let atoms = super::planner::atom_rounding_field(self, kernel.epsilon());
+        let (mut v, u) = self.variances_of(
+            kernel,
+            &self.kernel_transform(kernel),
+            s,
+            None,
+            atoms.as_ref(),
+        )?;
+        // Sub-bin lines along a bin axis (docs/MATH.md §9.7 "Lines along
+        // a bin axis"): nothing computed where the noise spans a bin.
+        let (eps, h) = (kernel.epsilon(), kernel.bandwidth());
+        let key = (eps.to_bits(), h.to_bits());
+        let compute = || super::planner::coherent_line_variance(self, eps, h);
+        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
+        let lines = if *k == key {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(compute())
+        };
+        if let Some(lines) = lines.as_ref() {
+            for (x, l) in v.iter_mut().zip(lines) {
+                *x += l;
+            }
+        }
+        Ok((v, u))
     }
 
     /// φ_N(|ω|) = (1 + |ω|²/ε²)^{-(d+1)/2}, the planar-Laplace noise's
@@ -896,7 +938,7 @@ impl FftMapper {
         s: &[f64],
         mean: Option<&[f64]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        self.variances_of(kernel, &self.kernel_transform(kernel), s, mean)
+        self.variances_of(kernel, &self.kernel_transform(kernel), s, mean, None)
     }
 
     /// [`conditional_variances`](Self::conditional_variances) with the
@@ -911,16 +953,22 @@ impl FftMapper {
         s: &[f64],
         mean: &[f64],
     ) -> Result<Vec<f64>> {
-        Ok(self.variances_of(kernel, ft, s, Some(mean))?.0)
+        Ok(self.variances_of(kernel, ft, s, Some(mean), None)?.0)
     }
 
-    /// [`variances`](Self::variances) with F[K_λ] given as `ft`.
+    /// [`variances`](Self::variances) with F[K_λ] given as `ft`, and
+    /// `atoms` the coincident devices' rounding field E_a(b) per axis on
+    /// the bins ([`super::planner::atom_rounding_field`], docs/MATH.md §9.7
+    /// "Coincident devices"; only without `mean`): the first field then
+    /// gains (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))², floored at 0 per
+    /// map point ([`atom_rounding_at_map_points`](Self::atom_rounding_at_map_points)).
     fn variances_of(
         &self,
         kernel: &DebiasKernel,
         ft: &KernelTransform,
         s: &[f64],
         mean: Option<&[f64]>,
+        atoms: Option<&[Vec<f64>; 2]>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let plug_in = mean.is_none();
         let d = kernel.dim() as f64;
@@ -947,6 +995,18 @@ impl FftMapper {
         // docs/MATH.md §9.7; it matters at large εh, where 1/ε < Δ).
         let spec = self.counts.spec();
         let (grad, c0, c1) = self.rounding_gradients(ft, vol);
+        // Coincident devices round as a whole (docs/MATH.md §9.7,
+        // "Coincident devices"): their share per map point, from the
+        // squared slopes (∂_0 K_λ)² + i (∂_1 K_λ)² (only where the counts
+        // show point masses; otherwise nothing is computed or added).
+        let atom_var = atoms.map(|e| {
+            let mut slopes = Field::spare();
+            slopes.extend(
+                grad.iter()
+                    .map(|q| Complex64::new(q.re * q.re, q.im * q.im)),
+            );
+            self.atom_rounding_at_map_points(slopes, e)
+        });
         // K_λ² + i R in the gradients' buffer (one field fewer at the peak).
         let mut g = grad;
         for (q, &v) in g.iter_mut().zip(s) {
@@ -1002,7 +1062,8 @@ impl FftMapper {
             None => (0..mp[0] * mp[1])
                 .map(|j| {
                     let c = at(j);
-                    (c.re, c.im.max(0.0))
+                    let atom = atom_var.as_ref().map_or(0.0, |a| a[j]);
+                    (c.re + atom, c.im.max(0.0))
                 })
                 .unzip(),
             Some(mean) => (0..mp[0] * mp[1])
@@ -1014,6 +1075,50 @@ impl FftMapper {
                 })
                 .unzip(),
         })
+    }
+
+    /// The coincident devices' rounding variance per map point
+    /// (docs/MATH.md §9.7 "Coincident devices", branch round16):
+    ///
+    ///   r_j = (1/n) Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))²,  r_j ∨ 0,
+    ///
+    /// `slopes` the spatial field (∂_0 K_λ)² + i (∂_1 K_λ)² on the lattice,
+    /// `e` = [E_0, E_1] on the bins (row-major,
+    /// [`super::planner::atom_rounding_field`]). Two real fields packed in
+    /// each of two forward transforms, split pairwise
+    /// ([`hermitian_pairs`](Self::hermitian_pairs)), multiplied and summed
+    /// over the axes, one inverse transform on the map's columns.
+    fn atom_rounding_at_map_points(&self, slopes: Field, e: &[Vec<f64>; 2]) -> Vec<f64> {
+        let mut p = slopes;
+        self.fft2(&mut p, true);
+        let b = self.counts.spec().bins();
+        let n1 = self.n[1];
+        let zero = Complex64::new(0.0, 0.0);
+        let mut y = self.lattice_field(|_, _, _, _, _| zero);
+        for i in 0..b[0] {
+            for k in 0..b[1] {
+                let at = i * b[1] + k;
+                let (e0, e1) = (e[0].get(at), e[1].get(at));
+                y[i * n1 + k] = Complex64::new(*e0.unwrap_or(&0.0), *e1.unwrap_or(&0.0));
+            }
+        }
+        self.fft2(&mut y, true);
+        let product = |g: (Complex64, Complex64), v: (Complex64, Complex64)| g.0 * v.0 + g.1 * v.1;
+        self.hermitian_pairs(|pair| {
+            let (gf, gc) = (p[pair.f], p[pair.c]);
+            let (yf, yc) = (y[pair.f], y[pair.c]);
+            p[pair.f] = product(hermitian_split(gf, gc), hermitian_split(yf, yc));
+            if pair.c != pair.f {
+                p[pair.c] = product(hermitian_split(gc, gf), hermitian_split(yc, yf));
+            }
+        });
+        drop(y);
+        self.inverse_on_columns(&mut p, &self.map_columns());
+        let norm = 1.0 / (self.n[0] * self.n[1]) as f64 / self.counts.total() as f64;
+        self.at_map_points(&p, norm)
+            .into_iter()
+            .map(|v| if v > 0.0 { v } else { 0.0 })
+            .collect()
     }
 
     /// Every pair of a DFT index f = (i0, i1) and its Hermitian partner

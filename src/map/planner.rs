@@ -1976,6 +1976,182 @@ fn atom_share_two_resolutions(mapper: &FftMapper, epsilon: f64) -> [[f64; 2]; 3]
     [share, fine, coarse]
 }
 
+/// The coincident devices' rounding field of a published kernel map's
+/// standard error (docs/MATH.md §9.7 "Coincident devices", branch
+/// round16): per axis a and bin b (row-major over the bins),
+///
+///   E_a(b) = V_a · (Â_a / A_a(Δ)) · (D_b² − (c_{b−e} + 4c_b + c_{b+e})) / q_a,
+///
+/// the per-bin terms of [`atom_excess`]'s sum (whose total over the bins
+/// is n·A_a(Δ), an estimate of Σ_l n_l(n_l − 1) localised at each
+/// location's bins), scaled to the point share Â_a of
+/// [`atom_share_two_resolutions`] and by V_a, the dithered rounding
+/// variance of one location's mean offset ([`dithered_rounding_variance`]).
+/// The map adds (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))² to the per-device
+/// variance of each map point: the planner's charge T with the slope
+/// energy and the atoms' sizes read per map point instead of averaged.
+/// `None` on a one-dimensional grid and wherever the counts show no point
+/// mass (every Â_a = 0: every population whose noise spans a bin,
+/// q_a < [`ATOM_MIN_CONTRAST`]), so those maps are unchanged.
+pub(super) fn atom_rounding_field(mapper: &FftMapper, epsilon: f64) -> Option<[Vec<f64>; 2]> {
+    let counts = mapper.counts();
+    let spec = counts.spec();
+    if spec.dim() != 2 {
+        return None;
+    }
+    let [share, fine, _] = atom_share_two_resolutions(mapper, epsilon);
+    if share.iter().all(|&s| s <= 0.0) {
+        return None;
+    }
+    let [b0, b1] = spec.bins();
+    let d = spec.delta();
+    let q = same_location_lag_law(epsilon, d);
+    let c = counts.counts();
+    let mut out = [std::vec![0.0f64; b0 * b1], std::vec![0.0f64; b0 * b1]];
+    for (a, field) in out.iter_mut().enumerate() {
+        let qa = 6.0 * q[a][0] - 8.0 * q[a][1] + 2.0 * q[a][2];
+        let readable = share[a] > 0.0 && fine[a] > 0.0 && qa >= ATOM_MIN_CONTRAST;
+        if !readable {
+            continue;
+        }
+        let scale = dithered_rounding_variance(epsilon, d[a]) * share[a] / fine[a] / qa;
+        if !scale.is_finite() {
+            continue;
+        }
+        let (len, stride) = if a == 0 { (b0, b1) } else { (b1, 1) };
+        for (flat, e) in field.iter_mut().enumerate() {
+            let pos = if a == 0 { flat / b1 } else { flat % b1 };
+            if pos == 0 || pos + 1 >= len {
+                continue;
+            }
+            let (l, m, r) = (
+                c[flat - stride] as f64,
+                c[flat] as f64,
+                c[flat + stride] as f64,
+            );
+            let dd = l - 2.0 * m + r;
+            *e = scale * (dd * dd - (l + 4.0 * m + r));
+        }
+    }
+    Some(out)
+}
+
+/// The rounding variance of sub-bin lines along a bin axis, per map
+/// point (docs/MATH.md §9.7 "Lines along a bin axis", branch round16;
+/// attack16 F2). Devices on a line along axis b, narrower than a bin,
+/// share one offset along the other axis a in every bin row they cross,
+/// so their rounding errors along a add coherently over the rows within
+/// the kernel's reach: V_a (Σ_r m_r ∂_a K(t − x_r))², not Σ_r m_r² V_a
+/// (∂_a K)². The products of second differences along a of two bins of
+/// one line of bins along b (no count in common, so no Poisson term)
+/// estimate those pairs: with D_a(x) = c_{x−e_a} − 2c_x + c_{x+e_a} and
+/// w(x) = ∂_a K(t_j − x) (the plain Gaussian of bandwidth h),
+///
+///   s_j = (V_a / (n q_a)) Σ_lines [ (Σ_x D_a(x) w(x))² − Σ_x D_a(x)² w(x)²
+///          − 2 Σ_x D_a(x) D_a(x + e_b) w(x) w(x + e_b) ]  ∨ 0,
+///
+/// summed over a: the pairs of bins two or more apart along b (the
+/// same bin and neighbours are the coincident devices' term,
+/// [`atom_rounding_field`]), over the lines and bins within 4h of t_j.
+/// Returns one value per map point (in the per-device variance's unit,
+/// like [`atom_rounding_field`]'s map), or `None` on a one-dimensional
+/// grid and where every q_a < [`ATOM_MIN_CONTRAST`] (the noise spans a
+/// bin and dithers the rounding: nothing computed or added).
+pub(super) fn coherent_line_variance(
+    mapper: &FftMapper,
+    epsilon: f64,
+    bandwidth: f64,
+) -> Option<Vec<f64>> {
+    let counts = mapper.counts();
+    let spec = counts.spec();
+    let n = counts.total() as f64;
+    if spec.dim() != 2 || !(bandwidth > 0.0 && n > 0.0) {
+        return None;
+    }
+    let [b0, b1] = spec.bins();
+    let d = spec.delta();
+    let q = same_location_lag_law(epsilon, d);
+    let c = counts.counts();
+    let mp = spec.map_points();
+    let h2 = bandwidth * bandwidth;
+    let reach = |a: usize| -> isize { libm::ceil((4.0 * bandwidth / d[a]).min(4096.0)) as isize };
+    let (r0, r1) = (reach(0), reach(1));
+    let mut out: Option<Vec<f64>> = None;
+    for a in 0..2 {
+        let qa = 6.0 * q[a][0] - 8.0 * q[a][1] + 2.0 * q[a][2];
+        if qa.is_nan() || qa < ATOM_MIN_CONTRAST {
+            continue;
+        }
+        let scale = dithered_rounding_variance(epsilon, d[a]) / (n * qa);
+        if !scale.is_finite() {
+            continue;
+        }
+        let (len, stride) = if a == 0 { (b0, b1) } else { (b1, 1) };
+        let dfield: Vec<f64> = (0..b0 * b1)
+            .map(|flat| {
+                let pos = if a == 0 { flat / b1 } else { flat % b1 };
+                if pos == 0 || pos + 1 >= len {
+                    return 0.0;
+                }
+                let (l, m, r) = (
+                    c[flat - stride] as f64,
+                    c[flat] as f64,
+                    c[flat + stride] as f64,
+                );
+                l - 2.0 * m + r
+            })
+            .collect();
+        // ∂_a K at the bin offsets (di, dk) within the reach.
+        let w1 = (2 * r1 + 1) as usize;
+        let table: Vec<f64> = (-r0..=r0)
+            .flat_map(|di| (-r1..=r1).map(move |dk| (di, dk)))
+            .map(|(di, dk)| {
+                let z = [di as f64 * d[0], dk as f64 * d[1]];
+                z[a] / h2 * libm::exp(-(z[0] * z[0] + z[1] * z[1]) / (2.0 * h2))
+            })
+            .collect();
+        let o = out.get_or_insert_with(|| std::vec![0.0; mp[0] * mp[1]]);
+        for (j, oj) in o.iter_mut().enumerate() {
+            let flat = spec.map_bin(j);
+            let (ti, tk) = ((flat / b1) as isize, (flat % b1) as isize);
+            let lo0 = (ti - r0).max(0);
+            let hi0 = (ti + r0).min(b0 as isize - 1);
+            let lo1 = (tk - r1).max(0);
+            let hi1 = (tk + r1).min(b1 as isize - 1);
+            // Lines of bins along the other axis b: fixed index along a.
+            let (lines, along) = if a == 0 {
+                ((lo0, hi0), (lo1, hi1))
+            } else {
+                ((lo1, hi1), (lo0, hi0))
+            };
+            let mut total = 0.0;
+            for g in lines.0..=lines.1 {
+                let (mut sum, mut sq, mut adj, mut prev) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+                for e in along.0..=along.1 {
+                    let (i, k) = if a == 0 { (g, e) } else { (e, g) };
+                    let dv = dfield[i as usize * b1 + k as usize];
+                    if dv == 0.0 {
+                        prev = 0.0;
+                        continue;
+                    }
+                    let wv = table[(ti - i + r0) as usize * w1 + (tk - k + r1) as usize];
+                    let x = dv * wv;
+                    sum += x;
+                    sq += x * x;
+                    adj += x * prev;
+                    prev = x;
+                }
+                total += sum * sum - sq - 2.0 * adj;
+            }
+            let v = scale * total;
+            if v > 0.0 && v.is_finite() {
+                *oj += v;
+            }
+        }
+    }
+    out
+}
+
 /// Below this contrast q_a of [`atom_excess`] (6 for locations far from
 /// the bins' edges with no noise; falling like (Δ·ε)⁵ as the noise spans
 /// many bins) the counts are not read for coincident devices.
@@ -2279,6 +2455,63 @@ mod coincident_tests {
             share.iter().all(|&v| v < 0.2 * fine[0].min(fine[1])),
             "{share:?} {fine:?} {coarse:?}"
         );
+    }
+
+    /// Branch round16: the atoms' rounding field sums to n·Â_a·V_a per axis
+    /// (its per-bin terms are those of `atom_excess`), and is absent where
+    /// the noise spans a bin or no location is shared.
+    #[test]
+    fn atom_rounding_field_sums_to_the_charged_share() {
+        let (xs, _, eps, m, _) = spots(40, 500, 100.0);
+        let field = atom_rounding_field(&m, eps).unwrap();
+        let [share, _, _] = atom_share_two_resolutions(&m, eps);
+        let d = m.counts().spec().delta();
+        for a in 0..2 {
+            let want = xs.len() as f64 * share[a] * dithered_rounding_variance(eps, d[a]);
+            let got: f64 = field[a].iter().sum();
+            assert!((got / want - 1.0).abs() < 1e-6, "axis {a}: {got} vs {want}");
+        }
+        let (_, _, eps, m, _) = spots(40, 500, 1.0);
+        assert!(atom_rounding_field(&m, eps).is_none());
+        // Distinct locations: no point share, hence no field (or, if the
+        // counts show a chance excess, its share's, which is small).
+        let (_, _, eps, m, _) = spots(20_000, 1, 100.0);
+        let [share, _, _] = atom_share_two_resolutions(&m, eps);
+        assert!(share.iter().all(|&v| v < 0.5), "{share:?}");
+        if share.iter().all(|&v| v == 0.0) {
+            assert!(atom_rounding_field(&m, eps).is_none());
+        }
+    }
+
+    /// Branch round16: a 1 m street along the second axis is charged its
+    /// coherent rounding near it (far more than away from it); at εh = 1
+    /// the noise spans the bins and nothing is computed.
+    #[test]
+    fn coherent_lines_are_charged_near_an_axis_aligned_street() {
+        let grid = KdeGrid::square(20_000.0, 21).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let xs: Vec<[f64; 2]> = (0..20_000)
+            .map(|_| {
+                [
+                    8_013.0 + rng.random::<f64>(),
+                    rng.random_range(3_000.0..17_000.0),
+                ]
+            })
+            .collect();
+        let (_, g, eps, m, _) = released(xs.clone(), grid.clone(), 100.0, &mut rng);
+        let v = coherent_line_variance(&m, eps, g.bandwidth()).unwrap();
+        let (mut near, mut far) = (0.0f64, 0.0f64);
+        for (j, x) in v.iter().enumerate() {
+            let c = g.center(j);
+            if (c[0] - 8_000.0).abs() < 1_000.0 && (6_000.0..14_000.0).contains(&c[1]) {
+                near = near.max(*x);
+            } else if (c[0] - 8_000.0).abs() > 5_000.0 {
+                far = far.max(*x);
+            }
+        }
+        assert!(near > 0.0 && far < 1e-3 * near, "near {near}, far {far}");
+        let (_, g, eps, m, _) = released(xs, grid, 1.0, &mut rng);
+        assert!(coherent_line_variance(&m, eps, g.bandwidth()).is_none());
     }
 
     /// The derived part order is the one branch speed04 measured (its
