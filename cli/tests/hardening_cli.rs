@@ -239,23 +239,12 @@ fn extreme_epsilons_are_printed_short_on_stderr() {
         ("5e-324", "more than 1.8e308 m"),
         ("1e300", "1e-300 m"),
     ] {
+        // The ledger tests' release with this ε, unmetered.
+        let mut privatize = threshold_release_args();
+        *privatize.last_mut().unwrap() = eps;
+        privatize.push("--unmetered");
         let runs = [
-            geopriv(
-                &[
-                    "privatize",
-                    "threshold",
-                    "--threshold",
-                    "100",
-                    "--width",
-                    "20",
-                    "--mechanism",
-                    "polyplace",
-                    "--epsilon",
-                    eps,
-                    "--unmetered",
-                ],
-                b"95\n",
-            ),
+            geopriv(&privatize, b"95\n"),
             geopriv(
                 &[
                     "map",
