@@ -2605,9 +2605,6 @@ mod coincident_tests {
         );
     }
 
-    /// Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the
-    /// reports pin it"): EM's interval from premise A and the box bound,
-    /// and its ranking by the kernel maps' rule.
     /// attack14 O2 (branch plan20): on the river town at εh 10 (n 49,892,
     /// grid 61) a ranked EM sorted at its point, the lower end of its
     /// interval, 2–9% below λ = 1's prediction and measured 1.65x and
@@ -2627,6 +2624,9 @@ mod coincident_tests {
         assert!(!em_yields_to_unbiased(1e-9, 3e-9, f64::NAN));
     }
 
+    /// Branch rank15 (docs/MATH.md §9.4, "EM ranked only where the
+    /// reports pin it"): EM's interval from premise A and the box bound,
+    /// and its ranking by the kernel maps' rule.
     #[test]
     fn em_is_ranked_only_where_its_interval_spans_at_most_9x() {
         let m = 961;
