@@ -44,7 +44,14 @@ async function api(path) {
   const i = Math.floor(k / 2), j = Math.floor(k / 3);
   await page.mouse.move(box.x + (i + 0.5) * scale, box.y + (k - 1 - j + 0.5) * scale);
   const tip = await page.textContent("#tip");
-  const want = `density ${m.map.values[i * k + j]} ± ${m.map.standard_errors[i * k + j]} (SE)`;
+  // A kernel map shows value ± SE; an EM map (the planner's pick on some
+  // draws of these unseeded reports) the λ = 1 map's 95% interval, in the
+  // page's number format (server/src/page.html `fmt`).
+  const cell = i * k + j, se = m.map.standard_errors[cell];
+  const fmt = (x) => (Math.abs(x) >= 1e4 || (Math.abs(x) < 1e-3 && x !== 0) ? x.toExponential(4) : x.toPrecision(5));
+  const want = m.map.interval_centres
+    ? `density ${m.map.values[cell]}; 95% interval ${fmt(m.map.interval_centres[cell] - 1.96 * se)} to ${fmt(m.map.interval_centres[cell] + 1.96 * se)} (the unbiased map's)`
+    : `density ${m.map.values[cell]} ± ${se} (SE)`;
   expect(tip.includes(`cell (${i}, ${j})`) && tip.includes(want), `hover: "${tip}" shows ${want}`);
   // A pixel of the heat map has the colour of its cell's value (not blank).
   const pixel = await page.evaluate(([x, y]) => {
