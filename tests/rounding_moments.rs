@@ -17,6 +17,15 @@ use geopriv::map::{direct_map, BinSpec, BinnedCounts, DebiasKernel, FftMapper, K
 ///
 /// (M_b = Σ u, S_b = Σ u uᵀ over the reports of bin b, u = y − c_b).
 fn measured_and_moment_estimate(locations: &[[f64; 2]]) -> (f64, f64) {
+    let (meas, est, _) = measured_direct_and_library(locations);
+    (meas, est)
+}
+
+/// [`measured_and_moment_estimate`] and the library's estimate from the
+/// moments the counts keep (`FftMapper::rounding_from_moments`, branch
+/// moment24): mean over the map points of its square, checked point by
+/// point against the direct sum.
+fn measured_direct_and_library(locations: &[[f64; 2]]) -> (f64, f64, f64) {
     let grid = KdeGrid::with_cell_diagonal([0.0, 4000.0, 0.0, 4000.0], [13, 13]).unwrap();
     let h = grid.bandwidth();
     let eps = 1000.0 / h;
@@ -46,7 +55,11 @@ fn measured_and_moment_estimate(locations: &[[f64; 2]]) -> (f64, f64) {
     let dr = 1e-3 * h;
     let n = locations.len() as f64;
     let w = [delta[0] * delta[0] / 12.0, delta[1] * delta[1] / 12.0];
-    let (mut meas, mut est) = (0.0, 0.0);
+    let got = mapper.rounding_from_moments(&kernel).expect("moments kept");
+    let lib = got.values;
+    assert_eq!(lib.len(), binned.len());
+    assert!(got.noise.iter().all(|v| v.is_finite() && *v >= 0.0));
+    let (mut meas, mut est, mut lib2, mut worst, mut peak) = (0.0, 0.0, 0.0, 0.0f64, 0.0f64);
     for (j, (b, e)) in binned.iter().zip(&exact).enumerate() {
         let p = grid.center(j);
         let mut r = 0.0;
@@ -74,14 +87,24 @@ fn measured_and_moment_estimate(locations: &[[f64; 2]]) -> (f64, f64) {
         let r = r / n;
         meas += (b - e) * (b - e);
         est += r * r;
+        lib2 += lib[j] * lib[j];
+        worst = worst.max((lib[j] - r).abs());
+        peak = peak.max(r.abs());
     }
     let m = binned.len() as f64;
     eprintln!(
-        "rounding: measured {:.4e}, moment estimate {:.4e}",
+        "rounding: measured {:.4e}, moment estimate {:.4e}, library {:.4e} (worst point {:.2e} of peak {:.2e})",
         meas / m,
-        est / m
+        est / m,
+        lib2 / m,
+        worst,
+        peak
     );
-    (meas / m, est / m)
+    assert!(
+        worst <= 0.05 * peak,
+        "library estimate off the direct sum by {worst:.3e} (peak {peak:.3e})"
+    );
+    (meas / m, est / m, lib2 / m)
 }
 
 /// 40 sites on a deterministic scatter in the box's middle, each with 50
@@ -104,8 +127,12 @@ fn atoms(offset: f64) -> Vec<[f64; 2]> {
 #[test]
 fn moments_give_the_rounding_of_atoms_on_and_off_the_bin_centres() {
     for offset in [0.0, 0.3] {
-        let (meas, est) = measured_and_moment_estimate(&atoms(offset));
+        let (meas, est, lib) = measured_direct_and_library(&atoms(offset));
         assert!(meas > 0.0, "offset {offset}: no rounding error measured");
+        assert!(
+            (0.9..=1.1).contains(&(lib / meas)),
+            "offset {offset}: library {lib:.3e}, measured {meas:.3e}"
+        );
         let ratio = est / meas;
         assert!(
             (0.9..=1.1).contains(&ratio),
@@ -130,10 +157,95 @@ fn moments_give_the_rounding_of_a_tilted_street() {
             [2000.0 + c * t - s * across, 2000.0 + s * t + c * across]
         })
         .collect();
-    let (meas, est) = measured_and_moment_estimate(&street);
+    let (meas, est, lib) = measured_direct_and_library(&street);
+    assert!(
+        (0.9..=1.1).contains(&(lib / meas)),
+        "library {lib:.3e}, measured {meas:.3e}"
+    );
     let ratio = est / meas;
     assert!(
         (0.9..=1.1).contains(&ratio),
         "moment estimate {est:.3e}, measured {meas:.3e} ({ratio:.3})"
     );
+}
+
+/// Branch moment24 (attack16 F3): devices on the bins' lattice (200 sites
+/// at bin centres, 500 devices each, n = 10⁵, a 31 × 31 grid) at εh 100
+/// and 1000. The counts cannot tell them from atoms off the centres, so
+/// before the planner read the offsets' moments it charged the kernel maps
+/// the off-centre rounding: λ = 1 predicted 500–1,600x its measured error,
+/// and vector Laplace picked where λ = 1 measured far better. With the
+/// moment charge no vector-Laplace pick, and λ = 1 predicted within 3x.
+#[test]
+fn lattice_atoms_are_not_charged_off_centre_rounding() {
+    use geopriv::map::{plan, MapAggregator, MapMechanism, MapRelease, QuerySet};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let bbox = [0.0, 10_000.0, 0.0, 10_000.0];
+    let k = 31;
+    let grid = KdeGrid::with_cell_diagonal(bbox, [k, k]).unwrap();
+    let set = QuerySet::Kde(grid.clone());
+    for eh in [100.0, 1000.0] {
+        let eps = eh / grid.bandwidth();
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg = MapAggregator::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let spec = agg.counts().unwrap().spec().clone();
+        let mut rng = StdRng::seed_from_u64(24);
+        let sites: Vec<[f64; 2]> = (0..200)
+            .map(|_| {
+                let x = [
+                    1000.0 + 8000.0 * rng.random::<f64>(),
+                    1000.0 + 8000.0 * rng.random::<f64>(),
+                ];
+                spec.bin_centre(spec.bin_of(&x).unwrap())
+            })
+            .collect();
+        let xs: Vec<[f64; 2]> = (0..100_000).map(|i| sites[i % sites.len()]).collect();
+        for x in &xs {
+            agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                .unwrap();
+        }
+        let m = agg.mapper().unwrap().unwrap();
+        let truth = grid.exact_map(&xs);
+        let p = plan(&set, eps, xs.len() as u64, Some(&m)).unwrap();
+        let lam1 = m.estimate(&agg.kernel(1.0).unwrap()).unwrap().values;
+        let measured = lam1
+            .iter()
+            .zip(&truth)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            / truth.len() as f64;
+        let q1 = p
+            .predictions
+            .iter()
+            .find(|q| q.name == "a-priori λ=1.0")
+            .expect("λ = 1 ranked");
+        let pred = q1.ase;
+        let got = m.rounding_from_moments(&agg.kernel(1.0).unwrap()).unwrap();
+        let (r, nu) = (got.values, got.noise);
+        let mm = r.len() as f64;
+        eprintln!(
+            "  variance {:.3e}, bias² {:.3e}; R̂² {:.3e} ν {:.3e} Δ {:?}; {}",
+            q1.variance,
+            q1.bias2,
+            r.iter().map(|v| v * v).sum::<f64>() / mm,
+            nu.iter().sum::<f64>() / mm,
+            m.counts().spec().delta(),
+            p.line
+        );
+        eprintln!(
+            "εh {eh}: pick {}, λ = 1 predicted {pred:.3e}, measured {measured:.3e} ({:.2})",
+            p.pick().name,
+            pred / measured
+        );
+        assert!(
+            !p.pick().name.contains("vector"),
+            "εh {eh}: picked {}",
+            p.pick().name
+        );
+        assert!(
+            (1.0 / 3.0..=3.0).contains(&(pred / measured)),
+            "εh {eh}: λ = 1 predicted {pred:.3e}, measured {measured:.3e}"
+        );
+    }
 }

@@ -311,7 +311,7 @@ impl MapAggregator {
     /// report can be judged, and dropped, before its `report_id` is decided
     /// (docs/MATH.md §10.11, "Deciding the map's ids on the workers");
     /// [`add_binned`](Self::add_binned) then counts it.
-    pub(crate) fn binned_slot(&self, r: &MapReport) -> Option<Result<Option<usize>>> {
+    pub(crate) fn binned_slot(&self, r: &MapReport) -> Option<Result<Option<super::bins::Slot>>> {
         let c = self.counts.as_ref()?;
         if self.mechanism != MapMechanism::APriori {
             return None;
@@ -355,7 +355,7 @@ impl MapAggregator {
 
     /// Count a report judged by [`binned_slot`](Self::binned_slot) to go
     /// in `slot`: the state [`add`](Self::add) of that report leaves.
-    pub(crate) fn add_binned(&mut self, slot: Option<usize>) -> Result<()> {
+    pub(crate) fn add_binned(&mut self, slot: Option<super::bins::Slot>) -> Result<()> {
         let Some(c) = self.counts.as_mut() else {
             return Err(Error::InvalidReport {
                 reason: "no binned counts",
