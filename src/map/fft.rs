@@ -979,6 +979,15 @@ impl FftMapper {
         // F[K_λ] (given) and φ_N at every frequency (each evaluated once
         // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
+        // The published SE's sample variance is smoothed by a Gaussian of
+        // sd VARIANCE_SMOOTHING/ε (transform e^{−σ²|ω|²/2}; docs/MATH.md
+        // §9.7 "A smoothed sample variance", branch cover23): a cell whose
+        // counts fell low by chance no longer gets a small SE with its low
+        // value. Only the plug-in path (the published SE); the planner's
+        // and `conditional_variances`' fields are unchanged.
+        let sigma = super::intervals::VARIANCE_SMOOTHING / eps;
+        let smooth = (plug_in && sigma.is_finite() && sigma > 0.0)
+            .then(|| self.radial(|w| libm::exp(-0.5 * (sigma * w) * (sigma * w))));
         let mut b =
             self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
         self.fft2(&mut b, false);
@@ -1032,7 +1041,8 @@ impl FftMapper {
             // The imaginary channel: K_λ² (the unconditional spread, for
             // the floor) or the plug-in F[K_λ²]·φ_N − F[B_λ²]·corr.
             let second = if plug_in { a * p - q * corr } else { a };
-            let both = (a - dq + rounding) + Complex64::new(0.0, 1.0) * second;
+            let g = smooth.as_ref().map_or(1.0, |sm| sm[f]);
+            let both = (a - dq + rounding) * g + Complex64::new(0.0, 1.0) * second;
             both * self.hat[f]
         };
         // In place, a frequency and its partner at once (the same
