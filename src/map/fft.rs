@@ -786,7 +786,8 @@ impl FftMapper {
     /// The map for K_λ (λ from `kernel`), with standard errors given the
     /// devices: SE_j = max(√(max(v̂_j, u_j/4)/n), round-off), v̂ the
     /// sample variance of [`conditional_variances`](Self::conditional_variances)
-    /// and u the noise-law plug-in
+    /// smoothed by a Gaussian of sd `VARIANCE_SMOOTHING`/ε (branch cover23,
+    /// [`super::intervals::VARIANCE_SMOOTHING`]) and u the noise-law plug-in
     /// ([`variances_with_plug_in`](Self::variances_with_plug_in),
     /// [`super::intervals::kernel_standard_error`]):
     /// ±1.96 SE is a 95% interval for the true map at λ = 1 and for the
@@ -866,7 +867,9 @@ impl FftMapper {
     }
 
     /// [`conditional_variances`](Self::conditional_variances) without its
-    /// 1% floor, and beside it the noise-law plug-in
+    /// 1% floor and smoothed by a Gaussian of sd
+    /// [`super::intervals::VARIANCE_SMOOTHING`]/ε (its mean is v * G_σ;
+    /// branch cover23), and beside it the noise-law plug-in
     /// u_j = (1/n)Σ_i [(K_λ² * p_N) − B_λ²](t_j − x̃_i): the variance
     /// formula evaluated as if each device sat at its noisy location (a sum
     /// of per-device variances, so >= 0 up to round-off; docs/MATH.md §9.7,
