@@ -1876,3 +1876,86 @@ fn kernel_intervals_charge_the_rounding_of_a_street_along_a_bin_axis() {
         assert!(all >= 10 && cover >= 0.85, "coverage {cover} of {all}");
     }
 }
+
+#[test]
+fn kernel_standard_errors_do_not_shrink_with_a_cells_chance_low_counts() {
+    // Issue 22 item 2 (b) (docs/MATH.md §9.7 "A smoothed sample
+    // variance", branch cover23): at low εh the raw sample variance v̂_j
+    // rises and falls with the counts near t_j, as the map's own error
+    // does, so a cell whose counts fell low got a low value and a small
+    // SE and was missed below (city, n = 10^4, εh = 0.3: corr(SE, error)
+    // 0.25, misses 5.6% below and 1.0% above, coverage 0.934). Smoothing
+    // v̂ by a Gaussian of sd 0.4/ε decouples them. A city-like town (six
+    // Gaussian neighbourhoods, 20% background) on 31 x 31 over 15 km
+    // (h = 707 m), n = 10^4, εh = 0.3, λ = 1 against the true map, two
+    // noise draws.
+    let grid = KdeGrid::square(15_000.0, 31).unwrap();
+    let mut rng = StdRng::seed_from_u64(23);
+    let centres = [
+        [4_000.0, 4_000.0, 900.0],
+        [10_500.0, 5_000.0, 1_300.0],
+        [7_500.0, 9_500.0, 700.0],
+        [3_500.0, 11_000.0, 1_100.0],
+        [11_500.0, 11_500.0, 600.0],
+        [7_000.0, 3_000.0, 1_600.0],
+    ];
+    let n = 10_000;
+    let mut xs: Vec<[f64; 2]> = Vec::with_capacity(n);
+    while xs.len() < n {
+        let x = if xs.len() % 5 == 0 {
+            [
+                1_000.0 + 13_000.0 * rng.random::<f64>(),
+                1_000.0 + 13_000.0 * rng.random::<f64>(),
+            ]
+        } else {
+            let c = centres[xs.len() % centres.len()];
+            // Box–Muller.
+            let r = (-2.0 * (1.0 - rng.random::<f64>()).ln()).sqrt() * c[2];
+            let a = rng.random::<f64>() * std::f64::consts::TAU;
+            [c[0] + r * a.cos(), c[1] + r * a.sin()]
+        };
+        if (0.0..15_000.0).contains(&x[0]) && (0.0..15_000.0).contains(&x[1]) {
+            xs.push(x);
+        }
+    }
+    let truth = grid.exact_map(&xs);
+    let live = common::live_cells(&truth);
+    let eps = 0.3 / grid.bandwidth();
+    let (mut corr, mut cov, mut below) = (0.0, 0.0, 0.0);
+    for rep in 0..2u64 {
+        let set = QuerySet::Kde(grid.clone());
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+        let mut rng = StdRng::seed_from_u64(230 + rep);
+        for x in &xs {
+            agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                .unwrap();
+        }
+        let (est, target) = common::kernel_maps_against_targets(&grid, &agg, &xs, &truth, &[1.0])
+            .pop()
+            .unwrap();
+        let e: Vec<f64> = live.iter().map(|&j| est.values[j] - target[j]).collect();
+        let s: Vec<f64> = live.iter().map(|&j| est.standard_errors[j]).collect();
+        let k = e.len() as f64;
+        let (me, ms) = (e.iter().sum::<f64>() / k, s.iter().sum::<f64>() / k);
+        let cxy: f64 = e.iter().zip(&s).map(|(a, b)| (a - me) * (b - ms)).sum();
+        let cxx: f64 = e.iter().map(|a| (a - me) * (a - me)).sum();
+        let cyy: f64 = s.iter().map(|b| (b - ms) * (b - ms)).sum();
+        let r = cxy / (cxx * cyy).sqrt();
+        let c = e
+            .iter()
+            .zip(&s)
+            .filter(|(a, b)| a.abs() <= 1.96 * **b)
+            .count() as f64
+            / k;
+        let lo = e.iter().zip(&s).filter(|(a, b)| **a < -1.96 * **b).count() as f64 / k;
+        println!("  draw {rep}: corr(SE, error) {r:.3}, coverage {c:.3}, below {lo:.3}");
+        corr += 0.5 * r;
+        cov += 0.5 * c;
+        below += 0.5 * lo;
+    }
+    println!("  mean: corr(SE, error) {corr:.3}, coverage {cov:.3}, below {below:.3}");
+    assert!(corr.abs() < 0.12, "SE tracks the error: corr {corr:.3}");
+    assert!((0.93..=0.97).contains(&cov), "coverage {cov:.3}");
+    assert!(below < 0.04, "misses below {below:.3}");
+}
