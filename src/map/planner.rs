@@ -1536,10 +1536,16 @@ struct BiasEstimate {
 /// every λ < 1 ranked λ = 0 at its variance 2.2e-8 against a measured ASE
 /// of 3.0e-4 (13,520x) and picked it at 5.8x the best map.
 fn kernel_prediction(var: f64, b: BiasEstimate, floor: f64) -> Option<(f64, f64)> {
-    let b = BiasEstimate {
+    // Ranked only where the interval at `se_ranked` (the cells' uneven
+    // variance, branch small23) spans at most 9x; the number is then the
+    // v̄² interval's, nested in it (moving the point to the wider
+    // interval's clamp made picks worse: docs/MATH.md §9.4, "Uneven
+    // variance").
+    let uneven = BiasEstimate {
         se: b.se_ranked,
         ..b
     };
+    kernel_prediction_at(var, uneven, floor, BIAS_BOUND_Z)?;
     kernel_prediction_at(var, b, floor, BIAS_BOUND_Z)
 }
 
