@@ -1501,10 +1501,11 @@ fn plain_bias_resolved(var: f64, b: BiasEstimate) -> bool {
 /// The unbiased estimate of a kernel map's mean squared bias B² (the
 /// average over the cells of b̂_j² − Var b̂_j, not clipped) and its
 /// standard error (docs/MATH.md §9.4): `se` with the cells' mean
-/// variance v̄ (EM's reading of the plain map's interval, unchanged), and
-/// `se_ranked` with the mean of v_j² in its second term (a kernel map's
-/// own ranked interval, branch small23; docs/MATH.md §9.4, "Uneven
-/// variance"). se_ranked >= se, equal where every cell's variance is v̄.
+/// variance v̄ (EM's reading of the plain map's interval and a ranked
+/// kernel map's number, unchanged), and `se_ranked` with the mean of v_j²
+/// in its second term (whether a kernel map is ranked, branch small23;
+/// docs/MATH.md §9.4, "Uneven variance"). se_ranked >= se, equal where
+/// every cell's variance is v̄.
 ///
 /// ```text
 /// v = (1, 0, 0, 0) · 4v̄: mean v² = 4v̄², se_ranked² − se² = 2·3v̄²S2/m
