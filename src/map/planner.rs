@@ -390,6 +390,24 @@ fn plan_with_em(
         // EM's one-step model only where it holds (t* <= 1, εh > 3).
         let noise_given_devices = plug_in.filter(|_| em_high);
         let kernel_var = kernel_variance_above(kernel_plug_in, plug_in);
+        // Above εh = KERNEL_PLUG_IN_ABOVE_EPS_H the kernel maps' rounding
+        // charge is the SE's own rounding share, per map point, averaged
+        // (branch plan21, attack16 F2): the coincident devices' term read
+        // at each location's bins plus the coherent pairs of sub-bin
+        // lines along a bin axis, which the offset-averaged charge T of
+        // `Atoms` reads as a ridge and charges nothing. At the reports' n
+        // (a location's or a line's share of the devices does not change
+        // with n), like T.
+        let se_rounding = if kernel_plug_in && g.dim() == 2 {
+            let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+            let n_rep = mapper.counts().total() as f64;
+            mapper
+                .rounding_share(&k0)
+                .map(|r| r / n_rep)
+                .filter(|t| t.is_finite() && n_rep > 0.0)
+        } else {
+            None
+        };
         mean_f = mf;
         if let Some(at) = &atoms {
             atom_note = at.note(epsilon, mapper.counts().spec().delta());
@@ -499,10 +517,17 @@ fn plan_with_em(
                 }
             }
             let mut atoms_t = 0.0;
-            if let Some(at) = &atoms {
+            if atoms.is_some() || se_rounding.is_some() {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
-                // rounding into EM's lattice cells, dithered by the noise.
-                let t = at.em_term(epsilon, cell);
+                // rounding into EM's lattice cells, dithered by the noise;
+                // at least the kernel maps' SE rounding share (branch
+                // plan21: EM at εh > 20 stops within a few steps of the
+                // plain map of the bins and keeps a sub-bin line's
+                // coherent rounding as they do; attack16 F2).
+                let t = atoms
+                    .as_ref()
+                    .map_or(0.0, |at| at.em_term(epsilon, cell))
+                    .max(se_rounding.unwrap_or(0.0));
                 pred.bias2 += t;
                 pred.ase += t;
                 atoms_t = t;
@@ -598,8 +623,10 @@ fn plan_with_em(
                 Some((a, b2)) => {
                     // Coincident devices: their rounding into bins, dithered
                     // by the noise (docs/MATH.md §9.4, "Atoms").
-                    let t = atoms.as_ref().map_or(0.0, |at| {
-                        at.kernel_term(epsilon, mapper.counts().spec().delta())
+                    let t = se_rounding.unwrap_or_else(|| {
+                        atoms.as_ref().map_or(0.0, |at| {
+                            at.kernel_term(epsilon, mapper.counts().spec().delta())
+                        })
                     });
                     (
                         a + ROUNDING_FACTOR * rounding_size2 + t,
