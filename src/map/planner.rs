@@ -517,20 +517,24 @@ fn plan_with_em(
                 }
             }
             let mut atoms_t = 0.0;
-            if atoms.is_some() || se_rounding.is_some() {
+            if let Some(at) = &atoms {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
-                // rounding into EM's lattice cells, dithered by the noise;
-                // at least the kernel maps' SE rounding share (branch
-                // plan21: EM at εh > 20 stops within a few steps of the
-                // plain map of the bins and keeps a sub-bin line's
-                // coherent rounding as they do; attack16 F2).
-                let t = atoms
-                    .as_ref()
-                    .map_or(0.0, |at| at.em_term(epsilon, cell))
-                    .max(se_rounding.unwrap_or(0.0));
+                // rounding into EM's lattice cells, dithered by the noise.
+                // EM keeps its own term only (branch plan22): the kernel
+                // maps' SE rounding share over-charged EM 3.2x on grids
+                // of 3 and 11 points at εh 100-300 (plan21, reverted).
+                let t = at.em_term(epsilon, cell);
                 pred.bias2 += t;
                 pred.ase += t;
                 atoms_t = t;
+            }
+            if let Some(share) = se_rounding {
+                let floor = pred.variance + share;
+                if floor > pred.ase {
+                    atoms_t += floor - pred.ase;
+                    pred.bias2 = share;
+                    pred.ase = floor;
+                }
             }
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
