@@ -528,13 +528,20 @@ fn plan_with_em(
                 pred.ase += t;
                 atoms_t = t;
             }
-            if let Some(share) = se_rounding {
-                let floor = pred.variance + share;
-                if floor > pred.ase {
-                    atoms_t += floor - pred.ase;
-                    pred.bias2 = share;
-                    pred.ase = floor;
-                }
+            // EM's variance plus the kernel maps' SE rounding share (branch
+            // plan22, attack16 F4; docs/MATH.md §9.4 "plan22"): EM's bias
+            // model and the share read one rounding error of the bins, so
+            // the larger is taken, not their sum (plan21's charge on top
+            // over-predicted EM 3.2x on grids of 3 and 11 points). Where
+            // the share is the larger reading it floors the point and both
+            // ends of EM's interval; where EM's own prediction is larger,
+            // nothing moves.
+            let em_floor = se_rounding
+                .map(|share| pred.variance + share)
+                .filter(|f| *f > pred.ase);
+            if let Some(floor) = em_floor {
+                pred.bias2 = floor - pred.variance;
+                pred.ase = floor;
             }
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
@@ -549,7 +556,10 @@ fn plan_with_em(
                     em_lower_bias2,
                     epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
                 );
-                if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
+                let floor = em_floor.unwrap_or(0.0);
+                if let Some((lo, hi)) =
+                    ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(floor)))
+                {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
