@@ -913,6 +913,53 @@ impl FftMapper {
         Ok((v, u))
     }
 
+    /// The rounding share of [`variances_with_plug_in`](Self::variances_with_plug_in)'s
+    /// first field alone, averaged over the map points (branch plan21,
+    /// attack16 F2): the coincident devices' term
+    /// (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))² plus the coherent pairs of
+    /// sub-bin lines along a bin axis (`planner::coherent_line_variance`),
+    ///
+    ///   r̄ = mean_j (atoms_j + lines_j),
+    ///
+    /// in the per-device variance's unit (the map's SE carries r̄/n of it on
+    /// average). `None` where neither is computed (the noise spans a bin,
+    /// or the counts show no point mass and no line). For the planner.
+    pub(crate) fn rounding_share(&self, kernel: &DebiasKernel) -> Option<f64> {
+        let eps = kernel.epsilon();
+        let atoms = super::planner::atom_rounding_field(self, eps);
+        let atom_var = atoms.as_ref().map(|e| {
+            let ft = self.kernel_transform(kernel);
+            let vol: f64 = self.periods().iter().product();
+            let (grad, _, _) = self.rounding_gradients(&ft, vol);
+            let mut slopes = Field::spare();
+            slopes.extend(
+                grad.iter()
+                    .map(|q| Complex64::new(q.re * q.re, q.im * q.im)),
+            );
+            self.atom_rounding_at_map_points(slopes, e)
+        });
+        let h = kernel.bandwidth();
+        let key = (eps.to_bits(), h.to_bits());
+        let compute = || super::planner::coherent_line_variance(self, eps, h);
+        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
+        let lines = if *k == key {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(compute())
+        };
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        match (atom_var.as_deref(), Option::as_deref(&*lines)) {
+            (None, None) => None,
+            (a, l) => Some(a.map_or(0.0, mean) + l.map_or(0.0, mean)),
+        }
+    }
+
     /// φ_N(|ω|) = (1 + |ω|²/ε²)^{-(d+1)/2}, the planar-Laplace noise's
     /// transfer function, at every flat DFT index ([`radial`](Self::radial)).
     /// It depends on the mapper's lattice and (ε, d) only, not on the

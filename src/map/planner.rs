@@ -390,6 +390,24 @@ fn plan_with_em(
         // EM's one-step model only where it holds (t* <= 1, εh > 3).
         let noise_given_devices = plug_in.filter(|_| em_high);
         let kernel_var = kernel_variance_above(kernel_plug_in, plug_in);
+        // Above εh = KERNEL_PLUG_IN_ABOVE_EPS_H the kernel maps' rounding
+        // charge is the SE's own rounding share, per map point, averaged
+        // (branch plan21, attack16 F2): the coincident devices' term read
+        // at each location's bins plus the coherent pairs of sub-bin
+        // lines along a bin axis, which the offset-averaged charge T of
+        // `Atoms` reads as a ridge and charges nothing. At the reports' n
+        // (a location's or a line's share of the devices does not change
+        // with n), like T.
+        let se_rounding = if kernel_plug_in && g.dim() == 2 {
+            let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+            let n_rep = mapper.counts().total() as f64;
+            mapper
+                .rounding_share(&k0)
+                .map(|r| r / n_rep)
+                .filter(|t| t.is_finite() && n_rep > 0.0)
+        } else {
+            None
+        };
         mean_f = mf;
         if let Some(at) = &atoms {
             atom_note = at.note(epsilon, mapper.counts().spec().delta());
@@ -502,10 +520,28 @@ fn plan_with_em(
             if let Some(at) = &atoms {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
                 // rounding into EM's lattice cells, dithered by the noise.
+                // EM keeps its own term only (branch plan22): the kernel
+                // maps' SE rounding share over-charged EM 3.2x on grids
+                // of 3 and 11 points at εh 100-300 (plan21, reverted).
                 let t = at.em_term(epsilon, cell);
                 pred.bias2 += t;
                 pred.ase += t;
                 atoms_t = t;
+            }
+            // EM's variance plus the kernel maps' SE rounding share (branch
+            // plan22, attack16 F4; docs/MATH.md §9.4 "plan22"): EM's bias
+            // model and the share read one rounding error of the bins, so
+            // the larger is taken, not their sum (plan21's charge on top
+            // over-predicted EM 3.2x on grids of 3 and 11 points). Where
+            // the share is the larger reading it floors the point and both
+            // ends of EM's interval; where EM's own prediction is larger,
+            // nothing moves.
+            let em_floor = se_rounding
+                .map(|share| pred.variance + share)
+                .filter(|f| *f > pred.ase);
+            if let Some(floor) = em_floor {
+                pred.bias2 = floor - pred.variance;
+                pred.ase = floor;
             }
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
@@ -520,7 +556,10 @@ fn plan_with_em(
                     em_lower_bias2,
                     epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
                 );
-                if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
+                let floor = em_floor.unwrap_or(0.0);
+                if let Some((lo, hi)) =
+                    ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(floor)))
+                {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
@@ -602,8 +641,10 @@ fn plan_with_em(
                 Some((a, b2)) => {
                     // Coincident devices: their rounding into bins, dithered
                     // by the noise (docs/MATH.md §9.4, "Atoms").
-                    let t = atoms.as_ref().map_or(0.0, |at| {
-                        at.kernel_term(epsilon, mapper.counts().spec().delta())
+                    let t = se_rounding.unwrap_or_else(|| {
+                        atoms.as_ref().map_or(0.0, |at| {
+                            at.kernel_term(epsilon, mapper.counts().spec().delta())
+                        })
                     });
                     (
                         a + ROUNDING_FACTOR * rounding_size2 + t,
