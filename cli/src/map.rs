@@ -1198,6 +1198,25 @@ fn coverage(
                     let c_live = live_cov(&est.values, &est.standard_errors, &target);
                     cov_live[i] += c_live;
                     draw_cov[i] = (c_all, c_live);
+                    // Per-cell dump of the SE's parts (GEOPRIV_SWEEP_SE_DUMP=dir;
+                    // branch cover23): target, value, SE, the sample variance
+                    // v̂ (with the rounding terms) and the noise-law plug-in u,
+                    // for offline scoring of interval rules.
+                    if let Ok(dir) = std::env::var("GEOPRIV_SWEEP_SE_DUMP") {
+                        let s = mapper.spatial_kernel(&kern);
+                        let (vh, u) = mapper.variances_with_plug_in(&kern, &s)?;
+                        let mut out = format!("# pop {pop:?} n {n} eh {eh} r {r} lambda {l}\n");
+                        out.push_str("target,value,se,vhat,u\n");
+                        for j in 0..target.len() {
+                            out.push_str(&format!(
+                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}\n",
+                                target[j], est.values[j], est.standard_errors[j], vh[j], u[j]
+                            ));
+                        }
+                        let path = std::path::Path::new(&dir)
+                            .join(format!("se-{pop:?}-{n}-{eh}-{r}-{l:.1}.csv"));
+                        crate::output::create_file(&path, opts.force)?.write_all(out.as_bytes())?;
+                    }
                     if opts.by_truth {
                         let tmax = truth.iter().fold(0.0f64, |a, b| a.max(*b));
                         let mut parts = String::new();

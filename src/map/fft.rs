@@ -949,7 +949,8 @@ impl FftMapper {
     /// The map for K_λ (λ from `kernel`), with standard errors given the
     /// devices: SE_j = max(√(max(v̂_j, u_j/4)/n), round-off), v̂ the
     /// sample variance of [`conditional_variances`](Self::conditional_variances)
-    /// and u the noise-law plug-in
+    /// smoothed by a Gaussian of sd `VARIANCE_SMOOTHING`/ε (branch cover23,
+    /// [`super::intervals::VARIANCE_SMOOTHING`]) and u the noise-law plug-in
     /// ([`variances_with_plug_in`](Self::variances_with_plug_in),
     /// [`super::intervals::kernel_standard_error`]):
     /// ±1.96 SE is a 95% interval for the true map at λ = 1 and for the
@@ -1029,7 +1030,9 @@ impl FftMapper {
     }
 
     /// [`conditional_variances`](Self::conditional_variances) without its
-    /// 1% floor, and beside it the noise-law plug-in
+    /// 1% floor and smoothed by a Gaussian of sd
+    /// [`super::intervals::VARIANCE_SMOOTHING`]/ε (its mean is v * G_σ;
+    /// branch cover23), and beside it the noise-law plug-in
     /// u_j = (1/n)Σ_i [(K_λ² * p_N) − B_λ²](t_j − x̃_i): the variance
     /// formula evaluated as if each device sat at its noisy location (a sum
     /// of per-device variances, so >= 0 up to round-off; docs/MATH.md §9.7,
@@ -1071,6 +1074,53 @@ impl FftMapper {
             }
         }
         Ok((v, u))
+    }
+
+    /// The rounding share of [`variances_with_plug_in`](Self::variances_with_plug_in)'s
+    /// first field alone, averaged over the map points (branch plan21,
+    /// attack16 F2): the coincident devices' term
+    /// (1/n)Σ_b Σ_a E_a(b) (∂_a K_λ(t_j − x_b))² plus the coherent pairs of
+    /// sub-bin lines along a bin axis (`planner::coherent_line_variance`),
+    ///
+    ///   r̄ = mean_j (atoms_j + lines_j),
+    ///
+    /// in the per-device variance's unit (the map's SE carries r̄/n of it on
+    /// average). `None` where neither is computed (the noise spans a bin,
+    /// or the counts show no point mass and no line). For the planner.
+    pub(crate) fn rounding_share(&self, kernel: &DebiasKernel) -> Option<f64> {
+        let eps = kernel.epsilon();
+        let atoms = super::planner::atom_rounding_field(self, eps);
+        let atom_var = atoms.as_ref().map(|e| {
+            let ft = self.kernel_transform(kernel);
+            let vol: f64 = self.periods().iter().product();
+            let (grad, _, _) = self.rounding_gradients(&ft, vol);
+            let mut slopes = Field::spare();
+            slopes.extend(
+                grad.iter()
+                    .map(|q| Complex64::new(q.re * q.re, q.im * q.im)),
+            );
+            self.atom_rounding_at_map_points(slopes, e)
+        });
+        let h = kernel.bandwidth();
+        let key = (eps.to_bits(), h.to_bits());
+        let compute = || super::planner::coherent_line_variance(self, eps, h);
+        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
+        let lines = if *k == key {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(compute())
+        };
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        match (atom_var.as_deref(), Option::as_deref(&*lines)) {
+            (None, None) => None,
+            (a, l) => Some(a.map_or(0.0, mean) + l.map_or(0.0, mean)),
+        }
     }
 
     /// φ_N(|ω|) = (1 + |ω|²/ε²)^{-(d+1)/2}, the planar-Laplace noise's
@@ -1142,6 +1192,15 @@ impl FftMapper {
         // F[K_λ] (given) and φ_N at every frequency (each evaluated once
         // per four indices, [`radial`](Self::radial); φ_N once per mapper).
         let ph = self.noise_transfer(eps, d);
+        // The published SE's sample variance is smoothed by a Gaussian of
+        // sd VARIANCE_SMOOTHING/ε (transform e^{−σ²|ω|²/2}; docs/MATH.md
+        // §9.7 "A smoothed sample variance", branch cover23): a cell whose
+        // counts fell low by chance no longer gets a small SE with its low
+        // value. Only the plug-in path (the published SE); the planner's
+        // and `conditional_variances`' fields are unchanged.
+        let sigma = super::intervals::VARIANCE_SMOOTHING / eps;
+        let smooth = (plug_in && sigma.is_finite() && sigma > 0.0)
+            .then(|| self.radial(|w| libm::exp(-0.5 * (sigma * w) * (sigma * w))));
         let mut b =
             self.lattice_field(|f, ik, _, _, _| Complex64::new(ft.at(ik) * ph[f] / vol, 0.0));
         self.fft2(&mut b, false);
@@ -1195,7 +1254,8 @@ impl FftMapper {
             // The imaginary channel: K_λ² (the unconditional spread, for
             // the floor) or the plug-in F[K_λ²]·φ_N − F[B_λ²]·corr.
             let second = if plug_in { a * p - q * corr } else { a };
-            let both = (a - dq + rounding) + Complex64::new(0.0, 1.0) * second;
+            let g = smooth.as_ref().map_or(1.0, |sm| sm[f]);
+            let both = (a - dq + rounding) * g + Complex64::new(0.0, 1.0) * second;
             both * self.hat[f]
         };
         // In place, a frequency and its partner at once (the same

@@ -21,6 +21,29 @@ use std::vec::Vec;
 /// 1/4 gave 0.94-0.97 at all three.
 pub const PLUG_IN_SHARE: f64 = 0.25;
 
+/// The sample variance behind a kernel map's published SE is smoothed by a
+/// Gaussian of sd `VARIANCE_SMOOTHING / ε` (docs/MATH.md §9.7, "A smoothed
+/// sample variance", branch cover23):
+///
+/// ```text
+/// v̂^σ_j = (1/n) Σ_i ((K_λ² − D_λ) * G_σ)(t_j − x̃_i),   σ = VARIANCE_SMOOTHING / ε,
+/// ```
+///
+/// whose mean is v * G_σ. The raw v̂_j rises and falls with the counts
+/// near t_j, as the map's own error does (their correlation was 0.44 at
+/// n = 10^4, εh = 0.3 on the city), so cells whose counts fell low were
+/// given small SEs and missed below; the smoothed variance reads counts
+/// from farther away. σ scales with the noise (1/ε), so it acts where
+/// the noise is wide against the kernel (low εh) and vanishes at high εh
+/// (σ = 0.04·h at εh = 10).
+///
+/// ```
+/// let eps = 0.3 / 471.4;
+/// let sigma = geopriv::map::VARIANCE_SMOOTHING / eps;
+/// assert!(sigma > 471.4 && sigma < 2.0 * 471.4);
+/// ```
+pub const VARIANCE_SMOOTHING: f64 = 0.4;
+
 /// A kernel map's standard error at one cell (docs/MATH.md §9.7):
 ///
 /// ```text

@@ -390,6 +390,24 @@ fn plan_with_em(
         // EM's one-step model only where it holds (t* <= 1, εh > 3).
         let noise_given_devices = plug_in.filter(|_| em_high);
         let kernel_var = kernel_variance_above(kernel_plug_in, plug_in);
+        // Above εh = KERNEL_PLUG_IN_ABOVE_EPS_H the kernel maps' rounding
+        // charge is the SE's own rounding share, per map point, averaged
+        // (branch plan21, attack16 F2): the coincident devices' term read
+        // at each location's bins plus the coherent pairs of sub-bin
+        // lines along a bin axis, which the offset-averaged charge T of
+        // `Atoms` reads as a ridge and charges nothing. At the reports' n
+        // (a location's or a line's share of the devices does not change
+        // with n), like T.
+        let se_rounding = if kernel_plug_in && g.dim() == 2 {
+            let k0 = DebiasKernel::new(g.dim(), g.bandwidth(), epsilon, 0.0)?;
+            let n_rep = mapper.counts().total() as f64;
+            mapper
+                .rounding_share(&k0)
+                .map(|r| r / n_rep)
+                .filter(|t| t.is_finite() && n_rep > 0.0)
+        } else {
+            None
+        };
         mean_f = mf;
         if let Some(at) = &atoms {
             atom_note = at.note(epsilon, mapper.counts().spec().delta());
@@ -502,10 +520,28 @@ fn plan_with_em(
             if let Some(at) = &atoms {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
                 // rounding into EM's lattice cells, dithered by the noise.
+                // EM keeps its own term only (branch plan22): the kernel
+                // maps' SE rounding share over-charged EM 3.2x on grids
+                // of 3 and 11 points at εh 100-300 (plan21, reverted).
                 let t = at.em_term(epsilon, cell);
                 pred.bias2 += t;
                 pred.ase += t;
                 atoms_t = t;
+            }
+            // EM's variance plus the kernel maps' SE rounding share (branch
+            // plan22, attack16 F4; docs/MATH.md §9.4 "plan22"): EM's bias
+            // model and the share read one rounding error of the bins, so
+            // the larger is taken, not their sum (plan21's charge on top
+            // over-predicted EM 3.2x on grids of 3 and 11 points). Where
+            // the share is the larger reading it floors the point and both
+            // ends of EM's interval; where EM's own prediction is larger,
+            // nothing moves.
+            let em_floor = se_rounding
+                .map(|share| pred.variance + share)
+                .filter(|f| *f > pred.ase);
+            if let Some(floor) = em_floor {
+                pred.bias2 = floor - pred.variance;
+                pred.ase = floor;
             }
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
@@ -520,7 +556,10 @@ fn plan_with_em(
                     em_lower_bias2,
                     epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
                 );
-                if let Some((lo, hi)) = ends.map(|(l, u)| (l + atoms_t, u + atoms_t)) {
+                let floor = em_floor.unwrap_or(0.0);
+                if let Some((lo, hi)) =
+                    ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(floor)))
+                {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
@@ -590,7 +629,11 @@ fn plan_with_em(
                 em_only = true;
                 continue;
             }
-            let b = against_unbiased.unwrap_or(BiasEstimate { avg: 0.0, se: 0.0 });
+            let b = against_unbiased.unwrap_or(BiasEstimate {
+                avg: 0.0,
+                se: 0.0,
+                se_ranked: 0.0,
+            });
             let mut var = var;
             let (ase, bias2) = match kernel_prediction(var, b, against_em) {
                 // The rounding correction's own error (near-exact
@@ -600,7 +643,9 @@ fn plan_with_em(
                     // Where the noise does not dither the bins and the
                     // counts carry their offsets' moments: the rounding
                     // error those moments give (branch moment24,
-                    // docs/MATH.md §9.4 addendum "moments").
+                    // docs/MATH.md §9.4 addendum "moments"); else the SE's
+                    // rounding share above εh = KERNEL_PLUG_IN_ABOVE_EPS_H
+                    // (plan22), else the coincident devices' term.
                     match moment_rounding_charge(g, epsilon, lam, mapper, n_rep / nf) {
                         Some((t, spread)) => {
                             // The variance formula's independent-rounding
@@ -613,8 +658,10 @@ fn plan_with_em(
                             // Coincident devices: their rounding into bins,
                             // dithered by the noise (docs/MATH.md §9.4,
                             // "Atoms").
-                            let t = atoms.as_ref().map_or(0.0, |at| {
-                                at.kernel_term(epsilon, mapper.counts().spec().delta())
+                            let t = se_rounding.unwrap_or_else(|| {
+                                atoms.as_ref().map_or(0.0, |at| {
+                                    at.kernel_term(epsilon, mapper.counts().spec().delta())
+                                })
                             });
                             (
                                 a + ROUNDING_FACTOR * rounding_size2 + t,
@@ -1513,11 +1560,21 @@ fn plain_bias_resolved(var: f64, b: BiasEstimate) -> bool {
 
 /// The unbiased estimate of a kernel map's mean squared bias B² (the
 /// average over the cells of b̂_j² − Var b̂_j, not clipped) and its
-/// standard error (docs/MATH.md §9.4).
+/// standard error (docs/MATH.md §9.4): `se` with the cells' mean
+/// variance v̄ (EM's reading of the plain map's interval and a ranked
+/// kernel map's number, unchanged), and `se_ranked` with the mean of v_j²
+/// in its second term (whether a kernel map is ranked, branch small23;
+/// docs/MATH.md §9.4, "Uneven variance"). se_ranked >= se, equal where
+/// every cell's variance is v̄.
+///
+/// ```text
+/// v = (1, 0, 0, 0) · 4v̄: mean v² = 4v̄², se_ranked² − se² = 2·3v̄²S2/m
+/// ```
 #[derive(Clone, Copy, Debug)]
 struct BiasEstimate {
     avg: f64,
     se: f64,
+    se_ranked: f64,
 }
 
 /// A kernel map's predicted ASE from its variance `var`, the unbiased
@@ -1540,6 +1597,16 @@ struct BiasEstimate {
 /// every λ < 1 ranked λ = 0 at its variance 2.2e-8 against a measured ASE
 /// of 3.0e-4 (13,520x) and picked it at 5.8x the best map.
 fn kernel_prediction(var: f64, b: BiasEstimate, floor: f64) -> Option<(f64, f64)> {
+    // Ranked only where the interval at `se_ranked` (the cells' uneven
+    // variance, branch small23) spans at most 9x; the number is then the
+    // v̄² interval's, nested in it (moving the point to the wider
+    // interval's clamp made picks worse: docs/MATH.md §9.4, "Uneven
+    // variance").
+    let uneven = BiasEstimate {
+        se: b.se_ranked,
+        ..b
+    };
+    kernel_prediction_at(var, uneven, floor, BIAS_BOUND_Z)?;
     kernel_prediction_at(var, b, floor, BIAS_BOUND_Z)
 }
 
@@ -1626,19 +1693,28 @@ fn kernel_maps(
         // Charged: the average less two such standard errors,
         // clipped at 0 (a bias the reports cannot resolve is not
         // charged).
+        //
+        // The second term reads the mean of v_j², not v̄² (branch small23,
+        // attack16 O4): Σ_jk v_j v_k ρ_jk² <= Σ_j v_j² Σ_k ρ_jk², so where
+        // the variance is concentrated (devices in one corner) v̄² under-
+        // stated it by mean(v²)/v̄² (docs/MATH.md §9.4, "Uneven variance").
         let mut avg = 0.0;
         let mut vbar = 0.0;
+        let mut v2bar = 0.0;
         for ((a, b), q) in mean.iter().zip(&mean1).zip(d2) {
             let bh = a - b;
             let vb = (q - bh * bh).max(0.0) / n_rep;
             avg += bh * bh - vb;
             vbar += vb;
+            v2bar += vb * vb;
         }
         avg /= m;
         vbar /= m;
+        v2bar /= m;
         let b2 = avg.max(0.0);
         let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-        BiasEstimate { avg, se }
+        let se_ranked = ((4.0 * b2 * vbar * s1c + 2.0 * v2bar.max(vbar * vbar) * s2c) / m).sqrt();
+        BiasEstimate { avg, se, se_ranked }
     };
     // Two threads take the parts in `kernel_parts` order, each the first
     // whose map part is done (branch speed04: with a λ's map, variance and
@@ -2612,7 +2688,11 @@ mod coincident_tests {
         // π h²/(Δ₀Δ₁ m) = 2π/961.
         let g = super::super::query_set::KdeGrid::square(20_000.0, 31).unwrap();
         let m = g.len();
-        let unresolved = BiasEstimate { avg: 0.0, se: 1.0 };
+        let unresolved = BiasEstimate {
+            avg: 0.0,
+            se: 1.0,
+            se_ranked: 1.0,
+        };
         let plain = vec![4e-3; m];
         let kernels = |b: BiasEstimate| {
             vec![KernelMap {
@@ -2662,6 +2742,7 @@ mod coincident_tests {
         let resolved = BiasEstimate {
             avg: 1e-9,
             se: 1e-12,
+            se_ranked: 1e-12,
         };
         assert_eq!(em_early_stop_floor(&g, &kernels(resolved), &e, n, n), None);
         // EM moved further than the centre: no floor.
@@ -2701,7 +2782,11 @@ mod coincident_tests {
             vec![KernelMap {
                 lambda: 0.0,
                 var: 2e-5,
-                against_unbiased: Some(BiasEstimate { avg, se }),
+                against_unbiased: Some(BiasEstimate {
+                    avg,
+                    se,
+                    se_ranked: se,
+                }),
                 mean: vec![plain; m],
                 unconditional: 2e-5,
             }]
@@ -2764,6 +2849,7 @@ mod coincident_tests {
         let low = BiasEstimate {
             avg: -3.404e-2,
             se: 1.391e-2,
+            se_ranked: 1.391e-2,
         };
         assert_eq!(kernel_prediction(2.219e-8, low, 0.0), None);
         // λ = 0.8 there: its variance alone is large enough to pin the
@@ -2771,6 +2857,7 @@ mod coincident_tests {
         let low8 = BiasEstimate {
             avg: -2.370e-2,
             se: 9.484e-3,
+            se_ranked: 9.484e-3,
         };
         let (a, b2) = kernel_prediction(5.220e-3, low8, 0.0).unwrap();
         assert!(
@@ -2782,6 +2869,7 @@ mod coincident_tests {
         let pos = BiasEstimate {
             avg: 1e-9,
             se: 1e-9,
+            se_ranked: 1e-9,
         };
         let (a, _) = kernel_prediction(1e-8, pos, 0.0).unwrap();
         assert!((a - 1.1e-8).abs() < 1e-20, "{a}");
@@ -2789,7 +2877,11 @@ mod coincident_tests {
         // read as resolved below the noise (var + z·se <= 9 var needed,
         // var >= 3.39e-7 here).
         for avg in [-1.0, -1e-3, -2e-6, -1e-9, 0.0] {
-            let b = BiasEstimate { avg, se: 1e-6 };
+            let b = BiasEstimate {
+                avg,
+                se: 1e-6,
+                se_ranked: 1e-6,
+            };
             assert_eq!(kernel_prediction(3e-7, b, 0.0), None, "avg {avg}");
             assert!(kernel_prediction(3.5e-7, b, 0.0).is_some(), "avg {avg}");
         }
@@ -2811,7 +2903,11 @@ mod coincident_tests {
             (4.7646e-1, 1.0628e0, 1.0627e0, 4.637e-1),
             (1.5111e-4, 6.6778e-4, 2.9331e-4, 2.113e-4),
         ] {
-            let b = BiasEstimate { avg, se };
+            let b = BiasEstimate {
+                avg,
+                se,
+                se_ranked: se,
+            };
             let (at2, _) = kernel_prediction_at(var, b, 0.0, 2.0).unwrap();
             assert!(at2 > 3.0 * measured, "{var} {at2} {measured}");
             assert_eq!(kernel_prediction(var, b, 0.0), None, "{var}");
@@ -2821,11 +2917,13 @@ mod coincident_tests {
         let b = BiasEstimate {
             avg: 1e-4,
             se: 1e-5,
+            se_ranked: 1e-5,
         };
         assert!(plain_bias_resolved(1e-4, b));
         let tight = BiasEstimate {
             avg: 0.0,
             se: 3.5e-7,
+            se_ranked: 3.5e-7,
         };
         // var + 2 se <= 9 var at var = 1e-7 (resolved at 0), while
         // var + z·se > 9 var: not ranked as a prediction.
