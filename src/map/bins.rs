@@ -266,6 +266,13 @@ impl BinnedCounts {
             total: 0,
         }
     }
+    /// The same empty counts without the offsets' moments (the map
+    /// server where the planner does not read them; branch moment24).
+    #[cfg(feature = "std")]
+    pub(crate) fn without_moments(mut self) -> Self {
+        self.moments = None;
+        self
+    }
     /// The binning.
     pub fn spec(&self) -> &BinSpec {
         &self.spec

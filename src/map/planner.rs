@@ -2387,6 +2387,21 @@ impl Atoms {
     }
 }
 
+/// Whether [`moment_rounding_charge`] reads the offsets' moments at
+/// per-device ε and bins Δ: two axes and some axis's contrast
+/// q_a = 6 q(0) − 8 q(e) + 2 q(2e) >= [`ATOM_MIN_CONTRAST`]
+/// ([`atom_excess`]: the noise does not dither the bins). The map server
+/// keeps no moments where this is false (branch moment24).
+pub(super) fn moments_read_at(epsilon: f64, delta: [f64; 2], dim: usize) -> bool {
+    if dim != 2 {
+        return false;
+    }
+    same_location_lag_law(epsilon, delta).iter().any(|q| {
+        let qa = 6.0 * q[0] - 8.0 * q[1] + 2.0 * q[2];
+        qa >= ATOM_MIN_CONTRAST
+    })
+}
+
 /// The kernel map's rounding charge from the per-bin moments of the
 /// reports' offsets (branch moment24, docs/MATH.md §9.4 addendum
 /// "moments"): where the noise does not dither the bins (some axis's
@@ -2419,12 +2434,7 @@ fn moment_rounding_charge(
         return None;
     }
     mapper.counts().moments()?;
-    let q = same_location_lag_law(epsilon, mapper.counts().spec().delta());
-    let gated = q.iter().any(|q| {
-        let qa = 6.0 * q[0] - 8.0 * q[1] + 2.0 * q[2];
-        qa >= ATOM_MIN_CONTRAST
-    });
-    if !gated {
+    if !moments_read_at(epsilon, mapper.counts().spec().delta(), 2) {
         return None;
     }
     let k = DebiasKernel::new(2, g.bandwidth(), epsilon, lambda).ok()?;

@@ -66,9 +66,19 @@ impl MapAggregator {
     ) -> Result<Self> {
         let epsilon = crate::error::positive_finite("epsilon", epsilon)?;
         let counts = match (&set, mechanism) {
-            (QuerySet::Kde(g), MapMechanism::APriori) => Some(BinnedCounts::new(
-                BinSpec::for_estimation(g, epsilon, max_bins)?,
-            )),
+            (QuerySet::Kde(g), MapMechanism::APriori) => {
+                let spec = BinSpec::for_estimation(g, epsilon, max_bins)?;
+                // The offsets' moments only where the planner reads them
+                // (the noise does not dither the bins; branch moment24):
+                // below, 80 bytes a bin and the sums are not spent.
+                let read = super::planner::moments_read_at(epsilon, spec.delta(), spec.dim());
+                let counts = BinnedCounts::new(spec);
+                Some(if read {
+                    counts
+                } else {
+                    counts.without_moments()
+                })
+            }
             _ => None,
         };
         let cells = if counts.is_some() {
