@@ -143,6 +143,26 @@ impl BinSpec {
         }
         Some(idx[0] * self.bins[1] + idx[1])
     }
+    /// [`bin_of`](Self::bin_of) with x's offset from the bin's centre per
+    /// axis in fixed point: u_a/Δ_a ∈ [−½, ½) rounded to a multiple of
+    /// 2^−[`MOMENT_OFFSET_BITS`] (0 on a missing second axis). A function of
+    /// x alone, so moment sums of these integers are the same under any
+    /// sharding (branch moment24).
+    pub(crate) fn bin_and_offset(&self, x: &[f64]) -> Option<(usize, [i64; 2])> {
+        let mut idx = [0usize; 2];
+        let mut off = [0i64; 2];
+        let scale = (1u64 << MOMENT_OFFSET_BITS) as f64;
+        for a in 0..self.dim {
+            let v = (x[a] - self.first[a]) / self.delta[a] + 0.5;
+            if !(v >= 0.0 && v < self.bins[a] as f64) {
+                return None;
+            }
+            idx[a] = v as usize;
+            let frac = v - idx[a] as f64 - 0.5;
+            off[a] = libm::round(frac * scale) as i64;
+        }
+        Some((idx[0] * self.bins[1] + idx[1], off))
+    }
     /// Centre of bin `flat`.
     pub fn bin_centre(&self, flat: usize) -> [f64; 2] {
         let (i, k) = (flat / self.bins[1], flat % self.bins[1]);
@@ -166,6 +186,47 @@ impl BinSpec {
     }
 }
 
+/// Fixed-point bits of a location's within-bin offset u_a/Δ_a in the
+/// per-bin moments of [`BinnedCounts::moments`]: 2^−32 of a bin (1.3e-8 m
+/// for 55.6 m bins), so the moments are exact integer sums (i128: n up to
+/// 2^64 reports of |offset| <= 2^31 and squares <= 2^62 cannot overflow)
+/// and merge bit-identically, like the counts.
+///
+/// ```
+/// assert_eq!(geopriv::map::MOMENT_OFFSET_BITS, 32);
+/// ```
+pub const MOMENT_OFFSET_BITS: u32 = 32;
+
+/// Where [`BinnedCounts::add`] counts one location: its bin and its
+/// fixed-point offset from the bin's centre
+/// ([`BinSpec::bin_and_offset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    bin: usize,
+    offset: [i64; 2],
+}
+
+/// The per-bin moments of the locations' fixed-point offsets q = round(u/Δ
+/// · 2^32) from their bin centres: [Σ q_0, Σ q_1, Σ q_0², Σ q_1², Σ q_0 q_1].
+pub type BinMoments = [i128; 5];
+
+impl Slot {
+    /// The bin's flat index.
+    #[cfg(feature = "std")]
+    pub(crate) fn bin(&self) -> usize {
+        self.bin
+    }
+}
+
+fn add_moment(m: &mut BinMoments, q: [i64; 2]) {
+    let (a, b) = (q[0] as i128, q[1] as i128);
+    m[0] += a;
+    m[1] += b;
+    m[2] += a * a;
+    m[3] += b * b;
+    m[4] += a * b;
+}
+
 /// Exact integer counts of noisy locations per bin; mergeable.
 ///
 /// ```
@@ -184,6 +245,10 @@ impl BinSpec {
 pub struct BinnedCounts {
     spec: BinSpec,
     counts: Vec<u64>,
+    /// Per bin the moments of the offsets (branch moment24); `None` where
+    /// they are not known (counts restored by
+    /// [`from_counts`](Self::from_counts), or merged with such counts).
+    moments: Option<Vec<BinMoments>>,
     outside: u64,
     total: u64,
 }
@@ -192,12 +257,21 @@ impl BinnedCounts {
     /// Empty counts for `spec`.
     pub fn new(spec: BinSpec) -> Self {
         let counts = vec![0; spec.len()];
+        let moments = Some(vec![[0; 5]; spec.len()]);
         Self {
             spec,
             counts,
+            moments,
             outside: 0,
             total: 0,
         }
+    }
+    /// The same empty counts without the offsets' moments (the map
+    /// server where the planner does not read them; branch moment24).
+    #[cfg(feature = "std")]
+    pub(crate) fn without_moments(mut self) -> Self {
+        self.moments = None;
+        self
     }
     /// The binning.
     pub fn spec(&self) -> &BinSpec {
@@ -207,8 +281,13 @@ impl BinnedCounts {
     /// typed error and nothing is counted).
     pub fn add(&mut self, x: &[f64]) -> Result<()> {
         crate::error::check_point(x, self.spec.dim)?;
-        match self.spec.bin_of(x) {
-            Some(b) => self.counts[b] += 1,
+        match self.spec.bin_and_offset(x) {
+            Some((b, q)) => {
+                self.counts[b] += 1;
+                if let Some(m) = self.moments.as_mut() {
+                    add_moment(&mut m[b], q);
+                }
+            }
             None => self.outside += 1,
         }
         self.total += 1;
@@ -220,17 +299,25 @@ impl BinnedCounts {
     /// then `add_slot` of the result. Only the std reader
     /// (`map::ingest`) judges a report before counting it.
     #[cfg(feature = "std")]
-    pub(crate) fn slot_of(&self, x: &[f64]) -> Result<Option<usize>> {
+    pub(crate) fn slot_of(&self, x: &[f64]) -> Result<Option<Slot>> {
         crate::error::check_point(x, self.spec.dim)?;
-        Ok(self.spec.bin_of(x))
+        Ok(self
+            .spec
+            .bin_and_offset(x)
+            .map(|(bin, offset)| Slot { bin, offset }))
     }
     /// Count one location in the bin `slot` from [`slot_of`](Self::slot_of)
     /// (`None`: beyond the bins). A slot past the bins is refused.
     #[cfg(feature = "std")]
-    pub(crate) fn add_slot(&mut self, slot: Option<usize>) -> Result<()> {
+    pub(crate) fn add_slot(&mut self, slot: Option<Slot>) -> Result<()> {
         match slot {
-            Some(b) => match self.counts.get_mut(b) {
-                Some(c) => *c += 1,
+            Some(Slot { bin: b, offset }) => match self.counts.get_mut(b) {
+                Some(c) => {
+                    *c += 1;
+                    if let Some(m) = self.moments.as_mut().and_then(|m| m.get_mut(b)) {
+                        add_moment(m, offset);
+                    }
+                }
                 None => {
                     return Err(Error::InvalidReport {
                         reason: "bin past the binning",
@@ -245,7 +332,10 @@ impl BinnedCounts {
     /// Counts restored from their parts (a partial state shipped from
     /// another shard): one count per bin of `spec` and the locations
     /// beyond the bins. Refused (typed error) if the length differs or the
-    /// total would overflow.
+    /// total would overflow. The offsets' moments are not among these
+    /// parts: the result has none ([`moments`](Self::moments) is `None`,
+    /// and the planner charges the kernel maps' rounding as before;
+    /// [`from_parts`](Self::from_parts) restores them too).
     ///
     /// ```
     /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
@@ -253,7 +343,8 @@ impl BinnedCounts {
     /// let mut a = BinnedCounts::new(spec.clone());
     /// a.add(&[100.0, 200.0])?;
     /// let back = BinnedCounts::from_counts(spec, a.counts().to_vec(), a.outside())?;
-    /// assert_eq!(back, a);
+    /// assert_eq!((back.counts(), back.total()), (a.counts(), a.total()));
+    /// assert!(back.moments().is_none()); // not among the parts
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn from_counts(spec: BinSpec, counts: Vec<u64>, outside: u64) -> Result<Self> {
@@ -269,9 +360,40 @@ impl BinnedCounts {
         Ok(Self {
             spec,
             counts,
+            moments: None,
             outside,
             total,
         })
+    }
+
+    /// [`from_counts`](Self::from_counts) with the per-bin moments of the
+    /// offsets ([`moments`](Self::moments)) as well, one per bin (else a
+    /// typed error).
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::new(spec.clone());
+    /// a.add(&[100.0, 200.0])?;
+    /// let m = a.moments().unwrap().to_vec();
+    /// let back = BinnedCounts::from_parts(spec, a.counts().to_vec(), m, a.outside())?;
+    /// assert_eq!(back, a);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn from_parts(
+        spec: BinSpec,
+        counts: Vec<u64>,
+        moments: Vec<BinMoments>,
+        outside: u64,
+    ) -> Result<Self> {
+        if moments.len() != spec.len() {
+            return Err(Error::InvalidReport {
+                reason: "moments with another number of bins",
+            });
+        }
+        let mut c = Self::from_counts(spec, counts, outside)?;
+        c.moments = Some(moments);
+        Ok(c)
     }
 
     /// Add another shard's counts (same binning, else an error and no
@@ -293,6 +415,20 @@ impl BinnedCounts {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
         }
+        // Moments only where both shards have them (integer sums: any
+        // order gives the same bits; |Σ| stays below 2^127 as the total
+        // fits in a u64).
+        self.moments = match (self.moments.take(), &other.moments) {
+            (Some(mut m), Some(o)) => {
+                for (a, b) in m.iter_mut().zip(o) {
+                    for (x, y) in a.iter_mut().zip(b) {
+                        *x += y;
+                    }
+                }
+                Some(m)
+            }
+            _ => None,
+        };
         self.outside += other.outside;
         self.total = total;
         Ok(())
@@ -300,6 +436,28 @@ impl BinnedCounts {
     /// Count per bin (row-major, index i0·bins1 + i1).
     pub fn counts(&self) -> &[u64] {
         &self.counts
+    }
+    /// Per bin (row-major, as [`counts`](Self::counts)) the moments of
+    /// the locations' fixed-point offsets q_a = round(2^32 u_a/Δ_a) from
+    /// the bin's centre, [Σ q_0, Σ q_1, Σ q_0², Σ q_1², Σ q_0 q_1]
+    /// ([`MOMENT_OFFSET_BITS`]); `None` for counts restored without them
+    /// ([`from_counts`](Self::from_counts)) or merged with such counts.
+    /// They give the kernel maps' rounding error
+    /// ([`FftMapper::rounding_from_moments`](super::FftMapper::rounding_from_moments)).
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::new(spec.clone());
+    /// let c = spec.bin_centre(spec.bin_of(&[100.0, 200.0]).unwrap());
+    /// let d = spec.delta();
+    /// a.add(&[c[0] + 0.25 * d[0], c[1]])?;
+    /// let b = spec.bin_of(&[100.0, 200.0]).unwrap();
+    /// assert_eq!(a.moments().unwrap()[b][0], 1 << 30); // ¼ bin = 2^30 / 2^32
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn moments(&self) -> Option<&[BinMoments]> {
+        self.moments.as_deref()
     }
     /// Locations beyond the bins.
     pub fn outside(&self) -> u64 {

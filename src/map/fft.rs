@@ -32,6 +32,30 @@ use std::f64::consts::PI;
 use std::sync::Arc;
 use std::vec::Vec;
 
+/// A kernel map's rounding error read from the per-bin moments of the
+/// reports' offsets ([`FftMapper::rounding_from_moments`], branch
+/// moment24), per map point (row-major like the grid):
+///
+/// ```text
+/// values_j = R̂(t_j),  noise_j = (1/n²) Σ_b n_b Σ_a σ_a² (∂_a K)²(t_j − c_b),
+/// spread_j = (1/n²) Σ_b n_b Σ_a (Δ_a²/12) (∂_a K)²(t_j − c_b).
+/// ```
+///
+/// ```
+/// let r = geopriv::map::MomentRounding { values: vec![1e-6], noise: vec![0.0], spread: vec![0.0] };
+/// assert_eq!(r.values.len(), r.noise.len());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct MomentRounding {
+    /// R̂ per map point: the binned map minus the exact locations' map.
+    pub values: Vec<f64>,
+    /// The part of R̂² the reports' own noise adds, per map point.
+    pub noise: Vec<f64>,
+    /// The independent-rounding spread the variance formula charges, per
+    /// map point (over n: a variance of the map).
+    pub spread: Vec<f64>,
+}
+
 /// A map estimate: one value per map point (row-major like the grid) and
 /// its standard error.
 #[derive(Clone, Debug, PartialEq)]
@@ -672,6 +696,145 @@ impl FftMapper {
             *v = Complex64::new(v.im, 0.0);
         }
         (re, self.at_map_points(&g, norm))
+    }
+
+    /// The kernel map's rounding error per map point from the per-bin
+    /// moments of the reports' offsets ([`BinnedCounts::moments`]; branch
+    /// moment24, docs/MATH.md §9.4 addendum "moments"), and the part of
+    /// its square the reports' own noise adds ([`MomentRounding`]): `None`
+    /// without moments.
+    ///
+    /// Per report, K(p − c − u) to second order in the offset u = y − c
+    /// from its bin centre c, against the FFT's kernel K − Σ_a (Δ_a²/24)
+    /// ∂²_a K (the sinc correction), give the binned map minus the kernel
+    /// map of the exact report locations:
+    ///
+    /// ```text
+    /// R̂(p) = (1/n) Σ_b [ M_b·∇K − ½ Σ_a W_b,a ∂²_a K − S_b,01 ∂_0∂_1 K ](p − c_b),
+    /// W_b,a = S_b,aa + n_b Δ_a²/12,
+    /// ```
+    ///
+    /// M_b = Σ u, S_b = Σ u uᵀ over the bin's reports; one forward FFT per
+    /// moment field and one inverse (transforms i ω_a F, −ω_a ω_b F of
+    /// F = F[K_λ]·corr). The noise part per point is
+    /// (1/n²) Σ_b n_b Σ_a σ_a² (∂_a K)²(p − c_b), σ_a² = min(3/ε², Δ_a²/12)
+    /// (the noise's share of an offset's variance: the reports' noise
+    /// enters R̂ and, with the opposite sign, the exact map's own error),
+    /// and the spread (1/n²) Σ_b n_b Σ_a (Δ_a²/12)(∂_a K)² that the
+    /// variance formula adds for rounding taken as independent per report
+    /// ([`conditional_variances`](Self::conditional_variances)): the
+    /// moments replace it.
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, DebiasKernel, FftMapper, KdeGrid};
+    /// let grid = KdeGrid::square(2000.0, 11)?;
+    /// let eps = 1.0; // 1 per metre: the noise is below a bin
+    /// let spec = BinSpec::for_estimation(&grid, eps, 1 << 20)?;
+    /// let mut c = BinnedCounts::new(spec.clone());
+    /// for _ in 0..50 {
+    ///     let b = spec.bin_centre(spec.bin_of(&[1000.0, 1000.0]).unwrap());
+    ///     c.add(&[b[0] + 0.3 * spec.delta()[0], b[1]])?; // 50 devices 0.3 bin off
+    /// }
+    /// let m = FftMapper::with_wrap_guard(c, grid.bandwidth(), eps)?;
+    /// let k = DebiasKernel::new(2, grid.bandwidth(), eps, 1.0)?;
+    /// let r = m.rounding_from_moments(&k).unwrap();
+    /// assert_eq!(r.values.len(), grid.len());
+    /// assert!(r.values.iter().any(|v| v.abs() > 0.0) && r.noise.iter().all(|v| *v >= 0.0));
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn rounding_from_moments(&self, kernel: &DebiasKernel) -> Option<MomentRounding> {
+        let moments = self.counts.moments()?;
+        let spec = self.counts.spec();
+        let b = spec.bins();
+        let delta = spec.delta();
+        let two_axes = self.axes.len() > 1;
+        let d1 = if two_axes { delta[1] } else { 0.0 };
+        let unit = 1.0 / (1u64 << super::bins::MOMENT_OFFSET_BITS) as f64;
+        let n1 = self.n[1];
+        let vol: f64 = self.periods().iter().product();
+        let cells = (self.n[0] * self.n[1]) as f64;
+        let ft = self.kernel_transform(kernel);
+        let zero = Complex64::new(0.0, 0.0);
+        let mut acc = self.lattice_field(|_, _, _, _, _| zero);
+        // The five moment fields in physical units (M_0, M_1, W_0, W_1,
+        // S_01), each transformed and added with its derivative's factor.
+        let w = [delta[0] * delta[0] / 12.0, d1 * d1 / 12.0];
+        for field in 0..5 {
+            let mut g = self.lattice_field(|_, _, _, _, _| zero);
+            for i in 0..b[0] {
+                for k in 0..b[1] {
+                    let at = i * b[1] + k;
+                    let (m, c) = (&moments[at], self.counts.counts()[at] as f64);
+                    let v = match field {
+                        0 => m[0] as f64 * unit * delta[0],
+                        1 => m[1] as f64 * unit * d1,
+                        2 => m[2] as f64 * unit * unit * delta[0] * delta[0] + c * w[0],
+                        3 => m[3] as f64 * unit * unit * d1 * d1 + c * w[1],
+                        _ => m[4] as f64 * unit * unit * delta[0] * d1,
+                    };
+                    g[i * n1 + k] = Complex64::new(v, 0.0);
+                }
+            }
+            self.fft2(&mut g, true);
+            let factor = self.lattice_field(|_, _, _, w0, w1| match field {
+                0 => Complex64::new(0.0, w0),
+                1 => Complex64::new(0.0, w1),
+                2 => Complex64::new(0.5 * w0 * w0, 0.0),
+                3 => Complex64::new(0.5 * w1 * w1, 0.0),
+                _ => Complex64::new(w0 * w1, 0.0),
+            });
+            for ((a, x), f) in acc.iter_mut().zip(g.iter()).zip(factor.iter()) {
+                *a += f * x;
+            }
+        }
+        let scale = self
+            .lattice_field(|_, ik, corr, _, _| Complex64::new(ft.at(ik) * corr / vol * cells, 0.0));
+        for (a, x) in acc.iter_mut().zip(scale.iter()) {
+            *a *= x.re;
+        }
+        drop(scale);
+        let cols = self.map_columns();
+        self.inverse_on_columns(&mut acc, &cols);
+        let n = self.counts.total() as f64;
+        let r = self.at_map_points(&acc, 1.0 / cells / n);
+        drop(acc);
+        // The noise part: the counts convolved with Σ_a σ_a² (∂_a K)².
+        let eps = kernel.epsilon();
+        let s2 = [(3.0 / (eps * eps)).min(w[0]), (3.0 / (eps * eps)).min(w[1])];
+        // The noise part (real) and the independent-rounding spread of the
+        // variance formula (imaginary) in one transform: the counts are
+        // real, so the two convolutions are the parts of one.
+        let (grad, _, _) = self.rounding_gradients(&ft, vol);
+        let mut g = Field::spare();
+        g.extend(grad.iter().map(|q| {
+            let (a, b) = (q.re * q.re, q.im * q.im);
+            Complex64::new(s2[0] * a + s2[1] * b, w[0] * a + w[1] * b)
+        }));
+        drop(grad);
+        self.fft2(&mut g, true);
+        for (a, h) in g.iter_mut().zip(&self.hat) {
+            *a *= h;
+        }
+        self.inverse_on_columns(&mut g, &cols);
+        let norm = 1.0 / cells / n / n;
+        let noise = self
+            .at_map_points(&g, norm)
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
+        for v in g.iter_mut() {
+            *v = Complex64::new(v.im, 0.0);
+        }
+        let spread = self
+            .at_map_points(&g, norm)
+            .into_iter()
+            .map(|v| v.max(0.0))
+            .collect();
+        Some(MomentRounding {
+            values: r,
+            noise,
+            spread,
+        })
     }
 
     /// Correlation sums of the per-device terms g(t_j - x̃) of a radial

@@ -711,7 +711,7 @@ enum Pend {
     /// A noise-a-priori report on binned counts, already judged
     /// ([`MapAggregator::binned_slot`]; the report itself dropped): its
     /// bin, or the message of its refusal, and its clipped values.
-    Binned(core::result::Result<Option<usize>, String>, u64),
+    Binned(core::result::Result<Option<super::bins::Slot>, String>, u64),
     /// Any other report, whole.
     Report(Box<Held>),
 }
@@ -887,7 +887,7 @@ fn ingest_sharded<R: Read>(
                                 let c = c.counts();
                                 let lines = rejected.iter().fold(0u64, |a, b| match b {
                                     Back::Pending(_, Pend::Binned(Ok(Some(bin)), _)) => {
-                                        a.wrapping_add(c.get(*bin).copied().unwrap_or(0))
+                                        a.wrapping_add(c.get(bin.bin()).copied().unwrap_or(0))
                                     }
                                     _ => a,
                                 });

@@ -45,7 +45,7 @@ mod release;
 #[cfg(feature = "std")]
 mod server;
 
-pub use bins::{BinSpec, BinnedCounts};
+pub use bins::{BinMoments, BinSpec, BinnedCounts, MOMENT_OFFSET_BITS};
 #[cfg(feature = "std")]
 pub use deconv::{EmDeconvolution, EmMap, EmOptions};
 #[cfg(feature = "std")]
@@ -56,7 +56,8 @@ pub use district_channel::{
 pub use districts::{DistrictSet, MAX_DISTRICTS};
 #[cfg(feature = "std")]
 pub use fft::{
-    direct_map, wrap_guard_radius, DiscretisationBound, FftMapper, MapEstimate, WRAP_GUARD_SHARE,
+    direct_map, wrap_guard_radius, DiscretisationBound, FftMapper, MapEstimate, MomentRounding,
+    WRAP_GUARD_SHARE,
 };
 #[cfg(feature = "std")]
 pub use ingest::{

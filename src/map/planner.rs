@@ -634,22 +634,41 @@ fn plan_with_em(
                 se: 0.0,
                 se_ranked: 0.0,
             });
+            let mut var = var;
             let (ase, bias2) = match kernel_prediction(var, b, against_em) {
                 // The rounding correction's own error (near-exact
                 // locations are not spread evenly over their bins),
                 // charged at ROUNDING_FACTOR times the correction's size.
                 Some((a, b2)) => {
-                    // Coincident devices: their rounding into bins, dithered
-                    // by the noise (docs/MATH.md §9.4, "Atoms").
-                    let t = se_rounding.unwrap_or_else(|| {
-                        atoms.as_ref().map_or(0.0, |at| {
-                            at.kernel_term(epsilon, mapper.counts().spec().delta())
-                        })
-                    });
-                    (
-                        a + ROUNDING_FACTOR * rounding_size2 + t,
-                        b2 + ROUNDING_FACTOR * rounding_size2 + t,
-                    )
+                    // Where the noise does not dither the bins and the
+                    // counts carry their offsets' moments: the rounding
+                    // error those moments give (branch moment24,
+                    // docs/MATH.md §9.4 addendum "moments"); else the SE's
+                    // rounding share above εh = KERNEL_PLUG_IN_ABOVE_EPS_H
+                    // (plan22), else the coincident devices' term.
+                    match moment_rounding_charge(g, epsilon, lam, mapper, n_rep / nf) {
+                        Some((t, spread)) => {
+                            // The variance formula's independent-rounding
+                            // spread is what the moments replace.
+                            let s = spread.min(var);
+                            var -= s;
+                            (a - s + t, b2 + t)
+                        }
+                        None => {
+                            // Coincident devices: their rounding into bins,
+                            // dithered by the noise (docs/MATH.md §9.4,
+                            // "Atoms").
+                            let t = se_rounding.unwrap_or_else(|| {
+                                atoms.as_ref().map_or(0.0, |at| {
+                                    at.kernel_term(epsilon, mapper.counts().spec().delta())
+                                })
+                            });
+                            (
+                                a + ROUNDING_FACTOR * rounding_size2 + t,
+                                b2 + ROUNDING_FACTOR * rounding_size2 + t,
+                            )
+                        }
+                    }
                 }
                 None => {
                     unranked.push(lam);
@@ -2366,6 +2385,66 @@ impl Atoms {
             self.kernel_term(epsilon, delta)
         )
     }
+}
+
+/// Whether [`moment_rounding_charge`] reads the offsets' moments at
+/// per-device ε and bins Δ: two axes and some axis's contrast
+/// q_a = 6 q(0) − 8 q(e) + 2 q(2e) >= [`ATOM_MIN_CONTRAST`]
+/// ([`atom_excess`]: the noise does not dither the bins). The map server
+/// keeps no moments where this is false (branch moment24).
+pub(super) fn moments_read_at(epsilon: f64, delta: [f64; 2], dim: usize) -> bool {
+    if dim != 2 {
+        return false;
+    }
+    same_location_lag_law(epsilon, delta).iter().any(|q| {
+        let qa = 6.0 * q[0] - 8.0 * q[1] + 2.0 * q[2];
+        qa >= ATOM_MIN_CONTRAST
+    })
+}
+
+/// The kernel map's rounding charge from the per-bin moments of the
+/// reports' offsets (branch moment24, docs/MATH.md §9.4 addendum
+/// "moments"): where the noise does not dither the bins (some axis's
+/// contrast q_a >= [`ATOM_MIN_CONTRAST`], [`atom_excess`]) and the counts
+/// carry their moments ([`super::BinnedCounts::moments`]),
+///
+///   T = ((1/m) Σ_j R̂(t_j)² − (1/m) Σ_j ν_j·n_rep/n) ∨ 0,
+///   S = (1/m) Σ_j s_j·n_rep/n,
+///
+/// R̂ the map's rounding error per map point, ν its noise part and s the
+/// independent-rounding spread the variance formula adds
+/// ([`FftMapper::rounding_from_moments`]; ν and s at the reports' n_rep,
+/// scaled to the planned n like the variance). The prediction is
+/// (var − S) + T: the noise's variance plus the binned map's
+/// deterministic rounding, less the part of R̂² that is the reports' own
+/// noise (it enters R̂ and, with the opposite sign, the exact map's
+/// error). It replaces the rounding correction's charge and the
+/// coincident devices' term: the moments see the atoms, on or off the bin
+/// centres, and sub-bin lines at any angle. `None` (the charges as before)
+/// below the gate, on a one-dimensional grid, or without moments (counts
+/// restored from a partial state). Returns (T, S).
+fn moment_rounding_charge(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    lambda: f64,
+    mapper: &FftMapper,
+    to_planned_n: f64,
+) -> Option<(f64, f64)> {
+    if g.dim() != 2 {
+        return None;
+    }
+    mapper.counts().moments()?;
+    if !moments_read_at(epsilon, mapper.counts().spec().delta(), 2) {
+        return None;
+    }
+    let k = DebiasKernel::new(2, g.bandwidth(), epsilon, lambda).ok()?;
+    let r = mapper.rounding_from_moments(&k)?;
+    let m = r.values.len().max(1) as f64;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / m;
+    let r2 = r.values.iter().map(|v| v * v).sum::<f64>() / m;
+    let (nu, s) = (mean(&r.noise), mean(&r.spread) * to_planned_n);
+    let t = (r2 - nu * to_planned_n).max(0.0);
+    (t.is_finite() && s.is_finite()).then_some((t, s))
 }
 
 /// [`Atoms`] where the counts show coincident devices (some A_a > 0).

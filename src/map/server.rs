@@ -66,9 +66,19 @@ impl MapAggregator {
     ) -> Result<Self> {
         let epsilon = crate::error::positive_finite("epsilon", epsilon)?;
         let counts = match (&set, mechanism) {
-            (QuerySet::Kde(g), MapMechanism::APriori) => Some(BinnedCounts::new(
-                BinSpec::for_estimation(g, epsilon, max_bins)?,
-            )),
+            (QuerySet::Kde(g), MapMechanism::APriori) => {
+                let spec = BinSpec::for_estimation(g, epsilon, max_bins)?;
+                // The offsets' moments only where the planner reads them
+                // (the noise does not dither the bins; branch moment24):
+                // below, 80 bytes a bin and the sums are not spent.
+                let read = super::planner::moments_read_at(epsilon, spec.delta(), spec.dim());
+                let counts = BinnedCounts::new(spec);
+                Some(if read {
+                    counts
+                } else {
+                    counts.without_moments()
+                })
+            }
             _ => None,
         };
         let cells = if counts.is_some() {
@@ -311,7 +321,7 @@ impl MapAggregator {
     /// report can be judged, and dropped, before its `report_id` is decided
     /// (docs/MATH.md §10.11, "Deciding the map's ids on the workers");
     /// [`add_binned`](Self::add_binned) then counts it.
-    pub(crate) fn binned_slot(&self, r: &MapReport) -> Option<Result<Option<usize>>> {
+    pub(crate) fn binned_slot(&self, r: &MapReport) -> Option<Result<Option<super::bins::Slot>>> {
         let c = self.counts.as_ref()?;
         if self.mechanism != MapMechanism::APriori {
             return None;
@@ -355,7 +365,7 @@ impl MapAggregator {
 
     /// Count a report judged by [`binned_slot`](Self::binned_slot) to go
     /// in `slot`: the state [`add`](Self::add) of that report leaves.
-    pub(crate) fn add_binned(&mut self, slot: Option<usize>) -> Result<()> {
+    pub(crate) fn add_binned(&mut self, slot: Option<super::bins::Slot>) -> Result<()> {
         let Some(c) = self.counts.as_mut() else {
             return Err(Error::InvalidReport {
                 reason: "no binned counts",
