@@ -45,6 +45,9 @@ elif pop == "jatoms":  # 400 new random sites (Zipf), each device 1-10 m from it
     srng = np.random.default_rng(11); sx, sy = 1000 + 18000*srng.random(400), 1000 + 18000*srng.random(400)
     w = 1.0/np.arange(1, 401)**1.1; w /= w.sum(); s = rng.choice(400, n, p=w)
     r = 1 + 9*rng.random(n); a = 2*np.pi*rng.random(n); P = np.c_[sx[s] + r*np.cos(a), sy[s] + r*np.sin(a)]
+elif pop == "jatoms0":  # control: jatoms' sites and weights, no jitter (every device exactly at its site)
+    srng = np.random.default_rng(11); sx, sy = 1000 + 18000*srng.random(400), 1000 + 18000*srng.random(400)
+    w = 1.0/np.arange(1, 401)**1.1; w /= w.sum(); s = rng.choice(400, n, p=w); P = np.c_[sx[s], sy[s]]
 elif pop == "streets":  # 80% on 1 m wide streets: 3 north-south, 3 east-west, 4 at 45 degrees (random offsets); 20% uniform
     srng = np.random.default_rng(12); m = int(0.8*n); k = rng.integers(0, 10, m); t = rng.random(m); w = rng.random(m)
     off = 2000 + 16000*srng.random(10); Q = np.zeros((m, 2))
