@@ -200,6 +200,7 @@ pub const MOMENT_OFFSET_BITS: u32 = 32;
 /// Where [`BinnedCounts::add`] counts one location: its bin and its
 /// fixed-point offset from the bin's centre
 /// ([`BinSpec::bin_and_offset`]).
+#[cfg(feature = "std")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Slot {
     bin: usize,
@@ -210,9 +211,9 @@ pub(crate) struct Slot {
 /// · 2^32) from their bin centres: [Σ q_0, Σ q_1, Σ q_0², Σ q_1², Σ q_0 q_1].
 pub type BinMoments = [i128; 5];
 
+#[cfg(feature = "std")]
 impl Slot {
     /// The bin's flat index.
-    #[cfg(feature = "std")]
     pub(crate) fn bin(&self) -> usize {
         self.bin
     }
