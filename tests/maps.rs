@@ -2061,24 +2061,35 @@ fn small23_corner_scan() {
         if let Some(x) = maps.iter().find(|x| x.0 == p.pick().name) {
             picks.push(format!("{}: {:.2}", x.0, x.1 / best));
         }
-        for q in &p.predictions {
-            let Some(l) = q.lambda else { continue };
-            if q.upper_bound {
-                continue;
-            }
+        for (l, predicted, measured) in ranked_kernel_predictions(&p, &agg, &m, &truth) {
             ranked += 1;
-            let measured = ase(&m.estimate(&agg.kernel(l).unwrap()).unwrap().values, &truth);
-            let r = measured / q.ase;
+            let r = measured / predicted;
             if !(1.0 / 3.0..=3.0).contains(&r) {
                 bad += 1;
-                println!(
-                    "seed {seed} λ {l}: predicted {:.3e} measured {measured:.3e} (x{r:.3})",
-                    q.ase
-                );
+                println!("seed {seed} λ {l}: predicted {predicted:.3e} measured {measured:.3e} (x{r:.3})");
             }
         }
     }
     println!("corner n {n} εh {eh}: {ranked} ranked kernel predictions, {bad} beyond 3x; picks' ratios to the best a-priori map {picks:?}");
+}
+
+/// Every ranked kernel prediction of plan `p` (not an upper bound) as
+/// (λ, predicted ASE, measured ASE of that λ's map against `truth`).
+fn ranked_kernel_predictions(
+    p: &geopriv::map::Plan,
+    agg: &MapAggregator,
+    m: &FftMapper,
+    truth: &[f64],
+) -> Vec<(f64, f64, f64)> {
+    p.predictions
+        .iter()
+        .filter(|q| !q.upper_bound)
+        .filter_map(|q| {
+            let l = q.lambda?;
+            let measured = ase(&m.estimate(&agg.kernel(l).unwrap()).unwrap().values, truth);
+            Some((l, q.ase, measured))
+        })
+        .collect()
 }
 
 /// Branch small23 (attack16 O4; docs/MATH.md §9.4, "Uneven variance"): a
@@ -2099,18 +2110,12 @@ fn kernel_bias_se_reads_uneven_variance_and_ranks_no_map_beyond_3x() {
     let p = agg.planned_estimate().unwrap().1.unwrap();
     let m = agg.mapper().unwrap().unwrap();
     let mut ranked = 0;
-    for q in &p.predictions {
-        let Some(l) = q.lambda else { continue };
-        if q.upper_bound {
-            continue;
-        }
+    for (l, predicted, measured) in ranked_kernel_predictions(&p, &agg, &m, &truth) {
         ranked += 1;
-        let measured = ase(&m.estimate(&agg.kernel(l).unwrap()).unwrap().values, &truth);
-        let r = measured / q.ase;
+        let r = measured / predicted;
         assert!(
             (1.0 / 3.0..=3.0).contains(&r),
-            "λ {l}: predicted {:.3e}, measured {measured:.3e} (x{r:.3})",
-            q.ase
+            "λ {l}: predicted {predicted:.3e}, measured {measured:.3e} (x{r:.3})"
         );
     }
     // λ = 1 (no bias) and λ = 0.8 stay ranked.

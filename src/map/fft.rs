@@ -1059,21 +1059,27 @@ impl FftMapper {
         )?;
         // Sub-bin lines along a bin axis (docs/MATH.md §9.7 "Lines along
         // a bin axis"): nothing computed where the noise spans a bin.
-        let (eps, h) = (kernel.epsilon(), kernel.bandwidth());
-        let key = (eps.to_bits(), h.to_bits());
-        let compute = || super::planner::coherent_line_variance(self, eps, h);
-        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
-        let lines = if *k == key {
-            std::borrow::Cow::Borrowed(cached)
-        } else {
-            std::borrow::Cow::Owned(compute())
-        };
+        let lines = self.line_variance(kernel.epsilon(), kernel.bandwidth());
         if let Some(lines) = lines.as_ref() {
             for (x, l) in v.iter_mut().zip(lines) {
                 *x += l;
             }
         }
         Ok((v, u))
+    }
+
+    /// The coherent sub-bin lines' variance field at ε and bandwidth h
+    /// (`planner::coherent_line_variance`), computed once per mapper and
+    /// reused while (ε, h) match the cached key; recomputed otherwise.
+    fn line_variance(&self, eps: f64, h: f64) -> std::borrow::Cow<'_, Option<Vec<f64>>> {
+        let key = (eps.to_bits(), h.to_bits());
+        let compute = || super::planner::coherent_line_variance(self, eps, h);
+        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
+        if *k == key {
+            std::borrow::Cow::Borrowed(cached)
+        } else {
+            std::borrow::Cow::Owned(compute())
+        }
     }
 
     /// The rounding share of [`variances_with_plug_in`](Self::variances_with_plug_in)'s
@@ -1101,15 +1107,7 @@ impl FftMapper {
             );
             self.atom_rounding_at_map_points(slopes, e)
         });
-        let h = kernel.bandwidth();
-        let key = (eps.to_bits(), h.to_bits());
-        let compute = || super::planner::coherent_line_variance(self, eps, h);
-        let (k, cached) = self.lines.get_or_init(|| (key, compute()));
-        let lines = if *k == key {
-            std::borrow::Cow::Borrowed(cached)
-        } else {
-            std::borrow::Cow::Owned(compute())
-        };
+        let lines = self.line_variance(eps, kernel.bandwidth());
         let mean = |v: &[f64]| {
             if v.is_empty() {
                 0.0
