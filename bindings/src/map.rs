@@ -427,9 +427,10 @@ pub struct MapEstimate {
     /// `interval_centres`.
     pub standard_errors: Vec<f64>,
     /// The centres of the 95% intervals where they are not the values:
-    /// for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
-    /// its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
-    /// for the kernel maps and the other mechanisms.
+    /// for the EM map (`kernel_lambda` NaN) and for a λ < 1 map the planner
+    /// picked, the λ = 1 map's values, with its standard errors in
+    /// `standard_errors` (docs/MATH.md §9.7); `null` for a kernel map asked
+    /// for by its λ and the other mechanisms.
     pub interval_centres: Option<Vec<f64>>,
     /// Cell centres along x (metres).
     pub xs: Vec<f64>,

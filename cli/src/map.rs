@@ -1096,7 +1096,7 @@ fn coverage(
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     outln!(
-        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE; after the pick (branch cover22): each λ's and EM cover's coverage over the live cells (true map >= 1e-12 of its peak, MATH §9.7), and \"published\": the interval the server publishes for the planner's pick on that draw (a λ pick: that λ's against its target; an EM pick: λ = 1's against the true map), all cells (live cells)",
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE; after the pick (branch cover22): each λ's and EM cover's coverage over the live cells (true map >= 1e-12 of its peak, MATH §9.7), and \"published\": the interval the server publishes for the planner's pick on that draw (every pick, branch pubint: λ = 1's against the true map), all cells (live cells)",
         pop,
         side / 1000.0,
     );
@@ -1440,15 +1440,11 @@ fn live_cells(truth: &[f64]) -> Vec<usize> {
 const LIVE_CELL_SHARE: f64 = 1e-12;
 
 /// The sweep's column of the interval the server publishes for a pick
-/// (`MapAggregator::picked_estimate`): the picked λ's, and λ = 1's for an EM
-/// pick (`MapAggregator::em_estimate`) or a pick without a λ.
-fn published_column(pick: &geopriv::map::Prediction) -> usize {
-    let l1 = LAMBDAS.len() - 1;
-    if pick.em_iterations.is_some() {
-        return l1;
-    }
-    let lam = pick.lambda.unwrap_or(1.0);
-    LAMBDAS.iter().position(|&l| l == lam).unwrap_or(l1)
+/// (`MapAggregator::picked_estimate`): λ = 1's against the true map for
+/// every pick (EM: `MapAggregator::em_estimate`; λ < 1, branch pubint:
+/// `MapAggregator::blurred_estimate`).
+fn published_column(_pick: &geopriv::map::Prediction) -> usize {
+    LAMBDAS.len() - 1
 }
 
 /// The coverage of EM's mean given the devices, T_j = E[M_j | devices]

@@ -72,8 +72,11 @@ pub struct MapEstimate {
     pub standard_errors: Vec<f64>,
     /// The centres of the 95% intervals where they are not the values:
     /// for the EM map the λ = 1 map's values (its interval for the true
-    /// map is interval_centres ± 1.96·standard_errors, docs/MATH.md §9.7);
-    /// None for the kernel maps (the interval is values ± 1.96·SE).
+    /// map is interval_centres ± 1.96·standard_errors, docs/MATH.md §9.7),
+    /// and likewise for a λ < 1 map the planner picked (branch pubint,
+    /// `MapAggregator::blurred_estimate`); None for a kernel map asked for
+    /// by its λ (the interval is values ± 1.96·SE, for the true map at
+    /// λ = 1, for the residual-noise-smoothed map at λ < 1).
     ///
     /// ```
     /// # fn demo(m: &geopriv::map::MapEstimate) {

@@ -579,12 +579,76 @@ impl MapAggregator {
     /// planner's EM prediction at εh >= 1000 was 1.6–28x low, and an
     /// all-zero EM map at εh 1.4·10⁷ before branch emzero (tests/maps.rs,
     /// `another_mechanisms_pick_serves_the_lambda_1_map_…`).
+    ///
+    /// Every published interval is for the true map (branch pubint,
+    /// attack17 F2): a λ < 1 pick's own interval is for the map smoothed by
+    /// the residual noise and covered the true map 0.72–0.90 on small
+    /// clusters and holes, so a picked λ < 1 map, like EM's, publishes the
+    /// λ = 1 map's interval ([`blurred_estimate`](Self::blurred_estimate));
+    /// [`estimate`](Self::estimate) with an explicit λ keeps that λ's own.
     fn picked_estimate(&self, p: &super::planner::Plan, mapper: &FftMapper) -> Result<MapEstimate> {
         let pick = p.pick();
         match (&p.em, pick.em_iterations) {
             (Some(em), Some(_)) => self.em_estimate(em, mapper),
-            _ => mapper.estimate(&self.kernel(pick.lambda.unwrap_or(1.0))?),
+            _ => match pick.lambda {
+                Some(l) if l != 1.0 => self.blurred_estimate(l, mapper),
+                _ => mapper.estimate(&self.kernel(1.0)?),
+            },
         }
+    }
+
+    /// The published map of the kernel map of `lambda` < 1 on these counts
+    /// (docs/MATH.md §9.7, branch pubint): its values as the point map,
+    /// and per cell the λ = 1 map's 95% interval for the true map,
+    ///
+    /// ```text
+    /// interval_j = map₁_j ± 1.96·SE₁_j   (interval_centres = map₁, standard_errors = SE₁)
+    /// ```
+    ///
+    /// as [`em_estimate`](Self::em_estimate) does for EM: a λ < 1 map is
+    /// biased toward the map blurred by the residual noise, and its own
+    /// interval (for that blurred map) is not an interval for the true
+    /// map. `lambda` is kept in the estimate; `lambda` = 1 gives the λ = 1
+    /// map itself. Refused if `mapper` holds other counts than this
+    /// server's.
+    ///
+    /// ```
+    /// use geopriv::map::{KdeGrid, MapAggregator, MapMechanism, MapRelease, QuerySet};
+    /// # use rand::SeedableRng;
+    /// # let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    /// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+    /// let device = MapRelease::new(set.clone(), MapMechanism::APriori, 3e-4)?;
+    /// let mut server = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, 3e-4, 256)?;
+    /// for i in 0..500 {
+    ///     server.add(&device.release_unmetered(&[2_000.0 + 10.0 * i as f64, 5_000.0], &mut rng)?)?;
+    /// }
+    /// let mapper = server.mapper()?.unwrap();
+    /// let m = server.blurred_estimate(0.4, &mapper)?;
+    /// let (k04, k1) = (server.estimate(Some(0.4))?, server.estimate(Some(1.0))?);
+    /// assert_eq!(m.values, k04.values);
+    /// assert_eq!(m.interval_centres, Some(k1.values));
+    /// assert_eq!(m.standard_errors, k1.standard_errors);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn blurred_estimate(&self, lambda: f64, mapper: &FftMapper) -> Result<MapEstimate> {
+        if self.counts.as_ref() != Some(mapper.counts()) {
+            return Err(Error::InvalidParameter {
+                name: "mapper",
+                value: mapper.counts().total() as f64,
+                requirement: "the FFT of this server's own counts",
+            });
+        }
+        let k1 = mapper.estimate(&self.kernel(1.0)?)?;
+        if lambda == 1.0 {
+            return Ok(k1);
+        }
+        let kl = mapper.estimate(&self.kernel(lambda)?)?;
+        Ok(MapEstimate {
+            values: kl.values,
+            standard_errors: k1.standard_errors,
+            interval_centres: Some(k1.values),
+            ..kl
+        })
     }
 
     /// The published map of an EM fit `em` of these counts (docs/MATH.md

@@ -72,29 +72,19 @@ pub fn live_cells(truth: &[f64]) -> Vec<usize> {
 }
 
 /// The coverage of the interval the server publishes for the planner's
-/// pick (`MapAggregator::planned_estimate`) against its target, over all
-/// cells and over the cells in `live`, with the pick's name: a kernel
-/// pick's map ± 1.96 SE against its smoothed target (the true map at
-/// λ = 1), an EM pick's `interval_centres` (the λ = 1 map) ± 1.96 SE
-/// against the true map.
+/// pick (`MapAggregator::planned_estimate`) against the true map, over all
+/// cells and over the cells in `live`, with the pick's name: a λ = 1
+/// pick's map ± 1.96 SE; an EM or λ < 1 pick's `interval_centres` (the
+/// λ = 1 map) ± 1.96 SE (branch pubint: every published interval is for
+/// the true map).
 pub fn published_coverage(
-    grid: &geopriv::map::KdeGrid,
     agg: &geopriv::map::MapAggregator,
-    xs: &[[f64; 2]],
     truth: &[f64],
     live: &[usize],
 ) -> (f64, f64, String) {
     let (est, plan) = agg.planned_estimate().unwrap();
     let pick = plan.unwrap().pick().clone();
-    let target = match (pick.em_iterations, pick.lambda) {
-        (None, Some(lam)) if lam != 1.0 => {
-            kernel_maps_against_targets(grid, agg, xs, truth, &[lam])
-                .pop()
-                .unwrap()
-                .1
-        }
-        _ => truth.to_vec(),
-    };
+    let target = truth.to_vec();
     let centres = est.interval_centres.as_deref().unwrap_or(&est.values);
     let all = geopriv::map::interval_coverage(centres, &est.standard_errors, &target);
     let sub = |v: &[f64]| live.iter().map(|&j| v[j]).collect::<Vec<_>>();
