@@ -11423,9 +11423,10 @@ data class MapEstimate (
     , 
     /**
      * The centres of the 95% intervals where they are not the values:
-     * for the EM map (`kernel_lambda` NaN) the λ = 1 map's values, with
-     * its standard errors in `standard_errors` (docs/MATH.md §9.7); `null`
-     * for the kernel maps and the other mechanisms.
+     * for the EM map (`kernel_lambda` NaN) and for a λ < 1 map the planner
+     * picked, the λ = 1 map's values, with its standard errors in
+     * `standard_errors` (docs/MATH.md §9.7); `null` for a kernel map asked
+     * for by its λ and the other mechanisms.
      */
     var `intervalCentres`: List<kotlin.Double>?
     , 
