@@ -3074,11 +3074,18 @@ mod coincident_tests {
                 "{}",
                 p.line
             );
-            // The map is the λ = 0 kernel map of no binned report, as before.
+            // The map is the λ = 0 kernel map of no binned report, as
+            // before; its interval the λ = 1 map's (branch pubint).
             assert_eq!(est.lambda, 0.0);
             assert!(est.values.iter().all(|v| *v == 0.0));
             let k0 = m.estimate(&agg.kernel(0.0).unwrap()).unwrap();
-            assert_eq!(format!("{k0:?}"), format!("{est:?}"));
+            let k1 = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+            assert_eq!(format!("{:?}", k0.values), format!("{:?}", est.values));
+            assert_eq!(
+                format!("{:?}", k1.standard_errors),
+                format!("{:?}", est.standard_errors)
+            );
+            assert_eq!(est.interval_centres.as_ref(), Some(&k1.values));
             // Every other prediction is a number, best first.
             let rest: Vec<f64> = p.predictions[1..].iter().map(|q| q.ase).collect();
             assert!(rest.iter().all(|a| a.is_finite()), "{rest:?}");
