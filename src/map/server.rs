@@ -555,13 +555,7 @@ impl MapAggregator {
         &self,
         mapper: &FftMapper,
     ) -> Result<(MapEstimate, Option<super::planner::Plan>)> {
-        if self.counts.as_ref() != Some(mapper.counts()) {
-            return Err(Error::InvalidParameter {
-                name: "mapper",
-                value: mapper.counts().total() as f64,
-                requirement: "the FFT of this server's own counts",
-            });
-        }
+        self.require_own_mapper(mapper)?;
         let p = super::planner::plan(&self.set, self.epsilon, self.accepted, Some(mapper))?;
         let est = self.picked_estimate(&p, mapper)?;
         Ok((est, Some(p)))
@@ -631,13 +625,7 @@ impl MapAggregator {
     /// # Ok::<(), geopriv::Error>(())
     /// ```
     pub fn blurred_estimate(&self, lambda: f64, mapper: &FftMapper) -> Result<MapEstimate> {
-        if self.counts.as_ref() != Some(mapper.counts()) {
-            return Err(Error::InvalidParameter {
-                name: "mapper",
-                value: mapper.counts().total() as f64,
-                requirement: "the FFT of this server's own counts",
-            });
-        }
+        self.require_own_mapper(mapper)?;
         let k1 = mapper.estimate(&self.kernel(1.0)?)?;
         if lambda == 1.0 {
             return Ok(k1);
@@ -649,6 +637,19 @@ impl MapAggregator {
             interval_centres: Some(k1.values),
             ..kl
         })
+    }
+
+    /// `Ok` only if `mapper` is the FFT of this server's own counts; an
+    /// `InvalidParameter` naming "mapper" otherwise.
+    fn require_own_mapper(&self, mapper: &FftMapper) -> Result<()> {
+        if self.counts.as_ref() != Some(mapper.counts()) {
+            return Err(Error::InvalidParameter {
+                name: "mapper",
+                value: mapper.counts().total() as f64,
+                requirement: "the FFT of this server's own counts",
+            });
+        }
+        Ok(())
     }
 
     /// The published map of an EM fit `em` of these counts (docs/MATH.md
@@ -691,13 +692,7 @@ impl MapAggregator {
         em: &super::deconv::EmMap,
         mapper: &FftMapper,
     ) -> Result<MapEstimate> {
-        if self.counts.as_ref() != Some(mapper.counts()) {
-            return Err(Error::InvalidParameter {
-                name: "mapper",
-                value: mapper.counts().total() as f64,
-                requirement: "the FFT of this server's own counts",
-            });
-        }
+        self.require_own_mapper(mapper)?;
         let k1 = mapper.estimate(&self.kernel(1.0)?)?;
         Ok(MapEstimate {
             values: em.values.clone(),
