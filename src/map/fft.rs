@@ -378,6 +378,10 @@ pub struct FftMapper {
     /// (ε, h) asked (`planner::coherent_line_variance`: the same for every
     /// λ, so the maps of one mapper share it; branch round16).
     lines: std::sync::OnceLock<KeyedLines>,
+    /// The five moment fields' transforms summed with their derivative
+    /// factors (`rounding_from_moments`): kernel-free, so made once per
+    /// mapper and reused for every λ (the planner asks for six).
+    moment_spectrum: std::sync::OnceLock<Vec<Complex64>>,
 }
 
 impl core::fmt::Debug for FftMapper {
@@ -513,6 +517,7 @@ impl FftMapper {
             inv,
             phi_n: std::sync::OnceLock::new(),
             lines: std::sync::OnceLock::new(),
+            moment_spectrum: std::sync::OnceLock::new(),
         };
         me.fft2(&mut hat, true);
         me.hat = hat;
@@ -758,38 +763,44 @@ impl FftMapper {
         let cells = (self.n[0] * self.n[1]) as f64;
         let ft = self.kernel_transform(kernel);
         let zero = Complex64::new(0.0, 0.0);
-        let mut acc = self.lattice_field(|_, _, _, _, _| zero);
         // The five moment fields in physical units (M_0, M_1, W_0, W_1,
-        // S_01), each transformed and added with its derivative's factor.
+        // S_01), each transformed and added with its derivative's factor;
+        // no kernel in it, so once per mapper.
         let w = [delta[0] * delta[0] / 12.0, d1 * d1 / 12.0];
-        for field in 0..5 {
-            let mut g = self.lattice_field(|_, _, _, _, _| zero);
-            for i in 0..b[0] {
-                for k in 0..b[1] {
-                    let at = i * b[1] + k;
-                    let (m, c) = (&moments[at], self.counts.counts()[at] as f64);
-                    let v = match field {
-                        0 => m[0] as f64 * unit * delta[0],
-                        1 => m[1] as f64 * unit * d1,
-                        2 => m[2] as f64 * unit * unit * delta[0] * delta[0] + c * w[0],
-                        3 => m[3] as f64 * unit * unit * d1 * d1 + c * w[1],
-                        _ => m[4] as f64 * unit * unit * delta[0] * d1,
-                    };
-                    g[i * n1 + k] = Complex64::new(v, 0.0);
+        let spectrum = self.moment_spectrum.get_or_init(|| {
+            let mut acc = self.lattice_field(|_, _, _, _, _| zero);
+            for field in 0..5 {
+                let mut g = self.lattice_field(|_, _, _, _, _| zero);
+                for i in 0..b[0] {
+                    for k in 0..b[1] {
+                        let at = i * b[1] + k;
+                        let (m, c) = (&moments[at], self.counts.counts()[at] as f64);
+                        let v = match field {
+                            0 => m[0] as f64 * unit * delta[0],
+                            1 => m[1] as f64 * unit * d1,
+                            2 => m[2] as f64 * unit * unit * delta[0] * delta[0] + c * w[0],
+                            3 => m[3] as f64 * unit * unit * d1 * d1 + c * w[1],
+                            _ => m[4] as f64 * unit * unit * delta[0] * d1,
+                        };
+                        g[i * n1 + k] = Complex64::new(v, 0.0);
+                    }
+                }
+                self.fft2(&mut g, true);
+                let factor = self.lattice_field(|_, _, _, w0, w1| match field {
+                    0 => Complex64::new(0.0, w0),
+                    1 => Complex64::new(0.0, w1),
+                    2 => Complex64::new(0.5 * w0 * w0, 0.0),
+                    3 => Complex64::new(0.5 * w1 * w1, 0.0),
+                    _ => Complex64::new(w0 * w1, 0.0),
+                });
+                for ((a, x), f) in acc.iter_mut().zip(g.iter()).zip(factor.iter()) {
+                    *a += f * x;
                 }
             }
-            self.fft2(&mut g, true);
-            let factor = self.lattice_field(|_, _, _, w0, w1| match field {
-                0 => Complex64::new(0.0, w0),
-                1 => Complex64::new(0.0, w1),
-                2 => Complex64::new(0.5 * w0 * w0, 0.0),
-                3 => Complex64::new(0.5 * w1 * w1, 0.0),
-                _ => Complex64::new(w0 * w1, 0.0),
-            });
-            for ((a, x), f) in acc.iter_mut().zip(g.iter()).zip(factor.iter()) {
-                *a += f * x;
-            }
-        }
+            acc.to_vec()
+        });
+        let mut acc = Field::spare();
+        acc.extend(spectrum.iter().copied());
         let scale = self
             .lattice_field(|_, ik, corr, _, _| Complex64::new(ft.at(ik) * corr / vol * cells, 0.0));
         for (a, x) in acc.iter_mut().zip(scale.iter()) {
