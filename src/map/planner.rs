@@ -332,6 +332,9 @@ fn plan_with_em(
     // A ranked EM's ASE interval [lo, hi] (its tie with λ = 1: `em_key`
     // below).
     let mut em_ranked_ends: Option<(f64, f64)> = None;
+    // Whether EM's point prediction lies at or below its interval's lower
+    // end (the key is then that end).
+    let mut em_point_at_low_end = false;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -572,6 +575,7 @@ fn plan_with_em(
                         pred.ase.max(lo).min(hi)
                     };
                     em_key = Some(point_in);
+                    em_point_at_low_end = pred.ase <= lo;
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
                             em_ranked_ends = Some((lo, hi));
@@ -584,6 +588,17 @@ fn plan_with_em(
                             // estimate within the interval (docs/MATH.md
                             // §9.4).
                             em_unranked = Some((lo, hi));
+                            // The kernel maps' floor against EM reads EM's
+                            // bias² at most 3x its prediction (`em_floor`):
+                            // a premise only a ranked EM carries. Unranked,
+                            // EM's bias² is known only up to its interval's
+                            // top (branch lead17, attack17 F1: at εh 10 on
+                            // heavy atoms EM's point read bias² 0 while EM
+                            // measured 17x λ = 1, and the floor charged
+                            // λ = 1 EM's own distance from it, 17x high).
+                            if let Some(q) = em_pred.as_mut() {
+                                q.bias2 = q.bias2.max(hi - q.variance);
+                            }
                             pred.ase = hi;
                             pred.bias2 = hi - pred.variance;
                             pred.upper_bound = true;
@@ -801,7 +816,19 @@ fn plan_with_em(
         .iter()
         .find(|p| p.lambda == Some(1.0) && !p.upper_bound)
         .map(|p| p.ase);
-    if let (Some(k), Some((lo, hi)), Some(a1)) = (em_key, em_ranked_ends, unbiased) {
+    // The same minimax rule for an EM that is not ranked whose point
+    // estimate fell at or below its interval's lower end (branch lead17,
+    // attack17 F1; docs/MATH.md §9.4 addendum "lead17"): such a point
+    // says no more than the interval, so the two worst cases decide; its
+    // interval spans more than 9x, so it stays ahead only where λ = 1 is
+    // predicted above √(lo·hi) >= 3·lo. A point inside the interval still
+    // orders an unranked EM (moving those made picks worse: jatoms n 10⁴
+    // εh 1, EM 1.6–1.7x better than λ = 1).
+    if let (Some(k), Some((lo, hi)), Some(a1)) = (
+        em_key,
+        em_ranked_ends.or(em_unranked.filter(|_| em_point_at_low_end)),
+        unbiased,
+    ) {
         let between = preds.iter().any(|p| {
             p.em_iterations.is_none() && p.lambda != Some(1.0) && p.ase >= k && p.ase < a1
         });
