@@ -270,102 +270,6 @@ pub fn em_spread_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn critical_value_covers_a_shifted_normal_at_95_percent() {
-        assert!((bias_aware_critical_value(0.0) - 1.959_964).abs() < 1e-5);
-        for t in [0.0, 0.5, 1.0, 3.0, 10.0] {
-            let c = bias_aware_critical_value(t);
-            assert!((phi(c - t) - phi(-c - t) - 0.95).abs() < 1e-9, "t = {t}");
-        }
-        assert!((bias_aware_critical_value(10.0) - (10.0 + 1.644_854)).abs() < 1e-4);
-        assert!(bias_aware_critical_value(f64::INFINITY).is_nan());
-        assert!((student_t_975(3) - 3.182).abs() < 1e-3);
-        assert!((student_t_975(30) - 2.042).abs() < 2e-3);
-        assert!((student_t_975(1000) - 1.962).abs() < 1e-3);
-        assert!((bias_aware_standard_error(0.0, 2.0) - 2.0).abs() < 1e-6);
-        assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / Z_95).abs() < 1e-12);
-    }
-
-    #[test]
-    fn em_standard_errors_fold_the_path_bias_into_a_bias_aware_interval() {
-        let em = EmMap {
-            values: vec![1.0, 0.5, 0.0],
-            standard_errors: vec![0.1, 0.0, f64::NAN],
-            bias: vec![0.0; 3],
-            pilot_values: vec![1.0, 0.6, 0.0],
-            predicted_ase: 0.0,
-            predicted_variance: 0.0,
-            iterations: 1,
-            held_out_steps: 0,
-            work_cap: None,
-            n: 10,
-        };
-        let se = em_standard_errors(&em, 4);
-        // No path difference: the widened spread.
-        assert!((se[0] - 0.1 * 3.182 / Z_95).abs() < 1e-9);
-        // No spread: the interval reaches the bound κ·|0.5 − 0.6|.
-        assert!((Z_95 * se[1] - EM_PATH_BIAS_FACTOR * 0.1).abs() < 1e-12);
-        assert!(se[2].is_nan());
-        assert!((EM_PATH_BIAS_FACTOR * (1.0 - 1.0 / 3f64.sqrt()) - 1.0).abs() < 1e-15);
-        // A zero spread and no difference: the round-off floor.
-        let flat = EmMap {
-            standard_errors: vec![0.0; 3],
-            pilot_values: em.values.clone(),
-            ..em
-        };
-        assert!(em_standard_errors(&flat, 4).iter().all(|s| *s > 0.0));
-    }
-
-    #[test]
-    fn kernel_standard_error_floors_the_sample_variance_by_a_quarter_plug_in() {
-        assert_eq!(kernel_standard_error(4.0, 8.0, 100.0, 0.0), 0.2);
-        assert_eq!(kernel_standard_error(1.0, 16.0, 100.0, 0.0), 0.2);
-        assert_eq!(kernel_standard_error(-1.0, 0.0, 100.0, 0.5), 0.5);
-        assert_eq!(kernel_standard_error(f64::NAN, 16.0, 100.0, 0.0), 0.2);
-        assert_eq!(kernel_standard_error(1.0, 1.0, 0.0, 0.0), f64::INFINITY);
-    }
-
-    /// The bisection stopped at its fixed point gives the bits of the
-    /// full 100 steps it replaces (branch speed03).
-    #[test]
-    fn critical_value_stops_at_the_same_bits_as_100_steps() {
-        let full = |t: f64| {
-            let t = t.abs();
-            let cover = |c: f64| phi(c - t) - phi(-c - t);
-            let (mut lo, mut hi) = (1.9, t + 2.0);
-            for _ in 0..100 {
-                let mid = 0.5 * (lo + hi);
-                if cover(mid) < 0.95 {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            0.5 * (lo + hi)
-        };
-        for i in 0..2000 {
-            let t = libm::pow(10.0, -6.0 + 8.0 * i as f64 / 2000.0)
-                * if i % 2 == 0 { 1.0 } else { -1.0 };
-            assert_eq!(
-                bias_aware_critical_value(t).to_bits(),
-                full(t).to_bits(),
-                "t = {t}"
-            );
-        }
-        for t in [0.0, 1e-300, 1e30, 1e300] {
-            assert_eq!(
-                bias_aware_critical_value(t).to_bits(),
-                full(t).to_bits(),
-                "t = {t}"
-            );
-        }
-    }
-}
-
 /// Poisson threshold on the effective number of reports of a cell (branch
 /// band22, docs/MATH.md §9.7 "band22"): m* = ln 20 ≈ 3.0, where the chance
 /// that no report carries weight in the cell, e^{−m}, is 5%.
@@ -540,4 +444,100 @@ pub fn effective_reports(grid: &super::KdeGrid, xs: &[[f64; 2]], eps: f64) -> Ve
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn critical_value_covers_a_shifted_normal_at_95_percent() {
+        assert!((bias_aware_critical_value(0.0) - 1.959_964).abs() < 1e-5);
+        for t in [0.0, 0.5, 1.0, 3.0, 10.0] {
+            let c = bias_aware_critical_value(t);
+            assert!((phi(c - t) - phi(-c - t) - 0.95).abs() < 1e-9, "t = {t}");
+        }
+        assert!((bias_aware_critical_value(10.0) - (10.0 + 1.644_854)).abs() < 1e-4);
+        assert!(bias_aware_critical_value(f64::INFINITY).is_nan());
+        assert!((student_t_975(3) - 3.182).abs() < 1e-3);
+        assert!((student_t_975(30) - 2.042).abs() < 2e-3);
+        assert!((student_t_975(1000) - 1.962).abs() < 1e-3);
+        assert!((bias_aware_standard_error(0.0, 2.0) - 2.0).abs() < 1e-6);
+        assert!((bias_aware_standard_error(3.0, 0.0) - 3.0 / Z_95).abs() < 1e-12);
+    }
+
+    #[test]
+    fn em_standard_errors_fold_the_path_bias_into_a_bias_aware_interval() {
+        let em = EmMap {
+            values: vec![1.0, 0.5, 0.0],
+            standard_errors: vec![0.1, 0.0, f64::NAN],
+            bias: vec![0.0; 3],
+            pilot_values: vec![1.0, 0.6, 0.0],
+            predicted_ase: 0.0,
+            predicted_variance: 0.0,
+            iterations: 1,
+            held_out_steps: 0,
+            work_cap: None,
+            n: 10,
+        };
+        let se = em_standard_errors(&em, 4);
+        // No path difference: the widened spread.
+        assert!((se[0] - 0.1 * 3.182 / Z_95).abs() < 1e-9);
+        // No spread: the interval reaches the bound κ·|0.5 − 0.6|.
+        assert!((Z_95 * se[1] - EM_PATH_BIAS_FACTOR * 0.1).abs() < 1e-12);
+        assert!(se[2].is_nan());
+        assert!((EM_PATH_BIAS_FACTOR * (1.0 - 1.0 / 3f64.sqrt()) - 1.0).abs() < 1e-15);
+        // A zero spread and no difference: the round-off floor.
+        let flat = EmMap {
+            standard_errors: vec![0.0; 3],
+            pilot_values: em.values.clone(),
+            ..em
+        };
+        assert!(em_standard_errors(&flat, 4).iter().all(|s| *s > 0.0));
+    }
+
+    #[test]
+    fn kernel_standard_error_floors_the_sample_variance_by_a_quarter_plug_in() {
+        assert_eq!(kernel_standard_error(4.0, 8.0, 100.0, 0.0), 0.2);
+        assert_eq!(kernel_standard_error(1.0, 16.0, 100.0, 0.0), 0.2);
+        assert_eq!(kernel_standard_error(-1.0, 0.0, 100.0, 0.5), 0.5);
+        assert_eq!(kernel_standard_error(f64::NAN, 16.0, 100.0, 0.0), 0.2);
+        assert_eq!(kernel_standard_error(1.0, 1.0, 0.0, 0.0), f64::INFINITY);
+    }
+
+    /// The bisection stopped at its fixed point gives the bits of the
+    /// full 100 steps it replaces (branch speed03).
+    #[test]
+    fn critical_value_stops_at_the_same_bits_as_100_steps() {
+        let full = |t: f64| {
+            let t = t.abs();
+            let cover = |c: f64| phi(c - t) - phi(-c - t);
+            let (mut lo, mut hi) = (1.9, t + 2.0);
+            for _ in 0..100 {
+                let mid = 0.5 * (lo + hi);
+                if cover(mid) < 0.95 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            0.5 * (lo + hi)
+        };
+        for i in 0..2000 {
+            let t = libm::pow(10.0, -6.0 + 8.0 * i as f64 / 2000.0)
+                * if i % 2 == 0 { 1.0 } else { -1.0 };
+            assert_eq!(
+                bias_aware_critical_value(t).to_bits(),
+                full(t).to_bits(),
+                "t = {t}"
+            );
+        }
+        for t in [0.0, 1e-300, 1e30, 1e300] {
+            assert_eq!(
+                bias_aware_critical_value(t).to_bits(),
+                full(t).to_bits(),
+                "t = {t}"
+            );
+        }
+    }
 }
