@@ -1065,6 +1065,18 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
         let (mut cov, mut land, mut sea) = ([0.0; 3], [0.0; 3], [0.0; 3]);
         // The published interval: all cells, live cells, the picks.
         let (mut pub_all, mut pub_live, mut picks) = (0.0, 0.0, Vec::new());
+        // Branch band22: the cells with at least m* = ln 20 effective
+        // reports (docs/MATH.md §9.7 "band22"), and the live cells below.
+        let m_eff = geopriv::map::effective_reports(&grid, &xs, eh / grid.bandwidth());
+        let kept: Vec<usize> = (0..truth.len())
+            .filter(|&j| m_eff[j] >= geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+            .collect();
+        let thin: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&j| m_eff[j] < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+            .collect();
+        let (mut pub_kept, mut pub_thin) = (0.0, 0.0);
         for rep in 0..2u64 {
             // The server's default binning (1024 bins per axis at most).
             let eps = eh / grid.bandwidth();
@@ -1105,8 +1117,32 @@ fn kernel_intervals_cover_a_coast_with_an_empty_half() {
             let (all_c, live_c, pick) = common::published_coverage(&agg, &truth, &live);
             pub_all += 0.5 * all_c;
             pub_live += 0.5 * live_c;
+            pub_kept += 0.5 * common::published_coverage(&agg, &truth, &kept).1;
+            if !thin.is_empty() {
+                pub_thin += 0.5 * common::published_coverage(&agg, &truth, &thin).1;
+            }
             picks.push(pick);
         }
+        println!(
+            "coast, εh = {eh}: published, cells with m >= m* ({} of {}) {pub_kept:.3}, live cells below m* ({}) {pub_thin:.3}",
+            kept.len(),
+            truth.len(),
+            thin.len()
+        );
+        // Measured (two draws): εh 0.3 0.953 (every cell has m >= m*: the
+        // noise, 3.3h, reaches the whole sea), εh 1 0.953, εh 10 0.971
+        // (492 cells; the live cells below m*, 157, 0.997: conservative).
+        // At εh 10 the land itself reads at the band's top, so 0.98 as for
+        // the live cells (docs/MATH.md §9.7 "band22").
+        let top = if eh < 10.0 { 0.97 } else { 0.98 };
+        assert!(
+            (0.93..=top).contains(&pub_kept),
+            "εh = {eh}: published over m >= m*: {pub_kept}"
+        );
+        assert!(
+            thin.is_empty() || pub_thin >= 0.95,
+            "εh = {eh}: live cells below m*: {pub_thin}"
+        );
         println!(
             "coast, εh = {eh}: published interval ({picks:?}) covers all cells {pub_all:.3}, live cells ({} of {}) {pub_live:.3}",
             live.len(),

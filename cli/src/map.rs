@@ -1111,12 +1111,21 @@ fn coverage(
         head.push_str(&format!(" λ={l:.1} live |"));
     }
     head.push_str(" EM cover live | published (live) |");
+    // Branch band22: the published interval over the cells with at least
+    // m* = ln 20 effective reports (`geopriv::map::effective_reports`),
+    // over the live cells below m* (the near-empty band), and what share
+    // of the cells and of the truth's mass each criterion keeps.
+    head.push_str(
+        " published m>=m* | live m<m* (cells) | cells kept live, m>=m* | mass kept live, m>=m* |",
+    );
     outln!("{head}");
-    outln!("|{}", "---|".repeat(2 + 3 * LAMBDAS.len() + 8));
+    outln!("|{}", "---|".repeat(2 + 3 * LAMBDAS.len() + 8 + 4));
     // Rows in [0.93, 0.97] per column, all cells and live cells: the
     // λ columns, EM cover (rows with an EM map), published.
     let nl = LAMBDAS.len();
     let mut tally = CoverageTally::new(nl + 2);
+    // Rows in band of the published interval over the cells m >= m*.
+    let (mut m_rows, mut m_in) = (0usize, 0usize);
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
@@ -1148,6 +1157,22 @@ fn coverage(
         });
         for &eh in eps_h {
             let eps = eh / h;
+            // Cells with at least m* effective reports, and the live
+            // cells below it (branch band22).
+            let m_eff = geopriv::map::effective_reports(&grid, &xs, eps);
+            let kept: Vec<usize> = (0..truth.len())
+                .filter(|&j| m_eff[j] >= geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+                .collect();
+            let thin: Vec<usize> = live
+                .iter()
+                .copied()
+                .filter(|&j| m_eff[j] < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+                .collect();
+            let sub_cov = |idx: &[usize], v: &[f64], se: &[f64], t: &[f64]| {
+                let pick = |a: &[f64]| idx.iter().map(|&j| a[j]).collect::<Vec<_>>();
+                geopriv::map::interval_coverage(&pick(v), &pick(se), &pick(t))
+            };
+            let (mut pub_kept, mut pub_thin) = (0.0, 0.0);
             let (mut cov, mut covt, mut ratio) =
                 (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
             // Live-cell coverage of each λ and of EM cover; the published
@@ -1198,6 +1223,11 @@ fn coverage(
                     let c_live = live_cov(&est.values, &est.standard_errors, &target);
                     cov_live[i] += c_live;
                     draw_cov[i] = (c_all, c_live);
+                    if i == published_column(p.pick()) {
+                        // The published interval (λ = 1's for every pick).
+                        pub_kept += sub_cov(&kept, &est.values, &est.standard_errors, &target);
+                        pub_thin += sub_cov(&thin, &est.values, &est.standard_errors, &target);
+                    }
                     // Per-cell dump of the SE's parts (GEOPRIV_SWEEP_SE_DUMP=dir;
                     // branch cover23): target, value, SE, the sample variance
                     // v̂ (with the rounding terms) and the noise-law plug-in u,
@@ -1389,7 +1419,26 @@ fn coverage(
                 row.push_str(&format!(" {:.3} |", c / rf));
             }
             row.push_str(&format!(" {:.3} ({:.3}) |", pub_all / rf, pub_live / rf));
+            let cells = truth.len().max(1) as f64;
+            let mass = truth.iter().sum::<f64>();
+            let mass_of = |idx: &[usize]| idx.iter().map(|&j| truth[j]).sum::<f64>() / mass;
+            let thin_cov = if thin.is_empty() {
+                "–".to_string()
+            } else {
+                format!("{:.3}", pub_thin / rf)
+            };
+            row.push_str(&format!(
+                " {:.3} | {thin_cov} ({}) | {:.3}, {:.3} | {:.6}, {:.6} |",
+                pub_kept / rf,
+                thin.len(),
+                live.len() as f64 / cells,
+                kept.len() as f64 / cells,
+                mass_of(&live),
+                mass_of(&kept)
+            ));
             outln!("{row}");
+            m_rows += 1;
+            m_in += usize::from((0.93..=0.97).contains(&(pub_kept / rf)));
             for i in 0..nl {
                 tally.add(i, cov[i] / rf, cov_live[i] / rf);
             }
@@ -1405,6 +1454,7 @@ fn coverage(
     for (name, (rows, all, live)) in names.iter().zip(&tally.0) {
         outln!("# tally {name}: rows in [0.93, 0.97]: all cells {all} of {rows}, live cells {live} of {rows}");
     }
+    outln!("# tally published, cells with m >= m* = ln 20 effective reports (branch band22): {m_in} of {m_rows}");
     Ok(())
 }
 

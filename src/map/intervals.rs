@@ -270,6 +270,182 @@ pub fn em_spread_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
         .collect()
 }
 
+/// Poisson threshold on the effective number of reports of a cell (branch
+/// band22, docs/MATH.md §9.7 "band22"): m* = ln 20 ≈ 3.0, where the chance
+/// that no report carries weight in the cell, e^{−m}, is 5%.
+///
+/// ```
+/// assert!((geopriv::map::EFFECTIVE_REPORTS_THRESHOLD.exp() - 20.0).abs() < 1e-9);
+/// ```
+pub const EFFECTIVE_REPORTS_THRESHOLD: f64 = 2.995_732_273_553_991;
+
+/// ln I0e(x) = ln(e^{−x} I0(x)) for x >= 0 (Abramowitz & Stegun 9.8.1–2,
+/// relative error below 2e-7).
+fn ln_i0e(x: f64) -> f64 {
+    let x = x.abs();
+    if x <= 3.75 {
+        let t = (x / 3.75) * (x / 3.75);
+        let p = 1.0
+            + t * (3.515_622_9
+                + t * (3.089_942_4
+                    + t * (1.206_749_2 + t * (0.265_973_2 + t * (0.036_076_8 + t * 0.004_581_3)))));
+        p.ln() - x
+    } else {
+        let t = 3.75 / x;
+        let p = 0.398_942_28
+            + t * (0.013_285_92
+                + t * (0.002_253_19
+                    + t * (-0.001_575_65
+                        + t * (0.009_162_81
+                            + t * (-0.020_577_06
+                                + t * (0.026_355_37 + t * (-0.016_476_33 + t * 0.003_923_77)))))));
+        p.ln() - 0.5 * x.ln()
+    }
+}
+
+/// ln E[e^{−k|d·e − N|²/(2h²)}] for N planar Laplace of scale 1/ε (radial
+/// density ε² s e^{−εs}): the angular average is e^{−k(d−s)²/2h²}·I0e(kds/h²),
+/// the radial integral a midpoint sum (step min(1/(16ε), h/32) up to 60/ε,
+/// h/32 beyond, to d + 12h), in logs.
+fn ln_kernel_power_moment(d: f64, k: f64, h: f64, eps: f64, buf: &mut Vec<f64>) -> f64 {
+    buf.clear();
+    let smax = d + 12.0 * h;
+    let near = (60.0 / eps).min(smax);
+    let push = |lo: f64, hi: f64, step: f64, buf: &mut Vec<f64>| {
+        if hi <= lo || step <= 0.0 {
+            return;
+        }
+        let nodes = ((hi - lo) / step).ceil().min(1.0e6) as usize;
+        let step = (hi - lo) / nodes.max(1) as f64;
+        for i in 0..nodes {
+            let s = lo + (i as f64 + 0.5) * step;
+            let v = s.ln() - eps * s - k * (d - s) * (d - s) / (2.0 * h * h)
+                + ln_i0e(k * d * s / (h * h))
+                + step.ln();
+            buf.push(v);
+        }
+    };
+    push(0.0, near, (1.0 / (16.0 * eps)).min(h / 32.0), buf);
+    push(near, smax, h / 32.0, buf);
+    let top = buf.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+    if !top.is_finite() {
+        return f64::NEG_INFINITY;
+    }
+    2.0 * eps.ln() + top + buf.iter().map(|v| (v - top).exp()).sum::<f64>().ln()
+}
+
+/// The effective number of reports that carry weight in each cell's
+/// estimate (branch band22; docs/MATH.md §9.7 "band22"): with
+/// Y_i = K_h(t_j − x_i − N_i) the report of device i seen through the
+/// Gaussian kernel of bandwidth h (the λ = 1 map's kernel up to its
+/// deconvolution factor, 1 + O(1/(εh)²)) and N_i planar Laplace of scale
+/// 1/ε,
+///
+/// ```text
+/// m_j = ( Σ_i E[Y_i²] )² / Σ_i E[Y_i⁴],
+/// ```
+///
+/// the participation number of the reports in the cell's second moment:
+/// N reports of equal weight give N; rare hits (each report lands where it
+/// counts with a small chance p_i) give Σ_i p_i, the Poisson mean of the
+/// hits, so the chance that no report carries weight is about e^{−m_j}.
+/// Computed from the devices' locations (the truth, which only a sweep
+/// or a test has) and public quantities (h, ε); the devices are grouped
+/// into cells of side h/8 at their mean location. Cells are the grid's
+/// points; NaN for every cell when h or ε is not positive and finite.
+///
+/// ```
+/// use geopriv::map::{effective_reports, KdeGrid};
+/// let grid = KdeGrid::square(10_000.0, 11).unwrap();
+/// let h = grid.bandwidth();
+/// // 1,000 devices at the centre; εh = 10.
+/// let xs = vec![[5_000.0, 5_000.0]; 1_000];
+/// let m = effective_reports(&grid, &xs, 10.0 / h);
+/// assert!(m[60] > 900.0 && m[60] <= 1_000.0 + 1e-6);
+/// // A corner, 5h away: no report reaches it in a typical draw.
+/// assert!(m[0] < 1.0);
+/// ```
+pub fn effective_reports(grid: &super::KdeGrid, xs: &[[f64; 2]], eps: f64) -> Vec<f64> {
+    let h = grid.bandwidth();
+    let cells = grid.len();
+    if !(h.is_finite() && h > 0.0 && eps.is_finite() && eps > 0.0) {
+        return std::vec![f64::NAN; cells];
+    }
+    // Devices grouped on a lattice of side h/8: (count, Σx, Σy).
+    let side = h / 8.0;
+    let mut groups: std::collections::BTreeMap<(i64, i64), (f64, f64, f64)> = Default::default();
+    for x in xs {
+        if !(x[0].is_finite() && x[1].is_finite()) {
+            continue;
+        }
+        let key = ((x[0] / side).floor() as i64, (x[1] / side).floor() as i64);
+        let g = groups.entry(key).or_insert((0.0, 0.0, 0.0));
+        g.0 += 1.0;
+        g.1 += x[0];
+        g.2 += x[1];
+    }
+    let sites: Vec<(f64, [f64; 2])> = groups
+        .values()
+        .map(|g| (g.0.ln(), [g.1 / g.0, g.2 / g.0]))
+        .collect();
+    if sites.is_empty() {
+        return std::vec![0.0; cells];
+    }
+    let centres: Vec<[f64; 2]> = (0..cells).map(|j| grid.center(j)).collect();
+    // The largest distance needed, for the tables.
+    let (mut lo, mut hi) = ([f64::MAX; 2], [f64::MIN; 2]);
+    for p in centres.iter().chain(sites.iter().map(|s| &s.1)) {
+        for a in 0..2 {
+            lo[a] = lo[a].min(p[a]);
+            hi[a] = hi[a].max(p[a]);
+        }
+    }
+    let dmax = ((hi[0] - lo[0]).powi(2) + (hi[1] - lo[1]).powi(2)).sqrt() + h;
+    let dd = h / 16.0;
+    let len = ((dmax / dd).ceil() as usize).clamp(2, 1 << 20) + 1;
+    let mut buf = Vec::new();
+    let table = |k: f64, buf: &mut Vec<f64>| -> Vec<f64> {
+        (0..len)
+            .map(|i| ln_kernel_power_moment(i as f64 * dd, k, h, eps, buf))
+            .collect()
+    };
+    let (t2, t4) = (table(2.0, &mut buf), table(4.0, &mut buf));
+    let interp = |t: &[f64], d: f64| {
+        let x = (d / dd).max(0.0);
+        let i = (x.floor() as usize).min(len - 2);
+        let f = (x - i as f64).min(1.0);
+        t[i] * (1.0 - f) + t[i + 1] * f
+    };
+    let mut l2 = Vec::with_capacity(sites.len());
+    let mut l4 = Vec::with_capacity(sites.len());
+    centres
+        .iter()
+        .map(|c| {
+            l2.clear();
+            l4.clear();
+            for (lc, p) in &sites {
+                let d = ((c[0] - p[0]).powi(2) + (c[1] - p[1]).powi(2)).sqrt();
+                l2.push(lc + interp(&t2, d));
+                l4.push(lc + interp(&t4, d));
+            }
+            let lse = |v: &[f64]| {
+                let top = v.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                if top.is_finite() {
+                    top + v.iter().map(|x| (x - top).exp()).sum::<f64>().ln()
+                } else {
+                    f64::NEG_INFINITY
+                }
+            };
+            let (a, b) = (lse(&l2), lse(&l4));
+            if a.is_finite() && b.is_finite() {
+                (2.0 * a - b).exp()
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
