@@ -590,6 +590,11 @@ struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cells: Option<Vec<geopriv::Aggregator>>,
     rejections: BTreeMap<String, u64>,
+    /// The offsets' moments of the bins where the planner reads them
+    /// ([index, "Σq0", "Σq1", "Σq0²", "Σq1²", "Σq0q1"], i128 as decimal
+    /// strings); absent in older states (branch state25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moments: Option<Vec<geopriv::map::MomentRow>>,
     /// Values clipped (clipping servers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     clipped: Option<u64>,
@@ -1032,26 +1037,20 @@ impl MapServer {
             let fresh = Self::build(st.params.clone(), max_report_ids, None)?;
             let empty = fresh.with_state(|s| Ok(s.map.clone()))?;
             let counts = match (st.bins, empty.counts()) {
-                (Some(sparse), Some(c)) => {
-                    let len = c.counts().len() as u64;
-                    let mut dense = vec![0u64; c.counts().len()];
-                    let mut last = None;
-                    for (i, n) in sparse {
-                        if i >= len || last.is_some_and(|l| i <= l) || n == 0 {
-                            return Err(bad(
-                                "bins must be (index, count > 0) in increasing index within the grid"
-                                    .into(),
-                            ));
-                        }
-                        dense[i as usize] = n;
-                        last = Some(i);
-                    }
-                    Some((dense, st.outside.unwrap_or(0)))
-                }
-                (None, None) => None,
+                (Some(sparse), Some(c)) => Some(
+                    geopriv::map::BinnedCounts::from_sparse(
+                        c.spec().clone(),
+                        &sparse,
+                        st.outside.unwrap_or(0),
+                        st.moments.as_deref(),
+                    )
+                    .map_err(|e| bad(e.to_string()))?,
+                ),
+                (None, None) if st.moments.is_none() => None,
+                (None, None) => return Err(bad("moments without bins".into())),
                 _ => return Err(bad("bins for another mechanism".into())),
             };
-            let map = MapAggregator::restore(
+            let map = MapAggregator::restore_binned(
                 fresh.release.set().clone(),
                 st.params.mechanism,
                 st.params.epsilon,
@@ -1100,19 +1099,13 @@ impl MapServer {
     pub fn to_json(&self) -> Result<String, GeoprivError> {
         guard(|| {
             self.with_state(|s| {
-                let (bins, outside) = match s.map.counts() {
+                let (bins, outside, moments) = match s.map.counts() {
                     Some(c) => (
-                        Some(
-                            c.counts()
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, &n)| n > 0)
-                                .map(|(i, &n)| (i as u64, n))
-                                .collect(),
-                        ),
+                        Some(c.sparse_counts()),
                         Some(c.outside()),
+                        c.sparse_moments(),
                     ),
-                    None => (None, None),
+                    None => (None, None, None),
                 };
                 let cells = s.map.counts().is_none().then(|| s.map.cells().to_vec());
                 let st = State {
@@ -1123,6 +1116,7 @@ impl MapServer {
                     outside,
                     cells,
                     rejections: s.rejections.clone(),
+                    moments,
                     clipped: self.clip.as_ref().map(|_| s.clipped),
                 };
                 serde_json::to_string(&st)
