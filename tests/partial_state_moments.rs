@@ -226,3 +226,75 @@ fn the_moment_bounds_are_exact_at_their_edges() {
     assert!(check_bin_moments(&[0, 1, 0, 1, 0], 1, 1).is_err()); // 1-D
     assert!(check_bin_moments(&[0; 5], 0, 2).is_ok());
 }
+
+/// BENCHMARKS.md "Branch state25": the size of a kernel map's partial
+/// state with and without the moments, and the time to restore and merge
+/// three shards' states, for the reports in `$GEOPRIV_STATE25_REPORTS`
+/// (`map release` JSON lines over a 20 km box, grid 61, at εh 1000).
+/// `GEOPRIV_STATE25_REPORTS=/tmp/ms3-rep-1000.jsonl cargo test --profile
+/// test -p geopriv --test partial_state_moments -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn state_size_and_merge_time() {
+    let Ok(path) = std::env::var("GEOPRIV_STATE25_REPORTS") else {
+        return;
+    };
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut eps = 0.0;
+    let mut shards: Vec<BinnedCounts> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if shards.is_empty() {
+            eps = v["epsilon"].as_f64().unwrap();
+            let spec = geopriv::map::BinSpec::for_estimation(&grid, eps, 1024).unwrap();
+            shards = (0..3).map(|_| BinnedCounts::new(spec.clone())).collect();
+        }
+        let x = [
+            v["location"][0].as_f64().unwrap(),
+            v["location"][1].as_f64().unwrap(),
+        ];
+        shards[i % 3].add(&x).unwrap();
+    }
+    let spec = shards[0].spec().clone();
+    let n: u64 = shards.iter().map(|s| s.total()).sum();
+    let json = |c: &BinnedCounts, m: bool| {
+        serde_json::json!({
+            "bins": c.sparse_counts(),
+            "outside": c.outside(),
+            "moments": if m { c.sparse_moments() } else { None },
+        })
+        .to_string()
+    };
+    let with: Vec<String> = shards.iter().map(|s| json(s, true)).collect();
+    let without: Vec<String> = shards.iter().map(|s| json(s, false)).collect();
+    let t = std::time::Instant::now();
+    let mut merged: Option<BinnedCounts> = None;
+    for s in &with {
+        let v: serde_json::Value = serde_json::from_str(s).unwrap();
+        let bins: Vec<(u64, u64)> = serde_json::from_value(v["bins"].clone()).unwrap();
+        let rows: Vec<MomentRow> = serde_json::from_value(v["moments"].clone()).unwrap();
+        let c = BinnedCounts::from_sparse(
+            spec.clone(),
+            &bins,
+            v["outside"].as_u64().unwrap(),
+            Some(&rows),
+        )
+        .unwrap();
+        match merged.as_mut() {
+            Some(m) => m.merge(&c).unwrap(),
+            None => merged = Some(c),
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let merged = merged.unwrap();
+    println!(
+        "n {n}, εh {:.1}, bins {}, non-empty bins (merged) {}, per-shard state bytes with moments {:?}, without {:?}; parse + restore + merge of 3 with moments {secs:.3} s",
+        eps * grid.bandwidth(),
+        spec.len(),
+        merged.counts().iter().filter(|&&c| c > 0).count(),
+        with.iter().map(|s| s.len()).collect::<Vec<_>>(),
+        without.iter().map(|s| s.len()).collect::<Vec<_>>(),
+    );
+    assert!(merged.moments().is_some());
+}

@@ -1487,6 +1487,73 @@ mod tests {
         }
     }
 
+    /// Branch state25: above the planner's moment gate (εh ≈ 1000) the
+    /// state carries the offsets' moments; three shards merged through
+    /// JSON give the single server's state string (moments included) and
+    /// plan; forged moments are refused; an older state (no `moments`)
+    /// still restores, and merged in, drops them all.
+    #[test]
+    fn states_carry_the_moments_above_the_gate() {
+        let g = grid(11);
+        let eps = 1.0;
+        let r = MapRelease::new(g, MapMechanism::APriori, eps).unwrap();
+        let lines: Vec<String> = (0..900)
+            .map(|i| {
+                let x = [
+                    2000.0 + 1500.0 * (i % 4) as f64,
+                    3000.0 + 2000.0 * (i % 3) as f64,
+                ];
+                r.release_unmetered(x.to_vec()).unwrap().json
+            })
+            .collect();
+        let one = MapServer::new(g, MapMechanism::APriori, eps).unwrap();
+        one.add_all_json(lines.clone()).unwrap();
+        let whole = one.to_json().unwrap();
+        assert!(whole.contains("\"moments\":[["), "moments in the state");
+        let shards: Vec<Arc<MapServer>> = (0..3)
+            .map(|_| MapServer::new(g, MapMechanism::APriori, eps).unwrap())
+            .collect();
+        for (i, line) in lines.iter().enumerate() {
+            shards[(i * 7) % 3].add_json(line.clone()).unwrap();
+        }
+        let reducer = MapServer::from_json(shards[1].to_json().unwrap()).unwrap();
+        for k in [2, 0] {
+            reducer
+                .merge(MapServer::from_json(shards[k].to_json().unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(reducer.to_json().unwrap(), whole);
+        assert_eq!(reducer.plan(None).unwrap(), one.plan(None).unwrap());
+        let bits = |m: MapEstimate| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(reducer.estimate(None).unwrap()),
+            bits(one.estimate(None).unwrap())
+        );
+        // An older state: no moments; it restores, and a merge with it
+        // drops every moment (a partial sum would be wrong).
+        let mut v: serde_json::Value = serde_json::from_str(&shards[0].to_json().unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("moments");
+        let old = MapServer::from_json(v.to_string()).unwrap();
+        let mixed = MapServer::from_json(shards[1].to_json().unwrap()).unwrap();
+        mixed.merge(old).unwrap();
+        assert!(!mixed.to_json().unwrap().contains("moments"));
+        // Forged moments: typed errors, no panic.
+        let honest: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        for (k, forged) in [
+            (3, serde_json::json!("-1")),
+            (1, serde_json::json!("1e3")),
+            (0, serde_json::json!(u64::MAX)),
+            (2, serde_json::json!(12)),
+        ] {
+            let mut v = honest.clone();
+            v["moments"][0][k] = forged;
+            match MapServer::from_json(v.to_string()) {
+                Err(GeoprivError::InvalidReport(_)) => {}
+                other => panic!("accepted {k}: {:?}", other.map(|_| ())),
+            }
+        }
+    }
+
     #[test]
     fn bad_records_are_counted_and_shards_merge_bit_identically() {
         let g = grid(9);
