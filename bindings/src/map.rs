@@ -590,6 +590,11 @@ struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cells: Option<Vec<geopriv::Aggregator>>,
     rejections: BTreeMap<String, u64>,
+    /// The offsets' moments of the bins where the planner reads them
+    /// ([index, "Σq0", "Σq1", "Σq0²", "Σq1²", "Σq0q1"], i128 as decimal
+    /// strings); absent in older states (branch state25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moments: Option<Vec<geopriv::map::MomentRow>>,
     /// Values clipped (clipping servers only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     clipped: Option<u64>,
@@ -1032,26 +1037,20 @@ impl MapServer {
             let fresh = Self::build(st.params.clone(), max_report_ids, None)?;
             let empty = fresh.with_state(|s| Ok(s.map.clone()))?;
             let counts = match (st.bins, empty.counts()) {
-                (Some(sparse), Some(c)) => {
-                    let len = c.counts().len() as u64;
-                    let mut dense = vec![0u64; c.counts().len()];
-                    let mut last = None;
-                    for (i, n) in sparse {
-                        if i >= len || last.is_some_and(|l| i <= l) || n == 0 {
-                            return Err(bad(
-                                "bins must be (index, count > 0) in increasing index within the grid"
-                                    .into(),
-                            ));
-                        }
-                        dense[i as usize] = n;
-                        last = Some(i);
-                    }
-                    Some((dense, st.outside.unwrap_or(0)))
-                }
-                (None, None) => None,
+                (Some(sparse), Some(c)) => Some(
+                    geopriv::map::BinnedCounts::from_sparse(
+                        c.spec().clone(),
+                        &sparse,
+                        st.outside.unwrap_or(0),
+                        st.moments.as_deref(),
+                    )
+                    .map_err(|e| bad(e.to_string()))?,
+                ),
+                (None, None) if st.moments.is_none() => None,
+                (None, None) => return Err(bad("moments without bins".into())),
                 _ => return Err(bad("bins for another mechanism".into())),
             };
-            let map = MapAggregator::restore(
+            let map = MapAggregator::restore_binned(
                 fresh.release.set().clone(),
                 st.params.mechanism,
                 st.params.epsilon,
@@ -1100,19 +1099,13 @@ impl MapServer {
     pub fn to_json(&self) -> Result<String, GeoprivError> {
         guard(|| {
             self.with_state(|s| {
-                let (bins, outside) = match s.map.counts() {
+                let (bins, outside, moments) = match s.map.counts() {
                     Some(c) => (
-                        Some(
-                            c.counts()
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, &n)| n > 0)
-                                .map(|(i, &n)| (i as u64, n))
-                                .collect(),
-                        ),
+                        Some(c.sparse_counts()),
                         Some(c.outside()),
+                        c.sparse_moments(),
                     ),
-                    None => (None, None),
+                    None => (None, None, None),
                 };
                 let cells = s.map.counts().is_none().then(|| s.map.cells().to_vec());
                 let st = State {
@@ -1123,6 +1116,7 @@ impl MapServer {
                     outside,
                     cells,
                     rejections: s.rejections.clone(),
+                    moments,
                     clipped: self.clip.as_ref().map(|_| s.clipped),
                 };
                 serde_json::to_string(&st)
@@ -1489,6 +1483,73 @@ mod tests {
             match MapServer::new(grid(5), MapMechanism::APriori, eps) {
                 Ok(_) | Err(GeoprivError::InvalidParameter(_)) => {}
                 Err(e) => panic!("{eps}: {e:?}"),
+            }
+        }
+    }
+
+    /// Branch state25: above the planner's moment gate (εh ≈ 1000) the
+    /// state carries the offsets' moments; three shards merged through
+    /// JSON give the single server's state string (moments included) and
+    /// plan; forged moments are refused; an older state (no `moments`)
+    /// still restores, and merged in, drops them all.
+    #[test]
+    fn states_carry_the_moments_above_the_gate() {
+        let g = grid(11);
+        let eps = 1.0;
+        let r = MapRelease::new(g, MapMechanism::APriori, eps).unwrap();
+        let lines: Vec<String> = (0..900)
+            .map(|i| {
+                let x = [
+                    2000.0 + 1500.0 * (i % 4) as f64,
+                    3000.0 + 2000.0 * (i % 3) as f64,
+                ];
+                r.release_unmetered(x.to_vec()).unwrap().json
+            })
+            .collect();
+        let one = MapServer::new(g, MapMechanism::APriori, eps).unwrap();
+        one.add_all_json(lines.clone()).unwrap();
+        let whole = one.to_json().unwrap();
+        assert!(whole.contains("\"moments\":[["), "moments in the state");
+        let shards: Vec<Arc<MapServer>> = (0..3)
+            .map(|_| MapServer::new(g, MapMechanism::APriori, eps).unwrap())
+            .collect();
+        for (i, line) in lines.iter().enumerate() {
+            shards[(i * 7) % 3].add_json(line.clone()).unwrap();
+        }
+        let reducer = MapServer::from_json(shards[1].to_json().unwrap()).unwrap();
+        for k in [2, 0] {
+            reducer
+                .merge(MapServer::from_json(shards[k].to_json().unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(reducer.to_json().unwrap(), whole);
+        assert_eq!(reducer.plan(None).unwrap(), one.plan(None).unwrap());
+        let bits = |m: MapEstimate| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(reducer.estimate(None).unwrap()),
+            bits(one.estimate(None).unwrap())
+        );
+        // An older state: no moments; it restores, and a merge with it
+        // drops every moment (a partial sum would be wrong).
+        let mut v: serde_json::Value = serde_json::from_str(&shards[0].to_json().unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("moments");
+        let old = MapServer::from_json(v.to_string()).unwrap();
+        let mixed = MapServer::from_json(shards[1].to_json().unwrap()).unwrap();
+        mixed.merge(old).unwrap();
+        assert!(!mixed.to_json().unwrap().contains("moments"));
+        // Forged moments: typed errors, no panic.
+        let honest: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        for (k, forged) in [
+            (3, serde_json::json!("-1")),
+            (1, serde_json::json!("1e3")),
+            (0, serde_json::json!(u64::MAX)),
+            (2, serde_json::json!(12)),
+        ] {
+            let mut v = honest.clone();
+            v["moments"][0][k] = forged;
+            match MapServer::from_json(v.to_string()) {
+                Err(GeoprivError::InvalidReport(_)) => {}
+                other => panic!("accepted {k}: {:?}", other.map(|_| ())),
             }
         }
     }

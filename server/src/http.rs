@@ -1059,6 +1059,13 @@ pub struct MapPart {
     /// Per-cell exact sums.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cells: Option<Vec<geopriv::Aggregator>>,
+    /// The offsets' moments of the bins (noise a priori on a kernel grid,
+    /// where the planner reads them): [index, "Σq0", "Σq1", "Σq0²",
+    /// "Σq1²", "Σq0q1"] per bin with moments, increasing index, i128 as
+    /// decimal strings; absent in older states and below the planner's
+    /// gate (branch state25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moments: Option<Vec<geopriv::map::MomentRow>>,
 }
 
 impl MapPart {
@@ -1067,22 +1074,17 @@ impl MapPart {
         match agg.counts() {
             Some(c) => MapPart {
                 accepted: agg.accepted(),
-                bins: Some(
-                    c.counts()
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &n)| n > 0)
-                        .map(|(i, &n)| (i as u64, n))
-                        .collect(),
-                ),
+                bins: Some(c.sparse_counts()),
                 outside: Some(c.outside()),
                 cells: None,
+                moments: c.sparse_moments(),
             },
             None => MapPart {
                 accepted: agg.accepted(),
                 bins: None,
                 outside: None,
                 cells: Some(agg.cells().to_vec()),
+                moments: None,
             },
         }
     }
@@ -1097,23 +1099,20 @@ impl MapPart {
         let empty = MapAggregator::new(set.clone(), *mechanism, task.def.epsilon)
             .map_err(|e| e.to_string())?;
         let counts = match (&self.bins, empty.counts()) {
-            (Some(sparse), Some(c)) => {
-                let len = c.counts().len();
-                let mut dense = vec![0u64; len];
-                let mut last = None;
-                for &(i, n) in sparse {
-                    if i >= len as u64 || last.is_some_and(|l| i <= l) || n == 0 {
-                        return Err("map state refused: bins must be (index, count > 0) in increasing index within the grid".into());
-                    }
-                    dense[i as usize] = n;
-                    last = Some(i);
-                }
-                Some((dense, self.outside.unwrap_or(0)))
-            }
-            (None, None) => None,
+            (Some(sparse), Some(c)) => Some(
+                geopriv::map::BinnedCounts::from_sparse(
+                    c.spec().clone(),
+                    sparse,
+                    self.outside.unwrap_or(0),
+                    self.moments.as_deref(),
+                )
+                .map_err(|e| format!("map state refused: {e}"))?,
+            ),
+            (None, None) if self.moments.is_none() => None,
+            (None, None) => return Err("map state refused: moments without bins".into()),
             _ => return Err("map state refused: bins for another mechanism".into()),
         };
-        MapAggregator::restore(
+        MapAggregator::restore_binned(
             set.clone(),
             *mechanism,
             task.def.epsilon,

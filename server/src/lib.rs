@@ -315,4 +315,98 @@ mod tests {
             assert!(e.contains("not a start"), "{e}");
         }
     }
+    /// A map task at εh ≈ 1000 (above the planner's moment gate).
+    fn sharp_map_task() -> task::Task {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("geopriv-merge-moments-{}-{k}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tasks.toml");
+        std::fs::write(
+            &path,
+            "[[tasks]]\nid = \"city\"\nepsilon = 1.0\nmin_batch = 1\nperiod = 86400\nmap = { bbox = [0.0, 10000.0, 0.0, 10000.0], grid = 11, mechanism = \"a-priori\" }\n",
+        )
+        .unwrap();
+        let t = task::load(&path).unwrap().remove(0);
+        let _ = std::fs::remove_dir_all(&dir);
+        t
+    }
+
+    /// Branch state25: 3 collectors' states, shipped as JSON, merge into
+    /// the moments and the map (default pick included) of one collector
+    /// that got every report; a state whose moments were forged is
+    /// refused, and an older state (no moments) still merges, without
+    /// moments in the result.
+    #[test]
+    fn map_states_carry_the_moments_bit_identically() {
+        use rand::SeedableRng;
+        let t = sharp_map_task();
+        let task::Kind::Map { set, mechanism, .. } = &t.kind else {
+            unreachable!()
+        };
+        let device = geopriv::map::MapRelease::new(set.clone(), *mechanism, t.def.epsilon).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(25);
+        let fresh = || match t.new_agg() {
+            task::PeriodAgg::Map(m) => *m,
+            _ => unreachable!(),
+        };
+        let mut whole = fresh();
+        let mut shards = [fresh(), fresh(), fresh()];
+        for i in 0..3000u32 {
+            let x = [
+                2000.0 + 1500.0 * f64::from(i % 4),
+                3000.0 + 2000.0 * f64::from(i % 3),
+            ];
+            let r = device.release_unmetered(&x, &mut rng).unwrap();
+            whole.add(&r).unwrap();
+            shards[(i as usize * 7) % 3].add(&r).unwrap();
+        }
+        let state = |m: &geopriv::map::MapAggregator| -> TaskState {
+            let s = TaskState {
+                definition: t.canonical.clone(),
+                periods: vec![http::PeriodPart {
+                    start: 86400,
+                    n: m.accepted(),
+                    state: None,
+                    map: Some(http::MapPart::of(m)),
+                }],
+            };
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap()
+        };
+        let states: Vec<TaskState> = shards.iter().map(state).collect();
+        assert!(states[0].periods[0].map.as_ref().unwrap().moments.is_some());
+        let merged = merge_map_states(&t, &states).unwrap();
+        let one = merge_map_states(&t, &[state(&whole)]).unwrap();
+        assert_eq!(merged, one);
+        let def = t.def.map.as_ref().unwrap();
+        assert_eq!(merged[0].2, http::map_json(&t, def, &whole).unwrap());
+        // The merged part's moments are the single collector's.
+        let part = states[0].periods[0].map.as_ref().unwrap();
+        let mut agg = part.restore(&t).unwrap();
+        for s in &states[1..] {
+            agg.merge(&s.periods[0].map.as_ref().unwrap().restore(&t).unwrap())
+                .unwrap();
+        }
+        assert_eq!(agg.counts(), whole.counts());
+        assert!(agg.counts().unwrap().moments().is_some());
+        // An older state: no moments. Merged with the others, the result
+        // keeps the counts and drops every moment.
+        let mut old = states[1].clone();
+        old.periods[0].map.as_mut().unwrap().moments = None;
+        let mixed = merge_map_states(&t, &[states[0].clone(), old, states[2].clone()]).unwrap();
+        assert_eq!(mixed[0].1, one[0].1);
+        // Forged moments: refused, no panic.
+        let mut forged = states[1].clone();
+        let rows = forged.periods[0]
+            .map
+            .as_mut()
+            .unwrap()
+            .moments
+            .as_mut()
+            .unwrap();
+        rows[0].3 = "-1".into();
+        let e = merge_map_states(&t, &[states[0].clone(), forged]).unwrap_err();
+        assert!(e.contains("partial state refused"), "{e}");
+    }
 }

@@ -220,6 +220,90 @@ fn add_moment(m: &mut BinMoments, q: [i64; 2]) {
     m[4] += a * b;
 }
 
+/// a·b exactly as (high, low) 128-bit halves (the moment checks compare
+/// products up to 2^254).
+fn mul_wide(a: u128, b: u128) -> (u128, u128) {
+    const M: u128 = u64::MAX as u128;
+    let (a1, a0, b1, b0) = (a >> 64, a & M, b >> 64, b & M);
+    let (ll, lh, hl, hh) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+    let mid = (ll >> 64) + (lh & M) + (hl & M);
+    let low = (ll & M) | (mid << 64);
+    let high = hh + (lh >> 64) + (hl >> 64) + (mid >> 64);
+    (high, low)
+}
+
+/// Whether `m` are moments ([`BinMoments`]) that `count` locations of a
+/// `dim`-axis binning can make: each offset q_a is an integer with |q_a|
+/// <= 2^31 ([`MOMENT_OFFSET_BITS`]), so |Σq_a| <= c·2^31, Σq_a² <=
+/// c·2^62, c·Σq_a² >= (Σq_a)² and (Σq_0q_1)² <= Σq_0²·Σq_1² (Cauchy–Schwarz),
+/// everything 0 where c = 0 and the second axis's sums 0 in one dimension.
+/// Exact integer comparisons (256-bit products), so no genuine state is
+/// refused and a forged one cannot overflow the planner's sums. Refused
+/// with [`Error::InvalidReport`] ("partial state refused: …"; branch
+/// state25).
+///
+/// ```
+/// use geopriv::map::check_bin_moments;
+/// let q: [i128; 2] = [1 << 30, -(1 << 31)];   // one location
+/// let m = [q[0], q[1], q[0] * q[0], q[1] * q[1], q[0] * q[1]];
+/// assert!(check_bin_moments(&m, 1, 2).is_ok());
+/// assert!(check_bin_moments(&m, 0, 2).is_err());   // no location
+/// assert!(check_bin_moments(&[q[0], 0, 0, 0, 0], 1, 2).is_err()); // Σq² < (Σq)²
+/// # Ok::<(), geopriv::Error>(())
+/// ```
+pub fn check_bin_moments(m: &BinMoments, count: u64, dim: usize) -> Result<()> {
+    let refuse = |reason| Err(Error::InvalidReport { reason });
+    if count == 0 {
+        return if m.iter().all(|&v| v == 0) {
+            Ok(())
+        } else {
+            refuse("partial state refused: moments on a bin with count 0")
+        };
+    }
+    if dim < 2 && (m[1] != 0 || m[3] != 0 || m[4] != 0) {
+        return refuse("partial state refused: second-axis moments of a 1-D binning");
+    }
+    let c = count as u128;
+    let half = 1u128 << (MOMENT_OFFSET_BITS - 1);
+    for a in 0..2 {
+        let (s, s2) = (m[a], m[2 + a]);
+        // c <= 2^64, so c·2^31 and c·2^62 fit in a u128.
+        if s.unsigned_abs() > c * half || s2 < 0 || s2.unsigned_abs() > c * half * half {
+            return refuse("partial state refused: moments beyond what the bin's count allows");
+        }
+        if mul_wide(c, s2 as u128) < mul_wide(s.unsigned_abs(), s.unsigned_abs()) {
+            return refuse("partial state refused: moments with a negative variance");
+        }
+    }
+    let x = m[4].unsigned_abs();
+    if mul_wide(x, x) > mul_wide(m[2] as u128, m[3] as u128) {
+        return refuse("partial state refused: a cross moment beyond Cauchy-Schwarz");
+    }
+    Ok(())
+}
+
+/// One bin's moments in a partial state's JSON (collector `GET .../state`,
+/// the bindings' map server `to_json`): [bin index, "Σq_0", "Σq_1",
+/// "Σq_0²", "Σq_1²", "Σq_0q_1"], the i128 sums as canonical decimal
+/// strings (JSON numbers lose them past 2^53; branch state25).
+pub type MomentRow = (u64, String, String, String, String, String);
+
+/// Parse a canonical decimal i128 (no sign but `-`, no leading zeros,
+/// at most 40 characters).
+fn parse_moment(s: &str) -> Result<i128> {
+    let v = if s.len() <= 40 {
+        s.parse::<i128>().ok()
+    } else {
+        None
+    };
+    match v {
+        Some(v) if format!("{v}") == s => Ok(v),
+        _ => Err(Error::InvalidReport {
+            reason: "partial state refused: a moment that is not a canonical decimal i128",
+        }),
+    }
+}
+
 /// Exact integer counts of noisy locations per bin; mergeable.
 ///
 /// ```
@@ -247,10 +331,27 @@ pub struct BinnedCounts {
 }
 
 impl BinnedCounts {
-    /// Empty counts for `spec`.
+    /// Empty counts for `spec`, keeping the offsets' moments
+    /// ([`with_moments`](Self::with_moments) with `true`).
     pub fn new(spec: BinSpec) -> Self {
+        Self::with_moments(spec, true)
+    }
+    /// Empty counts for `spec`; the offsets' moments
+    /// ([`moments`](Self::moments)) are kept, and their 80 bytes a bin
+    /// allocated, only if `keep` (the map server keeps them only where the
+    /// planner reads them; branch moment24, state25).
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::with_moments(spec, false);
+    /// a.add(&[100.0, 200.0])?;
+    /// assert!(a.moments().is_none());
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn with_moments(spec: BinSpec, keep: bool) -> Self {
         let counts = vec![0; spec.len()];
-        let moments = Some(vec![[0; 5]; spec.len()]);
+        let moments = keep.then(|| vec![[0; 5]; spec.len()]);
         Self {
             spec,
             counts,
@@ -258,13 +359,6 @@ impl BinnedCounts {
             outside: 0,
             total: 0,
         }
-    }
-    /// The same empty counts without the offsets' moments (the map
-    /// server where the planner does not read them; branch moment24).
-    #[cfg(feature = "std")]
-    pub(crate) fn without_moments(mut self) -> Self {
-        self.moments = None;
-        self
     }
     /// The binning.
     pub fn spec(&self) -> &BinSpec {
@@ -361,7 +455,10 @@ impl BinnedCounts {
 
     /// [`from_counts`](Self::from_counts) with the per-bin moments of the
     /// offsets ([`moments`](Self::moments)) as well, one per bin (else a
-    /// typed error).
+    /// typed error). Moments no locations of the bin's count c can make
+    /// are refused ([`check_bin_moments`]: |Σq_a| <= c·2^31,
+    /// (Σq_a)²/c <= Σq_a² <= c·2^62, (Σq_0q_1)² <= Σq_0²·Σq_1², all 0
+    /// where c = 0 and on a missing second axis; branch state25).
     ///
     /// ```
     /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
@@ -385,8 +482,121 @@ impl BinnedCounts {
             });
         }
         let mut c = Self::from_counts(spec, counts, outside)?;
+        for (m, &n) in moments.iter().zip(&c.counts) {
+            check_bin_moments(m, n, c.spec.dim)?;
+        }
         c.moments = Some(moments);
         Ok(c)
+    }
+
+    /// The counts as a partial state ships them: (bin index, count) for
+    /// every bin with a count, increasing index
+    /// ([`from_sparse`](Self::from_sparse) reads them back).
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::new(spec.clone());
+    /// a.add(&[100.0, 200.0])?;
+    /// assert_eq!(a.sparse_counts(), vec![(spec.bin_of(&[100.0, 200.0]).unwrap() as u64, 1)]);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn sparse_counts(&self) -> Vec<(u64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| (i as u64, n))
+            .collect()
+    }
+    /// The offsets' moments as a partial state ships them (`None` if
+    /// these counts have none): a [`MomentRow`] for every bin whose
+    /// moments are not all 0, increasing index (a bin without a count
+    /// has none; branch state25).
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, KdeGrid};
+    /// let spec = BinSpec::new(&KdeGrid::square(1000.0, 5)?, 4, 8)?;
+    /// let mut a = BinnedCounts::new(spec.clone());
+    /// a.add(&[100.0, 200.0])?;
+    /// let back = BinnedCounts::from_sparse(spec, &a.sparse_counts(), a.outside(),
+    ///     a.sparse_moments().as_deref())?;
+    /// assert_eq!(back, a);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn sparse_moments(&self) -> Option<Vec<MomentRow>> {
+        let m = self.moments.as_ref()?;
+        Some(
+            m.iter()
+                .enumerate()
+                .filter(|(_, v)| v.iter().any(|&x| x != 0))
+                .map(|(i, v)| {
+                    (
+                        i as u64,
+                        format!("{}", v[0]),
+                        format!("{}", v[1]),
+                        format!("{}", v[2]),
+                        format!("{}", v[3]),
+                        format!("{}", v[4]),
+                    )
+                })
+                .collect(),
+        )
+    }
+    /// Counts restored from a partial state's sparse parts
+    /// ([`sparse_counts`](Self::sparse_counts),
+    /// [`sparse_moments`](Self::sparse_moments); `moments` `None`: counts
+    /// only, as [`from_counts`](Self::from_counts)). Refused with a typed
+    /// error: bins out of the binning, out of order, repeated or with
+    /// count 0; moment rows likewise, on a bin without a count, with a
+    /// string that is not a canonical decimal i128, or impossible for
+    /// their bin's count ([`check_bin_moments`]). Never allocates more
+    /// than the binning's own arrays.
+    pub fn from_sparse(
+        spec: BinSpec,
+        bins: &[(u64, u64)],
+        outside: u64,
+        moments: Option<&[MomentRow]>,
+    ) -> Result<Self> {
+        let len = spec.len();
+        let mut dense = vec![0u64; len];
+        let mut last = None;
+        for &(i, n) in bins {
+            if i >= len as u64 || last.is_some_and(|l| i <= l) || n == 0 {
+                return Err(Error::InvalidReport {
+                    reason: "bins must be (index, count > 0) in increasing index within the grid",
+                });
+            }
+            dense[i as usize] = n;
+            last = Some(i);
+        }
+        let Some(rows) = moments else {
+            return Self::from_counts(spec, dense, outside);
+        };
+        let mut m = vec![[0i128; 5]; len];
+        let mut last = None;
+        for (i, a, b, aa, bb, ab) in rows {
+            let i = *i;
+            if i >= len as u64 || last.is_some_and(|l| i <= l) {
+                return Err(Error::InvalidReport {
+                    reason: "partial state refused: moment rows must be in increasing bin index within the grid",
+                });
+            }
+            if dense[i as usize] == 0 {
+                return Err(Error::InvalidReport {
+                    reason: "partial state refused: moments on a bin with count 0",
+                });
+            }
+            m[i as usize] = [
+                parse_moment(a)?,
+                parse_moment(b)?,
+                parse_moment(aa)?,
+                parse_moment(bb)?,
+                parse_moment(ab)?,
+            ];
+            last = Some(i);
+        }
+        Self::from_parts(spec, dense, m, outside)
     }
 
     /// Add another shard's counts (same binning, else an error and no

@@ -45,7 +45,9 @@ mod release;
 #[cfg(feature = "std")]
 mod server;
 
-pub use bins::{BinMoments, BinSpec, BinnedCounts, MOMENT_OFFSET_BITS};
+pub use bins::{
+    check_bin_moments, BinMoments, BinSpec, BinnedCounts, MomentRow, MOMENT_OFFSET_BITS,
+};
 #[cfg(feature = "std")]
 pub use deconv::{EmDeconvolution, EmMap, EmOptions};
 #[cfg(feature = "std")]

@@ -72,12 +72,8 @@ impl MapAggregator {
                 // (the noise does not dither the bins; branch moment24):
                 // below, 80 bytes a bin and the sums are not spent.
                 let read = super::planner::moments_read_at(epsilon, spec.delta(), spec.dim());
-                let counts = BinnedCounts::new(spec);
-                Some(if read {
-                    counts
-                } else {
-                    counts.without_moments()
-                })
+                // Not even allocated below (branch state25).
+                Some(BinnedCounts::with_moments(spec, read))
             }
             _ => None,
         };
@@ -139,7 +135,7 @@ impl MapAggregator {
             counts: self
                 .counts
                 .as_ref()
-                .map(|c| BinnedCounts::new(c.spec().clone())),
+                .map(|c| BinnedCounts::with_moments(c.spec().clone(), c.moments().is_some())),
             cells: vec![Aggregator::new(); self.cells.len()],
             ladder: self
                 .ladder
@@ -188,15 +184,79 @@ impl MapAggregator {
         cells: Vec<Aggregator>,
         accepted: u64,
     ) -> Result<Self> {
-        let mut fresh = Self::with_max_bins(set, mechanism, epsilon, max_bins)?;
+        let fresh = Self::with_max_bins(set, mechanism, epsilon, max_bins)?;
+        let counts = match (counts, fresh.counts.as_ref()) {
+            (Some((c, outside)), Some(empty)) => {
+                Some(BinnedCounts::from_counts(empty.spec().clone(), c, outside)?)
+            }
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidReport {
+                    reason: "partial map with another state",
+                })
+            }
+        };
+        fresh.restored(counts, cells, accepted)
+    }
+
+    /// [`restore`](Self::restore) with the bin counts already restored,
+    /// with or without the offsets' moments (for instance by
+    /// [`BinnedCounts::from_sparse`] from a partial state's JSON; branch
+    /// state25). Refused as `restore`, and also: counts of another
+    /// binning, and moments where this server keeps none (the planner
+    /// does not read them at this ε and binning: a state that carries
+    /// them there was not made by a map server). Counts without moments
+    /// above that gate (an older state) are restored without them: the
+    /// planner then charges the kernel maps' rounding as before moments.
+    ///
+    /// ```
+    /// use geopriv::map::{BinnedCounts, KdeGrid, MapAggregator, MapMechanism, QuerySet};
+    /// let set = QuerySet::Kde(KdeGrid::square(10_000.0, 11)?);
+    /// let a = MapAggregator::with_max_bins(set.clone(), MapMechanism::APriori, 1e-3, 512)?;
+    /// let c = a.counts().unwrap();
+    /// let parts = BinnedCounts::from_sparse(c.spec().clone(), &c.sparse_counts(),
+    ///     c.outside(), c.sparse_moments().as_deref())?;
+    /// let back = MapAggregator::restore_binned(set, MapMechanism::APriori, 1e-3, 512,
+    ///     Some(parts), Vec::new(), 0)?;
+    /// assert_eq!(back.accepted(), 0);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn restore_binned(
+        set: QuerySet,
+        mechanism: MapMechanism,
+        epsilon: f64,
+        max_bins: usize,
+        counts: Option<BinnedCounts>,
+        cells: Vec<Aggregator>,
+        accepted: u64,
+    ) -> Result<Self> {
+        Self::with_max_bins(set, mechanism, epsilon, max_bins)?.restored(counts, cells, accepted)
+    }
+
+    /// This fresh server holding the restored parts (checked).
+    fn restored(
+        self,
+        counts: Option<BinnedCounts>,
+        cells: Vec<Aggregator>,
+        accepted: u64,
+    ) -> Result<Self> {
+        let mut fresh = self;
+        let mechanism = fresh.mechanism;
         let bad = |reason| Err(Error::InvalidReport { reason });
         if fresh.ladder.is_some() {
             // A ladder's debiased terms are not among the parts.
             return bad("partial states of noise a priori on a ladder are not restorable yet");
         }
         match (fresh.counts.take(), counts) {
-            (Some(empty), Some((c, outside))) => {
-                let c = BinnedCounts::from_counts(empty.spec().clone(), c, outside)?;
+            (Some(empty), Some(c)) => {
+                if c.spec() != empty.spec() {
+                    return bad("partial map with another binning");
+                }
+                if c.moments().is_some() && empty.moments().is_none() {
+                    return bad(
+                        "partial state refused: moments where the planner does not read them",
+                    );
+                }
                 if c.total() != accepted {
                     return bad("partial map whose counts disagree with its report count");
                 }
