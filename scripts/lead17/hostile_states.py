@@ -1,7 +1,7 @@
 # Hostile partial map states through the Python bindings (MapServer.from_json), against branch state25.
 # Run after bindings/scripts/test-python.sh has built target/geopriv-ffi-tests/python: python3 scripts/lead17/hostile_states.py
-import json, sys, random, time
-sys.path.insert(0, "/work/main/target/geopriv-ffi-tests/python")
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../target/geopriv-ffi-tests/python"))
 from geopriv_ffi import MapGrid, MapMechanism, MapRelease, MapServer, GeoprivError
 grid = MapGrid(x_min=0.0, x_max=10_000.0, y_min=0.0, y_max=10_000.0, points_x=9, points_y=9, bandwidth=None)
 eps = 1.0
