@@ -332,9 +332,6 @@ fn plan_with_em(
     // A ranked EM's ASE interval [lo, hi] (its tie with λ = 1: `em_key`
     // below).
     let mut em_ranked_ends: Option<(f64, f64)> = None;
-    // Whether EM's point prediction lies at or below its interval's lower
-    // end (the key is then that end).
-    let mut em_point_at_low_end = false;
     let mut atom_note = String::new();
     if none_binned {
         // Nothing binned: no kernel map or EM to rank (above).
@@ -575,7 +572,6 @@ fn plan_with_em(
                         pred.ase.max(lo).min(hi)
                     };
                     em_key = Some(point_in);
-                    em_point_at_low_end = pred.ase <= lo;
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
                             em_ranked_ends = Some((lo, hi));
@@ -824,9 +820,12 @@ fn plan_with_em(
     // predicted above √(lo·hi) >= 3·lo. A point inside the interval still
     // orders an unranked EM (moving those made picks worse: jatoms n 10⁴
     // εh 1, EM 1.6–1.7x better than λ = 1).
+    // (EM's key is its point clamped into [lo, hi]: at lo exactly where
+    // the point fell there.)
+    let at_low_end = |&(lo, _): &(f64, f64)| em_key.is_some_and(|k| k <= lo);
     if let (Some(k), Some((lo, hi)), Some(a1)) = (
         em_key,
-        em_ranked_ends.or(em_unranked.filter(|_| em_point_at_low_end)),
+        em_ranked_ends.or(em_unranked.filter(at_low_end)),
         unbiased,
     ) {
         let between = preds.iter().any(|p| {
