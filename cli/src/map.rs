@@ -754,6 +754,13 @@ fn plan_cmd(
                     "  ordered at {:.3e} (λ = 1's prediction: its interval does not put it ahead)",
                     q.order_key
                 )
+            } else if q.em_iterations.is_some()
+                && p.line.contains(geopriv::map::EM_ORDERED_AT_LOG_CENTRE)
+            {
+                format!(
+                    "  ordered at {:.3e} (its interval's log-centre: its point estimate rests on the emlow floor)",
+                    q.order_key
+                )
             } else {
                 format!("  ordered at {:.3e} (its point estimate)", q.order_key)
             };

@@ -76,7 +76,10 @@ pub use intervals::{
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;
 #[cfg(feature = "std")]
-pub use planner::{plan, Plan, Prediction, EM_ESTIMATED_UP_TO_EPS_H, EM_ONLY_ABOVE_EPS_H, LAMBDAS};
+pub use planner::{
+    plan, Plan, Prediction, EM_ESTIMATED_UP_TO_EPS_H, EM_ONLY_ABOVE_EPS_H,
+    EM_ORDERED_AT_LOG_CENTRE, LAMBDAS,
+};
 pub use query_set::{KdeGrid, L1Bound, QuerySet, RampLadder, RampQuery};
 pub use release::{
     set_tag, MapMechanism, MapRelease, MapReport, PerDeviceTotal, LOCATION_GRID_BITS,

@@ -73,7 +73,8 @@ pub struct Prediction {
     /// (docs/MATH.md §9.4, attack13 O2); a ranked EM whose interval's
     /// log-centre √(lo·hi) is not below λ = 1's prediction is keyed at
     /// that prediction instead and goes after it (branch plan20, attack14
-    /// O2). NaN with a NaN `ase`.
+    /// O2); an unranked EM whose point the emlow floor raised is keyed at
+    /// min(point, √(lo·hi)) (branch lead18). NaN with a NaN `ase`.
     pub order_key: f64,
 }
 
@@ -100,6 +101,17 @@ impl Plan {
         &self.predictions[0]
     }
 }
+
+/// What the plan's line says where an unranked EM whose point the emlow
+/// floor raised above √(lo·hi) is ordered at √(lo·hi) instead (branch
+/// lead18, docs/MATH.md §9.4 addendum "lead18"): key = min(point,
+/// √(lo·hi)). Callers that explain the order (the CLI's `--verbose`) look
+/// for it.
+///
+/// ```
+/// assert_eq!(geopriv::map::EM_ORDERED_AT_LOG_CENTRE, "ordered at its interval's log-centre");
+/// ```
+pub const EM_ORDERED_AT_LOG_CENTRE: &str = "ordered at its interval's log-centre";
 
 /// EM's prediction is its bootstrap up to this εh (docs/MATH.md §9.4).
 /// Above it the bootstrap's bias (the pilot EM at 3t* against a fit of
@@ -329,6 +341,9 @@ fn plan_with_em(
     // EM's key for the pick where its interval was formed: its point
     // prediction clamped into the interval.
     let mut em_key: Option<f64> = None;
+    // An unranked EM's point where it is keyed at its interval's
+    // log-centre instead (branch lead18): for the line.
+    let mut em_point_above_centre: Option<f64> = None;
     // A ranked EM's ASE interval [lo, hi] (its tie with λ = 1: `em_key`
     // below).
     let mut em_ranked_ends: Option<(f64, f64)> = None;
@@ -435,6 +450,10 @@ fn plan_with_em(
             // structure than the truth, and its bias alone measured above
             // EM's whole ASE in 52 of 351 seed-cells (up to 2.77x).
             let mut em_lower_bias2 = disc2;
+            // Whether the emlow floor raised EM's point (its premise B is
+            // not tested by the reports: the order below reads an
+            // unranked EM at most at its interval's log-centre then).
+            let mut point_from_emlow = false;
             if noise_given_devices.is_none() {
                 if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
                     // Low εh, few reports (docs/MATH.md §9.4, branch
@@ -443,6 +462,7 @@ fn plan_with_em(
                     if floor > pred.bias2 {
                         pred.bias2 = floor;
                         pred.ase = pred.variance + floor;
+                        point_from_emlow = true;
                     }
                 }
                 if let Some(floor) = em_early_stop_floor(g, &kernels, &e, nf, n_rep) {
@@ -584,6 +604,20 @@ fn plan_with_em(
                             // estimate within the interval (docs/MATH.md
                             // §9.4).
                             em_unranked = Some((lo, hi));
+                            // An unranked EM whose point the emlow floor
+                            // raised above the log-centre of its interval
+                            // is ordered at that centre (branch lead18,
+                            // docs/MATH.md §9.4 addendum "lead18"): against
+                            // a map predicted at a, EM ahead costs up to
+                            // hi/a, behind up to a/lo, so the centre
+                            // decides where the point rests on a premise
+                            // (B: EM removes at most half the plain map's
+                            // error) the reports do not test.
+                            let centre = (lo * hi).sqrt();
+                            if point_from_emlow && point_in > centre {
+                                em_key = Some(centre);
+                                em_point_above_centre = Some(point_in);
+                            }
                             // The kernel maps' floor against EM reads EM's
                             // bias² at most 3x its prediction (`em_floor`):
                             // a premise only a ranked EM carries. Unranked,
@@ -890,9 +924,12 @@ fn plan_with_em(
             .filter(|_| best.em_iterations.is_some())
         {
             Some(((lo, hi), k)) => format!(
-                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its point estimate {k:.2e} within it at per-device ε = {} and n = {}",
+                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked{} within it at per-device ε = {} and n = {}",
                 best.name,
                 reports.map_or(0, |r| r.counts().total()),
+                em_point_above_centre.map_or(format!(" at its point estimate {k:.2e}"), |p| format!(
+                    ", {EM_ORDERED_AT_LOG_CENTRE} {k:.2e} (its point estimate {p:.2e} rests on the emlow floor),"
+                )),
                 epsilon,
                 n
             ),
@@ -910,6 +947,11 @@ fn plan_with_em(
             "; EM not ranked (its error is not pinned by {} reports): ASE in [{lo:.2e}, {hi:.2e}]",
             reports.map_or(0, |r| r.counts().total())
         ));
+        if let (Some(p), Some(k)) = (em_point_above_centre, em_key) {
+            line.push_str(&format!(
+                ", {EM_ORDERED_AT_LOG_CENTRE} {k:.2e} (its point estimate {p:.2e} rests on the emlow floor)"
+            ));
+        }
     }
     if let Some(r) = runner {
         line.push_str(&format!(
@@ -1504,6 +1546,19 @@ fn em_against_unbiased_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f
         // variance 2.47e-10 (branch cells16).
         floor = d - (v1.sqrt() - v_em.max(0.0).sqrt()).powi(2);
     }
+    // Less z standard errors of the unbiased map's mean squared noise,
+    // which the difference carries (branch lead18): read from the plain
+    // map's bias estimate against the same unbiased map (its se_ranked,
+    // the cells' uneven variance included), as the kernel maps' lower
+    // ends are. On a 6 × 6 grid at εh 0.3, n = 10³ the unbiased map's
+    // noise drew 1.9x its variance and the floor without it ranked EM at
+    // 36x its measured ASE.
+    let scatter = kernels
+        .iter()
+        .find(|k| k.lambda == 0.0)
+        .and_then(|k| k.against_unbiased)
+        .map_or(0.0, |b| BIAS_BOUND_Z * b.se_ranked);
+    let floor = floor - scatter;
     (floor.is_finite() && floor >= EM_UNBIASED_FLOOR_RESOLVED * v1).then_some(floor)
 }
 
