@@ -2356,3 +2356,63 @@ fn band23_thin_ring_probe() {
         }
     }
 }
+
+/// Branch band23 (issue 22 item 2; docs/MATH.md §9.7 "band23";
+/// docs/ATTACK-16.md O1): on attack16's thin ring (1 m thick) at εh 10 the
+/// live cells (truth >= 10⁻¹² of its peak) keep a fringe 7.4h wide on each
+/// side of the curve, where the estimate is one near-fixed value and the
+/// interval covers almost always; scored over band22's cells with at least
+/// m* = ln 20 effective reports, the published interval (the λ = 1 map's
+/// for every pick, branch pubint) is in band and the live cells below m*
+/// are covered at least 0.95.
+#[test]
+fn published_interval_on_a_thin_ring_is_in_band_over_cells_with_m_star_reports() {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let eh = 10.0;
+    let eps = eh / grid.bandwidth();
+    let xs = thin_ring(10_000, 1);
+    let truth = grid.exact_map(&xs);
+    let live = common::live_cells(&truth);
+    let m_eff = geopriv::map::effective_reports(&grid, &xs, eps);
+    let (kept, thin) = geopriv::map::split_by_effective_reports(&m_eff, &live);
+    let sub = |idx: &[usize], v: &[f64]| idx.iter().map(|&j| v[j]).collect::<Vec<_>>();
+    let (mut c_live, mut c_kept, mut c_thin) = (0.0, 0.0, 0.0);
+    for rep in 0..2u64 {
+        let set = QuerySet::Kde(grid.clone());
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+        let mut rng = StdRng::seed_from_u64(7_100 + rep);
+        for x in &xs {
+            agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                .unwrap();
+        }
+        // The published interval: the λ = 1 map ± 1.96 SE.
+        let mapper = agg.mapper().unwrap().unwrap();
+        let est = mapper.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+        let cov = |idx: &[usize]| {
+            geopriv::map::interval_coverage(
+                &sub(idx, &est.values),
+                &sub(idx, &est.standard_errors),
+                &sub(idx, &truth),
+            )
+        };
+        c_live += 0.5 * cov(&live);
+        c_kept += 0.5 * cov(&kept);
+        c_thin += 0.5 * cov(&thin);
+    }
+    println!(
+        "thin ring, n 10⁴, εh 10: live ({}) {c_live:.3}, m >= m* ({}) {c_kept:.3}, live below m* ({}) {c_thin:.3}",
+        live.len(),
+        kept.len(),
+        thin.len()
+    );
+    // A third of the cells hold m >= m*, with all but 10⁻⁴ of the truth's
+    // mass; more than a thousand live cells are below m*.
+    assert!(kept.len() * 4 > truth.len() && thin.len() > 1_000);
+    let mass = |idx: &[usize]| idx.iter().map(|&j| truth[j]).sum::<f64>();
+    assert!(mass(&kept) >= (1.0 - 1e-3) * mass(&(0..truth.len()).collect::<Vec<_>>()));
+    assert!((0.93..=0.97).contains(&c_kept), "m >= m*: {c_kept}");
+    assert!(c_thin >= 0.95, "live cells below m*: {c_thin}");
+    // The fringe lifts the live-cell average.
+    assert!(c_live > c_kept, "live {c_live}, m >= m* {c_kept}");
+}
