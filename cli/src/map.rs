@@ -1167,14 +1167,7 @@ fn coverage(
             // Cells with at least m* effective reports, and the live
             // cells below it (branch band22).
             let m_eff = geopriv::map::effective_reports(&grid, &xs, eps);
-            let kept: Vec<usize> = (0..truth.len())
-                .filter(|&j| m_eff[j] >= geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
-                .collect();
-            let thin: Vec<usize> = live
-                .iter()
-                .copied()
-                .filter(|&j| m_eff[j] < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
-                .collect();
+            let (kept, thin) = geopriv::map::split_by_effective_reports(&m_eff, &live);
             let sub_cov = |idx: &[usize], v: &[f64], se: &[f64], t: &[f64]| {
                 let pick = |a: &[f64]| idx.iter().map(|&j| a[j]).collect::<Vec<_>>();
                 geopriv::map::interval_coverage(&pick(v), &pick(se), &pick(t))

@@ -279,6 +279,43 @@ pub fn em_spread_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
 /// ```
 pub const EFFECTIVE_REPORTS_THRESHOLD: f64 = 2.995_732_273_553_991;
 
+/// Splits cells by the effective number of reports (branch band22,
+/// docs/MATH.md §9.7 "band22"; one helper for the sweep and the tests,
+/// branch band23): with m_j from [`effective_reports`] and
+/// m* = [`EFFECTIVE_REPORTS_THRESHOLD`] = ln 20,
+///
+/// ```text
+/// kept = { j : m_j >= m* },        thin = { j in live : m_j < m* },
+/// ```
+///
+/// the cells where a calibrated Gaussian interval is possible (every cell
+/// of the grid, in order) and the live cells (`live`, e.g. truth >= 10⁻¹²
+/// of its peak) where it is not. A NaN m_j is in neither; an index of
+/// `live` beyond `m_eff` is skipped.
+///
+/// ```
+/// use geopriv::map::split_by_effective_reports;
+/// let m = [10.0, 3.5, 2.0, 0.1, f64::NAN];
+/// let (kept, thin) = split_by_effective_reports(&m, &[0, 2, 4, 9]);
+/// assert_eq!(kept, vec![0, 1]);
+/// assert_eq!(thin, vec![2]);
+/// ```
+pub fn split_by_effective_reports(m_eff: &[f64], live: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let kept = (0..m_eff.len())
+        .filter(|&j| m_eff[j] >= EFFECTIVE_REPORTS_THRESHOLD)
+        .collect();
+    let thin = live
+        .iter()
+        .copied()
+        .filter(|&j| {
+            m_eff
+                .get(j)
+                .is_some_and(|&m| m < EFFECTIVE_REPORTS_THRESHOLD)
+        })
+        .collect();
+    (kept, thin)
+}
+
 /// ln I0e(x) = ln(e^{−x} I0(x)) for x >= 0 (Abramowitz & Stegun 9.8.1–2,
 /// relative error below 2e-7).
 fn ln_i0e(x: f64) -> f64 {
