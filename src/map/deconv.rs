@@ -308,8 +308,39 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Binomial(c, 1/2) from the stream: popcounts of c fair bits.
+/// Counts up to this are split exactly by [`half`] (c/64 draws, at most
+/// 2^18 = 262,144 per bin); above it, from Binomial(c, 1/2)'s normal
+/// approximation. 2^24 is beyond any honest bin of 10⁷ reports; a forged
+/// partial state's count of 2^38 took 7.3 s and 2^63 would have taken
+/// years in the exact loop (docs/ATTACK-20.md F3).
+const HALF_EXACT_UP_TO: u64 = 1 << 24;
+
+/// Binomial(c, 1/2) from the stream: popcounts of c fair bits, for
+/// c <= [`HALF_EXACT_UP_TO`]; above, round(c/2 + (√c/2)·Z) clamped to
+/// [0, c] with Z standard normal by Box–Muller from two 53-bit uniforms
+/// (the normal approximation's Kolmogorov distance is below 0.4/√c <
+/// 10⁻⁴ there, Berry–Esseen; the split is public post-processing for the
+/// held-out stop, so only its spread matters).
+///
+/// ```text
+/// half(0) = 0; half(64) = popcount of one 64-bit draw; half(2^40) ≈ 2^39 ± 2^19
+/// ```
 fn half(c: u64, state: &mut u64) -> u64 {
+    if c > HALF_EXACT_UP_TO {
+        let unit = |s: &mut u64| (splitmix(s) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        let u1 = unit(state) + 0.5 / (1u64 << 53) as f64;
+        let u2 = unit(state);
+        let z = libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2);
+        let cf = c as f64;
+        let k = libm::round(0.5 * cf + 0.5 * libm::sqrt(cf) * z);
+        return if k <= 0.0 {
+            0
+        } else if k >= cf {
+            c
+        } else {
+            k as u64
+        };
+    }
     let mut left = c;
     let mut k = 0u64;
     while left >= 64 {
@@ -1308,6 +1339,34 @@ impl EmDeconvolution {
 mod tests {
     use super::*;
     use crate::map::{BinSpec, BinnedCounts, KdeGrid};
+
+    /// A forged count costs O(1) above [`HALF_EXACT_UP_TO`] (attack20 F3:
+    /// 2^63 would have taken years), stays in [0, c] and near c/2 within
+    /// a few √c/2; at and below the threshold the exact split is kept.
+    #[test]
+    fn half_of_a_huge_count_is_immediate_and_in_range() {
+        let mut state = 7u64;
+        for c in [HALF_EXACT_UP_TO + 1, 1 << 40, 1 << 63, u64::MAX] {
+            for _ in 0..100 {
+                let k = half(c, &mut state);
+                let cf = c as f64;
+                assert!(k <= c, "{k} > {c}");
+                assert!(
+                    (k as f64 - cf / 2.0).abs() <= 6.0 * cf.sqrt() / 2.0 + 1.0,
+                    "{c}: {k}"
+                );
+            }
+        }
+        let mut a = 3u64;
+        let k = half(HALF_EXACT_UP_TO, &mut a);
+        assert!(k <= HALF_EXACT_UP_TO);
+        // The exact split consumed c/64 draws: the stream moved by 2^18.
+        let mut b = 3u64;
+        for _ in 0..(HALF_EXACT_UP_TO / 64) {
+            splitmix(&mut b);
+        }
+        assert_eq!(a, b);
+    }
 
     fn engine(eps_h: f64) -> EmDeconvolution {
         let grid = KdeGrid::square(10_000.0, 21).unwrap();
