@@ -537,7 +537,19 @@ fn plan_with_em(
                 }
             }
             let mut atoms_t = 0.0;
-            if let Some(at) = &atoms {
+            // Where the counts carry their offsets' moments above the gate
+            // (branch grid26, docs/MATH.md §9.4 addendum "grid26"): EM's
+            // rounding is the plain map's read from them (EM at εh > 3
+            // moves little mass beyond the plain map of the same counts),
+            // in place of the coincident devices' term and the SE share,
+            // which average a location's rounding over its offset in the
+            // bin (two 600 m discs on a 3-point grid at εh 100: two atoms
+            // at fixed offsets, charged 17x EM's measured ASE).
+            // Like the SE share it replaces, a floor and not a sum (plan22:
+            // EM's bias model and the charge read one rounding error; added,
+            // it over-charged EM's one-step model on grids 7 and 11).
+            let em_moments = moment_rounding_charge(g, epsilon, 0.0, mapper, n_rep / nf);
+            if let (None, Some(at)) = (em_moments, &atoms) {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
                 // rounding into EM's lattice cells, dithered by the noise.
                 // EM keeps its own term only (branch plan22): the kernel
@@ -556,7 +568,9 @@ fn plan_with_em(
             // the share is the larger reading it floors the point and both
             // ends of EM's interval; where EM's own prediction is larger,
             // nothing moves.
-            let em_floor = se_rounding
+            let em_floor = em_moments
+                .map(|(t, _)| t)
+                .or(se_rounding)
                 .map(|share| pred.variance + share)
                 .filter(|f| *f > pred.ase);
             if let Some(floor) = em_floor {
@@ -639,6 +653,15 @@ fn plan_with_em(
             preds.push(pred);
             em = Some(e);
         }
+        // The unbiased map's rounding field and charge where the moments
+        // are read (branch grid26): a λ < 1 map's deterministic error is
+        // R_1 + Δ_λ, so its square carries the cross term 2⟨R_1, Δ_λ⟩
+        // (docs/MATH.md §9.4 addendum "grid26").
+        let unbiased_rounding = kernels.iter().find(|k| k.lambda == 1.0).and_then(|k1| {
+            let (t1, _) = moment_rounding_charge(g, epsilon, 1.0, mapper, n_rep / nf)?;
+            let r1 = moment_rounding_field(g, epsilon, 1.0, mapper)?;
+            (r1.values.len() == k1.mean.len()).then(|| (t1, r1.values, k1.mean.clone()))
+        });
         for km in kernels {
             let KernelMap {
                 lambda: lam,
@@ -697,7 +720,17 @@ fn plan_with_em(
                             // spread is what the moments replace.
                             let s = spread.min(var);
                             var -= s;
-                            (a - s + t, b2 + t)
+                            match (&unbiased_rounding, lam < 1.0) {
+                                (Some((t1, r1, mean1)), true) => {
+                                    // Branch grid26: the rounding and the
+                                    // bias against the unbiased map are one
+                                    // error, |R_1 + Δ_λ|² = T_1 + B² + 2⟨R̂_1, Δ̂_λ⟩,
+                                    // not the sum of their squares.
+                                    let det = rounding_and_bias(*t1, b2, r1, &mean, mean1);
+                                    (a - b2 - s + det, det)
+                                }
+                                _ => (a - s + t, b2 + t),
+                            }
                         }
                         None => {
                             // Coincident devices: their rounding into bins,
@@ -2511,6 +2544,25 @@ fn moment_rounding_charge(
     mapper: &FftMapper,
     to_planned_n: f64,
 ) -> Option<(f64, f64)> {
+    let r = moment_rounding_field(g, epsilon, lambda, mapper)?;
+    let m = r.values.len().max(1) as f64;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / m;
+    let r2 = r.values.iter().map(|v| v * v).sum::<f64>() / m;
+    let (nu, s) = (mean(&r.noise), mean(&r.spread) * to_planned_n);
+    let t = (r2 - nu * to_planned_n).max(0.0);
+    (t.is_finite() && s.is_finite()).then_some((t, s))
+}
+
+/// The moments' rounding field R̂ of the map K_λ
+/// ([`FftMapper::rounding_from_moments`]) where [`moment_rounding_charge`]
+/// reads it: two axes, counts with moments, above the gate
+/// ([`moments_read_at`]); `None` elsewhere.
+fn moment_rounding_field(
+    g: &super::query_set::KdeGrid,
+    epsilon: f64,
+    lambda: f64,
+    mapper: &FftMapper,
+) -> Option<super::fft::MomentRounding> {
     if g.dim() != 2 {
         return None;
     }
@@ -2519,13 +2571,43 @@ fn moment_rounding_charge(
         return None;
     }
     let k = DebiasKernel::new(2, g.bandwidth(), epsilon, lambda).ok()?;
-    let r = mapper.rounding_from_moments(&k)?;
-    let m = r.values.len().max(1) as f64;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / m;
-    let r2 = r.values.iter().map(|v| v * v).sum::<f64>() / m;
-    let (nu, s) = (mean(&r.noise), mean(&r.spread) * to_planned_n);
-    let t = (r2 - nu * to_planned_n).max(0.0);
-    (t.is_finite() && s.is_finite()).then_some((t, s))
+    mapper.rounding_from_moments(&k)
+}
+
+/// A λ < 1 kernel map's deterministic squared error where the moments
+/// are read (branch grid26, docs/MATH.md §9.4 addendum "grid26"): the map
+/// minus the truth is (map_1 − truth) + (map_λ − map_1), whose
+/// deterministic parts are R_1 (the unbiased map's rounding) and
+/// Δ_λ = b_λ + R_λ − R_1 (what the bias estimate against the unbiased
+/// map reads), so
+///
+///   |R_1 + Δ_λ|² = T_1 + B²_λ + 2·mean_j R̂_1,j (map_λ,j − map_1,j),
+///
+/// with T_1 the unbiased map's moment charge, B²_λ the bias² the ranking
+/// settled on (`b2`) and R̂_1 the moments' rounding field; at least 0.
+/// Where R_1 and Δ_λ are orthogonal and R_λ ≈ R_1 this is main's
+/// T_λ + B²_λ; atoms on the bin centres (the rounding and the residual
+/// noise's blur of opposite signs) read a negative cross term.
+///
+/// ```text
+/// T_1 9e-11, B² 4e-12, cross −4e-11: 5.4e-11 (main 9.4e-11)
+/// ```
+fn rounding_and_bias(t1: f64, b2: f64, r1: &[f64], map: &[f64], map1: &[f64]) -> f64 {
+    if r1.len() != map.len() || map.len() != map1.len() || r1.is_empty() {
+        return t1 + b2;
+    }
+    let cross = r1
+        .iter()
+        .zip(map.iter().zip(map1))
+        .map(|(r, (a, b))| r * (a - b))
+        .sum::<f64>()
+        / r1.len() as f64;
+    let det = t1 + b2 + 2.0 * cross;
+    if det.is_finite() {
+        det.max(0.0)
+    } else {
+        t1 + b2
+    }
 }
 
 /// [`Atoms`] where the counts show coincident devices (some A_a > 0).
