@@ -2474,6 +2474,7 @@ fn published_interval_on_a_thin_ring_is_in_band_over_cells_with_m_star_reports()
     assert!(c_thin >= 0.95, "live cells below m*: {c_thin}");
     // The fringe lifts the live-cell average.
     assert!(c_live > c_kept, "live {c_live}, m >= m* {c_kept}");
+}
 
 /// Branch grid26 (issue 19 item 15, BENCHMARKS.md "Branch small23"): on
 /// a 3-point grid at εh 100 the two 600 m discs are two atoms at fixed
