@@ -39,13 +39,17 @@ def forge(s, kind):
     s = copy.deepcopy(s); m = s["periods"][0]["map"]
     if "moments" not in m and kind != "drop": return None
     b = m["bins"]
+    if kind.startswith("corner") and kind != "corner":
+        frac = float(kind[6:]) / 100; top = set(i for i, c in sorted(b, key=lambda r: -r[1])[:max(1, int(frac * len(b)))])
+        old = {r[0]: r for r in m.get("moments", [])}
+        m["moments"] = [[i, str(c*h), str(c*h), str(c*hh), str(c*hh), str(c*hh)] if i in top else old[i] for i, c in b if i in top or i in old]
     if kind == "corner": m["moments"] = [[i, str(c*h), str(c*h), str(c*hh), str(c*hh), str(c*hh)] for i, c in b]
     if kind == "split": m["moments"] = [[i, "0", "0", str(c*hh), str(c*hh), "0"] for i, c in b]
     if kind == "centres": m["moments"] = []
     if kind == "drop": m.pop("moments", None)
     return s
 out = []
-for kind in ["honest", "corner", "split", "centres", "drop"]:
+for kind in os.environ.get("KINDS", "honest corner split centres drop").split():
     xs = [X, Y] if kind == "honest" else [forge(X, kind), Y]
     if xs[0] is None: out.append(f"{kind}: (no moments at this eh)"); continue
     for i, s in enumerate(xs): json.dump(s, open(f"steer-s{i}.json", "w"))
