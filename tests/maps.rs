@@ -2351,23 +2351,6 @@ fn emin26_tiny(n: usize, seed: u64) -> Vec<[f64; 2]> {
 }
 
 /// Branch emin26 (issue 19 item 15; docs/MATH.md §9.4 addendum "emin26"):
-/// small24's probe (grid 11, εh 0.3, n 10⁴, tiny clusters). EM is not
-/// ranked (ASE in [7.7e-5, 1.6e-2]) and its point estimate, raised by
-/// emlow's floor to 3.9e-3–4.8e-3, sat above a ranked λ = 0.8
-/// (3.6e-3–3.8e-3); EM measured 1.4e-4–5.4e-4, the best map. An unranked
-/// EM is keyed no higher than its interval's log-centre √(lo·hi). Main
-/// picked λ = 0.8 at 4.43x (seed 0) and 18.8x (seed 2).
-#[test]
-fn an_unranked_em_is_not_keyed_above_its_intervals_log_centre() {
-    let grid = KdeGrid::square(20_000.0, 11).unwrap();
-    for seed in [0u64, 2] {
-        let xs = emin26_tiny(10_000, seed);
-        let (name, r) = emin26_pick_ratio(&grid, 0.3, &xs, 200 + seed);
-        assert!(r <= 1.5, "seed {seed}: {name} at {r:.2}x the best map");
-    }
-}
-
-/// Branch emin26 (issue 19 item 15; docs/MATH.md §9.4 addendum "emin26"):
 /// lead17's low-n cells (tiny clusters, grid 61, εh 3, n 10³). EM is
 /// ranked on an interval [3.1e-7, 4.4e-7] whose top sits below EM's
 /// point estimate (1.0e-6–1.1e-6, within 1.3x of EM's measured ASE), and

@@ -329,9 +329,6 @@ fn plan_with_em(
     // EM's key for the pick where its interval was formed: its point
     // prediction clamped into the interval.
     let mut em_key: Option<f64> = None;
-    // An unranked EM keyed at its interval's log-centre, below its point
-    // estimate (branch emin26; what the pick line says).
-    let mut em_key_at_centre = false;
     // A ranked EM's ASE interval [lo, hi] (its tie with λ = 1: `em_key`
     // below).
     let mut em_ranked_ends: Option<(f64, f64)> = None;
@@ -438,9 +435,6 @@ fn plan_with_em(
             // structure than the truth, and its bias alone measured above
             // EM's whole ASE in 52 of 351 seed-cells (up to 2.77x).
             let mut em_lower_bias2 = disc2;
-            // Whether emlow's floor (a premise, not held as a lower end)
-            // lifted EM's point (its key: `em_order_key`, branch emin26).
-            let mut point_on_premise = false;
             if noise_given_devices.is_none() {
                 if let Some(floor) = em_unresolved_floor(&kernels, &e, nf, n_rep) {
                     // Low εh, few reports (docs/MATH.md §9.4, branch
@@ -449,7 +443,6 @@ fn plan_with_em(
                     if floor > pred.bias2 {
                         pred.bias2 = floor;
                         pred.ase = pred.variance + floor;
-                        point_on_premise = true;
                     }
                 }
                 if let Some(floor) = em_early_stop_floor(g, &kernels, &e, nf, n_rep) {
@@ -573,14 +566,11 @@ fn plan_with_em(
                     // better guess of EM's ASE. Two exceptions read both
                     // the point and the interval (branch emin26,
                     // `em_order_key`): a ranked EM whose point lies above
-                    // its interval, and an unranked EM whose point emlow's
-                    // floor lifted above its interval's log-centre.
+                    // its interval.
                     // A NaN point (none seen; attack13 O3) is taken at the
                     // interval's upper end, not its lower one.
-                    let point_in = em_order_key(pred.ase, lo, hi, point_on_premise);
+                    let point_in = em_order_key(pred.ase, lo, hi);
                     em_key = Some(point_in);
-                    em_key_at_centre = em_ranked_prediction(pred.ase, lo, hi).is_none()
-                        && point_in < pred.ase.max(lo).min(hi);
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
                             em_ranked_ends = Some((lo, hi));
@@ -826,10 +816,11 @@ fn plan_with_em(
     // attack17 F1; docs/MATH.md §9.4 addendum "lead17"): such a point
     // says no more than the interval, so the two worst cases decide; its
     // interval spans more than 9x, so it stays ahead only where λ = 1 is
-    // predicted above √(lo·hi) >= 3·lo. A point inside the interval below
-    // its log-centre still orders an unranked EM (moving those made picks
-    // worse: jatoms n 10⁴ εh 1, EM 1.6–1.7x better than λ = 1); one above
-    // it is keyed at the log-centre (branch emin26, `em_order_key`).
+    // predicted above √(lo·hi) >= 3·lo. A point inside the interval still
+    // orders an unranked EM (moving those made picks worse: jatoms n 10⁴
+    // εh 1, EM 1.6–1.7x better than λ = 1; keying one lifted by emlow's
+    // floor above √(lo·hi) there, branch emin26, picked EM at 4.8x on
+    // the synthetic city, n 300, εh 1, grid 6).
     // (EM's key is its point clamped into [lo, hi]: at lo exactly where
     // the point fell there.)
     let at_low_end = |&(lo, _): &(f64, f64)| em_key.is_some_and(|k| k <= lo);
@@ -899,13 +890,6 @@ fn plan_with_em(
             .zip(em_key)
             .filter(|_| best.em_iterations.is_some())
         {
-            Some(((lo, hi), k)) if em_key_at_centre => format!(
-                "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its interval's log-centre {k:.2e}, below its point estimate, at per-device ε = {} and n = {}",
-                best.name,
-                reports.map_or(0, |r| r.counts().total()),
-                epsilon,
-                n
-            ),
             Some(((lo, hi), k)) => format!(
                 "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked at its point estimate {k:.2e} within it at per-device ε = {} and n = {}",
                 best.name,
@@ -1433,46 +1417,26 @@ fn em_ranked_prediction(point: f64, lo: f64, hi: f64) -> Option<f64> {
 }
 
 /// EM's key for the pick (docs/MATH.md §9.4, addendum "emin26"): its point
-/// estimate `point` clamped into its ASE interval [lo, hi] (rank15), except
-/// where the two readings disagree in a way the clamp hides:
-///
-/// * ranked (hi <= 9 lo) with the point above hi: the reports read EM's
-///   ASE anywhere in [lo, point], and against a map predicted at a the
-///   smaller worst case (point/a for EM, a/lo for the map) goes, so the
-///   key is max(hi, √(lo·point)) (never below the clamped point);
-/// * not ranked, the point lifted by emlow's floor (`on_premise`: a
-///   premise, "EM removes at most half of the plain map's error", that
-///   the interval's lower end does not hold) and clamped above the
-///   interval's log-centre √(lo·hi): EM's ASE is anywhere in [lo, hi]
-///   and the premise's reading is taken no higher than the minimax key
-///   √(lo·hi). A point from the bootstrap or the one-step model keeps
-///   rank15's order (keying those at √(lo·hi) picked EM at 2.8x on road2,
-///   n 10⁵, εh 30).
-///
-/// A NaN point is keyed at hi (attack13 O3). No constant is chosen.
+/// estimate `point` clamped into its ASE interval [lo, hi] (rank15),
+/// except for a ranked EM (hi <= 9 lo) whose point lies above hi: the
+/// reports then read EM's ASE anywhere in [lo, point] (the interval's
+/// premises say at most hi, the bootstrap says point; one failed), and
+/// against a map predicted at a the smaller worst case (point/a for EM,
+/// a/lo for the map) goes, so the key is max(hi, √(lo·point)) (never
+/// below the clamped point). A NaN point is keyed at hi (attack13 O3).
+/// No constant is chosen.
 ///
 /// ```text
-/// ranked   [3.13e-7, 4.35e-7], point 1.04e-6:               √(lo·point) = 5.71e-7
-/// unranked [7.72e-5, 1.58e-2], point 4.82e-3 on the premise: √(lo·hi) = 1.10e-3
-/// unranked [7.72e-5, 1.58e-2], point 4.82e-3 (bootstrap):    4.82e-3
-/// unranked [6.8e-7, 1.4e-5],   point 2.2e-6 on the premise:  2.2e-6 (below √ = 3.1e-6)
+/// ranked   [3.13e-7, 4.35e-7], point 1.04e-6: √(lo·point) = 5.71e-7
+/// unranked [7.72e-5, 1.58e-2], point 4.82e-3: 4.82e-3 (the clamp)
 /// ```
-fn em_order_key(point: f64, lo: f64, hi: f64, on_premise: bool) -> f64 {
+fn em_order_key(point: f64, lo: f64, hi: f64) -> f64 {
     if point.is_nan() {
         return hi;
     }
-    let clamped = point.max(lo).min(hi);
     match em_ranked_prediction(point, lo, hi) {
         Some(_) if point > hi => hi.max((lo * point).sqrt()),
-        Some(_) => clamped,
-        None => {
-            let centre = (lo * hi).sqrt();
-            if on_premise && clamped > centre {
-                centre
-            } else {
-                clamped
-            }
-        }
+        _ => point.max(lo).min(hi),
     }
 }
 
@@ -2931,27 +2895,21 @@ mod coincident_tests {
     #[test]
     fn em_order_key_reads_the_point_and_the_interval_where_the_clamp_hides_them() {
         // Ranked, point inside: the point (rank15's order).
-        assert_eq!(em_order_key(4e-7, 3e-7, 5e-7, false), 4e-7);
+        assert_eq!(em_order_key(4e-7, 3e-7, 5e-7), 4e-7);
         // Ranked, point above hi (lead17's tiny clusters, n 10³, εh 3):
         // √(lo·point), never below hi.
-        let k = em_order_key(1.036e-6, 3.129e-7, 4.351e-7, false);
+        let k = em_order_key(1.036e-6, 3.129e-7, 4.351e-7);
         assert!((k - (3.129e-7f64 * 1.036e-6).sqrt()).abs() < 1e-18, "{k}");
-        assert_eq!(em_order_key(4.4e-7, 4e-7, 4.35e-7, false), 4.35e-7);
+        assert_eq!(em_order_key(4.4e-7, 4e-7, 4.35e-7), 4.35e-7);
         // Ranked, point below lo: lo (the clamp; plan20's tie decides).
-        assert_eq!(em_order_key(1e-7, 3e-7, 5e-7, true), 3e-7);
-        // Unranked, emlow's floor lifted the point above the log-centre
-        // (small24's probe, seed 0): the log-centre.
-        let k = em_order_key(4.82e-3, 7.725e-5, 1.576e-2, true);
-        assert!((k - (7.725e-5f64 * 1.576e-2).sqrt()).abs() < 1e-15, "{k}");
-        // The same point from the bootstrap or the one-step model: kept.
-        assert_eq!(em_order_key(4.82e-3, 7.725e-5, 1.576e-2, false), 4.82e-3);
-        // Unranked, point below the log-centre or at lo: kept (rank15,
-        // lead17's jatoms cells at n 10⁴, εh 1).
-        assert_eq!(em_order_key(2.2e-6, 6.8e-7, 1.4e-5, true), 2.2e-6);
-        assert_eq!(em_order_key(1e-9, 6.8e-7, 1.4e-5, true), 6.8e-7);
+        assert_eq!(em_order_key(1e-7, 3e-7, 5e-7), 3e-7);
+        // Unranked: the point clamped (small24's probe, seed 0, kept).
+        assert_eq!(em_order_key(4.82e-3, 7.725e-5, 1.576e-2), 4.82e-3);
+        assert_eq!(em_order_key(1e-9, 6.8e-7, 1.4e-5), 6.8e-7);
+        assert_eq!(em_order_key(1.0, 6.8e-7, 1.4e-5), 1.4e-5);
         // NaN point: hi; NaN ends never panic.
-        assert_eq!(em_order_key(f64::NAN, 1e-7, 1e-5, true), 1e-5);
-        assert_eq!(em_order_key(1e-6, f64::NAN, 1e-5, true), 1e-6);
+        assert_eq!(em_order_key(f64::NAN, 1e-7, 1e-5), 1e-5);
+        assert_eq!(em_order_key(1e-6, f64::NAN, 1e-5), 1e-6);
     }
 
     #[test]
