@@ -563,7 +563,7 @@ fn plan_with_em(
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
-                    // better guess of EM's ASE. Two exceptions read both
+                    // better guess of EM's ASE. One exception reads both
                     // the point and the interval (branch emin26,
                     // `em_order_key`): a ranked EM whose point lies above
                     // its interval.
