@@ -597,14 +597,13 @@ fn plan_with_em(
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
-                    // better guess of EM's ASE.
+                    // better guess of EM's ASE. One exception reads both
+                    // the point and the interval (branch emin26,
+                    // `em_order_key`): a ranked EM whose point lies above
+                    // its interval.
                     // A NaN point (none seen; attack13 O3) is taken at the
                     // interval's upper end, not its lower one.
-                    let point_in = if pred.ase.is_nan() {
-                        hi
-                    } else {
-                        pred.ase.max(lo).min(hi)
-                    };
+                    let point_in = em_order_key(pred.ase, lo, hi);
                     em_key = Some(point_in);
                     match em_ranked_prediction(pred.ase, lo, hi) {
                         Some(a) => {
@@ -886,7 +885,9 @@ fn plan_with_em(
     // interval spans more than 9x, so it stays ahead only where λ = 1 is
     // predicted above √(lo·hi) >= 3·lo. A point inside the interval still
     // orders an unranked EM (moving those made picks worse: jatoms n 10⁴
-    // εh 1, EM 1.6–1.7x better than λ = 1).
+    // εh 1, EM 1.6–1.7x better than λ = 1; keying one lifted by emlow's
+    // floor above √(lo·hi) there, branch emin26, picked EM at 4.8x on
+    // the synthetic city, n 300, εh 1, grid 6).
     // (EM's key is its point clamped into [lo, hi]: at lo exactly where
     // the point fell there.)
     let at_low_end = |&(lo, _): &(f64, f64)| em_key.is_some_and(|k| k <= lo);
@@ -1488,6 +1489,30 @@ fn em_ranked_prediction(point: f64, lo: f64, hi: f64) -> Option<f64> {
         return None;
     }
     Some(point.clamp(lo, hi).clamp(hi / 3.0, 3.0 * lo))
+}
+
+/// EM's key for the pick (docs/MATH.md §9.4, addendum "emin26"): its point
+/// estimate `point` clamped into its ASE interval [lo, hi] (rank15),
+/// except for a ranked EM (hi <= 9 lo) whose point lies above hi: the
+/// reports then read EM's ASE anywhere in [lo, point] (the interval's
+/// premises say at most hi, the bootstrap says point; one failed), and
+/// against a map predicted at a the smaller worst case (point/a for EM,
+/// a/lo for the map) goes, so the key is max(hi, √(lo·point)) (never
+/// below the clamped point). A NaN point is keyed at hi (attack13 O3).
+/// No constant is chosen.
+///
+/// ```text
+/// ranked   [3.13e-7, 4.35e-7], point 1.04e-6: √(lo·point) = 5.71e-7
+/// unranked [7.72e-5, 1.58e-2], point 4.82e-3: 4.82e-3 (the clamp)
+/// ```
+fn em_order_key(point: f64, lo: f64, hi: f64) -> f64 {
+    if point.is_nan() {
+        return hi;
+    }
+    match em_ranked_prediction(point, lo, hi) {
+        Some(_) if point > hi => hi.max((lo * point).sqrt()),
+        _ => point.max(lo).min(hi),
+    }
 }
 
 /// Whether a ranked EM, its ASE in [lo, hi] (hi <= 9 lo), yields to the
@@ -3002,6 +3027,26 @@ mod coincident_tests {
         assert_eq!(lo, hi);
         assert_eq!(em_ranked_prediction(f64::NAN, lo, hi), None);
         assert_eq!(em_ranked_prediction(1e-5, f64::NAN, hi), None);
+    }
+
+    #[test]
+    fn em_order_key_reads_the_point_and_the_interval_where_the_clamp_hides_them() {
+        // Ranked, point inside: the point (rank15's order).
+        assert_eq!(em_order_key(4e-7, 3e-7, 5e-7), 4e-7);
+        // Ranked, point above hi (lead17's tiny clusters, n 10³, εh 3):
+        // √(lo·point), never below hi.
+        let k = em_order_key(1.036e-6, 3.129e-7, 4.351e-7);
+        assert!((k - (3.129e-7f64 * 1.036e-6).sqrt()).abs() < 1e-18, "{k}");
+        assert_eq!(em_order_key(4.4e-7, 4e-7, 4.35e-7), 4.35e-7);
+        // Ranked, point below lo: lo (the clamp; plan20's tie decides).
+        assert_eq!(em_order_key(1e-7, 3e-7, 5e-7), 3e-7);
+        // Unranked: the point clamped (small24's probe, seed 0, kept).
+        assert_eq!(em_order_key(4.82e-3, 7.725e-5, 1.576e-2), 4.82e-3);
+        assert_eq!(em_order_key(1e-9, 6.8e-7, 1.4e-5), 6.8e-7);
+        assert_eq!(em_order_key(1.0, 6.8e-7, 1.4e-5), 1.4e-5);
+        // NaN point: hi; NaN ends never panic.
+        assert_eq!(em_order_key(f64::NAN, 1e-7, 1e-5), 1e-5);
+        assert_eq!(em_order_key(1e-6, f64::NAN, 1e-5), 1e-6);
     }
 
     #[test]
