@@ -1624,6 +1624,23 @@ fn em_prediction_and_ase(agg: &MapAggregator, truth: &[f64]) -> (Prediction, f64
     (q, ase(&p.em.as_ref().unwrap().values, truth))
 }
 
+/// Prints EM's prediction `q` beside its `measured` ASE and asserts it is
+/// ranked, not more than 3x above the measurement and not more than
+/// `under` times below it (measured < under·predicted).
+fn assert_em_ranked_within(label: &str, q: &Prediction, measured: f64, under: f64) {
+    println!(
+        "{label}: EM predicted {:.3e}, measured {measured:.3e} (x{:.2})",
+        q.ase,
+        measured / q.ase
+    );
+    assert!(!q.upper_bound, "{label}: EM not ranked");
+    assert!(
+        measured < under * q.ase && q.ase < 3.0 * measured,
+        "{label}: predicted {:e}, measured {measured:e}",
+        q.ase
+    );
+}
+
 /// Branch emzero, issue 19 item 15: on a 3-point grid at εh 300 and 1000
 /// EM's held-out stop runs long (t* 161, 326) and its map moves 1.15e-6
 /// to 1.33e-6 (mean square) away from a plain map predicted near the
@@ -1640,16 +1657,7 @@ fn em_prediction_on_a_3_point_grid_at_high_eps_h_sees_its_distance_to_the_plain_
     for eh in [300.0, 1000.0] {
         let agg = aggregated(&grid, eh, &xs, 32);
         let (q, measured) = em_prediction_and_ase(&agg, &truth);
-        println!(
-            "εh {eh}: EM predicted {:.3e}, measured {measured:.3e}",
-            q.ase
-        );
-        assert!(!q.upper_bound);
-        assert!(
-            measured < 5.0 * q.ase && q.ase < 3.0 * measured,
-            "εh {eh}: predicted {:e}, measured {measured:e}",
-            q.ase
-        );
+        assert_em_ranked_within(&format!("εh {eh}"), &q, measured, 5.0);
     }
 }
 
@@ -2491,17 +2499,7 @@ fn em_on_a_3_point_grid_at_eps_h_100_reads_the_discs_rounding_from_the_moments()
         let truth = grid.exact_map(&xs);
         let agg = aggregated(&grid, 100.0, &xs, 32 + seed);
         let (q, measured) = em_prediction_and_ase(&agg, &truth);
-        println!(
-            "seed {seed}: EM predicted {:.3e}, measured {measured:.3e} (x{:.2})",
-            q.ase,
-            measured / q.ase
-        );
-        assert!(!q.upper_bound);
-        assert!(
-            measured < 3.0 * q.ase && q.ase < 3.0 * measured,
-            "seed {seed}: predicted {:e}, measured {measured:e}",
-            q.ase
-        );
+        assert_em_ranked_within(&format!("seed {seed}"), &q, measured, 3.0);
     }
 }
 
