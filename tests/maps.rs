@@ -4,7 +4,7 @@
 
 use geopriv::map::{
     direct_map, plan, BinSpec, BinnedCounts, DebiasKernel, EmDeconvolution, EmOptions, FftMapper,
-    KdeGrid, MapAggregator, MapMechanism, MapRelease, Prediction, QuerySet,
+    KdeGrid, MapAggregator, MapMechanism, MapRelease, Plan, Prediction, QuerySet,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -2260,6 +2260,24 @@ fn small24_grid11_probe() {
     }
 }
 
+/// The measured ASE against `truth` of every map the planner `p` chose
+/// from: (name as in the plan, ASE) for λ in `LAMBDAS`, then EM where the
+/// plan made it.
+fn every_map_ase(agg: &MapAggregator, p: &Plan, truth: &[f64]) -> Vec<(String, f64)> {
+    let m = agg.mapper().unwrap().unwrap();
+    let mut maps: Vec<(String, f64)> = geopriv::map::LAMBDAS
+        .iter()
+        .map(|&l| {
+            let v = m.estimate(&agg.kernel(l).unwrap()).unwrap().values;
+            (format!("a-priori λ={l:.1}"), ase(&v, truth))
+        })
+        .collect();
+    if let Some(em) = &p.em {
+        maps.push(("a-priori em".into(), ase(&em.values, truth)));
+    }
+    maps
+}
+
 /// One cell of small24's probe: what the planner predicted and picked, and
 /// every map's measured ASE against the devices' exact map.
 struct ProbeCell {
@@ -2286,17 +2304,7 @@ fn tiny_clusters_on_grid_11(seed: u64, eh: f64) -> ProbeCell {
     let truth = grid.exact_map(&xs);
     let agg = aggregated(&grid, eh, &xs, 200 + seed);
     let p = agg.planned_estimate().unwrap().1.unwrap();
-    let m = agg.mapper().unwrap().unwrap();
-    let mut measured: Vec<(String, f64)> = geopriv::map::LAMBDAS
-        .iter()
-        .map(|&l| {
-            let v = m.estimate(&agg.kernel(l).unwrap()).unwrap().values;
-            (format!("a-priori λ={l:.1}"), ase(&v, &truth))
-        })
-        .collect();
-    if let Some(em) = &p.em {
-        measured.push(("a-priori em".into(), ase(&em.values, &truth)));
-    }
+    let measured = every_map_ase(&agg, &p, &truth);
     let best = measured.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     let pick = p.pick().name.clone();
     let pick_ase = measured
@@ -2593,17 +2601,7 @@ fn emin26_pick_ratio(grid: &KdeGrid, eh: f64, xs: &[[f64; 2]], seed: u64) -> (St
     let truth = grid.exact_map(xs);
     let agg = aggregated(grid, eh, xs, seed);
     let p = agg.planned_estimate().unwrap().1.unwrap();
-    let m = agg.mapper().unwrap().unwrap();
-    let mut maps: Vec<(String, f64)> = geopriv::map::LAMBDAS
-        .iter()
-        .map(|&l| {
-            let v = m.estimate(&agg.kernel(l).unwrap()).unwrap().values;
-            (format!("a-priori λ={l:.1}"), ase(&v, &truth))
-        })
-        .collect();
-    if let Some(em) = &p.em {
-        maps.push(("a-priori em".into(), ase(&em.values, &truth)));
-    }
+    let maps = every_map_ase(&agg, &p, &truth);
     let best = maps.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     let pick = maps.iter().find(|x| x.0 == p.pick().name).map(|x| x.1);
     if std::env::var("EMIN26_VERBOSE").is_ok() {
