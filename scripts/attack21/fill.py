@@ -3,7 +3,8 @@ import subprocess, re, glob
 p = '/work/wt-attack21/docs/ATTACK-21.md'; s = open(p).read()
 sw = subprocess.run(['python3', 'swan.py'] + sorted(glob.glob('sw/*.md')), capture_output=True, text=True, cwd='/tmp/attack21').stdout
 ft = subprocess.run(['python3', 'f1tab.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
-for key, val in (('SWAN', sw.strip()), ('F1TAB', ft.strip())):
+cm = subprocess.run(['python3', 'cmpold.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
+for key, val in (('SWAN', sw.strip()), ('F1TAB', ft.strip()), ('CMPBASE', cm.strip())):
     block = f'<!-- {key} -->\n{val}\n<!-- /{key} -->'
     if key in s and f'<!-- {key} -->' not in s: s = s.replace(key, block, 1)
     else: s = re.sub(rf'<!-- {key} -->.*?<!-- /{key} -->', lambda m: block, s, flags=re.S)
