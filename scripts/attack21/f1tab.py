@@ -11,7 +11,7 @@ print("| population | grid | seed | εh | merged pick | merged planner/best | ba
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for f in sorted(glob.glob("sw3/*.md")):
     b = os.path.basename(f)
-    if b.startswith("old-"): continue
+    if b.startswith("old-") or b.startswith("base-"): continue
     p, g, s = b[:-3].rsplit("-", 2)
     A = rows(f); B = rows("sw3/base-" + b) or rows("sw3/old-" + b); src = "05b497d" if rows("sw3/base-" + b) else "pre-lead17"
     for e in A:
