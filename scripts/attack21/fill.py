@@ -10,7 +10,8 @@ an = subprocess.run(['python3', 'an.py', 'results-a1.jsonl'], capture_output=Tru
 s5 = subprocess.run(['python3', 'sw5tab.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
 c6 = subprocess.run(['python3', 'cmpc6.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
 c7 = subprocess.run(['python3', 'cmpc7.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
-for key, val in (('CMPC7', c7.strip()), ('CMPC6', c6.strip()), ('SW5', s5.strip()), ('SWAN', sw.strip()), ('F1TAB', ft.strip()), ('CMPBASE', cm.strip()), ('HELD', hd.strip()), ('CMPB1', cb.strip()), ('ANA1', an.strip())):
+c8 = subprocess.run(['python3', 'sw8tab.py'], capture_output=True, text=True, cwd='/tmp/attack21').stdout
+for key, val in (('SW8', c8.strip()), ('CMPC7', c7.strip()), ('CMPC6', c6.strip()), ('SW5', s5.strip()), ('SWAN', sw.strip()), ('F1TAB', ft.strip()), ('CMPBASE', cm.strip()), ('HELD', hd.strip()), ('CMPB1', cb.strip()), ('ANA1', an.strip())):
     block = f'<!-- {key} -->\n{val}\n<!-- /{key} -->'
     if key in s and f'<!-- {key} -->' not in s: s = s.replace(key, block, 1)
     else: s = re.sub(rf'<!-- {key} -->.*?<!-- /{key} -->', lambda m: block, s, flags=re.S)
