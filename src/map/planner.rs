@@ -700,6 +700,7 @@ fn plan_with_em(
                 avg: 0.0,
                 se: 0.0,
                 se_ranked: 0.0,
+                noise_se: 0.0,
             });
             let mut var = var;
             let (ase, bias2) = match kernel_prediction(var, b, against_em) {
@@ -1606,18 +1607,23 @@ fn em_against_unbiased_floor(kernels: &[KernelMap], e: &EmMap, nf: f64, n_rep: f
     }
     // Less z standard errors of the unbiased map's mean squared noise,
     // which the difference carries (branch lead18): read from the plain
-    // map's bias estimate against the same unbiased map (its se_ranked,
-    // the cells' uneven variance included), as the kernel maps' lower
-    // ends are. On a 6 × 6 grid at εh 0.3, n = 10³ the unbiased map's
+    // map's bias estimate against the same unbiased map, its noise term
+    // alone (the cells' uneven variance included; its bias term, the plain
+    // map's own blur, is no part of EM's difference: with it the floor
+    // vanished at n 10⁶, εh 0.3 and EM was picked at up to 12.9x,
+    // docs/ATTACK-21.md F1). On a 6 × 6 grid at εh 0.3, n = 10³ the unbiased map's
     // noise drew 1.9x its variance and the floor without it ranked EM at
     // 36x its measured ASE.
     let scatter = kernels
         .iter()
         .find(|k| k.lambda == 0.0)
         .and_then(|k| k.against_unbiased)
-        .map_or(0.0, |b| BIAS_BOUND_Z * b.se_ranked);
-    let floor = floor - scatter;
-    (floor.is_finite() && floor >= EM_UNBIASED_FLOOR_RESOLVED * v1).then_some(floor)
+        .map_or(0.0, |b| BIAS_BOUND_Z * b.noise_se);
+    // Resolved as before (the raw floor at least half the unbiased map's
+    // variance); the value used is the floor less that scatter (a lower
+    // confidence end), where still positive.
+    (floor.is_finite() && floor >= EM_UNBIASED_FLOOR_RESOLVED * v1 && floor > scatter)
+        .then_some(floor - scatter)
 }
 
 /// [`em_against_unbiased_floor`] is used where it is at least this many
@@ -1713,7 +1719,10 @@ fn plain_bias_resolved(var: f64, b: BiasEstimate) -> bool {
 struct BiasEstimate {
     avg: f64,
     se: f64,
+    /// The noise part of `se_ranked` alone, √(2·mean(v_j²)·S2/m): the
+    /// scatter of the unbiased map's mean squared noise (branch lead18).
     se_ranked: f64,
+    noise_se: f64,
 }
 
 /// A kernel map's predicted ASE from its variance `var`, the unbiased
@@ -1852,8 +1861,14 @@ fn kernel_maps(
         v2bar /= m;
         let b2 = avg.max(0.0);
         let se = ((4.0 * b2 * vbar * s1c + 2.0 * vbar * vbar * s2c) / m).sqrt();
-        let se_ranked = ((4.0 * b2 * vbar * s1c + 2.0 * v2bar.max(vbar * vbar) * s2c) / m).sqrt();
-        BiasEstimate { avg, se, se_ranked }
+        let noise2 = 2.0 * v2bar.max(vbar * vbar) * s2c / m;
+        let se_ranked = (4.0 * b2 * vbar * s1c / m + noise2).sqrt();
+        BiasEstimate {
+            avg,
+            se,
+            se_ranked,
+            noise_se: noise2.sqrt(),
+        }
     };
     // Two threads take the parts in `kernel_parts` order, each the first
     // whose map part is done (branch speed04: with a λ's map, variance and
@@ -2890,6 +2905,7 @@ mod coincident_tests {
             avg: 0.0,
             se: 1.0,
             se_ranked: 1.0,
+            noise_se: 1.0,
         };
         let plain = vec![4e-3; m];
         let kernels = |b: BiasEstimate| {
@@ -2941,6 +2957,7 @@ mod coincident_tests {
             avg: 1e-9,
             se: 1e-12,
             se_ranked: 1e-12,
+            noise_se: 1e-12,
         };
         assert_eq!(em_early_stop_floor(&g, &kernels(resolved), &e, n, n), None);
         // EM moved further than the centre: no floor.
@@ -2984,6 +3001,7 @@ mod coincident_tests {
                     avg,
                     se,
                     se_ranked: se,
+                    noise_se: se,
                 }),
                 mean: vec![plain; m],
                 unconditional: 2e-5,
@@ -3068,6 +3086,7 @@ mod coincident_tests {
             avg: -3.404e-2,
             se: 1.391e-2,
             se_ranked: 1.391e-2,
+            noise_se: 1.391e-2,
         };
         assert_eq!(kernel_prediction(2.219e-8, low, 0.0), None);
         // λ = 0.8 there: its variance alone is large enough to pin the
@@ -3076,6 +3095,7 @@ mod coincident_tests {
             avg: -2.370e-2,
             se: 9.484e-3,
             se_ranked: 9.484e-3,
+            noise_se: 9.484e-3,
         };
         let (a, b2) = kernel_prediction(5.220e-3, low8, 0.0).unwrap();
         assert!(
@@ -3088,6 +3108,7 @@ mod coincident_tests {
             avg: 1e-9,
             se: 1e-9,
             se_ranked: 1e-9,
+            noise_se: 1e-9,
         };
         let (a, _) = kernel_prediction(1e-8, pos, 0.0).unwrap();
         assert!((a - 1.1e-8).abs() < 1e-20, "{a}");
@@ -3099,6 +3120,7 @@ mod coincident_tests {
                 avg,
                 se: 1e-6,
                 se_ranked: 1e-6,
+                noise_se: 1e-6,
             };
             assert_eq!(kernel_prediction(3e-7, b, 0.0), None, "avg {avg}");
             assert!(kernel_prediction(3.5e-7, b, 0.0).is_some(), "avg {avg}");
@@ -3125,6 +3147,7 @@ mod coincident_tests {
                 avg,
                 se,
                 se_ranked: se,
+                noise_se: se,
             };
             let (at2, _) = kernel_prediction_at(var, b, 0.0, 2.0).unwrap();
             assert!(at2 > 3.0 * measured, "{var} {at2} {measured}");
@@ -3136,12 +3159,14 @@ mod coincident_tests {
             avg: 1e-4,
             se: 1e-5,
             se_ranked: 1e-5,
+            noise_se: 1e-5,
         };
         assert!(plain_bias_resolved(1e-4, b));
         let tight = BiasEstimate {
             avg: 0.0,
             se: 3.5e-7,
             se_ranked: 3.5e-7,
+            noise_se: 3.5e-7,
         };
         // var + 2 se <= 9 var at var = 1e-7 (resolved at 0), while
         // var + z·se > 9 var: not ranked as a prediction.
