@@ -657,8 +657,8 @@ fn plan_with_em(
         // R_1 + Δ_λ, so its square carries the cross term 2⟨R_1, Δ_λ⟩
         // (docs/MATH.md §9.4 addendum "grid26").
         let unbiased_rounding = kernels.iter().find(|k| k.lambda == 1.0).and_then(|k1| {
-            let (t1, _) = moment_rounding_charge(g, epsilon, 1.0, mapper, n_rep / nf)?;
             let r1 = moment_rounding_field(g, epsilon, 1.0, mapper)?;
+            let (t1, _) = charge_of_rounding_field(&r1, n_rep / nf)?;
             (r1.values.len() == k1.mean.len()).then(|| (t1, r1.values, k1.mean.clone()))
         });
         for km in kernels {
@@ -945,6 +945,10 @@ fn plan_with_em(
         .find(|p| !p.name.starts_with("a-priori") || !best.name.starts_with("a-priori"))
         .filter(|p| p.name != best.name);
     let plain = preds.iter().find(|p| p.lambda == Some(0.0));
+    // Where an unranked EM is keyed at its interval's log-centre (lead18).
+    let centre_note = em_point_above_centre.zip(em_key).map(|(p, k)| {
+        format!("{EM_ORDERED_AT_LOG_CENTRE} {k:.2e} (its point estimate {p:.2e} rests on the emlow floor)")
+    });
     let mut line = match reports.filter(|_| none_binned) {
         Some(mp) => format!(
             "pick {}: no prediction (none of the {} reports lies inside the map's bins, {} beyond them: every kernel map is 0 and nothing in the reports predicts its error) at per-device ε = {} and n = {}",
@@ -962,9 +966,7 @@ fn plan_with_em(
                 "pick {}: not ranked (its error is not pinned by {} reports: ASE in [{lo:.2e}, {hi:.2e}]), picked{} within it at per-device ε = {} and n = {}",
                 best.name,
                 reports.map_or(0, |r| r.counts().total()),
-                em_point_above_centre.map_or(format!(" at its point estimate {k:.2e}"), |p| format!(
-                    ", {EM_ORDERED_AT_LOG_CENTRE} {k:.2e} (its point estimate {p:.2e} rests on the emlow floor),"
-                )),
+                centre_note.as_ref().map_or(format!(" at its point estimate {k:.2e}"), |note| format!(", {note},")),
                 epsilon,
                 n
             ),
@@ -982,10 +984,8 @@ fn plan_with_em(
             "; EM not ranked (its error is not pinned by {} reports): ASE in [{lo:.2e}, {hi:.2e}]",
             reports.map_or(0, |r| r.counts().total())
         ));
-        if let (Some(p), Some(k)) = (em_point_above_centre, em_key) {
-            line.push_str(&format!(
-                ", {EM_ORDERED_AT_LOG_CENTRE} {k:.2e} (its point estimate {p:.2e} rests on the emlow floor)"
-            ));
+        if let Some(note) = &centre_note {
+            line.push_str(&format!(", {note}"));
         }
     }
     if let Some(r) = runner {
@@ -1719,9 +1719,9 @@ fn plain_bias_resolved(var: f64, b: BiasEstimate) -> bool {
 struct BiasEstimate {
     avg: f64,
     se: f64,
+    se_ranked: f64,
     /// The noise part of `se_ranked` alone, √(2·mean(v_j²)·S2/m): the
     /// scatter of the unbiased map's mean squared noise (branch lead18).
-    se_ranked: f64,
     noise_se: f64,
 }
 
@@ -2584,7 +2584,19 @@ fn moment_rounding_charge(
     mapper: &FftMapper,
     to_planned_n: f64,
 ) -> Option<(f64, f64)> {
-    let r = moment_rounding_field(g, epsilon, lambda, mapper)?;
+    charge_of_rounding_field(
+        &moment_rounding_field(g, epsilon, lambda, mapper)?,
+        to_planned_n,
+    )
+}
+
+/// [`moment_rounding_charge`] from the field R̂ itself: (mean R̂² less
+/// the field's own noise at the planned n, clipped at 0; the variance
+/// formula's spread at the planned n), `None` unless both are finite.
+fn charge_of_rounding_field(
+    r: &super::fft::MomentRounding,
+    to_planned_n: f64,
+) -> Option<(f64, f64)> {
     let m = r.values.len().max(1) as f64;
     let mean = |v: &[f64]| v.iter().sum::<f64>() / m;
     let r2 = r.values.iter().map(|v| v * v).sum::<f64>() / m;
