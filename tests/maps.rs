@@ -2794,3 +2794,42 @@ fn thin_cells_flagged_by_the_reports_are_covered_conservatively() {
     // What the widening mends: the same intervals without it.
     assert!(unwidened < 0.95, "unwidened: {unwidened}");
 }
+
+/// Probe for branch sparse24: the CPU of m̂ (`observed_effective_reports`)
+/// against the λ = 1 map's `estimate` on 10⁶ reports (61 × 61 over 20 km,
+/// εh in SPARSE24_EH, default 0.3,1,10). Prints times; asserts nothing on them.
+#[test]
+#[ignore]
+fn sparse24_cost_probe() {
+    let grid = KdeGrid::square(20_000.0, 61).unwrap();
+    let xs: Vec<[f64; 2]> = town_on_a_sparse_background(1_000_000, 0.25, 9)
+        .into_iter()
+        .map(|x| [x[0] * 4.0 / 3.0, x[1] * 4.0 / 3.0])
+        .collect();
+    let list = std::env::var("SPARSE24_EH").unwrap_or_else(|_| "0.3,1,10".into());
+    for eh in list.split(',') {
+        let eh: f64 = eh.parse().unwrap();
+        let eps = eh / grid.bandwidth();
+        let set = QuerySet::Kde(grid.clone());
+        let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
+        let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
+        let mut rng = StdRng::seed_from_u64(11);
+        for x in &xs {
+            agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
+                .unwrap();
+        }
+        let mapper = agg.mapper().unwrap().unwrap();
+        let t = std::time::Instant::now();
+        let m = mapper.observed_effective_reports(grid.bandwidth());
+        let tm = t.elapsed();
+        let t = std::time::Instant::now();
+        let est = mapper.estimate(&agg.kernel(1.0).unwrap()).unwrap();
+        let te = t.elapsed();
+        println!(
+            "COST εh {eh}: bins {:?}, m̂ {tm:?} (min {:.1}), estimate(λ = 1) {te:?} ({} values)",
+            mapper.counts().spec().bins(),
+            m.iter().fold(f64::INFINITY, |a, b| a.min(*b)),
+            est.values.len()
+        );
+    }
+}
