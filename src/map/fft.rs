@@ -997,7 +997,12 @@ impl FftMapper {
     /// ([`smoothed_target`](Self::smoothed_target)). Where the noise does
     /// not dither the binning, v̂ also carries the rounding of coincident
     /// devices and of sub-bin lines along a bin axis (docs/MATH.md §9.7,
-    /// branch round16; nothing is added elsewhere). No discretisation bound
+    /// branch round16; nothing is added elsewhere). Where fewer than
+    /// m* = ln 20 reports carry a cell (m̂_j of
+    /// [`observed_effective_reports`](Self::observed_effective_reports),
+    /// stated in `effective_reports`), SE_j² gains m*·(max|K_λ|/n)²
+    /// ([`super::intervals::thin_cell_variance`], docs/MATH.md §9.7
+    /// "sparse24"). No discretisation bound
     /// is stated (NaN); [`discretisation`](Self::discretisation) gives the
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
