@@ -695,6 +695,20 @@ fn aggregate(
     if let Some(c) = &est.interval_centres {
         out["interval_centres"] = serde_json::json!(c);
     }
+    // The effective number of reports per cell, read from the reports
+    // (docs/MATH.md §9.7 "sparse24"), and how many cells fall below
+    // m* = ln 20: their standard errors carry ln 20 reports' worth of the
+    // kernel's peak weight (absent for maps without bins).
+    if let Some(m) = &est.effective_reports {
+        let thin = m
+            .iter()
+            .filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+            .count();
+        out["effective_reports"] = serde_json::json!(m);
+        out["effective_reports_threshold"] =
+            serde_json::json!(geopriv::map::EFFECTIVE_REPORTS_THRESHOLD);
+        out["thin_cells"] = serde_json::json!(thin);
+    }
     outln!("{out}");
     Ok(ok)
 }
@@ -1103,7 +1117,7 @@ fn coverage(
     let set = QuerySet::Kde(grid.clone());
     let h = grid.bandwidth();
     outln!(
-        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE; after the pick (branch cover22): each λ's and EM cover's coverage over the live cells (true map >= 1e-12 of its peak, MATH §9.7), and \"published\": the interval the server publishes for the planner's pick on that draw (every pick, branch pubint: λ = 1's against the true map), all cells (live cells)",
+        "# {:?} {} km, {k}x{k} grid, h = {h:.0} m; coverage of ±1.96 SE averaged over cells and {reps} noise draws; target: true map (λ = 1, EM), smoothed map (λ < 1; in brackets: against the true map); EM cover: the published EM interval, the λ = 1 map's (centres and SE) against the true map (branch emk1); EM own (old): EM's bias-aware interval, published before emk1; EM spread-only (T): the widened bootstrap spread alone against EM's mean given the devices, the mean of the other draws (half-width x √(K/(K−1)); NaN below 2 draws; branch emtarget, measured, not adopted); EM-picked: both over the draws where the planner picked EM (–: none); ratio = measured / predicted ASE; after the pick (branch cover22): each λ's and EM cover's coverage over the live cells (true map >= 1e-12 of its peak, MATH §9.7), and \"published\": the interval the server publishes for the planner's pick on that draw (every pick, branch pubint: λ = 1's against the true map), all cells (live cells); last three columns (branch sparse24): cells per draw that m̂ (effective reports read from the reports, printed by map aggregate) and m (from the devices) put on opposite sides of m* = ln 20, with their share of the truth's mass; the published interval over m̂ >= m* (cells per draw); over the live cells with m̂ < m*, whose SE is widened (pooled over draws; cells per draw)",
         pop,
         side / 1000.0,
     );
@@ -1125,14 +1139,24 @@ fn coverage(
     head.push_str(
         " published m>=m* | live m<m* (cells) | cells kept live, m>=m* | mass kept live, m>=m* |",
     );
+    // Branch sparse24: the split by m̂, the effective reports read from
+    // the reports (what the published map states per cell): the cells
+    // m̂ and m classify apart (m̂ >= m* > m, m >= m* > m̂) and their share
+    // of the truth's mass, the published interval over m̂ >= m* and over
+    // the live cells with m̂ < m* (widened there, MATH §9.7 "sparse24").
+    head.push_str(
+        " m̂ apart: m̂>=m*>m, m>=m*>m̂ (mass) | published m̂>=m* (cells) | live m̂<m* (cells) |",
+    );
     outln!("{head}");
-    outln!("|{}", "---|".repeat(2 + 3 * LAMBDAS.len() + 8 + 4));
+    outln!("|{}", "---|".repeat(2 + 3 * LAMBDAS.len() + 8 + 4 + 3));
     // Rows in [0.93, 0.97] per column, all cells and live cells: the
     // λ columns, EM cover (rows with an EM map), published.
     let nl = LAMBDAS.len();
     let mut tally = CoverageTally::new(nl + 2);
-    // Rows in band of the published interval over the cells m >= m*.
+    // Rows in band of the published interval over the cells m >= m*, and
+    // over m̂ >= m* with the live cells m̂ < m* at >= 0.95 (sparse24).
     let (mut m_rows, mut m_in) = (0usize, 0usize);
+    let (mut mh_in, mut mh_thin_ok, mut mh_thin_rows) = (0usize, 0usize, 0usize);
     for &n in ns {
         let xs = devices(pop, n, seed);
         let truth = grid.exact_map(&xs);
@@ -1173,6 +1197,10 @@ fn coverage(
                 geopriv::map::interval_coverage(&pick(v), &pick(se), &pick(t))
             };
             let (mut pub_kept, mut pub_thin) = (0.0, 0.0);
+            // sparse24: per draw, the m̂ split (it moves with the draw).
+            let (mut mh_kept_cov, mut mh_thin_cov) = (0.0, 0.0);
+            let (mut mh_kept_cells, mut mh_thin_cells) = (0usize, 0usize);
+            let (mut apart_hi, mut apart_lo, mut apart_mass) = (0usize, 0usize, 0.0);
             let (mut cov, mut covt, mut ratio) =
                 (vec![0.0; nl + 1], vec![0.0; nl], vec![0.0; nl + 1]);
             // Live-cell coverage of each λ and of EM cover; the published
@@ -1227,6 +1255,30 @@ fn coverage(
                         // The published interval (λ = 1's for every pick).
                         pub_kept += sub_cov(&kept, &est.values, &est.standard_errors, &target);
                         pub_thin += sub_cov(&thin, &est.values, &est.standard_errors, &target);
+                        // The split by m̂ (sparse24), the same interval.
+                        let mh = est.effective_reports.as_deref().ok_or("no m̂")?;
+                        let (mkept, mthin) = geopriv::map::split_by_effective_reports(mh, &live);
+                        let mstar = geopriv::map::EFFECTIVE_REPORTS_THRESHOLD;
+                        let mass = truth.iter().sum::<f64>();
+                        for j in 0..truth.len() {
+                            let (a, b) = (mh[j] >= mstar, m_eff[j] >= mstar);
+                            if a != b {
+                                apart_mass += truth[j] / mass;
+                                if a {
+                                    apart_hi += 1;
+                                } else {
+                                    apart_lo += 1;
+                                }
+                            }
+                        }
+                        mh_kept_cov += sub_cov(&mkept, &est.values, &est.standard_errors, &target);
+                        mh_kept_cells += mkept.len();
+                        mh_thin_cells += mthin.len();
+                        if !mthin.is_empty() {
+                            mh_thin_cov +=
+                                sub_cov(&mthin, &est.values, &est.standard_errors, &target)
+                                    * mthin.len() as f64;
+                        }
                     }
                     // Per-cell dump of the SE's parts (GEOPRIV_SWEEP_SE_DUMP=dir;
                     // branch cover23): target, value, SE, the sample variance
@@ -1235,12 +1287,24 @@ fn coverage(
                     if let Ok(dir) = std::env::var("GEOPRIV_SWEEP_SE_DUMP") {
                         let s = mapper.spatial_kernel(&kern);
                         let (vh, u) = mapper.variances_with_plug_in(&kern, &s)?;
-                        let mut out = format!("# pop {pop:?} n {n} eh {eh} r {r} lambda {l}\n");
-                        out.push_str("target,value,se,vhat,u\n");
+                        // sparse24: the kernel's peak sample, m (devices)
+                        // and m̂ (reports) per cell.
+                        let peak = s.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+                        let mh = est.effective_reports.as_deref().unwrap_or(&[]);
+                        let mut out = format!(
+                            "# pop {pop:?} n {n} eh {eh} r {r} lambda {l} peak {peak:.9e}\n"
+                        );
+                        out.push_str("target,value,se,vhat,u,m,mhat\n");
                         for j in 0..target.len() {
                             out.push_str(&format!(
-                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e}\n",
-                                target[j], est.values[j], est.standard_errors[j], vh[j], u[j]
+                                "{:.9e},{:.9e},{:.9e},{:.9e},{:.9e},{:.6e},{:.6e}\n",
+                                target[j],
+                                est.values[j],
+                                est.standard_errors[j],
+                                vh[j],
+                                u[j],
+                                m_eff[j],
+                                mh.get(j).copied().unwrap_or(f64::NAN)
                             ));
                         }
                         let path = std::path::Path::new(&dir)
@@ -1436,9 +1500,27 @@ fn coverage(
                 mass_of(&live),
                 mass_of(&kept)
             ));
+            // sparse24: averages over the draws (the thin cells' coverage
+            // pooled over their cells of every draw).
+            let mh_kept = mh_kept_cov / rf;
+            let mh_thin = (mh_thin_cells > 0).then(|| mh_thin_cov / mh_thin_cells as f64);
+            row.push_str(&format!(
+                " {:.1}, {:.1} ({:.6}) | {mh_kept:.3} ({:.0}) | {} ({:.1}) |",
+                apart_hi as f64 / rf,
+                apart_lo as f64 / rf,
+                apart_mass / rf,
+                mh_kept_cells as f64 / rf,
+                mh_thin.map_or("–".to_string(), |c| format!("{c:.3}")),
+                mh_thin_cells as f64 / rf
+            ));
             outln!("{row}");
             m_rows += 1;
             m_in += usize::from((0.93..=0.97).contains(&(pub_kept / rf)));
+            mh_in += usize::from((0.93..=0.97).contains(&mh_kept));
+            if let Some(c) = mh_thin {
+                mh_thin_rows += 1;
+                mh_thin_ok += usize::from(c >= 0.95);
+            }
             for i in 0..nl {
                 tally.add(i, cov[i] / rf, cov_live[i] / rf);
             }
@@ -1455,6 +1537,7 @@ fn coverage(
         outln!("# tally {name}: rows in [0.93, 0.97]: all cells {all} of {rows}, live cells {live} of {rows}");
     }
     outln!("# tally published, cells with m >= m* = ln 20 effective reports (branch band22): {m_in} of {m_rows}");
+    outln!("# tally published, cells with m̂ >= m* (m̂ from the reports, branch sparse24): {m_in_hat} of {m_rows}; live cells m̂ < m* covered >= 0.95: {mh_thin_ok} of {mh_thin_rows} rows with such cells", m_in_hat = mh_in);
     Ok(())
 }
 

@@ -98,3 +98,42 @@ fn a_degenerate_box_is_refused_as_a_box() {
         assert!(err.contains("xmin < xmax and ymin < ymax"), "{bbox}: {err}");
     }
 }
+
+/// Branch sparse24 (docs/MATH.md §9.7 "sparse24"): every binned map
+/// states per cell the effective reports m̂ read from the reports, the
+/// threshold m* = ln 20 and how many cells fall below it. Two clusters on
+/// 20 km: the clusters' cells read more than 50, at εh 10 the cells far from
+/// both fewer than 10; the planner's map (EM at εh 0.3) states the λ = 1
+/// map's m̂.
+#[test]
+fn map_aggregate_states_the_effective_reports_per_cell() {
+    for eh in [10.0, 0.3] {
+        let (eps, reps) = reports(eh);
+        let out = aggregate(&eps, None, &reps);
+        let m: Vec<f64> = out["effective_reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let star = out["effective_reports_threshold"].as_f64().unwrap();
+        assert!((star - 20f64.ln()).abs() < 1e-12);
+        assert_eq!(m.len(), 121);
+        let thin = m.iter().filter(|&&x| x < star).count();
+        assert_eq!(out["thin_cells"].as_u64().unwrap() as usize, thin, "{out}");
+        assert!(
+            m.iter().fold(0.0f64, |a, b| a.max(*b)) > 50.0,
+            "εh {eh}: {m:?}"
+        );
+        // At εh 10 the cells far from both clusters read few reports.
+        let low = m.iter().fold(f64::INFINITY, |a, b| a.min(*b));
+        if eh == 10.0 {
+            assert!(low < 10.0, "εh {eh}: {m:?}");
+        }
+        let k1 = aggregate(&eps, Some("1"), &reps);
+        assert_eq!(
+            bits(&out["effective_reports"]),
+            bits(&k1["effective_reports"])
+        );
+    }
+}

@@ -218,12 +218,16 @@ fn map_sweep_coverage_prints_live_cells_and_the_published_interval() {
     // Four more columns at the end since branch band22 (the published
     // interval over cells with m >= m* effective reports, the live cells
     // below m*, and the shares kept).
-    assert_eq!(head.len(), 32, "{head:?}");
+    // Three more since branch sparse24 (the split by m̂, the effective
+    // reports read from the reports).
+    assert_eq!(head.len(), 35, "{head:?}");
     assert_eq!(head[20], "λ=0.0 live");
     assert_eq!(head[27], "published (live)");
     assert_eq!(head[28], "published m>=m*");
+    assert_eq!(head[33], "published m̂>=m* (cells)");
+    assert_eq!(head[34], "live m̂<m* (cells)");
     let row = cells(text.lines().find(|l| l.starts_with("| 2000 |")).unwrap());
-    assert_eq!(row.len(), 32, "{row:?}");
+    assert_eq!(row.len(), 35, "{row:?}");
     let num = |c: &str| -> f64 { c.split_whitespace().next().unwrap().parse().unwrap() };
     let pick = &row[19];
     let col = if pick == "a-priori em" {
@@ -238,10 +242,12 @@ fn map_sweep_coverage_prints_live_cells_and_the_published_interval() {
     let live: f64 = row[27].split(['(', ')']).nth(1).unwrap().parse().unwrap();
     assert_eq!(live, num(&row[20 + col]), "{row:?}");
     let tally: Vec<&str> = text.lines().filter(|l| l.starts_with("# tally")).collect();
-    assert_eq!(tally.len(), 9, "{tally:?}");
+    assert_eq!(tally.len(), 10, "{tally:?}");
     assert!(tally[7].starts_with("# tally published: rows in [0.93, 0.97]: all cells "));
     assert!(tally[8].starts_with("# tally published, cells with m >= m* = ln 20"));
-    assert!(tally.iter().all(|l| l.ends_with(" of 1")), "{tally:?}");
+    assert!(tally[9].starts_with("# tally published, cells with m̂ >= m*"));
+    assert!(tally[..9].iter().all(|l| l.ends_with(" of 1")), "{tally:?}");
+    assert!(tally[9].contains(" of 1;"), "{tally:?}");
     assert_eq!(
         text.lines()
             .filter(|l| l.starts_with("#   n 2000 εh 1 r 0 pick "))

@@ -975,4 +975,13 @@ fn an_em_map_task_publishes_the_unbiased_maps_interval() {
     assert_eq!(bits(&map["values"]), want(&est.values));
     assert_eq!(bits(&map["interval_centres"]), want(&k1.values));
     assert_eq!(bits(&map["standard_errors"]), want(&k1.standard_errors));
+    // The effective reports per cell, as the library states them (branch
+    // sparse24), and the count below m*.
+    let m = k1.effective_reports.as_deref().unwrap();
+    assert_eq!(bits(&map["effective_reports"]), want(m));
+    let thin = m
+        .iter()
+        .filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
+        .count();
+    assert_eq!(map["thin_cells"].as_u64(), Some(thin as u64));
 }

@@ -56,6 +56,11 @@ pub struct MomentRounding {
     pub spread: Vec<f64>,
 }
 
+/// How far (in bandwidths, along each axis) [`FftMapper::observed_effective_reports`]
+/// reads the reports: a report 5h away weighs e^{−25} of one at the cell
+/// in Σ g², e^{−50} in Σ g⁴.
+const OBSERVED_REACH: f64 = 5.0;
+
 /// A map estimate: one value per map point (row-major like the grid) and
 /// its standard error.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,6 +105,26 @@ pub struct MapEstimate {
     /// The EM deconvolution map (docs/MATH.md §9.6): its held-out
     /// iteration count (`lambda` is then NaN); None for the kernel maps.
     pub em_iterations: Option<usize>,
+    /// Per map point, the effective number of reports read from the
+    /// reports alone, m̂_j = (Σ_i Y_ij²)² / Σ_i Y_ij⁴ with Y_ij the
+    /// Gaussian kernel of bandwidth h at t_j − x̃_i
+    /// ([`FftMapper::observed_effective_reports`], docs/MATH.md §9.7
+    /// addendum "sparse24"): cells with m̂_j < m* =
+    /// [`EFFECTIVE_REPORTS_THRESHOLD`](super::EFFECTIVE_REPORTS_THRESHOLD)
+    /// (ln 20) are carried by a handful of reports, and their standard
+    /// error is widened by ln 20 reports' worth of kernel weight
+    /// ([`thin_cell_variance`](super::thin_cell_variance)). None for maps
+    /// without bins (districts, ladders).
+    ///
+    /// ```
+    /// # fn demo(m: &geopriv::map::MapEstimate) {
+    /// let thin = m.effective_reports.as_ref().map(|v| {
+    ///     v.iter().filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD).count()
+    /// });
+    /// # let _ = thin;
+    /// # }
+    /// ```
+    pub effective_reports: Option<Vec<f64>>,
 }
 
 /// The error-bound parts of an FFT map (see the module docs).
@@ -972,7 +997,12 @@ impl FftMapper {
     /// ([`smoothed_target`](Self::smoothed_target)). Where the noise does
     /// not dither the binning, v̂ also carries the rounding of coincident
     /// devices and of sub-bin lines along a bin axis (docs/MATH.md §9.7,
-    /// branch round16; nothing is added elsewhere). No discretisation bound
+    /// branch round16; nothing is added elsewhere). Where fewer than
+    /// m* = ln 20 reports carry a cell (m̂_j of
+    /// [`observed_effective_reports`](Self::observed_effective_reports),
+    /// stated in `effective_reports`), SE_j² gains m*·(max|K_λ|/n)²
+    /// ([`super::intervals::thin_cell_variance`], docs/MATH.md §9.7
+    /// "sparse24"). No discretisation bound
     /// is stated (NaN); [`discretisation`](Self::discretisation) gives the
     /// certified one, about 30x the observed error.
     pub fn estimate(&self, kernel: &DebiasKernel) -> Result<MapEstimate> {
@@ -981,22 +1011,40 @@ impl FftMapper {
         // the other; the numbers do not depend on it): this runs after the
         // planner, when both cores are free.
         let (mean, vu) = std::thread::scope(|sc| {
-            let m = sc.spawn(|| self.apply_spatial(&s));
+            let m = sc.spawn(|| {
+                (
+                    self.apply_spatial(&s),
+                    self.observed_effective_reports(kernel.bandwidth()),
+                )
+            });
             let vu = self.variances_with_plug_in(kernel, &s);
             (m.join(), vu)
         });
-        let mean = mean.map_err(|_| Error::Numerical {
+        let (mean, m_hat) = mean.map_err(|_| Error::Numerical {
             routine: "map thread",
         })?;
         let n = self.counts.total() as f64;
         let floor = self.round_off(&s);
         // The sample variance floored by a quarter of the noise-law
-        // plug-in (docs/MATH.md §9.7, `intervals::kernel_standard_error`).
+        // plug-in (docs/MATH.md §9.7, `intervals::kernel_standard_error`),
+        // and where fewer than m* = ln 20 reports carry the cell (m̂ from
+        // the reports), ln 20 reports' worth of the kernel's peak weight
+        // added to the variance (docs/MATH.md §9.7 "sparse24").
         let (v, u) = vu?;
+        let peak = s.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let thin = super::intervals::thin_cell_variance(peak, n);
         let standard_errors = v
             .iter()
             .zip(&u)
-            .map(|(&v, &u)| super::intervals::kernel_standard_error(v, u, n, floor))
+            .zip(&m_hat)
+            .map(|((&v, &u), &m)| {
+                let se = super::intervals::kernel_standard_error(v, u, n, floor);
+                if m < super::intervals::EFFECTIVE_REPORTS_THRESHOLD {
+                    (se * se + thin).sqrt()
+                } else {
+                    se
+                }
+            })
             .collect();
         Ok(MapEstimate {
             values: mean,
@@ -1009,7 +1057,125 @@ impl FftMapper {
             // observed error; issue 22 accepts a bound within 3x or none.
             discretisation_bound: f64::NAN,
             em_iterations: None,
+            effective_reports: Some(m_hat),
         })
+    }
+
+    /// The effective number of reports per map point, read from the binned
+    /// reports alone (docs/MATH.md §9.7 addendum "sparse24"): with
+    /// g(r) = e^{−r²/(2h²)} the Gaussian kernel of bandwidth h (up to its
+    /// constant, which cancels) and c_b the reports in bin b (at its
+    /// centre x_b),
+    ///
+    /// ```text
+    /// S2_j = Σ_b c_b g(t_j − x_b)²,   S4_j = Σ_b c_b g(t_j − x_b)⁴,
+    /// m̂_j = S2_j² / S4_j   (0 where S4_j = 0),
+    /// ```
+    ///
+    /// the participation number of the observed reports in the cell, the
+    /// sample counterpart of the devices' m_j of
+    /// [`effective_reports`](super::effective_reports) (Σ_i g² and Σ_i g⁴
+    /// of the reports are unbiased for Σ_i E[Y_i²] and Σ_i E[Y_i⁴]): N
+    /// reports of equal weight give N, a cell reached by a few rare
+    /// reports gives about their number. Post-processing of the reports (no
+    /// device location, no privacy cost). Reports further than 5h along an
+    /// axis are not read (a weight below e^{−25}); the Gaussian is separable,
+    /// so the sums run along the bins' columns then rows, direct (no FFT:
+    /// no round-off where S4 is tiny). NaN for every point if h is not
+    /// positive and finite.
+    ///
+    /// ```
+    /// use geopriv::map::{BinSpec, BinnedCounts, FftMapper, KdeGrid};
+    /// let grid = KdeGrid::square(10_000.0, 11)?;
+    /// let spec = BinSpec::for_estimation(&grid, 1e-2, 1 << 20)?;
+    /// let mut c = BinnedCounts::new(spec.clone());
+    /// for _ in 0..400 {
+    ///     c.add(&[5_000.0, 5_000.0])?; // 400 reports at the centre
+    /// }
+    /// c.add(&[0.0, 0.0])?; // and one at a corner
+    /// let m = FftMapper::new(c)?;
+    /// let m_hat = m.observed_effective_reports(grid.bandwidth());
+    /// assert!((m_hat[60] - 400.0).abs() < 1e-6); // the centre: 400 alike
+    /// assert!((m_hat[0] - 1.0).abs() < 1e-6); // the corner: one report
+    /// assert!(m_hat[0] < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD);
+    /// # Ok::<(), geopriv::Error>(())
+    /// ```
+    pub fn observed_effective_reports(&self, h: f64) -> Vec<f64> {
+        let spec = self.counts.spec();
+        let mp = spec.map_points();
+        let cells = mp[0] * mp[1];
+        if !(h.is_finite() && h > 0.0) {
+            return vec![f64::NAN; cells];
+        }
+        let b = spec.bins();
+        let delta = spec.delta();
+        let two_axes = spec.dim() > 1;
+        // Per axis, the reach in bins and the weights g_a(d) = e^{−(dΔ_a)²/(2h²)}
+        // squared (the field of g², whose square is g⁴'s).
+        let reach = |a: usize| -> usize {
+            if a == 1 && !two_axes {
+                0
+            } else {
+                libm::ceil(OBSERVED_REACH * h / delta[a]).min((b[a] + 1) as f64) as usize
+            }
+        };
+        let (w0, w1) = (reach(0), reach(1));
+        let weights = |a: usize, w: usize| -> Vec<f64> {
+            (0..=w)
+                .map(|d| {
+                    let x = d as f64 * delta[a] / h;
+                    libm::exp(-x * x)
+                })
+                .collect()
+        };
+        let (g0, g1) = (weights(0, w0), weights(1, w1));
+        let rows: Vec<usize> = (0..mp[0]).map(|i| spec.map_bin(i * mp[1]) / b[1]).collect();
+        let cols: Vec<usize> = (0..mp[1]).map(|k| spec.map_bin(k) % b[1]).collect();
+        let (lo, hi) = match (rows.first(), rows.last()) {
+            (Some(&f), Some(&l)) => (f.saturating_sub(w0), (l + w0).min(b[0] - 1)),
+            _ => return Vec::new(),
+        };
+        // Pass 1: along axis 1, per bin row within reach and map column:
+        // Σ_k c_ik g1² and Σ_k c_ik g1⁴.
+        let counts = self.counts.counts();
+        let span = hi - lo + 1;
+        let mut p2 = vec![0.0f64; span * mp[1]];
+        let mut p4 = vec![0.0f64; span * mp[1]];
+        for i in lo..=hi {
+            let row = &counts[i * b[1]..(i + 1) * b[1]];
+            if row.iter().all(|&c| c == 0) {
+                continue;
+            }
+            for (kc, &col) in cols.iter().enumerate() {
+                let (k0, k1) = (col.saturating_sub(w1), (col + w1).min(b[1] - 1));
+                let (mut s2, mut s4) = (0.0, 0.0);
+                for (k, &c) in row.iter().enumerate().take(k1 + 1).skip(k0) {
+                    if c != 0 {
+                        let g = g1[k.abs_diff(col)];
+                        let c = c as f64;
+                        s2 += c * g;
+                        s4 += c * g * g;
+                    }
+                }
+                p2[(i - lo) * mp[1] + kc] = s2;
+                p4[(i - lo) * mp[1] + kc] = s4;
+            }
+        }
+        // Pass 2: along axis 0, per map point.
+        let mut out = Vec::with_capacity(cells);
+        for &row in &rows {
+            let (i0, i1) = (row.saturating_sub(w0).max(lo), (row + w0).min(hi));
+            for kc in 0..mp[1] {
+                let (mut s2, mut s4) = (0.0, 0.0);
+                for i in i0..=i1 {
+                    let g = g0[i.abs_diff(row)];
+                    s2 += g * p2[(i - lo) * mp[1] + kc];
+                    s4 += g * g * p4[(i - lo) * mp[1] + kc];
+                }
+                out.push(if s4 > 0.0 { s2 * s2 / s4 } else { 0.0 });
+            }
+        }
+        out
     }
 
     /// Per map point, the per-device variance of the terms K_λ(t_j - x̃_i)

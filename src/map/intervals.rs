@@ -279,6 +279,40 @@ pub fn em_spread_standard_errors(em: &EmMap, replicates: usize) -> Vec<f64> {
 /// ```
 pub const EFFECTIVE_REPORTS_THRESHOLD: f64 = 2.995_732_273_553_991;
 
+/// The variance added to the standard error of a cell carried by fewer
+/// than m* effective reports (m̂_j < m* = [`EFFECTIVE_REPORTS_THRESHOLD`],
+/// m̂ from the reports, [`FftMapper::observed_effective_reports`](super::FftMapper::observed_effective_reports);
+/// docs/MATH.md §9.7 addendum "sparse24"): ln 20 reports' worth of the
+/// kernel's peak weight,
+///
+/// ```text
+/// w = m* · (max_x |K_λ(x)| / n)²,    SE_j ← √(SE_j² + w)   where m̂_j < m*,
+/// ```
+///
+/// one report moves the map by at most max|K_λ|/n; where hits are rare
+/// (H ~ Poisson(m), m < m*), the map misses its mean by (H − m)·a/n
+/// with a <= max|K_λ|, and 1.96·√(m*)·a = 3.39a covers H = 0 for every
+/// m <= m* (the map 0, the truth m·a/n) and H <= m + 3.39 above. 0 for a
+/// non-positive n or peak; NaN stays NaN.
+///
+/// ```
+/// use geopriv::map::{thin_cell_variance, EFFECTIVE_REPORTS_THRESHOLD};
+/// let w = thin_cell_variance(2.0, 100.0);
+/// assert!((w - EFFECTIVE_REPORTS_THRESHOLD * 4e-4).abs() < 1e-15);
+/// // The half-width it adds reaches m* reports' weight: 1.96·√w >= m*·2/100.
+/// assert!(1.96 * w.sqrt() >= EFFECTIVE_REPORTS_THRESHOLD * 0.02);
+/// ```
+pub fn thin_cell_variance(peak: f64, n: f64) -> f64 {
+    if peak.is_nan() || n.is_nan() {
+        return f64::NAN;
+    }
+    if n <= 0.0 || peak <= 0.0 {
+        return 0.0;
+    }
+    let a = peak / n;
+    EFFECTIVE_REPORTS_THRESHOLD * a * a
+}
+
 /// Splits cells by the effective number of reports (branch band22,
 /// docs/MATH.md §9.7 "band22"; one helper for the sweep and the tests,
 /// branch band23): with m_j from [`effective_reports`] and

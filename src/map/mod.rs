@@ -70,8 +70,8 @@ pub use ingest::{
 pub use intervals::{
     bias_aware_critical_value, bias_aware_standard_error, effective_reports,
     em_spread_standard_errors, em_standard_errors, interval_coverage, kernel_standard_error,
-    split_by_effective_reports, student_t_975, EFFECTIVE_REPORTS_THRESHOLD, EM_BIAS_FACTOR,
-    EM_PATH_BIAS_FACTOR, PLUG_IN_SHARE, VARIANCE_SMOOTHING,
+    split_by_effective_reports, student_t_975, thin_cell_variance, EFFECTIVE_REPORTS_THRESHOLD,
+    EM_BIAS_FACTOR, EM_PATH_BIAS_FACTOR, PLUG_IN_SHARE, VARIANCE_SMOOTHING,
 };
 pub use kernel::DebiasKernel;
 pub use ladder::LadderDebias;

@@ -762,6 +762,7 @@ impl MapAggregator {
             lambda: f64::NAN,
             discretisation_bound: f64::NAN,
             em_iterations: Some(em.iterations),
+            effective_reports: k1.effective_reports,
         })
     }
 
@@ -801,6 +802,7 @@ impl MapAggregator {
             lambda: lam,
             discretisation_bound: 0.0,
             em_iterations: None,
+            effective_reports: None,
         })
     }
 }
