@@ -76,3 +76,92 @@ fn em_keeps_its_floor_against_the_unbiased_map_at_a_million_reports() {
         );
     }
 }
+
+/// `map sweep --predictions` (branch scope19, issue 19 item 15 on its
+/// named scope): after each row one `# pred` line per noise-a-priori
+/// prediction (measured/predicted its own quotient), a `# pick` line whose
+/// pick ASE is the row's planner column and whose best is no worse than
+/// any `pred` line's measured ASE, and the plan's `# line`; refused with
+/// --coverage (exit 2, nothing run).
+#[test]
+fn sweep_predictions_prints_every_prediction_beside_its_measured_ase() {
+    let out = geopriv(
+        &[
+            "map",
+            "sweep",
+            "--grid",
+            "9",
+            "--n",
+            "2000",
+            "--eps-h",
+            "1,100",
+            "--seed",
+            "3",
+            "--predictions",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for eh in ["1", "100"] {
+        let row: Vec<String> = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| 2000 | {eh} |")))
+            .unwrap_or_else(|| panic!("no row at εh {eh}: {text}"))
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
+        let preds: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("# pred 2000 {eh} ")))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(!preds.is_empty(), "no pred lines at εh {eh}: {text}");
+        let mut lowest = f64::INFINITY;
+        for p in &preds {
+            let k = p.len();
+            let pred: f64 = p[k - 3].trim_start_matches("<=").parse().unwrap();
+            let got: f64 = p[k - 2].parse().unwrap();
+            let ratio: f64 = p[k - 1].parse().unwrap();
+            assert!((ratio - got / pred).abs() <= 1e-3 * ratio, "{p:?}");
+            lowest = lowest.min(got);
+        }
+        let pick: Vec<&str> = text
+            .lines()
+            .find(|l| l.starts_with(&format!("# pick 2000 {eh} ")))
+            .unwrap_or_else(|| panic!("no pick line at εh {eh}: {text}"))
+            .split_whitespace()
+            .collect();
+        let k = pick.len();
+        let best: f64 = pick[k - 2].parse().unwrap();
+        assert!(best <= lowest, "best {best} above a measured {lowest}");
+        // The pick's measured ASE is the row's planner column.
+        let planner: f64 = row[8].parse().unwrap();
+        assert!(
+            pick.iter().any(|t| t
+                .parse::<f64>()
+                .is_ok_and(|v| (v - planner).abs() <= 1e-3 * planner)),
+            "{pick:?} vs {row:?}"
+        );
+        assert!(text.contains("# line pick "), "{text}");
+    }
+    let refused = geopriv(
+        &[
+            "map",
+            "sweep",
+            "--n",
+            "1000",
+            "--eps-h",
+            "1",
+            "--coverage",
+            "--predictions",
+        ],
+        b"",
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refused.stdout.is_empty());
+}
