@@ -549,6 +549,16 @@ fn plan_with_em(
             // EM's bias model and the charge read one rounding error; added,
             // it over-charged EM's one-step model on grids 7 and 11).
             let em_moments = moment_rounding_charge(g, epsilon, 0.0, mapper, n_rep / nf);
+            // EM's bias² as read before grid26 (its coincident devices'
+            // term, floored by the SE share) for the kernel maps' floor
+            // against EM only (branch lead19, attack21 F2/F5): that floor
+            // subtracts |b_EM|, so of the two readings of EM's rounding it
+            // takes the larger; the moments' lower one over-charged every
+            // kernel map (λ = 1 up to 15x its measured ASE).
+            let em_bias2_for_kernel_floor = em_moments.map(|_| {
+                let atoms_term = atoms.as_ref().map_or(0.0, |at| at.em_term(epsilon, cell));
+                (pred.bias2 + atoms_term).max(se_rounding.unwrap_or(0.0))
+            });
             if let (None, Some(at)) = (em_moments, &atoms) {
                 // Coincident devices (docs/MATH.md §9.4, "Atoms"): their
                 // rounding into EM's lattice cells, dithered by the noise.
@@ -565,21 +575,23 @@ fn plan_with_em(
             // model and the share read one rounding error of the bins, so
             // the larger is taken, not their sum (plan21's charge on top
             // over-predicted EM 3.2x on grids of 3 and 11 points). Where
-            // the share is the larger reading it floors the point and both
-            // ends of EM's interval; where EM's own prediction is larger,
-            // nothing moves.
-            let em_floor = em_moments
+            // the share is the larger reading it floors the point; where
+            // EM's own prediction is larger the point stays. Both ends of
+            // EM's interval are floored either way (branch lead19).
+            let em_rounding_floor = em_moments
                 .map(|(t, _)| t)
                 .or(se_rounding)
-                .map(|share| pred.variance + share)
-                .filter(|f| *f > pred.ase);
-            if let Some(floor) = em_floor {
+                .map(|share| pred.variance + share);
+            if let Some(floor) = em_rounding_floor.filter(|f| *f > pred.ase) {
                 pred.bias2 = floor - pred.variance;
                 pred.ase = floor;
             }
             // The kernel maps' floor against EM reads EM's point
             // prediction (unchanged by the ranking below).
             em_pred = Some(pred.clone());
+            if let (Some(q), Some(b2)) = (em_pred.as_mut(), em_bias2_for_kernel_floor) {
+                q.bias2 = q.bias2.max(b2);
+            }
             {
                 let ends = em_interval(
                     &kernels,
@@ -590,7 +602,14 @@ fn plan_with_em(
                     em_lower_bias2,
                     epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
                 );
-                let floor = em_floor.unwrap_or(0.0);
+                // EM's rounding floor bounds both ends of its interval
+                // wherever it is read, not only where it raised the point
+                // (branch lead19, docs/MATH.md §9.4 addendum "lead19"): a
+                // point above the floor says nothing of the interval's ends
+                // (sprawl, grid 7, εh 100: the point 7.8e-8 above an
+                // interval [2.6e-9, 1.3e-8] whose top lay below the floor
+                // 3.3e-8 and 3.7x below EM's measured ASE).
+                let floor = em_rounding_floor.unwrap_or(0.0);
                 if let Some((lo, hi)) =
                     ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(floor)))
                 {
