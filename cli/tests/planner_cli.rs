@@ -127,7 +127,8 @@ fn sweep_predictions_prints_every_prediction_beside_its_measured_ase() {
             let pred: f64 = p[k - 3].trim_start_matches("<=").parse().unwrap();
             let got: f64 = p[k - 2].parse().unwrap();
             let ratio: f64 = p[k - 1].parse().unwrap();
-            assert!((ratio - got / pred).abs() <= 1e-3 * ratio, "{p:?}");
+            // Three decimals printed, the ASEs to five digits.
+            assert!((ratio - got / pred).abs() <= 5e-4 + 1e-3 * ratio, "{p:?}");
             lowest = lowest.min(got);
         }
         let pick: Vec<&str> = text

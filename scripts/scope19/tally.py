@@ -9,7 +9,10 @@ outside [1/3, 3]) and the upper estimates exceeded beyond 3x (measured >
 line; then the full table (one row per cell: pick, pick/best, the ranked
 ratios' range).
 
-    scripts/scope19/tally.py /tmp/scope19/*.txt [--full] [--lines]
+    scripts/scope19/tally.py /tmp/scope19/*.txt [--full] [--lines] [--matrix]
+
+--matrix: one row per (population, εh) over every n and seed: the picks
+(how often each), the largest pick/best, the ranked ratios' range.
 """
 import re
 import sys
@@ -17,6 +20,7 @@ from collections import defaultdict
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 full = "--full" in sys.argv
+matrix = "--matrix" in sys.argv
 lines_too = "--lines" in sys.argv
 
 cells = {}  # (pop, seed, n, eh) -> dict
@@ -121,6 +125,24 @@ if full:
         rr = f"{min(ranked):.2f}–{max(ranked):.2f} ({len(ranked)})" if ranked else "–"
         uu = f"{max(upper):.2f} ({len(upper)})" if upper else "–"
         print(f"| {pop} | {seed} | {n:.0e} | {eh:g} | {short(c.get('pick', '?'))} | {c.get('pick_ratio', float('nan')):.2f} | {short(c.get('best_name', '?'))} | {rr} | {uu} | {c['secs']:.1f} |")
+if matrix:
+    print()
+    print("| population | εh | seed-cells | picks | max pick/best | ranked measured/predicted (min–max, count) | upper: max measured/predicted |")
+    print("|---|---:|---:|---|---:|---|---|")
+    groups = defaultdict(list)
+    for key in sorted(cells):
+        groups[(key[0], key[3])].append(cells[key])
+    for (pop, eh), cs in sorted(groups.items()):
+        picks = defaultdict(int)
+        for c in cs:
+            picks[short(c.get("pick", "?"))] += 1
+        pk = ", ".join(f"{k} ×{v}" for k, v in sorted(picks.items(), key=lambda kv: -kv[1]))
+        ranked = [p[3] for c in cs for p in c["preds"] if not p[4]]
+        upper = [p[3] for c in cs for p in c["preds"] if p[4]]
+        rr = f"{min(ranked):.2f}–{max(ranked):.2f} ({len(ranked)})" if ranked else "–"
+        uu = f"{max(upper):.2f} ({len(upper)})" if upper else "–"
+        mp = max(c.get("pick_ratio", float("nan")) for c in cs)
+        print(f"| {pop} | {eh:g} | {len(cs)} | {pk} | {mp:.2f} | {rr} | {uu} |")
 print()
 for p, t in times:
     print(f"{p}: {t}")
