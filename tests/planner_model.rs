@@ -46,8 +46,9 @@
 //! airport moved by a seeded Gaussian of sd 150 km) and `p:0.1:100000`
 //! with `GEOPRIV_PLANNER_TWIN_FILE` (written by `scripts/twins.py path`);
 //! `GEOPRIV_PLANNER_SEED` (default 7) redraws the devices and the noise of
-//! `GEOPRIV_PLANNER_CELLS`. Seed 7 hides a second failure there: at seeds
-//! 2–6 the pick at εh 0.3, n = 10^5 is λ = 0.8 at 3.3–5.9x the best (EM)
+//! `GEOPRIV_PLANNER_CELLS`; `GEOPRIV_PLANNER_GRID=61` (branch scope19) runs
+//! them on the CLI's default map (61 × 61, up to 1024 bins per axis).
+//! Seed 7 hides a second failure there: at seeds 2–6 the pick at εh 0.3, n = 10^5 is λ = 0.8 at 3.3–5.9x the best (EM)
 //! and at seed 4, εh 0.1, n = 10^5 the plain map at 5.8x.
 //!
 //! Branch cells20: `m<k>:εh:n` is a population of k atoms on a smooth
@@ -944,8 +945,12 @@ fn check(cells: &[(Pop, f64, usize)], seed: u64) {
     println!("| population | εh | n | estimator | predicted | measured | measured/predicted |");
     println!("|---|---|---|---|---|---|---|");
     let mut bad = Vec::new();
+    // GEOPRIV_PLANNER_GRID=61 (branch scope19): the CLI's default map
+    // (61 × 61, up to 1024 bins per axis) instead of 31 × 31 with 512.
+    let k = std::env::var("GEOPRIV_PLANNER_GRID").map_or(31, |v| v.parse().unwrap());
+    let max_bins = if k > 31 { 1024 } else { 512 };
     for &(pop, eh, n) in cells {
-        let c = run_cell(pop, eh, n, seed);
+        let c = run_cell_on(pop, eh, n, seed, k, max_bins);
         let (lo, hi) = report(pop, eh, n, &c);
         if lo < 1.0 / 3.0 || hi > 3.0 || c.rows.is_empty() {
             bad.push(format!("{pop:?} εh {eh} n {n}: ratio {lo:.2}..{hi:.2}"));

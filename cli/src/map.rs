@@ -369,6 +369,14 @@ pub enum MapCommand {
         /// and no picks; much faster at n = 10^6).
         #[arg(long)]
         kernels_only: bool,
+        /// Also print, after each row, `#` lines: every noise-a-priori
+        /// prediction of the plan (ranked, or an upper estimate marked
+        /// `<=`) beside its measured ASE and measured/predicted, the pick's
+        /// measured ASE over the best measured map (every λ and EM, ranked
+        /// or not), and the plan's line (issue 19 item 15). Not with
+        /// --coverage.
+        #[arg(long)]
+        predictions: bool,
     },
 }
 
@@ -430,10 +438,14 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             reps,
             by_truth,
             kernels_only,
+            predictions,
         } => {
             // Refused before the sweep runs, not silently ignored or after
             // minutes of it (attack6).
             check_sweep_args(grid, &n, &eps_h, dump.as_deref(), cov)?;
+            if cov && predictions {
+                return Err("--predictions is the ASE table's; --coverage prints its own measured/predicted".into());
+            }
             if cov {
                 let opts = CoverageOpts {
                     reps: reps.max(1),
@@ -447,7 +459,12 @@ pub fn run(cmd: MapCommand) -> Result<bool, Box<dyn std::error::Error + Send + S
             if let Some(path) = dump.as_deref().and_then(|d| d.splitn(3, ':').nth(2)) {
                 crate::output::check_file(std::path::Path::new(path), force)?;
             }
-            sweep(grid, &n, &eps_h, seed, dump, force, population).map(|_| true)
+            let opts = SweepOpts {
+                dump,
+                force,
+                predictions,
+            };
+            sweep(grid, &n, &eps_h, seed, population, opts).map(|_| true)
         }
     }
 }
@@ -809,15 +826,29 @@ fn devices(pop: PopArg, n: usize, seed: u64) -> Vec<[f64; 2]> {
         .collect()
 }
 
+/// Options of `geopriv map sweep`'s ASE table.
+struct SweepOpts {
+    /// `--dump n:eps_h:path`.
+    dump: Option<String>,
+    /// `--force`.
+    force: bool,
+    /// `--predictions`: the `#` lines of [`prediction_lines`].
+    predictions: bool,
+}
+
 fn sweep(
     grid_k: usize,
     ns: &[usize],
     eps_h: &[f64],
     seed: u64,
-    dump: Option<String>,
-    force: bool,
     pop: PopArg,
+    opts: SweepOpts,
 ) -> Res {
+    let SweepOpts {
+        dump,
+        force,
+        predictions,
+    } = opts;
     let side = pop.side();
     let args = SetArgs {
         bbox: Some(vec![0.0, side, 0.0, side]),
@@ -915,8 +946,11 @@ fn sweep(
             // Every λ the planner considers is measured too: "best" is the
             // best measured map (any λ) or predicted other mechanism.
             let mut best_l = f64::INFINITY;
+            let mut by_lambda = Vec::with_capacity(LAMBDAS.len());
             for &l in &LAMBDAS {
-                best_l = best_l.min(ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth));
+                let a = ase(&mapper.estimate(&agg.kernel(l)?)?.values, &truth);
+                by_lambda.push((l, a));
+                best_l = best_l.min(a);
             }
             let em = p.em.clone().ok_or("no EM map")?;
             let em_s = 0.0;
@@ -935,9 +969,81 @@ fn sweep(
                 planner_ase / best,
                 t0.elapsed().as_secs_f64()
             );
+            if predictions {
+                for l in prediction_lines(&p, n, eh, &by_lambda, em_ase, planner_ase) {
+                    outln!("{l}");
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// `map sweep --predictions`: after a row at (n, εh), one `#` line per
+/// noise-a-priori prediction of `p` (`# pred n εh name predicted measured
+/// measured/predicted`, the predicted ASE prefixed `<=` where it is an
+/// upper estimate), then `# pick n εh name measured best-name best
+/// pick/best` (best: the lowest measured ASE over every λ of `by_lambda`,
+/// EM's `em_ase`, and the other mechanisms' predictions) and `# line` the
+/// plan's line. A kernel map or EM absent from `p.predictions` is not
+/// ranked (its error not resolved by the reports) and gets no `pred` line.
+///
+/// ```text
+/// # pred 10000 3 a-priori λ=1.0 2.702e-7 3.881e-7 1.437
+/// # pick 10000 3 a-priori λ=1.0 3.881e-7 a-priori λ=1.0 3.881e-7 1.000
+/// ```
+fn prediction_lines(
+    p: &geopriv::map::Plan,
+    n: usize,
+    eh: f64,
+    by_lambda: &[(f64, f64)],
+    em_ase: f64,
+    pick_ase: f64,
+) -> Vec<String> {
+    let measured = |q: &geopriv::map::Prediction| -> Option<f64> {
+        if q.em_iterations.is_some() {
+            return Some(em_ase);
+        }
+        let l = q.lambda?;
+        by_lambda
+            .iter()
+            .find(|(m, _)| (m - l).abs() < 1e-9)
+            .map(|&(_, a)| a)
+    };
+    let (mut best, mut best_name) = (em_ase, "a-priori em".to_string());
+    for &(l, a) in by_lambda {
+        if a < best {
+            best = a;
+            best_name = format!("a-priori λ={l:.1}");
+        }
+    }
+    let mut out = Vec::new();
+    for q in &p.predictions {
+        match measured(q) {
+            Some(got) if q.name.starts_with("a-priori") => {
+                let u = if q.upper_bound { "<=" } else { "" };
+                out.push(format!(
+                    "# pred {n} {eh} {} {u}{:.4e} {got:.4e} {:.3}",
+                    q.name,
+                    q.ase,
+                    got / q.ase
+                ));
+            }
+            _ => {
+                if q.ase < best {
+                    best = q.ase;
+                    best_name = q.name.clone();
+                }
+            }
+        }
+    }
+    out.push(format!(
+        "# pick {n} {eh} {} {pick_ase:.4e} {best_name} {best:.4e} {:.3}",
+        p.pick().name,
+        pick_ase / best
+    ));
+    out.push(format!("# line {}", p.line));
+    out
 }
 
 /// Noise-a-priori reports of `xs` at per-device `eps`, aggregated (the
