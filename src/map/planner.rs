@@ -575,14 +575,16 @@ fn plan_with_em(
             // model and the share read one rounding error of the bins, so
             // the larger is taken, not their sum (plan21's charge on top
             // over-predicted EM 3.2x on grids of 3 and 11 points). Where
-            // the share is the larger reading it floors the point; where
-            // EM's own prediction is larger the point stays. Both ends of
-            // EM's interval are floored either way (branch lead19).
+            // the share is the larger reading it floors the point and both
+            // ends of EM's interval; where EM's own prediction is larger
+            // the point stays and only the interval's top is floored
+            // (branch lead19).
             let em_rounding_floor = em_moments
                 .map(|(t, _)| t)
                 .or(se_rounding)
                 .map(|share| pred.variance + share);
-            if let Some(floor) = em_rounding_floor.filter(|f| *f > pred.ase) {
+            let em_floor = em_rounding_floor.filter(|f| *f > pred.ase);
+            if let Some(floor) = em_floor {
                 pred.bias2 = floor - pred.variance;
                 pred.ase = floor;
             }
@@ -602,17 +604,24 @@ fn plan_with_em(
                     em_lower_bias2,
                     epsilon * g.bandwidth() > EM_ESTIMATED_UP_TO_EPS_H,
                 );
-                // EM's rounding floor bounds both ends of its interval
-                // wherever it is read, not only where it raised the point
-                // (branch lead19, docs/MATH.md §9.4 addendum "lead19"): a
-                // point above the floor says nothing of the interval's ends
+                // Where EM's rounding floor raised the point it floors both
+                // ends (plan22). Elsewhere it still bounds the interval's
+                // top (branch lead19, docs/MATH.md §9.4 addendum "lead19"):
+                // a top below the floor is a top the reports contradict
                 // (sprawl, grid 7, εh 100: the point 7.8e-8 above an
                 // interval [2.6e-9, 1.3e-8] whose top lay below the floor
-                // 3.3e-8 and 3.7x below EM's measured ASE).
-                let floor = em_rounding_floor.unwrap_or(0.0);
-                if let Some((lo, hi)) =
-                    ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(floor)))
-                {
+                // 3.3e-8 and 3.7x below EM's measured ASE). Only the top:
+                // the floor is an estimate, and raising lo as well ranked
+                // EMs the reports had left unranked (attack22 G5: coast,
+                // grid 5, εh 50, EM ranked at 0.28x its ASE).
+                let floor = em_floor.unwrap_or(0.0);
+                let top_floor = em_rounding_floor.unwrap_or(0.0);
+                if let Some((lo, hi)) = ends.map(|(l, u)| {
+                    (
+                        (l + atoms_t).max(floor),
+                        (u + atoms_t).max(floor).max(top_floor),
+                    )
+                }) {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
