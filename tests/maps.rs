@@ -584,12 +584,29 @@ fn ladder_server_merges_shards_and_fixes_its_smoothing_before_reports() {
         .is_err());
 }
 
-/// Noise-a-priori reports of `xs` at εh = `eh` on `grid`, aggregated.
+/// Noise-a-priori reports of `xs` at εh = `eh` on `grid`, aggregated
+/// with at most 512 bins per axis.
 fn aggregated(grid: &KdeGrid, eh: f64, xs: &[[f64; 2]], seed: u64) -> MapAggregator {
+    aggregated_with_bins(grid, eh, xs, seed, Some(512))
+}
+
+/// The same with `max_bins` bins per axis at most (`None`: the server's
+/// default, 1024).
+fn aggregated_with_bins(
+    grid: &KdeGrid,
+    eh: f64,
+    xs: &[[f64; 2]],
+    seed: u64,
+    max_bins: Option<usize>,
+) -> MapAggregator {
     let eps = eh / grid.bandwidth();
     let set = QuerySet::Kde(grid.clone());
     let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
-    let mut agg = MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, 512).unwrap();
+    let mut agg = match max_bins {
+        Some(b) => MapAggregator::with_max_bins(set, MapMechanism::APriori, eps, b),
+        None => MapAggregator::new(set, MapMechanism::APriori, eps),
+    }
+    .unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     for x in xs {
         agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
@@ -1814,16 +1831,8 @@ fn atoms(n: usize, sites: usize, side: f64, seed: u64) -> Vec<[f64; 2]> {
 /// cells whose true map is above 1e-6 of its peak, with the z-scores' sd.
 fn atoms_coverage(grid: &KdeGrid, xs: &[[f64; 2]], eh: f64, seed: u64) -> (f64, f64) {
     let truth = grid.exact_map(xs);
-    let eps = eh / grid.bandwidth();
-    let set = QuerySet::Kde(grid.clone());
-    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
     // The server's default binning (1024 bins per axis at most).
-    let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
-    let mut rng = StdRng::seed_from_u64(seed);
-    for x in xs {
-        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
-            .unwrap();
-    }
+    let agg = aggregated_with_bins(grid, eh, xs, seed, None);
     let m = agg.mapper().unwrap().unwrap();
     let est = m.estimate(&agg.kernel(1.0).unwrap()).unwrap();
     let top = truth.iter().cloned().fold(0.0, f64::max);
@@ -2699,15 +2708,7 @@ fn sparse24_town_draw(
     eh: f64,
     seed: u64,
 ) -> (f64, f64, f64, usize) {
-    let eps = eh / grid.bandwidth();
-    let set = QuerySet::Kde(grid.clone());
-    let dev = MapRelease::new(set.clone(), MapMechanism::APriori, eps).unwrap();
-    let mut agg = MapAggregator::new(set, MapMechanism::APriori, eps).unwrap();
-    let mut rng = StdRng::seed_from_u64(seed);
-    for x in xs {
-        agg.add(&dev.release_unmetered(x, &mut rng).unwrap())
-            .unwrap();
-    }
+    let agg = aggregated_with_bins(grid, eh, xs, seed, None);
     let mapper = agg.mapper().unwrap().unwrap();
     let k1 = agg.kernel(1.0).unwrap();
     let est = mapper.estimate(&k1).unwrap();

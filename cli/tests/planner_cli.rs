@@ -4,32 +4,34 @@
 mod common;
 use common::geopriv;
 
-/// The sweep's one row for (`grid`, `n`, `eh`, `seed`) on `population`
-/// (`city`, `sprawl`, …): its cells split on `|`, trimmed.
-fn sweep_row(grid: &str, n: &str, eh: &str, seed: &str, population: &str) -> Vec<String> {
-    let out = geopriv(
-        &[
-            "map",
-            "sweep",
-            "--grid",
-            grid,
-            "--n",
-            n,
-            "--eps-h",
-            eh,
-            "--seed",
-            seed,
-            "--population",
-            population,
-        ],
-        b"",
-    );
+/// `geopriv map sweep ARGS…`'s standard output; the run must succeed.
+fn sweep_text(args: &[&str]) -> String {
+    let mut all = vec!["map", "sweep"];
+    all.extend_from_slice(args);
+    let out = geopriv(&all, b"");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The sweep's one row for (`grid`, `n`, `eh`, `seed`) on `population`
+/// (`city`, `sprawl`, …): its cells split on `|`, trimmed.
+fn sweep_row(grid: &str, n: &str, eh: &str, seed: &str, population: &str) -> Vec<String> {
+    let text = sweep_text(&[
+        "--grid",
+        grid,
+        "--n",
+        n,
+        "--eps-h",
+        eh,
+        "--seed",
+        seed,
+        "--population",
+        population,
+    ]);
     let row = text
         .lines()
         .find(|l| l.starts_with(&format!("| {n} |")))
@@ -86,28 +88,17 @@ fn em_keeps_its_floor_against_the_unbiased_map_at_a_million_reports() {
 /// --coverage (exit 2, nothing run).
 #[test]
 fn sweep_predictions_prints_every_prediction_beside_its_measured_ase() {
-    let out = geopriv(
-        &[
-            "map",
-            "sweep",
-            "--grid",
-            "9",
-            "--n",
-            "2000",
-            "--eps-h",
-            "1,100",
-            "--seed",
-            "3",
-            "--predictions",
-        ],
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = sweep_text(&[
+        "--grid",
+        "9",
+        "--n",
+        "2000",
+        "--eps-h",
+        "1,100",
+        "--seed",
+        "3",
+        "--predictions",
+    ]);
     for eh in ["1", "100"] {
         let row: Vec<String> = text
             .lines()
@@ -201,30 +192,19 @@ fn item_15_misses(text: &str) -> Vec<String> {
 /// a minute of CPU per population).
 #[test]
 fn item_15_holds_on_the_default_map_at_the_eps_h_corners() {
-    let out = geopriv(
-        &[
-            "map",
-            "sweep",
-            "--grid",
-            "61",
-            "--n",
-            "10000",
-            "--eps-h",
-            "0.1,1000",
-            "--seed",
-            "1",
-            "--population",
-            "sprawl",
-            "--predictions",
-        ],
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = sweep_text(&[
+        "--grid",
+        "61",
+        "--n",
+        "10000",
+        "--eps-h",
+        "0.1,1000",
+        "--seed",
+        "1",
+        "--population",
+        "sprawl",
+        "--predictions",
+    ]);
     assert_eq!(text.matches("# pick ").count(), 2, "{text}");
     let bad = item_15_misses(&text);
     assert!(bad.is_empty(), "{bad:#?}\n{text}");
