@@ -615,13 +615,11 @@ fn plan_with_em(
                 // EMs the reports had left unranked (attack22 G5: coast,
                 // grid 5, εh 50, EM ranked at 0.28x its ASE).
                 let floor = em_floor.unwrap_or(0.0);
+                // At least `floor` (the same reading, unfiltered).
                 let top_floor = em_rounding_floor.unwrap_or(0.0);
-                if let Some((lo, hi)) = ends.map(|(l, u)| {
-                    (
-                        (l + atoms_t).max(floor),
-                        (u + atoms_t).max(floor).max(top_floor),
-                    )
-                }) {
+                if let Some((lo, hi)) =
+                    ends.map(|(l, u)| ((l + atoms_t).max(floor), (u + atoms_t).max(top_floor)))
+                {
                     // The pick orders EM by its point prediction within its
                     // interval, ranked or not (docs/MATH.md §9.4): the 3x
                     // clamp below is what the prediction promises, not a
