@@ -716,11 +716,7 @@ fn aggregate(
     // (docs/MATH.md §9.7 "sparse24"), and how many cells fall below
     // m* = ln 20: their standard errors carry ln 20 reports' worth of the
     // kernel's peak weight (absent for maps without bins).
-    if let Some(m) = &est.effective_reports {
-        let thin = m
-            .iter()
-            .filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
-            .count();
+    if let (Some(m), Some(thin)) = (&est.effective_reports, est.thin_cells()) {
         out["effective_reports"] = serde_json::json!(m);
         out["effective_reports_threshold"] =
             serde_json::json!(geopriv::map::EFFECTIVE_REPORTS_THRESHOLD);

@@ -881,11 +881,7 @@ pub fn map_json(
     // The effective reports per cell read from the reports, and the cells
     // below m* = ln 20, whose standard errors are widened (docs/MATH.md
     // §9.7 "sparse24"; as `geopriv map aggregate`); absent without bins.
-    if let Some(m) = &est.effective_reports {
-        let thin = m
-            .iter()
-            .filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD)
-            .count();
+    if let (Some(m), Some(thin)) = (&est.effective_reports, est.thin_cells()) {
         out["effective_reports"] = json!(m);
         out["effective_reports_threshold"] = json!(geopriv::map::EFFECTIVE_REPORTS_THRESHOLD);
         out["thin_cells"] = json!(thin);

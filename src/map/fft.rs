@@ -114,17 +114,35 @@ pub struct MapEstimate {
     /// (ln 20) are carried by a handful of reports, and their standard
     /// error is widened by ln 20 reports' worth of kernel weight
     /// ([`thin_cell_variance`](super::thin_cell_variance)). None for maps
-    /// without bins (districts, ladders).
+    /// without bins (districts, ladders); [`thin_cells`](Self::thin_cells)
+    /// counts the cells below m*.
+    pub effective_reports: Option<Vec<f64>>,
+}
+
+impl MapEstimate {
+    /// The number of thin cells (docs/MATH.md §9.7 addendum "sparse24"):
+    /// #{ j : m̂_j < m* } over [`effective_reports`](Self::effective_reports),
+    /// m* = [`EFFECTIVE_REPORTS_THRESHOLD`](super::EFFECTIVE_REPORTS_THRESHOLD)
+    /// = ln 20, the cells whose standard error carries ln 20 reports' worth
+    /// of kernel weight. None for maps without bins.
     ///
     /// ```
     /// # fn demo(m: &geopriv::map::MapEstimate) {
-    /// let thin = m.effective_reports.as_ref().map(|v| {
-    ///     v.iter().filter(|&&x| x < geopriv::map::EFFECTIVE_REPORTS_THRESHOLD).count()
-    /// });
-    /// # let _ = thin;
+    /// if let Some(thin) = m.thin_cells() {
+    ///     println!("{thin} cells are carried by fewer than ln 20 reports");
+    /// }
     /// # }
     /// ```
-    pub effective_reports: Option<Vec<f64>>,
+    pub fn thin_cells(&self) -> Option<usize> {
+        self.effective_reports
+            .as_ref()
+            .map(|m| m.iter().filter(|&&x| is_thin_cell(x)).count())
+    }
+}
+
+/// A cell carried by fewer than m* = ln 20 effective reports (NaN is not).
+fn is_thin_cell(m_hat: f64) -> bool {
+    m_hat < super::intervals::EFFECTIVE_REPORTS_THRESHOLD
 }
 
 /// The error-bound parts of an FFT map (see the module docs).
@@ -1039,7 +1057,7 @@ impl FftMapper {
             .zip(&m_hat)
             .map(|((&v, &u), &m)| {
                 let se = super::intervals::kernel_standard_error(v, u, n, floor);
-                if m < super::intervals::EFFECTIVE_REPORTS_THRESHOLD {
+                if is_thin_cell(m) {
                     (se * se + thin).sqrt()
                 } else {
                     se
